@@ -1,0 +1,57 @@
+/* ksdist — the distributed algorithm interface (the training mode).
+ *
+ * After OpenKS's DistributedAlgorithm: "collective" (gradient allreduce, LocalSGD),
+ * "transpiler" (parameter server: sync, half-async, async, GEO) and "pslib" (sparse
+ * parameter server). The factory (factory.h) picks one by mode name or by the
+ * original's integer flag. */
+#ifndef KSDIST_ALGORITHM_H
+#define KSDIST_ALGORITHM_H
+
+#include <ksdist/optimizer.h>
+#include <ksdist/rolemaker.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  gsize size;
+
+  /* required */
+  void *(*create) (const KsSettings *settings, GError **error);
+  void (*destroy) (void *ctx);
+  gboolean (*init) (void *ctx, const KsRoleMakerOps *role_ops, void *role, GError **error);
+
+  /* optional */
+  gboolean (*init_worker) (void *ctx, GError **error);
+  /* `model_dir` may be NULL; when given it must exist, and persistables load from it */
+  gboolean (*init_server) (void *ctx, const char *model_dir, GError **error);
+  gboolean (*run_server) (void *ctx, GError **error);
+  gboolean (*stop_worker) (void *ctx, GError **error);
+  /* Wraps `inner`; the result is destroyed with (*out_ops)->destroy. `strategy` is the
+   * configuration whose [strategy] group the algorithm reads. */
+  gboolean (*distributed_optimizer) (void *ctx, const KsOptimizerOps *inner_ops, void *inner,
+                                     const KsConfig *strategy, const KsOptimizerOps **out_ops,
+                                     void **out, GError **error);
+  gboolean (*save_inference_model) (void *ctx, KsModel *model, const char *dir,
+                                    const char *const *feeds, KsExpr *const *targets,
+                                    gsize n_targets, GError **error);
+  gboolean (*save_persistables) (void *ctx, KsModel *model, const char *dir, GError **error);
+} KsAlgorithmOps;
+
+/* A distributed algorithm instance, made by ks_factory_instantiate(). */
+typedef struct KsAlgorithm KsAlgorithm;
+
+void ks_algorithm_free (KsAlgorithm *algorithm);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsAlgorithm, ks_algorithm_free)
+
+const char *ks_algorithm_mode (const KsAlgorithm *algorithm);
+const char *ks_algorithm_plugin (const KsAlgorithm *algorithm);
+gboolean ks_algorithm_init (KsAlgorithm *algorithm, const KsRoleMakerOps *role_ops, void *role,
+                            GError **error);
+gboolean ks_algorithm_init_worker (KsAlgorithm *algorithm, GError **error);
+gboolean ks_algorithm_init_server (KsAlgorithm *algorithm, const char *model_dir, GError **error);
+gboolean ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error);
+gboolean ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,144 @@
+/* ksdist — the compute backend interface: a device's memory and kernels.
+ *
+ * All pointers to tensor data are device pointers of the backend that allocated them.
+ * Matrices are row-major. Every method returns FALSE and sets `error` on failure. */
+#ifndef KSDIST_COMPUTE_H
+#define KSDIST_COMPUTE_H
+
+#include <ksdist/plugin.h>
+
+G_BEGIN_DECLS
+
+typedef enum { KS_TRANS_N = 0, KS_TRANS_T = 1 } KsTranspose;
+
+typedef enum {
+  KS_UNARY_RELU = 0,
+  KS_UNARY_TANH = 1,
+  KS_UNARY_SIGMOID = 2,
+  KS_UNARY_GELU = 3, /* tanh approximation, as GPT-2 */
+  KS_UNARY_EXP = 4,
+  KS_UNARY_LOG = 5,
+  KS_UNARY_NEG = 6,
+  KS_UNARY_SQRT = 7,
+} KsUnaryOp;
+
+typedef enum {
+  KS_BINARY_ADD = 0,
+  KS_BINARY_SUB = 1,
+  KS_BINARY_MUL = 2,
+  KS_BINARY_DIV = 3,
+} KsBinaryOp;
+
+typedef enum {
+  KS_UPDATE_SGD = 0,
+  KS_UPDATE_MOMENTUM = 1,
+  KS_UPDATE_ADAGRAD = 2,
+  KS_UPDATE_ADAM = 3,
+  KS_UPDATE_ADAMW = 4,
+} KsUpdateRule;
+
+/* Arguments of the fused optimizer update; starts with its size so it can grow. */
+typedef struct {
+  gsize size;
+  KsUpdateRule rule;
+  float lr, momentum, beta1, beta2, eps, weight_decay;
+  gboolean nesterov;
+  gint64 step; /* 1-based, for Adam's bias correction */
+} KsUpdateArgs;
+
+typedef struct {
+  gsize size; /* sizeof (KsComputeOps) the plugin was built with */
+
+  /* required */
+  void *(*create) (const KsSettings *settings, GError **error);
+  void (*destroy) (void *ctx);
+  void *(*alloc) (void *ctx, gsize nbytes, GError **error);
+  void (*free) (void *ctx, void *ptr);
+  gboolean (*copy_to_device) (void *ctx, void *dst, const void *host_src, gsize nbytes, GError **error);
+  gboolean (*copy_to_host) (void *ctx, void *host_dst, const void *src, gsize nbytes, GError **error);
+
+  /* optional: a missing slot answers "not supported by plugin X" */
+  char *(*describe) (void *ctx); /* one line: library, device, threads */
+  gboolean (*copy_on_device) (void *ctx, void *dst, const void *src, gsize nbytes, GError **error);
+  gboolean (*fill_zero) (void *ctx, void *ptr, gsize nbytes, GError **error);
+  gboolean (*synchronize) (void *ctx, GError **error);
+  gboolean (*set_threads) (void *ctx, int n_threads, GError **error);
+
+  /* C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) k x n, C m x n. */
+  gboolean (*sgemm) (void *ctx, KsTranspose trans_a, KsTranspose trans_b, int m, int n, int k,
+                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                     float *c, int ldc, GError **error);
+  gboolean (*sgemm_strided_batched) (void *ctx, KsTranspose trans_a, KsTranspose trans_b, int m,
+                                     int n, int k, float alpha, const float *a, int lda,
+                                     gint64 stride_a, const float *b, int ldb, gint64 stride_b,
+                                     float beta, float *c, int ldc, gint64 stride_c, int batch,
+                                     GError **error);
+
+  /* Kernels of single-process training (sketched here, filled in by the backends). */
+  gboolean (*unary) (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n, GError **error);
+  /* dx = dy * f'(x); y = f(x) is given for ops whose derivative is cheaper from it */
+  gboolean (*unary_backward) (void *ctx, KsUnaryOp op, const float *x, const float *y,
+                              const float *dy, float *dx, gsize n, GError **error);
+  /* c[r][j] = a[r][j] op b[j] when b_rows == 1, else op b[r][j] */
+  gboolean (*binary) (void *ctx, KsBinaryOp op, const float *a, const float *b, float *c,
+                      gsize rows, gsize cols, gsize b_rows, GError **error);
+  /* axis 0: y[j] = reduce over rows; axis 1: y[r] = reduce over columns */
+  gboolean (*reduce) (void *ctx, KsReduceOp op, const float *x, float *y, gsize rows, gsize cols,
+                      int axis, GError **error);
+  gboolean (*softmax) (void *ctx, const float *x, float *y, gsize rows, gsize cols,
+                       gboolean log_softmax, GError **error);
+  gboolean (*layer_norm) (void *ctx, const float *x, const float *gamma, const float *beta,
+                          float *y, float *mean, float *rstd, gsize rows, gsize cols, float eps,
+                          GError **error);
+  gboolean (*layer_norm_backward) (void *ctx, const float *x, const float *gamma,
+                                   const float *mean, const float *rstd, const float *dy,
+                                   float *dx, float *dgamma, float *dbeta, gsize rows, gsize cols,
+                                   GError **error);
+  gboolean (*embedding) (void *ctx, const float *table, const gint64 *ids, float *out,
+                         gsize n_ids, gsize dim, GError **error);
+  /* dtable[ids[i]] += dout[i] */
+  gboolean (*embedding_backward) (void *ctx, const float *dout, const gint64 *ids, float *dtable,
+                                  gsize n_ids, gsize dim, GError **error);
+  /* per-row loss of softmax cross entropy with int64 labels; dlogits may be NULL */
+  gboolean (*cross_entropy) (void *ctx, const float *logits, const gint64 *labels, float *losses,
+                             float *dlogits, gsize rows, gsize cols, GError **error);
+  /* one optimizer step over a whole arena; state1/state2 as the rule needs (may be NULL) */
+  gboolean (*update) (void *ctx, const KsUpdateArgs *args, float *param, const float *grad,
+                      float *state1, float *state2, gsize n, GError **error);
+} KsComputeOps;
+
+/* A compute backend instance, made by the core from a selected implementation. */
+typedef struct KsCompute KsCompute;
+struct KsRegistry;
+
+/* Selects by name ("openblas", "cuda", or "auto": highest priority available) and creates
+ * an instance with the plugin's settings from `config`. */
+KsCompute *ks_compute_new (struct KsRegistry *registry, const KsConfig *config, const char *name,
+                           GError **error);
+void ks_compute_free (KsCompute *compute);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsCompute, ks_compute_free)
+
+const char *ks_compute_plugin (const KsCompute *compute);
+char *ks_compute_describe (KsCompute *compute);
+void *ks_compute_alloc (KsCompute *compute, gsize nbytes, GError **error);
+void ks_compute_free_memory (KsCompute *compute, void *ptr);
+gboolean ks_compute_copy_to_device (KsCompute *compute, void *dst, const void *src, gsize nbytes,
+                                    GError **error);
+gboolean ks_compute_copy_to_host (KsCompute *compute, void *dst, const void *src, gsize nbytes,
+                                  GError **error);
+gboolean ks_compute_fill_zero (KsCompute *compute, void *ptr, gsize nbytes, GError **error);
+gboolean ks_compute_synchronize (KsCompute *compute, GError **error);
+gboolean ks_compute_set_threads (KsCompute *compute, int n_threads, GError **error);
+gboolean ks_compute_sgemm (KsCompute *compute, KsTranspose trans_a, KsTranspose trans_b, int m,
+                           int n, int k, float alpha, const float *a, int lda, const float *b,
+                           int ldb, float beta, float *c, int ldc, GError **error);
+gboolean ks_compute_sgemm_strided_batched (KsCompute *compute, KsTranspose trans_a,
+                                           KsTranspose trans_b, int m, int n, int k, float alpha,
+                                           const float *a, int lda, gint64 stride_a,
+                                           const float *b, int ldb, gint64 stride_b, float beta,
+                                           float *c, int ldc, gint64 stride_c, int batch,
+                                           GError **error);
+
+G_END_DECLS
+
+#endif

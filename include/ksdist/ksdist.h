@@ -1,0 +1,18 @@
+/* ksdist — distributed neural-network training: the whole public API. */
+#ifndef KSDIST_H
+#define KSDIST_H
+
+#include <ksdist/version.h>
+#include <ksdist/types.h>
+#include <ksdist/config.h>
+#include <ksdist/plugin.h>
+#include <ksdist/registry.h>
+#include <ksdist/compute.h>
+#include <ksdist/comm.h>
+#include <ksdist/rolemaker.h>
+#include <ksdist/segmenter.h>
+#include <ksdist/optimizer.h>
+#include <ksdist/algorithm.h>
+#include <ksdist/factory.h>
+
+#endif

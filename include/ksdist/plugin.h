@@ -1,0 +1,97 @@
+/* ksdist — the plugin ABI.
+ *
+ * A plugin is a shared object named <name>.so that exports one function,
+ * ks_plugin_descriptor(), returning a const KsPluginDesc. The descriptor lists the
+ * implementations the plugin provides (several, of several kinds) and the settings it
+ * declares. Every vtable starts with its own size in bytes; methods are only ever
+ * appended, and the core calls a method only after KS_OPS_HAS() says the slot exists
+ * in the plugin's copy of the vtable.
+ *
+ * Compatibility: the core loads a plugin whose ABI major equals KS_ABI_MAJOR and whose
+ * ABI minor is not newer than KS_ABI_MINOR. Adding a method (appending a slot) bumps
+ * the minor; changing or removing anything bumps the major. */
+#ifndef KSDIST_PLUGIN_H
+#define KSDIST_PLUGIN_H
+
+#include <stddef.h>
+#include <ksdist/config.h>
+
+G_BEGIN_DECLS
+
+#define KS_ABI_MAJOR 1
+#define KS_ABI_MINOR 0
+
+#define KS_PLUGIN_ENTRY_SYMBOL "ks_plugin_descriptor"
+
+/* The kinds of implementation. Values are ABI: append only. */
+typedef enum {
+  KS_KIND_COMPUTE = 0,    /* KsComputeOps    (compute.h) */
+  KS_KIND_COMM = 1,       /* KsCommOps       (comm.h) */
+  KS_KIND_STORE = 2,      /* KsStoreOps      (comm.h) */
+  KS_KIND_ROLE_MAKER = 3, /* KsRoleMakerOps  (rolemaker.h) */
+  KS_KIND_SEGMENTER = 4,  /* KsSegmenterOps  (segmenter.h) */
+  KS_KIND_OPTIMIZER = 5,  /* KsOptimizerOps  (optimizer.h) */
+  KS_KIND_ALGORITHM = 6,  /* KsAlgorithmOps  (algorithm.h) */
+  KS_KIND_COUNT
+} KsKind;
+
+/* "compute", "comm", ...; "?" for a value out of range. */
+const char *ks_kind_name (KsKind kind);
+
+/* The settings a plugin instance reads: its own group of the configuration. */
+typedef struct KsSettings KsSettings;
+const char *ks_settings_plugin (const KsSettings *settings);
+const char *ks_settings_get_string (const KsSettings *settings, const char *key);
+gint64 ks_settings_get_int (const KsSettings *settings, const char *key);
+double ks_settings_get_double (const KsSettings *settings, const char *key);
+gboolean ks_settings_get_bool (const KsSettings *settings, const char *key);
+
+/* A cheap, side-effect-free probe: returns a priority >= 0 when the implementation can
+ * run on this machine, or a negative value and a reason (g_strdup'ed into *reason)
+ * when it cannot. It must never crash or abort, e.g. on a machine without a GPU. */
+typedef int (*KsQueryFunc) (char **reason);
+
+typedef struct {
+  KsKind kind;
+  const char *name;   /* selection name, e.g. "openblas", "collective" */
+  const void *ops;    /* the kind's vtable; its first member is `gsize size` */
+  KsQueryFunc query;  /* NULL = always available at priority 0 */
+  const char *description;
+} KsImplDesc;
+
+typedef struct {
+  /* The first two members never move: the loader reads them before anything else. */
+  guint32 abi_major;
+  guint32 abi_minor;
+  const char *name;        /* must equal the file name without ".so" */
+  const char *version;     /* the plugin's own version */
+  const char *description;
+  const KsImplDesc *impls;
+  gsize n_impls;
+  const KsKeyDesc *settings; /* .group is ignored: the group is the plugin name */
+  gsize n_settings;
+} KsPluginDesc;
+
+typedef const KsPluginDesc *(*KsPluginEntryFunc) (void);
+
+/* Defines the entry point in a plugin's source: KS_PLUGIN_DEFINE (my_descriptor); */
+#define KS_PLUGIN_DEFINE(desc)                                                     \
+  G_MODULE_EXPORT const KsPluginDesc *ks_plugin_descriptor (void);                 \
+  G_MODULE_EXPORT const KsPluginDesc *ks_plugin_descriptor (void) { return &(desc); }
+
+#ifndef G_MODULE_EXPORT
+#define G_MODULE_EXPORT __attribute__ ((visibility ("default")))
+#endif
+
+/* TRUE when the vtable `ops` of type `Type` is long enough to hold `field` and sets it. */
+#define KS_OPS_HAS(ops, Type, field)                                                   \
+  ((ops) != NULL && (ops)->size >= offsetof (Type, field) + sizeof (((Type *) 0)->field) \
+   && (ops)->field != NULL)
+
+/* The error a core wrapper returns when a plugin lacks a slot. Always returns FALSE. */
+gboolean ks_set_not_supported (GError **error, const char *plugin, KsKind kind,
+                               const char *method);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,74 @@
+/* ksdist — finding, loading, validating and selecting plugins.
+ *
+ * Search order: KS_PLUGIN_PATH (colon-separated directories or files), then
+ * `[plugins] path` of the configuration (relative entries are relative to the config
+ * file), then the system directory: $(pkglibdir), or KS_PLUGIN_SYSTEM_PATH when set
+ * (set it empty to search no system directory, as the tests do). Empty entries are
+ * ignored: the current directory is never searched unless named.
+ *
+ * `[plugins] load` (or KS_PLUGINS, which overrides it) is an include list
+ * ("gloo,openblas") or, starting with '^', an exclude list ("^mpi,cuda"); an excluded
+ * file is never opened. Plugins are opened RTLD_NOW | RTLD_LOCAL and never closed. */
+#ifndef KSDIST_REGISTRY_H
+#define KSDIST_REGISTRY_H
+
+#include <ksdist/plugin.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  KS_PLUGIN_LOADED = 0,
+  KS_PLUGIN_REJECTED = 1, /* could not be used: see reason */
+  KS_PLUGIN_SHADOWED = 2, /* a plugin of the same name came earlier in the search path */
+  KS_PLUGIN_EXCLUDED = 3, /* left out by the include/exclude list; never opened */
+} KsPluginState;
+
+const char *ks_plugin_state_name (KsPluginState state);
+
+typedef struct {
+  char *path;               /* the file */
+  char *name;               /* the file name without ".so" */
+  KsPluginState state;
+  char *reason;             /* why rejected, shadowed or excluded; NULL when loaded */
+  const KsPluginDesc *desc; /* set when the descriptor could be read */
+} KsPluginRecord;
+
+typedef struct KsRegistry KsRegistry;
+
+KsRegistry *ks_registry_new (void);
+void ks_registry_free (KsRegistry *registry);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsRegistry, ks_registry_free)
+
+/* Scans the search path once and adds each loaded plugin's settings to `config` as the
+ * group [<plugin name>]. Problems with single files are recorded, not returned; fails
+ * only for a malformed include/exclude list. */
+gboolean ks_registry_scan (KsRegistry *registry, KsConfig *config, GError **error);
+
+/* Every file considered, in search order (of KsPluginRecord*). */
+const GPtrArray *ks_registry_records (const KsRegistry *registry);
+/* The directories and files searched, in order. */
+const char *const *ks_registry_search_path (const KsRegistry *registry);
+/* The record of the loaded plugin called `name`, or NULL. */
+const KsPluginRecord *ks_registry_find_plugin (const KsRegistry *registry, const char *name);
+
+/* One implementation of a loaded plugin with its query result. */
+typedef struct {
+  const KsImplDesc *impl;
+  const KsPluginRecord *plugin;
+  int priority;  /* >= 0 when available */
+  char *reason;  /* why unavailable, else NULL */
+} KsImplInfo;
+
+/* The implementations of `kind` (every kind for KS_KIND_COUNT), queried now; free the
+ * array with g_ptr_array_unref. Shadowed implementation names (the same name in a later
+ * plugin) are left out. */
+GPtrArray *ks_registry_list (KsRegistry *registry, KsKind kind);
+
+/* Selects an implementation of `kind` by name, or by "auto" (or NULL): the available one
+ * with the highest priority. Errors name what was asked for and list what is available. */
+const KsImplDesc *ks_registry_select (KsRegistry *registry, KsKind kind, const char *name,
+                                      const KsPluginRecord **plugin, GError **error);
+
+G_END_DECLS
+
+#endif

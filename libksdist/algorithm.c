@@ -1,0 +1,138 @@
+/* The distributed algorithm as the core calls it, and the factory that makes one. */
+#include "ks-private.h"
+
+#include <string.h>
+
+struct KsAlgorithm {
+  KsInstance *instance;
+};
+
+#define OPS(a) KS_INSTANCE_OPS ((a)->instance, KsAlgorithmOps)
+#define CTX(a) ((a)->instance->ctx)
+#define REQUIRE(a, field, error) KS_REQUIRE_SLOT ((a)->instance, KsAlgorithmOps, field, error)
+
+void
+ks_algorithm_free (KsAlgorithm *algorithm)
+{
+  if (algorithm == NULL)
+    return;
+  ks_instance_free (algorithm->instance);
+  g_free (algorithm);
+}
+
+const char *
+ks_algorithm_mode (const KsAlgorithm *algorithm)
+{
+  return algorithm->instance->impl->name;
+}
+
+const char *
+ks_algorithm_plugin (const KsAlgorithm *algorithm)
+{
+  return algorithm->instance->plugin->name;
+}
+
+gboolean
+ks_algorithm_init (KsAlgorithm *algorithm, const KsRoleMakerOps *role_ops, void *role,
+                   GError **error)
+{
+  return OPS (algorithm)->init (CTX (algorithm), role_ops, role, error);
+}
+
+gboolean
+ks_algorithm_init_worker (KsAlgorithm *algorithm, GError **error)
+{
+  REQUIRE (algorithm, init_worker, error);
+  return OPS (algorithm)->init_worker (CTX (algorithm), error);
+}
+
+gboolean
+ks_algorithm_init_server (KsAlgorithm *algorithm, const char *model_dir, GError **error)
+{
+  REQUIRE (algorithm, init_server, error);
+  return OPS (algorithm)->init_server (CTX (algorithm), model_dir, error);
+}
+
+gboolean
+ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error)
+{
+  REQUIRE (algorithm, run_server, error);
+  return OPS (algorithm)->run_server (CTX (algorithm), error);
+}
+
+gboolean
+ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error)
+{
+  REQUIRE (algorithm, stop_worker, error);
+  return OPS (algorithm)->stop_worker (CTX (algorithm), error);
+}
+
+/* ---- the factory ---- */
+
+static const char *const known_modes[] = { KS_MODE_COLLECTIVE, KS_MODE_TRANSPILER,
+                                           KS_MODE_PSLIB, NULL };
+
+const char *
+ks_factory_mode_for_flag (int flag)
+{
+  return flag != 0 ? KS_MODE_COLLECTIVE : KS_MODE_TRANSPILER;
+}
+
+static char *
+modes_available (KsRegistry *registry)
+{
+  g_autoptr (GPtrArray) list = ks_registry_list (registry, KS_KIND_ALGORITHM);
+  GString *s = g_string_new (NULL);
+
+  for (guint i = 0; i < list->len; i++)
+    {
+      const KsImplInfo *info = g_ptr_array_index (list, i);
+      g_string_append_printf (s, "%s%s (plugin %s%s%s)", i > 0 ? ", " : "", info->impl->name,
+                              info->plugin->name, info->reason != NULL ? ", unavailable: " : "",
+                              info->reason != NULL ? info->reason : "");
+    }
+  if (list->len == 0)
+    g_string_append (s, "none (no loaded plugin provides an algorithm; see `ksdist plugins`)");
+  return g_string_free (s, FALSE);
+}
+
+KsAlgorithm *
+ks_factory_instantiate (KsRegistry *registry, const KsConfig *config, const char *mode,
+                        GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GPtrArray) provided = ks_registry_list (registry, KS_KIND_ALGORITHM);
+  gboolean is_provided = FALSE;
+  KsInstance *instance;
+  KsAlgorithm *algorithm;
+
+  g_return_val_if_fail (mode != NULL, NULL);
+  for (guint i = 0; i < provided->len; i++)
+    is_provided |= strcmp (((KsImplInfo *) g_ptr_array_index (provided, i))->impl->name, mode) == 0;
+  if (!is_provided)
+    {
+      g_autofree char *available = modes_available (registry);
+      g_autofree char *known = g_strjoinv (", ", (char **) known_modes);
+      if (g_strv_contains (known_modes, mode))
+        g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND,
+                     "mode '%s': no loaded plugin provides it; available: %s", mode, available);
+      else
+        g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND,
+                     "unknown mode '%s' (modes: %s); available here: %s", mode, known,
+                     available);
+      return NULL;
+    }
+  instance = ks_instance_new (registry, config, KS_KIND_ALGORITHM, mode, error);
+  if (instance == NULL)
+    return NULL;
+  algorithm = g_new0 (KsAlgorithm, 1);
+  algorithm->instance = instance;
+  return algorithm;
+}
+
+KsAlgorithm *
+ks_factory_instantiate_flag (KsRegistry *registry, const KsConfig *config, int flag,
+                             GError **error)
+{
+  return ks_factory_instantiate (registry, config, ks_factory_mode_for_flag (flag), error);
+}

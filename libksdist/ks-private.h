@@ -1,0 +1,55 @@
+/* Internal declarations of libksdist; not installed. */
+#ifndef KS_PRIVATE_H
+#define KS_PRIVATE_H
+
+#include <config.h>
+#include <ksdist/ksdist.h>
+
+G_BEGIN_DECLS
+
+/* config-schema.c */
+const KsKeyDesc *ks_core_schema (gsize *n_keys);
+gboolean ks_is_first_party_plugin (const char *name);
+
+/* suggest.c: the candidate nearest to `word` by edit distance, if near enough */
+const char *ks_suggest (const char *word, const char *const *candidates, gsize n);
+/* compares two char** for g_ptr_array_sort */
+int ks_strcmp_indirect (gconstpointer a, gconstpointer b);
+
+/* settings.c */
+KsSettings *ks_settings_new (const KsConfig *config, const char *plugin);
+void ks_settings_free (KsSettings *settings);
+
+/* instance.c: one created implementation of any kind */
+typedef struct {
+  const KsImplDesc *impl;
+  const KsPluginRecord *plugin;
+  KsSettings *settings;
+  void *ctx;
+} KsInstance;
+
+/* The common head of every vtable: size, create, destroy. */
+typedef struct {
+  gsize size;
+  void *(*create) (const KsSettings *settings, GError **error);
+  void (*destroy) (void *ctx);
+} KsOpsHead;
+
+KsInstance *ks_instance_new (KsRegistry *registry, const KsConfig *config, KsKind kind,
+                             const char *name, GError **error);
+void ks_instance_free (KsInstance *instance);
+
+/* Calls through a slot of an instance's vtable, or fails with "not supported". */
+#define KS_INSTANCE_OPS(inst, Type) ((const Type *) (inst)->impl->ops)
+#define KS_REQUIRE_SLOT(inst, Type, field, error)                                       \
+  G_STMT_START                                                                          \
+  {                                                                                     \
+    if (!KS_OPS_HAS (KS_INSTANCE_OPS (inst, Type), Type, field))                        \
+      return ks_set_not_supported ((error), (inst)->plugin->name, (inst)->impl->kind,   \
+                                   #field);                                             \
+  }                                                                                     \
+  G_STMT_END
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,216 @@
+/* Opening and validating one plugin file. Every way a file can be unusable ends in a
+ * rejection reason, kept with its path; nothing here aborts. */
+#include "loader.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The vtable size of ABI 1.0 of each kind, and the slots every implementation sets. */
+typedef struct {
+  gsize min_size;
+  const char *required[16];
+  gsize offsets[16];
+} KindRules;
+
+#define SLOT(Type, f) offsetof (Type, f)
+#define RULE_END NULL /* ends a list of required names */
+
+static const KindRules *
+kind_rules (KsKind kind)
+{
+  static const KindRules compute = {
+    offsetof (KsComputeOps, describe),
+    { "create", "destroy", "alloc", "free", "copy_to_device", "copy_to_host", RULE_END },
+    { SLOT (KsComputeOps, create), SLOT (KsComputeOps, destroy), SLOT (KsComputeOps, alloc),
+      SLOT (KsComputeOps, free), SLOT (KsComputeOps, copy_to_device),
+      SLOT (KsComputeOps, copy_to_host) },
+  };
+  static const KindRules comm = {
+    offsetof (KsCommOps, allgather),
+    { "create", "destroy", "connect", "allreduce", "broadcast", "barrier", RULE_END },
+    { SLOT (KsCommOps, create), SLOT (KsCommOps, destroy), SLOT (KsCommOps, connect),
+      SLOT (KsCommOps, allreduce), SLOT (KsCommOps, broadcast), SLOT (KsCommOps, barrier) },
+  };
+  static const KindRules store = {
+    offsetof (KsStoreOps, wait),
+    { "create", "destroy", "open", "set", "get", RULE_END },
+    { SLOT (KsStoreOps, create), SLOT (KsStoreOps, destroy), SLOT (KsStoreOps, open),
+      SLOT (KsStoreOps, set), SLOT (KsStoreOps, get) },
+  };
+  static const KindRules role_maker = {
+    offsetof (KsRoleMakerOps, all_gather),
+    { "create", "destroy", "generate_role", "is_worker", "is_server", "is_first_worker",
+      "worker_num", "worker_index", "server_num", "server_index", "get_trainer_endpoints",
+      "get_pserver_endpoints", "to_string", RULE_END },
+    { SLOT (KsRoleMakerOps, create), SLOT (KsRoleMakerOps, destroy),
+      SLOT (KsRoleMakerOps, generate_role), SLOT (KsRoleMakerOps, is_worker),
+      SLOT (KsRoleMakerOps, is_server), SLOT (KsRoleMakerOps, is_first_worker),
+      SLOT (KsRoleMakerOps, worker_num), SLOT (KsRoleMakerOps, worker_index),
+      SLOT (KsRoleMakerOps, server_num), SLOT (KsRoleMakerOps, server_index),
+      SLOT (KsRoleMakerOps, get_trainer_endpoints), SLOT (KsRoleMakerOps, get_pserver_endpoints),
+      SLOT (KsRoleMakerOps, to_string) },
+  };
+  static const KindRules segmenter = {
+    sizeof (KsSegmenterOps),
+    { "create", "destroy", "segment", RULE_END },
+    { SLOT (KsSegmenterOps, create), SLOT (KsSegmenterOps, destroy),
+      SLOT (KsSegmenterOps, segment) },
+  };
+  static const KindRules optimizer = {
+    offsetof (KsOptimizerOps, minimize),
+    { "create", "destroy", "backward", "apply_gradients", RULE_END },
+    { SLOT (KsOptimizerOps, create), SLOT (KsOptimizerOps, destroy),
+      SLOT (KsOptimizerOps, backward), SLOT (KsOptimizerOps, apply_gradients) },
+  };
+  static const KindRules algorithm = {
+    offsetof (KsAlgorithmOps, init_worker),
+    { "create", "destroy", "init", RULE_END },
+    { SLOT (KsAlgorithmOps, create), SLOT (KsAlgorithmOps, destroy),
+      SLOT (KsAlgorithmOps, init) },
+  };
+  static const KindRules *const rules[] = { &compute, &comm, &store, &role_maker,
+                                            &segmenter, &optimizer, &algorithm };
+  G_STATIC_ASSERT (G_N_ELEMENTS (rules) == KS_KIND_COUNT);
+  return (guint) kind < KS_KIND_COUNT ? rules[kind] : NULL;
+}
+
+/* Checks one implementation of a descriptor; returns a reason or NULL. */
+static char *
+check_impl (const KsImplDesc *impl, gsize index)
+{
+  const KindRules *rules = kind_rules (impl->kind);
+  const char *label = impl->name != NULL ? impl->name : "(unnamed)";
+  gsize size;
+
+  if (rules == NULL)
+    return g_strdup_printf ("implementation %" G_GSIZE_FORMAT " ('%s') has unknown kind %d",
+                            index, label, (int) impl->kind);
+  if (impl->name == NULL || *impl->name == '\0')
+    return g_strdup_printf ("implementation %" G_GSIZE_FORMAT " has no name", index);
+  if (impl->ops == NULL)
+    return g_strdup_printf ("%s implementation '%s' has no vtable", ks_kind_name (impl->kind),
+                            label);
+  size = *(const gsize *) impl->ops;
+  if (size < rules->min_size)
+    return g_strdup_printf ("%s implementation '%s': vtable of %" G_GSIZE_FORMAT
+                            " bytes is smaller than ABI 1.0's %" G_GSIZE_FORMAT,
+                            ks_kind_name (impl->kind), label, size, rules->min_size);
+  for (int i = 0; rules->required[i] != NULL; i++)
+    {
+      gconstpointer slot = *(const gconstpointer *) ((const char *) impl->ops + rules->offsets[i]);
+      if (slot == NULL)
+        return g_strdup_printf ("%s implementation '%s' leaves the required method %s unset",
+                                ks_kind_name (impl->kind), label, rules->required[i]);
+    }
+  return NULL;
+}
+
+static char *
+check_settings (const KsPluginDesc *desc)
+{
+  for (gsize i = 0; i < desc->n_settings; i++)
+    {
+      const KsKeyDesc *k = &desc->settings[i];
+      g_autofree char *expected = NULL;
+      if (k->key == NULL || *k->key == '\0')
+        return g_strdup_printf ("setting %" G_GSIZE_FORMAT " has no key", i);
+      if (k->type == KS_VALUE_CHOICE && k->choices == NULL)
+        return g_strdup_printf ("setting '%s' is a choice without choices", k->key);
+      if (k->default_value != NULL && !ks_config_check_value (k, k->default_value, &expected))
+        return g_strdup_printf ("setting '%s': default '%s' is not %s", k->key,
+                                k->default_value, expected);
+    }
+  return NULL;
+}
+
+char *
+ks_loader_check_descriptor (const KsPluginDesc *desc, const char *file_name)
+{
+  char *reason;
+
+  if (desc->abi_major != KS_ABI_MAJOR)
+    return g_strdup_printf ("built for plugin ABI %u.%u, this ksdist has ABI %d.%d: rebuild the "
+                            "plugin against this ksdist",
+                            desc->abi_major, desc->abi_minor, KS_ABI_MAJOR, KS_ABI_MINOR);
+  if (desc->abi_minor > KS_ABI_MINOR)
+    return g_strdup_printf ("built for plugin ABI %u.%u, newer than this ksdist's %d.%d: "
+                            "upgrade ksdist or rebuild the plugin against this one",
+                            desc->abi_major, desc->abi_minor, KS_ABI_MAJOR, KS_ABI_MINOR);
+  if (desc->name == NULL || strcmp (desc->name, file_name) != 0)
+    return g_strdup_printf ("descriptor names the plugin '%s' but the file is %s.so: rename "
+                            "one to match the other",
+                            desc->name != NULL ? desc->name : "(null)", file_name);
+  if (desc->n_impls > 0 && desc->impls == NULL)
+    return g_strdup ("descriptor lists implementations but gives no array");
+  if (desc->n_settings > 0 && desc->settings == NULL)
+    return g_strdup ("descriptor lists settings but gives no array");
+  for (gsize i = 0; i < desc->n_impls; i++)
+    if ((reason = check_impl (&desc->impls[i], i)) != NULL)
+      return reason;
+  return check_settings (desc);
+}
+
+/* A plugin's code runs inside the training job: refuse files and directories that
+ * other users could have written, and files owned by someone else than us or root. */
+char *
+ks_loader_check_permissions (const char *path)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+  const char *checked[] = { path, dir };
+  struct stat st;
+
+  for (guint i = 0; i < G_N_ELEMENTS (checked); i++)
+    {
+      if (stat (checked[i], &st) != 0)
+        return g_strdup_printf ("cannot stat %s: %s", checked[i], g_strerror (errno));
+      if ((st.st_mode & S_IWOTH) != 0)
+        return g_strdup_printf ("%s is writable by other users (mode %03o): a stranger's code "
+                                "must not run in a training job; run chmod o-w %s",
+                                checked[i], (unsigned) (st.st_mode & 0777), checked[i]);
+      if (st.st_uid != 0 && st.st_uid != geteuid ())
+        return g_strdup_printf ("%s belongs to user %u, neither root nor this user (%u): "
+                                "install it as yourself or as root",
+                                checked[i], (unsigned) st.st_uid, (unsigned) geteuid ());
+    }
+  return NULL;
+}
+
+const KsPluginDesc *
+ks_loader_open (const char *path, const char *file_name, char **reason)
+{
+  void *handle;
+  KsPluginEntryFunc entry;
+  const KsPluginDesc *desc;
+
+  if ((*reason = ks_loader_check_permissions (path)) != NULL)
+    return NULL;
+  dlerror ();
+  /* Never closed: a plugin's code may have left destructors, threads or callbacks. */
+  handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL)
+    {
+      *reason = g_strdup_printf ("cannot be opened: %s", dlerror ());
+      return NULL;
+    }
+  dlerror ();
+  entry = (KsPluginEntryFunc) dlsym (handle, KS_PLUGIN_ENTRY_SYMBOL);
+  if (entry == NULL)
+    {
+      const char *why = dlerror ();
+      *reason = g_strdup_printf ("no entry symbol %s(): %s", KS_PLUGIN_ENTRY_SYMBOL,
+                                 why != NULL ? why : "symbol is NULL");
+      return NULL;
+    }
+  desc = entry ();
+  if (desc == NULL)
+    {
+      *reason = g_strdup_printf ("%s() returned NULL", KS_PLUGIN_ENTRY_SYMBOL);
+      return NULL;
+    }
+  if ((*reason = ks_loader_check_descriptor (desc, file_name)) != NULL)
+    return NULL;
+  return desc;
+}

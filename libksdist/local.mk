@@ -1,0 +1,33 @@
+# libksdist: the core library and its public headers.
+lib_LTLIBRARIES += libksdist.la
+libksdist_la_SOURCES = \
+	libksdist/ks-private.h \
+	libksdist/types.c \
+	libksdist/suggest.c \
+	libksdist/config.c \
+	libksdist/config-schema.c \
+	libksdist/settings.c \
+	libksdist/loader.h \
+	libksdist/loader.c \
+	libksdist/registry.c \
+	libksdist/instance.c \
+	libksdist/compute.c \
+	libksdist/algorithm.c
+libksdist_la_LIBADD = $(GLIB_LIBS)
+libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
+
+ksdistincludedir = $(includedir)/ksdist
+ksdistinclude_HEADERS = \
+	include/ksdist/ksdist.h \
+	include/ksdist/types.h \
+	include/ksdist/config.h \
+	include/ksdist/plugin.h \
+	include/ksdist/registry.h \
+	include/ksdist/compute.h \
+	include/ksdist/comm.h \
+	include/ksdist/rolemaker.h \
+	include/ksdist/segmenter.h \
+	include/ksdist/optimizer.h \
+	include/ksdist/algorithm.h \
+	include/ksdist/factory.h
+nodist_ksdistinclude_HEADERS = include/ksdist/version.h

@@ -1,0 +1,54 @@
+/* "Did you mean": the nearest candidate by edit distance, for unknown names; and sorting. */
+#include "ks-private.h"
+
+#include <string.h>
+
+static gsize
+edit_distance (const char *a, const char *b)
+{
+  gsize la = strlen (a), lb = strlen (b);
+  g_autofree gsize *row = g_new (gsize, lb + 1);
+
+  for (gsize j = 0; j <= lb; j++)
+    row[j] = j;
+  for (gsize i = 1; i <= la; i++)
+    {
+      gsize diag = row[0];
+      row[0] = i;
+      for (gsize j = 1; j <= lb; j++)
+        {
+          gsize up = row[j];
+          gsize cost = g_ascii_tolower (a[i - 1]) == g_ascii_tolower (b[j - 1]) ? 0 : 1;
+          row[j] = MIN (MIN (row[j] + 1, row[j - 1] + 1), diag + cost);
+          diag = up;
+        }
+    }
+  return row[lb];
+}
+
+const char *
+ks_suggest (const char *word, const char *const *candidates, gsize n)
+{
+  /* Near enough: a third of the word, at least 2 edits, so "theads" finds "threads"
+   * but "x" does not find "mode". */
+  gsize limit = MAX (2, strlen (word) / 3);
+  const char *best = NULL;
+  gsize best_distance = G_MAXSIZE;
+
+  for (gsize i = 0; i < n; i++)
+    {
+      gsize d = edit_distance (word, candidates[i]);
+      if (d < best_distance)
+        {
+          best_distance = d;
+          best = candidates[i];
+        }
+    }
+  return best_distance <= limit ? best : NULL;
+}
+
+int
+ks_strcmp_indirect (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}

@@ -1,0 +1,1 @@
+# The GPU compute backend (CUDA runtime + cuBLAS).

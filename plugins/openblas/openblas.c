@@ -1,0 +1,187 @@
+/* The CPU compute backend: host memory and OpenBLAS kernels. */
+#include <config.h>
+
+#include <ksdist/compute.h>
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGNMENT 64 /* a cache line, and enough for AVX-512 loads */
+
+typedef struct {
+  int threads;
+} OpenblasCtx;
+
+static gboolean
+apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
+{
+  if (n_threads < 0)
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "openblas: thread count %d is negative (0 means one per core)", n_threads);
+      return FALSE;
+    }
+  ctx->threads = n_threads > 0 ? n_threads : (int) g_get_num_processors ();
+  openblas_set_num_threads (ctx->threads);
+  return TRUE;
+}
+
+static void *
+openblas_create (const KsSettings *settings, GError **error)
+{
+  OpenblasCtx *ctx = g_new0 (OpenblasCtx, 1);
+  if (!apply_threads (ctx, (int) ks_settings_get_int (settings, "threads"), error))
+    {
+      g_free (ctx);
+      return NULL;
+    }
+  return ctx;
+}
+
+static void
+openblas_destroy (void *ctx)
+{
+  g_free (ctx);
+}
+
+static char *
+openblas_describe (void *p)
+{
+  OpenblasCtx *ctx = p;
+  return g_strdup_printf ("OpenBLAS (%s), %d threads", openblas_get_config (), ctx->threads);
+}
+
+static void *
+openblas_alloc (void *ctx, gsize nbytes, GError **error)
+{
+  void *ptr = NULL;
+  (void) ctx;
+  /* posix_memalign, not g_malloc: aligned for vector loads, and a failure is an error
+   * the caller can report instead of an abort. */
+  if (posix_memalign (&ptr, ALIGNMENT, MAX (nbytes, 1)) != 0)
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_NO_MEMORY,
+                   "openblas: cannot allocate %" G_GSIZE_FORMAT " bytes of host memory", nbytes);
+      return NULL;
+    }
+  return ptr;
+}
+
+static void
+openblas_free (void *ctx, void *ptr)
+{
+  (void) ctx;
+  free (ptr);
+}
+
+static gboolean
+openblas_copy (void *ctx, void *dst, const void *src, gsize nbytes, GError **error)
+{
+  (void) ctx;
+  (void) error;
+  memmove (dst, src, nbytes);
+  return TRUE;
+}
+
+static gboolean
+openblas_fill_zero (void *ctx, void *ptr, gsize nbytes, GError **error)
+{
+  (void) ctx;
+  (void) error;
+  memset (ptr, 0, nbytes);
+  return TRUE;
+}
+
+static gboolean
+openblas_synchronize (void *ctx, GError **error)
+{
+  (void) ctx;
+  (void) error;
+  return TRUE; /* every call returns when its work is done */
+}
+
+static gboolean
+openblas_set_threads (void *ctx, int n_threads, GError **error)
+{
+  return apply_threads (ctx, n_threads, error);
+}
+
+static enum CBLAS_TRANSPOSE
+cblas_trans (KsTranspose t)
+{
+  return t == KS_TRANS_T ? CblasTrans : CblasNoTrans;
+}
+
+static gboolean
+openblas_sgemm (void *ctx, KsTranspose ta, KsTranspose tb, int m, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                GError **error)
+{
+  (void) ctx;
+  (void) error;
+  cblas_sgemm (CblasRowMajor, cblas_trans (ta), cblas_trans (tb), m, n, k, alpha, a, lda, b, ldb,
+               beta, c, ldc);
+  return TRUE;
+}
+
+static gboolean
+openblas_sgemm_strided_batched (void *ctx, KsTranspose ta, KsTranspose tb, int m, int n, int k,
+                                float alpha, const float *a, int lda, gint64 stride_a,
+                                const float *b, int ldb, gint64 stride_b, float beta, float *c,
+                                int ldc, gint64 stride_c, int batch, GError **error)
+{
+  for (int i = 0; i < batch; i++)
+    openblas_sgemm (ctx, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb,
+                    beta, c + i * stride_c, ldc, error);
+  return TRUE;
+}
+
+static const KsComputeOps openblas_ops = {
+  .size = sizeof (KsComputeOps),
+  .create = openblas_create,
+  .destroy = openblas_destroy,
+  .alloc = openblas_alloc,
+  .free = openblas_free,
+  .copy_to_device = openblas_copy,
+  .copy_to_host = openblas_copy,
+  .describe = openblas_describe,
+  .copy_on_device = openblas_copy,
+  .fill_zero = openblas_fill_zero,
+  .synchronize = openblas_synchronize,
+  .set_threads = openblas_set_threads,
+  .sgemm = openblas_sgemm,
+  .sgemm_strided_batched = openblas_sgemm_strided_batched,
+};
+
+static int
+openblas_query (char **reason)
+{
+  (void) reason;
+  return 10; /* always usable; a GPU backend, when present, ranks above */
+}
+
+static const KsImplDesc openblas_impls[] = {
+  { KS_KIND_COMPUTE, "openblas", &openblas_ops, openblas_query,
+    "host memory, OpenBLAS sgemm" },
+};
+
+static const KsKeyDesc openblas_settings[] = {
+  { NULL, "threads", KS_VALUE_INT, "0", 0, 4096, NULL,
+    "Threads for OpenBLAS and ksdist's CPU kernels (one pool, so they never oversubscribe "
+    "the cores); 0 = one per core" },
+};
+
+static const KsPluginDesc openblas_plugin = {
+  .abi_major = KS_ABI_MAJOR,
+  .abi_minor = KS_ABI_MINOR,
+  .name = "openblas",
+  .version = PACKAGE_VERSION,
+  .description = "CPU compute backend on OpenBLAS",
+  .impls = openblas_impls,
+  .n_impls = G_N_ELEMENTS (openblas_impls),
+  .settings = openblas_settings,
+  .n_settings = G_N_ELEMENTS (openblas_settings),
+};
+
+KS_PLUGIN_DEFINE (openblas_plugin)

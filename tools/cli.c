@@ -1,0 +1,95 @@
+/* Shared pieces of the subcommands: errors, option parsing, loading config + plugins. */
+#include "cli.h"
+
+#include <stdio.h>
+
+void
+ks_cli_error (const char *format, ...)
+{
+  va_list args;
+  g_autofree char *message = NULL;
+
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  /* One line each, so scripts and log collectors can take it whole. */
+  g_strdelimit (message, "\n", ' ');
+  fprintf (stderr, "ksdist: %s\n", message);
+}
+
+gboolean
+ks_cli_parse (const char *name, const char *parameters, const char *summary,
+              GOptionEntry *entries, int *argc, char ***argv)
+{
+  g_autofree char *usage = g_strdup_printf ("%s%s%s", name, parameters ? " " : "",
+                                            parameters ? parameters : "");
+  g_autoptr (GOptionContext) context = g_option_context_new (usage);
+  g_autoptr (GError) error = NULL;
+
+  g_option_context_set_summary (context, summary);
+  g_option_context_add_main_entries (context, entries, NULL);
+  g_option_context_set_help_enabled (context, TRUE);
+  if (!g_option_context_parse (context, argc, argv, &error))
+    {
+      ks_cli_error ("%s: %s (see ksdist help %s)", name, error->message, name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+int
+ks_cli_load (const char *file, char **sets, KsConfig **config_out, KsRegistry **registry_out)
+{
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = ks_registry_new ();
+  g_autoptr (GError) error = NULL;
+
+  if (file != NULL && !ks_config_load_file (config, file, &error))
+    goto fail;
+  for (int i = 0; sets != NULL && sets[i] != NULL; i++)
+    if (!ks_config_set_override (config, sets[i], &error))
+      goto fail;
+  if (!ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
+    goto fail;
+  *config_out = g_steal_pointer (&config);
+  *registry_out = g_steal_pointer (&registry);
+  return KS_EXIT_OK;
+
+fail:
+  ks_cli_error ("%s", error->message);
+  return KS_EXIT_USAGE;
+}
+
+void
+ks_cli_json_string (GString *out, const char *s)
+{
+  if (s == NULL)
+    {
+      g_string_append (out, "null");
+      return;
+    }
+  g_string_append_c (out, '"');
+  for (const unsigned char *p = (const unsigned char *) s; *p != '\0'; p++)
+    {
+      if (*p == '"' || *p == '\\')
+        g_string_append_printf (out, "\\%c", *p);
+      else if (*p < 0x20)
+        g_string_append_printf (out, "\\u%04x", *p);
+      else
+        g_string_append_c (out, *p);
+    }
+  g_string_append_c (out, '"');
+}
+
+char *
+ks_cli_type_text (const KsKeyDesc *d)
+{
+  static const char *const names[] = { "string", "int", "double", "bool", "choice", "list" };
+  const char *name = (guint) d->type < G_N_ELEMENTS (names) ? names[d->type] : "?";
+
+  if (d->type == KS_VALUE_CHOICE)
+    return g_strdup_printf ("%s (%s)", name, d->choices);
+  if ((d->type == KS_VALUE_INT || d->type == KS_VALUE_DOUBLE) && d->min <= d->max)
+    return g_strdup_printf ("%s in [%g, %g]", name, d->min, d->max);
+  return g_strdup (name);
+}

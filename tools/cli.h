@@ -1,0 +1,46 @@
+/* The ksdist command: shared pieces of the subcommands. */
+#ifndef KS_CLI_H
+#define KS_CLI_H
+
+#include <ksdist/ksdist.h>
+
+enum {
+  KS_EXIT_OK = 0,
+  KS_EXIT_RUNTIME = 1, /* the work failed */
+  KS_EXIT_USAGE = 2,   /* bad arguments or configuration */
+};
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  int (*run) (int argc, char **argv); /* argv[0] is the subcommand's name */
+} KsCommand;
+
+extern const KsCommand ks_cmd_plugins;
+extern const KsCommand ks_cmd_config;
+
+/* One line on stderr, starting with "ksdist: ". */
+void ks_cli_error (const char *format, ...) G_GNUC_PRINTF (1, 2);
+
+/* Parses a subcommand's options; prints the error and returns FALSE on bad usage.
+ * `--help` prints the help and exits 0. */
+gboolean ks_cli_parse (const char *name, const char *parameters, const char *summary,
+                       GOptionEntry *entries, int *argc, char ***argv);
+
+/* The configuration (file optional, then --set overrides) and the plugins it selects,
+ * validated once the plugins have added their settings. Returns an exit status. */
+int ks_cli_load (const char *file, char **sets, KsConfig **config, KsRegistry **registry);
+
+/* The GOptionEntry of "--set group.key=value", repeatable. */
+#define KS_CLI_SET_OPTION(sets)                                                          \
+  { "set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &(sets),                                   \
+    "Override a setting (repeatable); wins over the file and KS_<GROUP>_<KEY>",          \
+    "GROUP.KEY=VALUE" }
+
+
+
+/* Appends `s` as a JSON string (or null). */
+void ks_cli_json_string (GString *out, const char *s);
+/* The name of a value type: "int", "choice (a|b)", ... */
+char *ks_cli_type_text (const KsKeyDesc *desc);
+#endif

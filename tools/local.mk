@@ -1,0 +1,9 @@
+# The ksdist command.
+bin_PROGRAMS += tools/ksdist
+tools_ksdist_SOURCES = \
+	tools/cli.h \
+	tools/cli.c \
+	tools/main.c \
+	tools/cmd-plugins.c \
+	tools/cmd-config.c
+tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS)

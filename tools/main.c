@@ -1,0 +1,106 @@
+/* ksdist: the command line. `ksdist help` lists the subcommands. */
+#include "cli.h"
+
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+static const KsCommand *const commands[] = { &ks_cmd_plugins, &ks_cmd_config, NULL };
+
+static void
+print_help (FILE *out)
+{
+  fprintf (out, "Usage: ksdist COMMAND [OPTIONS...]\n\n"
+                "Distributed neural-network training.\n\nCommands:\n");
+  for (int i = 0; commands[i] != NULL; i++)
+    fprintf (out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+  fprintf (out, "  %-10s %s\n\n", "help", "Show the help of a command");
+  fprintf (out, "Options:\n  --version  Print the version\n  --help     Show this help\n\n"
+                "Run `ksdist help COMMAND` for a command's options.\n");
+}
+
+static const KsCommand *
+find_command (const char *name)
+{
+  for (int i = 0; commands[i] != NULL; i++)
+    if (strcmp (commands[i]->name, name) == 0)
+      return commands[i];
+  return NULL;
+}
+
+static int
+unknown_command (const char *name)
+{
+  const char *names[G_N_ELEMENTS (commands)];
+  gsize n = 0;
+  for (; commands[n] != NULL; n++)
+    names[n] = commands[n]->name;
+  /* ks_suggest is internal to the library; a plain prefix match is enough here */
+  for (gsize i = 0; i < n; i++)
+    if (strlen (name) >= 2 && g_str_has_prefix (names[i], name))
+      {
+        ks_cli_error ("unknown command '%s'; did you mean '%s'? (see ksdist --help)", name,
+                      names[i]);
+        return KS_EXIT_USAGE;
+      }
+  ks_cli_error ("unknown command '%s' (see ksdist --help)", name);
+  return KS_EXIT_USAGE;
+}
+
+static void
+log_to_stderr (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
+{
+  const char *label = (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL)) ? "error"
+                      : (level & G_LOG_LEVEL_WARNING)                      ? "warning"
+                                                                           : NULL;
+  if (label == NULL)
+    {
+      g_log_default_handler (domain, level, message, data); /* info/debug: G_MESSAGES_DEBUG */
+      return;
+    }
+  fprintf (stderr, "ksdist: %s: %s\n", label, message);
+}
+
+int
+main (int argc, char **argv)
+{
+  const KsCommand *command;
+
+  setlocale (LC_ALL, "");
+  g_log_set_default_handler (log_to_stderr, NULL);
+  if (argc < 2)
+    {
+      print_help (stderr);
+      return KS_EXIT_USAGE;
+    }
+  if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "-V") == 0)
+    {
+      printf ("ksdist %s (plugin ABI %d.%d)\n", ks_version (), KS_ABI_MAJOR, KS_ABI_MINOR);
+      return KS_EXIT_OK;
+    }
+  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
+    {
+      print_help (stdout);
+      return KS_EXIT_OK;
+    }
+  if (strcmp (argv[1], "help") == 0)
+    {
+      if (argc < 3)
+        {
+          print_help (stdout);
+          return KS_EXIT_OK;
+        }
+      if ((command = find_command (argv[2])) == NULL)
+        return unknown_command (argv[2]);
+      char *help_argv[] = { argv[2], "--help", NULL };
+      return command->run (2, help_argv);
+    }
+  if (argv[1][0] == '-')
+    {
+      ks_cli_error ("unknown option '%s' (see ksdist --help)", argv[1]);
+      return KS_EXIT_USAGE;
+    }
+  if ((command = find_command (argv[1])) == NULL)
+    return unknown_command (argv[1]);
+  return command->run (argc - 1, argv + 1);
+}
