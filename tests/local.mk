@@ -10,3 +10,43 @@ AM_TESTS_ENVIRONMENT = \
 	export KSDIST=$(abs_top_builddir)/tools/ksdist; \
 	export KS_SRCDIR=$(abs_top_srcdir); \
 	export G_DEBUG=fatal-criticals;
+
+# Test plugins: one source, variants by macro; built for `make check`, never installed.
+KS_TEST_PLUGIN_LDFLAGS = $(KS_PLUGIN_LDFLAGS) -rpath $(abs_builddir)
+check_LTLIBRARIES += tests/plugins/tgood.la tests/plugins/tabimajor.la \
+	tests/plugins/tabiminor.la tests/plugins/tnoentry.la tests/plugins/tnoslot.la \
+	tests/plugins/tunavail.la
+tests_plugins_tgood_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tgood_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tgood\" -DTP_ALGORITHMS
+tests_plugins_tgood_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tgood_la_LIBADD = $(KS_PLUGIN_LIBADD)
+tests_plugins_tabimajor_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tabimajor_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tabimajor\" -DTP_ABI_MAJOR_DELTA=1
+tests_plugins_tabimajor_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tabimajor_la_LIBADD = $(KS_PLUGIN_LIBADD)
+tests_plugins_tabiminor_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tabiminor_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tabiminor\" -DTP_ABI_MINOR_DELTA=1
+tests_plugins_tabiminor_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tabiminor_la_LIBADD = $(KS_PLUGIN_LIBADD)
+tests_plugins_tnoentry_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tnoentry_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tnoentry\" -DTP_NO_ENTRY
+# no -export-symbols-regex: with nothing to export, ld rejects the empty version script
+tests_plugins_tnoentry_la_LDFLAGS = -module -avoid-version -no-undefined -rpath $(abs_builddir)
+tests_plugins_tnoentry_la_LIBADD = $(KS_PLUGIN_LIBADD)
+tests_plugins_tnoslot_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tnoslot_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tnoslot\" -DTP_NO_REQUIRED_SLOT
+tests_plugins_tnoslot_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tnoslot_la_LIBADD = $(KS_PLUGIN_LIBADD)
+tests_plugins_tunavail_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tunavail_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tunavail\" -DTP_UNAVAILABLE
+tests_plugins_tunavail_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tunavail_la_LIBADD = $(KS_PLUGIN_LIBADD)
+
+# One test program per module.
+KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)
+check_LTLIBRARIES += tests/libtestutil.la
+tests_libtestutil_la_SOURCES = tests/testutil.h tests/testutil.c
+
+check_PROGRAMS += tests/test-loader
+tests_test_loader_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-loader

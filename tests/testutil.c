@@ -1,0 +1,113 @@
+#include "testutil.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+char *
+ks_test_tmpdir (void)
+{
+  g_autoptr (GError) error = NULL;
+  char *dir = g_dir_make_tmp ("ksdist-test-XXXXXX", &error);
+  g_assert_no_error (error);
+  return dir;
+}
+
+void
+ks_test_rmtree (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+
+  if (d == NULL)
+    return;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      if (g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
+        ks_test_rmtree (path);
+      else
+        g_unlink (path);
+    }
+  g_chmod (dir, 0700);
+  g_rmdir (dir);
+}
+
+char *
+ks_test_copy_plugin (const char *variant, const char *dir, const char *file_name, int mode)
+{
+  const char *built = g_getenv ("KS_TEST_PLUGINS");
+  g_autofree char *source = NULL;
+  g_autofree char *contents = NULL;
+  gsize length;
+  char *path = g_build_filename (dir, file_name, NULL);
+  g_autoptr (GError) error = NULL;
+
+  g_assert_nonnull (built);
+  source = g_strdup_printf ("%s/%s.so", built, variant);
+  g_file_get_contents (source, &contents, &length, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (path, contents, length, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (g_chmod (path, mode), ==, 0);
+  return path;
+}
+
+char *
+ks_test_write (const char *dir, const char *name, const char *text)
+{
+  g_autoptr (GError) error = NULL;
+  char *path = g_build_filename (dir, name, NULL);
+  g_file_set_contents (path, text, -1, &error);
+  g_assert_no_error (error);
+  return path;
+}
+
+KsConfig *
+ks_test_config (const char *text, const char *dir, GError **error)
+{
+  KsConfig *config = ks_config_new ();
+  if (text != NULL)
+    {
+      g_autofree char *path = ks_test_write (dir, "test.ini", text);
+      if (!ks_config_load_file (config, path, error))
+        {
+          ks_config_free (config);
+          return NULL;
+        }
+    }
+  return config;
+}
+
+KsRegistry *
+ks_test_scan (KsConfig *config, const char *plugin_path)
+{
+  KsRegistry *registry = ks_registry_new ();
+  g_autoptr (GError) error = NULL;
+
+  g_setenv ("KS_PLUGIN_PATH", plugin_path, TRUE);
+  ks_registry_scan (registry, config, &error);
+  g_assert_no_error (error);
+  return registry;
+}
+
+const KsPluginRecord *
+ks_test_record (KsRegistry *registry, const char *file_name)
+{
+  const GPtrArray *records = ks_registry_records (registry);
+  for (guint i = 0; i < records->len; i++)
+    {
+      const KsPluginRecord *r = g_ptr_array_index (records, i);
+      g_autofree char *base = g_path_get_basename (r->path);
+      if (strcmp (base, file_name) == 0)
+        return r;
+    }
+  return NULL;
+}
+
+void
+ks_test_clear_env (void)
+{
+  g_unsetenv ("KS_PLUGIN_PATH");
+  g_unsetenv ("KS_PLUGINS");
+  g_setenv ("KS_PLUGIN_SYSTEM_PATH", "", TRUE);
+}

@@ -1,0 +1,28 @@
+/* Helpers shared by the tests: temporary directories, plugin copies, config files. */
+#ifndef KS_TESTUTIL_H
+#define KS_TESTUTIL_H
+
+#include <ksdist/ksdist.h>
+
+/* A new private (0700) directory, removed with ks_test_rmtree. */
+char *ks_test_tmpdir (void);
+void ks_test_rmtree (const char *dir);
+
+/* Copies the built test plugin `variant` (tgood, tabimajor, ...) into `dir` as
+ * `file_name` with `mode`; returns the new path. */
+char *ks_test_copy_plugin (const char *variant, const char *dir, const char *file_name, int mode);
+
+/* Writes `text` to dir/name; returns the path. */
+char *ks_test_write (const char *dir, const char *name, const char *text);
+
+/* A configuration that loaded `text` (NULL: none) and the registry scanned with it. */
+KsConfig *ks_test_config (const char *text, const char *dir, GError **error);
+KsRegistry *ks_test_scan (KsConfig *config, const char *plugin_path);
+
+/* The record of the file named `file_name` (basename) in the registry, or NULL. */
+const KsPluginRecord *ks_test_record (KsRegistry *registry, const char *file_name);
+
+/* Resets the variables that steer plugin search between test cases. */
+void ks_test_clear_env (void);
+
+#endif
