@@ -237,6 +237,7 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
               g_free (v);
               return FALSE;
             }
+          g_strchomp (v->value); /* GKeyFile keeps trailing blanks; "mode = x  " means x */
           v->line = GPOINTER_TO_INT (g_hash_table_lookup (lines, name));
           g_hash_table_insert (config->file, name, v);
           g_ptr_array_add (config->file_keys, name);

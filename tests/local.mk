@@ -50,3 +50,16 @@ tests_libtestutil_la_SOURCES = tests/testutil.h tests/testutil.c
 check_PROGRAMS += tests/test-loader
 tests_test_loader_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-loader
+
+check_PROGRAMS += tests/test-config
+tests_test_config_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-config
+
+check_PROGRAMS += tests/test-settings tests/test-factory
+tests_test_settings_LDADD = $(KS_TEST_LDADD)
+tests_test_factory_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-settings tests/test-factory
+
+check_PROGRAMS += tests/test-compute
+tests_test_compute_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-compute

@@ -1,0 +1,129 @@
+/* The factory: mode names and the original's integer flag select an algorithm; an
+ * unknown or unprovided mode lists what is available. */
+#include "testutil.h"
+
+typedef struct {
+  char *dir;
+  KsConfig *config;
+  KsRegistry *registry;
+} Fixture;
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  ks_test_clear_env ();
+  f->dir = ks_test_tmpdir ();
+  if (data != NULL) /* with the plugin that provides collective and transpiler */
+    g_free (ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755));
+  f->config = ks_config_new ();
+  f->registry = ks_test_scan (f->config, f->dir);
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  ks_registry_free (f->registry);
+  ks_config_free (f->config);
+  ks_test_rmtree (f->dir);
+  g_free (f->dir);
+}
+
+static void
+test_by_name (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  const char *modes[] = { KS_MODE_COLLECTIVE, KS_MODE_TRANSPILER };
+
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    {
+      g_autoptr (KsAlgorithm) algorithm =
+          ks_factory_instantiate (f->registry, f->config, modes[i], &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (ks_algorithm_mode (algorithm), ==, modes[i]);
+      g_assert_cmpstr (ks_algorithm_plugin (algorithm), ==, "tgood");
+    }
+}
+
+static void
+test_by_flag (Fixture *f, gconstpointer data)
+{
+  struct { int flag; const char *mode; } cases[] = {
+    { 1, "collective" }, { -3, "collective" }, { 42, "collective" }, { 0, "transpiler" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (KsAlgorithm) algorithm =
+          ks_factory_instantiate_flag (f->registry, f->config, cases[i].flag, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (ks_algorithm_mode (algorithm), ==, cases[i].mode);
+      g_assert_cmpstr (ks_factory_mode_for_flag (cases[i].flag), ==, cases[i].mode);
+    }
+}
+
+static void
+test_not_provided (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_null (ks_factory_instantiate (f->registry, f->config, "pslib", &error));
+  g_assert_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==, "mode 'pslib': no loaded plugin provides it; available: "
+                                       "collective (plugin tgood), transpiler (plugin tgood)");
+}
+
+static void
+test_unknown (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_null (ks_factory_instantiate (f->registry, f->config, "colective", &error));
+  g_assert_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==, "unknown mode 'colective' (modes: collective, transpiler, "
+                                       "pslib); available here: collective (plugin tgood), "
+                                       "transpiler (plugin tgood)");
+}
+
+static void
+test_no_plugins (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_null (ks_factory_instantiate_flag (f->registry, f->config, 1, &error));
+  g_assert_cmpstr (error->message, ==, "mode 'collective': no loaded plugin provides it; "
+                                       "available: none (no loaded plugin provides an algorithm; "
+                                       "see `ksdist plugins`)");
+}
+
+/* Calls go through the slot checks: present slots run, absent ones say so. */
+static void
+test_calls (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsAlgorithm) algorithm =
+      ks_factory_instantiate (f->registry, f->config, "collective", &error);
+
+  g_assert_false (ks_algorithm_init_worker (algorithm, &error)); /* the plugin wants init first */
+  g_assert_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (ks_algorithm_init (algorithm, NULL, NULL, &error));
+  g_assert_true (ks_algorithm_init_worker (algorithm, &error));
+  g_assert_no_error (error);
+  g_assert_false (ks_algorithm_run_server (algorithm, &error));
+  g_assert_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_SUPPORTED);
+  g_assert_cmpstr (error->message, ==, "algorithm.run_server is not supported by plugin 'tgood': "
+                                       "update the plugin or choose another algorithm "
+                                       "implementation");
+}
+
+int
+main (int argc, char **argv)
+{
+  static const int with_plugin = 1;
+  g_test_init (&argc, &argv, NULL);
+#define ADD(name, data, fn) g_test_add ("/factory/" name, Fixture, data, setup, fn, teardown)
+  ADD ("by-name", &with_plugin, test_by_name);
+  ADD ("by-flag", &with_plugin, test_by_flag);
+  ADD ("not-provided", &with_plugin, test_not_provided);
+  ADD ("unknown", &with_plugin, test_unknown);
+  ADD ("no-plugins", NULL, test_no_plugins);
+  ADD ("calls", &with_plugin, test_calls);
+  return g_test_run ();
+}
