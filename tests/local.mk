@@ -63,3 +63,7 @@ TESTS += tests/test-settings tests/test-factory
 check_PROGRAMS += tests/test-compute
 tests_test_compute_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-compute
+
+check_PROGRAMS += tests/test-cli
+tests_test_cli_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-cli

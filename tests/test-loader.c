@@ -113,9 +113,7 @@ test_name_mismatch (Fixture *f, gconstpointer data)
 static void
 test_not_shared_object (Fixture *f, gconstpointer data)
 {
-  g_autofree char *p = ks_test_write (f->dir, "junk.so",
-                                      "This is a text file that only pretends to be a plugin; "
-                                      "it is long enough to hold an ELF header.\n");
+  g_autofree char *p = ks_test_write_not_elf (f->dir, "junk.so");
   g_autofree char *want = g_strdup_printf ("cannot be opened: %s: invalid ELF header", p);
   g_chmod (p, 0755);
   scan (f, NULL);

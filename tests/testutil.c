@@ -62,6 +62,13 @@ ks_test_write (const char *dir, const char *name, const char *text)
   return path;
 }
 
+char *
+ks_test_write_not_elf (const char *dir, const char *name)
+{
+  return ks_test_write (dir, name, "This is a text file that only pretends to be a plugin; it "
+                                   "is long enough to hold an ELF header.\n");
+}
+
 KsConfig *
 ks_test_config (const char *text, const char *dir, GError **error)
 {

@@ -14,6 +14,8 @@ char *ks_test_copy_plugin (const char *variant, const char *dir, const char *fil
 
 /* Writes `text` to dir/name; returns the path. */
 char *ks_test_write (const char *dir, const char *name, const char *text);
+/* Writes dir/name: text long enough that dlopen reports "invalid ELF header". */
+char *ks_test_write_not_elf (const char *dir, const char *name);
 
 /* A configuration that loaded `text` (NULL: none) and the registry scanned with it. */
 KsConfig *ks_test_config (const char *text, const char *dir, GError **error);

@@ -1,0 +1,202 @@
+/* The ksdist command, run as a process: exit status 0 on success, 2 on usage or
+ * configuration errors; errors on stderr, one line each, starting with "ksdist: ". */
+#include "testutil.h"
+
+#include <config.h>
+#include <string.h>
+
+typedef struct {
+  char *dir;
+  char *out, *err;
+  int status;
+} Fixture;
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  f->dir = ks_test_tmpdir ();
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  ks_test_rmtree (f->dir);
+  g_free (f->dir);
+  g_free (f->out);
+  g_free (f->err);
+}
+
+/* Runs ksdist with `args` (NULL-terminated) and extra "NAME=value" environment. */
+static void
+run (Fixture *f, const char *const *args, const char *const *env)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_auto (GStrv) envp = g_get_environ ();
+  g_autofree char *openblas = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas",
+                                                ".libs", NULL);
+  g_autoptr (GError) error = NULL;
+  int wait_status;
+
+  g_ptr_array_add (argv, (gpointer) g_getenv ("KSDIST"));
+  for (int i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  envp = g_environ_setenv (envp, "KS_PLUGIN_PATH", openblas, TRUE);
+  envp = g_environ_setenv (envp, "KS_PLUGIN_SYSTEM_PATH", "", TRUE);
+  for (int i = 0; env != NULL && env[i] != NULL; i++)
+    {
+      g_auto (GStrv) kv = g_strsplit (env[i], "=", 2);
+      envp = g_environ_setenv (envp, kv[0], kv[1], TRUE);
+    }
+  g_clear_pointer (&f->out, g_free);
+  g_clear_pointer (&f->err, g_free);
+  g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &f->out, &f->err,
+                &wait_status, &error);
+  g_assert_no_error (error);
+  g_assert_true (WIFEXITED (wait_status)); /* never a crash */
+  f->status = WEXITSTATUS (wait_status);
+}
+
+#define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
+
+/* One line on stderr: "ksdist: " + `message` with "@" standing for the fixture dir. */
+static void
+assert_error_line (Fixture *f, int status, const char *message)
+{
+  g_auto (GStrv) parts = g_strsplit (message, "@", -1);
+  g_autofree char *body = g_strjoinv (f->dir, parts);
+  g_autofree char *want = g_strdup_printf ("ksdist: %s\n", body);
+  g_assert_cmpint (f->status, ==, status);
+  g_assert_cmpstr (f->err, ==, want);
+}
+
+static void
+test_version_and_help (Fixture *f, gconstpointer data)
+{
+  run (f, ARGS ("--version"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_cmpstr (f->out, ==, "ksdist " PACKAGE_VERSION " (plugin ABI 1.0)\n");
+
+  run (f, ARGS ("--help"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "  plugins "));
+  g_assert_nonnull (strstr (f->out, "  config "));
+
+  run (f, ARGS ("help", "plugins"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "--json"));
+
+  run (f, ARGS (NULL), NULL);
+  g_assert_cmpint (f->status, ==, 2);
+}
+
+static void
+test_usage_errors (Fixture *f, gconstpointer data)
+{
+  run (f, ARGS ("plugns"), NULL);
+  assert_error_line (f, 2, "unknown command 'plugns' (see ksdist --help)");
+  run (f, ARGS ("conf"), NULL);
+  assert_error_line (f, 2, "unknown command 'conf'; did you mean 'config'? (see ksdist --help)");
+  run (f, ARGS ("help", "nope"), NULL);
+  assert_error_line (f, 2, "unknown command 'nope' (see ksdist --help)");
+  run (f, ARGS ("--frobnicate"), NULL);
+  assert_error_line (f, 2, "unknown option '--frobnicate' (see ksdist --help)");
+  run (f, ARGS ("plugins", "--frobnicate"), NULL);
+  assert_error_line (f, 2, "plugins: Unknown option --frobnicate (see ksdist help plugins)");
+  run (f, ARGS ("plugins", "extra"), NULL);
+  assert_error_line (f, 2, "plugins: unexpected argument 'extra' (see ksdist help plugins)");
+  run (f, ARGS ("plugins", "--set", "nonsense"), NULL);
+  assert_error_line (f, 2, "--set 'nonsense': write it as group.key=value, e.g. --set "
+                           "comm.timeout=60");
+  run (f, ARGS ("plugins"), ARGS ("KS_PLUGINS=gloo,^mpi"));
+  assert_error_line (f, 2, "KS_PLUGINS=gloo,^mpi mixes included and excluded plugins: write an "
+                           "include list (gloo,openblas) or an exclude list (^mpi,cuda)");
+}
+
+static void
+test_plugins_lists_openblas (Fixture *f, gconstpointer data)
+{
+  run (f, ARGS ("plugins"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_cmpstr (f->err, ==, "");
+  g_assert_nonnull (strstr (f->out, "\nopenblas     loaded    "));
+  g_assert_nonnull (strstr (f->out, "  compute openblas: available, priority 10"));
+
+  run (f, ARGS ("plugins", "-v", "--set", "openblas.threads=3"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "setting openblas.threads = 3  (--set; int in [0, 4096], "
+                                    "env KS_OPENBLAS_THREADS)"));
+
+  run (f, ARGS ("plugins", "--json"), ARGS ("KS_OPENBLAS_THREADS=2"));
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_str_has_prefix (f->out, "{\"abi\": \"1.0\", \"search_path\": ["));
+  g_assert_nonnull (strstr (f->out, "{\"name\": \"openblas\", "));
+  g_assert_nonnull (strstr (f->out, "\"state\": \"loaded\", \"reason\": null"));
+  g_assert_nonnull (strstr (f->out, "\"provides\": [{\"kind\": \"compute\", \"name\": "
+                                    "\"openblas\", \"available\": true, \"priority\": 10"));
+  g_assert_nonnull (strstr (f->out, "\"value\": \"2\", \"source\": \"env KS_OPENBLAS_THREADS\""));
+}
+
+static void
+test_plugins_reports_rejections (Fixture *f, gconstpointer data)
+{
+  g_autofree char *junk = ks_test_write_not_elf (f->dir, "junk.so");
+  g_autofree char *path = g_strdup_printf ("KS_PLUGIN_PATH=%s", f->dir);
+  g_autofree char *want = g_strdup_printf ("\njunk         rejected  %s\n  reason: cannot be "
+                                           "opened: %s: invalid ELF header\n", junk, junk);
+  run (f, ARGS ("plugins"), ARGS (path));
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, want));
+}
+
+static void
+test_config_sources (Fixture *f, gconstpointer data)
+{
+  g_autofree char *ini = ks_test_write (f->dir, "job.ini", "[comm]\ntimeout = 30\n\n[openblas]\n"
+                                                           "threads = 2\n");
+  run (f, ARGS ("config", ini, "--set", "job.mode=transpiler"), ARGS ("KS_LOG_LEVEL=debug"));
+  g_assert_cmpint (f->status, ==, 0);
+  g_autofree char *timeout = g_strdup_printf ("timeout = 30                     # %s:2\n", ini);
+  g_autofree char *threads = g_strdup_printf ("threads = 2                      # %s:5\n", ini);
+  g_assert_nonnull (strstr (f->out, timeout));
+  g_assert_nonnull (strstr (f->out, threads));
+  g_assert_nonnull (strstr (f->out, "mode = transpiler                # --set\n"));
+  g_assert_nonnull (strstr (f->out, "level = debug                    # env KS_LOG_LEVEL\n"));
+  g_assert_nonnull (strstr (f->out, "backend = auto                   # default\n"));
+}
+
+static void
+test_config_errors (Fixture *f, gconstpointer data)
+{
+  g_autofree char *bad_key = ks_test_write (f->dir, "a.ini", "[comm]\ntimout = 30\n");
+  g_autofree char *bad_value = ks_test_write (f->dir, "b.ini", "[openblas]\nthreads = many\n");
+  g_autofree char *missing = g_build_filename (f->dir, "none.ini", NULL);
+
+  run (f, ARGS ("config", bad_key), NULL);
+  assert_error_line (f, 2, "@/a.ini:2: unknown key 'timout' in [comm]; did you mean 'timeout'? "
+                           "(known: backend, timeout)");
+  g_assert_cmpstr (f->out, ==, "");
+  run (f, ARGS ("config", bad_value), NULL);
+  assert_error_line (f, 2, "@/b.ini:2: [openblas] threads = 'many': expected an integer in "
+                           "[0, 4096]");
+  run (f, ARGS ("config", missing), NULL);
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_true (g_str_has_prefix (f->err, "ksdist: Failed to open file"));
+  g_assert_nonnull (strstr (f->err, "none.ini"));
+  run (f, ARGS ("config", bad_key, bad_value), NULL);
+  g_assert_cmpint (f->status, ==, 2);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+#define ADD(name, fn) g_test_add ("/cli/" name, Fixture, NULL, setup, fn, teardown)
+  ADD ("version-and-help", test_version_and_help);
+  ADD ("usage-errors", test_usage_errors);
+  ADD ("plugins-lists-openblas", test_plugins_lists_openblas);
+  ADD ("plugins-reports-rejections", test_plugins_reports_rejections);
+  ADD ("config-sources", test_config_sources);
+  ADD ("config-errors", test_config_errors);
+  return g_test_run ();
+}
