@@ -9,7 +9,9 @@ AM_TESTS_ENVIRONMENT = \
 	export KS_BUILD_PLUGINS=$(abs_top_builddir)/plugins; \
 	export KSDIST=$(abs_top_builddir)/tools/ksdist; \
 	export KS_SRCDIR=$(abs_top_srcdir); \
-	export G_DEBUG=fatal-criticals;
+	export G_DEBUG=fatal-criticals; \
+	export MAKE="$(MAKE)" CC="$(CC)" KS_BUILDDIR=$(abs_top_builddir) KS_PREFIX=$(prefix) \
+		KS_LIBDIR=$(libdir) KS_BINDIR=$(bindir);
 
 # Test plugins: one source, variants by macro; built for `make check`, never installed.
 KS_TEST_PLUGIN_LDFLAGS = $(KS_PLUGIN_LDFLAGS) -rpath $(abs_builddir)
@@ -67,3 +69,8 @@ TESTS += tests/test-compute
 check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-cli
+
+# Out-of-tree plugin: install to a temporary root, build against it, load.
+dist_check_SCRIPTS += tests/test-install.sh
+EXTRA_DIST += tests/out-of-tree/oot.c
+TESTS += tests/test-install.sh

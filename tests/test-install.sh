@@ -1,0 +1,49 @@
+#!/bin/sh
+# Installs ksdist into a temporary root, builds a plugin outside the tree against the
+# installed headers with `pkg-config ksdist`, and loads it with the installed ksdist.
+# TAP output. Needs from the environment (tests/local.mk): MAKE, CC, KS_BUILDDIR,
+# KS_SRCDIR, KS_PREFIX, KS_LIBDIR, KS_BINDIR.
+set -u
+echo "1..4"
+root=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-install-XXXXXX")
+trap 'rm -rf "$root"' EXIT
+fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
+
+if ! $MAKE -C "$KS_BUILDDIR" install DESTDIR="$root" >"$root/install.log" 2>&1; then
+  fail 1 "make install DESTDIR" "$(tail -n 20 "$root/install.log")"
+fi
+echo "ok 1 - make install DESTDIR=$root"
+
+# Relocate the installed ksdist.pc to the temporary root (only it: a global
+# --define-variable=prefix would move GLib's headers too).
+export PKG_CONFIG_PATH="$root$KS_LIBDIR/pkgconfig"
+sed -i "s|^prefix=.*|prefix=$root$KS_PREFIX|" "$PKG_CONFIG_PATH/ksdist.pc"
+flags=$(pkg-config --cflags --libs ksdist) \
+  || fail 2 "pkg-config ksdist" "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
+mkdir -m 700 "$root/plugins"
+# shellcheck disable=SC2086
+if ! $CC -shared -fPIC -Wall -Werror -o "$root/plugins/oot.so" "$KS_SRCDIR/tests/out-of-tree/oot.c" \
+    $flags >"$root/cc.log" 2>&1; then
+  fail 2 "build a plugin with pkg-config ksdist" "$(cat "$root/cc.log")"
+fi
+echo "ok 2 - built oot.so with: $flags"
+
+plugdir=$(pkg-config --variable=plugindir ksdist)
+out=$(LD_LIBRARY_PATH="$root$KS_LIBDIR" KS_PLUGIN_PATH="$root/plugins" \
+      KS_PLUGIN_SYSTEM_PATH="$plugdir" "$root$KS_BINDIR/ksdist" plugins --json 2>&1) \
+  || fail 3 "installed ksdist plugins" "$out"
+case $out in
+  *'{"name": "oot", "path": "'"$root"'/plugins/oot.so", "state": "loaded", "reason": null, "version": "1.2.3"'*) ;;
+  *) fail 3 "oot.so loaded by the installed ksdist" "$out" ;;
+esac
+echo "ok 3 - the installed ksdist loads the out-of-tree plugin"
+
+if [ -f "$plugdir/openblas.so" ]; then
+  case $out in
+    *'{"name": "openblas", "path": "'"$plugdir"'/openblas.so", "state": "loaded"'*) ;;
+    *) fail 4 "installed openblas.so loaded from $plugdir" "$out" ;;
+  esac
+  echo "ok 4 - the installed OpenBLAS plugin loads from $plugdir"
+else
+  echo "ok 4 # SKIP the OpenBLAS plugin is not built"
+fi
