@@ -1,5 +1,6 @@
-/* The OpenBLAS compute plugin through the vtable: memory, copies and sgemm, checked
- * against a naive triple loop in double precision. */
+/* The compute plugins through the vtable: memory, copies and sgemm, checked against a
+ * naive triple loop in double precision. Every test runs on OpenBLAS, and on CUDA where
+ * that plugin is built and a device is present (skipped, with the reason, elsewhere). */
 #include "testutil.h"
 
 #include <math.h>
@@ -8,25 +9,44 @@
 typedef struct {
   KsConfig *config;
   KsRegistry *registry;
-  KsCompute *compute;
+  KsCompute *compute; /* NULL when the backend cannot run here: the test is skipped */
 } Fixture;
+
+typedef struct {
+  const char *backend;
+  const char *set; /* an extra --set, or NULL */
+} Params;
+
+static char *
+plugin_dir (const char *name)
+{
+  return g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), name, ".libs", NULL);
+}
 
 static void
 setup (Fixture *f, gconstpointer data)
 {
-  g_autofree char *dir = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                           NULL);
+  const Params *params = data;
+  g_autofree char *openblas = plugin_dir ("openblas");
+  g_autofree char *cuda = plugin_dir ("cuda");
+  g_autofree char *path = g_strdup_printf ("%s:%s", openblas, cuda);
   g_autoptr (GError) error = NULL;
 
   ks_test_clear_env ();
   f->config = ks_config_new ();
-  if (data != NULL)
-    g_assert_true (ks_config_set_override (f->config, data, NULL));
-  f->registry = ks_test_scan (f->config, dir);
+  g_assert_true (ks_config_set_override (f->config, "compute.backend=auto", NULL));
+  if (params->set != NULL)
+    g_assert_true (ks_config_set_override (f->config, params->set, NULL));
+  f->registry = ks_test_scan (f->config, path);
   g_assert_true (ks_config_validate (f->config, &error));
-  f->compute = ks_compute_new (f->registry, f->config, NULL, &error); /* [compute] backend=auto */
+  f->compute = ks_compute_new (f->registry, f->config, params->backend, &error);
+  if (g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE))
+    {
+      g_test_skip (error->message);
+      return;
+    }
   g_assert_no_error (error);
-  g_assert_cmpstr (ks_compute_plugin (f->compute), ==, "openblas");
+  g_assert_cmpstr (ks_compute_plugin (f->compute), ==, params->backend);
 }
 
 static void
@@ -105,6 +125,8 @@ check_gemm (Fixture *f, GRand *rng, KsTranspose ta, KsTranspose tb, int m, int n
 static void
 test_sgemm (Fixture *f, gconstpointer data)
 {
+  if (f->compute == NULL)
+    return;
   g_autoptr (GRand) rng = g_rand_new_with_seed (1234);
   const int shapes[][3] = { { 1, 1, 1 }, { 7, 5, 3 }, { 37, 53, 29 }, { 64, 64, 64 },
                             { 128, 3, 257 } };
@@ -118,6 +140,8 @@ test_sgemm (Fixture *f, gconstpointer data)
 static void
 test_sgemm_batched (Fixture *f, gconstpointer data)
 {
+  if (f->compute == NULL)
+    return;
   g_autoptr (GRand) rng = g_rand_new_with_seed (99);
   check_gemm (f, rng, KS_TRANS_N, KS_TRANS_T, 9, 11, 13, 1.0f, 0.0f, 2, 4);
   check_gemm (f, rng, KS_TRANS_T, KS_TRANS_N, 16, 8, 5, -2.0f, 1.0f, 0, 3);
@@ -126,6 +150,8 @@ test_sgemm_batched (Fixture *f, gconstpointer data)
 static void
 test_bad_shape (Fixture *f, gconstpointer data)
 {
+  if (f->compute == NULL)
+    return;
   g_autoptr (GError) error = NULL;
   float x[4] = { 0 };
   g_assert_false (ks_compute_sgemm (f->compute, KS_TRANS_N, KS_TRANS_N, 2, 2, 2, 1, x, 1, x, 2, 0,
@@ -139,6 +165,8 @@ test_bad_shape (Fixture *f, gconstpointer data)
 static void
 test_memory (Fixture *f, gconstpointer data)
 {
+  if (f->compute == NULL)
+    return;
   g_autoptr (GError) error = NULL;
   const gsize n = 1000;
   g_autofree float *host = g_new (float, n);
@@ -169,6 +197,8 @@ test_memory (Fixture *f, gconstpointer data)
 static void
 test_threads_setting (Fixture *f, gconstpointer data)
 {
+  if (f->compute == NULL)
+    return;
   g_autoptr (GError) error = NULL;
   g_autofree char *d = ks_compute_describe (f->compute);
   g_assert_true (g_str_has_suffix (d, ", 1 threads"));
@@ -179,22 +209,74 @@ test_threads_setting (Fixture *f, gconstpointer data)
   g_assert_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID);
 }
 
+/* Without a GPU the CUDA probe answers "unavailable" with the runtime's reason; with
+ * one, it ranks above OpenBLAS, so "auto" picks it. */
+static void
+test_cuda_probe (void)
+{
+  g_autofree char *path = plugin_dir ("cuda");
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = NULL;
+  g_autoptr (GPtrArray) list = NULL;
+  const KsImplInfo *info;
+
+  ks_test_clear_env ();
+  registry = ks_test_scan (config, path);
+  list = ks_registry_list (registry, KS_KIND_COMPUTE);
+  g_assert_cmpuint (list->len, ==, 1);
+  info = g_ptr_array_index (list, 0);
+  g_assert_cmpstr (info->impl->name, ==, "cuda");
+  if (info->priority >= 0)
+    g_assert_cmpint (info->priority, ==, 100);
+  else
+    g_assert_true (g_str_has_prefix (info->reason, "cudaGetDeviceCount: ")
+                   || g_str_equal (info->reason, "no CUDA device on this machine"));
+}
+
+static void
+add_backend_tests (const char *backend)
+{
+  static const char *const names[] = { "sgemm", "sgemm-strided-batched", "bad-shape", "memory" };
+  static const GTestFixtureFunc funcs[] = { (GTestFixtureFunc) test_sgemm,
+                                            (GTestFixtureFunc) test_sgemm_batched,
+                                            (GTestFixtureFunc) test_bad_shape,
+                                            (GTestFixtureFunc) test_memory };
+  Params *params = g_new0 (Params, 1); /* lives as long as the test run */
+  params->backend = backend;
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_autofree char *name = g_strdup_printf ("/compute/%s/%s", backend, names[i]);
+      g_test_add_vtable (name, sizeof (Fixture), params, (GTestFixtureFunc) setup, funcs[i],
+                         (GTestFixtureFunc) teardown);
+    }
+}
+
+static gboolean
+built (const char *name)
+{
+  g_autofree char *dir = plugin_dir (name);
+  g_autofree char *file = g_strdup_printf ("%s/%s.so", dir, name);
+  return g_file_test (file, G_FILE_TEST_EXISTS);
+}
+
 int
 main (int argc, char **argv)
 {
-  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                              "openblas.so", NULL);
+  static const Params threads = { "openblas", "openblas.threads=1" };
+
   g_test_init (&argc, &argv, NULL);
-  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
+  if (built ("openblas"))
     {
-      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
-      return g_test_run ();
+      add_backend_tests ("openblas");
+      g_test_add ("/compute/openblas/threads-setting", Fixture, &threads, setup,
+                  test_threads_setting, teardown);
     }
-#define ADD(name, data, fn) g_test_add ("/compute/openblas/" name, Fixture, data, setup, fn, teardown)
-  ADD ("sgemm", NULL, test_sgemm);
-  ADD ("sgemm-strided-batched", NULL, test_sgemm_batched);
-  ADD ("bad-shape", NULL, test_bad_shape);
-  ADD ("memory", NULL, test_memory);
-  ADD ("threads-setting", "openblas.threads=1", test_threads_setting);
+  if (built ("cuda"))
+    {
+      add_backend_tests ("cuda");
+      g_test_add_func ("/compute/cuda/probe", test_cuda_probe);
+    }
+  if (!built ("openblas") && !built ("cuda"))
+    g_test_skip ("no compute plugin was built (configure found neither OpenBLAS nor CUDA)");
   return g_test_run ();
 }
