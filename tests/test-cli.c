@@ -187,6 +187,23 @@ test_config_errors (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->status, ==, 2);
 }
 
+/* A group for a first-party plugin not built here is a warning, shown or not by
+ * [log] level. */
+static void
+test_warning_and_log_level (Fixture *f, gconstpointer data)
+{
+  g_autofree char *ini = ks_test_write (f->dir, "gpu.ini", "[gloo]\nalgorithm = ring\n");
+  g_autofree char *want = g_strdup_printf ("ksdist: warning: %s:1: group [gloo] configures "
+                                           "plugin 'gloo', which is not loaded here; its "
+                                           "settings are ignored (see `ksdist plugins`)\n", ini);
+  run (f, ARGS ("config", ini), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_cmpstr (f->err, ==, want);
+  run (f, ARGS ("config", ini, "--set", "log.level=error"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_cmpstr (f->err, ==, "");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -198,5 +215,6 @@ main (int argc, char **argv)
   ADD ("plugins-reports-rejections", test_plugins_reports_rejections);
   ADD ("config-sources", test_config_sources);
   ADD ("config-errors", test_config_errors);
+  ADD ("warning-and-log-level", test_warning_and_log_level);
   return g_test_run ();
 }

@@ -47,27 +47,13 @@ unknown_command (const char *name)
   return KS_EXIT_USAGE;
 }
 
-static void
-log_to_stderr (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
-{
-  const char *label = (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL)) ? "error"
-                      : (level & G_LOG_LEVEL_WARNING)                      ? "warning"
-                                                                           : NULL;
-  if (label == NULL)
-    {
-      g_log_default_handler (domain, level, message, data); /* info/debug: G_MESSAGES_DEBUG */
-      return;
-    }
-  fprintf (stderr, "ksdist: %s: %s\n", label, message);
-}
-
 int
 main (int argc, char **argv)
 {
   const KsCommand *command;
 
   setlocale (LC_ALL, "");
-  g_log_set_default_handler (log_to_stderr, NULL);
+  g_log_set_default_handler (ks_cli_log, NULL);
   if (argc < 2)
     {
       print_help (stderr);
