@@ -93,14 +93,16 @@ check_impl (const KsImplDesc *impl, gsize index)
   if (impl->ops == NULL)
     return g_strdup_printf ("%s implementation '%s' has no vtable", ks_kind_name (impl->kind),
                             label);
-  size = *(const gsize *) impl->ops;
+  /* Read as bytes: the vtable is a struct of another type, of the plugin's size. */
+  memcpy (&size, impl->ops, sizeof size);
   if (size < rules->min_size)
     return g_strdup_printf ("%s implementation '%s': vtable of %" G_GSIZE_FORMAT
                             " bytes is smaller than ABI 1.0's %" G_GSIZE_FORMAT,
                             ks_kind_name (impl->kind), label, size, rules->min_size);
   for (int i = 0; rules->required[i] != NULL; i++)
     {
-      gconstpointer slot = *(const gconstpointer *) ((const char *) impl->ops + rules->offsets[i]);
+      void (*slot) (void);
+      memcpy (&slot, (const char *) impl->ops + rules->offsets[i], sizeof slot);
       if (slot == NULL)
         return g_strdup_printf ("%s implementation '%s' leaves the required method %s unset",
                                 ks_kind_name (impl->kind), label, rules->required[i]);

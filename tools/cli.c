@@ -49,10 +49,11 @@ gboolean
 ks_cli_parse (const char *name, const char *parameters, const char *summary,
               GOptionEntry *entries, int *argc, char ***argv)
 {
-  g_autofree char *usage = g_strdup_printf ("%s%s%s", name, parameters ? " " : "",
-                                            parameters ? parameters : "");
-  g_autoptr (GOptionContext) context = g_option_context_new (usage);
+  g_autofree char *program = g_strdup_printf ("ksdist %s", name);
+  g_autoptr (GOptionContext) context = g_option_context_new (parameters);
   g_autoptr (GError) error = NULL;
+
+  g_set_prgname (program); /* --help prints "Usage: ksdist NAME [OPTION…] PARAMETERS" */
 
   g_option_context_set_summary (context, summary);
   g_option_context_add_main_entries (context, entries, NULL);

@@ -9,7 +9,10 @@
  *
  * Compatibility: the core loads a plugin whose ABI major equals KS_ABI_MAJOR and whose
  * ABI minor is not newer than KS_ABI_MINOR. Adding a method (appending a slot) bumps
- * the minor; changing or removing anything bumps the major. */
+ * the minor; changing or removing anything bumps the major. KsPluginDesc may gain
+ * members at its end in a minor release (the core reads them only from plugins whose
+ * abi_minor has them); KsImplDesc and KsKeyDesc come in arrays, so their size is fixed
+ * for a major version. */
 #ifndef KSDIST_PLUGIN_H
 #define KSDIST_PLUGIN_H
 
