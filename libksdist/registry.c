@@ -140,7 +140,7 @@ parse_filter (const KsConfig *config, LoadFilter *filter, GError **error)
       text = g_strjoinv (",", items);
       filter->origin = g_strdup_printf ("[plugins] load = %s", text);
     }
-  GPtrArray *names = g_ptr_array_new ();
+  GPtrArray *names = g_ptr_array_new_with_free_func (g_free);
   for (int i = 0; items[i] != NULL; i++)
     {
       char *item = g_strstrip (items[i]);

@@ -241,7 +241,10 @@ add_backend_tests (const char *backend)
                                             (GTestFixtureFunc) test_sgemm_batched,
                                             (GTestFixtureFunc) test_bad_shape,
                                             (GTestFixtureFunc) test_memory };
-  Params *params = g_new0 (Params, 1); /* lives as long as the test run */
+  static Params backends[2];
+  static guint n_backends;
+  Params *params = &backends[n_backends++];
+  g_assert_cmpuint (n_backends, <=, G_N_ELEMENTS (backends));
   params->backend = backend;
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     {
