@@ -3,33 +3,26 @@
 
 #include <string.h>
 
-struct KsAlgorithm {
-  KsInstance *instance;
-};
-
-#define OPS(a) KS_INSTANCE_OPS ((a)->instance, KsAlgorithmOps)
-#define CTX(a) ((a)->instance->ctx)
-#define REQUIRE(a, field, error) KS_REQUIRE_SLOT ((a)->instance, KsAlgorithmOps, field, error)
+#define OPS(a) KS_INSTANCE_OPS (&(a)->instance, KsAlgorithmOps)
+#define CTX(a) ((a)->instance.ctx)
+#define REQUIRE(a, field, error) KS_REQUIRE_SLOT (&(a)->instance, KsAlgorithmOps, field, error)
 
 void
 ks_algorithm_free (KsAlgorithm *algorithm)
 {
-  if (algorithm == NULL)
-    return;
-  ks_instance_free (algorithm->instance);
-  g_free (algorithm);
+  ks_instance_free ((KsInstance *) algorithm);
 }
 
 const char *
 ks_algorithm_mode (const KsAlgorithm *algorithm)
 {
-  return algorithm->instance->impl->name;
+  return algorithm->instance.impl->name;
 }
 
 const char *
 ks_algorithm_plugin (const KsAlgorithm *algorithm)
 {
-  return algorithm->instance->plugin->name;
+  return algorithm->instance.plugin->name;
 }
 
 gboolean
@@ -100,11 +93,8 @@ KsAlgorithm *
 ks_factory_instantiate (KsRegistry *registry, const KsConfig *config, const char *mode,
                         GError **error)
 {
-  g_autoptr (GError) local = NULL;
   g_autoptr (GPtrArray) provided = ks_registry_list (registry, KS_KIND_ALGORITHM);
   gboolean is_provided = FALSE;
-  KsInstance *instance;
-  KsAlgorithm *algorithm;
 
   g_return_val_if_fail (mode != NULL, NULL);
   for (guint i = 0; i < provided->len; i++)
@@ -122,12 +112,8 @@ ks_factory_instantiate (KsRegistry *registry, const KsConfig *config, const char
                      available);
       return NULL;
     }
-  instance = ks_instance_new (registry, config, KS_KIND_ALGORITHM, mode, error);
-  if (instance == NULL)
-    return NULL;
-  algorithm = g_new0 (KsAlgorithm, 1);
-  algorithm->instance = instance;
-  return algorithm;
+  return (KsAlgorithm *) ks_instance_new (registry, config, KS_KIND_ALGORITHM, mode,
+                                          sizeof (KsAlgorithm), error);
 }
 
 KsAlgorithm *

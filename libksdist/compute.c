@@ -1,43 +1,29 @@
 /* The compute backend as the rest of ksdist calls it: every method through a slot check. */
 #include "ks-private.h"
 
-struct KsCompute {
-  KsInstance *instance;
-};
-
-#define OPS(c) KS_INSTANCE_OPS ((c)->instance, KsComputeOps)
-#define CTX(c) ((c)->instance->ctx)
-#define REQUIRE(c, field, error) KS_REQUIRE_SLOT ((c)->instance, KsComputeOps, field, error)
+#define OPS(c) KS_INSTANCE_OPS (&(c)->instance, KsComputeOps)
+#define CTX(c) ((c)->instance.ctx)
+#define REQUIRE(c, field, error) KS_REQUIRE_SLOT (&(c)->instance, KsComputeOps, field, error)
 
 KsCompute *
 ks_compute_new (KsRegistry *registry, const KsConfig *config, const char *name, GError **error)
 {
-  KsInstance *instance;
-  KsCompute *compute;
-
   if (name == NULL)
     name = ks_config_get_string (config, "compute", "backend");
-  instance = ks_instance_new (registry, config, KS_KIND_COMPUTE, name, error);
-  if (instance == NULL)
-    return NULL;
-  compute = g_new0 (KsCompute, 1);
-  compute->instance = instance;
-  return compute;
+  return (KsCompute *) ks_instance_new (registry, config, KS_KIND_COMPUTE, name,
+                                        sizeof (KsCompute), error);
 }
 
 void
 ks_compute_free (KsCompute *compute)
 {
-  if (compute == NULL)
-    return;
-  ks_instance_free (compute->instance);
-  g_free (compute);
+  ks_instance_free ((KsInstance *) compute);
 }
 
 const char *
 ks_compute_plugin (const KsCompute *compute)
 {
-  return compute->instance->plugin->name;
+  return compute->instance.plugin->name;
 }
 
 char *
@@ -45,7 +31,7 @@ ks_compute_describe (KsCompute *compute)
 {
   if (KS_OPS_HAS (OPS (compute), KsComputeOps, describe))
     return OPS (compute)->describe (CTX (compute));
-  return g_strdup_printf ("%s (plugin %s)", compute->instance->impl->name,
+  return g_strdup_printf ("%s (plugin %s)", compute->instance.impl->name,
                           ks_compute_plugin (compute));
 }
 

@@ -3,7 +3,7 @@
 
 KsInstance *
 ks_instance_new (KsRegistry *registry, const KsConfig *config, KsKind kind, const char *name,
-                 GError **error)
+                 gsize struct_size, GError **error)
 {
   const KsPluginRecord *plugin = NULL;
   const KsImplDesc *impl = ks_registry_select (registry, kind, name, &plugin, error);
@@ -12,7 +12,8 @@ ks_instance_new (KsRegistry *registry, const KsConfig *config, KsKind kind, cons
 
   if (impl == NULL)
     return NULL;
-  instance = g_new0 (KsInstance, 1);
+  g_return_val_if_fail (struct_size >= sizeof (KsInstance), NULL);
+  instance = g_malloc0 (struct_size);
   instance->impl = impl;
   instance->plugin = plugin;
   instance->settings = ks_settings_new (config, plugin->name);

@@ -35,9 +35,19 @@ typedef struct {
   void (*destroy) (void *ctx);
 } KsOpsHead;
 
+/* Selects and creates an implementation. The result is `struct_size` zeroed bytes that
+ * begin with the KsInstance, so a kind's public type (struct KsCompute { KsInstance
+ * instance; }) is made and freed here. */
 KsInstance *ks_instance_new (KsRegistry *registry, const KsConfig *config, KsKind kind,
-                             const char *name, GError **error);
+                             const char *name, gsize struct_size, GError **error);
 void ks_instance_free (KsInstance *instance);
+
+struct KsCompute {
+  KsInstance instance;
+};
+struct KsAlgorithm {
+  KsInstance instance;
+};
 
 /* Calls through a slot of an instance's vtable, or fails with "not supported". */
 #define KS_INSTANCE_OPS(inst, Type) ((const Type *) (inst)->impl->ops)

@@ -74,3 +74,7 @@ TESTS += tests/test-cli
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c
 TESTS += tests/test-install.sh
+# `make install` relinks the plugins, moving .libs/NAME.so aside for a moment (libtool
+# renames it NAME.soU): the tests that load build-tree plugins must be done by then.
+tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
+	tests/test-factory.log tests/test-compute.log tests/test-cli.log

@@ -2,14 +2,8 @@
  * unknown or unprovided mode lists what is available. */
 #include "testutil.h"
 
-typedef struct {
-  char *dir;
-  KsConfig *config;
-  KsRegistry *registry;
-} Fixture;
-
 static void
-setup (Fixture *f, gconstpointer data)
+setup (PluginFixture *f, gconstpointer data)
 {
   ks_test_clear_env ();
   f->dir = ks_test_tmpdir ();
@@ -19,17 +13,9 @@ setup (Fixture *f, gconstpointer data)
   f->registry = ks_test_scan (f->config, f->dir);
 }
 
-static void
-teardown (Fixture *f, gconstpointer data)
-{
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
-  ks_test_rmtree (f->dir);
-  g_free (f->dir);
-}
 
 static void
-test_by_name (Fixture *f, gconstpointer data)
+test_by_name (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   const char *modes[] = { KS_MODE_COLLECTIVE, KS_MODE_TRANSPILER };
@@ -45,7 +31,7 @@ test_by_name (Fixture *f, gconstpointer data)
 }
 
 static void
-test_by_flag (Fixture *f, gconstpointer data)
+test_by_flag (PluginFixture *f, gconstpointer data)
 {
   struct { int flag; const char *mode; } cases[] = {
     { 1, "collective" }, { -3, "collective" }, { 42, "collective" }, { 0, "transpiler" },
@@ -62,7 +48,7 @@ test_by_flag (Fixture *f, gconstpointer data)
 }
 
 static void
-test_not_provided (Fixture *f, gconstpointer data)
+test_not_provided (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_assert_null (ks_factory_instantiate (f->registry, f->config, "pslib", &error));
@@ -72,7 +58,7 @@ test_not_provided (Fixture *f, gconstpointer data)
 }
 
 static void
-test_unknown (Fixture *f, gconstpointer data)
+test_unknown (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_assert_null (ks_factory_instantiate (f->registry, f->config, "colective", &error));
@@ -83,7 +69,7 @@ test_unknown (Fixture *f, gconstpointer data)
 }
 
 static void
-test_no_plugins (Fixture *f, gconstpointer data)
+test_no_plugins (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_assert_null (ks_factory_instantiate_flag (f->registry, f->config, 1, &error));
@@ -94,7 +80,7 @@ test_no_plugins (Fixture *f, gconstpointer data)
 
 /* Calls go through the slot checks: present slots run, absent ones say so. */
 static void
-test_calls (Fixture *f, gconstpointer data)
+test_calls (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (KsAlgorithm) algorithm =
@@ -118,7 +104,7 @@ main (int argc, char **argv)
 {
   static const int with_plugin = 1;
   g_test_init (&argc, &argv, NULL);
-#define ADD(name, data, fn) g_test_add ("/factory/" name, Fixture, data, setup, fn, teardown)
+#define ADD(name, data, fn) g_test_add ("/factory/" name, PluginFixture, data, setup, fn, ks_test_fixture_teardown)
   ADD ("by-name", &with_plugin, test_by_name);
   ADD ("by-flag", &with_plugin, test_by_flag);
   ADD ("not-provided", &with_plugin, test_not_provided);

@@ -5,37 +5,23 @@
 #include <glib/gstdio.h>
 #include <unistd.h>
 
-typedef struct {
-  char *dir;
-  KsConfig *config;
-  KsRegistry *registry;
-} Fixture;
-
 static void
-setup (Fixture *f, gconstpointer data)
+setup (PluginFixture *f, gconstpointer data)
 {
   ks_test_clear_env ();
   f->dir = ks_test_tmpdir ();
   f->config = ks_config_new ();
 }
 
-static void
-teardown (Fixture *f, gconstpointer data)
-{
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
-  ks_test_rmtree (f->dir);
-  g_free (f->dir);
-}
 
 static void
-scan (Fixture *f, const char *path)
+scan (PluginFixture *f, const char *path)
 {
   f->registry = ks_test_scan (f->config, path != NULL ? path : f->dir);
 }
 
 static const KsPluginRecord *
-only_record (Fixture *f)
+only_record (PluginFixture *f)
 {
   const GPtrArray *records = ks_registry_records (f->registry);
   g_assert_cmpuint (records->len, ==, 1);
@@ -43,7 +29,7 @@ only_record (Fixture *f)
 }
 
 static void
-assert_rejected (Fixture *f, const char *expected_reason)
+assert_rejected (PluginFixture *f, const char *expected_reason)
 {
   const KsPluginRecord *r = only_record (f);
   g_assert_cmpstr (ks_plugin_state_name (r->state), ==, "rejected");
@@ -51,7 +37,7 @@ assert_rejected (Fixture *f, const char *expected_reason)
 }
 
 static void
-test_good (Fixture *f, gconstpointer data)
+test_good (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *path = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
   const KsPluginRecord *plugin = NULL;
@@ -74,7 +60,7 @@ test_good (Fixture *f, gconstpointer data)
 }
 
 static void
-test_abi_major (Fixture *f, gconstpointer data)
+test_abi_major (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tabimajor", f->dir, "tabimajor.so", 0755);
   scan (f, NULL);
@@ -83,7 +69,7 @@ test_abi_major (Fixture *f, gconstpointer data)
 }
 
 static void
-test_abi_minor (Fixture *f, gconstpointer data)
+test_abi_minor (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tabiminor", f->dir, "tabiminor.so", 0755);
   scan (f, NULL);
@@ -92,7 +78,7 @@ test_abi_minor (Fixture *f, gconstpointer data)
 }
 
 static void
-test_no_entry (Fixture *f, gconstpointer data)
+test_no_entry (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tnoentry", f->dir, "tnoentry.so", 0755);
   g_autofree char *want = g_strdup_printf (
@@ -102,7 +88,7 @@ test_no_entry (Fixture *f, gconstpointer data)
 }
 
 static void
-test_name_mismatch (Fixture *f, gconstpointer data)
+test_name_mismatch (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "wrongname.so", 0755);
   scan (f, NULL);
@@ -111,7 +97,7 @@ test_name_mismatch (Fixture *f, gconstpointer data)
 }
 
 static void
-test_not_shared_object (Fixture *f, gconstpointer data)
+test_not_shared_object (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_write_not_elf (f->dir, "junk.so");
   g_autofree char *want = g_strdup_printf ("cannot be opened: %s: invalid ELF header", p);
@@ -121,7 +107,7 @@ test_not_shared_object (Fixture *f, gconstpointer data)
 }
 
 static void
-test_not_so_file (Fixture *f, gconstpointer data)
+test_not_so_file (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_write (f->dir, "plugin.txt", "text");
   scan (f, p);
@@ -129,7 +115,7 @@ test_not_so_file (Fixture *f, gconstpointer data)
 }
 
 static void
-test_missing_required_slot (Fixture *f, gconstpointer data)
+test_missing_required_slot (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tnoslot", f->dir, "tnoslot.so", 0755);
   scan (f, NULL);
@@ -137,7 +123,7 @@ test_missing_required_slot (Fixture *f, gconstpointer data)
 }
 
 static void
-test_duplicate (Fixture *f, gconstpointer data)
+test_duplicate (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *a = g_build_filename (f->dir, "a", NULL);
   g_autofree char *b = g_build_filename (f->dir, "b", NULL);
@@ -162,7 +148,7 @@ test_duplicate (Fixture *f, gconstpointer data)
 }
 
 static void
-test_unavailable (Fixture *f, gconstpointer data)
+test_unavailable (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p1 = ks_test_copy_plugin ("tunavail", f->dir, "tunavail.so", 0755);
   g_autofree char *p2 = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
@@ -196,7 +182,7 @@ test_unavailable (Fixture *f, gconstpointer data)
 }
 
 static void
-test_not_found (Fixture *f, gconstpointer data)
+test_not_found (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
   g_autoptr (GError) error = NULL;
@@ -214,7 +200,7 @@ test_not_found (Fixture *f, gconstpointer data)
 }
 
 static void
-test_exclude_list (Fixture *f, gconstpointer data)
+test_exclude_list (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p1 = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
   g_autofree char *p2 = ks_test_copy_plugin ("tunavail", f->dir, "tunavail.so", 0755);
@@ -236,7 +222,7 @@ test_exclude_list (Fixture *f, gconstpointer data)
 }
 
 static void
-test_include_list_from_config (Fixture *f, gconstpointer data)
+test_include_list_from_config (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p1 = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
   g_autofree char *p2 = ks_test_copy_plugin ("tunavail", f->dir, "tunavail.so", 0755);
@@ -250,7 +236,7 @@ test_include_list_from_config (Fixture *f, gconstpointer data)
 }
 
 static void
-test_mixed_list (Fixture *f, gconstpointer data)
+test_mixed_list (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (KsRegistry) registry = ks_registry_new ();
   g_autoptr (GError) error = NULL;
@@ -264,7 +250,7 @@ test_mixed_list (Fixture *f, gconstpointer data)
 }
 
 static void
-test_world_writable_file (Fixture *f, gconstpointer data)
+test_world_writable_file (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0777);
   g_autofree char *want = g_strdup_printf (
@@ -275,7 +261,7 @@ test_world_writable_file (Fixture *f, gconstpointer data)
 }
 
 static void
-test_world_writable_dir (Fixture *f, gconstpointer data)
+test_world_writable_dir (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
   g_autofree char *want = g_strdup_printf (
@@ -289,7 +275,7 @@ test_world_writable_dir (Fixture *f, gconstpointer data)
 
 /* Empty entries never mean the current directory. */
 static void
-test_current_dir_not_searched (Fixture *f, gconstpointer data)
+test_current_dir_not_searched (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
   g_autofree char *cwd = g_get_current_dir ();
@@ -304,7 +290,7 @@ test_current_dir_not_searched (Fixture *f, gconstpointer data)
 /* Order: KS_PLUGIN_PATH, then [plugins] path (relative to the config file), then the
  * system directory; the first of a name wins. */
 static void
-test_search_order (Fixture *f, gconstpointer data)
+test_search_order (PluginFixture *f, gconstpointer data)
 {
   const char *dirs[] = { "env", "conf", "sys" };
   g_autoptr (GError) error = NULL;
@@ -343,7 +329,7 @@ test_search_order (Fixture *f, gconstpointer data)
 /* A method beyond the vtable's declared size answers "not supported", and the core
  * never calls the function pointer that lies past it (it would abort). */
 static void
-test_slot_beyond_size (Fixture *f, gconstpointer data)
+test_slot_beyond_size (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
   g_autoptr (GError) error = NULL;
@@ -367,7 +353,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-#define ADD(name, fn) g_test_add ("/loader/" name, Fixture, NULL, setup, fn, teardown)
+#define ADD(name, fn) g_test_add ("/loader/" name, PluginFixture, NULL, setup, fn, ks_test_fixture_teardown)
   ADD ("good", test_good);
   ADD ("abi-major-newer", test_abi_major);
   ADD ("abi-minor-newer", test_abi_minor);

@@ -2,14 +2,8 @@
  * KS_<PLUGIN>_<KEY> < --set <plugin>.<key>=value, checked like core keys. */
 #include "testutil.h"
 
-typedef struct {
-  char *dir;
-  KsConfig *config;
-  KsRegistry *registry;
-} Fixture;
-
 static void
-setup (Fixture *f, gconstpointer data)
+setup (PluginFixture *f, gconstpointer data)
 {
   ks_test_clear_env ();
   g_unsetenv ("KS_TGOOD_LEVEL");
@@ -18,18 +12,15 @@ setup (Fixture *f, gconstpointer data)
 }
 
 static void
-teardown (Fixture *f, gconstpointer data)
+teardown (PluginFixture *f, gconstpointer data)
 {
   g_unsetenv ("KS_TGOOD_LEVEL");
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
-  ks_test_rmtree (f->dir);
-  g_free (f->dir);
+  ks_test_fixture_teardown (f, data);
 }
 
 /* Loads `text`, scans the plugins, validates; returns the validation error. */
 static GError *
-load (Fixture *f, const char *text)
+load (PluginFixture *f, const char *text)
 {
   GError *error = NULL;
   f->config = ks_test_config (text, f->dir, &error);
@@ -41,7 +32,7 @@ load (Fixture *f, const char *text)
 
 /* What the plugin itself read from its settings. */
 static char *
-described (Fixture *f)
+described (PluginFixture *f)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (KsCompute) compute = ks_compute_new (f->registry, f->config, "tgood", &error);
@@ -50,7 +41,7 @@ described (Fixture *f)
 }
 
 static void
-test_default (Fixture *f, gconstpointer data)
+test_default (PluginFixture *f, gconstpointer data)
 {
   g_assert_null (load (f, NULL));
   g_autofree char *d = described (f);
@@ -58,7 +49,7 @@ test_default (Fixture *f, gconstpointer data)
 }
 
 static void
-test_precedence (Fixture *f, gconstpointer data)
+test_precedence (PluginFixture *f, gconstpointer data)
 {
   g_assert_null (load (f, "[tgood]\nlevel = 3\nlabel = fromfile\n"));
   g_autofree char *from_file = described (f);
@@ -75,7 +66,7 @@ test_precedence (Fixture *f, gconstpointer data)
 }
 
 static void
-test_bad_value (Fixture *f, gconstpointer data)
+test_bad_value (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = load (f, "[tgood]\n\nlevel = 12\n");
   g_autofree char *want = g_strdup_printf ("%s/test.ini:3: [tgood] level = '12': expected an "
@@ -85,7 +76,7 @@ test_bad_value (Fixture *f, gconstpointer data)
 }
 
 static void
-test_unknown_key (Fixture *f, gconstpointer data)
+test_unknown_key (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = load (f, "[tgood]\nlevl = 2\n");
   g_autofree char *want = g_strdup_printf ("%s/test.ini:2: unknown key 'levl' in [tgood]; did "
@@ -96,7 +87,7 @@ test_unknown_key (Fixture *f, gconstpointer data)
 
 /* The group of a plugin exists only once that plugin is loaded. */
 static void
-test_group_of_excluded_plugin (Fixture *f, gconstpointer data)
+test_group_of_excluded_plugin (PluginFixture *f, gconstpointer data)
 {
   g_setenv ("KS_PLUGINS", "^tgood", TRUE);
   g_autoptr (GError) error = load (f, "[tgood]\nlevel = 2\n");
@@ -106,7 +97,7 @@ test_group_of_excluded_plugin (Fixture *f, gconstpointer data)
 }
 
 static void
-test_create_failure (Fixture *f, gconstpointer data)
+test_create_failure (PluginFixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_assert_null (load (f, "[tgood]\nlabel = fail\n"));
@@ -120,7 +111,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-#define ADD(name, fn) g_test_add ("/settings/" name, Fixture, NULL, setup, fn, teardown)
+#define ADD(name, fn) g_test_add ("/settings/" name, PluginFixture, NULL, setup, fn, teardown)
   ADD ("default", test_default);
   ADD ("precedence", test_precedence);
   ADD ("bad-value", test_bad_value);

@@ -118,3 +118,12 @@ ks_test_clear_env (void)
   g_unsetenv ("KS_PLUGINS");
   g_setenv ("KS_PLUGIN_SYSTEM_PATH", "", TRUE);
 }
+
+void
+ks_test_fixture_teardown (PluginFixture *f, gconstpointer data)
+{
+  ks_registry_free (f->registry);
+  ks_config_free (f->config);
+  ks_test_rmtree (f->dir);
+  g_free (f->dir);
+}

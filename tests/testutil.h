@@ -24,6 +24,16 @@ KsRegistry *ks_test_scan (KsConfig *config, const char *plugin_path);
 /* The record of the file named `file_name` (basename) in the registry, or NULL. */
 const KsPluginRecord *ks_test_record (KsRegistry *registry, const char *file_name);
 
+/* The fixture of tests that scan plugins: a private directory, a configuration and
+ * the registry scanned with it (set by the test's own setup). */
+typedef struct {
+  char *dir;
+  KsConfig *config;
+  KsRegistry *registry;
+} PluginFixture;
+
+void ks_test_fixture_teardown (PluginFixture *f, gconstpointer data);
+
 /* Resets the variables that steer plugin search between test cases. */
 void ks_test_clear_env (void);
 
