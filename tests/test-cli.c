@@ -144,9 +144,12 @@ test_plugins_reports_rejections (Fixture *f, gconstpointer data)
   g_autofree char *path = g_strdup_printf ("KS_PLUGIN_PATH=%s", f->dir);
   g_autofree char *want = g_strdup_printf ("\njunk         rejected  %s\n  reason: cannot be "
                                            "opened: %s: invalid ELF header\n", junk, junk);
+  g_autofree char *error_line = g_strdup_printf ("ksdist: plugin %s rejected: cannot be opened: "
+                                                 "%s: invalid ELF header\n", junk, junk);
   run (f, ARGS ("plugins"), ARGS (path));
-  g_assert_cmpint (f->status, ==, 0);
+  g_assert_cmpint (f->status, ==, 1); /* listed in full, and the exit status tells */
   g_assert_nonnull (strstr (f->out, want));
+  g_assert_cmpstr (f->err, ==, error_line);
 }
 
 static void

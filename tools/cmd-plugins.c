@@ -163,6 +163,25 @@ print_json (Report *report)
   fputs (out->str, stdout);
 }
 
+/* A rejected file is something to fix (a broken build, a plugin for another ksdist):
+ * after the full listing, each gets an error line and the exit status says so. */
+static int
+report_rejections (KsRegistry *registry)
+{
+  const GPtrArray *records = ks_registry_records (registry);
+  int status = KS_EXIT_OK;
+
+  for (guint i = 0; i < records->len; i++)
+    {
+      const KsPluginRecord *r = g_ptr_array_index (records, i);
+      if (r->state != KS_PLUGIN_REJECTED)
+        continue;
+      ks_cli_error ("plugin %s rejected: %s", r->path, r->reason);
+      status = KS_EXIT_RUNTIME;
+    }
+  return status;
+}
+
 static int
 run_plugins (int argc, char **argv)
 {
@@ -194,11 +213,12 @@ run_plugins (int argc, char **argv)
     print_json (&report);
   else
     print_text (&report);
-  return KS_EXIT_OK;
+  return report_rejections (registry);
 }
 
 const KsCommand ks_cmd_plugins = {
   "plugins",
-  "List the plugins found: loaded, rejected (and why), shadowed or excluded",
+  "List the plugins found: loaded, rejected (and why), shadowed or excluded; exit 1 if any "
+  "was rejected",
   run_plugins,
 };
