@@ -10,7 +10,9 @@ AC_DEFUN([KS_CHECK_GLOO], [
   AS_IF([test "x$with_gloo" != xno], [
     AS_CASE([$with_gloo],
       [yes|auto], [GLOO_CFLAGS=; GLOO_LIBS=-lgloo],
-      [GLOO_CFLAGS="-I$with_gloo/include"
+      [AS_IF([test -d "$with_gloo/include/gloo"], [],
+         [AC_MSG_ERROR([--with-gloo=$with_gloo: $with_gloo/include/gloo does not exist])])
+       GLOO_CFLAGS="-I$with_gloo/include"
        GLOO_LIBS="-L$with_gloo/lib -Wl,-rpath,$with_gloo/lib -lgloo"])
     AC_LANG_PUSH([C++])
     ks_save_CPPFLAGS=$CPPFLAGS; ks_save_LIBS=$LIBS

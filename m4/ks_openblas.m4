@@ -10,7 +10,9 @@ AC_DEFUN([KS_CHECK_OPENBLAS], [
   AS_IF([test "x$with_openblas" != xno], [
     AS_CASE([$with_openblas],
       [yes|auto], [PKG_CHECK_MODULES([OPENBLAS], [openblas], [ks_have_openblas=yes], [:])],
-      [OPENBLAS_CFLAGS="-I$with_openblas/include"
+      [AS_IF([test -f "$with_openblas/include/cblas.h"], [],
+         [AC_MSG_ERROR([--with-openblas=$with_openblas: $with_openblas/include/cblas.h does not exist])])
+       OPENBLAS_CFLAGS="-I$with_openblas/include"
        OPENBLAS_LIBS="-L$with_openblas/lib -Wl,-rpath,$with_openblas/lib -lopenblas"])
     AS_IF([test $ks_have_openblas = no], [
       ks_save_CPPFLAGS=$CPPFLAGS; ks_save_LIBS=$LIBS
