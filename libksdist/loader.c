@@ -119,6 +119,9 @@ check_settings (const KsPluginDesc *desc)
       g_autofree char *expected = NULL;
       if (k->key == NULL || *k->key == '\0')
         return g_strdup_printf ("setting %" G_GSIZE_FORMAT " has no key", i);
+      for (gsize j = 0; j < i; j++)
+        if (g_strcmp0 (desc->settings[j].key, k->key) == 0)
+          return g_strdup_printf ("setting '%s' is declared twice", k->key);
       if (k->type == KS_VALUE_CHOICE && k->choices == NULL)
         return g_strdup_printf ("setting '%s' is a choice without choices", k->key);
       if (k->default_value != NULL && !ks_config_check_value (k, k->default_value, &expected))

@@ -190,6 +190,15 @@ add_record (KsRegistry *registry, const char *path, const char *name)
   return r;
 }
 
+static gboolean
+valid_plugin_name (const char *name)
+{
+  for (const char *p = name; *p != '\0'; p++)
+    if (!g_ascii_isalnum (*p) && *p != '-' && *p != '_')
+      return FALSE;
+  return *name != '\0';
+}
+
 static void
 consider_file (KsRegistry *registry, KsConfig *config, const LoadFilter *filter,
                const char *path)
@@ -201,6 +210,14 @@ consider_file (KsRegistry *registry, KsConfig *config, const LoadFilter *filter,
   gsize n_core;
   const KsKeyDesc *core = ks_core_schema (&n_core);
 
+  if (!valid_plugin_name (name))
+    {
+      r->reason = g_strdup_printf ("'%s' is not a valid plugin name (it names a configuration "
+                                   "group and KS_<PLUGIN>_<KEY> variables): rename the file "
+                                   "with letters, digits, '-' and '_' only",
+                                   name);
+      return;
+    }
   if ((r->reason = filter_reason (filter, name)) != NULL)
     {
       r->state = KS_PLUGIN_EXCLUDED;

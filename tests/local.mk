@@ -17,7 +17,7 @@ AM_TESTS_ENVIRONMENT = \
 KS_TEST_PLUGIN_LDFLAGS = $(KS_PLUGIN_LDFLAGS) -rpath $(abs_builddir)
 check_LTLIBRARIES += tests/plugins/tgood.la tests/plugins/tabimajor.la \
 	tests/plugins/tabiminor.la tests/plugins/tnoentry.la tests/plugins/tnoslot.la \
-	tests/plugins/tunavail.la
+	tests/plugins/tunavail.la tests/plugins/tdupset.la tests/plugins/tbaddefault.la
 tests_plugins_tgood_la_SOURCES = tests/plugins/test-plugin.c
 tests_plugins_tgood_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tgood\" -DTP_ALGORITHMS
 tests_plugins_tgood_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
@@ -43,6 +43,14 @@ tests_plugins_tunavail_la_SOURCES = tests/plugins/test-plugin.c
 tests_plugins_tunavail_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tunavail\" -DTP_UNAVAILABLE
 tests_plugins_tunavail_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
 tests_plugins_tunavail_la_LIBADD = $(KS_PLUGIN_LIBADD)
+tests_plugins_tdupset_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tdupset_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tdupset\" -DTP_BAD_SETTING=1
+tests_plugins_tdupset_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tdupset_la_LIBADD = $(KS_PLUGIN_LIBADD)
+tests_plugins_tbaddefault_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_tbaddefault_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tbaddefault\" -DTP_BAD_SETTING=2
+tests_plugins_tbaddefault_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tbaddefault_la_LIBADD = $(KS_PLUGIN_LIBADD)
 
 # One test program per module.
 KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)

@@ -114,12 +114,44 @@ test_not_so_file (PluginFixture *f, gconstpointer data)
   assert_rejected (f, "a plugin file's name must end in .so");
 }
 
+/* A name that could not be a config group is refused before the file is opened. */
+static void
+test_invalid_name (PluginFixture *f, gconstpointer data)
+{
+  g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "t.good.so", 0755);
+  scan (f, NULL);
+  assert_rejected (f, "'t.good' is not a valid plugin name (it names a configuration group and "
+                      "KS_<PLUGIN>_<KEY> variables): rename the file with letters, digits, '-' "
+                      "and '_' only");
+  g_assert_null (only_record (f)->desc);
+}
+
 static void
 test_missing_required_slot (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tnoslot", f->dir, "tnoslot.so", 0755);
   scan (f, NULL);
   assert_rejected (f, "compute implementation 'tnoslot' leaves the required method alloc unset");
+}
+
+static void
+test_bad_settings (PluginFixture *f, gconstpointer data)
+{
+  g_autofree char *d1 = g_build_filename (f->dir, "1", NULL);
+  g_autofree char *d2 = g_build_filename (f->dir, "2", NULL);
+  g_mkdir (d1, 0700);
+  g_mkdir (d2, 0700);
+  g_free (ks_test_copy_plugin ("tdupset", d1, "tdupset.so", 0755));
+  g_free (ks_test_copy_plugin ("tbaddefault", d2, "tbaddefault.so", 0755));
+  g_autofree char *path = g_strdup_printf ("%s:%s", d1, d2);
+
+  scan (f, path);
+  const KsPluginRecord *dup = ks_test_record (f->registry, "tdupset.so");
+  const KsPluginRecord *bad = ks_test_record (f->registry, "tbaddefault.so");
+  g_assert_cmpint (dup->state, ==, KS_PLUGIN_REJECTED);
+  g_assert_cmpstr (dup->reason, ==, "setting 'level' is declared twice");
+  g_assert_cmpint (bad->state, ==, KS_PLUGIN_REJECTED);
+  g_assert_cmpstr (bad->reason, ==, "setting 'level': default '10' is not an integer in [0, 9]");
 }
 
 static void
@@ -361,7 +393,9 @@ main (int argc, char **argv)
   ADD ("name-mismatch", test_name_mismatch);
   ADD ("not-a-shared-object", test_not_shared_object);
   ADD ("not-a-so-file", test_not_so_file);
+  ADD ("invalid-name", test_invalid_name);
   ADD ("missing-required-slot", test_missing_required_slot);
+  ADD ("bad-settings", test_bad_settings);
   ADD ("duplicate-shadowed", test_duplicate);
   ADD ("query-unavailable", test_unavailable);
   ADD ("not-found", test_not_found);

@@ -6,6 +6,8 @@
  *   TP_NO_REQUIRED_SLOT its compute vtable leaves `alloc` unset
  *   TP_NO_ENTRY         exports no descriptor at all
  *   TP_ALGORITHMS       also provides the "collective" and "transpiler" algorithms
+ *   TP_BAD_SETTING=1    declares the setting "level" twice
+ *   TP_BAD_SETTING=2    gives "level" a default outside its own range
  * The compute implementation keeps host memory and reports its settings in describe(). */
 #include <ksdist/ksdist.h>
 
@@ -17,6 +19,9 @@
 #endif
 #ifndef TP_ABI_MINOR_DELTA
 #define TP_ABI_MINOR_DELTA 0
+#endif
+#ifndef TP_BAD_SETTING
+#define TP_BAD_SETTING 0
 #endif
 
 typedef struct {
@@ -146,8 +151,15 @@ static const KsImplDesc tp_impls[] = {
 };
 
 static const KsKeyDesc tp_settings[] = {
+#if TP_BAD_SETTING == 2
+  { NULL, "level", KS_VALUE_INT, "10", 0, 9, NULL, "A number the tests set and read back" },
+#else
   { NULL, "level", KS_VALUE_INT, "1", 0, 9, NULL, "A number the tests set and read back" },
+#endif
   { NULL, "label", KS_VALUE_STRING, "plain", 1, 0, NULL, "A word the tests set and read back" },
+#if TP_BAD_SETTING == 1
+  { NULL, "level", KS_VALUE_INT, "2", 0, 9, NULL, "The same key again" },
+#endif
 };
 
 static const KsPluginDesc tp_plugin = {
