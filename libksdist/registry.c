@@ -190,13 +190,27 @@ add_record (KsRegistry *registry, const char *path, const char *name)
   return r;
 }
 
-static gboolean
-valid_plugin_name (const char *name)
+/* Why `name` cannot name a plugin, or NULL. A plugin's name is a configuration group
+ * and part of KS_<PLUGIN>_<KEY>; checked before the file is opened. */
+static char *
+name_problem (const char *name)
 {
+  gsize n_core;
+  const KsKeyDesc *core = ks_core_schema (&n_core);
+
   for (const char *p = name; *p != '\0'; p++)
     if (!g_ascii_isalnum (*p) && *p != '-' && *p != '_')
-      return FALSE;
-  return *name != '\0';
+      return g_strdup_printf ("'%s' is not a valid plugin name (it names a configuration "
+                              "group and KS_<PLUGIN>_<KEY> variables): rename the file with "
+                              "letters, digits, '-' and '_' only",
+                              name);
+  if (*name == '\0')
+    return g_strdup ("a plugin file needs a name before .so");
+  for (gsize i = 0; i < n_core; i++)
+    if (strcmp (core[i].group, name) == 0)
+      return g_strdup_printf ("the name '%s' is a configuration group of the core: rename "
+                              "the plugin", name);
+  return NULL;
 }
 
 static void
@@ -206,18 +220,10 @@ consider_file (KsRegistry *registry, KsConfig *config, const LoadFilter *filter,
   g_autofree char *base = g_path_get_basename (path);
   g_autofree char *name = g_strndup (base, strlen (base) - strlen (".so"));
   const KsPluginRecord *earlier = ks_registry_find_plugin (registry, name);
-  KsPluginRecord *r = add_record (registry, path, name);
-  gsize n_core;
-  const KsKeyDesc *core = ks_core_schema (&n_core);
+  KsPluginRecord *r = add_record (registry, path, name); /* rejected until loaded */
 
-  if (!valid_plugin_name (name))
-    {
-      r->reason = g_strdup_printf ("'%s' is not a valid plugin name (it names a configuration "
-                                   "group and KS_<PLUGIN>_<KEY> variables): rename the file "
-                                   "with letters, digits, '-' and '_' only",
-                                   name);
-      return;
-    }
+  if ((r->reason = name_problem (name)) != NULL)
+    return;
   if ((r->reason = filter_reason (filter, name)) != NULL)
     {
       r->state = KS_PLUGIN_EXCLUDED;
@@ -231,18 +237,7 @@ consider_file (KsRegistry *registry, KsConfig *config, const LoadFilter *filter,
     }
   r->desc = ks_loader_open (path, name, &r->reason);
   if (r->desc == NULL)
-    {
-      r->state = KS_PLUGIN_REJECTED;
-      return;
-    }
-  for (gsize i = 0; i < n_core; i++)
-    if (strcmp (core[i].group, name) == 0)
-      {
-        r->state = KS_PLUGIN_REJECTED;
-        r->reason = g_strdup_printf ("the name '%s' is a configuration group of the core: "
-                                     "rename the plugin", name);
-        return;
-      }
+    return;
   r->state = KS_PLUGIN_LOADED;
   ks_config_add_schema (config, name, r->desc->settings, r->desc->n_settings);
 }

@@ -127,6 +127,16 @@ test_invalid_name (PluginFixture *f, gconstpointer data)
 }
 
 static void
+test_core_group_name (PluginFixture *f, gconstpointer data)
+{
+  g_autofree char *p = ks_test_copy_plugin ("tgood", f->dir, "compute.so", 0755);
+  scan (f, NULL);
+  assert_rejected (f, "the name 'compute' is a configuration group of the core: rename the "
+                      "plugin");
+  g_assert_null (only_record (f)->desc);
+}
+
+static void
 test_missing_required_slot (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tnoslot", f->dir, "tnoslot.so", 0755);
@@ -394,6 +404,7 @@ main (int argc, char **argv)
   ADD ("not-a-shared-object", test_not_shared_object);
   ADD ("not-a-so-file", test_not_so_file);
   ADD ("invalid-name", test_invalid_name);
+  ADD ("core-group-name", test_core_group_name);
   ADD ("missing-required-slot", test_missing_required_slot);
   ADD ("bad-settings", test_bad_settings);
   ADD ("duplicate-shadowed", test_duplicate);
