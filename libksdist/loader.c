@@ -4,72 +4,70 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The vtable size of ABI 1.0 of each kind, and the slots every implementation sets. */
+/* A required method: its name (for messages) and where it sits in the vtable. */
+typedef struct {
+  const char *name;
+  gsize offset;
+} Slot;
+
+#define REQUIRED(Type, field) { #field, offsetof (Type, field) }
+
+/* The vtable size of ABI 1.0 of each kind, and the methods every implementation sets
+ * (the list ends at the first unnamed slot). */
 typedef struct {
   gsize min_size;
-  const char *required[16];
-  gsize offsets[16];
+  Slot required[16];
 } KindRules;
-
-#define SLOT(Type, f) offsetof (Type, f)
-#define RULE_END NULL /* ends a list of required names */
 
 static const KindRules *
 kind_rules (KsKind kind)
 {
   static const KindRules compute = {
     offsetof (KsComputeOps, describe),
-    { "create", "destroy", "alloc", "free", "copy_to_device", "copy_to_host", RULE_END },
-    { SLOT (KsComputeOps, create), SLOT (KsComputeOps, destroy), SLOT (KsComputeOps, alloc),
-      SLOT (KsComputeOps, free), SLOT (KsComputeOps, copy_to_device),
-      SLOT (KsComputeOps, copy_to_host) },
+    { REQUIRED (KsComputeOps, create), REQUIRED (KsComputeOps, destroy),
+      REQUIRED (KsComputeOps, alloc), REQUIRED (KsComputeOps, free),
+      REQUIRED (KsComputeOps, copy_to_device), REQUIRED (KsComputeOps, copy_to_host) },
   };
   static const KindRules comm = {
     offsetof (KsCommOps, allgather),
-    { "create", "destroy", "connect", "allreduce", "broadcast", "barrier", RULE_END },
-    { SLOT (KsCommOps, create), SLOT (KsCommOps, destroy), SLOT (KsCommOps, connect),
-      SLOT (KsCommOps, allreduce), SLOT (KsCommOps, broadcast), SLOT (KsCommOps, barrier) },
+    { REQUIRED (KsCommOps, create), REQUIRED (KsCommOps, destroy),
+      REQUIRED (KsCommOps, connect), REQUIRED (KsCommOps, allreduce),
+      REQUIRED (KsCommOps, broadcast), REQUIRED (KsCommOps, barrier) },
   };
   static const KindRules store = {
     offsetof (KsStoreOps, wait),
-    { "create", "destroy", "open", "set", "get", RULE_END },
-    { SLOT (KsStoreOps, create), SLOT (KsStoreOps, destroy), SLOT (KsStoreOps, open),
-      SLOT (KsStoreOps, set), SLOT (KsStoreOps, get) },
+    { REQUIRED (KsStoreOps, create), REQUIRED (KsStoreOps, destroy), REQUIRED (KsStoreOps, open),
+      REQUIRED (KsStoreOps, set), REQUIRED (KsStoreOps, get) },
   };
   static const KindRules role_maker = {
     offsetof (KsRoleMakerOps, all_gather),
-    { "create", "destroy", "generate_role", "is_worker", "is_server", "is_first_worker",
-      "worker_num", "worker_index", "server_num", "server_index", "get_trainer_endpoints",
-      "get_pserver_endpoints", "to_string", RULE_END },
-    { SLOT (KsRoleMakerOps, create), SLOT (KsRoleMakerOps, destroy),
-      SLOT (KsRoleMakerOps, generate_role), SLOT (KsRoleMakerOps, is_worker),
-      SLOT (KsRoleMakerOps, is_server), SLOT (KsRoleMakerOps, is_first_worker),
-      SLOT (KsRoleMakerOps, worker_num), SLOT (KsRoleMakerOps, worker_index),
-      SLOT (KsRoleMakerOps, server_num), SLOT (KsRoleMakerOps, server_index),
-      SLOT (KsRoleMakerOps, get_trainer_endpoints), SLOT (KsRoleMakerOps, get_pserver_endpoints),
-      SLOT (KsRoleMakerOps, to_string) },
+    { REQUIRED (KsRoleMakerOps, create), REQUIRED (KsRoleMakerOps, destroy),
+      REQUIRED (KsRoleMakerOps, generate_role), REQUIRED (KsRoleMakerOps, is_worker),
+      REQUIRED (KsRoleMakerOps, is_server), REQUIRED (KsRoleMakerOps, is_first_worker),
+      REQUIRED (KsRoleMakerOps, worker_num), REQUIRED (KsRoleMakerOps, worker_index),
+      REQUIRED (KsRoleMakerOps, server_num), REQUIRED (KsRoleMakerOps, server_index),
+      REQUIRED (KsRoleMakerOps, get_trainer_endpoints),
+      REQUIRED (KsRoleMakerOps, get_pserver_endpoints), REQUIRED (KsRoleMakerOps, to_string) },
   };
   static const KindRules segmenter = {
     sizeof (KsSegmenterOps),
-    { "create", "destroy", "segment", RULE_END },
-    { SLOT (KsSegmenterOps, create), SLOT (KsSegmenterOps, destroy),
-      SLOT (KsSegmenterOps, segment) },
+    { REQUIRED (KsSegmenterOps, create), REQUIRED (KsSegmenterOps, destroy),
+      REQUIRED (KsSegmenterOps, segment) },
   };
   static const KindRules optimizer = {
     offsetof (KsOptimizerOps, minimize),
-    { "create", "destroy", "backward", "apply_gradients", RULE_END },
-    { SLOT (KsOptimizerOps, create), SLOT (KsOptimizerOps, destroy),
-      SLOT (KsOptimizerOps, backward), SLOT (KsOptimizerOps, apply_gradients) },
+    { REQUIRED (KsOptimizerOps, create), REQUIRED (KsOptimizerOps, destroy),
+      REQUIRED (KsOptimizerOps, backward), REQUIRED (KsOptimizerOps, apply_gradients) },
   };
   static const KindRules algorithm = {
     offsetof (KsAlgorithmOps, init_worker),
-    { "create", "destroy", "init", RULE_END },
-    { SLOT (KsAlgorithmOps, create), SLOT (KsAlgorithmOps, destroy),
-      SLOT (KsAlgorithmOps, init) },
+    { REQUIRED (KsAlgorithmOps, create), REQUIRED (KsAlgorithmOps, destroy),
+      REQUIRED (KsAlgorithmOps, init) },
   };
   static const KindRules *const rules[] = { &compute, &comm, &store, &role_maker,
                                             &segmenter, &optimizer, &algorithm };
@@ -99,13 +97,13 @@ check_impl (const KsImplDesc *impl, gsize index)
     return g_strdup_printf ("%s implementation '%s': vtable of %" G_GSIZE_FORMAT
                             " bytes is smaller than ABI 1.0's %" G_GSIZE_FORMAT,
                             ks_kind_name (impl->kind), label, size, rules->min_size);
-  for (int i = 0; rules->required[i] != NULL; i++)
+  for (const Slot *req = rules->required; req->name != NULL; req++)
     {
       void (*slot) (void);
-      memcpy (&slot, (const char *) impl->ops + rules->offsets[i], sizeof slot);
+      memcpy (&slot, (const char *) impl->ops + req->offset, sizeof slot);
       if (slot == NULL)
         return g_strdup_printf ("%s implementation '%s' leaves the required method %s unset",
-                                ks_kind_name (impl->kind), label, rules->required[i]);
+                                ks_kind_name (impl->kind), label, req->name);
     }
   return NULL;
 }
@@ -163,9 +161,18 @@ ks_loader_check_descriptor (const KsPluginDesc *desc, const char *file_name)
 char *
 ks_loader_check_permissions (const char *path)
 {
-  g_autofree char *dir = g_path_get_dirname (path);
-  const char *checked[] = { path, dir };
+  /* Through symbolic links: what counts is the file that will be mapped and the
+   * directory that holds it. */
+  g_autofree char *real = realpath (path, NULL);
+  g_autofree char *dir = NULL;
+  const char *checked[2];
   struct stat st;
+
+  if (real == NULL)
+    return g_strdup_printf ("cannot resolve %s: %s", path, g_strerror (errno));
+  dir = g_path_get_dirname (real);
+  checked[0] = real;
+  checked[1] = dir;
 
   for (guint i = 0; i < G_N_ELEMENTS (checked); i++)
     {

@@ -315,6 +315,27 @@ test_world_writable_dir (PluginFixture *f, gconstpointer data)
   assert_rejected (f, want);
 }
 
+/* A link from a private directory to a file in an open one is judged by the target. */
+static void
+test_symlink_into_writable_dir (PluginFixture *f, gconstpointer data)
+{
+  g_autofree char *open_dir = g_build_filename (f->dir, "open", NULL);
+  g_autofree char *private_dir = g_build_filename (f->dir, "private", NULL);
+  g_autofree char *link = g_build_filename (private_dir, "tgood.so", NULL);
+  g_mkdir (open_dir, 0700);
+  g_mkdir (private_dir, 0700);
+  g_autofree char *target = ks_test_copy_plugin ("tgood", open_dir, "tgood.so", 0755);
+  g_assert_cmpint (symlink (target, link), ==, 0);
+  g_autofree char *want = g_strdup_printf (
+      "%s is writable by other users (mode 777): a stranger's code must not run in a training "
+      "job; run chmod o-w %s", open_dir, open_dir);
+
+  g_chmod (open_dir, 0777);
+  scan (f, private_dir);
+  g_chmod (open_dir, 0700);
+  assert_rejected (f, want);
+}
+
 /* Empty entries never mean the current directory. */
 static void
 test_current_dir_not_searched (PluginFixture *f, gconstpointer data)
@@ -415,6 +436,7 @@ main (int argc, char **argv)
   ADD ("mixed-list", test_mixed_list);
   ADD ("world-writable-file", test_world_writable_file);
   ADD ("world-writable-dir", test_world_writable_dir);
+  ADD ("symlink-into-writable-dir", test_symlink_into_writable_dir);
   ADD ("current-dir-not-searched", test_current_dir_not_searched);
   ADD ("search-order", test_search_order);
   ADD ("slot-beyond-size", test_slot_beyond_size);
