@@ -195,8 +195,8 @@ scan_lines (KsConfig *config, const char *path, const char *text, GHashTable *li
   return TRUE;
 }
 
-gboolean
-ks_config_load_file (KsConfig *config, const char *path, GError **error)
+static gboolean
+read_file (KsConfig *config, const char *path, GError **error)
 {
   g_autofree char *text = NULL;
   g_autoptr (GError) local = NULL;
@@ -204,7 +204,6 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
   g_autoptr (GHashTable) lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_auto (GStrv) groups = NULL;
 
-  g_return_val_if_fail (config->path == NULL, FALSE);
   if (!g_file_get_contents (path, &text, NULL, &local))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s", local->message);
@@ -227,13 +226,15 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
           FileValue *v = g_new0 (FileValue, 1);
           char *name = full_key (groups[g], keys[k]);
           v->value = g_key_file_get_string (kf, groups[g], keys[k], &local);
-          if (v->value == NULL)
+          /* for a bad escape GKeyFile returns a value and sets the error too */
+          if (local != NULL)
             {
               g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
                            "%s:%d: [%s] %s: %s", path,
                            GPOINTER_TO_INT (g_hash_table_lookup (lines, name)), groups[g],
                            keys[k], local->message);
               g_free (name);
+              g_free (v->value);
               g_free (v);
               return FALSE;
             }
@@ -242,6 +243,21 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
           g_hash_table_insert (config->file, name, v);
           g_ptr_array_add (config->file_keys, name);
         }
+    }
+  return TRUE;
+}
+
+gboolean
+ks_config_load_file (KsConfig *config, const char *path, GError **error)
+{
+  g_return_val_if_fail (config->path == NULL, FALSE);
+  if (!read_file (config, path, error))
+    {
+      /* nothing of a file that failed stays behind */
+      g_ptr_array_set_size (config->file_keys, 0);
+      g_hash_table_remove_all (config->file);
+      g_ptr_array_set_size (config->file_groups, 0);
+      return FALSE;
     }
   config->path = g_strdup (path);
   return TRUE;

@@ -91,6 +91,28 @@ test_syntax_errors (Fixture *f, gconstpointer data)
                 "@:2: '= 3' is not a [group], a key = value line or a # comment");
 }
 
+/* An error late in the file leaves nothing of it behind. */
+static void
+test_nothing_half_loaded (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (GError) error = NULL;
+  g_autofree char *path = ks_test_write (f->dir, "bad.ini", "[comm]\ntimeout = 5\n\n[job]\n"
+                                                            "mode = a\\qb\n");
+  g_autofree char *want = g_strdup_printf ("%s:5: [job] mode: ", path);
+  const char *value;
+  KsSource source;
+
+  g_assert_false (ks_config_load_file (config, path, &error));
+  g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX);
+  g_assert_true (g_str_has_prefix (error->message, want)); /* then GLib's words for "\q" */
+  g_assert_null (ks_config_file (config));
+  g_assert_true (ks_config_lookup (config, "comm", "timeout", &value, &source, NULL));
+  g_assert_cmpstr (value, ==, "300");
+  g_assert_cmpint (source, ==, KS_SOURCE_DEFAULT);
+  g_assert_true (ks_config_validate (config, NULL));
+}
+
 static void
 test_duplicate_key (Fixture *f, gconstpointer data)
 {
@@ -267,6 +289,7 @@ main (int argc, char **argv)
   ADD ("valid-file", test_valid_file);
   ADD ("missing-file", test_missing_file);
   ADD ("syntax-errors", test_syntax_errors);
+  ADD ("nothing-half-loaded", test_nothing_half_loaded);
   ADD ("duplicate-key", test_duplicate_key);
   ADD ("unknown-group", test_unknown_group);
   ADD ("unknown-key", test_unknown_key);
