@@ -11,8 +11,7 @@ G_BEGIN_DECLS
 const KsKeyDesc *ks_core_schema (gsize *n_keys);
 gboolean ks_is_first_party_plugin (const char *name);
 
-/* suggest.c: the candidate nearest to `word` by edit distance, if near enough */
-const char *ks_suggest (const char *word, const char *const *candidates, gsize n);
+/* suggest.c */
 /* compares two char** for g_ptr_array_sort */
 int ks_strcmp_indirect (gconstpointer a, gconstpointer b);
 

@@ -94,7 +94,10 @@ static void
 test_usage_errors (Fixture *f, gconstpointer data)
 {
   run (f, ARGS ("plugns"), NULL);
-  assert_error_line (f, 2, "unknown command 'plugns' (see ksdist --help)");
+  assert_error_line (f, 2, "unknown command 'plugns'; did you mean 'plugins'? (see ksdist "
+                           "--help)");
+  run (f, ARGS ("train"), NULL);
+  assert_error_line (f, 2, "unknown command 'train' (see ksdist --help)");
   run (f, ARGS ("conf"), NULL);
   assert_error_line (f, 2, "unknown command 'conf'; did you mean 'config'? (see ksdist --help)");
   run (f, ARGS ("help", "nope"), NULL);

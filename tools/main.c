@@ -33,17 +33,14 @@ unknown_command (const char *name)
 {
   const char *names[G_N_ELEMENTS (commands)];
   gsize n = 0;
+  const char *near;
+
   for (; commands[n] != NULL; n++)
     names[n] = commands[n]->name;
-  /* ks_suggest is internal to the library; a plain prefix match is enough here */
-  for (gsize i = 0; i < n; i++)
-    if (strlen (name) >= 2 && g_str_has_prefix (names[i], name))
-      {
-        ks_cli_error ("unknown command '%s'; did you mean '%s'? (see ksdist --help)", name,
-                      names[i]);
-        return KS_EXIT_USAGE;
-      }
-  ks_cli_error ("unknown command '%s' (see ksdist --help)", name);
+  if ((near = ks_suggest (name, names, n)) != NULL)
+    ks_cli_error ("unknown command '%s'; did you mean '%s'? (see ksdist --help)", name, near);
+  else
+    ks_cli_error ("unknown command '%s' (see ksdist --help)", name);
   return KS_EXIT_USAGE;
 }
 

@@ -31,6 +31,10 @@ typedef enum {
 
 const char *ks_reduce_op_name (KsReduceOp op);
 
+/* For "did you mean": the candidate nearest to `word` by edit distance (case-blind),
+ * or NULL when none is near enough to be a likely typo. */
+const char *ks_suggest (const char *word, const char *const *candidates, gsize n);
+
 /* One error domain per area; messages name the file, line, key, rank or path. */
 #define KS_CONFIG_ERROR (ks_config_error_quark ())
 #define KS_PLUGIN_ERROR (ks_plugin_error_quark ())
