@@ -83,6 +83,22 @@ ks_compute_set_threads (KsCompute *compute, int n_threads, GError **error)
   return OPS (compute)->set_threads (CTX (compute), n_threads, error);
 }
 
+/* A KS_COMPUTE_ERROR_INVALID for a call's bad arguments; returns FALSE. */
+static gboolean
+invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+invalid (GError **error, const char *format, ...)
+{
+  va_list args;
+  g_autofree char *message = NULL;
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error_literal (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, message);
+  return FALSE;
+}
+
 /* Row-major shapes: op(A) is m x k, so A is m x k (lda >= k) or k x m (lda >= m). */
 static gboolean
 check_gemm (KsTranspose ta, KsTranspose tb, int m, int n, int k, int lda, int ldb, int ldc,
@@ -93,13 +109,9 @@ check_gemm (KsTranspose ta, KsTranspose tb, int m, int n, int k, int lda, int ld
 
   if (m < 0 || n < 0 || k < 0 || lda < MAX (1, need_a) || ldb < MAX (1, need_b)
       || ldc < MAX (1, n))
-    {
-      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                   "sgemm: bad shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d (row-major: lda "
-                   "must be at least %d, ldb at least %d, ldc at least %d)",
-                   m, n, k, lda, ldb, ldc, MAX (1, need_a), MAX (1, need_b), MAX (1, n));
-      return FALSE;
-    }
+    return invalid (error, "sgemm: bad shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d (row-major: "
+                           "lda must be at least %d, ldb at least %d, ldc at least %d)",
+                    m, n, k, lda, ldb, ldc, MAX (1, need_a), MAX (1, need_b), MAX (1, n));
   return TRUE;
 }
 
@@ -126,12 +138,131 @@ ks_compute_sgemm_strided_batched (KsCompute *compute, KsTranspose ta, KsTranspos
   if (!check_gemm (ta, tb, m, n, k, lda, ldb, ldc, error))
     return FALSE;
   if (batch < 0)
-    {
-      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                   "sgemm_strided_batched: negative batch count %d", batch);
-      return FALSE;
-    }
+    return invalid (error, "sgemm_strided_batched: negative batch count %d", batch);
   return OPS (compute)->sgemm_strided_batched (CTX (compute), ta, tb, m, n, k, alpha, a, lda,
                                                stride_a, b, ldb, stride_b, beta, c, ldc,
                                                stride_c, batch, error);
+}
+
+/* ---- kernels of training ---- */
+
+gboolean
+ks_compute_unary (KsCompute *compute, KsUnaryOp op, const float *x, float *y, gsize n,
+                  GError **error)
+{
+  REQUIRE (compute, unary, error);
+  return OPS (compute)->unary (CTX (compute), op, x, y, n, error);
+}
+
+gboolean
+ks_compute_unary_backward (KsCompute *compute, KsUnaryOp op, const float *x, const float *y,
+                           const float *dy, float *dx, gsize n, GError **error)
+{
+  REQUIRE (compute, unary_backward, error);
+  return OPS (compute)->unary_backward (CTX (compute), op, x, y, dy, dx, n, error);
+}
+
+gboolean
+ks_compute_binary (KsCompute *compute, KsBinaryOp op, const float *a, const float *b, float *c,
+                   gsize rows, gsize cols, gsize b_rows, GError **error)
+{
+  REQUIRE (compute, binary, error);
+  if (b_rows != 1 && b_rows != rows)
+    return invalid (error, "binary: b has %" G_GSIZE_FORMAT " rows; it needs 1 (broadcast) or "
+                           "%" G_GSIZE_FORMAT " (as a)", b_rows, rows);
+  return OPS (compute)->binary (CTX (compute), op, a, b, c, rows, cols, b_rows, error);
+}
+
+gboolean
+ks_compute_reduce (KsCompute *compute, KsReduceOp op, const float *x, float *y, gsize rows,
+                   gsize cols, int axis, GError **error)
+{
+  REQUIRE (compute, reduce, error);
+  if (axis != 0 && axis != 1)
+    return invalid (error, "reduce: axis %d; it is 0 (over rows) or 1 (over columns)", axis);
+  return OPS (compute)->reduce (CTX (compute), op, x, y, rows, cols, axis, error);
+}
+
+gboolean
+ks_compute_softmax (KsCompute *compute, const float *x, float *y, gsize rows, gsize cols,
+                    gboolean log_softmax, GError **error)
+{
+  REQUIRE (compute, softmax, error);
+  return OPS (compute)->softmax (CTX (compute), x, y, rows, cols, log_softmax, error);
+}
+
+gboolean
+ks_compute_softmax_backward (KsCompute *compute, const float *y, const float *dy, float *dx,
+                             gsize rows, gsize cols, gboolean log_softmax, GError **error)
+{
+  REQUIRE (compute, softmax_backward, error);
+  return OPS (compute)->softmax_backward (CTX (compute), y, dy, dx, rows, cols, log_softmax,
+                                          error);
+}
+
+gboolean
+ks_compute_layer_norm (KsCompute *compute, const float *x, const float *gamma, const float *beta,
+                       float *y, float *mean, float *rstd, gsize rows, gsize cols, float eps,
+                       GError **error)
+{
+  REQUIRE (compute, layer_norm, error);
+  return OPS (compute)->layer_norm (CTX (compute), x, gamma, beta, y, mean, rstd, rows, cols, eps,
+                                    error);
+}
+
+gboolean
+ks_compute_layer_norm_backward (KsCompute *compute, const float *x, const float *gamma,
+                                const float *mean, const float *rstd, const float *dy, float *dx,
+                                float *dgamma, float *dbeta, gsize rows, gsize cols,
+                                GError **error)
+{
+  REQUIRE (compute, layer_norm_backward, error);
+  return OPS (compute)->layer_norm_backward (CTX (compute), x, gamma, mean, rstd, dy, dx, dgamma,
+                                             dbeta, rows, cols, error);
+}
+
+gboolean
+ks_compute_embedding (KsCompute *compute, const float *table, gsize n_rows, const gint64 *ids,
+                      float *out, gsize n_ids, gsize dim, GError **error)
+{
+  REQUIRE (compute, embedding, error);
+  return OPS (compute)->embedding (CTX (compute), table, n_rows, ids, out, n_ids, dim, error);
+}
+
+gboolean
+ks_compute_embedding_backward (KsCompute *compute, const float *dout, const gint64 *ids,
+                               float *dtable, gsize n_rows, gsize n_ids, gsize dim, GError **error)
+{
+  REQUIRE (compute, embedding_backward, error);
+  return OPS (compute)->embedding_backward (CTX (compute), dout, ids, dtable, n_rows, n_ids, dim,
+                                            error);
+}
+
+gboolean
+ks_compute_cross_entropy (KsCompute *compute, const float *logits, const gint64 *labels,
+                          float *losses, float *dlogits, gsize rows, gsize cols, GError **error)
+{
+  REQUIRE (compute, cross_entropy, error);
+  return OPS (compute)->cross_entropy (CTX (compute), logits, labels, losses, dlogits, rows, cols,
+                                       error);
+}
+
+gboolean
+ks_compute_update (KsCompute *compute, const KsUpdateArgs *args, float *param, const float *grad,
+                   float *state1, float *state2, gsize n, GError **error)
+{
+  REQUIRE (compute, update, error);
+  if (args->size < sizeof (KsUpdateArgs))
+    return invalid (error, "update: KsUpdateArgs of %" G_GSIZE_FORMAT " bytes, expected %"
+                           G_GSIZE_FORMAT ": set args.size = sizeof (KsUpdateArgs)",
+                    args->size, sizeof (KsUpdateArgs));
+  return OPS (compute)->update (CTX (compute), args, param, grad, state1, state2, n, error);
+}
+
+gboolean
+ks_compute_axpby (KsCompute *compute, float alpha, const float *x, float beta, float *y, gsize n,
+                  GError **error)
+{
+  REQUIRE (compute, axpby, error);
+  return OPS (compute)->axpby (CTX (compute), alpha, x, beta, y, n, error);
 }

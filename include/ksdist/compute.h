@@ -90,21 +90,31 @@ typedef struct {
   gboolean (*layer_norm) (void *ctx, const float *x, const float *gamma, const float *beta,
                           float *y, float *mean, float *rstd, gsize rows, gsize cols, float eps,
                           GError **error);
+  /* dx is written; dgamma and dbeta (each may be NULL) are added to, like every
+   * parameter gradient */
   gboolean (*layer_norm_backward) (void *ctx, const float *x, const float *gamma,
                                    const float *mean, const float *rstd, const float *dy,
                                    float *dx, float *dgamma, float *dbeta, gsize rows, gsize cols,
                                    GError **error);
-  gboolean (*embedding) (void *ctx, const float *table, const gint64 *ids, float *out,
-                         gsize n_ids, gsize dim, GError **error);
+  /* out[i] = table[ids[i]]; table is n_rows x dim; an id outside [0, n_rows) is an error */
+  gboolean (*embedding) (void *ctx, const float *table, gsize n_rows, const gint64 *ids,
+                         float *out, gsize n_ids, gsize dim, GError **error);
   /* dtable[ids[i]] += dout[i] */
   gboolean (*embedding_backward) (void *ctx, const float *dout, const gint64 *ids, float *dtable,
-                                  gsize n_ids, gsize dim, GError **error);
-  /* per-row loss of softmax cross entropy with int64 labels; dlogits may be NULL */
+                                  gsize n_rows, gsize n_ids, gsize dim, GError **error);
+  /* losses[r] = -log softmax(logits[r])[labels[r]]; dlogits (may be NULL) = softmax - onehot,
+   * unscaled; a label outside [0, cols) is an error naming the row */
   gboolean (*cross_entropy) (void *ctx, const float *logits, const gint64 *labels, float *losses,
                              float *dlogits, gsize rows, gsize cols, GError **error);
   /* one optimizer step over a whole arena; state1/state2 as the rule needs (may be NULL) */
   gboolean (*update) (void *ctx, const KsUpdateArgs *args, float *param, const float *grad,
                       float *state1, float *state2, gsize n, GError **error);
+  /* dx from y = softmax(x) (or log_softmax(x)) and dy */
+  gboolean (*softmax_backward) (void *ctx, const float *y, const float *dy, float *dx, gsize rows,
+                                gsize cols, gboolean log_softmax, GError **error);
+  /* y = alpha * x + beta * y; beta = 0 ignores y's old contents (even NaN) */
+  gboolean (*axpby) (void *ctx, float alpha, const float *x, float beta, float *y, gsize n,
+                     GError **error);
 } KsComputeOps;
 
 /* A compute backend instance, made by the core from a selected implementation. */
@@ -138,6 +148,42 @@ gboolean ks_compute_sgemm_strided_batched (KsCompute *compute, KsTranspose trans
                                            const float *b, int ldb, gint64 stride_b, float beta,
                                            float *c, int ldc, gint64 stride_c, int batch,
                                            GError **error);
+
+gboolean ks_compute_unary (KsCompute *compute, KsUnaryOp op, const float *x, float *y, gsize n,
+                           GError **error);
+gboolean ks_compute_unary_backward (KsCompute *compute, KsUnaryOp op, const float *x,
+                                    const float *y, const float *dy, float *dx, gsize n,
+                                    GError **error);
+gboolean ks_compute_binary (KsCompute *compute, KsBinaryOp op, const float *a, const float *b,
+                            float *c, gsize rows, gsize cols, gsize b_rows, GError **error);
+gboolean ks_compute_reduce (KsCompute *compute, KsReduceOp op, const float *x, float *y,
+                            gsize rows, gsize cols, int axis, GError **error);
+gboolean ks_compute_softmax (KsCompute *compute, const float *x, float *y, gsize rows, gsize cols,
+                             gboolean log_softmax, GError **error);
+gboolean ks_compute_softmax_backward (KsCompute *compute, const float *y, const float *dy,
+                                      float *dx, gsize rows, gsize cols, gboolean log_softmax,
+                                      GError **error);
+gboolean ks_compute_layer_norm (KsCompute *compute, const float *x, const float *gamma,
+                                const float *beta, float *y, float *mean, float *rstd, gsize rows,
+                                gsize cols, float eps, GError **error);
+gboolean ks_compute_layer_norm_backward (KsCompute *compute, const float *x, const float *gamma,
+                                         const float *mean, const float *rstd, const float *dy,
+                                         float *dx, float *dgamma, float *dbeta, gsize rows,
+                                         gsize cols, GError **error);
+gboolean ks_compute_embedding (KsCompute *compute, const float *table, gsize n_rows,
+                               const gint64 *ids, float *out, gsize n_ids, gsize dim,
+                               GError **error);
+gboolean ks_compute_embedding_backward (KsCompute *compute, const float *dout, const gint64 *ids,
+                                        float *dtable, gsize n_rows, gsize n_ids, gsize dim,
+                                        GError **error);
+gboolean ks_compute_cross_entropy (KsCompute *compute, const float *logits, const gint64 *labels,
+                                   float *losses, float *dlogits, gsize rows, gsize cols,
+                                   GError **error);
+gboolean ks_compute_update (KsCompute *compute, const KsUpdateArgs *args, float *param,
+                            const float *grad, float *state1, float *state2, gsize n,
+                            GError **error);
+gboolean ks_compute_axpby (KsCompute *compute, float alpha, const float *x, float beta, float *y,
+                           gsize n, GError **error);
 
 G_END_DECLS
 

@@ -3,6 +3,8 @@
 
 #include <ksdist/compute.h>
 
+#include "kernels.h"
+
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +154,19 @@ static const KsComputeOps openblas_ops = {
   .set_threads = openblas_set_threads,
   .sgemm = openblas_sgemm,
   .sgemm_strided_batched = openblas_sgemm_strided_batched,
+  .unary = ks_openblas_unary,
+  .unary_backward = ks_openblas_unary_backward,
+  .binary = ks_openblas_binary,
+  .reduce = ks_openblas_reduce,
+  .softmax = ks_openblas_softmax,
+  .layer_norm = ks_openblas_layer_norm,
+  .layer_norm_backward = ks_openblas_layer_norm_backward,
+  .embedding = ks_openblas_embedding,
+  .embedding_backward = ks_openblas_embedding_backward,
+  .cross_entropy = ks_openblas_cross_entropy,
+  .update = ks_openblas_update,
+  .softmax_backward = ks_openblas_softmax_backward,
+  .axpby = ks_openblas_axpby,
 };
 
 static int
@@ -163,7 +178,7 @@ openblas_query (char **reason)
 
 static const KsImplDesc openblas_impls[] = {
   { KS_KIND_COMPUTE, "openblas", &openblas_ops, openblas_query,
-    "host memory, OpenBLAS sgemm" },
+    "host memory, OpenBLAS sgemm, the CPU kernels of training" },
 };
 
 static const KsKeyDesc openblas_settings[] = {

@@ -1,0 +1,390 @@
+/* The CPU kernels of training: elementwise, reductions, softmax, layer norm, embedding,
+ * cross entropy and the fused optimizer update. Row-major; every kernel may run in
+ * place (output == input) unless its comment says otherwise. Single-threaded for now:
+ * the sgemm calls carry the heavy work. Sums accumulate in double. */
+#include <config.h>
+
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+static gboolean
+bad_op (GError **error, const char *kernel, int op)
+{
+  g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+               "openblas: %s: unknown operation %d", kernel, op);
+  return FALSE;
+}
+
+/* GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh (k (x + c x^3))) */
+#define GELU_K 0.7978845608028654 /* sqrt (2 / pi) */
+#define GELU_C 0.044715
+
+static inline double
+unary_value (KsUnaryOp op, double x)
+{
+  switch (op)
+    {
+    case KS_UNARY_RELU: return x > 0 ? x : 0;
+    case KS_UNARY_TANH: return tanh (x);
+    case KS_UNARY_SIGMOID: return x >= 0 ? 1 / (1 + exp (-x)) : exp (x) / (1 + exp (x));
+    case KS_UNARY_GELU: return 0.5 * x * (1 + tanh (GELU_K * (x + GELU_C * x * x * x)));
+    case KS_UNARY_EXP: return exp (x);
+    case KS_UNARY_LOG: return log (x);
+    case KS_UNARY_NEG: return -x;
+    case KS_UNARY_SQRT: return sqrt (x);
+    }
+  return NAN;
+}
+
+/* f'(x), given y = f(x) */
+static inline double
+unary_derivative (KsUnaryOp op, double x, double y)
+{
+  switch (op)
+    {
+    case KS_UNARY_RELU: return x > 0 ? 1 : 0;
+    case KS_UNARY_TANH: return 1 - y * y;
+    case KS_UNARY_SIGMOID: return y * (1 - y);
+    case KS_UNARY_GELU:
+      {
+        double t = tanh (GELU_K * (x + GELU_C * x * x * x));
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_K * (1 + 3 * GELU_C * x * x);
+      }
+    case KS_UNARY_EXP: return y;
+    case KS_UNARY_LOG: return 1 / x;
+    case KS_UNARY_NEG: return -1;
+    case KS_UNARY_SQRT: return 0.5 / y;
+    }
+  return NAN;
+}
+
+gboolean
+ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n, GError **error)
+{
+  if ((guint) op > KS_UNARY_SQRT)
+    return bad_op (error, "unary", op);
+  for (gsize i = 0; i < n; i++)
+    y[i] = (float) unary_value (op, x[i]);
+  return TRUE;
+}
+
+gboolean
+ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float *y,
+                            const float *dy, float *dx, gsize n, GError **error)
+{
+  if ((guint) op > KS_UNARY_SQRT)
+    return bad_op (error, "unary_backward", op);
+  for (gsize i = 0; i < n; i++)
+    {
+      double fx = y != NULL ? y[i] : unary_value (op, x[i]);
+      dx[i] = (float) (dy[i] * unary_derivative (op, x[i], fx));
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_binary (void *ctx, KsBinaryOp op, const float *a, const float *b, float *c,
+                    gsize rows, gsize cols, gsize b_rows, GError **error)
+{
+  if ((guint) op > KS_BINARY_DIV)
+    return bad_op (error, "binary", op);
+  for (gsize r = 0; r < rows; r++)
+    {
+      const float *ar = a + r * cols, *br = b + (b_rows == 1 ? 0 : r * cols);
+      float *cr = c + r * cols;
+      switch (op)
+        {
+        case KS_BINARY_ADD: for (gsize j = 0; j < cols; j++) cr[j] = ar[j] + br[j]; break;
+        case KS_BINARY_SUB: for (gsize j = 0; j < cols; j++) cr[j] = ar[j] - br[j]; break;
+        case KS_BINARY_MUL: for (gsize j = 0; j < cols; j++) cr[j] = ar[j] * br[j]; break;
+        case KS_BINARY_DIV: for (gsize j = 0; j < cols; j++) cr[j] = ar[j] / br[j]; break;
+        }
+    }
+  return TRUE;
+}
+
+static inline double
+reduce_start (KsReduceOp op)
+{
+  switch (op)
+    {
+    case KS_REDUCE_MIN: return INFINITY;
+    case KS_REDUCE_MAX: return -INFINITY;
+    case KS_REDUCE_PROD: return 1;
+    case KS_REDUCE_SUM: case KS_REDUCE_AVG: break;
+    }
+  return 0;
+}
+
+static inline double
+reduce_step (KsReduceOp op, double acc, double v)
+{
+  switch (op)
+    {
+    case KS_REDUCE_MIN: return v < acc ? v : acc;
+    case KS_REDUCE_MAX: return v > acc ? v : acc;
+    case KS_REDUCE_PROD: return acc * v;
+    case KS_REDUCE_SUM: case KS_REDUCE_AVG: break;
+    }
+  return acc + v;
+}
+
+/* y must not overlap x. */
+gboolean
+ks_openblas_reduce (void *ctx, KsReduceOp op, const float *x, float *y, gsize rows, gsize cols,
+                    int axis, GError **error)
+{
+  gsize outer = axis == 0 ? cols : rows, inner = axis == 0 ? rows : cols;
+  gsize step = axis == 0 ? cols : 1, stride = axis == 0 ? 1 : cols;
+
+  if ((guint) op > KS_REDUCE_PROD)
+    return bad_op (error, "reduce", op);
+  for (gsize o = 0; o < outer; o++)
+    {
+      double acc = reduce_start (op);
+      for (gsize i = 0; i < inner; i++)
+        acc = reduce_step (op, acc, x[o * stride + i * step]);
+      y[o] = (float) (op == KS_REDUCE_AVG && inner > 0 ? acc / inner : acc);
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_softmax (void *ctx, const float *x, float *y, gsize rows, gsize cols,
+                     gboolean log_softmax, GError **error)
+{
+  for (gsize r = 0; r < rows; r++)
+    {
+      const float *xr = x + r * cols;
+      float *yr = y + r * cols;
+      double max = -INFINITY, sum = 0;
+      for (gsize j = 0; j < cols; j++)
+        max = MAX (max, xr[j]);
+      for (gsize j = 0; j < cols; j++)
+        sum += exp (xr[j] - max);
+      double log_sum = log (sum);
+      for (gsize j = 0; j < cols; j++)
+        yr[j] = (float) (log_softmax ? xr[j] - max - log_sum : exp (xr[j] - max - log_sum));
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float *dx, gsize rows,
+                              gsize cols, gboolean log_softmax, GError **error)
+{
+  for (gsize r = 0; r < rows; r++)
+    {
+      const float *yr = y + r * cols, *dyr = dy + r * cols;
+      float *dxr = dx + r * cols;
+      double dot = 0;
+      /* softmax: dx = y (dy - <dy, y>); log-softmax: dx = dy - exp (y) sum (dy) */
+      for (gsize j = 0; j < cols; j++)
+        dot += log_softmax ? dyr[j] : (double) dyr[j] * yr[j];
+      for (gsize j = 0; j < cols; j++)
+        dxr[j] = (float) (log_softmax ? dyr[j] - exp (yr[j]) * dot : yr[j] * (dyr[j] - dot));
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_layer_norm (void *ctx, const float *x, const float *gamma, const float *beta,
+                        float *y, float *mean, float *rstd, gsize rows, gsize cols, float eps,
+                        GError **error)
+{
+  for (gsize r = 0; r < rows; r++)
+    {
+      const float *xr = x + r * cols;
+      float *yr = y + r * cols;
+      double m = 0, var = 0;
+      for (gsize j = 0; j < cols; j++)
+        m += xr[j];
+      m /= cols;
+      for (gsize j = 0; j < cols; j++)
+        var += (xr[j] - m) * (xr[j] - m);
+      double s = 1 / sqrt (var / cols + eps);
+      for (gsize j = 0; j < cols; j++)
+        yr[j] = (float) ((xr[j] - m) * s * (gamma ? gamma[j] : 1) + (beta ? beta[j] : 0));
+      if (mean != NULL)
+        mean[r] = (float) m;
+      if (rstd != NULL)
+        rstd[r] = (float) s;
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, const float *mean,
+                                 const float *rstd, const float *dy, float *dx, float *dgamma,
+                                 float *dbeta, gsize rows, gsize cols, GError **error)
+{
+  for (gsize r = 0; r < rows; r++)
+    {
+      const float *xr = x + r * cols, *dyr = dy + r * cols;
+      float *dxr = dx + r * cols;
+      double mean_g = 0, mean_gx = 0; /* means of dxhat and dxhat * xhat */
+      for (gsize j = 0; j < cols; j++)
+        {
+          double xhat = (xr[j] - mean[r]) * rstd[r];
+          double g = dyr[j] * (gamma ? gamma[j] : 1);
+          mean_g += g;
+          mean_gx += g * xhat;
+          if (dgamma != NULL)
+            dgamma[j] += (float) (dyr[j] * xhat);
+          if (dbeta != NULL)
+            dbeta[j] += dyr[j];
+        }
+      mean_g /= cols;
+      mean_gx /= cols;
+      for (gsize j = 0; j < cols; j++)
+        {
+          double xhat = (xr[j] - mean[r]) * rstd[r];
+          double g = dyr[j] * (gamma ? gamma[j] : 1);
+          dxr[j] = (float) (rstd[r] * (g - mean_g - xhat * mean_gx));
+        }
+    }
+  return TRUE;
+}
+
+/* All ids are checked before anything is written, so a bad batch changes nothing. */
+static gboolean
+check_ids (const gint64 *ids, gsize n_ids, gsize n_rows, const char *kernel, GError **error)
+{
+  for (gsize i = 0; i < n_ids; i++)
+    if (ids[i] < 0 || (guint64) ids[i] >= n_rows)
+      {
+        g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                     "%s: ids[%" G_GSIZE_FORMAT "] = %" G_GINT64_FORMAT " is outside the "
+                     "table's %" G_GSIZE_FORMAT " rows",
+                     kernel, i, ids[i], n_rows);
+        return FALSE;
+      }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_embedding (void *ctx, const float *table, gsize n_rows, const gint64 *ids, float *out,
+                       gsize n_ids, gsize dim, GError **error)
+{
+  if (!check_ids (ids, n_ids, n_rows, "embedding", error))
+    return FALSE;
+  for (gsize i = 0; i < n_ids; i++)
+    memcpy (out + i * dim, table + ids[i] * dim, dim * sizeof (float));
+  return TRUE;
+}
+
+gboolean
+ks_openblas_embedding_backward (void *ctx, const float *dout, const gint64 *ids, float *dtable,
+                                gsize n_rows, gsize n_ids, gsize dim, GError **error)
+{
+  if (!check_ids (ids, n_ids, n_rows, "embedding_backward", error))
+    return FALSE;
+  for (gsize i = 0; i < n_ids; i++)
+    for (gsize j = 0; j < dim; j++)
+      dtable[ids[i] * dim + j] += dout[i * dim + j];
+  return TRUE;
+}
+
+gboolean
+ks_openblas_cross_entropy (void *ctx, const float *logits, const gint64 *labels, float *losses,
+                           float *dlogits, gsize rows, gsize cols, GError **error)
+{
+  for (gsize r = 0; r < rows; r++)
+    if (labels[r] < 0 || (guint64) labels[r] >= cols)
+      {
+        g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                     "cross_entropy: labels[%" G_GSIZE_FORMAT "] = %" G_GINT64_FORMAT
+                     " is not a class in [0, %" G_GSIZE_FORMAT ")",
+                     r, labels[r], cols);
+        return FALSE;
+      }
+  for (gsize r = 0; r < rows; r++)
+    {
+      const float *xr = logits + r * cols;
+      double max = -INFINITY, sum = 0;
+      for (gsize j = 0; j < cols; j++)
+        max = MAX (max, xr[j]);
+      for (gsize j = 0; j < cols; j++)
+        sum += exp (xr[j] - max);
+      double log_sum = log (sum) + max;
+      losses[r] = (float) (log_sum - xr[labels[r]]);
+      if (dlogits != NULL)
+        for (gsize j = 0; j < cols; j++)
+          dlogits[r * cols + j] =
+              (float) (exp (xr[j] - log_sum) - ((gint64) j == labels[r] ? 1 : 0));
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, float *s1,
+                    float *s2, gsize n, GError **error)
+{
+  static const char *const names[] = { "sgd", "momentum", "adagrad", "adam", "adamw" };
+  static const int states[] = { 0, 1, 1, 2, 2 };
+  double bias1 = 1, bias2 = 1;
+
+  if ((guint) a->rule > KS_UPDATE_ADAMW)
+    return bad_op (error, "update", a->rule);
+  if ((states[a->rule] >= 1 && s1 == NULL) || (states[a->rule] >= 2 && s2 == NULL))
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "update: rule %s needs %d state buffer(s)", names[a->rule], states[a->rule]);
+      return FALSE;
+    }
+  if (a->rule == KS_UPDATE_ADAM || a->rule == KS_UPDATE_ADAMW)
+    {
+      if (a->step < 1)
+        {
+          g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                       "update: rule %s needs step >= 1 (it is %" G_GINT64_FORMAT ")",
+                       names[a->rule], a->step);
+          return FALSE;
+        }
+      bias1 = 1 - pow (a->beta1, (double) a->step);
+      bias2 = 1 - pow (a->beta2, (double) a->step);
+    }
+  for (gsize i = 0; i < n; i++)
+    {
+      /* weight decay: L2 in the gradient, except AdamW's decoupled form (PyTorch's rules) */
+      double grad = g[i] + (a->rule == KS_UPDATE_ADAMW ? 0 : a->weight_decay * p[i]);
+      switch (a->rule)
+        {
+        case KS_UPDATE_SGD:
+          p[i] -= (float) (a->lr * grad);
+          break;
+        case KS_UPDATE_MOMENTUM:
+          s1[i] = (float) (a->momentum * s1[i] + grad);
+          p[i] -= (float) (a->lr * (a->nesterov ? grad + a->momentum * s1[i] : s1[i]));
+          break;
+        case KS_UPDATE_ADAGRAD:
+          s1[i] += (float) (grad * grad);
+          p[i] -= (float) (a->lr * grad / (sqrt (s1[i]) + a->eps));
+          break;
+        case KS_UPDATE_ADAMW:
+          p[i] -= (float) (a->lr * a->weight_decay * p[i]);
+          /* fall through */
+        case KS_UPDATE_ADAM:
+          s1[i] = (float) (a->beta1 * s1[i] + (1 - a->beta1) * grad);
+          s2[i] = (float) (a->beta2 * s2[i] + (1 - a->beta2) * grad * grad);
+          p[i] -= (float) (a->lr * (s1[i] / bias1) / (sqrt (s2[i] / bias2) + a->eps));
+          break;
+        }
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y, gsize n,
+                   GError **error)
+{
+  if (beta == 0)
+    for (gsize i = 0; i < n; i++)
+      y[i] = alpha * x[i];
+  else
+    for (gsize i = 0; i < n; i++)
+      y[i] = alpha * x[i] + beta * y[i];
+  return TRUE;
+}

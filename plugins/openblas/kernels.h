@@ -1,0 +1,40 @@
+/* The OpenBLAS plugin's own kernels (kernels.c), the slots of KsComputeOps it fills. */
+#ifndef KS_OPENBLAS_KERNELS_H
+#define KS_OPENBLAS_KERNELS_H
+
+#include <ksdist/compute.h>
+
+gboolean ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n,
+                            GError **error);
+gboolean ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float *y,
+                                     const float *dy, float *dx, gsize n, GError **error);
+gboolean ks_openblas_binary (void *ctx, KsBinaryOp op, const float *a, const float *b, float *c,
+                             gsize rows, gsize cols, gsize b_rows, GError **error);
+gboolean ks_openblas_reduce (void *ctx, KsReduceOp op, const float *x, float *y, gsize rows,
+                             gsize cols, int axis, GError **error);
+gboolean ks_openblas_softmax (void *ctx, const float *x, float *y, gsize rows, gsize cols,
+                              gboolean log_softmax, GError **error);
+gboolean ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float *dx,
+                                       gsize rows, gsize cols, gboolean log_softmax,
+                                       GError **error);
+gboolean ks_openblas_layer_norm (void *ctx, const float *x, const float *gamma, const float *beta,
+                                 float *y, float *mean, float *rstd, gsize rows, gsize cols,
+                                 float eps, GError **error);
+gboolean ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma,
+                                          const float *mean, const float *rstd, const float *dy,
+                                          float *dx, float *dgamma, float *dbeta, gsize rows,
+                                          gsize cols, GError **error);
+gboolean ks_openblas_embedding (void *ctx, const float *table, gsize n_rows, const gint64 *ids,
+                                float *out, gsize n_ids, gsize dim, GError **error);
+gboolean ks_openblas_embedding_backward (void *ctx, const float *dout, const gint64 *ids,
+                                         float *dtable, gsize n_rows, gsize n_ids, gsize dim,
+                                         GError **error);
+gboolean ks_openblas_cross_entropy (void *ctx, const float *logits, const gint64 *labels,
+                                    float *losses, float *dlogits, gsize rows, gsize cols,
+                                    GError **error);
+gboolean ks_openblas_update (void *ctx, const KsUpdateArgs *args, float *param, const float *grad,
+                             float *state1, float *state2, gsize n, GError **error);
+gboolean ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y,
+                            gsize n, GError **error);
+
+#endif

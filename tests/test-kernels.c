@@ -1,0 +1,521 @@
+/* The training kernels of the CPU backend, through the compute vtable. Forward kernels
+ * are checked against independent double-precision computations; every backward kernel
+ * against central finite differences of its forward kernel, on L = sum (w * y) for
+ * random weights w (so dy = w). */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  KsConfig *config;
+  KsRegistry *registry;
+  KsCompute *c;
+  GRand *rng;
+} Fixture;
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dir = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
+                                           NULL);
+  g_autoptr (GError) error = NULL;
+
+  ks_test_clear_env ();
+  f->config = ks_config_new ();
+  f->registry = ks_test_scan (f->config, dir);
+  f->c = ks_compute_new (f->registry, f->config, "openblas", &error);
+  g_assert_no_error (error);
+  f->rng = g_rand_new_with_seed (20261122);
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  g_rand_free (f->rng);
+  ks_compute_free (f->c);
+  ks_registry_free (f->registry);
+  ks_config_free (f->config);
+}
+
+static float *
+random_floats (Fixture *f, gsize n, double lo, double hi)
+{
+  float *x = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) g_rand_double_range (f->rng, lo, hi);
+  return x;
+}
+
+static double
+weighted_sum (const float *w, const float *y, gsize n)
+{
+  double s = 0;
+  for (gsize i = 0; i < n; i++)
+    s += (double) w[i] * y[i];
+  return s;
+}
+
+/* Asserts |got - want| <= tol * (1 + |want|), naming the index on failure. */
+static void
+assert_close (const char *what, gsize i, double got, double want, double tol)
+{
+  if (fabs (got - want) > tol * (1 + fabs (want)))
+    g_error ("%s[%" G_GSIZE_FORMAT "]: got %.7g, want %.7g (tolerance %g)", what, i, got, want,
+             tol);
+}
+
+/* A forward computation L(x) = sum (w * f(x)) for finite differences. */
+typedef double (*Loss) (Fixture *f, const float *x, gpointer data);
+
+/* Checks grad[i] = dL/dx[i] by central differences, step h. */
+static void
+check_gradient (Fixture *f, const char *what, Loss loss, gpointer data, float *x, gsize n,
+                const float *grad, double h, double tol)
+{
+  for (gsize i = 0; i < n; i++)
+    {
+      float saved = x[i];
+      x[i] = saved + (float) h;
+      double up = loss (f, x, data);
+      x[i] = saved - (float) h;
+      double down = loss (f, x, data);
+      x[i] = saved;
+      assert_close (what, i, grad[i], (up - down) / (2 * h), tol);
+    }
+}
+
+/* ---- unary ---- */
+
+typedef struct {
+  KsUnaryOp op;
+  const float *w;
+  gsize n;
+} UnaryCase;
+
+static double
+unary_loss (Fixture *f, const float *x, gpointer data)
+{
+  UnaryCase *u = data;
+  g_autofree float *y = g_new (float, u->n);
+  g_assert_true (ks_compute_unary (f->c, u->op, x, y, u->n, NULL));
+  return weighted_sum (u->w, y, u->n);
+}
+
+static double
+reference_unary (KsUnaryOp op, double x)
+{
+  switch (op)
+    {
+    case KS_UNARY_RELU: return fmax (x, 0);
+    case KS_UNARY_TANH: return tanh (x);
+    case KS_UNARY_SIGMOID: return 1 / (1 + exp (-x));
+    case KS_UNARY_GELU: /* the tanh form; within 1e-3 of the exact x * Phi (x) */
+      return 0.5 * x * (1 + erf (x / sqrt (2)));
+    case KS_UNARY_EXP: return exp (x);
+    case KS_UNARY_LOG: return log (x);
+    case KS_UNARY_NEG: return -x;
+    case KS_UNARY_SQRT: return sqrt (x);
+    }
+  return NAN;
+}
+
+static void
+test_unary (Fixture *f, gconstpointer data)
+{
+  const gsize n = 64;
+  for (int op = KS_UNARY_RELU; op <= KS_UNARY_SQRT; op++)
+    {
+      gboolean positive = op == KS_UNARY_LOG || op == KS_UNARY_SQRT;
+      g_autofree float *x = random_floats (f, n, positive ? 0.2 : -3, 3);
+      g_autofree float *w = random_floats (f, n, -1, 1);
+      g_autofree float *y = g_new (float, n);
+      g_autofree float *dx = g_new (float, n);
+      g_autofree float *dx_no_y = g_new (float, n);
+      g_autofree char *what = g_strdup_printf ("unary op %d", op);
+      UnaryCase u = { op, w, n };
+
+      for (gsize i = 0; i < n; i++) /* keep away from relu's kink */
+        if (fabsf (x[i]) < 0.05f)
+          x[i] = 0.5f;
+      g_assert_true (ks_compute_unary (f->c, op, x, y, n, NULL));
+      for (gsize i = 0; i < n; i++)
+        assert_close (what, i, y[i], reference_unary (op, x[i]), op == KS_UNARY_GELU ? 1e-3 : 1e-6);
+      g_assert_true (ks_compute_unary_backward (f->c, op, x, y, w, dx, n, NULL));
+      g_assert_true (ks_compute_unary_backward (f->c, op, x, NULL, w, dx_no_y, n, NULL));
+      for (gsize i = 0; i < n; i++) /* y given (float) or recomputed (double) */
+        assert_close (what, i, dx_no_y[i], dx[i], 1e-6);
+      check_gradient (f, what, unary_loss, &u, x, n, dx, 1e-3, 5e-3);
+    }
+  g_autoptr (GError) error = NULL;
+  float one = 1;
+  g_assert_false (ks_compute_unary (f->c, 99, &one, &one, 1, &error));
+  g_assert_cmpstr (error->message, ==, "openblas: unary: unknown operation 99");
+}
+
+/* ---- binary, reduce, axpby ---- */
+
+static void
+test_binary (Fixture *f, gconstpointer data)
+{
+  const gsize rows = 5, cols = 7;
+  g_autofree float *a = random_floats (f, rows * cols, -2, 2);
+  g_autofree float *b = random_floats (f, rows * cols, 0.5, 2);
+  g_autofree float *c = g_new (float, rows * cols);
+  g_autoptr (GError) error = NULL;
+
+  for (int op = KS_BINARY_ADD; op <= KS_BINARY_DIV; op++)
+    for (gsize b_rows = 1; b_rows <= rows; b_rows += rows - 1)
+      {
+        g_assert_true (ks_compute_binary (f->c, op, a, b, c, rows, cols, b_rows, NULL));
+        for (gsize r = 0; r < rows; r++)
+          for (gsize j = 0; j < cols; j++)
+            {
+              double x = a[r * cols + j], y = b[(b_rows == 1 ? 0 : r * cols) + j];
+              double want = op == KS_BINARY_ADD ? x + y : op == KS_BINARY_SUB ? x - y
+                            : op == KS_BINARY_MUL ? x * y : x / y;
+              assert_close ("binary", r * cols + j, c[r * cols + j], want, 1e-6);
+            }
+      }
+  g_assert_false (ks_compute_binary (f->c, KS_BINARY_ADD, a, b, c, rows, cols, 2, &error));
+  g_assert_cmpstr (error->message, ==, "binary: b has 2 rows; it needs 1 (broadcast) or 5 (as a)");
+}
+
+static void
+test_reduce (Fixture *f, gconstpointer data)
+{
+  const gsize rows = 6, cols = 9;
+  g_autofree float *x = random_floats (f, rows * cols, 0.5, 1.5);
+  float y[9];
+  g_autoptr (GError) error = NULL;
+
+  for (int op = KS_REDUCE_SUM; op <= KS_REDUCE_PROD; op++)
+    for (int axis = 0; axis < 2; axis++)
+      {
+        gsize outer = axis == 0 ? cols : rows, inner = axis == 0 ? rows : cols;
+        g_assert_true (ks_compute_reduce (f->c, op, x, y, rows, cols, axis, NULL));
+        for (gsize o = 0; o < outer; o++)
+          {
+            double sum = 0, prod = 1, lo = INFINITY, hi = -INFINITY;
+            for (gsize i = 0; i < inner; i++)
+              {
+                double v = axis == 0 ? x[i * cols + o] : x[o * cols + i];
+                sum += v, prod *= v, lo = fmin (lo, v), hi = fmax (hi, v);
+              }
+            double want[] = { sum, lo, hi, sum / inner, prod };
+            assert_close (ks_reduce_op_name (op), o, y[o], want[op], 1e-6);
+          }
+      }
+  g_assert_false (ks_compute_reduce (f->c, KS_REDUCE_SUM, x, y, rows, cols, 2, &error));
+  g_assert_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID);
+}
+
+static void
+test_axpby (Fixture *f, gconstpointer data)
+{
+  float x[3] = { 1, 2, 3 }, y[3] = { 10, 20, 30 }, z[3] = { NAN, NAN, NAN };
+  g_assert_true (ks_compute_axpby (f->c, 2, x, 0.5f, y, 3, NULL));
+  g_assert_cmpfloat (y[0], ==, 7);
+  g_assert_cmpfloat (y[2], ==, 21);
+  g_assert_true (ks_compute_axpby (f->c, -1, x, 0, z, 3, NULL)); /* beta 0 ignores NaN */
+  g_assert_cmpfloat (z[1], ==, -2);
+}
+
+/* ---- softmax ---- */
+
+typedef struct {
+  gsize rows, cols;
+  gboolean log;
+  const float *w;
+} SoftmaxCase;
+
+static double
+softmax_loss (Fixture *f, const float *x, gpointer data)
+{
+  SoftmaxCase *s = data;
+  g_autofree float *y = g_new (float, s->rows * s->cols);
+  g_assert_true (ks_compute_softmax (f->c, x, y, s->rows, s->cols, s->log, NULL));
+  return weighted_sum (s->w, y, s->rows * s->cols);
+}
+
+static void
+test_softmax (Fixture *f, gconstpointer data)
+{
+  const gsize rows = 4, cols = 10, n = rows * cols;
+  for (int log_softmax = 0; log_softmax < 2; log_softmax++)
+    {
+      g_autofree float *x = random_floats (f, n, -4, 4);
+      g_autofree float *w = random_floats (f, n, -1, 1);
+      g_autofree float *y = g_new (float, n);
+      g_autofree float *dx = g_new (float, n);
+      SoftmaxCase s = { rows, cols, log_softmax, w };
+
+      x[3] += 1000; /* large logits must not overflow */
+      g_assert_true (ks_compute_softmax (f->c, x, y, rows, cols, log_softmax, NULL));
+      for (gsize r = 0; r < rows; r++)
+        {
+          double max = -INFINITY, sum = 0;
+          for (gsize j = 0; j < cols; j++)
+            max = fmax (max, x[r * cols + j]);
+          for (gsize j = 0; j < cols; j++)
+            sum += exp (x[r * cols + j] - max);
+          for (gsize j = 0; j < cols; j++)
+            {
+              double p = exp (x[r * cols + j] - max) / sum;
+              assert_close ("softmax", r * cols + j, y[r * cols + j], log_softmax ? log (p) : p,
+                            1e-5);
+            }
+        }
+      x[3] -= 1000;
+      g_assert_true (ks_compute_softmax (f->c, x, y, rows, cols, log_softmax, NULL));
+      g_assert_true (ks_compute_softmax_backward (f->c, y, w, dx, rows, cols, log_softmax, NULL));
+      check_gradient (f, log_softmax ? "log_softmax" : "softmax", softmax_loss, &s, x, n, dx,
+                      1e-3, 5e-3);
+    }
+}
+
+/* ---- layer norm ---- */
+
+typedef struct {
+  gsize rows, cols;
+  float *x, *gamma, *beta; /* the one being perturbed is passed as x to the loss */
+  int which;               /* 0: x, 1: gamma, 2: beta */
+  const float *w;
+} NormCase;
+
+static double
+norm_loss (Fixture *f, const float *v, gpointer data)
+{
+  NormCase *c = data;
+  gsize n = c->rows * c->cols;
+  g_autofree float *y = g_new (float, n);
+  const float *x = c->which == 0 ? v : c->x;
+  const float *gamma = c->which == 1 ? v : c->gamma;
+  const float *beta = c->which == 2 ? v : c->beta;
+  g_assert_true (ks_compute_layer_norm (f->c, x, gamma, beta, y, NULL, NULL, c->rows, c->cols,
+                                        1e-5f, NULL));
+  return weighted_sum (c->w, y, n);
+}
+
+static void
+test_layer_norm (Fixture *f, gconstpointer data)
+{
+  const gsize rows = 3, cols = 16, n = rows * cols;
+  g_autofree float *x = random_floats (f, n, -2, 2);
+  g_autofree float *gamma = random_floats (f, cols, 0.5, 1.5);
+  g_autofree float *beta = random_floats (f, cols, -0.5, 0.5);
+  g_autofree float *w = random_floats (f, n, -1, 1);
+  g_autofree float *y = g_new (float, n);
+  g_autofree float *dx = g_new (float, n);
+  g_autofree float *dgamma = g_new0 (float, cols);
+  g_autofree float *dbeta = g_new0 (float, cols);
+  float mean[3], rstd[3];
+
+  g_assert_true (ks_compute_layer_norm (f->c, x, gamma, beta, y, mean, rstd, rows, cols, 1e-5f,
+                                        NULL));
+  for (gsize r = 0; r < rows; r++)
+    {
+      double m = 0, v = 0;
+      for (gsize j = 0; j < cols; j++)
+        m += x[r * cols + j] / (double) cols;
+      for (gsize j = 0; j < cols; j++)
+        v += pow (x[r * cols + j] - m, 2) / cols;
+      assert_close ("mean", r, mean[r], m, 1e-6);
+      assert_close ("rstd", r, rstd[r], 1 / sqrt (v + 1e-5), 1e-5);
+      for (gsize j = 0; j < cols; j++)
+        assert_close ("layer_norm", r * cols + j, y[r * cols + j],
+                      (x[r * cols + j] - m) / sqrt (v + 1e-5) * gamma[j] + beta[j], 1e-5);
+    }
+  g_assert_true (ks_compute_layer_norm_backward (f->c, x, gamma, mean, rstd, w, dx, dgamma, dbeta,
+                                                 rows, cols, NULL));
+  NormCase c = { rows, cols, x, gamma, beta, 0, w };
+  check_gradient (f, "layer_norm dx", norm_loss, &c, x, n, dx, 1e-3, 5e-3);
+  c.which = 1;
+  check_gradient (f, "layer_norm dgamma", norm_loss, &c, gamma, cols, dgamma, 1e-3, 5e-3);
+  c.which = 2;
+  check_gradient (f, "layer_norm dbeta", norm_loss, &c, beta, cols, dbeta, 1e-3, 5e-3);
+
+  /* parameter gradients are added to, not overwritten */
+  g_autofree float *dgamma2 = g_memdup2 (dgamma, cols * sizeof (float));
+  g_assert_true (ks_compute_layer_norm_backward (f->c, x, gamma, mean, rstd, w, dx, dgamma2,
+                                                 NULL, rows, cols, NULL));
+  for (gsize j = 0; j < cols; j++)
+    assert_close ("dgamma accumulated", j, dgamma2[j], 2.0 * dgamma[j], 1e-6);
+}
+
+/* ---- embedding ---- */
+
+static void
+test_embedding (Fixture *f, gconstpointer data)
+{
+  const gsize vocab = 5, dim = 3, n_ids = 4;
+  g_autofree float *table = random_floats (f, vocab * dim, -1, 1);
+  gint64 ids[] = { 4, 0, 4, 2 }, bad[] = { 1, 5, 0, 0 };
+  float out[12], dout[12], dtable[15] = { 0 };
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (ks_compute_embedding (f->c, table, vocab, ids, out, n_ids, dim, NULL));
+  for (gsize i = 0; i < n_ids; i++)
+    g_assert_cmpmem (out + i * dim, dim * sizeof (float), table + ids[i] * dim,
+                     dim * sizeof (float));
+  for (gsize i = 0; i < G_N_ELEMENTS (dout); i++)
+    dout[i] = (float) i;
+  g_assert_true (ks_compute_embedding_backward (f->c, dout, ids, dtable, vocab, n_ids, dim, NULL));
+  for (gsize j = 0; j < dim; j++)
+    {
+      g_assert_cmpfloat (dtable[4 * dim + j], ==, dout[0 * dim + j] + dout[2 * dim + j]);
+      g_assert_cmpfloat (dtable[0 * dim + j], ==, dout[1 * dim + j]);
+      g_assert_cmpfloat (dtable[2 * dim + j], ==, dout[3 * dim + j]);
+      g_assert_cmpfloat (dtable[1 * dim + j], ==, 0);
+    }
+
+  memset (out, 0, sizeof out);
+  g_assert_false (ks_compute_embedding (f->c, table, vocab, bad, out, n_ids, dim, &error));
+  g_assert_cmpstr (error->message, ==, "embedding: ids[1] = 5 is outside the table's 5 rows");
+  g_assert_cmpfloat (out[0], ==, 0); /* nothing written */
+  g_clear_error (&error);
+  g_assert_false (ks_compute_embedding_backward (f->c, dout, bad, dtable, vocab, n_ids, dim,
+                                                 &error));
+  g_assert_cmpfloat (dtable[1 * dim], ==, 0);
+}
+
+/* ---- cross entropy ---- */
+
+typedef struct {
+  gsize rows, cols;
+  const gint64 *labels;
+} EntropyCase;
+
+static double
+entropy_loss (Fixture *f, const float *x, gpointer data)
+{
+  EntropyCase *e = data;
+  g_autofree float *losses = g_new (float, e->rows);
+  double total = 0;
+  g_assert_true (ks_compute_cross_entropy (f->c, x, e->labels, losses, NULL, e->rows, e->cols,
+                                           NULL));
+  for (gsize r = 0; r < e->rows; r++)
+    total += losses[r];
+  return total;
+}
+
+static void
+test_cross_entropy (Fixture *f, gconstpointer data)
+{
+  const gsize rows = 4, cols = 6;
+  g_autofree float *x = random_floats (f, rows * cols, -3, 3);
+  g_autofree float *dx = g_new (float, rows * cols);
+  gint64 labels[] = { 0, 5, 2, 2 }, bad[] = { 0, 6, 0, 0 };
+  float losses[4];
+  g_autoptr (GError) error = NULL;
+  EntropyCase e = { rows, cols, labels };
+
+  g_assert_true (ks_compute_cross_entropy (f->c, x, labels, losses, dx, rows, cols, NULL));
+  for (gsize r = 0; r < rows; r++)
+    {
+      double sum = 0;
+      for (gsize j = 0; j < cols; j++)
+        sum += exp (x[r * cols + j]);
+      assert_close ("cross_entropy", r, losses[r], log (sum) - x[r * cols + labels[r]], 1e-5);
+    }
+  check_gradient (f, "cross_entropy", entropy_loss, &e, x, rows * cols, dx, 1e-3, 5e-3);
+  g_assert_false (ks_compute_cross_entropy (f->c, x, bad, losses, dx, rows, cols, &error));
+  g_assert_cmpstr (error->message, ==, "cross_entropy: labels[1] = 6 is not a class in [0, 6)");
+}
+
+/* ---- optimizer updates ---- */
+
+/* Three steps of each rule against the textbook formulas in double precision. */
+static void
+test_update_rules (Fixture *f, gconstpointer data)
+{
+  const gsize n = 8;
+  for (int rule = KS_UPDATE_SGD; rule <= KS_UPDATE_ADAMW; rule++)
+    for (int nesterov = 0; nesterov <= (rule == KS_UPDATE_MOMENTUM); nesterov++)
+      {
+        g_autofree float *p = random_floats (f, n, -1, 1);
+        g_autofree float *s1 = g_new0 (float, n);
+        g_autofree float *s2 = g_new0 (float, n);
+        double rp[8], r1[8] = { 0 }, r2[8] = { 0 };
+        KsUpdateArgs a = { sizeof a, rule, 0.05f, 0.9f, 0.9f, 0.999f, 1e-8f, 0.01f, nesterov, 0 };
+        g_autofree char *what = g_strdup_printf ("update rule %d nesterov %d", rule, nesterov);
+
+        for (gsize i = 0; i < n; i++)
+          rp[i] = p[i];
+        for (a.step = 1; a.step <= 3; a.step++)
+          {
+            g_autofree float *g = random_floats (f, n, -1, 1);
+            g_assert_true (ks_compute_update (f->c, &a, p, g, s1, s2, n, NULL));
+            for (gsize i = 0; i < n; i++)
+              {
+                double wd = a.weight_decay, gi = g[i] + (rule == KS_UPDATE_ADAMW ? 0 : wd * rp[i]);
+                switch (rule)
+                  {
+                  case KS_UPDATE_SGD: rp[i] -= a.lr * gi; break;
+                  case KS_UPDATE_MOMENTUM:
+                    r1[i] = a.momentum * r1[i] + gi;
+                    rp[i] -= a.lr * (nesterov ? gi + a.momentum * r1[i] : r1[i]);
+                    break;
+                  case KS_UPDATE_ADAGRAD:
+                    r1[i] += gi * gi;
+                    rp[i] -= a.lr * gi / (sqrt (r1[i]) + a.eps);
+                    break;
+                  default:
+                    if (rule == KS_UPDATE_ADAMW)
+                      rp[i] *= 1 - a.lr * wd;
+                    r1[i] = a.beta1 * r1[i] + (1 - a.beta1) * gi;
+                    r2[i] = a.beta2 * r2[i] + (1 - a.beta2) * gi * gi;
+                    rp[i] -= a.lr * (r1[i] / (1 - pow (a.beta1, a.step)))
+                             / (sqrt (r2[i] / (1 - pow (a.beta2, a.step))) + a.eps);
+                  }
+                assert_close (what, i, p[i], rp[i], 1e-5);
+              }
+          }
+      }
+}
+
+static void
+test_update_errors (Fixture *f, gconstpointer data)
+{
+  float p = 1, g = 1;
+  KsUpdateArgs a = { sizeof a, KS_UPDATE_ADAM, 0.1f, 0, 0.9f, 0.999f, 1e-8f, 0, FALSE, 1 };
+  g_autoptr (GError) error = NULL;
+
+  g_assert_false (ks_compute_update (f->c, &a, &p, &g, NULL, NULL, 1, &error));
+  g_assert_cmpstr (error->message, ==, "update: rule adam needs 2 state buffer(s)");
+  g_clear_error (&error);
+  float s1 = 0, s2 = 0;
+  a.step = 0;
+  g_assert_false (ks_compute_update (f->c, &a, &p, &g, &s1, &s2, 1, &error));
+  g_assert_cmpstr (error->message, ==, "update: rule adam needs step >= 1 (it is 0)");
+  g_clear_error (&error);
+  a.size = 8;
+  g_assert_false (ks_compute_update (f->c, &a, &p, &g, &s1, &s2, 1, &error));
+  g_assert_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID);
+  g_assert_cmpfloat (p, ==, 1); /* untouched by every refused call */
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
+                                              "openblas.so", NULL);
+  g_test_init (&argc, &argv, NULL);
+  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
+      return g_test_run ();
+    }
+#define ADD(name, fn) g_test_add ("/kernels/openblas/" name, Fixture, NULL, setup, fn, teardown)
+  ADD ("unary", test_unary);
+  ADD ("binary", test_binary);
+  ADD ("reduce", test_reduce);
+  ADD ("axpby", test_axpby);
+  ADD ("softmax", test_softmax);
+  ADD ("layer-norm", test_layer_norm);
+  ADD ("embedding", test_embedding);
+  ADD ("cross-entropy", test_cross_entropy);
+  ADD ("update-rules", test_update_rules);
+  ADD ("update-errors", test_update_errors);
+  return g_test_run ();
+}
