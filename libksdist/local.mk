@@ -12,6 +12,7 @@ libksdist_la_SOURCES = \
 	libksdist/registry.c \
 	libksdist/instance.c \
 	libksdist/compute.c \
+	libksdist/tensor.c \
 	libksdist/algorithm.c
 libksdist_la_LIBADD = $(GLIB_LIBS)
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
@@ -24,6 +25,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/plugin.h \
 	include/ksdist/registry.h \
 	include/ksdist/compute.h \
+	include/ksdist/tensor.h \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \
 	include/ksdist/segmenter.h \

@@ -70,10 +70,11 @@ tests_test_settings_LDADD = $(KS_TEST_LDADD)
 tests_test_factory_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-settings tests/test-factory
 
-check_PROGRAMS += tests/test-compute tests/test-kernels
+check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor
 tests_test_compute_LDADD = $(KS_TEST_LDADD)
 tests_test_kernels_LDADD = $(KS_TEST_LDADD) -lm
-TESTS += tests/test-compute tests/test-kernels
+tests_test_tensor_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-compute tests/test-kernels tests/test-tensor
 
 check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
@@ -86,4 +87,5 @@ TESTS += tests/test-install.sh
 # `make install` relinks the plugins, moving .libs/NAME.so aside for a moment (libtool
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
-	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-cli.log
+	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
+	tests/test-cli.log

@@ -8,6 +8,7 @@
 #include <ksdist/plugin.h>
 #include <ksdist/registry.h>
 #include <ksdist/compute.h>
+#include <ksdist/tensor.h>
 #include <ksdist/comm.h>
 #include <ksdist/rolemaker.h>
 #include <ksdist/segmenter.h>
