@@ -13,8 +13,11 @@ libksdist_la_SOURCES = \
 	libksdist/instance.c \
 	libksdist/compute.c \
 	libksdist/tensor.c \
+	libksdist/model-private.h \
+	libksdist/model.c \
+	libksdist/model-ops.c \
 	libksdist/algorithm.c
-libksdist_la_LIBADD = $(GLIB_LIBS)
+libksdist_la_LIBADD = $(GLIB_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
 
 ksdistincludedir = $(includedir)/ksdist
@@ -26,6 +29,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/registry.h \
 	include/ksdist/compute.h \
 	include/ksdist/tensor.h \
+	include/ksdist/model.h \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \
 	include/ksdist/segmenter.h \

@@ -9,6 +9,7 @@
 #include <ksdist/registry.h>
 #include <ksdist/compute.h>
 #include <ksdist/tensor.h>
+#include <ksdist/model.h>
 #include <ksdist/comm.h>
 #include <ksdist/rolemaker.h>
 #include <ksdist/segmenter.h>

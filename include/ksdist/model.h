@@ -1,0 +1,110 @@
+/* ksdist — the Model: a static graph bound to one device (after Paddle's design seed).
+ *
+ * A model holds an init net (parameter initialisers, run by ks_model_init) and a net
+ * (forward and gradient ops). Expressions (KsExpr) name its variables. Layer functions
+ * take expressions and return new ones; they are not methods of the model.
+ * ks_model_run executes only the ops its targets need; the extracted subgraph is cached
+ * per target set and the cache is dropped whenever the graph grows.
+ *
+ * Parameters live in one float32 arena, their gradients in a second of the same layout
+ * (tensor.h), so an optimizer or a gradient allreduce sees one buffer. */
+#ifndef KSDIST_MODEL_H
+#define KSDIST_MODEL_H
+
+#include <ksdist/optimizer.h>
+#include <ksdist/tensor.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  KS_INIT_CONSTANT = 0, /* a */
+  KS_INIT_UNIFORM = 1,  /* uniform in [a, b) */
+  KS_INIT_NORMAL = 2,   /* mean a, standard deviation b */
+  KS_INIT_XAVIER = 3,   /* Glorot uniform, +-a*sqrt(6/(fan_in+fan_out)); a = gain (0 means 1) */
+} KsInitKind;
+
+typedef struct {
+  KsInitKind kind;
+  double a, b;
+  guint64 seed;
+} KsInit;
+
+/* A model with no device yet (`compute` may be NULL; set it before ks_model_init). */
+KsModel *ks_model_new (KsCompute *compute);
+void ks_model_free (KsModel *model);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsModel, ks_model_free)
+
+/* Binds the model to a device; an error once the model was initialised or run. */
+gboolean ks_model_set_device (KsModel *model, KsCompute *compute, GError **error);
+KsCompute *ks_model_device (const KsModel *model);
+
+/* A trainable parameter, initialised by ks_model_init; names are unique. */
+KsExpr *ks_model_parameter (KsModel *model, const char *name, int ndim, const gint64 *shape,
+                            KsInit init, GError **error);
+/* An input fed at run time (float32 or int64). */
+KsExpr *ks_model_data (KsModel *model, const char *name, int ndim, const gint64 *shape,
+                       KsDType dtype, GError **error);
+
+/* Runs the init net: allocates the parameter and gradient arenas and fills the
+ * parameters. Parameters cannot be added afterwards. */
+gboolean ks_model_init (KsModel *model, GError **error);
+
+typedef struct {
+  const char *name; /* of a data expression */
+  const void *data; /* host memory */
+  gsize nbytes;     /* must match the declared shape and type */
+} KsFeed;
+
+/* Feeds the inputs, then executes the ops the targets need (all of the net when
+ * n_targets is 0), in graph order. */
+gboolean ks_model_run (KsModel *model, const KsFeed *feeds, gsize n_feeds,
+                       KsExpr *const *targets, gsize n_targets, GError **error);
+
+/* Ops executed since the model was made (for tests of pruning). */
+guint64 ks_model_ops_executed (const KsModel *model);
+
+/* The arenas of ks_model_init (NULL before). */
+KsArena *ks_model_parameters (const KsModel *model);
+KsArena *ks_model_gradients (const KsModel *model);
+/* Tells the graph a parameter's values changed outside it (an optimizer step). */
+void ks_model_parameters_changed (KsModel *model);
+
+/* Appends gradient ops for `params` (NULL: every parameter) except those named in
+ * `no_grad` (NULL-terminated, may be NULL); fills `pairs` with KsParamGrad. Running a
+ * gradient expression runs the backward sweep of `loss`, a scalar. */
+gboolean ks_model_backward (KsModel *model, KsExpr *loss, KsExpr *const *params,
+                            gsize n_params, const char *const *no_grad, GArray *pairs,
+                            GError **error);
+
+/* An expression's value, computed first if it was never computed or its inputs changed
+ * since. The tensor belongs to the expression. */
+const KsTensor *ks_expr_value (KsExpr *expr, GError **error);
+const char *ks_expr_name (const KsExpr *expr);
+KsModel *ks_expr_model (const KsExpr *expr);
+/* "[2, 3]" */
+char *ks_expr_shape_string (const KsExpr *expr);
+
+/* ---- layer functions ---- */
+
+/* [m, k] x [k, n] -> [m, n] */
+KsExpr *ks_matmul (KsExpr *a, KsExpr *b, GError **error);
+/* a + b: b of a's shape, or one row of it broadcast over a's rows */
+KsExpr *ks_add (KsExpr *a, KsExpr *b, GError **error);
+KsExpr *ks_unary (KsUnaryOp op, KsExpr *x, GError **error);
+KsExpr *ks_relu (KsExpr *x, GError **error);
+KsExpr *ks_tanh (KsExpr *x, GError **error);
+KsExpr *ks_sigmoid (KsExpr *x, GError **error);
+KsExpr *ks_gelu (KsExpr *x, GError **error);
+/* A fully connected layer x [m, k] -> [m, size]: parameters <name>.w [k, size]
+ * (Xavier, seeded by `seed`) and <name>.b [size] (zero); `act` < 0 for none. */
+KsExpr *ks_fc (KsExpr *x, gint64 size, int act, const char *name, guint64 seed, GError **error);
+/* The mean of every element: a scalar. */
+KsExpr *ks_mean (KsExpr *x, GError **error);
+/* Mean softmax cross entropy of logits [m, c] against int64 labels [m]: a scalar. */
+KsExpr *ks_softmax_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error);
+/* The fraction of rows whose largest logit is the label: a scalar (no gradient). */
+KsExpr *ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error);
+
+G_END_DECLS
+
+#endif

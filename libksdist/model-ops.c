@@ -1,0 +1,333 @@
+/* The model's ops: each builder checks shapes and adds an expression; each op has a
+ * forward and a backward through the compute backend. Backward adds into the inputs'
+ * gradients (an input may feed several ops). */
+#include "model-private.h"
+
+#include <string.h>
+
+#define DEV(e) ((e)->model->compute)
+#define F(t) ((float *) (t)->data)
+
+const char *
+ks_op_name (OpType op)
+{
+  static const char *const names[] = { "parameter", "data", "matmul", "add", "unary", "mean",
+                                       "cross_entropy", "accuracy", "grad" };
+  return names[op];
+}
+
+/* ---- building ---- */
+
+static gboolean
+bad (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+bad (GError **error, const char *format, ...)
+{
+  va_list args;
+  g_autofree char *message = NULL;
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error_literal (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, message);
+  return FALSE;
+}
+
+static KsExpr *
+op_expr (OpType op, KsExpr *a, KsExpr *b, int ndim, const gint64 *shape, GError **error)
+{
+  KsExpr *e;
+  if (b != NULL && b->model != a->model)
+    {
+      bad (error, "%s: '%s' and '%s' belong to different models", ks_op_name (op), a->name,
+           b->name);
+      return NULL;
+    }
+  e = ks_model_add_expr (a->model, op, NULL, KS_DTYPE_FLOAT32, ndim, shape, error);
+  if (e == NULL)
+    return NULL;
+  e->in[0] = a;
+  e->in[1] = b;
+  e->n_in = b != NULL ? 2 : 1;
+  return e;
+}
+
+static gboolean
+require_float (const char *op, const KsExpr *x, GError **error)
+{
+  return x->dtype == KS_DTYPE_FLOAT32
+         || bad (error, "%s: '%s' is %s; it takes float32", op, x->name, ks_dtype_name (x->dtype));
+}
+
+KsExpr *
+ks_matmul (KsExpr *a, KsExpr *b, GError **error)
+{
+  g_autofree char *sa = ks_expr_shape_string (a);
+  g_autofree char *sb = ks_expr_shape_string (b);
+  if (!require_float ("matmul", a, error) || !require_float ("matmul", b, error))
+    return NULL;
+  if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != b->shape[0])
+    {
+      bad (error, "matmul: '%s' is %s and '%s' is %s; it multiplies [m, k] by [k, n]", a->name,
+           sa, b->name, sb);
+      return NULL;
+    }
+  const gint64 shape[] = { a->shape[0], b->shape[1] };
+  return op_expr (OP_MATMUL, a, b, 2, shape, error);
+}
+
+/* The last dimension of x, and how many rows of it x holds. */
+static gsize
+cols_of (const KsExpr *x)
+{
+  return x->ndim > 0 ? (gsize) x->shape[x->ndim - 1] : 1;
+}
+
+KsExpr *
+ks_add (KsExpr *a, KsExpr *b, GError **error)
+{
+  g_autofree char *sa = ks_expr_shape_string (a);
+  g_autofree char *sb = ks_expr_shape_string (b);
+  if (!require_float ("add", a, error) || !require_float ("add", b, error))
+    return NULL;
+  gboolean same = a->numel == b->numel && a->ndim == b->ndim
+                  && memcmp (a->shape, b->shape, a->ndim * sizeof *a->shape) == 0;
+  gboolean row = b->numel == cols_of (a) && cols_of (b) == cols_of (a);
+  if (!same && !row)
+    {
+      bad (error, "add: '%s' is %s and '%s' is %s; b must have a's shape or be one row of it",
+           a->name, sa, b->name, sb);
+      return NULL;
+    }
+  return op_expr (OP_ADD, a, b, a->ndim, a->shape, error);
+}
+
+KsExpr *
+ks_unary (KsUnaryOp op, KsExpr *x, GError **error)
+{
+  KsExpr *e;
+  if (!require_float ("unary", x, error))
+    return NULL;
+  if ((e = op_expr (OP_UNARY, x, NULL, x->ndim, x->shape, error)) != NULL)
+    e->attr = op;
+  return e;
+}
+
+KsExpr *ks_relu (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_RELU, x, error); }
+KsExpr *ks_tanh (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_TANH, x, error); }
+KsExpr *ks_sigmoid (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_SIGMOID, x, error); }
+KsExpr *ks_gelu (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_GELU, x, error); }
+
+KsExpr *
+ks_mean (KsExpr *x, GError **error)
+{
+  if (!require_float ("mean", x, error))
+    return NULL;
+  return op_expr (OP_MEAN, x, NULL, 0, NULL, error);
+}
+
+static gboolean
+check_labels (const char *op, const KsExpr *logits, const KsExpr *labels, GError **error)
+{
+  g_autofree char *sl = ks_expr_shape_string (logits);
+  g_autofree char *sy = ks_expr_shape_string (labels);
+  if (logits->ndim == 2 && logits->dtype == KS_DTYPE_FLOAT32 && labels->ndim == 1
+      && labels->dtype == KS_DTYPE_INT64 && labels->shape[0] == logits->shape[0])
+    return TRUE;
+  return bad (error, "%s: logits '%s' are %s %s and labels '%s' are %s %s; it takes float32 "
+                     "[m, classes] and int64 [m]",
+              op, logits->name, ks_dtype_name (logits->dtype), sl, labels->name,
+              ks_dtype_name (labels->dtype), sy);
+}
+
+KsExpr *
+ks_softmax_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error)
+{
+  if (!check_labels ("softmax_cross_entropy", logits, labels, error))
+    return NULL;
+  return op_expr (OP_CROSS_ENTROPY, logits, labels, 0, NULL, error);
+}
+
+KsExpr *
+ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error)
+{
+  if (!check_labels ("accuracy", logits, labels, error))
+    return NULL;
+  return op_expr (OP_ACCURACY, logits, labels, 0, NULL, error);
+}
+
+KsExpr *
+ks_fc (KsExpr *x, gint64 size, int act, const char *name, guint64 seed, GError **error)
+{
+  KsModel *model = x->model;
+  g_autofree char *base = name != NULL ? g_strdup (name)
+                                       : g_strdup_printf ("fc_%u", model->n_layers);
+  g_autofree char *wname = g_strconcat (base, ".w", NULL);
+  g_autofree char *bname = g_strconcat (base, ".b", NULL);
+  KsInit xavier = { KS_INIT_XAVIER, 1, 0, seed }, zero = { KS_INIT_CONSTANT, 0, 0, 0 };
+  KsExpr *w, *b, *y;
+
+  if (x->ndim != 2)
+    {
+      g_autofree char *sx = ks_expr_shape_string (x);
+      bad (error, "fc '%s': input '%s' is %s; it takes [m, k]", base, x->name, sx);
+      return NULL;
+    }
+  model->n_layers++;
+  const gint64 wshape[] = { x->shape[1], size }, bshape[] = { size };
+  if ((w = ks_model_parameter (model, wname, 2, wshape, xavier, error)) == NULL
+      || (b = ks_model_parameter (model, bname, 1, bshape, zero, error)) == NULL
+      || (y = ks_matmul (x, w, error)) == NULL || (y = ks_add (y, b, error)) == NULL)
+    return NULL;
+  return act >= 0 ? ks_unary (act, y, error) : y;
+}
+
+/* ---- forward ---- */
+
+/* Scalar broadcast: y[i] = op(x[i], s[0]) through the binary kernel (n rows of 1). */
+static gboolean
+with_scalar (KsCompute *c, KsBinaryOp op, const float *x, const float *s, float *y, gsize n,
+             GError **error)
+{
+  return ks_compute_binary (c, op, x, s, y, n, 1, 1, error);
+}
+
+static gboolean
+accuracy_forward (KsExpr *e, GError **error)
+{
+  const KsExpr *logits = e->in[0], *labels = e->in[1];
+  gsize rows = logits->shape[0], cols = logits->shape[1];
+  g_autofree float *x = g_new (float, rows * cols);
+  g_autofree gint64 *y = g_new (gint64, rows);
+  gsize correct = 0;
+  float result;
+
+  /* a metric, not a hot path: on the host */
+  if (!ks_tensor_to_host (logits->value, x, rows * cols * sizeof (float), error)
+      || !ks_tensor_to_host (labels->value, y, rows * sizeof (gint64), error))
+    return FALSE;
+  for (gsize r = 0; r < rows; r++)
+    {
+      gsize best = 0;
+      for (gsize j = 1; j < cols; j++)
+        if (x[r * cols + j] > x[r * cols + best])
+          best = j;
+      correct += (gint64) best == y[r];
+    }
+  result = (float) correct / rows;
+  return ks_tensor_from_host (e->value, &result, sizeof result, error);
+}
+
+gboolean
+ks_op_forward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  KsExpr *a = e->in[0], *b = e->in[1];
+
+  switch (e->op)
+    {
+    case OP_MATMUL:
+      return ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_N, a->shape[0], b->shape[1], a->shape[1],
+                               1, F (a->value), a->shape[1], F (b->value), b->shape[1], 0,
+                               F (e->value), b->shape[1], error);
+    case OP_ADD:
+      return ks_compute_binary (c, KS_BINARY_ADD, F (a->value), F (b->value), F (e->value),
+                                a->numel / cols_of (a), cols_of (a), b->numel / cols_of (a),
+                                error);
+    case OP_UNARY:
+      return ks_compute_unary (c, e->attr, F (a->value), F (e->value), a->numel, error);
+    case OP_MEAN:
+      return ks_compute_reduce (c, KS_REDUCE_AVG, F (a->value), F (e->value), 1, a->numel, 1,
+                                error);
+    case OP_CROSS_ENTROPY:
+      {
+        gsize rows = a->shape[0], cols = a->shape[1];
+        /* aux keeps softmax - onehot for backward, then the per-row losses */
+        const gint64 shape[] = { (gint64) (rows * cols + rows) };
+        if (e->aux == NULL
+            && (e->aux = ks_tensor_new (c, KS_DTYPE_FLOAT32, 1, shape, error)) == NULL)
+          return FALSE;
+        float *dlogits = F (e->aux), *losses = dlogits + rows * cols;
+        return ks_compute_cross_entropy (c, F (a->value), b->value->data, losses, dlogits, rows,
+                                         cols, error)
+               && ks_compute_reduce (c, KS_REDUCE_AVG, losses, F (e->value), 1, rows, 1, error);
+      }
+    case OP_ACCURACY:
+      return accuracy_forward (e, error);
+    case OP_GRAD:
+      return ks_model_sweep (e->model, a, error);
+    case OP_PARAMETER:
+    case OP_DATA:
+      break;
+    }
+  return TRUE;
+}
+
+/* ---- backward ---- */
+
+/* into += alpha * x */
+static gboolean
+accumulate (KsCompute *c, const float *x, float *into, gsize n, GError **error)
+{
+  return ks_compute_axpby (c, 1, x, 1, into, n, error);
+}
+
+gboolean
+ks_op_backward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  KsExpr *a = e->in[0], *b = e->in[1];
+  float *tmp;
+
+  switch (e->op)
+    {
+    case OP_MATMUL:
+      {
+        int m = a->shape[0], k = a->shape[1], n = b->shape[1];
+        /* dA += dC B^T, dB += A^T dC */
+        return (!a->needs_grad
+                || ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, m, k, n, 1, F (e->grad), n,
+                                     F (b->value), n, 1, F (a->grad), k, error))
+               && (!b->needs_grad
+                   || ks_compute_sgemm (c, KS_TRANS_T, KS_TRANS_N, k, n, m, 1, F (a->value), k,
+                                        F (e->grad), n, 1, F (b->grad), n, error));
+      }
+    case OP_ADD:
+      if (a->needs_grad && !accumulate (c, F (e->grad), F (a->grad), e->numel, error))
+        return FALSE;
+      if (!b->needs_grad)
+        return TRUE;
+      if (b->numel == e->numel)
+        return accumulate (c, F (e->grad), F (b->grad), e->numel, error);
+      /* a broadcast row: its gradient sums over the rows */
+      return (tmp = ks_model_scratch (e->model, b->numel, error)) != NULL
+             && ks_compute_reduce (c, KS_REDUCE_SUM, F (e->grad), tmp, e->numel / b->numel,
+                                   b->numel, 0, error)
+             && accumulate (c, tmp, F (b->grad), b->numel, error);
+    case OP_UNARY:
+      return (tmp = ks_model_scratch (e->model, e->numel, error)) != NULL
+             && ks_compute_unary_backward (c, e->attr, F (a->value), F (e->value), F (e->grad),
+                                           tmp, e->numel, error)
+             && accumulate (c, tmp, F (a->grad), e->numel, error);
+    case OP_MEAN:
+      /* dx += dy / n, the scalar broadcast on the device */
+      return (tmp = ks_model_scratch (e->model, 1, error)) != NULL
+             && ks_compute_axpby (c, 1.0f / a->numel, F (e->grad), 0, tmp, 1, error)
+             && with_scalar (c, KS_BINARY_ADD, F (a->grad), tmp, F (a->grad), a->numel, error);
+    case OP_CROSS_ENTROPY:
+      {
+        gsize rows = a->shape[0], n = a->numel;
+        /* dlogits += (dloss / rows) * (softmax - onehot) */
+        return (tmp = ks_model_scratch (e->model, n + 16, error)) != NULL
+               && ks_compute_axpby (c, 1.0f / rows, F (e->grad), 0, tmp + n, 1, error)
+               && with_scalar (c, KS_BINARY_MUL, F (e->aux), tmp + n, tmp, n, error)
+               && accumulate (c, tmp, F (a->grad), n, error);
+      }
+    case OP_ACCURACY:
+    case OP_GRAD:
+    case OP_PARAMETER:
+    case OP_DATA:
+      break;
+    }
+  return TRUE;
+}

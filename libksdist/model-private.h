@@ -1,0 +1,69 @@
+/* The model's internals, shared by the graph (model.c) and the ops (model-ops.c). */
+#ifndef KS_MODEL_PRIVATE_H
+#define KS_MODEL_PRIVATE_H
+
+#include "ks-private.h"
+
+typedef enum {
+  OP_PARAMETER,     /* leaf: initialised by the init net */
+  OP_DATA,          /* leaf: fed at run time */
+  OP_MATMUL,
+  OP_ADD,
+  OP_UNARY,
+  OP_MEAN,
+  OP_CROSS_ENTROPY, /* mean over rows */
+  OP_ACCURACY,
+  OP_GRAD,          /* the gradient of a parameter; runs the backward sweep of in[0] */
+} OpType;
+
+struct KsExpr {
+  KsModel *model;
+  guint id;   /* position in the model: inputs always have smaller ids */
+  char *name;
+  OpType op;
+  KsExpr *in[2];
+  guint n_in;
+  int attr;   /* KsUnaryOp of OP_UNARY */
+  KsDType dtype;
+  int ndim;
+  gint64 shape[KS_TENSOR_MAX_DIMS];
+  gsize numel;
+  KsInit init;      /* OP_PARAMETER */
+  KsExpr *param;    /* OP_GRAD */
+  KsTensor *value;  /* for parameters and gradients a view into an arena */
+  KsTensor *grad;   /* during a backward sweep: dloss/dvalue */
+  KsTensor *aux;    /* per-op scratch kept between forward and backward */
+  guint64 version;  /* the model clock when value last changed; 0 = never */
+  gboolean needs_grad;
+};
+
+struct KsModel {
+  KsCompute *compute;
+  GPtrArray *exprs;    /* KsExpr*, owned, by id */
+  GHashTable *by_name; /* name -> KsExpr* */
+  GHashTable *plans;   /* "id,id,..." -> GArray of guint ids to execute, in order */
+  KsArena *params, *grads;
+  gboolean initialised, ran;
+  guint64 clock;
+  guint64 ops_executed;
+  KsExpr *swept_loss;  /* the loss whose backward sweep is current ... */
+  guint64 swept_version; /* ... for this version of its value */
+  guint n_layers;      /* for default layer names */
+  float *unit;         /* a device scalar of scratch (16 floats) */
+  float *scratch;      /* device scratch of scratch_len floats */
+  gsize scratch_len;
+};
+
+/* model.c */
+KsExpr *ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, int ndim,
+                           const gint64 *shape, GError **error);
+float *ks_model_scratch (KsModel *model, gsize n, GError **error);
+/* Runs the backward sweep of `loss` unless it is current for the loss's value. */
+gboolean ks_model_sweep (KsModel *model, KsExpr *loss, GError **error);
+
+/* model-ops.c */
+gboolean ks_op_forward (KsExpr *expr, GError **error);
+gboolean ks_op_backward (KsExpr *expr, GError **error);
+const char *ks_op_name (OpType op);
+
+#endif

@@ -1,0 +1,364 @@
+/* The Model on the CPU backend: gradients of every op against finite differences,
+ * pruning, the plan cache, lazy values, the device-binding rule, errors, and an MLP that
+ * learns a non-linear task. */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  KsConfig *config;
+  KsRegistry *registry;
+  KsCompute *c;
+} Fixture;
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dir = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
+                                           NULL);
+  ks_test_clear_env ();
+  f->config = ks_config_new ();
+  g_assert_true (ks_config_set_override (f->config, "openblas.threads=1", NULL));
+  f->registry = ks_test_scan (f->config, dir);
+  f->c = ks_compute_new (f->registry, f->config, "openblas", NULL);
+  g_assert_nonnull (f->c);
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  ks_compute_free (f->c);
+  ks_registry_free (f->registry);
+  ks_config_free (f->config);
+}
+
+static float
+scalar (KsExpr *e)
+{
+  float v;
+  g_assert_true (ks_tensor_to_host (ks_expr_value (e, NULL), &v, sizeof v, NULL));
+  return v;
+}
+
+/* A small graph using every op with a gradient:
+ * loss = CE (fc2 (gelu (tanh (fc1 (x)) + r)), y) + mean (sigmoid (relu (fc3 (x)))) */
+typedef struct {
+  KsModel *model;
+  KsExpr *x, *y, *r, *loss, *acc;
+  float xs[4 * 3];
+  gint64 ys[4];
+  float rs[4 * 5];
+} Net;
+
+static void
+build (Fixture *f, Net *n)
+{
+  const gint64 xshape[] = { 4, 3 }, yshape[] = { 4 }, rshape[] = { 4, 5 };
+  g_autoptr (GError) error = NULL;
+  KsExpr *h, *logits, *side;
+
+  n->model = ks_model_new (f->c);
+  n->x = ks_model_data (n->model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  n->y = ks_model_data (n->model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  n->r = ks_model_data (n->model, "r", 2, rshape, KS_DTYPE_FLOAT32, &error);
+  h = ks_fc (n->x, 5, KS_UNARY_TANH, "fc1", 11, &error);
+  h = ks_gelu (ks_add (h, n->r, &error), &error); /* add of two full tensors */
+  logits = ks_fc (h, 4, -1, "fc2", 12, &error);
+  side = ks_mean (ks_sigmoid (ks_relu (ks_fc (n->x, 2, -1, "fc3", 13, &error), &error), &error),
+                  &error);
+  n->loss = ks_add (ks_softmax_cross_entropy (logits, n->y, &error), side, &error);
+  n->acc = ks_accuracy (logits, n->y, &error);
+  g_assert_no_error (error);
+  for (int i = 0; i < 12; i++)
+    n->xs[i] = (float) sin (i * 1.7) * 1.5f;
+  for (int i = 0; i < 20; i++)
+    n->rs[i] = (float) cos (i * 0.9) * 0.5f;
+  for (int i = 0; i < 4; i++)
+    n->ys[i] = (i * 3) % 4;
+}
+
+static void
+feed_all (Net *n)
+{
+  KsFeed feeds[] = { { "x", n->xs, sizeof n->xs }, { "y", n->ys, sizeof n->ys },
+                     { "r", n->rs, sizeof n->rs } };
+  g_autoptr (GError) error = NULL;
+  g_assert_true (ks_model_run (n->model, feeds, 3, NULL, 0, &error));
+  g_assert_no_error (error);
+}
+
+static double
+loss_now (Net *n)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_true (ks_model_run (n->model, NULL, 0, &n->loss, 1, &error));
+  return scalar (n->loss);
+}
+
+static void
+test_gradients (Fixture *f, gconstpointer data)
+{
+  Net n;
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  g_autoptr (GError) error = NULL;
+
+  build (f, &n);
+  g_assert_true (ks_model_init (n.model, &error));
+  g_assert_true (ks_model_backward (n.model, n.loss, NULL, 0, NULL, pairs, &error));
+  g_assert_cmpuint (pairs->len, ==, 6); /* fc1..fc3, w and b each */
+  feed_all (&n);
+
+  KsArena *params = ks_model_parameters (n.model);
+  KsArena *grads = ks_model_gradients (n.model);
+  float *p = ks_arena_data (params);
+  g_autofree float *g = g_memdup2 (ks_arena_data (grads), ks_arena_numel (grads) * sizeof (float));
+  gsize checked = 0;
+
+  for (gsize t = 0; t < ks_arena_count (params); t++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
+      for (gsize i = offset; i < offset + view->numel; i++, checked++)
+        {
+          const double h = 1e-2;
+          float saved = p[i];
+          p[i] = saved + (float) h;
+          ks_model_parameters_changed (n.model);
+          double up = loss_now (&n);
+          p[i] = saved - (float) h;
+          ks_model_parameters_changed (n.model);
+          double down = loss_now (&n);
+          p[i] = saved;
+          double want = (up - down) / (2 * h);
+          if (fabs (g[i] - want) > 2e-3 * (1 + fabs (want)))
+            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
+                     "%.6g", name, i - offset, g[i], want);
+        }
+    }
+  g_assert_cmpuint (checked, ==, 3 * 5 + 5 + 5 * 4 + 4 + 3 * 2 + 2);
+  ks_model_free (n.model);
+}
+
+/* Running the gradient of a loss runs its sweep once, and no_grad leaves a parameter out. */
+static void
+test_backward_selection (Fixture *f, gconstpointer data)
+{
+  Net n;
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  const char *const no_grad[] = { "fc3.w", "fc3.b", NULL };
+  g_autoptr (GError) error = NULL;
+
+  build (f, &n);
+  g_assert_true (ks_model_init (n.model, &error));
+  g_assert_true (ks_model_backward (n.model, n.loss, NULL, 0, no_grad, pairs, &error));
+  g_assert_cmpuint (pairs->len, ==, 4);
+  g_assert_cmpstr (ks_expr_name (g_array_index (pairs, KsParamGrad, 0).grad), ==, "fc1.w@GRAD");
+  feed_all (&n);
+  const KsTensor *fc3 = ks_arena_tensor (ks_model_gradients (n.model), "fc3.w");
+  for (gsize i = 0; i < fc3->numel; i++)
+    g_assert_cmpfloat (((float *) fc3->data)[i], ==, 0);
+
+  g_autoptr (GError) e2 = NULL;
+  g_assert_false (ks_model_backward (n.model, n.x, NULL, 0, NULL, NULL, &e2));
+  g_assert_cmpstr (e2->message, ==, "backward: the loss 'x' must be a float32 scalar of this "
+                                    "model (it is float32 [4, 3])");
+  ks_model_free (n.model);
+}
+
+static void
+test_pruning_and_cache (Fixture *f, gconstpointer data)
+{
+  Net n;
+  g_autoptr (GError) error = NULL;
+
+  build (f, &n);
+  g_assert_true (ks_model_init (n.model, &error));
+  feed_all (&n); /* every op once */
+  guint64 all = ks_model_ops_executed (n.model);
+  KsFeed feeds[] = { { "x", n.xs, sizeof n.xs }, { "y", n.ys, sizeof n.ys } };
+
+  /* accuracy needs fc1 (matmul, add, tanh), add r, gelu, fc2 (matmul, add) and itself:
+   * 8 ops; not the cross entropy, fc3's branch or the loss */
+  guint64 before = ks_model_ops_executed (n.model);
+  g_assert_true (ks_model_run (n.model, feeds, 2, &n.acc, 1, &error));
+  g_assert_cmpuint (ks_model_ops_executed (n.model) - before, ==, 8);
+  /* all: those 8, cross entropy, fc3 (matmul, add), relu, sigmoid, mean, the loss's add */
+  g_assert_cmpuint (all, ==, 8 + 1 + 2 + 1 + 1 + 1 + 1);
+
+  /* the graph grows: the cached plan of "everything" must include the new op */
+  before = ks_model_ops_executed (n.model);
+  g_assert_true (ks_model_run (n.model, NULL, 0, NULL, 0, &error));
+  guint64 everything = ks_model_ops_executed (n.model) - before;
+  g_assert_nonnull (ks_tanh (n.loss, &error));
+  before = ks_model_ops_executed (n.model);
+  g_assert_true (ks_model_run (n.model, NULL, 0, NULL, 0, &error));
+  g_assert_cmpuint (ks_model_ops_executed (n.model) - before, ==, everything + 1);
+  ks_model_free (n.model);
+}
+
+static void
+test_lazy_value (Fixture *f, gconstpointer data)
+{
+  Net n;
+  g_autoptr (GError) error = NULL;
+
+  build (f, &n);
+  g_assert_true (ks_model_init (n.model, &error));
+  feed_all (&n);
+  float first = scalar (n.loss);
+  guint64 before = ks_model_ops_executed (n.model);
+  g_assert_cmpfloat (scalar (n.loss), ==, first); /* up to date: nothing runs */
+  g_assert_cmpuint (ks_model_ops_executed (n.model), ==, before);
+
+  n.xs[0] += 1; /* a new input: the value follows */
+  KsFeed x = { "x", n.xs, sizeof n.xs };
+  g_assert_true (ks_model_run (n.model, &x, 1, &n.x, 1, &error));
+  g_assert_cmpfloat (scalar (n.loss), !=, first);
+  g_assert_cmpuint (ks_model_ops_executed (n.model), >, before);
+  ks_model_free (n.model);
+}
+
+static void
+test_device_binding (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KsModel) model = ks_model_new (NULL);
+  g_autoptr (GError) error = NULL;
+  const gint64 shape[] = { 2 };
+  KsInit zero = { KS_INIT_CONSTANT, 0, 0, 0 };
+
+  g_assert_nonnull (ks_model_parameter (model, "p", 1, shape, zero, &error));
+  g_assert_false (ks_model_init (model, &error)); /* no device yet */
+  g_assert_cmpstr (error->message, ==, "the model has no device: give one to ks_model_new or "
+                                       "ks_model_set_device");
+  g_clear_error (&error);
+  g_assert_true (ks_model_set_device (model, f->c, &error)); /* later is fine... */
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_false (ks_model_set_device (model, f->c, &error)); /* ...but not once initialised */
+  g_assert_cmpstr (error->message, ==, "the model is bound to its device (plugin openblas) since "
+                                       "it was initialised; make a new model for another device");
+  g_clear_error (&error);
+  g_assert_null (ks_model_parameter (model, "q", 1, shape, zero, &error));
+  g_assert_true (g_str_has_suffix (error->message, "declare every parameter before "
+                                                   "ks_model_init"));
+}
+
+static void
+test_errors (Fixture *f, gconstpointer data)
+{
+  Net n;
+  g_autoptr (GError) error = NULL;
+  float small[2] = { 0 };
+
+  build (f, &n);
+  g_assert_true (ks_model_init (n.model, &error));
+  g_assert_false (ks_model_run (n.model, NULL, 0, &n.loss, 1, &error));
+  g_assert_cmpstr (error->message, ==, "data 'x' was not fed: pass it in the feeds of "
+                                       "ks_model_run");
+  g_clear_error (&error);
+  KsFeed wrong = { "x", small, sizeof small };
+  g_assert_false (ks_model_run (n.model, &wrong, 1, NULL, 0, &error));
+  g_assert_cmpstr (error->message, ==, "feed 'x': a float32 tensor of shape [4, 3] holds 48 "
+                                       "bytes, not 8");
+  g_clear_error (&error);
+  KsFeed unknown = { "z", small, sizeof small };
+  g_assert_false (ks_model_run (n.model, &unknown, 1, NULL, 0, &error));
+  g_assert_cmpstr (error->message, ==, "feed 'z': the model has no data of that name");
+  g_clear_error (&error);
+  g_assert_null (ks_matmul (n.x, n.x, &error));
+  g_assert_cmpstr (error->message, ==, "matmul: 'x' is [4, 3] and 'x' is [4, 3]; it multiplies "
+                                       "[m, k] by [k, n]");
+  g_clear_error (&error);
+  g_assert_null (ks_softmax_cross_entropy (n.x, n.x, &error));
+  g_assert_true (g_str_has_prefix (error->message, "softmax_cross_entropy: logits 'x' are float32 "
+                                                   "[4, 3] and labels 'x' are float32 [4, 3]"));
+  g_clear_error (&error);
+  gint64 bad_labels[4] = { 0, 1, 9, 0 };
+  KsFeed feeds[] = { { "x", n.xs, sizeof n.xs }, { "y", bad_labels, sizeof bad_labels },
+                     { "r", n.rs, sizeof n.rs } };
+  g_assert_false (ks_model_run (n.model, feeds, 3, &n.loss, 1, &error));
+  g_assert_cmpstr (error->message, ==, "cross_entropy: labels[2] = 9 is not a class in [0, 4)");
+  ks_model_free (n.model);
+}
+
+/* Two interleaved spirals: not linearly separable. An MLP trained with the fused Adam
+ * update over the whole parameter arena must classify more than 95% of them. */
+static void
+test_mlp_learns (Fixture *f, gconstpointer data)
+{
+  enum { N = 256 };
+  const gint64 xshape[] = { N, 2 }, yshape[] = { N };
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  float xs[N * 2];
+  gint64 ys[N];
+
+  for (int i = 0; i < N; i++)
+    {
+      int cls = i % 2;
+      double t = (i / 2) / (double) (N / 2) * 3 * G_PI + 0.3;
+      double r = t / (3 * G_PI);
+      xs[2 * i] = (float) ((cls ? -1 : 1) * r * cos (t));
+      xs[2 * i + 1] = (float) ((cls ? -1 : 1) * r * sin (t));
+      ys[i] = cls;
+    }
+  KsExpr *x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_fc (x, 64, KS_UNARY_TANH, NULL, 1, &error);
+  h = ks_fc (h, 64, KS_UNARY_TANH, NULL, 2, &error);
+  KsExpr *logits = ks_fc (h, 2, -1, NULL, 3, &error);
+  KsExpr *loss = ks_softmax_cross_entropy (logits, y, &error);
+  KsExpr *acc = ks_accuracy (logits, y, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+
+  KsArena *params = ks_model_parameters (model), *grads = ks_model_gradients (model);
+  g_autoptr (KsArena) m1 = ks_arena_new_like (params, &error);
+  g_autoptr (KsArena) m2 = ks_arena_new_like (params, &error);
+  KsUpdateArgs adam = { sizeof adam, KS_UPDATE_ADAM, 0.01f, 0, 0.9f, 0.999f, 1e-8f, 0, FALSE, 0 };
+  KsFeed feeds[] = { { "x", xs, sizeof xs }, { "y", ys, sizeof ys } };
+  KsExpr *step_targets[] = { loss, g_array_index (pairs, KsParamGrad, 0).grad };
+  float first_loss = 0;
+
+  for (adam.step = 1; adam.step <= 1000; adam.step++)
+    {
+      /* one gradient as target runs the sweep that fills every gradient */
+      g_assert_true (ks_model_run (model, feeds, 2, step_targets, 2, &error));
+      if (adam.step == 1)
+        first_loss = scalar (loss);
+      g_assert_true (ks_compute_update (f->c, &adam, ks_arena_data (params), ks_arena_data (grads),
+                                        ks_arena_data (m1), ks_arena_data (m2),
+                                        ks_arena_numel (params), &error));
+      ks_model_parameters_changed (model);
+    }
+  g_assert_true (ks_model_run (model, feeds, 2, &acc, 1, &error));
+  float accuracy = scalar (acc), last_loss = scalar (loss);
+  g_test_message ("spirals: loss %.4f -> %.4f, accuracy %.3f", first_loss, last_loss, accuracy);
+  g_assert_cmpfloat (last_loss, <, first_loss / 4);
+  g_assert_cmpfloat (accuracy, >, 0.95);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
+                                              "openblas.so", NULL);
+  g_test_init (&argc, &argv, NULL);
+  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
+      return g_test_run ();
+    }
+#define ADD(name, fn) g_test_add ("/model/" name, Fixture, NULL, setup, fn, teardown)
+  ADD ("gradients", test_gradients);
+  ADD ("backward-selection", test_backward_selection);
+  ADD ("pruning-and-cache", test_pruning_and_cache);
+  ADD ("lazy-value", test_lazy_value);
+  ADD ("device-binding", test_device_binding);
+  ADD ("errors", test_errors);
+  ADD ("mlp-learns", test_mlp_learns);
+  return g_test_run ();
+}
