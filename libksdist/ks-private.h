@@ -47,6 +47,12 @@ struct KsCompute {
 struct KsAlgorithm {
   KsInstance instance;
 };
+struct KsOptimizer {
+  KsInstance instance;
+  KsModel *model;
+  KsExpr *loss;
+  GArray *pairs; /* KsParamGrad */
+};
 
 /* Calls through a slot of an instance's vtable, or fails with "not supported". */
 #define KS_INSTANCE_OPS(inst, Type) ((const Type *) (inst)->impl->ops)

@@ -16,6 +16,7 @@ libksdist_la_SOURCES = \
 	libksdist/model-private.h \
 	libksdist/model.c \
 	libksdist/model-ops.c \
+	libksdist/optimizer.c \
 	libksdist/algorithm.c
 libksdist_la_LIBADD = $(GLIB_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0

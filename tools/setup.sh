@@ -43,7 +43,7 @@ fi
 
 # The default job. Until training lands it lists the plugins and the effective
 # configuration of examples/default.ini, from this build tree.
-KS_PLUGIN_PATH="$PWD/plugins/openblas/.libs:$PWD/plugins/cuda/.libs"
+KS_PLUGIN_PATH="$PWD/plugins/openblas/.libs:$PWD/plugins/cuda/.libs:$PWD/plugins/optim/.libs"
 export KS_PLUGIN_PATH
 ./tools/ksdist plugins
 ./tools/ksdist config examples/default.ini

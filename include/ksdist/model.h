@@ -105,6 +105,30 @@ KsExpr *ks_softmax_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error
 /* The fraction of rows whose largest logit is the label: a scalar (no gradient). */
 KsExpr *ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error);
 
+/* ---- optimizers (the optimizer interface, optimizer.h) driving a model ---- */
+
+typedef struct KsOptimizer KsOptimizer;
+
+/* Selects an optimizer implementation by name ("adam", "sgd", ...) with its plugin's
+ * settings from `config`, which must outlive it. */
+KsOptimizer *ks_optimizer_new (KsRegistry *registry, const KsConfig *config, const char *name,
+                               GError **error);
+void ks_optimizer_free (KsOptimizer *optimizer);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsOptimizer, ks_optimizer_free)
+
+/* Once, at build time: appends the gradient ops of `loss` (as ks_model_backward). */
+gboolean ks_optimizer_minimize (KsOptimizer *optimizer, KsModel *model, KsExpr *loss,
+                                KsExpr *const *params, gsize n_params,
+                                const char *const *no_grad, GError **error);
+/* One training step: feeds, runs the loss and its gradients, applies the update. */
+gboolean ks_optimizer_step (KsOptimizer *optimizer, const KsFeed *feeds, gsize n_feeds,
+                            GError **error);
+/* The (parameter, gradient) pairs of minimize, as KsParamGrad. */
+const GArray *ks_optimizer_pairs (const KsOptimizer *optimizer);
+/* The learning rate the next step will use (schedules included); -1 if unknown. */
+double ks_optimizer_learning_rate (KsOptimizer *optimizer);
+const char *ks_optimizer_name (const KsOptimizer *optimizer);
+
 G_END_DECLS
 
 #endif

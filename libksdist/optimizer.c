@@ -1,0 +1,72 @@
+/* The optimizer as the core calls it: minimize once, then a step per batch. */
+#include "ks-private.h"
+
+#define OPS(o) KS_INSTANCE_OPS (&(o)->instance, KsOptimizerOps)
+#define CTX(o) ((o)->instance.ctx)
+
+KsOptimizer *
+ks_optimizer_new (KsRegistry *registry, const KsConfig *config, const char *name, GError **error)
+{
+  return (KsOptimizer *) ks_instance_new (registry, config, KS_KIND_OPTIMIZER, name,
+                                          sizeof (KsOptimizer), error);
+}
+
+void
+ks_optimizer_free (KsOptimizer *optimizer)
+{
+  if (optimizer != NULL && optimizer->pairs != NULL)
+    g_array_unref (optimizer->pairs);
+  ks_instance_free ((KsInstance *) optimizer);
+}
+
+const char *
+ks_optimizer_name (const KsOptimizer *optimizer)
+{
+  return optimizer->instance.impl->name;
+}
+
+gboolean
+ks_optimizer_minimize (KsOptimizer *o, KsModel *model, KsExpr *loss, KsExpr *const *params,
+                       gsize n_params, const char *const *no_grad, GError **error)
+{
+  g_return_val_if_fail (o->pairs == NULL, FALSE); /* once per optimizer */
+  o->pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  o->model = model;
+  o->loss = loss;
+  return OPS (o)->backward (CTX (o), model, loss, params, n_params, no_grad, o->pairs, error);
+}
+
+gboolean
+ks_optimizer_step (KsOptimizer *o, const KsFeed *feeds, gsize n_feeds, GError **error)
+{
+  g_autoptr (GPtrArray) targets = g_ptr_array_new ();
+
+  if (o->pairs == NULL)
+    {
+      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+                   "optimizer %s: call ks_optimizer_minimize before stepping",
+                   ks_optimizer_name (o));
+      return FALSE;
+    }
+  g_ptr_array_add (targets, o->loss);
+  for (guint i = 0; i < o->pairs->len; i++)
+    g_ptr_array_add (targets, g_array_index (o->pairs, KsParamGrad, i).grad);
+  return ks_model_run (o->model, feeds, n_feeds, (KsExpr *const *) targets->pdata, targets->len,
+                       error)
+         && OPS (o)->apply_gradients (CTX (o), o->model, (const KsParamGrad *) o->pairs->data,
+                                      o->pairs->len, error);
+}
+
+const GArray *
+ks_optimizer_pairs (const KsOptimizer *o)
+{
+  return o->pairs;
+}
+
+double
+ks_optimizer_learning_rate (KsOptimizer *o)
+{
+  if (!KS_OPS_HAS (OPS (o), KsOptimizerOps, learning_rate))
+    return -1;
+  return OPS (o)->learning_rate (CTX (o));
+}

@@ -1,0 +1,240 @@
+/* Optimizers: SGD, Momentum (Nesterov), Adagrad, Adam, AdamW over a model's parameter
+ * arena, with weight decay, clipping by global norm and learning-rate schedules.
+ * A step over every parameter is one fused update kernel over the whole arena. */
+#include <config.h>
+
+#include <ksdist/ksdist.h>
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  KsUpdateArgs args;  /* rule, lr (of this step), momentum, betas, eps, weight decay */
+  double base_lr, min_lr, gamma, clip_norm;
+  char *schedule;
+  gint64 warmup, total_steps, step_size;
+  KsArena *state1, *state2; /* made on the first step, like the parameters */
+  float *norm;              /* a device scalar for the gradient norm */
+  KsCompute *compute;
+} Optim;
+
+static const int states_of[] = { 0, 1, 1, 2, 2 }; /* by KsUpdateRule */
+
+static void *
+optim_create (KsUpdateRule rule, const KsSettings *s, GError **error)
+{
+  Optim *o = g_new0 (Optim, 1);
+  o->args.size = sizeof o->args;
+  o->args.rule = rule;
+  o->base_lr = ks_settings_get_double (s, "lr");
+  o->args.momentum = (float) ks_settings_get_double (s, "momentum");
+  o->args.nesterov = ks_settings_get_bool (s, "nesterov");
+  o->args.beta1 = (float) ks_settings_get_double (s, "beta1");
+  o->args.beta2 = (float) ks_settings_get_double (s, "beta2");
+  o->args.eps = (float) ks_settings_get_double (s, "eps");
+  o->args.weight_decay = (float) ks_settings_get_double (s, "weight_decay");
+  o->clip_norm = ks_settings_get_double (s, "clip_norm");
+  o->schedule = g_strdup (ks_settings_get_string (s, "schedule"));
+  o->warmup = ks_settings_get_int (s, "warmup");
+  o->total_steps = ks_settings_get_int (s, "total_steps");
+  o->step_size = ks_settings_get_int (s, "step_size");
+  o->gamma = ks_settings_get_double (s, "gamma");
+  o->min_lr = ks_settings_get_double (s, "min_lr");
+  if (strcmp (o->schedule, "cosine") == 0 && o->total_steps <= o->warmup)
+    {
+      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+                   "[optim] schedule = cosine needs total_steps (%" G_GINT64_FORMAT ") greater "
+                   "than warmup (%" G_GINT64_FORMAT ")", o->total_steps, o->warmup);
+      g_free (o->schedule);
+      g_free (o);
+      return NULL;
+    }
+  return o;
+}
+
+#define RULE_CREATE(fn, rule)                                                   \
+  static void *fn (const KsSettings *s, GError **error)                         \
+  {                                                                             \
+    return optim_create (rule, s, error);                                       \
+  }
+RULE_CREATE (sgd_create, KS_UPDATE_SGD)
+RULE_CREATE (momentum_create, KS_UPDATE_MOMENTUM)
+RULE_CREATE (adagrad_create, KS_UPDATE_ADAGRAD)
+RULE_CREATE (adam_create, KS_UPDATE_ADAM)
+RULE_CREATE (adamw_create, KS_UPDATE_ADAMW)
+
+static void
+optim_destroy (void *p)
+{
+  Optim *o = p;
+  ks_arena_free (o->state1);
+  ks_arena_free (o->state2);
+  if (o->norm != NULL)
+    ks_compute_free_memory (o->compute, o->norm);
+  g_free (o->schedule);
+  g_free (o);
+}
+
+/* The learning rate of 1-based step `step`. */
+static double
+scheduled_lr (const Optim *o, gint64 step)
+{
+  if (step <= o->warmup)
+    return o->base_lr * step / o->warmup; /* reaches lr at the last warmup step */
+  if (strcmp (o->schedule, "step") == 0)
+    return o->base_lr * pow (o->gamma, (double) ((step - 1) / o->step_size));
+  if (strcmp (o->schedule, "cosine") == 0)
+    {
+      double t = MIN (1.0, (double) (step - o->warmup) / (o->total_steps - o->warmup));
+      return o->min_lr + (o->base_lr - o->min_lr) * 0.5 * (1 + cos (G_PI * t));
+    }
+  return o->base_lr;
+}
+
+static gboolean
+optim_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
+                const char *const *no_grad, GArray *pairs, GError **error)
+{
+  return ks_model_backward (model, loss, params, n_params, no_grad, pairs, error);
+}
+
+/* Scales the gradients so their global L2 norm is at most clip_norm. */
+static gboolean
+clip (Optim *o, KsArena *grads, GError **error)
+{
+  float *g = ks_arena_data (grads), norm2;
+  gsize n = ks_arena_numel (grads);
+
+  /* sum of squares as one BLAS call: [1 x n] . [n x 1] (padding is zero) */
+  if (!ks_compute_sgemm (o->compute, KS_TRANS_N, KS_TRANS_N, 1, 1, n, 1, g, n, g, 1, 0, o->norm,
+                         1, error)
+      || !ks_compute_copy_to_host (o->compute, &norm2, o->norm, sizeof norm2, error))
+    return FALSE;
+  double norm = sqrt (norm2);
+  if (norm <= o->clip_norm)
+    return TRUE;
+  return ks_compute_axpby (o->compute, (float) (o->clip_norm / norm), g, 0, g, n, error);
+}
+
+static gboolean
+optim_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GError **error)
+{
+  Optim *o = p;
+  KsArena *params = ks_model_parameters (model), *grads = ks_model_gradients (model);
+
+  if (params == NULL)
+    {
+      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+                   "apply_gradients: the model is not initialised");
+      return FALSE;
+    }
+  if (o->compute == NULL)
+    {
+      o->compute = ks_model_device (model);
+      if ((states_of[o->args.rule] >= 1 && (o->state1 = ks_arena_new_like (params, error)) == NULL)
+          || (states_of[o->args.rule] >= 2 && (o->state2 = ks_arena_new_like (params, error)) == NULL)
+          || (o->norm = ks_compute_alloc (o->compute, sizeof (float), error)) == NULL)
+        return FALSE;
+    }
+  o->args.step++;
+  o->args.lr = (float) scheduled_lr (o, o->args.step);
+  if (o->clip_norm > 0 && !clip (o, grads, error))
+    return FALSE;
+
+  float *s1 = o->state1 ? ks_arena_data (o->state1) : NULL;
+  float *s2 = o->state2 ? ks_arena_data (o->state2) : NULL;
+  gboolean ok = TRUE;
+  if (n_pairs == ks_arena_count (params))
+    /* every parameter: one fused update over the arena (padding stays zero) */
+    ok = ks_compute_update (o->compute, &o->args, ks_arena_data (params), ks_arena_data (grads),
+                            s1, s2, ks_arena_numel (params), error);
+  else
+    for (gsize i = 0; ok && i < n_pairs; i++)
+      {
+        const KsTensor *pv = ks_arena_tensor (params, ks_expr_name (pairs[i].param));
+        gsize off = (float *) pv->data - ks_arena_data (params);
+        ok = ks_compute_update (o->compute, &o->args, pv->data, ks_arena_data (grads) + off,
+                                s1 ? s1 + off : NULL, s2 ? s2 + off : NULL, pv->numel, error);
+      }
+  ks_model_parameters_changed (model);
+  return ok;
+}
+
+static gboolean
+optim_set_lr (void *p, double lr, GError **error)
+{
+  ((Optim *) p)->base_lr = lr;
+  return TRUE;
+}
+
+static double
+optim_lr (void *p)
+{
+  Optim *o = p;
+  return scheduled_lr (o, o->args.step + 1); /* the rate of the next step */
+}
+
+static gsize
+optim_state (void *p)
+{
+  return states_of[((Optim *) p)->args.rule];
+}
+
+#define RULE_OPS(var, create_fn)                                                \
+  static const KsOptimizerOps var = {                                           \
+    .size = sizeof (KsOptimizerOps),                                            \
+    .create = create_fn,                                                        \
+    .destroy = optim_destroy,                                                   \
+    .backward = optim_backward,                                                 \
+    .apply_gradients = optim_apply,                                             \
+    .set_learning_rate = optim_set_lr,                                          \
+    .learning_rate = optim_lr,                                                  \
+    .state_per_param = optim_state,                                             \
+  };
+RULE_OPS (sgd_ops, sgd_create)
+RULE_OPS (momentum_ops, momentum_create)
+RULE_OPS (adagrad_ops, adagrad_create)
+RULE_OPS (adam_ops, adam_create)
+RULE_OPS (adamw_ops, adamw_create)
+
+static const KsImplDesc optim_impls[] = {
+  { KS_KIND_OPTIMIZER, "sgd", &sgd_ops, NULL, "p -= lr * (g + wd p)" },
+  { KS_KIND_OPTIMIZER, "momentum", &momentum_ops, NULL, "heavy ball or Nesterov momentum" },
+  { KS_KIND_OPTIMIZER, "adagrad", &adagrad_ops, NULL, "per-element rates from summed squares" },
+  { KS_KIND_OPTIMIZER, "adam", &adam_ops, NULL, "Adam, weight decay as L2" },
+  { KS_KIND_OPTIMIZER, "adamw", &adamw_ops, NULL, "Adam with decoupled weight decay" },
+};
+
+static const KsKeyDesc optim_settings[] = {
+  { NULL, "lr", KS_VALUE_DOUBLE, "0.001", 0, 1e3, NULL, "Base learning rate" },
+  { NULL, "momentum", KS_VALUE_DOUBLE, "0.9", 0, 1, NULL, "Momentum factor (momentum)" },
+  { NULL, "nesterov", KS_VALUE_BOOL, "false", 1, 0, NULL, "Nesterov momentum (momentum)" },
+  { NULL, "beta1", KS_VALUE_DOUBLE, "0.9", 0, 0.999999, NULL, "Adam's first-moment decay" },
+  { NULL, "beta2", KS_VALUE_DOUBLE, "0.999", 0, 0.999999, NULL, "Adam's second-moment decay" },
+  { NULL, "eps", KS_VALUE_DOUBLE, "1e-8", 0, 1, NULL, "Added to denominators (Adam, Adagrad)" },
+  { NULL, "weight_decay", KS_VALUE_DOUBLE, "0", 0, 10, NULL,
+    "Weight decay: L2 in the gradient, decoupled for adamw" },
+  { NULL, "clip_norm", KS_VALUE_DOUBLE, "0", 0, 1e9, NULL,
+    "Clip gradients to this global L2 norm; 0 = off" },
+  { NULL, "schedule", KS_VALUE_CHOICE, "constant", 1, 0, "constant|step|cosine",
+    "Learning-rate schedule after warmup" },
+  { NULL, "warmup", KS_VALUE_INT, "0", 0, 1e12, NULL, "Steps of linear warmup from 0 to lr" },
+  { NULL, "total_steps", KS_VALUE_INT, "1", 1, 1e12, NULL, "Steps of the run (cosine)" },
+  { NULL, "step_size", KS_VALUE_INT, "1000", 1, 1e12, NULL, "Steps between decays (step)" },
+  { NULL, "gamma", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL, "Decay factor (step)" },
+  { NULL, "min_lr", KS_VALUE_DOUBLE, "0", 0, 1e3, NULL, "Final learning rate (cosine)" },
+};
+
+static const KsPluginDesc optim_plugin = {
+  .abi_major = KS_ABI_MAJOR,
+  .abi_minor = KS_ABI_MINOR,
+  .name = "optim",
+  .version = PACKAGE_VERSION,
+  .description = "SGD, Momentum, Adagrad, Adam, AdamW with clipping and schedules",
+  .impls = optim_impls,
+  .n_impls = G_N_ELEMENTS (optim_impls),
+  .settings = optim_settings,
+  .n_settings = G_N_ELEMENTS (optim_settings),
+};
+
+KS_PLUGIN_DEFINE (optim_plugin)
