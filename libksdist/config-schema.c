@@ -20,6 +20,27 @@ static const KsKeyDesc core_schema[] = {
     "Distributed algorithm: collective, transpiler, pslib (or one a plugin provides)" },
   { "log", "level", KS_VALUE_CHOICE, "info", 1, 0, "error|warning|info|debug",
     "Least severe log messages shown" },
+  { "log", "metrics", KS_VALUE_STRING, "", 1, 0, NULL,
+    "File to write one JSON object per logged step to (step, loss, lr, throughput, eval "
+    "metrics); empty for none" },
+  { "model", "type", KS_VALUE_CHOICE, "mlp", 1, 0, "mlp", "The model `ksdist train` builds" },
+  { "model", "hidden", KS_VALUE_LIST, "64,64", 1, 0, NULL,
+    "Sizes of the MLP's hidden layers, input to output" },
+  { "model", "activation", KS_VALUE_CHOICE, "tanh", 1, 0, "relu|tanh|sigmoid|gelu",
+    "Activation after each hidden layer" },
+  { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
+  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings",
+    "Generated classification task: two interleaved spirals, or three concentric rings" },
+  { "data", "samples", KS_VALUE_INT, "2048", 16, 1e8, NULL, "Training samples generated" },
+  { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
+  { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
+    "Seed of the generated data (the held-out set uses seed + 1)" },
+  { "train", "optimizer", KS_VALUE_STRING, "adam", 1, 0, NULL,
+    "Optimizer implementation (see `ksdist plugins`); its settings are in [optim]" },
+  { "train", "steps", KS_VALUE_INT, "1000", 1, 1e12, NULL, "Optimizer steps" },
+  { "train", "batch", KS_VALUE_INT, "128", 1, 1e8, NULL, "Samples per step" },
+  { "train", "log_every", KS_VALUE_INT, "100", 1, 1e12, NULL, "Steps between log lines" },
+  { "train", "seed", KS_VALUE_INT, "3", 0, 1e15, NULL, "Seed of the batch shuffling" },
 };
 
 /* Plugins of the ksdist tree: a config may configure one that is not built on this

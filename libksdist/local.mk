@@ -17,6 +17,7 @@ libksdist_la_SOURCES = \
 	libksdist/model.c \
 	libksdist/model-ops.c \
 	libksdist/optimizer.c \
+	libksdist/data.c \
 	libksdist/algorithm.c
 libksdist_la_LIBADD = $(GLIB_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
@@ -31,6 +32,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/compute.h \
 	include/ksdist/tensor.h \
 	include/ksdist/model.h \
+	include/ksdist/data.h \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \
 	include/ksdist/segmenter.h \

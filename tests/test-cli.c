@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <config.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -34,6 +35,9 @@ run (Fixture *f, const char *const *args, const char *const *env)
   g_auto (GStrv) envp = g_get_environ ();
   g_autofree char *openblas = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas",
                                                 ".libs", NULL);
+  g_autofree char *optim = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "optim", ".libs",
+                                             NULL);
+  g_autofree char *plugin_path = g_strdup_printf ("%s:%s", openblas, optim);
   g_autoptr (GError) error = NULL;
   int wait_status;
 
@@ -41,7 +45,7 @@ run (Fixture *f, const char *const *args, const char *const *env)
   for (int i = 0; args[i] != NULL; i++)
     g_ptr_array_add (argv, (gpointer) args[i]);
   g_ptr_array_add (argv, NULL);
-  envp = g_environ_setenv (envp, "KS_PLUGIN_PATH", openblas, TRUE);
+  envp = g_environ_setenv (envp, "KS_PLUGIN_PATH", plugin_path, TRUE);
   envp = g_environ_setenv (envp, "KS_PLUGIN_SYSTEM_PATH", "", TRUE);
   for (int i = 0; env != NULL && env[i] != NULL; i++)
     {
@@ -96,8 +100,8 @@ test_usage_errors (Fixture *f, gconstpointer data)
   run (f, ARGS ("plugns"), NULL);
   assert_error_line (f, 2, "unknown command 'plugns'; did you mean 'plugins'? (see ksdist "
                            "--help)");
-  run (f, ARGS ("train"), NULL);
-  assert_error_line (f, 2, "unknown command 'train' (see ksdist --help)");
+  run (f, ARGS ("launch"), NULL);
+  assert_error_line (f, 2, "unknown command 'launch' (see ksdist --help)");
   run (f, ARGS ("conf"), NULL);
   assert_error_line (f, 2, "unknown command 'conf'; did you mean 'config'? (see ksdist --help)");
   run (f, ARGS ("help", "nope"), NULL);
@@ -210,6 +214,56 @@ test_warning_and_log_level (Fixture *f, gconstpointer data)
   g_assert_cmpstr (f->err, ==, "");
 }
 
+/* ksdist train, not on a terminal: plain lines, the metrics file, held-out accuracy. */
+static void
+test_train (Fixture *f, gconstpointer data)
+{
+  g_autofree char *metrics = g_build_filename (f->dir, "m.jsonl", NULL);
+  g_autofree char *set_metrics = g_strdup_printf ("log.metrics=%s", metrics);
+  g_autofree char *text = NULL;
+  double accuracy = 0;
+
+  run (f, ARGS ("train", "--set", "data.task=rings", "--set", "data.samples=512", "--set",
+                "train.batch=64", "--set", "train.steps=400", "--set", "train.log_every=100",
+                "--set", "optim.lr=0.01", "--set", set_metrics),
+       NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_auto (GStrv) lines = g_strsplit (f->out, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 6); /* 4 steps, the result, "" */
+  for (int i = 0; i < 4; i++)
+    {
+      g_autofree char *prefix = g_strdup_printf ("step %d/400 loss ", (i + 1) * 100);
+      g_assert_true (g_str_has_prefix (lines[i], prefix));
+      g_assert_nonnull (strstr (lines[i], " samples/s "));
+    }
+  g_assert_cmpint (sscanf (lines[4], "eval accuracy %lf (128 held-out samples)", &accuracy), ==, 1);
+  g_assert_cmpfloat (accuracy, >=, 0.95);
+
+  g_assert_true (g_file_get_contents (metrics, &text, NULL, NULL));
+  g_auto (GStrv) rows = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (rows), ==, 5);
+  g_assert_true (g_str_has_prefix (rows[0], "{\"step\": 100, \"loss\": "));
+  g_assert_null (strstr (rows[0], "eval_accuracy"));
+  g_assert_true (g_str_has_prefix (rows[3], "{\"step\": 400, \"loss\": "));
+  g_assert_nonnull (strstr (rows[3], "\"eval_accuracy\": "));
+}
+
+static void
+test_train_errors (Fixture *f, gconstpointer data)
+{
+  run (f, ARGS ("train", "--set", "model.hidden=64,x"), NULL);
+  assert_error_line (f, 2, "[model] hidden: 'x' is not a layer size (an integer in [1, 1048576])");
+  run (f, ARGS ("train", "--set", "train.batch=5000"), NULL);
+  assert_error_line (f, 2, "[train] batch = 5000 is larger than [data] samples = 2048: lower the "
+                           "batch or generate more samples");
+  run (f, ARGS ("train", "--set", "train.optimizer=lion"), NULL);
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_true (g_str_has_prefix (f->err, "ksdist: no optimizer implementation named 'lion'; "
+                                           "available: sgd (plugin optim), "));
+  run (f, ARGS ("train", "--set", "data.task=moons"), NULL);
+  assert_error_line (f, 2, "--set: [data] task = 'moons': expected one of spirals, rings");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -222,5 +276,7 @@ main (int argc, char **argv)
   ADD ("config-sources", test_config_sources);
   ADD ("config-errors", test_config_errors);
   ADD ("warning-and-log-level", test_warning_and_log_level);
+  ADD ("train", test_train);
+  ADD ("train-errors", test_train_errors);
   return g_test_run ();
 }

@@ -126,10 +126,11 @@ test_unknown_group (Fixture *f, gconstpointer data)
 {
   assert_fails (f, "[job]\nmode = collective\n\n[comn]\ntimeout = 3\n",
                 KS_CONFIG_ERROR_UNKNOWN_GROUP,
-                "@:4: unknown group [comn]; did you mean [comm]? (known: comm, compute, job, "
-                "log, plugins)");
+                "@:4: unknown group [comn]; did you mean [comm]? (known: comm, compute, data, "
+                "job, log, model, plugins, train)");
   assert_fails (f, "[zzzzzz]\n", KS_CONFIG_ERROR_UNKNOWN_GROUP,
-                "@:1: unknown group [zzzzzz]; known: comm, compute, job, log, plugins");
+                "@:1: unknown group [zzzzzz]; known: comm, compute, data, job, log, model, "
+                "plugins, train");
 }
 
 static void

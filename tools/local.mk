@@ -5,5 +5,6 @@ tools_ksdist_SOURCES = \
 	tools/cli.c \
 	tools/main.c \
 	tools/cmd-plugins.c \
-	tools/cmd-config.c
-tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS)
+	tools/cmd-config.c \
+	tools/cmd-train.c
+tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) -lm

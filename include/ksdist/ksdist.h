@@ -10,6 +10,7 @@
 #include <ksdist/compute.h>
 #include <ksdist/tensor.h>
 #include <ksdist/model.h>
+#include <ksdist/data.h>
 #include <ksdist/comm.h>
 #include <ksdist/rolemaker.h>
 #include <ksdist/segmenter.h>

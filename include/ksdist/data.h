@@ -1,0 +1,27 @@
+/* ksdist — data: generated tasks for training and tests. */
+#ifndef KSDIST_DATA_H
+#define KSDIST_DATA_H
+
+#include <ksdist/types.h>
+
+G_BEGIN_DECLS
+
+/* Classification tasks in the plane, with a real metric (accuracy). */
+typedef enum {
+  KS_TASK_SPIRALS = 0, /* two interleaved spirals: classes 0, 1 */
+  KS_TASK_RINGS = 1,   /* three concentric rings: classes 0, 1, 2 */
+} KsTask;
+
+/* The number of classes of a task; -1 for an unknown one. */
+int ks_task_classes (KsTask task);
+/* Parses "spirals" or "rings"; FALSE for another name. */
+gboolean ks_task_from_name (const char *name, KsTask *task);
+
+/* Fills n points (xs: n x 2, row-major) and their labels, shuffled, from `seed`:
+ * the same seed gives the same set. */
+void ks_task_generate (KsTask task, gsize n, double noise, guint64 seed, float *xs,
+                       gint64 *labels);
+
+G_END_DECLS
+
+#endif
