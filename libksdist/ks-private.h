@@ -11,6 +11,10 @@ G_BEGIN_DECLS
 const KsKeyDesc *ks_core_schema (gsize *n_keys);
 gboolean ks_is_first_party_plugin (const char *name);
 
+/* optimizer.c: the optimizer's state arenas and step, for checkpoints */
+gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n, gint64 **step,
+                             GError **error);
+
 /* suggest.c */
 /* compares two char** for g_ptr_array_sort */
 int ks_strcmp_indirect (gconstpointer a, gconstpointer b);

@@ -18,8 +18,10 @@ libksdist_la_SOURCES = \
 	libksdist/model-ops.c \
 	libksdist/optimizer.c \
 	libksdist/data.c \
+	libksdist/checkpoint.c \
 	libksdist/algorithm.c
-libksdist_la_LIBADD = $(GLIB_LIBS) -lm
+libksdist_la_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
+libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
 
 ksdistincludedir = $(includedir)/ksdist
@@ -33,6 +35,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/tensor.h \
 	include/ksdist/model.h \
 	include/ksdist/data.h \
+	include/ksdist/checkpoint.h \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \
 	include/ksdist/segmenter.h \

@@ -70,3 +70,17 @@ ks_optimizer_learning_rate (KsOptimizer *o)
     return -1;
   return OPS (o)->learning_rate (CTX (o));
 }
+
+gboolean
+ks_optimizer_state (KsOptimizer *o, KsArena ***arenas, gsize *n, gint64 **step, GError **error)
+{
+  KS_REQUIRE_SLOT (&o->instance, KsOptimizerOps, state, error);
+  if (o->model == NULL)
+    {
+      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+                   "optimizer %s: call ks_optimizer_minimize before saving or loading its state",
+                   ks_optimizer_name (o));
+      return FALSE;
+    }
+  return OPS (o)->state (CTX (o), o->model, arenas, n, step, error);
+}

@@ -71,14 +71,15 @@ tests_test_factory_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-settings tests/test-factory
 
 check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
-	tests/test-optim
+	tests/test-optim tests/test-checkpoint
 tests_test_compute_LDADD = $(KS_TEST_LDADD)
 tests_test_kernels_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_tensor_LDADD = $(KS_TEST_LDADD)
 tests_test_model_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_optim_LDADD = $(KS_TEST_LDADD) -lm
+tests_test_checkpoint_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
-	tests/test-optim
+	tests/test-optim tests/test-checkpoint
 
 check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
@@ -92,4 +93,4 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-optim.log tests/test-cli.log
+	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log

@@ -42,6 +42,10 @@ typedef struct {
   double (*learning_rate) (void *ctx);
   /* floats of state the optimizer keeps per parameter element (Adam: 2) */
   gsize (*state_per_param) (void *ctx);
+  /* The state a checkpoint saves and restores, in place: `*n` arenas of the parameters'
+   * layout (made now if need be; struct KsArena, tensor.h) and the step counter. */
+  gboolean (*state) (void *ctx, KsModel *model, struct KsArena ***arenas, gsize *n,
+                     gint64 **step, GError **error);
 } KsOptimizerOps;
 
 G_END_DECLS

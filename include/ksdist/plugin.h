@@ -77,14 +77,12 @@ typedef struct {
 
 typedef const KsPluginDesc *(*KsPluginEntryFunc) (void);
 
+#define KS_EXPORT __attribute__ ((visibility ("default")))
+
 /* Defines the entry point in a plugin's source: KS_PLUGIN_DEFINE (my_descriptor); */
 #define KS_PLUGIN_DEFINE(desc)                                                     \
-  G_MODULE_EXPORT const KsPluginDesc *ks_plugin_descriptor (void);                 \
-  G_MODULE_EXPORT const KsPluginDesc *ks_plugin_descriptor (void) { return &(desc); }
-
-#ifndef G_MODULE_EXPORT
-#define G_MODULE_EXPORT __attribute__ ((visibility ("default")))
-#endif
+  KS_EXPORT const KsPluginDesc *ks_plugin_descriptor (void);                       \
+  KS_EXPORT const KsPluginDesc *ks_plugin_descriptor (void) { return &(desc); }
 
 /* TRUE when the vtable `ops` of type `Type` is long enough to hold `field` and sets it. */
 #define KS_OPS_HAS(ops, Type, field)                                                   \

@@ -116,26 +116,49 @@ clip (Optim *o, KsArena *grads, GError **error)
   return ks_compute_axpby (o->compute, (float) (o->clip_norm / norm), g, 0, g, n, error);
 }
 
+/* The state arenas, of the parameters' layout, made on first use. */
+static gboolean
+prepare (Optim *o, KsModel *model, GError **error)
+{
+  KsArena *params = ks_model_parameters (model);
+
+  if (o->compute != NULL)
+    return TRUE;
+  if (params == NULL)
+    {
+      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+                   "optimizer: the model is not initialised");
+      return FALSE;
+    }
+  o->compute = ks_model_device (model);
+  return (states_of[o->args.rule] < 1 || (o->state1 = ks_arena_new_like (params, error)) != NULL)
+         && (states_of[o->args.rule] < 2 || (o->state2 = ks_arena_new_like (params, error)) != NULL)
+         && (o->norm = ks_compute_alloc (o->compute, sizeof (float), error)) != NULL;
+}
+
+static gboolean
+optim_state (void *p, KsModel *model, KsArena ***arenas, gsize *n, gint64 **step, GError **error)
+{
+  Optim *o = p;
+  if (!prepare (o, model, error))
+    return FALSE;
+  *n = states_of[o->args.rule];
+  /* state1 and state2 are adjacent members: an array of up to two arenas */
+  G_STATIC_ASSERT (G_STRUCT_OFFSET (Optim, state2)
+                   == G_STRUCT_OFFSET (Optim, state1) + sizeof (KsArena *));
+  *arenas = &o->state1;
+  *step = &o->args.step;
+  return TRUE;
+}
+
 static gboolean
 optim_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GError **error)
 {
   Optim *o = p;
   KsArena *params = ks_model_parameters (model), *grads = ks_model_gradients (model);
 
-  if (params == NULL)
-    {
-      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
-                   "apply_gradients: the model is not initialised");
-      return FALSE;
-    }
-  if (o->compute == NULL)
-    {
-      o->compute = ks_model_device (model);
-      if ((states_of[o->args.rule] >= 1 && (o->state1 = ks_arena_new_like (params, error)) == NULL)
-          || (states_of[o->args.rule] >= 2 && (o->state2 = ks_arena_new_like (params, error)) == NULL)
-          || (o->norm = ks_compute_alloc (o->compute, sizeof (float), error)) == NULL)
-        return FALSE;
-    }
+  if (!prepare (o, model, error))
+    return FALSE;
   o->args.step++;
   o->args.lr = (float) scheduled_lr (o, o->args.step);
   if (o->clip_norm > 0 && !clip (o, grads, error))
@@ -175,7 +198,7 @@ optim_lr (void *p)
 }
 
 static gsize
-optim_state (void *p)
+optim_state_per_param (void *p)
 {
   return states_of[((Optim *) p)->args.rule];
 }
@@ -189,7 +212,8 @@ optim_state (void *p)
     .apply_gradients = optim_apply,                                             \
     .set_learning_rate = optim_set_lr,                                          \
     .learning_rate = optim_lr,                                                  \
-    .state_per_param = optim_state,                                             \
+    .state_per_param = optim_state_per_param,                                   \
+    .state = optim_state,                                                       \
   };
 RULE_OPS (sgd_ops, sgd_create)
 RULE_OPS (momentum_ops, momentum_create)

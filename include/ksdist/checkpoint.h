@@ -1,0 +1,45 @@
+/* ksdist — checkpoints: a model's parameters and its optimizer's state.
+ *
+ * A checkpoint is a directory DIR/checkpoint-<step>/ holding model.safetensors: the
+ * parameters under their names, the optimizer's state as optim.<i>.<name>, and in the
+ * header's __metadata__ the format ("ksdist-checkpoint"), its version, the step, the
+ * optimizer, a SHA-256 of the data and the caller's own entries. Other tools read the
+ * weights as plain safetensors. It is written under a temporary name, fsynced, then
+ * renamed, so a crash leaves the previous checkpoints and no half-written one. */
+#ifndef KSDIST_CHECKPOINT_H
+#define KSDIST_CHECKPOINT_H
+
+#include <ksdist/model.h>
+
+G_BEGIN_DECLS
+
+#define KS_CHECKPOINT_ERROR (ks_checkpoint_error_quark ())
+GQuark ks_checkpoint_error_quark (void);
+
+typedef enum {
+  KS_CHECKPOINT_ERROR_IO,       /* cannot read, write, rename */
+  KS_CHECKPOINT_ERROR_FORMAT,   /* not a ksdist checkpoint, another version, bad header */
+  KS_CHECKPOINT_ERROR_CORRUPT,  /* truncated, or the data does not match its checksum */
+  KS_CHECKPOINT_ERROR_MISMATCH, /* a tensor missing or of another shape than the model's */
+} KsCheckpointError;
+
+/* Saves `model` and (unless NULL) `optimizer`'s state at `step`, with `metadata` (string
+ * to string, may be NULL), then removes all but the newest `keep` checkpoints of DIR
+ * (keep 0: remove none). */
+gboolean ks_checkpoint_save (const char *dir, gint64 step, KsModel *model,
+                             KsOptimizer *optimizer, GHashTable *metadata, guint keep,
+                             GError **error);
+
+/* The newest checkpoint directory under `dir`, or NULL when there is none. */
+char *ks_checkpoint_latest (const char *dir);
+
+/* Loads a checkpoint directory into an initialised model and (unless NULL) optimizer.
+ * Every tensor is checked (present, float32, the model's shape, data matching the
+ * checksum) before anything is changed, so a bad file leaves the model as it was.
+ * `step` and `metadata` (new hash table, may be NULL) receive what was saved. */
+gboolean ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer,
+                             gint64 *step, GHashTable **metadata, GError **error);
+
+G_END_DECLS
+
+#endif

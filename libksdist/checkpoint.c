@@ -1,0 +1,444 @@
+/* Checkpoints as safetensors: write to a temporary directory, fsync, rename; read by
+ * checking everything before changing anything. */
+#include "ks-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECKPOINT_FORMAT "ksdist-checkpoint"
+#define CHECKPOINT_VERSION "1"
+#define FILE_NAME "model.safetensors"
+#define PREFIX "checkpoint-"
+
+G_DEFINE_QUARK (ks-checkpoint-error-quark, ks_checkpoint_error)
+
+/* One tensor of the file: its name and where its floats are in the model. */
+typedef struct {
+  char *name;
+  const KsTensor *tensor;
+} Entry;
+
+static void
+entry_clear (gpointer p)
+{
+  g_free (((Entry *) p)->name);
+}
+
+/* Everything a checkpoint of this model and optimizer holds, in a fixed order. */
+static GArray *
+entries_of (KsModel *model, KsOptimizer *optimizer, gint64 **step, GError **error)
+{
+  KsArena *params = ks_model_parameters (model);
+  GArray *entries = g_array_new (FALSE, TRUE, sizeof (Entry));
+  KsArena **state = NULL;
+  gsize n_state = 0;
+
+  g_array_set_clear_func (entries, entry_clear);
+  if (params == NULL)
+    {
+      g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_MISMATCH,
+                   "the model is not initialised: run ks_model_init first");
+      g_array_unref (entries);
+      return NULL;
+    }
+  if (optimizer != NULL && !ks_optimizer_state (optimizer, &state, &n_state, step, error))
+    {
+      g_array_unref (entries);
+      return NULL;
+    }
+  for (gsize a = 0; a <= n_state; a++)
+    for (gsize i = 0; i < ks_arena_count (params); i++)
+      {
+        const char *name;
+        Entry e;
+        const KsTensor *t = ks_arena_tensor_at (a == 0 ? params : state[a - 1], i, &name, NULL);
+        e.name = a == 0 ? g_strdup (name) : g_strdup_printf ("optim.%" G_GSIZE_FORMAT ".%s", a - 1,
+                                                             name);
+        e.tensor = t;
+        g_array_append_val (entries, e);
+      }
+  return entries;
+}
+
+/* ---- writing ---- */
+
+static gboolean
+io_error (GError **error, const char *what, const char *path)
+{
+  int saved = errno;
+  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO, "%s %s: %s", what, path,
+               g_strerror (saved));
+  return FALSE;
+}
+
+static gboolean
+fsync_path (const char *path, GError **error)
+{
+  int fd = open (path, O_RDONLY);
+  gboolean ok = fd >= 0 && fsync (fd) == 0;
+  if (fd >= 0)
+    close (fd);
+  return ok || io_error (error, "cannot fsync", path);
+}
+
+static char *
+header_json (GArray *entries, GHashTable *meta)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = NULL;
+  GHashTableIter it;
+  gpointer k, v;
+  guint64 offset = 0;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "__metadata__");
+  json_builder_begin_object (b);
+  g_hash_table_iter_init (&it, meta);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      json_builder_set_member_name (b, k);
+      json_builder_add_string_value (b, v);
+    }
+  json_builder_end_object (b);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      const Entry *e = &g_array_index (entries, Entry, i);
+      json_builder_set_member_name (b, e->name);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "dtype");
+      json_builder_add_string_value (b, "F32");
+      json_builder_set_member_name (b, "shape");
+      json_builder_begin_array (b);
+      for (int d = 0; d < e->tensor->ndim; d++)
+        json_builder_add_int_value (b, e->tensor->shape[d]);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "data_offsets");
+      json_builder_begin_array (b);
+      json_builder_add_int_value (b, offset);
+      offset += e->tensor->numel * sizeof (float);
+      json_builder_add_int_value (b, offset);
+      json_builder_end_array (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  return json_generator_to_data (gen, NULL);
+}
+
+static gboolean
+write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
+{
+  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autoptr (GByteArray) data = g_byte_array_new ();
+  g_autofree char *header = NULL;
+  guint64 header_len;
+  FILE *f;
+
+  for (guint i = 0; i < entries->len; i++)
+    {
+      const KsTensor *t = g_array_index (entries, Entry, i).tensor;
+      gsize at = data->len;
+      g_byte_array_set_size (data, at + ks_tensor_nbytes (t));
+      if (!ks_tensor_to_host (t, data->data + at, ks_tensor_nbytes (t), error))
+        return FALSE;
+    }
+  g_checksum_update (sha, data->data, data->len);
+  g_hash_table_insert (meta, g_strdup ("data_sha256"), g_strdup (g_checksum_get_string (sha)));
+  header = header_json (entries, meta);
+  /* safetensors: an 8-byte little-endian length, the JSON padded with spaces to 8 bytes */
+  gsize padded = (strlen (header) + 7) / 8 * 8;
+  header = g_realloc (header, padded + 1);
+  memset (header + strlen (header), ' ', padded - strlen (header));
+  header[padded] = '\0';
+  header_len = GUINT64_TO_LE (padded);
+
+  if ((f = fopen (path, "wb")) == NULL)
+    return io_error (error, "cannot create", path);
+  gboolean ok = fwrite (&header_len, 8, 1, f) == 1 && fwrite (header, 1, padded, f) == padded
+                && fwrite (data->data, 1, data->len, f) == data->len && fflush (f) == 0
+                && fsync (fileno (f)) == 0;
+  if (fclose (f) != 0)
+    ok = FALSE;
+  return ok || io_error (error, "cannot write", path);
+}
+
+static void
+remove_tree (const char *dir)
+{
+  g_autofree char *file = g_build_filename (dir, FILE_NAME, NULL);
+  g_unlink (file);
+  g_rmdir (dir);
+}
+
+static gint64
+checkpoint_step (const char *name)
+{
+  gint64 step;
+  if (!g_str_has_prefix (name, PREFIX)
+      || !g_ascii_string_to_signed (name + strlen (PREFIX), 10, 0, G_MAXINT64, &step, NULL))
+    return -1;
+  return step;
+}
+
+static gint
+by_step_descending (gconstpointer a, gconstpointer b)
+{
+  gint64 sa = checkpoint_step (*(const char *const *) a);
+  gint64 sb = checkpoint_step (*(const char *const *) b);
+  return sa < sb ? 1 : sa > sb ? -1 : 0;
+}
+
+/* The names of the checkpoints in `dir`, newest first. */
+static GPtrArray *
+list_checkpoints (const char *dir)
+{
+  GPtrArray *names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    if (checkpoint_step (name) >= 0)
+      g_ptr_array_add (names, g_strdup (name));
+  g_ptr_array_sort (names, by_step_descending);
+  return names;
+}
+
+gboolean
+ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *optimizer,
+                    GHashTable *metadata, guint keep, GError **error)
+{
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autofree char *final = g_strdup_printf ("%s/" PREFIX "%" G_GINT64_FORMAT, dir, step);
+  g_autofree char *tmp = g_strdup_printf ("%s/.tmp-" PREFIX "%" G_GINT64_FORMAT "-%d", dir, step,
+                                          (int) getpid ());
+  g_autofree char *old = g_strconcat (tmp, ".old", NULL);
+  g_autofree char *file = g_build_filename (tmp, FILE_NAME, NULL);
+  g_autoptr (GArray) entries = NULL;
+  gint64 *opt_step = NULL;
+  GHashTableIter it;
+  gpointer k, v;
+
+  if ((entries = entries_of (model, optimizer, &opt_step, error)) == NULL)
+    return FALSE;
+  if (metadata != NULL)
+    {
+      g_hash_table_iter_init (&it, metadata);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
+    }
+  g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
+  g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
+  g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
+  if (optimizer != NULL)
+    {
+      g_hash_table_insert (meta, g_strdup ("optimizer"), g_strdup (ks_optimizer_name (optimizer)));
+      g_hash_table_insert (meta, g_strdup ("optimizer_step"),
+                           g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
+    }
+
+  if (g_mkdir_with_parents (dir, 0755) != 0)
+    return io_error (error, "cannot create the checkpoint directory", dir);
+  remove_tree (tmp); /* left by a crashed run of this process id */
+  if (g_mkdir (tmp, 0755) != 0)
+    return io_error (error, "cannot create", tmp);
+  if (!write_file (file, entries, meta, error) || !fsync_path (tmp, error))
+    {
+      remove_tree (tmp);
+      return FALSE;
+    }
+  /* the same step saved again replaces the older copy */
+  if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
+    return io_error (error, "cannot move aside", final);
+  if (g_rename (tmp, final) != 0)
+    {
+      io_error (error, "cannot rename the new checkpoint to", final);
+      remove_tree (tmp);
+      return FALSE;
+    }
+  remove_tree (old);
+  if (!fsync_path (dir, error))
+    return FALSE;
+
+  g_autoptr (GPtrArray) names = list_checkpoints (dir);
+  for (guint i = keep; keep > 0 && i < names->len; i++)
+    {
+      g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
+      remove_tree (path);
+    }
+  return TRUE;
+}
+
+char *
+ks_checkpoint_latest (const char *dir)
+{
+  g_autoptr (GPtrArray) names = list_checkpoints (dir);
+  for (guint i = 0; i < names->len; i++)
+    {
+      char *path = g_build_filename (dir, g_ptr_array_index (names, i), FILE_NAME, NULL);
+      if (g_file_test (path, G_FILE_TEST_IS_REGULAR))
+        {
+          char *d = g_path_get_dirname (path);
+          g_free (path);
+          return d;
+        }
+      g_free (path);
+    }
+  return NULL;
+}
+
+/* ---- reading ---- */
+
+static gboolean
+corrupt (GError **error, int code, const char *file, const char *format, ...) G_GNUC_PRINTF (4, 5);
+
+static gboolean
+corrupt (GError **error, int code, const char *file, const char *format, ...)
+{
+  va_list args;
+  g_autofree char *message = NULL;
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, KS_CHECKPOINT_ERROR, code, "%s: %s", file, message);
+  return FALSE;
+}
+
+static char *
+shape_text (JsonArray *shape)
+{
+  GString *s = g_string_new ("[");
+  for (guint i = 0; shape != NULL && i < json_array_get_length (shape); i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? ", " : "",
+                            json_array_get_int_element (shape, i));
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+/* Checks that the file's tensor `e` fits the model; sets *at to its bytes. */
+static gboolean
+check_entry (const char *file, JsonObject *header, const Entry *e, const guint8 *data,
+             gsize data_len, const guint8 **at, GError **error)
+{
+  JsonNode *node = json_object_get_member (header, e->name);
+  JsonObject *t = node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+  JsonArray *shape = t != NULL && json_object_has_member (t, "shape")
+                         ? json_object_get_array_member (t, "shape") : NULL;
+  JsonArray *offsets = t != NULL && json_object_has_member (t, "data_offsets")
+                           ? json_object_get_array_member (t, "data_offsets") : NULL;
+  g_autofree char *want = ks_tensor_shape_string (e->tensor);
+  g_autofree char *got = shape_text (shape);
+
+  if (t == NULL)
+    return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
+                    "no tensor '%s', which the model has (shape %s)", e->name, want);
+  if (g_strcmp0 (json_object_get_string_member_with_default (t, "dtype", ""), "F32") != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file, "tensor '%s' is not F32", e->name);
+  if (strcmp (got, want) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
+                    "tensor '%s' has shape %s; the model's is %s", e->name, got, want);
+  if (offsets == NULL || json_array_get_length (offsets) != 2)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "tensor '%s' has no data_offsets",
+                    e->name);
+  gint64 begin = json_array_get_int_element (offsets, 0);
+  gint64 end = json_array_get_int_element (offsets, 1);
+  if (begin < 0 || end - begin != (gint64) ks_tensor_nbytes (e->tensor) || (guint64) end > data_len)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "tensor '%s': bytes %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT " do not fit the "
+                    "%" G_GSIZE_FORMAT " data bytes of the file",
+                    e->name, begin, end, data_len);
+  *at = data + begin;
+  return TRUE;
+}
+
+gboolean
+ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gint64 *step,
+                    GHashTable **metadata, GError **error)
+{
+  g_autofree char *file = g_build_filename (path, FILE_NAME, NULL);
+  g_autofree char *bytes = NULL;
+  g_autoptr (GError) local = NULL;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GArray) entries = NULL;
+  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree const guint8 **sources = NULL;
+  gint64 *opt_step = NULL;
+  guint64 header_len;
+  gsize len;
+
+  if (!g_file_get_contents (file, &bytes, &len, &local))
+    return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s", local->message);
+  if (len >= 8)
+    {
+      memcpy (&header_len, bytes, 8);
+      header_len = GUINT64_FROM_LE (header_len);
+    }
+  if (len < 8 || header_len > len - 8)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "truncated: %" G_GSIZE_FORMAT " bytes, too short for its header", len);
+  if (!json_parser_load_from_data (parser, bytes + 8, header_len, &local)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "the header is not a JSON object%s%s",
+                    local ? ": " : "", local ? local->message : "");
+  JsonObject *header = json_node_get_object (json_parser_get_root (parser));
+  JsonObject *meta = json_object_has_member (header, "__metadata__")
+                         ? json_object_get_object_member (header, "__metadata__") : NULL;
+  if (meta == NULL || g_strcmp0 (json_object_get_string_member_with_default (meta, "format", ""),
+                                 CHECKPOINT_FORMAT) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "not a ksdist checkpoint (no __metadata__ format \"" CHECKPOINT_FORMAT "\")");
+  const char *version = json_object_get_string_member_with_default (meta, "version", "?");
+  if (strcmp (version, CHECKPOINT_VERSION) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "checkpoint format version %s; this ksdist reads version " CHECKPOINT_VERSION,
+                    version);
+
+  const guint8 *data = (const guint8 *) bytes + 8 + header_len;
+  gsize data_len = len - 8 - header_len;
+  g_checksum_update (sha, data, data_len);
+  if (g_strcmp0 (g_checksum_get_string (sha),
+                 json_object_get_string_member_with_default (meta, "data_sha256", "")) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "the data does not match its SHA-256: the file is damaged or truncated");
+  if (optimizer != NULL && !json_object_has_member (meta, "optimizer_step"))
+    return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
+                    "holds no optimizer state; load it without an optimizer");
+
+  if ((entries = entries_of (model, optimizer, &opt_step, error)) == NULL)
+    return FALSE;
+  sources = g_new (const guint8 *, entries->len);
+  for (guint i = 0; i < entries->len; i++)
+    if (!check_entry (file, header, &g_array_index (entries, Entry, i), data, data_len,
+                      &sources[i], error))
+      return FALSE;
+
+  /* everything checked: now change the model */
+  for (guint i = 0; i < entries->len; i++)
+    {
+      const KsTensor *t = g_array_index (entries, Entry, i).tensor;
+      if (!ks_tensor_from_host ((KsTensor *) t, sources[i], ks_tensor_nbytes (t), error))
+        return FALSE;
+    }
+  ks_model_parameters_changed (model);
+  if (opt_step != NULL)
+    *opt_step = g_ascii_strtoll (json_object_get_string_member (meta, "optimizer_step"), NULL, 10);
+  if (step != NULL)
+    *step = g_ascii_strtoll (json_object_get_string_member_with_default (meta, "step", "0"), NULL,
+                             10);
+  if (metadata != NULL)
+    {
+      *metadata = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      g_autoptr (GList) names = json_object_get_members (meta);
+      for (GList *n = names; n != NULL; n = n->next)
+        g_hash_table_insert (*metadata, g_strdup (n->data),
+                             g_strdup (json_object_get_string_member_with_default (meta, n->data,
+                                                                                   "")));
+    }
+  return TRUE;
+}

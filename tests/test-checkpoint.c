@@ -1,0 +1,264 @@
+/* Checkpoints: round trip and bitwise resume, safetensors layout, rotation, and every
+ * damaged-file case ending in a named error with the model left untouched. */
+#include "testutil.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { N = 32 };
+
+typedef struct {
+  KsModel *model;
+  KsOptimizer *opt;
+  KsExpr *loss;
+} Trained;
+
+typedef struct {
+  char *dir;
+  KsConfig *config;
+  KsRegistry *registry;
+  KsCompute *c;
+  float xs[N * 2];
+  gint64 ys[N];
+  KsFeed feeds[2];
+} Fixture;
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autofree char *openblas = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas",
+                                                ".libs", NULL);
+  g_autofree char *optim = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "optim", ".libs",
+                                             NULL);
+  g_autofree char *path = g_strdup_printf ("%s:%s", openblas, optim);
+
+  ks_test_clear_env ();
+  f->dir = ks_test_tmpdir ();
+  f->config = ks_config_new ();
+  g_assert_true (ks_config_set_override (f->config, "optim.lr=0.05", NULL));
+  f->registry = ks_test_scan (f->config, path);
+  f->c = ks_compute_new (f->registry, f->config, "openblas", NULL);
+  g_assert_nonnull (f->c);
+  ks_task_generate (KS_TASK_RINGS, N, 0.01, 5, f->xs, f->ys);
+  f->feeds[0] = (KsFeed) { "x", f->xs, sizeof f->xs };
+  f->feeds[1] = (KsFeed) { "y", f->ys, sizeof f->ys };
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  ks_compute_free (f->c);
+  ks_registry_free (f->registry);
+  ks_config_free (f->config);
+  ks_test_rmtree (f->dir);
+  g_free (f->dir);
+}
+
+/* The same model every time (hidden width and an extra parameter vary it on purpose). */
+static void
+make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
+{
+  const gint64 xshape[] = { N, 2 }, yshape[] = { N }, eshape[] = { 3 };
+  g_autoptr (GError) error = NULL;
+  KsInit zero = { KS_INIT_CONSTANT, 0, 0, 0 };
+
+  t->model = ks_model_new (f->c);
+  KsExpr *x = ks_model_data (t->model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *y = ks_model_data (t->model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_fc (x, hidden, KS_UNARY_TANH, "fc1", 1, &error);
+  t->loss = ks_softmax_cross_entropy (ks_fc (h, 3, -1, "fc2", 2, &error), y, &error);
+  if (extra)
+    ks_model_parameter (t->model, "extra.w", 1, eshape, zero, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (t->model, &error));
+  t->opt = ks_optimizer_new (f->registry, f->config, "adam", &error);
+  g_assert_true (ks_optimizer_minimize (t->opt, t->model, t->loss, NULL, 0, NULL, &error));
+}
+
+static void
+drop (Trained *t)
+{
+  ks_optimizer_free (t->opt);
+  ks_model_free (t->model);
+}
+
+static void
+steps (Fixture *f, Trained *t, int n)
+{
+  for (int i = 0; i < n; i++)
+    g_assert_true (ks_optimizer_step (t->opt, f->feeds, 2, NULL));
+}
+
+static void
+assert_same_parameters (Trained *a, Trained *b)
+{
+  KsArena *pa = ks_model_parameters (a->model), *pb = ks_model_parameters (b->model);
+  g_assert_cmpmem (ks_arena_data (pa), ks_arena_numel (pa) * sizeof (float), ks_arena_data (pb),
+                   ks_arena_numel (pb) * sizeof (float));
+}
+
+static void
+test_round_trip_and_resume (Fixture *f, gconstpointer data)
+{
+  Trained a, b;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GHashTable) meta = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GHashTable) read_meta = NULL;
+  gint64 step = 0;
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 5);
+  g_hash_table_insert (meta, "epoch_no", "2");
+  g_assert_true (ks_checkpoint_save (f->dir, 5, a.model, a.opt, meta, 0, &error));
+  g_assert_no_error (error);
+
+  make (f, &b, 8, FALSE); /* fresh: other values until loaded */
+  g_autofree char *latest = ks_checkpoint_latest (f->dir);
+  g_autofree char *want = g_build_filename (f->dir, "checkpoint-5", NULL);
+  g_assert_cmpstr (latest, ==, want);
+  g_assert_true (ks_checkpoint_load (latest, b.model, b.opt, &step, &read_meta, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (step, ==, 5);
+  g_assert_cmpstr (g_hash_table_lookup (read_meta, "epoch_no"), ==, "2");
+  g_assert_cmpstr (g_hash_table_lookup (read_meta, "optimizer"), ==, "adam");
+  assert_same_parameters (&a, &b);
+
+  /* both go on: with Adam's moments and step restored they stay bitwise equal */
+  steps (f, &a, 7);
+  steps (f, &b, 7);
+  assert_same_parameters (&a, &b);
+  drop (&a);
+  drop (&b);
+}
+
+/* Plain safetensors: 8-byte little-endian header length, then a JSON object. */
+static void
+test_safetensors_layout (Fixture *f, gconstpointer data)
+{
+  Trained a;
+  g_autofree char *bytes = NULL;
+  gsize len;
+  guint64 header_len;
+
+  make (f, &a, 4, FALSE);
+  g_assert_true (ks_checkpoint_save (f->dir, 1, a.model, NULL, NULL, 0, NULL));
+  g_autofree char *file = g_build_filename (f->dir, "checkpoint-1", "model.safetensors", NULL);
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  memcpy (&header_len, bytes, 8);
+  header_len = GUINT64_FROM_LE (header_len);
+  g_assert_cmpuint (header_len % 8, ==, 0);
+  g_autofree char *header = g_strndup (bytes + 8, header_len);
+  g_assert_true (header[0] == '{');
+  g_assert_nonnull (strstr (header, "\"fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}"));
+  g_assert_null (strstr (header, "optim.0.")); /* no optimizer given, none saved */
+  /* parameters only: 2x4 + 4 + 4x3 + 3 floats */
+  g_assert_cmpuint (len - 8 - header_len, ==, (8 + 4 + 12 + 3) * sizeof (float));
+  drop (&a);
+}
+
+static void
+test_keep_last (Fixture *f, gconstpointer data)
+{
+  Trained a;
+  make (f, &a, 4, FALSE);
+  for (int s = 1; s <= 5; s++)
+    g_assert_true (ks_checkpoint_save (f->dir, s * 10, a.model, a.opt, NULL, 2, NULL));
+  g_autoptr (GDir) d = g_dir_open (f->dir, 0, NULL);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  const char *name;
+  while ((name = g_dir_read_name (d)) != NULL)
+    g_ptr_array_add (names, g_strdup (name));
+  g_assert_cmpuint (names->len, ==, 2); /* no temporary left either */
+  g_assert_true (g_ptr_array_find_with_equal_func (names, "checkpoint-50", g_str_equal, NULL));
+  g_assert_true (g_ptr_array_find_with_equal_func (names, "checkpoint-40", g_str_equal, NULL));
+  drop (&a);
+}
+
+/* Loads `path` into a fresh model and expects `code` with `message` ("@" = the file);
+ * the model's parameters must be as they were. */
+static void
+assert_load_fails (Fixture *f, const char *path, gint64 hidden, gboolean extra, int code,
+                   const char *message)
+{
+  Trained b;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *file = g_build_filename (path, "model.safetensors", NULL);
+  g_auto (GStrv) parts = g_strsplit (message, "@", -1);
+  g_autofree char *want = g_strjoinv (file, parts);
+
+  make (f, &b, hidden, extra);
+  KsArena *p = ks_model_parameters (b.model);
+  g_autofree float *before = g_memdup2 (ks_arena_data (p), ks_arena_numel (p) * sizeof (float));
+  g_assert_false (ks_checkpoint_load (path, b.model, b.opt, NULL, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, code);
+  g_assert_cmpstr (error->message, ==, want);
+  g_assert_cmpmem (before, ks_arena_numel (p) * sizeof (float), ks_arena_data (p),
+                   ks_arena_numel (p) * sizeof (float));
+  drop (&b);
+}
+
+static void
+test_damaged (Fixture *f, gconstpointer data)
+{
+  Trained a;
+  g_autofree char *ck = g_build_filename (f->dir, "checkpoint-3", NULL);
+  g_autofree char *file = g_build_filename (ck, "model.safetensors", NULL);
+  g_autofree char *bytes = NULL;
+  gsize len;
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 3);
+  g_assert_true (ks_checkpoint_save (f->dir, 3, a.model, a.opt, NULL, 0, NULL));
+  drop (&a);
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+
+  /* other shapes, a tensor the file lacks */
+  assert_load_fails (f, ck, 6, FALSE, KS_CHECKPOINT_ERROR_MISMATCH,
+                     "@: tensor 'fc1.w' has shape [2, 8]; the model's is [2, 6]");
+  assert_load_fails (f, ck, 8, TRUE, KS_CHECKPOINT_ERROR_MISMATCH,
+                     "@: no tensor 'extra.w', which the model has (shape [3])");
+  /* truncated */
+  g_assert_true (g_file_set_contents (file, bytes, len - 10, NULL));
+  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
+                     "@: the data does not match its SHA-256: the file is damaged or truncated");
+  g_assert_true (g_file_set_contents (file, bytes, 20, NULL));
+  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
+                     "@: truncated: 20 bytes, too short for its header");
+  /* one flipped bit in the data */
+  bytes[len - 5] ^= 1;
+  g_assert_true (g_file_set_contents (file, bytes, len, NULL));
+  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
+                     "@: the data does not match its SHA-256: the file is damaged or truncated");
+  /* not ours */
+  g_assert_true (g_file_set_contents (file, "\x08\0\0\0\0\0\0\0{}      ", 16, NULL));
+  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_FORMAT,
+                     "@: not a ksdist checkpoint (no __metadata__ format \"ksdist-checkpoint\")");
+  g_unlink (file);
+  g_autoptr (GError) error = NULL;
+  Trained b;
+  make (f, &b, 8, FALSE);
+  g_assert_false (ks_checkpoint_load (ck, b.model, NULL, NULL, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO);
+  drop (&b);
+  g_assert_null (ks_checkpoint_latest (f->dir)); /* a directory without its file is skipped */
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
+                                              "openblas.so", NULL);
+  g_test_init (&argc, &argv, NULL);
+  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
+      return g_test_run ();
+    }
+#define ADD(name, fn) g_test_add ("/checkpoint/" name, Fixture, NULL, setup, fn, teardown)
+  ADD ("round-trip-and-resume", test_round_trip_and_resume);
+  ADD ("safetensors-layout", test_safetensors_layout);
+  ADD ("keep-last", test_keep_last);
+  ADD ("damaged", test_damaged);
+  return g_test_run ();
+}
