@@ -40,7 +40,15 @@ static const KsKeyDesc core_schema[] = {
   { "train", "steps", KS_VALUE_INT, "1000", 1, 1e12, NULL, "Optimizer steps" },
   { "train", "batch", KS_VALUE_INT, "128", 1, 1e8, NULL, "Samples per step" },
   { "train", "log_every", KS_VALUE_INT, "100", 1, 1e12, NULL, "Steps between log lines" },
-  { "train", "seed", KS_VALUE_INT, "3", 0, 1e15, NULL, "Seed of the batch shuffling" },
+  { "train", "seed", KS_VALUE_INT, "3", 0, 1e15, NULL,
+    "Seed of the batch shuffling (each epoch's order depends only on it and the epoch)" },
+  { "train", "checkpoint_dir", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Directory for checkpoints (parameters and optimizer state); empty for none" },
+  { "train", "checkpoint_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
+    "Steps between checkpoints; 0 saves only at the end" },
+  { "train", "keep", KS_VALUE_INT, "3", 0, 1e6, NULL, "Checkpoints kept; 0 keeps all" },
+  { "train", "resume", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "Start from the newest checkpoint in checkpoint_dir when there is one" },
 };
 
 /* Plugins of the ksdist tree: a config may configure one that is not built on this

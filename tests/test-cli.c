@@ -248,6 +248,35 @@ test_train (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (rows[3], "\"eval_accuracy\": "));
 }
 
+/* Stopped at step 30 and resumed to 60, training ends with the same bytes as a run
+ * straight to 60. */
+static void
+test_train_resume (Fixture *f, gconstpointer data)
+{
+  const char *dirs[] = { "straight", "resumed" };
+  char *files[2];
+  gsize lens[2];
+
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *dir = g_build_filename (f->dir, dirs[r], NULL);
+      g_autofree char *set_dir = g_strdup_printf ("train.checkpoint_dir=%s", dir);
+      for (int part = r == 0 ? 1 : 0; part < 2; part++)
+        {
+          run (f, ARGS ("train", "--set", "data.samples=300", "--set", "train.batch=64",
+                        "--set", part == 0 ? "train.steps=30" : "train.steps=60", "--set",
+                        "train.log_every=30", "--set", "train.resume=true", "--set", set_dir),
+               NULL);
+          g_assert_cmpint (f->status, ==, 0);
+        }
+      g_autofree char *file = g_build_filename (dir, "checkpoint-60", "model.safetensors", NULL);
+      g_assert_true (g_file_get_contents (file, &files[r], &lens[r], NULL));
+    }
+  g_assert_cmpmem (files[0], lens[0], files[1], lens[1]);
+  g_free (files[0]);
+  g_free (files[1]);
+}
+
 static void
 test_train_errors (Fixture *f, gconstpointer data)
 {
@@ -277,6 +306,7 @@ main (int argc, char **argv)
   ADD ("config-errors", test_config_errors);
   ADD ("warning-and-log-level", test_warning_and_log_level);
   ADD ("train", test_train);
+  ADD ("train-resume", test_train_resume);
   ADD ("train-errors", test_train_errors);
   return g_test_run ();
 }

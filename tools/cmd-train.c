@@ -122,9 +122,14 @@ evaluate (Trainer *t, const float *xs, const gint64 *ys, gsize n_batches, double
   return TRUE;
 }
 
+/* The order of an epoch: a shuffle that depends only on the seed and the epoch, so a
+ * resumed run sees the same batches as an uninterrupted one. */
 static void
-shuffle (GRand *rng, guint *order, gsize n)
+epoch_order (guint64 seed, gint64 epoch, guint *order, gsize n)
 {
+  g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) (seed * 1000003u + epoch));
+  for (gsize i = 0; i < n; i++)
+    order[i] = i;
   for (gsize i = n; i > 1; i--)
     {
       gsize j = g_rand_int_range (rng, 0, (gint32) i);
@@ -184,7 +189,9 @@ train (Trainer *t)
                     t->batch, n);
       return KS_EXIT_USAGE;
     }
-  if (*metrics != '\0' && (t->metrics = fopen (metrics, "w")) == NULL)
+  if (*metrics != '\0'
+      && (t->metrics = fopen (metrics, ks_config_get_bool (c, "train", "resume") ? "a" : "w"))
+             == NULL)
     {
       ks_cli_error ("[log] metrics = %s: %s", metrics, g_strerror (errno));
       return KS_EXIT_USAGE;
@@ -206,32 +213,46 @@ train (Trainer *t)
   g_autofree float *ex = g_new (float, eval_batches * t->batch * 2);
   g_autofree gint64 *ey = g_new (gint64, eval_batches * t->batch);
   g_autofree guint *order = g_new (guint, n);
-  g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) ks_config_get_int (c, "train", "seed"));
+  guint64 shuffle_seed = ks_config_get_int (c, "train", "seed");
   g_autofree char *device = ks_compute_describe (t->compute);
-  gsize pos = n;
+  const char *ckpt_dir = ks_config_get_string (c, "train", "checkpoint_dir");
+  gint64 ckpt_every = ks_config_get_int (c, "train", "checkpoint_every");
+  guint keep = ks_config_get_int (c, "train", "keep");
+  gint64 first = 1, epoch = -1;
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
 
   ks_task_generate (task, n, noise, data_seed, xs, ys);
   ks_task_generate (task, eval_batches * t->batch, noise, data_seed + 1, ex, ey);
-  for (gsize i = 0; i < n; i++)
-    order[i] = i;
+  if (*ckpt_dir != '\0' && ks_config_get_bool (c, "train", "resume"))
+    {
+      g_autofree char *latest = ks_checkpoint_latest (ckpt_dir);
+      gint64 done = 0;
+      if (latest == NULL)
+        g_message ("no checkpoint in %s yet: starting from step 1", ckpt_dir);
+      else if (!ks_checkpoint_load (latest, t->model, t->optimizer, &done, NULL, &error))
+        {
+          ks_cli_error ("%s", error->message);
+          return KS_EXIT_RUNTIME;
+        }
+      else
+        g_message ("resumed from %s at step %" G_GINT64_FORMAT, latest, done);
+      first = done + 1;
+    }
   t->bx = g_new (float, t->batch * 2);
   t->by = g_new (gint64, t->batch);
   g_message ("training an MLP on %s (%" G_GSIZE_FORMAT " samples) with %s on %s",
              ks_config_get_string (c, "data", "task"), n, ks_optimizer_name (t->optimizer),
              device);
 
-  for (gint64 step = 1; step <= steps; step++)
+  for (gint64 step = first; step <= steps; step++)
     {
-      for (gsize i = 0; i < t->batch; i++, pos++)
+      for (gsize i = 0; i < t->batch; i++)
         {
-          if (pos == n) /* a new epoch, a new order */
-            {
-              shuffle (rng, order, n);
-              pos = 0;
-            }
-          memcpy (t->bx + 2 * i, xs + 2 * order[pos], 2 * sizeof (float));
-          t->by[i] = ys[order[pos]];
+          guint64 k = (guint64) (step - 1) * t->batch + i; /* samples before this one */
+          if ((gint64) (k / n) != epoch)
+            epoch_order (shuffle_seed, epoch = k / n, order, n);
+          memcpy (t->bx + 2 * i, xs + 2 * order[k % n], 2 * sizeof (float));
+          t->by[i] = ys[order[k % n]];
         }
       KsFeed feeds[] = { { "x", t->bx, t->batch * 2 * sizeof (float) },
                          { "y", t->by, t->batch * sizeof (gint64) } };
@@ -242,14 +263,20 @@ train (Trainer *t)
           return KS_EXIT_RUNTIME;
         }
       window_steps++;
+      if (*ckpt_dir != '\0' && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
+          && !ks_checkpoint_save (ckpt_dir, step, t->model, t->optimizer, NULL, keep, &error))
+        {
+          ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
+          return KS_EXIT_RUNTIME;
+        }
       if (step % log_every != 0 && step != steps)
         continue;
       gint64 now = g_get_monotonic_time ();
       double seconds = MAX (1e-6, (now - window_start) / 1e6);
       double rate = window_steps * t->batch / seconds;
-      double eta = (steps - step) * ((now - run_start) / 1e6 / step);
+      double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
       float loss = scalar (t->loss, &error);
-      double accuracy;
+      double accuracy = 0;
       gboolean last = step == steps;
       if (last && !evaluate (t, ex, ey, eval_batches, &accuracy, &error))
         {
@@ -262,6 +289,17 @@ train (Trainer *t)
                 eval_batches * t->batch);
       window_start = now;
       window_steps = 0;
+    }
+  if (first > steps) /* resumed from a checkpoint at or past the last step */
+    {
+      double accuracy;
+      if (!evaluate (t, ex, ey, eval_batches, &accuracy, &error))
+        {
+          ks_cli_error ("evaluation: %s", error->message);
+          return KS_EXIT_RUNTIME;
+        }
+      printf ("eval accuracy %.4f (%" G_GSIZE_FORMAT " held-out samples)\n", accuracy,
+              eval_batches * t->batch);
     }
   return KS_EXIT_OK;
 }
