@@ -1,0 +1,64 @@
+/* One training step of the MLP 784-1024-1024-10 (ReLU), batch 128, SGD, on the CPU
+ * backend: prints milliseconds per step (best of several timed runs) and peak RSS.
+ *   bench/bench-mlp THREADS       (KS_PLUGIN_PATH must reach openblas and optim)
+ * bench/run-mlp.sh runs it beside PyTorch with the same threads and prints the ratio. */
+#include <ksdist/ksdist.h>
+
+#include <stdio.h>
+#include <sys/resource.h>
+
+enum { BATCH = 128, IN = 784, HIDDEN = 1024, CLASSES = 10, WARMUP = 3, STEPS = 20, ROUNDS = 3 };
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = ks_registry_new ();
+  g_autoptr (GError) error = NULL;
+  g_autofree char *threads = g_strdup_printf ("openblas.threads=%s", argc > 1 ? argv[1] : "1");
+  const gint64 xshape[] = { BATCH, IN }, yshape[] = { BATCH };
+  g_autofree float *xs = g_new (float, BATCH * IN);
+  gint64 ys[BATCH];
+  struct rusage usage;
+  double best = G_MAXDOUBLE;
+
+  if (!ks_config_set_override (config, threads, &error)
+      || !ks_config_set_override (config, "optim.lr=0.01", &error)
+      || !ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
+    g_error ("%s", error->message);
+  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, "openblas", &error);
+  g_autoptr (KsModel) model = compute ? ks_model_new (compute) : NULL;
+  if (model == NULL)
+    g_error ("%s", error->message);
+  KsExpr *x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_fc (x, HIDDEN, KS_UNARY_RELU, NULL, 1, &error);
+  h = ks_fc (h, HIDDEN, KS_UNARY_RELU, NULL, 2, &error);
+  KsExpr *loss = ks_softmax_cross_entropy (ks_fc (h, CLASSES, -1, NULL, 3, &error), y, &error);
+  if (loss == NULL || !ks_model_init (model, &error))
+    g_error ("%s", error->message);
+  g_autoptr (KsOptimizer) sgd = ks_optimizer_new (registry, config, "sgd", &error);
+  if (sgd == NULL || !ks_optimizer_minimize (sgd, model, loss, NULL, 0, NULL, &error))
+    g_error ("%s", error->message);
+
+  g_autoptr (GRand) rng = g_rand_new_with_seed (1);
+  for (int i = 0; i < BATCH * IN; i++)
+    xs[i] = (float) g_rand_double (rng);
+  for (int i = 0; i < BATCH; i++)
+    ys[i] = g_rand_int_range (rng, 0, CLASSES);
+  KsFeed feeds[] = { { "x", xs, sizeof (float) * BATCH * IN }, { "y", ys, sizeof ys } };
+
+  for (int i = 0; i < WARMUP; i++)
+    ks_optimizer_step (sgd, feeds, 2, NULL);
+  for (int r = 0; r < ROUNDS; r++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      for (int i = 0; i < STEPS; i++)
+        if (!ks_optimizer_step (sgd, feeds, 2, &error))
+          g_error ("%s", error->message);
+      best = MIN (best, (g_get_monotonic_time () - t0) / 1e3 / STEPS);
+    }
+  getrusage (RUSAGE_SELF, &usage);
+  printf ("%.2f %ld\n", best, usage.ru_maxrss / 1024);
+  return 0;
+}
