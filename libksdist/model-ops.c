@@ -12,7 +12,8 @@ const char *
 ks_op_name (OpType op)
 {
   static const char *const names[] = { "parameter", "data", "matmul", "add", "unary", "mean",
-                                       "cross_entropy", "accuracy", "grad" };
+                                       "cross_entropy", "accuracy", "embedding", "layer_norm",
+                                       "grad" };
   return names[op];
 }
 
@@ -157,6 +158,50 @@ ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error)
 }
 
 KsExpr *
+ks_embedding (KsExpr *ids, KsExpr *table, GError **error)
+{
+  gint64 shape[KS_TENSOR_MAX_DIMS];
+  g_autofree char *st = ks_expr_shape_string (table);
+
+  if (ids->dtype != KS_DTYPE_INT64 || table->dtype != KS_DTYPE_FLOAT32 || table->ndim != 2
+      || ids->ndim >= KS_TENSOR_MAX_DIMS)
+    {
+      bad (error, "embedding: ids '%s' are %s and the table '%s' is %s %s; it takes int64 ids and "
+                  "a float32 [vocab, dim] table",
+           ids->name, ks_dtype_name (ids->dtype), table->name, ks_dtype_name (table->dtype), st);
+      return NULL;
+    }
+  memcpy (shape, ids->shape, ids->ndim * sizeof *shape);
+  shape[ids->ndim] = table->shape[1];
+  return op_expr (OP_EMBEDDING, table, ids, ids->ndim + 1, shape, error);
+}
+
+KsExpr *
+ks_layer_norm (KsExpr *x, const char *name, float eps, GError **error)
+{
+  KsModel *model = x->model;
+  g_autofree char *base = name != NULL ? g_strdup (name)
+                                       : g_strdup_printf ("ln_%u", model->n_layers);
+  g_autofree char *gname = g_strconcat (base, ".gamma", NULL);
+  g_autofree char *bname = g_strconcat (base, ".beta", NULL);
+  KsInit one = { KS_INIT_CONSTANT, 1, 0, 0 }, zero = { KS_INIT_CONSTANT, 0, 0, 0 };
+  const gint64 shape[] = { (gint64) cols_of (x) };
+  KsExpr *gamma, *beta, *e;
+
+  if (!require_float ("layer_norm", x, error))
+    return NULL;
+  model->n_layers++;
+  if ((gamma = ks_model_parameter (model, gname, 1, shape, one, error)) == NULL
+      || (beta = ks_model_parameter (model, bname, 1, shape, zero, error)) == NULL
+      || (e = op_expr (OP_LAYER_NORM, x, gamma, x->ndim, x->shape, error)) == NULL)
+    return NULL;
+  e->in[2] = beta;
+  e->n_in = 3;
+  e->eps = eps;
+  return e;
+}
+
+KsExpr *
 ks_fc (KsExpr *x, gint64 size, int act, const char *name, guint64 seed, GError **error)
 {
   KsModel *model = x->model;
@@ -254,6 +299,20 @@ ks_op_forward (KsExpr *e, GError **error)
       }
     case OP_ACCURACY:
       return accuracy_forward (e, error);
+    case OP_EMBEDDING:
+      return ks_compute_embedding (c, F (a->value), a->shape[0], b->value->data, F (e->value),
+                                   b->numel, a->shape[1], error);
+    case OP_LAYER_NORM:
+      {
+        gsize cols = cols_of (a), rows = a->numel / cols;
+        const gint64 shape[] = { (gint64) (2 * rows) };
+        if (e->aux == NULL
+            && (e->aux = ks_tensor_new (c, KS_DTYPE_FLOAT32, 1, shape, error)) == NULL)
+          return FALSE;
+        return ks_compute_layer_norm (c, F (a->value), F (b->value), F (e->in[2]->value),
+                                      F (e->value), F (e->aux), F (e->aux) + rows, rows, cols,
+                                      e->eps, error);
+      }
     case OP_GRAD:
       return ks_model_sweep (e->model, a, error);
     case OP_PARAMETER:
@@ -322,6 +381,23 @@ ks_op_backward (KsExpr *e, GError **error)
                && ks_compute_axpby (c, 1.0f / rows, F (e->grad), 0, tmp + n, 1, error)
                && with_scalar (c, KS_BINARY_MUL, F (e->aux), tmp + n, tmp, n, error)
                && accumulate (c, tmp, F (a->grad), n, error);
+      }
+    case OP_EMBEDDING: /* the ids have no gradient; the table's rows add up */
+      return !a->needs_grad
+             || ks_compute_embedding_backward (c, F (e->grad), b->value->data, F (a->grad),
+                                               a->shape[0], b->numel, a->shape[1], error);
+    case OP_LAYER_NORM:
+      {
+        KsExpr *beta = e->in[2];
+        gsize cols = cols_of (a), rows = a->numel / cols;
+        /* dgamma and dbeta are added to by the kernel; dx is written, so via scratch */
+        return (tmp = ks_model_scratch (e->model, a->numel, error)) != NULL
+               && ks_compute_layer_norm_backward (c, F (a->value), F (b->value), F (e->aux),
+                                                  F (e->aux) + rows, F (e->grad), tmp,
+                                                  b->needs_grad ? F (b->grad) : NULL,
+                                                  beta->needs_grad ? F (beta->grad) : NULL, rows,
+                                                  cols, error)
+               && (!a->needs_grad || accumulate (c, tmp, F (a->grad), a->numel, error));
       }
     case OP_ACCURACY:
     case OP_GRAD:

@@ -13,6 +13,8 @@ typedef enum {
   OP_MEAN,
   OP_CROSS_ENTROPY, /* mean over rows */
   OP_ACCURACY,
+  OP_EMBEDDING,     /* in: table, ids */
+  OP_LAYER_NORM,    /* in: x, gamma, beta; aux: mean and rstd per row */
   OP_GRAD,          /* the gradient of a parameter; runs the backward sweep of in[0] */
 } OpType;
 
@@ -21,9 +23,10 @@ struct KsExpr {
   guint id;   /* position in the model: inputs always have smaller ids */
   char *name;
   OpType op;
-  KsExpr *in[2];
+  KsExpr *in[3];
   guint n_in;
   int attr;   /* KsUnaryOp of OP_UNARY */
+  float eps;  /* OP_LAYER_NORM */
   KsDType dtype;
   int ndim;
   gint64 shape[KS_TENSOR_MAX_DIMS];

@@ -141,6 +141,72 @@ test_gradients (Fixture *f, gconstpointer data)
   ks_model_free (n.model);
 }
 
+/* Embedding and layer norm: ids -> table rows -> layer norm -> fc -> cross entropy,
+ * every parameter element against finite differences. */
+static void
+test_embedding_layer_norm_gradients (Fixture *f, gconstpointer data)
+{
+  enum { M = 12, VOCAB = 7, DIM = 5, CLASSES = 4 };
+  const gint64 ishape[] = { M }, tshape[] = { VOCAB, DIM }, two[] = { 3, 4 };
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  g_autoptr (GError) error = NULL;
+  KsInit normal = { KS_INIT_NORMAL, 0, 1, 9 };
+  gint64 ids[M], labels[M];
+
+  for (int i = 0; i < M; i++)
+    ids[i] = (i * 5) % VOCAB, labels[i] = (i * 3) % CLASSES; /* ids repeat: rows add up */
+  KsExpr *x = ks_model_data (model, "ids", 1, ishape, KS_DTYPE_INT64, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, ishape, KS_DTYPE_INT64, &error);
+  KsExpr *table = ks_model_parameter (model, "table", 2, tshape, normal, &error);
+  KsExpr *h = ks_layer_norm (ks_embedding (x, table, &error), "ln", 1e-5f, &error);
+  KsExpr *loss = ks_softmax_cross_entropy (ks_fc (h, CLASSES, -1, "head", 4, &error), y, &error);
+  g_assert_no_error (error);
+  g_autofree char *s2 = NULL;
+  KsExpr *ids2 = ks_model_data (model, "ids2", 2, two, KS_DTYPE_INT64, &error);
+  s2 = ks_expr_shape_string (ks_embedding (ids2, table, &error));
+  g_assert_cmpstr (s2, ==, "[3, 4, 5]");
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+  KsFeed feeds[] = { { "ids", ids, sizeof ids }, { "y", labels, sizeof labels } };
+  g_assert_true (ks_model_run (model, feeds, 2, &g_array_index (pairs, KsParamGrad, 0).grad, 1,
+                               &error));
+  g_assert_no_error (error);
+
+  KsArena *params = ks_model_parameters (model);
+  float *p = ks_arena_data (params);
+  g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
+                                   ks_arena_numel (params) * sizeof (float));
+  gsize checked = 0;
+  for (gsize t = 0; t < ks_arena_count (params); t++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
+      for (gsize i = offset; i < offset + view->numel; i++, checked++)
+        {
+          const double h = 1e-2;
+          float saved = p[i], up, down;
+          p[i] = saved + (float) h;
+          ks_model_parameters_changed (model);
+          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &up, sizeof up, NULL));
+          p[i] = saved - (float) h;
+          ks_model_parameters_changed (model);
+          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &down, sizeof down, NULL));
+          p[i] = saved;
+          double want = (up - down) / (2 * h);
+          if (fabs (g[i] - want) > 3e-3 * (1 + fabs (want)))
+            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
+                     "%.6g", name, i - offset, g[i], want);
+        }
+    }
+  g_assert_cmpuint (checked, ==, VOCAB * DIM + DIM + DIM + DIM * CLASSES + CLASSES);
+
+  ids[3] = VOCAB; /* out of the table */
+  g_assert_false (ks_model_run (model, feeds, 2, &loss, 1, &error));
+  g_assert_cmpstr (error->message, ==, "embedding: ids[3] = 7 is outside the table's 7 rows");
+}
+
 /* Running the gradient of a loss runs its sweep once, and no_grad leaves a parameter out. */
 static void
 test_backward_selection (Fixture *f, gconstpointer data)
@@ -354,6 +420,7 @@ main (int argc, char **argv)
     }
 #define ADD(name, fn) g_test_add ("/model/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("gradients", test_gradients);
+  ADD ("embedding-layer-norm-gradients", test_embedding_layer_norm_gradients);
   ADD ("backward-selection", test_backward_selection);
   ADD ("pruning-and-cache", test_pruning_and_cache);
   ADD ("lazy-value", test_lazy_value);

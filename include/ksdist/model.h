@@ -98,6 +98,12 @@ KsExpr *ks_gelu (KsExpr *x, GError **error);
 /* A fully connected layer x [m, k] -> [m, size]: parameters <name>.w [k, size]
  * (Xavier, seeded by `seed`) and <name>.b [size] (zero); `act` < 0 for none. */
 KsExpr *ks_fc (KsExpr *x, gint64 size, int act, const char *name, guint64 seed, GError **error);
+/* Rows of `table` [vocab, dim] picked by int64 `ids` (any shape): ids' shape + [dim]. An
+ * id outside [0, vocab) is an error at run time naming it. */
+KsExpr *ks_embedding (KsExpr *ids, KsExpr *table, GError **error);
+/* Layer normalisation over the last dimension, with parameters <name>.gamma (ones) and
+ * <name>.beta (zeros). */
+KsExpr *ks_layer_norm (KsExpr *x, const char *name, float eps, GError **error);
 /* The mean of every element: a scalar. */
 KsExpr *ks_mean (KsExpr *x, GError **error);
 /* Mean softmax cross entropy of logits [m, c] against int64 labels [m]: a scalar. */
