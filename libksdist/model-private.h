@@ -15,6 +15,7 @@ typedef enum {
   OP_ACCURACY,
   OP_EMBEDDING,     /* in: table, ids */
   OP_LAYER_NORM,    /* in: x, gamma, beta; aux: mean and rstd per row */
+  OP_ATTENTION,     /* in: qkv; aux: probabilities [batch, heads, T, T], then the mask */
   OP_GRAD,          /* the gradient of a parameter; runs the backward sweep of in[0] */
 } OpType;
 
@@ -27,6 +28,7 @@ struct KsExpr {
   guint n_in;
   int attr;   /* KsUnaryOp of OP_UNARY */
   float eps;  /* OP_LAYER_NORM */
+  gint64 batch, heads; /* OP_ATTENTION */
   KsDType dtype;
   int ndim;
   gint64 shape[KS_TENSOR_MAX_DIMS];

@@ -207,6 +207,80 @@ test_embedding_layer_norm_gradients (Fixture *f, gconstpointer data)
   g_assert_cmpstr (error->message, ==, "embedding: ids[3] = 7 is outside the table's 7 rows");
 }
 
+/* Causal self-attention: gradients by finite differences through the qkv projection, and
+ * causality: a later token never changes an earlier output. */
+static void
+test_attention (Fixture *f, gconstpointer data)
+{
+  enum { B = 2, T = 4, C = 6, H = 2, CLASSES = 3 };
+  const gint64 xshape[] = { B * T, C }, yshape[] = { B * T };
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  g_autoptr (GError) error = NULL;
+  float xs[B * T * C];
+  gint64 ys[B * T];
+
+  for (int i = 0; i < B * T * C; i++)
+    xs[i] = (float) sin (i * 0.77);
+  for (int i = 0; i < B * T; i++)
+    ys[i] = i % CLASSES;
+  KsExpr *x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *att = ks_causal_self_attention (ks_fc (x, 3 * C, -1, "qkv", 21, &error), B, H, &error);
+  KsExpr *loss = ks_softmax_cross_entropy (ks_fc (att, CLASSES, -1, "head", 22, &error), y,
+                                           &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+  KsFeed feeds[] = { { "x", xs, sizeof xs }, { "y", ys, sizeof ys } };
+  g_assert_true (ks_model_run (model, feeds, 2, &g_array_index (pairs, KsParamGrad, 0).grad, 1,
+                               &error));
+  g_assert_no_error (error);
+
+  KsArena *params = ks_model_parameters (model);
+  float *p = ks_arena_data (params);
+  g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
+                                   ks_arena_numel (params) * sizeof (float));
+  for (gsize t = 0; t < ks_arena_count (params); t++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
+      for (gsize i = offset; i < offset + view->numel; i++)
+        {
+          const double h = 1e-2;
+          float saved = p[i], up, down;
+          p[i] = saved + (float) h;
+          ks_model_parameters_changed (model);
+          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &up, sizeof up, NULL));
+          p[i] = saved - (float) h;
+          ks_model_parameters_changed (model);
+          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &down, sizeof down, NULL));
+          p[i] = saved;
+          double want = (up - down) / (2 * h);
+          if (fabs (g[i] - want) > 3e-3 * (1 + fabs (want)))
+            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
+                     "%.6g", name, i - offset, g[i], want);
+        }
+    }
+
+  /* causality: change the last token of the first sequence */
+  float before[B * T * C], after[B * T * C];
+  ks_model_parameters_changed (model);
+  g_assert_true (ks_tensor_to_host (ks_expr_value (att, NULL), before, sizeof before, NULL));
+  for (int j = 0; j < C; j++)
+    xs[(T - 1) * C + j] += 1;
+  g_assert_true (ks_model_run (model, feeds, 1, &x, 1, &error));
+  g_assert_true (ks_tensor_to_host (ks_expr_value (att, NULL), after, sizeof after, NULL));
+  g_assert_cmpmem (before, (T - 1) * C * sizeof (float), after, (T - 1) * C * sizeof (float));
+  g_assert_true (memcmp (before + (T - 1) * C, after + (T - 1) * C, C * sizeof (float)) != 0);
+  g_assert_cmpmem (before + T * C, T * C * sizeof (float), after + T * C, T * C * sizeof (float));
+
+  g_assert_null (ks_causal_self_attention (x, B, 4, &error));
+  g_assert_cmpstr (error->message, ==, "attention: 'x' is [8, 6]; it takes [batch * T, 3 * heads * "
+                                       "head size] with batch = 2 and heads = 4");
+}
+
 /* Running the gradient of a loss runs its sweep once, and no_grad leaves a parameter out. */
 static void
 test_backward_selection (Fixture *f, gconstpointer data)
@@ -421,6 +495,7 @@ main (int argc, char **argv)
 #define ADD(name, fn) g_test_add ("/model/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("gradients", test_gradients);
   ADD ("embedding-layer-norm-gradients", test_embedding_layer_norm_gradients);
+  ADD ("attention", test_attention);
   ADD ("backward-selection", test_backward_selection);
   ADD ("pruning-and-cache", test_pruning_and_cache);
   ADD ("lazy-value", test_lazy_value);

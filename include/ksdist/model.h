@@ -104,6 +104,11 @@ KsExpr *ks_embedding (KsExpr *ids, KsExpr *table, GError **error);
 /* Layer normalisation over the last dimension, with parameters <name>.gamma (ones) and
  * <name>.beta (zeros). */
 KsExpr *ks_layer_norm (KsExpr *x, const char *name, float eps, GError **error);
+/* Causal multi-head self-attention. `qkv` is [batch * T, 3 * C]: each row holds a
+ * token's query, key and value (C = heads * head size); the result is [batch * T, C],
+ * softmax (q k^T / sqrt (head size)) v per head, a token seeing only itself and earlier
+ * tokens of its sequence. */
+KsExpr *ks_causal_self_attention (KsExpr *qkv, gint64 batch, gint64 heads, GError **error);
 /* The mean of every element: a scalar. */
 KsExpr *ks_mean (KsExpr *x, GError **error);
 /* Mean softmax cross entropy of logits [m, c] against int64 labels [m]: a scalar. */
