@@ -66,3 +66,50 @@ ks_task_generate (KsTask task, gsize n, double noise, guint64 seed, float *xs, g
       labels[i] = cls;
     }
 }
+
+KsText *
+ks_text_load (const char *path, GError **error)
+{
+  g_autofree char *bytes = NULL;
+  g_autoptr (GError) local = NULL;
+  gint16 index[256];
+  gsize len;
+  KsText *text;
+
+  if (!g_file_get_contents (path, &bytes, &len, &local))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "text corpus: %s", local->message);
+      return NULL;
+    }
+  if (len == 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "text corpus %s is empty", path);
+      return NULL;
+    }
+  text = g_new0 (KsText, 1);
+  text->path = g_strdup (path);
+  memset (index, -1, sizeof index);
+  for (gsize i = 0; i < len; i++)
+    index[(guint8) bytes[i]] = 0;
+  for (int b = 0; b < 256; b++)
+    if (index[b] == 0)
+      {
+        index[b] = text->vocab_size;
+        text->vocab[text->vocab_size++] = b;
+      }
+  text->tokens = g_new (gint64, len);
+  text->length = len;
+  for (gsize i = 0; i < len; i++)
+    text->tokens[i] = index[(guint8) bytes[i]];
+  return text;
+}
+
+void
+ks_text_free (KsText *text)
+{
+  if (text == NULL)
+    return;
+  g_free (text->path);
+  g_free (text->tokens);
+  g_free (text);
+}

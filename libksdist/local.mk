@@ -17,6 +17,7 @@ libksdist_la_SOURCES = \
 	libksdist/model.c \
 	libksdist/model-ops.c \
 	libksdist/optimizer.c \
+	libksdist/gpt.c \
 	libksdist/data.c \
 	libksdist/checkpoint.c \
 	libksdist/algorithm.c

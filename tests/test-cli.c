@@ -277,6 +277,37 @@ test_train_resume (Fixture *f, gconstpointer data)
   g_free (files[1]);
 }
 
+/* A GPT on a text that repeats: the next character becomes predictable, on held-out
+ * text too. */
+static void
+test_train_gpt (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GString) text = g_string_new (NULL);
+  for (int i = 0; i < 60; i++)
+    g_string_append (text, "the quick brown fox jumps over the lazy dog. ");
+  g_autofree char *path = ks_test_write (f->dir, "fox.txt", text->str);
+  g_autofree char *set_path = g_strdup_printf ("data.path=%s", path);
+  double first = 0, last = 0, eval = 0;
+
+  run (f, ARGS ("train", "--set", "model.type=gpt", "--set", "data.task=text", "--set", set_path,
+                "--set", "model.context=16", "--set", "model.layers=1", "--set", "model.width=32",
+                "--set", "model.heads=2", "--set", "train.batch=8", "--set", "train.steps=200",
+                "--set", "train.log_every=50", "--set", "optim.lr=0.01"),
+       NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_auto (GStrv) lines = g_strsplit (f->out, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 6);
+  g_assert_cmpint (sscanf (lines[0], "step 50/200 loss %lf", &first), ==, 1);
+  g_assert_cmpint (sscanf (lines[3], "step 200/200 loss %lf", &last), ==, 1);
+  g_assert_cmpint (sscanf (lines[4], "eval loss %lf (512 held-out tokens)", &eval), ==, 1);
+  g_test_message ("gpt on a repeated sentence: loss %.3f at step 50, %.3f at 200, held out %.3f",
+                  first, last, eval);
+  /* chance is ln 28 = 3.33 (the sentence has 28 distinct characters) */
+  g_assert_cmpfloat (first, <, 3.0);
+  g_assert_cmpfloat (last, <, 0.5);
+  g_assert_cmpfloat (eval, <, 0.5);
+}
+
 static void
 test_train_errors (Fixture *f, gconstpointer data)
 {
@@ -289,8 +320,11 @@ test_train_errors (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->status, ==, 2);
   g_assert_true (g_str_has_prefix (f->err, "ksdist: no optimizer implementation named 'lion'; "
                                            "available: sgd (plugin optim), "));
+  run (f, ARGS ("train", "--set", "model.type=gpt"), NULL);
+  assert_error_line (f, 2, "[model] type = gpt does not train on [data] task = spirals: mlp "
+                           "takes spirals or rings, gpt takes text");
   run (f, ARGS ("train", "--set", "data.task=moons"), NULL);
-  assert_error_line (f, 2, "--set: [data] task = 'moons': expected one of spirals, rings");
+  assert_error_line (f, 2, "--set: [data] task = 'moons': expected one of spirals, rings, text");
 }
 
 int
@@ -307,6 +341,7 @@ main (int argc, char **argv)
   ADD ("warning-and-log-level", test_warning_and_log_level);
   ADD ("train", test_train);
   ADD ("train-resume", test_train_resume);
+  ADD ("train-gpt", test_train_gpt);
   ADD ("train-errors", test_train_errors);
   return g_test_run ();
 }

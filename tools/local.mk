@@ -6,5 +6,7 @@ tools_ksdist_SOURCES = \
 	tools/main.c \
 	tools/cmd-plugins.c \
 	tools/cmd-config.c \
-	tools/cmd-train.c
+	tools/train.h \
+	tools/cmd-train.c \
+	tools/train-tasks.c
 tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) -lm

@@ -22,6 +22,21 @@ gboolean ks_task_from_name (const char *name, KsTask *task);
 void ks_task_generate (KsTask task, gsize n, double noise, guint64 seed, float *xs,
                        gint64 *labels);
 
+/* A text corpus for character-level models: the file's distinct bytes, sorted, are the
+ * vocabulary, and the text is a sequence of their indices. */
+typedef struct {
+  char *path;
+  guint8 vocab[256]; /* token -> byte */
+  gsize vocab_size;
+  gint64 *tokens;
+  gsize length;
+} KsText;
+
+/* Reads `path`; an empty file or one that cannot be read is an error naming it. */
+KsText *ks_text_load (const char *path, GError **error);
+void ks_text_free (KsText *text);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsText, ks_text_free)
+
 G_END_DECLS
 
 #endif

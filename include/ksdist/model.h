@@ -116,6 +116,21 @@ KsExpr *ks_softmax_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error
 /* The fraction of rows whose largest logit is the label: a scalar (no gradient). */
 KsExpr *ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error);
 
+/* ---- models built from layers ---- */
+
+typedef struct {
+  gint64 vocab, context, layers, heads, width, batch;
+  guint64 seed;
+} KsGptShape;
+
+/* A GPT on `model`: data "tokens", "positions" and "targets", each int64
+ * [batch * context]; token and position embeddings, `layers` pre-norm blocks (causal
+ * self-attention, then a GELU MLP of 4 * width, each added to the residual), a final
+ * layer norm and a head to the vocabulary. Sets the logits [batch * context, vocab] and
+ * the mean next-token cross entropy. */
+gboolean ks_gpt_build (KsModel *model, const KsGptShape *shape, KsExpr **logits, KsExpr **loss,
+                       GError **error);
+
 /* ---- optimizers (the optimizer interface, optimizer.h) driving a model ---- */
 
 typedef struct KsOptimizer KsOptimizer;

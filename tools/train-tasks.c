@@ -1,0 +1,329 @@
+/* The tasks of ksdist train: an MLP classifying generated points, a GPT predicting the
+ * next character of a text. Each step's batch depends only on the seed and the step. */
+#include "train.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A random generator for `step`: the same step always draws the same batch. */
+static GRand *
+step_rng (const KsConfig *c, gint64 step)
+{
+  guint64 seed = ks_config_get_int (c, "train", "seed");
+  return g_rand_new_with_seed ((guint32) (seed * 1000003u + (guint64) step));
+}
+
+static GRand *
+epoch_rng (const KsConfig *c, gint64 epoch)
+{
+  guint64 seed = ks_config_get_int (c, "train", "seed");
+  return g_rand_new_with_seed ((guint32) (seed * 7919u + (guint64) epoch + 0x9e3779b9u));
+}
+
+/* ---- mlp on spirals or rings ---- */
+
+typedef struct {
+  KsTask task;
+  gsize n, eval_batches;
+  float *xs, *ex, *bx;
+  gint64 *ys, *ey, *by;
+  guint *order;
+  gint64 epoch;
+  KsExpr *accuracy;
+} Points;
+
+static gboolean
+hidden_sizes (const KsConfig *config, GArray *sizes, GError **error)
+{
+  g_auto (GStrv) items = ks_config_get_list (config, "model", "hidden");
+  for (int i = 0; items[i] != NULL; i++)
+    {
+      guint64 v;
+      if (!g_ascii_string_to_unsigned (items[i], 10, 1, 1 << 20, &v, NULL))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "[model] hidden: '%s' is not a layer size (an integer in [1, 1048576])",
+                       items[i]);
+          return FALSE;
+        }
+      gint64 size = (gint64) v;
+      g_array_append_val (sizes, size);
+    }
+  return TRUE;
+}
+
+static gboolean
+points_build (Trainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  Points *p = t->task_data = g_new0 (Points, 1);
+  const gint64 xshape[] = { (gint64) t->batch, 2 }, yshape[] = { (gint64) t->batch };
+  g_autoptr (GArray) sizes = g_array_new (FALSE, FALSE, sizeof (gint64));
+  const char *act_name = ks_config_get_string (c, "model", "activation");
+  const char *const acts[] = { "relu", "tanh", "sigmoid", "gelu" };
+  const KsUnaryOp act_ops[] = { KS_UNARY_RELU, KS_UNARY_TANH, KS_UNARY_SIGMOID, KS_UNARY_GELU };
+  guint64 seed = ks_config_get_int (c, "model", "seed");
+  guint64 data_seed = ks_config_get_int (c, "data", "seed");
+  double noise = ks_config_get_double (c, "data", "noise");
+  KsUnaryOp act = KS_UNARY_TANH;
+  KsExpr *x, *y, *h, *logits;
+
+  ks_task_from_name (ks_config_get_string (c, "data", "task"), &p->task); /* a checked choice */
+  p->n = ks_config_get_int (c, "data", "samples");
+  if (t->batch > p->n)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[train] batch = %" G_GSIZE_FORMAT " is larger than [data] samples = %"
+                   G_GSIZE_FORMAT ": lower the batch or generate more samples",
+                   t->batch, p->n);
+      return FALSE;
+    }
+  if (!hidden_sizes (c, sizes, error))
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (acts); i++)
+    if (strcmp (act_name, acts[i]) == 0)
+      act = act_ops[i];
+  t->model = ks_model_new (t->compute);
+  if ((x = ks_model_data (t->model, "x", 2, xshape, KS_DTYPE_FLOAT32, error)) == NULL
+      || (y = ks_model_data (t->model, "y", 1, yshape, KS_DTYPE_INT64, error)) == NULL)
+    return FALSE;
+  h = x;
+  for (guint i = 0; i < sizes->len && h != NULL; i++)
+    h = ks_fc (h, g_array_index (sizes, gint64, i), act, NULL, seed + i, error);
+  if (h == NULL
+      || (logits = ks_fc (h, ks_task_classes (p->task), -1, "out", seed + 1000, error)) == NULL
+      || (t->loss = ks_softmax_cross_entropy (logits, y, error)) == NULL
+      || (p->accuracy = ks_accuracy (logits, y, error)) == NULL
+      || !ks_model_init (t->model, error))
+    return FALSE;
+
+  p->eval_batches = MAX (1, p->n / t->batch / 4);
+  p->xs = g_new (float, p->n * 2);
+  p->ys = g_new (gint64, p->n);
+  p->ex = g_new (float, p->eval_batches * t->batch * 2);
+  p->ey = g_new (gint64, p->eval_batches * t->batch);
+  p->bx = g_new (float, t->batch * 2);
+  p->by = g_new (gint64, t->batch);
+  p->order = g_new (guint, p->n);
+  p->epoch = -1;
+  ks_task_generate (p->task, p->n, noise, data_seed, p->xs, p->ys);
+  ks_task_generate (p->task, p->eval_batches * t->batch, noise, data_seed + 1, p->ex, p->ey);
+  t->feeds[0] = (KsFeed) { "x", p->bx, t->batch * 2 * sizeof (float) };
+  t->feeds[1] = (KsFeed) { "y", p->by, t->batch * sizeof (gint64) };
+  t->n_feeds = 2;
+  return TRUE;
+}
+
+/* Epochs over the samples, each in an order drawn from the seed and the epoch. */
+static void
+points_batch (Trainer *t, gint64 step)
+{
+  Points *p = t->task_data;
+  for (gsize i = 0; i < t->batch; i++)
+    {
+      guint64 k = (guint64) (step - 1) * t->batch + i; /* samples before this one */
+      if ((gint64) (k / p->n) != p->epoch)
+        {
+          g_autoptr (GRand) rng = epoch_rng (t->config, p->epoch = k / p->n);
+          for (gsize j = 0; j < p->n; j++)
+            p->order[j] = j;
+          for (gsize j = p->n; j > 1; j--)
+            {
+              gsize r = g_rand_int_range (rng, 0, (gint32) j);
+              guint tmp = p->order[j - 1];
+              p->order[j - 1] = p->order[r];
+              p->order[r] = tmp;
+            }
+        }
+      memcpy (p->bx + 2 * i, p->xs + 2 * p->order[k % p->n], 2 * sizeof (float));
+      p->by[i] = p->ys[p->order[k % p->n]];
+    }
+}
+
+static gboolean
+points_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
+{
+  Points *p = t->task_data;
+  double sum = 0;
+  for (gsize b = 0; b < p->eval_batches; b++)
+    {
+      KsFeed feeds[] = { { "x", p->ex + b * t->batch * 2, t->batch * 2 * sizeof (float) },
+                         { "y", p->ey + b * t->batch, t->batch * sizeof (gint64) } };
+      float a;
+      if (!ks_model_run (t->model, feeds, 2, &p->accuracy, 1, error)
+          || isnan (a = ks_train_scalar (p->accuracy, error)))
+        return FALSE;
+      sum += a;
+    }
+  *value = sum / p->eval_batches;
+  if (samples != NULL)
+    *samples = p->eval_batches * t->batch;
+  return TRUE;
+}
+
+static const char *
+points_describe (Trainer *t)
+{
+  return ks_config_get_string (t->config, "data", "task");
+}
+
+static void
+points_clear (Trainer *t)
+{
+  Points *p = t->task_data;
+  g_free (p->xs);
+  g_free (p->ys);
+  g_free (p->ex);
+  g_free (p->ey);
+  g_free (p->bx);
+  g_free (p->by);
+  g_free (p->order);
+  g_free (p);
+}
+
+static const TrainTask points_task = {
+  "accuracy", "samples", points_build, points_batch, points_evaluate, points_describe,
+  points_clear,
+};
+
+/* ---- gpt on a text ---- */
+
+typedef struct {
+  KsText *text;
+  gsize context, split; /* tokens before `split` train, the rest is held out */
+  gint64 *tokens, *positions, *targets;
+  char *description;
+} Text;
+
+/* Windows of context + 1 tokens: tokens[i], targets[i] = the next token. */
+static void
+fill_window (Text *x, gsize row, gsize start)
+{
+  for (gsize j = 0; j < x->context; j++)
+    {
+      x->tokens[row * x->context + j] = x->text->tokens[start + j];
+      x->targets[row * x->context + j] = x->text->tokens[start + j + 1];
+    }
+}
+
+static gboolean
+text_build (Trainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  Text *x = t->task_data = g_new0 (Text, 1);
+  KsGptShape shape = { 0 };
+  KsExpr *logits;
+
+  if ((x->text = ks_text_load (ks_config_get_string (c, "data", "path"), error)) == NULL)
+    return FALSE;
+  x->context = ks_config_get_int (c, "model", "context");
+  x->split = x->text->length - x->text->length / 10;
+  if (x->text->length / 10 < x->context + 1)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[data] path = %s: %" G_GSIZE_FORMAT " bytes is too short for [model] context "
+                   "= %" G_GSIZE_FORMAT " (its last tenth, held out, must hold a window)",
+                   x->text->path, x->text->length, x->context);
+      return FALSE;
+    }
+  shape.vocab = x->text->vocab_size;
+  shape.context = x->context;
+  shape.layers = ks_config_get_int (c, "model", "layers");
+  shape.heads = ks_config_get_int (c, "model", "heads");
+  shape.width = ks_config_get_int (c, "model", "width");
+  shape.batch = t->batch;
+  shape.seed = ks_config_get_int (c, "model", "seed");
+  t->model = ks_model_new (t->compute);
+  if (!ks_gpt_build (t->model, &shape, &logits, &t->loss, error) || !ks_model_init (t->model, error))
+    return FALSE;
+
+  gsize n = t->batch * x->context;
+  x->tokens = g_new (gint64, n);
+  x->positions = g_new (gint64, n);
+  x->targets = g_new (gint64, n);
+  for (gsize i = 0; i < n; i++)
+    x->positions[i] = i % x->context;
+  x->description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
+                                    ", %" G_GINT64_FORMAT " heads, vocabulary %" G_GSIZE_FORMAT
+                                    ") on %s (%" G_GSIZE_FORMAT " bytes)",
+                                    shape.layers, shape.width, shape.heads, x->text->vocab_size,
+                                    x->text->path, x->text->length);
+  t->feeds[0] = (KsFeed) { "tokens", x->tokens, n * sizeof (gint64) };
+  t->feeds[1] = (KsFeed) { "positions", x->positions, n * sizeof (gint64) };
+  t->feeds[2] = (KsFeed) { "targets", x->targets, n * sizeof (gint64) };
+  t->n_feeds = 3;
+  return TRUE;
+}
+
+static void
+text_batch (Trainer *t, gint64 step)
+{
+  Text *x = t->task_data;
+  g_autoptr (GRand) rng = step_rng (t->config, step);
+  for (gsize b = 0; b < t->batch; b++)
+    fill_window (x, b, g_rand_int_range (rng, 0, (gint32) (x->split - x->context - 1) + 1));
+}
+
+/* Mean loss over held-out windows, evenly spaced over the last tenth. */
+static gboolean
+text_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
+{
+  Text *x = t->task_data;
+  gsize span = x->text->length - x->split - x->context - 1, rounds = 4;
+  double sum = 0;
+
+  for (gsize r = 0; r < rounds; r++)
+    {
+      float loss;
+      for (gsize b = 0; b < t->batch; b++)
+        fill_window (x, b, x->split + span * (r * t->batch + b) / (rounds * t->batch));
+      if (!ks_model_run (t->model, t->feeds, t->n_feeds, &t->loss, 1, error)
+          || isnan (loss = ks_train_scalar (t->loss, error)))
+        return FALSE;
+      sum += loss;
+    }
+  *value = sum / rounds;
+  if (samples != NULL)
+    *samples = rounds * t->batch * x->context;
+  return TRUE;
+}
+
+static const char *
+text_describe (Trainer *t)
+{
+  return ((Text *) t->task_data)->description;
+}
+
+static void
+text_clear (Trainer *t)
+{
+  Text *x = t->task_data;
+  ks_text_free (x->text);
+  g_free (x->tokens);
+  g_free (x->positions);
+  g_free (x->targets);
+  g_free (x->description);
+  g_free (x);
+}
+
+static const TrainTask text_task = {
+  "loss", "tokens", text_build, text_batch, text_evaluate, text_describe, text_clear,
+};
+
+const TrainTask *
+ks_train_task (const KsConfig *c, GError **error)
+{
+  gboolean gpt = strcmp (ks_config_get_string (c, "model", "type"), "gpt") == 0;
+  gboolean text = strcmp (ks_config_get_string (c, "data", "task"), "text") == 0;
+
+  if (gpt != text)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[model] type = %s does not train on [data] task = %s: mlp takes spirals or "
+                   "rings, gpt takes text",
+                   ks_config_get_string (c, "model", "type"),
+                   ks_config_get_string (c, "data", "task"));
+      return NULL;
+    }
+  return gpt ? &text_task : &points_task;
+}

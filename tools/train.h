@@ -1,0 +1,46 @@
+/* ksdist train: the trainer and the tasks it runs (train-tasks.c). */
+#ifndef KS_TRAIN_H
+#define KS_TRAIN_H
+
+#include "cli.h"
+
+#include <stdio.h>
+
+typedef struct Trainer Trainer;
+
+/* What a task does for the loop of cmd-train.c. */
+typedef struct {
+  const char *metric; /* of the held-out evaluation: "accuracy", "loss" */
+  const char *unit;   /* what it counts: "samples", "tokens" */
+  /* Makes t->model (initialised), t->loss and the task's data. */
+  gboolean (*build) (Trainer *t, GError **error);
+  /* Fills t->feeds for `step`; depends on nothing but the step, for bitwise resume. */
+  void (*batch) (Trainer *t, gint64 step);
+  gboolean (*evaluate) (Trainer *t, double *value, gsize *samples, GError **error);
+  const char *(*describe) (Trainer *t);
+  void (*clear) (Trainer *t);
+} TrainTask;
+
+struct Trainer {
+  KsConfig *config;
+  KsRegistry *registry;
+  KsCompute *compute;
+  KsModel *model;
+  KsOptimizer *optimizer;
+  KsExpr *loss;
+  gsize batch;
+  KsFeed feeds[3];
+  gsize n_feeds;
+  gsize eval_samples;
+  const TrainTask *task;
+  void *task_data;
+  FILE *metrics;
+  gboolean tty;
+};
+
+/* The task of [model] type and [data] task; an error when they do not go together. */
+const TrainTask *ks_train_task (const KsConfig *config, GError **error);
+/* A scalar expression's value on the host (NaN and the error when it fails). */
+float ks_train_scalar (KsExpr *e, GError **error);
+
+#endif
