@@ -83,22 +83,6 @@ ks_compute_set_threads (KsCompute *compute, int n_threads, GError **error)
   return OPS (compute)->set_threads (CTX (compute), n_threads, error);
 }
 
-/* A KS_COMPUTE_ERROR_INVALID for a call's bad arguments; returns FALSE. */
-static gboolean
-invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-invalid (GError **error, const char *format, ...)
-{
-  va_list args;
-  g_autofree char *message = NULL;
-  va_start (args, format);
-  message = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error_literal (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, message);
-  return FALSE;
-}
-
 /* Row-major shapes: op(A) is m x k, so A is m x k (lda >= k) or k x m (lda >= m). */
 static gboolean
 check_gemm (KsTranspose ta, KsTranspose tb, int m, int n, int k, int lda, int ldb, int ldc,
@@ -109,9 +93,10 @@ check_gemm (KsTranspose ta, KsTranspose tb, int m, int n, int k, int lda, int ld
 
   if (m < 0 || n < 0 || k < 0 || lda < MAX (1, need_a) || ldb < MAX (1, need_b)
       || ldc < MAX (1, n))
-    return invalid (error, "sgemm: bad shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d (row-major: "
-                           "lda must be at least %d, ldb at least %d, ldc at least %d)",
-                    m, n, k, lda, ldb, ldc, MAX (1, need_a), MAX (1, need_b), MAX (1, n));
+    return ks_invalid (error,
+                       "sgemm: bad shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d (row-major: lda "
+                       "must be at least %d, ldb at least %d, ldc at least %d)",
+                       m, n, k, lda, ldb, ldc, MAX (1, need_a), MAX (1, need_b), MAX (1, n));
   return TRUE;
 }
 
@@ -138,7 +123,7 @@ ks_compute_sgemm_strided_batched (KsCompute *compute, KsTranspose ta, KsTranspos
   if (!check_gemm (ta, tb, m, n, k, lda, ldb, ldc, error))
     return FALSE;
   if (batch < 0)
-    return invalid (error, "sgemm_strided_batched: negative batch count %d", batch);
+    return ks_invalid (error, "sgemm_strided_batched: negative batch count %d", batch);
   return OPS (compute)->sgemm_strided_batched (CTX (compute), ta, tb, m, n, k, alpha, a, lda,
                                                stride_a, b, ldb, stride_b, beta, c, ldc,
                                                stride_c, batch, error);
@@ -168,8 +153,9 @@ ks_compute_binary (KsCompute *compute, KsBinaryOp op, const float *a, const floa
 {
   REQUIRE (compute, binary, error);
   if (b_rows != 1 && b_rows != rows)
-    return invalid (error, "binary: b has %" G_GSIZE_FORMAT " rows; it needs 1 (broadcast) or "
-                           "%" G_GSIZE_FORMAT " (as a)", b_rows, rows);
+    return ks_invalid (error,
+                       "binary: b has %" G_GSIZE_FORMAT " rows; it needs 1 (broadcast) or %"
+                       G_GSIZE_FORMAT " (as a)", b_rows, rows);
   return OPS (compute)->binary (CTX (compute), op, a, b, c, rows, cols, b_rows, error);
 }
 
@@ -179,7 +165,7 @@ ks_compute_reduce (KsCompute *compute, KsReduceOp op, const float *x, float *y, 
 {
   REQUIRE (compute, reduce, error);
   if (axis != 0 && axis != 1)
-    return invalid (error, "reduce: axis %d; it is 0 (over rows) or 1 (over columns)", axis);
+    return ks_invalid (error, "reduce: axis %d; it is 0 (over rows) or 1 (over columns)", axis);
   return OPS (compute)->reduce (CTX (compute), op, x, y, rows, cols, axis, error);
 }
 
@@ -253,9 +239,10 @@ ks_compute_update (KsCompute *compute, const KsUpdateArgs *args, float *param, c
 {
   REQUIRE (compute, update, error);
   if (args->size < sizeof (KsUpdateArgs))
-    return invalid (error, "update: KsUpdateArgs of %" G_GSIZE_FORMAT " bytes, expected %"
-                           G_GSIZE_FORMAT ": set args.size = sizeof (KsUpdateArgs)",
-                    args->size, sizeof (KsUpdateArgs));
+    return ks_invalid (error,
+                       "update: KsUpdateArgs of %" G_GSIZE_FORMAT " bytes, expected %"
+                       G_GSIZE_FORMAT ": set args.size = sizeof (KsUpdateArgs)",
+                       args->size, sizeof (KsUpdateArgs));
   return OPS (compute)->update (CTX (compute), args, param, grad, state1, state2, n, error);
 }
 

@@ -15,6 +15,9 @@ gboolean ks_is_first_party_plugin (const char *name);
 gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n, gint64 **step,
                              GError **error);
 
+/* types.c: sets KS_COMPUTE_ERROR_INVALID for a call's bad arguments; returns FALSE */
+gboolean ks_invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
 /* suggest.c */
 /* compares two char** for g_ptr_array_sort */
 int ks_strcmp_indirect (gconstpointer a, gconstpointer b);

@@ -20,29 +20,14 @@ ks_op_name (OpType op)
 
 /* ---- building ---- */
 
-static gboolean
-bad (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-bad (GError **error, const char *format, ...)
-{
-  va_list args;
-  g_autofree char *message = NULL;
-  va_start (args, format);
-  message = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error_literal (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, message);
-  return FALSE;
-}
-
 static KsExpr *
 op_expr (OpType op, KsExpr *a, KsExpr *b, int ndim, const gint64 *shape, GError **error)
 {
   KsExpr *e;
   if (b != NULL && b->model != a->model)
     {
-      bad (error, "%s: '%s' and '%s' belong to different models", ks_op_name (op), a->name,
-           b->name);
+      ks_invalid (error, "%s: '%s' and '%s' belong to different models", ks_op_name (op),
+                  a->name, b->name);
       return NULL;
     }
   e = ks_model_add_expr (a->model, op, NULL, KS_DTYPE_FLOAT32, ndim, shape, error);
@@ -58,7 +43,8 @@ static gboolean
 require_float (const char *op, const KsExpr *x, GError **error)
 {
   return x->dtype == KS_DTYPE_FLOAT32
-         || bad (error, "%s: '%s' is %s; it takes float32", op, x->name, ks_dtype_name (x->dtype));
+         || ks_invalid (error, "%s: '%s' is %s; it takes float32", op, x->name,
+                        ks_dtype_name (x->dtype));
 }
 
 KsExpr *
@@ -70,8 +56,8 @@ ks_matmul (KsExpr *a, KsExpr *b, GError **error)
     return NULL;
   if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != b->shape[0])
     {
-      bad (error, "matmul: '%s' is %s and '%s' is %s; it multiplies [m, k] by [k, n]", a->name,
-           sa, b->name, sb);
+      ks_invalid (error, "matmul: '%s' is %s and '%s' is %s; it multiplies [m, k] by [k, n]",
+                  a->name, sa, b->name, sb);
       return NULL;
     }
   const gint64 shape[] = { a->shape[0], b->shape[1] };
@@ -97,8 +83,9 @@ ks_add (KsExpr *a, KsExpr *b, GError **error)
   gboolean row = b->numel == cols_of (a) && cols_of (b) == cols_of (a);
   if (!same && !row)
     {
-      bad (error, "add: '%s' is %s and '%s' is %s; b must have a's shape or be one row of it",
-           a->name, sa, b->name, sb);
+      ks_invalid (error,
+                  "add: '%s' is %s and '%s' is %s; b must have a's shape or be one row of it",
+                  a->name, sa, b->name, sb);
       return NULL;
     }
   return op_expr (OP_ADD, a, b, a->ndim, a->shape, error);
@@ -136,10 +123,11 @@ check_labels (const char *op, const KsExpr *logits, const KsExpr *labels, GError
   if (logits->ndim == 2 && logits->dtype == KS_DTYPE_FLOAT32 && labels->ndim == 1
       && labels->dtype == KS_DTYPE_INT64 && labels->shape[0] == logits->shape[0])
     return TRUE;
-  return bad (error, "%s: logits '%s' are %s %s and labels '%s' are %s %s; it takes float32 "
+  return ks_invalid (error,
+                     "%s: logits '%s' are %s %s and labels '%s' are %s %s; it takes float32 "
                      "[m, classes] and int64 [m]",
-              op, logits->name, ks_dtype_name (logits->dtype), sl, labels->name,
-              ks_dtype_name (labels->dtype), sy);
+                     op, logits->name, ks_dtype_name (logits->dtype), sl, labels->name,
+                     ks_dtype_name (labels->dtype), sy);
 }
 
 KsExpr *
@@ -167,9 +155,11 @@ ks_embedding (KsExpr *ids, KsExpr *table, GError **error)
   if (ids->dtype != KS_DTYPE_INT64 || table->dtype != KS_DTYPE_FLOAT32 || table->ndim != 2
       || ids->ndim >= KS_TENSOR_MAX_DIMS)
     {
-      bad (error, "embedding: ids '%s' are %s and the table '%s' is %s %s; it takes int64 ids and "
-                  "a float32 [vocab, dim] table",
-           ids->name, ks_dtype_name (ids->dtype), table->name, ks_dtype_name (table->dtype), st);
+      ks_invalid (error,
+                  "embedding: ids '%s' are %s and the table '%s' is %s %s; it takes int64 ids "
+                  "and a float32 [vocab, dim] table",
+                  ids->name, ks_dtype_name (ids->dtype), table->name,
+                  ks_dtype_name (table->dtype), st);
       return NULL;
     }
   memcpy (shape, ids->shape, ids->ndim * sizeof *shape);
@@ -213,9 +203,10 @@ ks_causal_self_attention (KsExpr *qkv, gint64 batch, gint64 heads, GError **erro
   if (qkv->ndim != 2 || batch < 1 || heads < 1 || qkv->shape[0] % batch != 0
       || qkv->shape[1] % (3 * heads) != 0)
     {
-      bad (error, "attention: '%s' is %s; it takes [batch * T, 3 * heads * head size] with "
+      ks_invalid (error,
+                  "attention: '%s' is %s; it takes [batch * T, 3 * heads * head size] with "
                   "batch = %" G_GINT64_FORMAT " and heads = %" G_GINT64_FORMAT,
-           qkv->name, sq, batch, heads);
+                  qkv->name, sq, batch, heads);
       return NULL;
     }
   const gint64 shape[] = { qkv->shape[0], qkv->shape[1] / 3 };
@@ -238,7 +229,7 @@ ks_fc (KsExpr *x, gint64 size, int act, const char *name, guint64 seed, GError *
   if (x->ndim != 2)
     {
       g_autofree char *sx = ks_expr_shape_string (x);
-      bad (error, "fc '%s': input '%s' is %s; it takes [m, k]", base, x->name, sx);
+      ks_invalid (error, "fc '%s': input '%s' is %s; it takes [m, k]", base, x->name, sx);
       return NULL;
     }
   model->n_layers++;

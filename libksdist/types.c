@@ -65,3 +65,15 @@ ks_set_not_supported (GError **error, const char *plugin, KsKind kind, const cha
                ks_kind_name (kind), method, plugin, ks_kind_name (kind));
   return FALSE;
 }
+
+gboolean
+ks_invalid (GError **error, const char *format, ...)
+{
+  va_list args;
+  g_autofree char *message = NULL;
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error_literal (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, message);
+  return FALSE;
+}

@@ -15,10 +15,8 @@ typedef struct {
 } Trained;
 
 typedef struct {
+  CpuFixture cpu;
   char *dir;
-  KsConfig *config;
-  KsRegistry *registry;
-  KsCompute *c;
   float xs[N * 2];
   gint64 ys[N];
   KsFeed feeds[2];
@@ -27,19 +25,8 @@ typedef struct {
 static void
 setup (Fixture *f, gconstpointer data)
 {
-  g_autofree char *openblas = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas",
-                                                ".libs", NULL);
-  g_autofree char *optim = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "optim", ".libs",
-                                             NULL);
-  g_autofree char *path = g_strdup_printf ("%s:%s", openblas, optim);
-
-  ks_test_clear_env ();
+  ks_test_cpu_setup (&f->cpu, (const char *const[]) { "optim.lr=0.05", NULL });
   f->dir = ks_test_tmpdir ();
-  f->config = ks_config_new ();
-  g_assert_true (ks_config_set_override (f->config, "optim.lr=0.05", NULL));
-  f->registry = ks_test_scan (f->config, path);
-  f->c = ks_compute_new (f->registry, f->config, "openblas", NULL);
-  g_assert_nonnull (f->c);
   ks_task_generate (KS_TASK_RINGS, N, 0.01, 5, f->xs, f->ys);
   f->feeds[0] = (KsFeed) { "x", f->xs, sizeof f->xs };
   f->feeds[1] = (KsFeed) { "y", f->ys, sizeof f->ys };
@@ -48,9 +35,7 @@ setup (Fixture *f, gconstpointer data)
 static void
 teardown (Fixture *f, gconstpointer data)
 {
-  ks_compute_free (f->c);
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
+  ks_test_cpu_teardown (&f->cpu);
   ks_test_rmtree (f->dir);
   g_free (f->dir);
 }
@@ -63,7 +48,7 @@ make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
   g_autoptr (GError) error = NULL;
   KsInit zero = { KS_INIT_CONSTANT, 0, 0, 0 };
 
-  t->model = ks_model_new (f->c);
+  t->model = ks_model_new (f->cpu.c);
   KsExpr *x = ks_model_data (t->model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
   KsExpr *y = ks_model_data (t->model, "y", 1, yshape, KS_DTYPE_INT64, &error);
   KsExpr *h = ks_fc (x, hidden, KS_UNARY_TANH, "fc1", 1, &error);
@@ -72,7 +57,7 @@ make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
     ks_model_parameter (t->model, "extra.w", 1, eshape, zero, &error);
   g_assert_no_error (error);
   g_assert_true (ks_model_init (t->model, &error));
-  t->opt = ks_optimizer_new (f->registry, f->config, "adam", &error);
+  t->opt = ks_optimizer_new (f->cpu.registry, f->cpu.config, "adam", &error);
   g_assert_true (ks_optimizer_minimize (t->opt, t->model, t->loss, NULL, 0, NULL, &error));
 }
 
@@ -247,14 +232,9 @@ test_damaged (Fixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                              "openblas.so", NULL);
   g_test_init (&argc, &argv, NULL);
-  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
-    {
-      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
-      return g_test_run ();
-    }
+  if (!ks_test_have_openblas ())
+    return g_test_run ();
 #define ADD(name, fn) g_test_add ("/checkpoint/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("round-trip-and-resume", test_round_trip_and_resume);
   ADD ("safetensors-layout", test_safetensors_layout);

@@ -8,8 +8,7 @@
 #include <string.h>
 
 typedef struct {
-  KsConfig *config;
-  KsRegistry *registry;
+  CpuFixture cpu;
   KsCompute *c;
   GRand *rng;
 } Fixture;
@@ -17,15 +16,8 @@ typedef struct {
 static void
 setup (Fixture *f, gconstpointer data)
 {
-  g_autofree char *dir = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                           NULL);
-  g_autoptr (GError) error = NULL;
-
-  ks_test_clear_env ();
-  f->config = ks_config_new ();
-  f->registry = ks_test_scan (f->config, dir);
-  f->c = ks_compute_new (f->registry, f->config, "openblas", &error);
-  g_assert_no_error (error);
+  ks_test_cpu_setup (&f->cpu, NULL);
+  f->c = f->cpu.c;
   f->rng = g_rand_new_with_seed (20261122);
 }
 
@@ -33,9 +25,7 @@ static void
 teardown (Fixture *f, gconstpointer data)
 {
   g_rand_free (f->rng);
-  ks_compute_free (f->c);
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
+  ks_test_cpu_teardown (&f->cpu);
 }
 
 static float *
@@ -498,14 +488,9 @@ test_update_errors (Fixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                              "openblas.so", NULL);
   g_test_init (&argc, &argv, NULL);
-  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
-    {
-      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
-      return g_test_run ();
-    }
+  if (!ks_test_have_openblas ())
+    return g_test_run ();
 #define ADD(name, fn) g_test_add ("/kernels/openblas/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("unary", test_unary);
   ADD ("binary", test_binary);

@@ -6,31 +6,18 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct {
-  KsConfig *config;
-  KsRegistry *registry;
-  KsCompute *c;
-} Fixture;
+typedef CpuFixture Fixture;
 
 static void
 setup (Fixture *f, gconstpointer data)
 {
-  g_autofree char *dir = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                           NULL);
-  ks_test_clear_env ();
-  f->config = ks_config_new ();
-  g_assert_true (ks_config_set_override (f->config, "openblas.threads=1", NULL));
-  f->registry = ks_test_scan (f->config, dir);
-  f->c = ks_compute_new (f->registry, f->config, "openblas", NULL);
-  g_assert_nonnull (f->c);
+  ks_test_cpu_setup (f, (const char *const[]) { "openblas.threads=1", NULL });
 }
 
 static void
 teardown (Fixture *f, gconstpointer data)
 {
-  ks_compute_free (f->c);
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
+  ks_test_cpu_teardown (f);
 }
 
 static float
@@ -39,6 +26,43 @@ scalar (KsExpr *e)
   float v;
   g_assert_true (ks_tensor_to_host (ks_expr_value (e, NULL), &v, sizeof v, NULL));
   return v;
+}
+
+/* Every parameter's gradient (already computed into the gradient arena) against central
+ * finite differences of `loss`; returns how many elements were checked. */
+static gsize
+check_parameter_gradients (KsModel *model, KsExpr *loss, double tol)
+{
+  KsArena *params = ks_model_parameters (model);
+  float *p = ks_arena_data (params);
+  g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
+                                   ks_arena_numel (params) * sizeof (float));
+  gsize checked = 0;
+
+  for (gsize t = 0; t < ks_arena_count (params); t++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
+      for (gsize i = offset; i < offset + view->numel; i++, checked++)
+        {
+          const double h = 1e-2;
+          float saved = p[i];
+          p[i] = saved + (float) h;
+          ks_model_parameters_changed (model);
+          double up = scalar (loss);
+          p[i] = saved - (float) h;
+          ks_model_parameters_changed (model);
+          double down = scalar (loss);
+          p[i] = saved;
+          double want = (up - down) / (2 * h);
+          if (fabs (g[i] - want) > tol * (1 + fabs (want)))
+            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
+                     "%.6g", name, i - offset, g[i], want);
+        }
+    }
+  ks_model_parameters_changed (model);
+  return checked;
 }
 
 /* A small graph using every op with a gradient:
@@ -88,14 +112,6 @@ feed_all (Net *n)
   g_assert_no_error (error);
 }
 
-static double
-loss_now (Net *n)
-{
-  g_autoptr (GError) error = NULL;
-  g_assert_true (ks_model_run (n->model, NULL, 0, &n->loss, 1, &error));
-  return scalar (n->loss);
-}
-
 static void
 test_gradients (Fixture *f, gconstpointer data)
 {
@@ -109,34 +125,7 @@ test_gradients (Fixture *f, gconstpointer data)
   g_assert_cmpuint (pairs->len, ==, 6); /* fc1..fc3, w and b each */
   feed_all (&n);
 
-  KsArena *params = ks_model_parameters (n.model);
-  KsArena *grads = ks_model_gradients (n.model);
-  float *p = ks_arena_data (params);
-  g_autofree float *g = g_memdup2 (ks_arena_data (grads), ks_arena_numel (grads) * sizeof (float));
-  gsize checked = 0;
-
-  for (gsize t = 0; t < ks_arena_count (params); t++)
-    {
-      const char *name;
-      gsize offset;
-      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
-      for (gsize i = offset; i < offset + view->numel; i++, checked++)
-        {
-          const double h = 1e-2;
-          float saved = p[i];
-          p[i] = saved + (float) h;
-          ks_model_parameters_changed (n.model);
-          double up = loss_now (&n);
-          p[i] = saved - (float) h;
-          ks_model_parameters_changed (n.model);
-          double down = loss_now (&n);
-          p[i] = saved;
-          double want = (up - down) / (2 * h);
-          if (fabs (g[i] - want) > 2e-3 * (1 + fabs (want)))
-            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
-                     "%.6g", name, i - offset, g[i], want);
-        }
-    }
+  gsize checked = check_parameter_gradients (n.model, n.loss, 2e-3);
   g_assert_cmpuint (checked, ==, 3 * 5 + 5 + 5 * 4 + 4 + 3 * 2 + 2);
   ks_model_free (n.model);
 }
@@ -173,33 +162,7 @@ test_embedding_layer_norm_gradients (Fixture *f, gconstpointer data)
                                &error));
   g_assert_no_error (error);
 
-  KsArena *params = ks_model_parameters (model);
-  float *p = ks_arena_data (params);
-  g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
-                                   ks_arena_numel (params) * sizeof (float));
-  gsize checked = 0;
-  for (gsize t = 0; t < ks_arena_count (params); t++)
-    {
-      const char *name;
-      gsize offset;
-      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
-      for (gsize i = offset; i < offset + view->numel; i++, checked++)
-        {
-          const double h = 1e-2;
-          float saved = p[i], up, down;
-          p[i] = saved + (float) h;
-          ks_model_parameters_changed (model);
-          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &up, sizeof up, NULL));
-          p[i] = saved - (float) h;
-          ks_model_parameters_changed (model);
-          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &down, sizeof down, NULL));
-          p[i] = saved;
-          double want = (up - down) / (2 * h);
-          if (fabs (g[i] - want) > 3e-3 * (1 + fabs (want)))
-            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
-                     "%.6g", name, i - offset, g[i], want);
-        }
-    }
+  gsize checked = check_parameter_gradients (model, loss, 3e-3);
   g_assert_cmpuint (checked, ==, VOCAB * DIM + DIM + DIM + DIM * CLASSES + CLASSES);
 
   ids[3] = VOCAB; /* out of the table */
@@ -237,36 +200,11 @@ test_attention (Fixture *f, gconstpointer data)
                                &error));
   g_assert_no_error (error);
 
-  KsArena *params = ks_model_parameters (model);
-  float *p = ks_arena_data (params);
-  g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
-                                   ks_arena_numel (params) * sizeof (float));
-  for (gsize t = 0; t < ks_arena_count (params); t++)
-    {
-      const char *name;
-      gsize offset;
-      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
-      for (gsize i = offset; i < offset + view->numel; i++)
-        {
-          const double h = 1e-2;
-          float saved = p[i], up, down;
-          p[i] = saved + (float) h;
-          ks_model_parameters_changed (model);
-          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &up, sizeof up, NULL));
-          p[i] = saved - (float) h;
-          ks_model_parameters_changed (model);
-          g_assert_true (ks_tensor_to_host (ks_expr_value (loss, NULL), &down, sizeof down, NULL));
-          p[i] = saved;
-          double want = (up - down) / (2 * h);
-          if (fabs (g[i] - want) > 3e-3 * (1 + fabs (want)))
-            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
-                     "%.6g", name, i - offset, g[i], want);
-        }
-    }
+  g_assert_cmpuint (check_parameter_gradients (model, loss, 3e-3), ==,
+                    C * 3 * C + 3 * C + C * CLASSES + CLASSES);
 
   /* causality: change the last token of the first sequence */
   float before[B * T * C], after[B * T * C];
-  ks_model_parameters_changed (model);
   g_assert_true (ks_tensor_to_host (ks_expr_value (att, NULL), before, sizeof before, NULL));
   for (int j = 0; j < C; j++)
     xs[(T - 1) * C + j] += 1;
@@ -484,14 +422,9 @@ test_mlp_learns (Fixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                              "openblas.so", NULL);
   g_test_init (&argc, &argv, NULL);
-  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
-    {
-      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
-      return g_test_run ();
-    }
+  if (!ks_test_have_openblas ())
+    return g_test_run ();
 #define ADD(name, fn) g_test_add ("/model/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("gradients", test_gradients);
   ADD ("embedding-layer-norm-gradients", test_embedding_layer_norm_gradients);

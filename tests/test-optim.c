@@ -9,9 +9,7 @@
 enum { N = 64 };
 
 typedef struct {
-  KsConfig *config;
-  KsRegistry *registry;
-  KsCompute *c;
+  CpuFixture cpu;
   KsModel *model;
   KsExpr *loss;
   float xs[N * 2];
@@ -27,7 +25,7 @@ build_model (Fixture *f)
   g_autoptr (GError) error = NULL;
 
   ks_model_free (f->model);
-  f->model = ks_model_new (f->c);
+  f->model = ks_model_new (f->cpu.c);
   KsExpr *x = ks_model_data (f->model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
   KsExpr *y = ks_model_data (f->model, "y", 1, yshape, KS_DTYPE_INT64, &error);
   KsExpr *h = ks_fc (x, 16, KS_UNARY_TANH, "hidden", 5, &error);
@@ -39,19 +37,7 @@ build_model (Fixture *f)
 static void
 setup (Fixture *f, gconstpointer data)
 {
-  g_autofree char *openblas = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas",
-                                                ".libs", NULL);
-  g_autofree char *optim = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "optim", ".libs",
-                                             NULL);
-  g_autofree char *path = g_strdup_printf ("%s:%s", openblas, optim);
-  g_autoptr (GError) error = NULL;
-
-  ks_test_clear_env ();
-  f->config = ks_config_new ();
-  g_assert_true (ks_config_set_override (f->config, "openblas.threads=1", NULL));
-  f->registry = ks_test_scan (f->config, path);
-  f->c = ks_compute_new (f->registry, f->config, "openblas", &error);
-  g_assert_no_error (error);
+  ks_test_cpu_setup (&f->cpu, (const char *const[]) { "openblas.threads=1", NULL });
   for (int i = 0; i < N; i++)
     {
       f->xs[2 * i] = (float) sin (i * 2.1);
@@ -67,9 +53,7 @@ static void
 teardown (Fixture *f, gconstpointer data)
 {
   ks_model_free (f->model);
-  ks_compute_free (f->c);
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
+  ks_test_cpu_teardown (&f->cpu);
 }
 
 static float
@@ -86,9 +70,9 @@ optimizer (Fixture *f, const char *name, const char *const *sets)
 {
   g_autoptr (GError) error = NULL;
   for (int i = 0; sets != NULL && sets[i] != NULL; i++)
-    g_assert_true (ks_config_set_override (f->config, sets[i], NULL));
-  g_assert_true (ks_config_validate (f->config, &error));
-  KsOptimizer *opt = ks_optimizer_new (f->registry, f->config, name, &error);
+    g_assert_true (ks_config_set_override (f->cpu.config, sets[i], NULL));
+  g_assert_true (ks_config_validate (f->cpu.config, &error));
+  KsOptimizer *opt = ks_optimizer_new (f->cpu.registry, f->cpu.config, name, &error);
   g_assert_no_error (error);
   g_assert_true (ks_optimizer_minimize (opt, f->model, f->loss, NULL, 0, NULL, &error));
   return opt;
@@ -194,8 +178,8 @@ static void
 test_parameter_subset (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
-  g_assert_true (ks_config_set_override (f->config, "optim.lr=0.1", NULL));
-  g_autoptr (KsOptimizer) opt = ks_optimizer_new (f->registry, f->config, "adam", &error);
+  g_assert_true (ks_config_set_override (f->cpu.config, "optim.lr=0.1", NULL));
+  g_autoptr (KsOptimizer) opt = ks_optimizer_new (f->cpu.registry, f->cpu.config, "adam", &error);
   KsArena *params = ks_model_parameters (f->model);
   gsize n = ks_arena_numel (params);
   g_autofree float *before = g_memdup2 (ks_arena_data (params), n * sizeof (float));
@@ -220,20 +204,20 @@ static void
 test_errors (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
-  g_assert_true (ks_config_set_override (f->config, "optim.schedule=cosine", NULL));
-  g_assert_true (ks_config_set_override (f->config, "optim.warmup=5", NULL));
-  g_assert_null (ks_optimizer_new (f->registry, f->config, "adam", &error));
+  g_assert_true (ks_config_set_override (f->cpu.config, "optim.schedule=cosine", NULL));
+  g_assert_true (ks_config_set_override (f->cpu.config, "optim.warmup=5", NULL));
+  g_assert_null (ks_optimizer_new (f->cpu.registry, f->cpu.config, "adam", &error));
   g_assert_cmpstr (error->message, ==, "optimizer 'adam' (plugin optim) could not be created: "
                                        "[optim] schedule = cosine needs total_steps (1) greater "
                                        "than warmup (5)");
   g_clear_error (&error);
-  g_assert_true (ks_config_set_override (f->config, "optim.schedule=constant", NULL));
-  g_autoptr (KsOptimizer) opt = ks_optimizer_new (f->registry, f->config, "adam", &error);
+  g_assert_true (ks_config_set_override (f->cpu.config, "optim.schedule=constant", NULL));
+  g_autoptr (KsOptimizer) opt = ks_optimizer_new (f->cpu.registry, f->cpu.config, "adam", &error);
   g_assert_false (ks_optimizer_step (opt, f->feeds, 2, &error));
   g_assert_cmpstr (error->message, ==, "optimizer adam: call ks_optimizer_minimize before "
                                        "stepping");
   g_clear_error (&error);
-  g_assert_null (ks_optimizer_new (f->registry, f->config, "lion", &error));
+  g_assert_null (ks_optimizer_new (f->cpu.registry, f->cpu.config, "lion", &error));
   g_assert_true (g_str_has_prefix (error->message, "no optimizer implementation named 'lion'; "
                                                    "available: sgd (plugin optim), "));
 }
@@ -241,14 +225,9 @@ test_errors (Fixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                              "openblas.so", NULL);
   g_test_init (&argc, &argv, NULL);
-  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
-    {
-      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
-      return g_test_run ();
-    }
+  if (!ks_test_have_openblas ())
+    return g_test_run ();
 #define ADD(name, fn) g_test_add ("/optim/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("rules-train", test_rules_train);
   ADD ("sgd-step-exact", test_sgd_step_exact);

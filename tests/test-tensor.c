@@ -3,30 +3,18 @@
 
 #include <string.h>
 
-typedef struct {
-  KsConfig *config;
-  KsRegistry *registry;
-  KsCompute *c;
-} Fixture;
+typedef CpuFixture Fixture;
 
 static void
 setup (Fixture *f, gconstpointer data)
 {
-  g_autofree char *dir = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                           NULL);
-  ks_test_clear_env ();
-  f->config = ks_config_new ();
-  f->registry = ks_test_scan (f->config, dir);
-  f->c = ks_compute_new (f->registry, f->config, "openblas", NULL);
-  g_assert_nonnull (f->c);
+  ks_test_cpu_setup (f, NULL);
 }
 
 static void
 teardown (Fixture *f, gconstpointer data)
 {
-  ks_compute_free (f->c);
-  ks_registry_free (f->registry);
-  ks_config_free (f->config);
+  ks_test_cpu_teardown (f);
 }
 
 static void
@@ -126,14 +114,9 @@ test_arena (Fixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  g_autofree char *plugin = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas", ".libs",
-                                              "openblas.so", NULL);
   g_test_init (&argc, &argv, NULL);
-  if (!g_file_test (plugin, G_FILE_TEST_EXISTS))
-    {
-      g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
-      return g_test_run ();
-    }
+  if (!ks_test_have_openblas ())
+    return g_test_run ();
   g_test_add ("/tensor/basics", Fixture, NULL, setup, test_tensor, teardown);
   g_test_add ("/tensor/bad-shapes", Fixture, NULL, setup, test_bad_shapes, teardown);
   g_test_add ("/tensor/arena", Fixture, NULL, setup, test_arena, teardown);

@@ -127,3 +127,46 @@ ks_test_fixture_teardown (PluginFixture *f, gconstpointer data)
   ks_test_rmtree (f->dir);
   g_free (f->dir);
 }
+
+static char *
+build_plugin_dir (const char *name)
+{
+  return g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), name, ".libs", NULL);
+}
+
+void
+ks_test_cpu_setup (CpuFixture *f, const char *const *sets)
+{
+  g_autofree char *openblas = build_plugin_dir ("openblas");
+  g_autofree char *optim = build_plugin_dir ("optim");
+  g_autofree char *path = g_strdup_printf ("%s:%s", openblas, optim);
+  g_autoptr (GError) error = NULL;
+
+  ks_test_clear_env ();
+  f->config = ks_config_new ();
+  for (int i = 0; sets != NULL && sets[i] != NULL; i++)
+    g_assert_true (ks_config_set_override (f->config, sets[i], NULL));
+  f->registry = ks_test_scan (f->config, path);
+  g_assert_true (ks_config_validate (f->config, &error));
+  f->c = ks_compute_new (f->registry, f->config, "openblas", &error);
+  g_assert_no_error (error);
+}
+
+void
+ks_test_cpu_teardown (CpuFixture *f)
+{
+  ks_compute_free (f->c);
+  ks_registry_free (f->registry);
+  ks_config_free (f->config);
+}
+
+gboolean
+ks_test_have_openblas (void)
+{
+  g_autofree char *dir = build_plugin_dir ("openblas");
+  g_autofree char *plugin = g_build_filename (dir, "openblas.so", NULL);
+  if (g_file_test (plugin, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
+  return FALSE;
+}

@@ -34,6 +34,20 @@ typedef struct {
 
 void ks_test_fixture_teardown (PluginFixture *f, gconstpointer data);
 
+/* The CPU backend the model tests run on: a configuration with `sets` (--set lines,
+ * NULL-terminated, may be NULL), the registry of the build tree's openblas and optim
+ * plugins, and the openblas compute. */
+typedef struct {
+  KsConfig *config;
+  KsRegistry *registry;
+  KsCompute *c;
+} CpuFixture;
+
+void ks_test_cpu_setup (CpuFixture *f, const char *const *sets);
+void ks_test_cpu_teardown (CpuFixture *f);
+/* FALSE, with the program's run marked skipped, when the OpenBLAS plugin was not built. */
+gboolean ks_test_have_openblas (void);
+
 /* Resets the variables that steer plugin search between test cases. */
 void ks_test_clear_env (void);
 
