@@ -1,0 +1,71 @@
+"""The same step as bench-gpt.c in PyTorch: a GPT of the same shape (pre-norm blocks,
+causal attention, GELU tanh MLP of 4x width), AdamW. Prints ms/step (best of rounds) and
+peak RSS in MiB. Run with Debian's /usr/bin/python3 and OPENBLAS_NUM_THREADS set."""
+import math
+import resource
+import sys
+import time
+
+import torch
+from torch import nn
+
+VOCAB, CONTEXT, LAYERS, HEADS, WIDTH, BATCH = 65, 64, 4, 4, 128, 16
+WARMUP, STEPS, ROUNDS = 2, 5, 3
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
+        self.qkv, self.proj = nn.Linear(WIDTH, 3 * WIDTH), nn.Linear(WIDTH, WIDTH)
+        self.fc, self.out = nn.Linear(WIDTH, 4 * WIDTH), nn.Linear(4 * WIDTH, WIDTH)
+        self.register_buffer("mask", torch.tril(torch.ones(CONTEXT, CONTEXT)) == 0)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // HEADS)
+        att = att.masked_fill(self.mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, c)
+        x = x + self.proj(y)
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(VOCAB, WIDTH), nn.Embedding(CONTEXT, WIDTH)
+        self.blocks = nn.Sequential(*[Block() for _ in range(LAYERS)])
+        self.ln_f, self.head = nn.LayerNorm(WIDTH), nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(CONTEXT))
+        return self.head(self.ln_f(self.blocks(x)))
+
+
+torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+torch.manual_seed(1)
+model = GPT()
+adamw = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+tokens = torch.randint(0, VOCAB, (BATCH, CONTEXT))
+targets = torch.randint(0, VOCAB, (BATCH, CONTEXT))
+
+
+def step():
+    adamw.zero_grad()
+    logits = model(tokens)
+    loss = nn.functional.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+    loss.backward()
+    adamw.step()
+
+
+for _ in range(WARMUP):
+    step()
+best = float("inf")
+for _ in range(ROUNDS):
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        step()
+    best = min(best, (time.perf_counter() - t0) * 1e3 / STEPS)
+print(f"{best:.2f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")

@@ -1,0 +1,65 @@
+/* One training step of the GPT of the issue (vocabulary 65, context 64, 4 layers, 4 heads,
+ * width 128, batch 16, AdamW) on the CPU backend: prints ms/step (best of several timed
+ * runs) and peak RSS. bench/run-vs-torch.sh gpt runs it beside PyTorch.
+ *   bench/bench-gpt THREADS       (KS_PLUGIN_PATH must reach openblas and optim) */
+#include <ksdist/ksdist.h>
+
+#include <stdio.h>
+#include <sys/resource.h>
+
+enum { WARMUP = 2, STEPS = 5, ROUNDS = 3 };
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = ks_registry_new ();
+  g_autoptr (GError) error = NULL;
+  g_autofree char *threads = g_strdup_printf ("openblas.threads=%s", argc > 1 ? argv[1] : "1");
+  KsGptShape shape = { 65, 64, 4, 4, 128, 16, 1 };
+  gsize n = shape.batch * shape.context;
+  g_autofree gint64 *tokens = g_new (gint64, n);
+  g_autofree gint64 *positions = g_new (gint64, n);
+  g_autofree gint64 *targets = g_new (gint64, n);
+  KsExpr *logits, *loss;
+  struct rusage usage;
+  double best = G_MAXDOUBLE;
+
+  if (!ks_config_set_override (config, threads, &error)
+      || !ks_config_set_override (config, "optim.lr=0.0003", &error)
+      || !ks_config_set_override (config, "optim.weight_decay=0.01", &error)
+      || !ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
+    g_error ("%s", error->message);
+  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, "openblas", &error);
+  g_autoptr (KsModel) model = compute ? ks_model_new (compute) : NULL;
+  if (model == NULL || !ks_gpt_build (model, &shape, &logits, &loss, &error)
+      || !ks_model_init (model, &error))
+    g_error ("%s", error->message);
+  g_autoptr (KsOptimizer) adamw = ks_optimizer_new (registry, config, "adamw", &error);
+  if (adamw == NULL || !ks_optimizer_minimize (adamw, model, loss, NULL, 0, NULL, &error))
+    g_error ("%s", error->message);
+
+  g_autoptr (GRand) rng = g_rand_new_with_seed (1);
+  for (gsize i = 0; i < n; i++)
+    {
+      tokens[i] = g_rand_int_range (rng, 0, shape.vocab);
+      targets[i] = g_rand_int_range (rng, 0, shape.vocab);
+      positions[i] = i % shape.context;
+    }
+  KsFeed feeds[] = { { "tokens", tokens, n * sizeof (gint64) },
+                     { "positions", positions, n * sizeof (gint64) },
+                     { "targets", targets, n * sizeof (gint64) } };
+  for (int i = 0; i < WARMUP; i++)
+    ks_optimizer_step (adamw, feeds, 3, NULL);
+  for (int r = 0; r < ROUNDS; r++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      for (int i = 0; i < STEPS; i++)
+        if (!ks_optimizer_step (adamw, feeds, 3, &error))
+          g_error ("%s", error->message);
+      best = MIN (best, (g_get_monotonic_time () - t0) / 1e3 / STEPS);
+    }
+  getrusage (RUSAGE_SELF, &usage);
+  printf ("%.2f %ld\n", best, usage.ru_maxrss / 1024);
+  return 0;
+}
