@@ -357,48 +357,85 @@ check_entry (const char *file, JsonObject *header, const Entry *e, const guint8 
   return TRUE;
 }
 
+/* Reads `file` and checks its header: safetensors, ours, our version. */
+static gboolean
+open_checkpoint (const char *file, char **bytes, gsize *len, JsonParser *parser,
+                 guint64 *header_len, JsonObject **header, JsonObject **meta, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+
+  if (!g_file_get_contents (file, bytes, len, &local))
+    return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s", local->message);
+  if (*len >= 8)
+    {
+      memcpy (header_len, *bytes, 8);
+      *header_len = GUINT64_FROM_LE (*header_len);
+    }
+  if (*len < 8 || *header_len > *len - 8)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "truncated: %" G_GSIZE_FORMAT " bytes, too short for its header", *len);
+  if (!json_parser_load_from_data (parser, *bytes + 8, *header_len, &local)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "the header is not a JSON object%s%s",
+                    local ? ": " : "", local ? local->message : "");
+  *header = json_node_get_object (json_parser_get_root (parser));
+  *meta = json_object_has_member (*header, "__metadata__")
+              ? json_object_get_object_member (*header, "__metadata__") : NULL;
+  if (*meta == NULL || g_strcmp0 (json_object_get_string_member_with_default (*meta, "format", ""),
+                                  CHECKPOINT_FORMAT) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "not a ksdist checkpoint (no __metadata__ format \"" CHECKPOINT_FORMAT "\")");
+  const char *version = json_object_get_string_member_with_default (*meta, "version", "?");
+  if (strcmp (version, CHECKPOINT_VERSION) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "checkpoint format version %s; this ksdist reads version " CHECKPOINT_VERSION,
+                    version);
+  return TRUE;
+}
+
+static GHashTable *
+metadata_table (JsonObject *meta)
+{
+  GHashTable *table = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autoptr (GList) names = json_object_get_members (meta);
+  for (GList *n = names; n != NULL; n = n->next)
+    g_hash_table_insert (table, g_strdup (n->data),
+                         g_strdup (json_object_get_string_member_with_default (meta, n->data, "")));
+  return table;
+}
+
+GHashTable *
+ks_checkpoint_metadata (const char *path, GError **error)
+{
+  g_autofree char *file = g_build_filename (path, FILE_NAME, NULL);
+  g_autofree char *bytes = NULL;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonObject *header, *meta;
+  guint64 header_len;
+  gsize len;
+
+  if (!open_checkpoint (file, &bytes, &len, parser, &header_len, &header, &meta, error))
+    return NULL;
+  return metadata_table (meta);
+}
+
 gboolean
 ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gint64 *step,
                     GHashTable **metadata, GError **error)
 {
   g_autofree char *file = g_build_filename (path, FILE_NAME, NULL);
   g_autofree char *bytes = NULL;
-  g_autoptr (GError) local = NULL;
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GArray) entries = NULL;
   g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
   g_autofree const guint8 **sources = NULL;
   gint64 *opt_step = NULL;
+  JsonObject *header, *meta;
   guint64 header_len;
   gsize len;
 
-  if (!g_file_get_contents (file, &bytes, &len, &local))
-    return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s", local->message);
-  if (len >= 8)
-    {
-      memcpy (&header_len, bytes, 8);
-      header_len = GUINT64_FROM_LE (header_len);
-    }
-  if (len < 8 || header_len > len - 8)
-    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                    "truncated: %" G_GSIZE_FORMAT " bytes, too short for its header", len);
-  if (!json_parser_load_from_data (parser, bytes + 8, header_len, &local)
-      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "the header is not a JSON object%s%s",
-                    local ? ": " : "", local ? local->message : "");
-  JsonObject *header = json_node_get_object (json_parser_get_root (parser));
-  JsonObject *meta = json_object_has_member (header, "__metadata__")
-                         ? json_object_get_object_member (header, "__metadata__") : NULL;
-  if (meta == NULL || g_strcmp0 (json_object_get_string_member_with_default (meta, "format", ""),
-                                 CHECKPOINT_FORMAT) != 0)
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                    "not a ksdist checkpoint (no __metadata__ format \"" CHECKPOINT_FORMAT "\")");
-  const char *version = json_object_get_string_member_with_default (meta, "version", "?");
-  if (strcmp (version, CHECKPOINT_VERSION) != 0)
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                    "checkpoint format version %s; this ksdist reads version " CHECKPOINT_VERSION,
-                    version);
-
+  if (!open_checkpoint (file, &bytes, &len, parser, &header_len, &header, &meta, error))
+    return FALSE;
   const guint8 *data = (const guint8 *) bytes + 8 + header_len;
   gsize data_len = len - 8 - header_len;
   g_checksum_update (sha, data, data_len);
@@ -432,13 +469,6 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
     *step = g_ascii_strtoll (json_object_get_string_member_with_default (meta, "step", "0"), NULL,
                              10);
   if (metadata != NULL)
-    {
-      *metadata = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-      g_autoptr (GList) names = json_object_get_members (meta);
-      for (GList *n = names; n != NULL; n = n->next)
-        g_hash_table_insert (*metadata, g_strdup (n->data),
-                             g_strdup (json_object_get_string_member_with_default (meta, n->data,
-                                                                                   "")));
-    }
+    *metadata = metadata_table (meta);
   return TRUE;
 }

@@ -287,12 +287,14 @@ test_train_gpt (Fixture *f, gconstpointer data)
     g_string_append (text, "the quick brown fox jumps over the lazy dog. ");
   g_autofree char *path = ks_test_write (f->dir, "fox.txt", text->str);
   g_autofree char *set_path = g_strdup_printf ("data.path=%s", path);
+  g_autofree char *ckpt = g_build_filename (f->dir, "ckpt", NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
   double first = 0, last = 0, eval = 0;
 
   run (f, ARGS ("train", "--set", "model.type=gpt", "--set", "data.task=text", "--set", set_path,
                 "--set", "model.context=16", "--set", "model.layers=1", "--set", "model.width=32",
                 "--set", "model.heads=2", "--set", "train.batch=8", "--set", "train.steps=200",
-                "--set", "train.log_every=50", "--set", "optim.lr=0.01"),
+                "--set", "train.log_every=50", "--set", "optim.lr=0.01", "--set", set_ckpt),
        NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_auto (GStrv) lines = g_strsplit (f->out, "\n", -1);
@@ -306,6 +308,28 @@ test_train_gpt (Fixture *f, gconstpointer data)
   g_assert_cmpfloat (first, <, 3.0);
   g_assert_cmpfloat (last, <, 0.5);
   g_assert_cmpfloat (eval, <, 0.5);
+
+  /* the checkpoint carries the shape and vocabulary: generate needs no config */
+  run (f, ARGS ("generate", ckpt, "--prompt", "the quick", "-n", "35"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_cmpstr (f->out, ==, "the quick brown fox jumps over the lazy dog.\n");
+  run (f, ARGS ("generate", ckpt, "--prompt", "the Quick"), NULL);
+  assert_error_line (f, 2, "the prompt's character 'Q' (byte 0x51) is not in the model's "
+                           "vocabulary of 28 characters");
+}
+
+/* A checkpoint of the MLP cannot be generated from. */
+static void
+test_generate_needs_gpt (Fixture *f, gconstpointer data)
+{
+  g_autofree char *ckpt = g_build_filename (f->dir, "mlp", NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+
+  run (f, ARGS ("train", "--set", "train.steps=5", "--set", set_ckpt), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  run (f, ARGS ("generate", ckpt, "--prompt", "x"), NULL);
+  assert_error_line (f, 2, "@/mlp/checkpoint-5 is not a checkpoint of a gpt from `ksdist train` "
+                           "(no model.type = gpt and vocabulary in its metadata)");
 }
 
 static void
@@ -342,6 +366,7 @@ main (int argc, char **argv)
   ADD ("train", test_train);
   ADD ("train-resume", test_train_resume);
   ADD ("train-gpt", test_train_gpt);
+  ADD ("generate-needs-gpt", test_generate_needs_gpt);
   ADD ("train-errors", test_train_errors);
   return g_test_run ();
 }

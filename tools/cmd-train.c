@@ -60,6 +60,15 @@ report (Trainer *t, gint64 step, gint64 steps, float loss, double lr, double rat
 }
 
 
+static gboolean
+save (Trainer *t, const char *dir, gint64 step, guint keep, GError **error)
+{
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  if (t->task->metadata != NULL)
+    t->task->metadata (t, meta);
+  return ks_checkpoint_save (dir, step, t->model, t->optimizer, meta, keep, error);
+}
+
 /* Loads the newest checkpoint when asked to resume; returns the first step to run. */
 static gboolean
 resume (Trainer *t, const char *dir, gint64 *first, GError **error)
@@ -143,7 +152,7 @@ train (Trainer *t)
         }
       window_steps++;
       if (*ckpt_dir != '\0' && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
-          && !ks_checkpoint_save (ckpt_dir, step, t->model, t->optimizer, NULL, keep, &error))
+          && !save (t, ckpt_dir, step, keep, &error))
         {
           ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
           return KS_EXIT_RUNTIME;

@@ -8,5 +8,6 @@ tools_ksdist_SOURCES = \
 	tools/cmd-config.c \
 	tools/train.h \
 	tools/cmd-train.c \
-	tools/train-tasks.c
+	tools/train-tasks.c \
+	tools/cmd-generate.c
 tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) -lm

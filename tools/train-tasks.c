@@ -183,7 +183,7 @@ points_clear (Trainer *t)
 
 static const TrainTask points_task = {
   "accuracy", "samples", points_build, points_batch, points_evaluate, points_describe,
-  points_clear,
+  points_clear, NULL,
 };
 
 /* ---- gpt on a text ---- */
@@ -306,8 +306,29 @@ text_clear (Trainer *t)
   g_free (x);
 }
 
+/* What `ksdist generate` needs to rebuild the model: its shape and the vocabulary. */
+static void
+text_metadata (Trainer *t, GHashTable *meta)
+{
+  Text *x = t->task_data;
+  const char *keys[] = { "layers", "heads", "width" };
+  GString *hex = g_string_new (NULL);
+
+  g_hash_table_insert (meta, g_strdup ("model.type"), g_strdup ("gpt"));
+  g_hash_table_insert (meta, g_strdup ("model.context"),
+                       g_strdup_printf ("%" G_GSIZE_FORMAT, x->context));
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    g_hash_table_insert (meta, g_strconcat ("model.", keys[i], NULL),
+                         g_strdup_printf ("%" G_GINT64_FORMAT,
+                                          ks_config_get_int (t->config, "model", keys[i])));
+  for (gsize i = 0; i < x->text->vocab_size; i++)
+    g_string_append_printf (hex, "%02x", x->text->vocab[i]);
+  g_hash_table_insert (meta, g_strdup ("vocab_hex"), g_string_free (hex, FALSE));
+}
+
 static const TrainTask text_task = {
   "loss", "tokens", text_build, text_batch, text_evaluate, text_describe, text_clear,
+  text_metadata,
 };
 
 const TrainTask *

@@ -19,6 +19,9 @@ typedef struct {
   gboolean (*evaluate) (Trainer *t, double *value, gsize *samples, GError **error);
   const char *(*describe) (Trainer *t);
   void (*clear) (Trainer *t);
+  /* Entries for a checkpoint's metadata, so it can be used without the config (may be
+   * NULL). */
+  void (*metadata) (Trainer *t, GHashTable *metadata);
 } TrainTask;
 
 struct Trainer {

@@ -40,6 +40,9 @@ char *ks_checkpoint_latest (const char *dir);
 gboolean ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer,
                              gint64 *step, GHashTable **metadata, GError **error);
 
+/* The __metadata__ of a checkpoint directory (a new string table), without loading it. */
+GHashTable *ks_checkpoint_metadata (const char *path, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -1,0 +1,198 @@
+/* ksdist generate: text from a GPT checkpoint of `ksdist train`. The checkpoint's metadata
+ * gives the model's shape and vocabulary, so no config is needed; a batch-1 GPT loads
+ * the weights and extends the prompt one character at a time. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  KsGptShape shape;
+  guint8 vocab[256];
+  gsize vocab_size;
+} GptInfo;
+
+static gboolean
+meta_int (GHashTable *meta, const char *key, gint64 *out, GError **error)
+{
+  const char *text = g_hash_table_lookup (meta, key);
+  if (text != NULL && g_ascii_string_to_signed (text, 10, 1, G_MAXINT32, out, NULL))
+    return TRUE;
+  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
+               "the checkpoint's metadata has no valid '%s': it was not saved by `ksdist train` "
+               "for a gpt",
+               key);
+  return FALSE;
+}
+
+static gboolean
+read_info (const char *path, GptInfo *info, GError **error)
+{
+  g_autoptr (GHashTable) meta = ks_checkpoint_metadata (path, error);
+  const char *hex;
+
+  if (meta == NULL)
+    return FALSE;
+  if (g_strcmp0 (g_hash_table_lookup (meta, "model.type"), "gpt") != 0
+      || (hex = g_hash_table_lookup (meta, "vocab_hex")) == NULL || strlen (hex) % 2 != 0
+      || strlen (hex) / 2 > 256 || strlen (hex) == 0)
+    {
+      g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
+                   "%s is not a checkpoint of a gpt from `ksdist train` (no model.type = gpt "
+                   "and vocabulary in its metadata)", path);
+      return FALSE;
+    }
+  info->vocab_size = strlen (hex) / 2;
+  for (gsize i = 0; i < info->vocab_size; i++)
+    info->vocab[i] = (g_ascii_xdigit_value (hex[2 * i]) << 4) | g_ascii_xdigit_value (hex[2 * i + 1]);
+  info->shape.vocab = info->vocab_size;
+  info->shape.batch = 1;
+  info->shape.seed = 1; /* the initialisers' values are replaced by the checkpoint's */
+  return meta_int (meta, "model.context", &info->shape.context, error)
+         && meta_int (meta, "model.layers", &info->shape.layers, error)
+         && meta_int (meta, "model.heads", &info->shape.heads, error)
+         && meta_int (meta, "model.width", &info->shape.width, error);
+}
+
+/* The token of each prompt byte; an error names a byte the model never saw. */
+static gboolean
+encode (const GptInfo *info, const char *prompt, GArray *tokens, GError **error)
+{
+  for (const guint8 *p = (const guint8 *) prompt; *p != '\0'; p++)
+    {
+      gint64 token = -1;
+      for (gsize i = 0; i < info->vocab_size && token < 0; i++)
+        if (info->vocab[i] == *p)
+          token = i;
+      if (token < 0)
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "the prompt's character '%c' (byte 0x%02x) is not in the model's "
+                       "vocabulary of %" G_GSIZE_FORMAT " characters",
+                       g_ascii_isprint (*p) ? *p : '?', *p, info->vocab_size);
+          return FALSE;
+        }
+      g_array_append_val (tokens, token);
+    }
+  return TRUE;
+}
+
+/* The next token from the logits of the last position: the most likely one at
+ * temperature 0, else a draw from softmax (logits / temperature). */
+static gint64
+pick (const float *logits, gsize vocab, double temperature, GRand *rng)
+{
+  gsize best = 0;
+  for (gsize j = 1; j < vocab; j++)
+    if (logits[j] > logits[best])
+      best = j;
+  if (temperature <= 0)
+    return best;
+  double sum = 0, r;
+  for (gsize j = 0; j < vocab; j++)
+    sum += exp ((logits[j] - logits[best]) / temperature);
+  r = g_rand_double (rng) * sum;
+  for (gsize j = 0; j < vocab; j++)
+    if ((r -= exp ((logits[j] - logits[best]) / temperature)) <= 0)
+      return j;
+  return best;
+}
+
+static int
+generate (KsRegistry *registry, const KsConfig *config, const char *path, const char *prompt,
+          gint64 n_new, double temperature, gint64 seed)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) tokens = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) seed);
+  GptInfo info = { 0 };
+  KsExpr *logits, *loss;
+
+  if (!read_info (path, &info, &error) || !encode (&info, prompt, tokens, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      return KS_EXIT_USAGE;
+    }
+  gsize T = info.shape.context, V = info.vocab_size;
+  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, NULL, &error);
+  g_autoptr (KsModel) model = compute != NULL ? ks_model_new (compute) : NULL;
+  if (model == NULL || !ks_gpt_build (model, &info.shape, &logits, &loss, &error)
+      || !ks_model_init (model, &error)
+      || !ks_checkpoint_load (path, model, NULL, NULL, NULL, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      return KS_EXIT_RUNTIME;
+    }
+  g_autofree gint64 *window = g_new0 (gint64, T);
+  g_autofree gint64 *positions = g_new (gint64, T);
+  g_autofree float *out = g_new (float, T * V);
+  for (gsize i = 0; i < T; i++)
+    positions[i] = i;
+  fputs (prompt, stdout);
+  for (gint64 k = 0; k < n_new; k++)
+    {
+      /* the last T tokens; later positions stay 0 and, being later, cannot matter */
+      gsize len = MIN (tokens->len, T), from = tokens->len - len;
+      memcpy (window, &g_array_index (tokens, gint64, from), len * sizeof (gint64));
+      KsFeed feeds[] = { { "tokens", window, T * sizeof (gint64) },
+                         { "positions", positions, T * sizeof (gint64) } };
+      if (!ks_model_run (model, feeds, 2, &logits, 1, &error)
+          || !ks_tensor_to_host (ks_expr_value (logits, &error), out, T * V * sizeof (float),
+                                 &error))
+        {
+          ks_cli_error ("%s", error->message);
+          return KS_EXIT_RUNTIME;
+        }
+      gint64 next = pick (out + (len - 1) * V, V, temperature, rng);
+      g_array_append_val (tokens, next);
+      putchar (info.vocab[next]);
+    }
+  putchar ('\n');
+  return KS_EXIT_OK;
+}
+
+static int
+run_generate (int argc, char **argv)
+{
+  g_auto (GStrv) sets = NULL;
+  g_autofree char *prompt = NULL;
+  gint n_new = 100, seed = 1;
+  double temperature = 0;
+  GOptionEntry entries[] = {
+    { "prompt", 'p', 0, G_OPTION_ARG_STRING, &prompt, "Text to continue", "TEXT" },
+    { "tokens", 'n', 0, G_OPTION_ARG_INT, &n_new, "Characters to generate (default 100)", "N" },
+    { "temperature", 't', 0, G_OPTION_ARG_DOUBLE, &temperature,
+      "0 (default) picks the most likely character; above 0 samples", "T" },
+    { "seed", 0, 0, G_OPTION_ARG_INT, &seed, "Seed of the sampling", "S" },
+    KS_CLI_SET_OPTION (sets),
+    { NULL },
+  };
+  g_autoptr (KsConfig) config = NULL;
+  g_autoptr (KsRegistry) registry = NULL;
+  g_autofree char *path = NULL;
+  int status;
+
+  if (!ks_cli_parse ("generate", "CHECKPOINT", ks_cmd_generate.summary, entries, &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (argc != 2 || prompt == NULL || *prompt == '\0' || n_new < 0 || temperature < 0)
+    {
+      ks_cli_error ("generate: give one CHECKPOINT (a checkpoint-N directory or the "
+                    "checkpoint_dir holding them), a non-empty --prompt, tokens >= 0 and "
+                    "temperature >= 0 (see ksdist help generate)");
+      return KS_EXIT_USAGE;
+    }
+  /* a checkpoint directory, or the directory of checkpoints: its newest */
+  path = ks_checkpoint_latest (argv[1]);
+  if (path == NULL)
+    path = g_strdup (argv[1]);
+  if ((status = ks_cli_load (NULL, sets, &config, &registry)) != KS_EXIT_OK)
+    return status;
+  return generate (registry, config, path, prompt, n_new, temperature, seed);
+}
+
+const KsCommand ks_cmd_generate = {
+  "generate",
+  "Continue a prompt with a GPT checkpoint of `ksdist train`",
+  run_generate,
+};
