@@ -2,11 +2,11 @@
 causal attention, GELU tanh MLP of 4x width), AdamW. Prints ms/step (best of rounds) and
 peak RSS in MiB. Run with Debian's /usr/bin/python3 and OPENBLAS_NUM_THREADS set."""
 import math
-import resource
 import sys
-import time
 
 import torch
+
+from torch_step_timing import time_steps
 from torch import nn
 
 VOCAB, CONTEXT, LAYERS, HEADS, WIDTH, BATCH = 65, 64, 4, 4, 128, 16
@@ -60,12 +60,4 @@ def step():
     adamw.step()
 
 
-for _ in range(WARMUP):
-    step()
-best = float("inf")
-for _ in range(ROUNDS):
-    t0 = time.perf_counter()
-    for _ in range(STEPS):
-        step()
-    best = min(best, (time.perf_counter() - t0) * 1e3 / STEPS)
-print(f"{best:.2f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")
+time_steps(step, WARMUP, STEPS, ROUNDS)

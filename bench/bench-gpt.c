@@ -2,10 +2,7 @@
  * width 128, batch 16, AdamW) on the CPU backend: prints ms/step (best of several timed
  * runs) and peak RSS. bench/run-vs-torch.sh gpt runs it beside PyTorch.
  *   bench/bench-gpt THREADS       (KS_PLUGIN_PATH must reach openblas and optim) */
-#include <ksdist/ksdist.h>
-
-#include <stdio.h>
-#include <sys/resource.h>
+#include "step-timing.h"
 
 enum { WARMUP = 2, STEPS = 5, ROUNDS = 3 };
 
@@ -22,8 +19,6 @@ main (int argc, char **argv)
   g_autofree gint64 *positions = g_new (gint64, n);
   g_autofree gint64 *targets = g_new (gint64, n);
   KsExpr *logits, *loss;
-  struct rusage usage;
-  double best = G_MAXDOUBLE;
 
   if (!ks_config_set_override (config, threads, &error)
       || !ks_config_set_override (config, "optim.lr=0.0003", &error)
@@ -49,17 +44,6 @@ main (int argc, char **argv)
   KsFeed feeds[] = { { "tokens", tokens, n * sizeof (gint64) },
                      { "positions", positions, n * sizeof (gint64) },
                      { "targets", targets, n * sizeof (gint64) } };
-  for (int i = 0; i < WARMUP; i++)
-    ks_optimizer_step (adamw, feeds, 3, NULL);
-  for (int r = 0; r < ROUNDS; r++)
-    {
-      gint64 t0 = g_get_monotonic_time ();
-      for (int i = 0; i < STEPS; i++)
-        if (!ks_optimizer_step (adamw, feeds, 3, &error))
-          g_error ("%s", error->message);
-      best = MIN (best, (g_get_monotonic_time () - t0) / 1e3 / STEPS);
-    }
-  getrusage (RUSAGE_SELF, &usage);
-  printf ("%.2f %ld\n", best, usage.ru_maxrss / 1024);
+  ks_bench_time_steps (adamw, feeds, 3, WARMUP, STEPS, ROUNDS);
   return 0;
 }

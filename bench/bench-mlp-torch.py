@@ -1,10 +1,10 @@
 """The same step as bench-mlp.c in PyTorch: prints ms/step (best of rounds) and peak RSS
 in MiB. Run with Debian's /usr/bin/python3 (python3-torch) and OPENBLAS_NUM_THREADS set."""
-import resource
 import sys
-import time
 
 import torch
+
+from torch_step_timing import time_steps
 
 BATCH, IN, HIDDEN, CLASSES, WARMUP, STEPS, ROUNDS = 128, 784, 1024, 10, 3, 20, 3
 
@@ -27,12 +27,4 @@ def step():
     sgd.step()
 
 
-for _ in range(WARMUP):
-    step()
-best = float("inf")
-for _ in range(ROUNDS):
-    t0 = time.perf_counter()
-    for _ in range(STEPS):
-        step()
-    best = min(best, (time.perf_counter() - t0) * 1e3 / STEPS)
-print(f"{best:.2f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")
+time_steps(step, WARMUP, STEPS, ROUNDS)

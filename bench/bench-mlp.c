@@ -2,10 +2,7 @@
  * backend: prints milliseconds per step (best of several timed runs) and peak RSS.
  *   bench/bench-mlp THREADS       (KS_PLUGIN_PATH must reach openblas and optim)
  * bench/run-mlp.sh runs it beside PyTorch with the same threads and prints the ratio. */
-#include <ksdist/ksdist.h>
-
-#include <stdio.h>
-#include <sys/resource.h>
+#include "step-timing.h"
 
 enum { BATCH = 128, IN = 784, HIDDEN = 1024, CLASSES = 10, WARMUP = 3, STEPS = 20, ROUNDS = 3 };
 
@@ -19,8 +16,6 @@ main (int argc, char **argv)
   const gint64 xshape[] = { BATCH, IN }, yshape[] = { BATCH };
   g_autofree float *xs = g_new (float, BATCH * IN);
   gint64 ys[BATCH];
-  struct rusage usage;
-  double best = G_MAXDOUBLE;
 
   if (!ks_config_set_override (config, threads, &error)
       || !ks_config_set_override (config, "optim.lr=0.01", &error)
@@ -48,17 +43,6 @@ main (int argc, char **argv)
     ys[i] = g_rand_int_range (rng, 0, CLASSES);
   KsFeed feeds[] = { { "x", xs, sizeof (float) * BATCH * IN }, { "y", ys, sizeof ys } };
 
-  for (int i = 0; i < WARMUP; i++)
-    ks_optimizer_step (sgd, feeds, 2, NULL);
-  for (int r = 0; r < ROUNDS; r++)
-    {
-      gint64 t0 = g_get_monotonic_time ();
-      for (int i = 0; i < STEPS; i++)
-        if (!ks_optimizer_step (sgd, feeds, 2, &error))
-          g_error ("%s", error->message);
-      best = MIN (best, (g_get_monotonic_time () - t0) / 1e3 / STEPS);
-    }
-  getrusage (RUSAGE_SELF, &usage);
-  printf ("%.2f %ld\n", best, usage.ru_maxrss / 1024);
+  ks_bench_time_steps (sgd, feeds, 2, WARMUP, STEPS, ROUNDS);
   return 0;
 }

@@ -1,15 +1,16 @@
 # Benchmarks: not tests (timings on shared machines are noisy); `make bench` runs them.
 if HAVE_OPENBLAS
 EXTRA_PROGRAMS = bench/bench-sgemm bench/bench-mlp bench/bench-gpt
-bench_bench_gpt_SOURCES = bench/bench-gpt.c
+bench_bench_gpt_SOURCES = bench/bench-gpt.c bench/step-timing.h
 bench_bench_gpt_LDADD = libksdist.la $(GLIB_LIBS)
-bench_bench_mlp_SOURCES = bench/bench-mlp.c
+bench_bench_mlp_SOURCES = bench/bench-mlp.c bench/step-timing.h
 bench_bench_mlp_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_sgemm_SOURCES = bench/bench-sgemm.c
 bench_bench_sgemm_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS)
 bench_bench_sgemm_LDADD = libksdist.la $(GLIB_LIBS) $(OPENBLAS_LIBS)
 CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt
-EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/run-vs-torch.sh
+EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/torch_step_timing.py \
+	bench/run-vs-torch.sh
 
 bench: bench/bench-sgemm bench/bench-mlp bench/bench-gpt
 	KS_PLUGIN_PATH=$(abs_top_builddir)/plugins/openblas/.libs KS_PLUGIN_SYSTEM_PATH= \

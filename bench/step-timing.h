@@ -1,0 +1,40 @@
+/* Timing of training steps for the bench programs that run beside PyTorch
+ * (bench/run-vs-torch.sh reads their one output line: ms/step, peak RSS in MiB). */
+#ifndef KS_BENCH_STEP_TIMING_H
+#define KS_BENCH_STEP_TIMING_H
+
+#include <ksdist/ksdist.h>
+
+#include <stdio.h>
+#include <sys/resource.h>
+
+static inline void
+ks_bench_step (KsOptimizer *optimizer, const KsFeed *feeds, gsize n_feeds)
+{
+  g_autoptr (GError) error = NULL;
+  if (!ks_optimizer_step (optimizer, feeds, n_feeds, &error))
+    g_error ("%s", error->message);
+}
+
+/* `warmup` steps, then the best of `rounds` rounds of `steps` steps; prints the line. */
+static inline void
+ks_bench_time_steps (KsOptimizer *optimizer, const KsFeed *feeds, gsize n_feeds, int warmup,
+                     int steps, int rounds)
+{
+  struct rusage usage;
+  double best = G_MAXDOUBLE;
+
+  for (int i = 0; i < warmup; i++)
+    ks_bench_step (optimizer, feeds, n_feeds);
+  for (int r = 0; r < rounds; r++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      for (int i = 0; i < steps; i++)
+        ks_bench_step (optimizer, feeds, n_feeds);
+      best = MIN (best, (g_get_monotonic_time () - t0) / 1e3 / steps);
+    }
+  getrusage (RUSAGE_SELF, &usage);
+  printf ("%.2f %ld\n", best, usage.ru_maxrss / 1024);
+}
+
+#endif
