@@ -2,11 +2,9 @@
 causal attention, GELU tanh MLP of 4x width), AdamW. Prints ms/step (best of rounds) and
 peak RSS in MiB. Run with Debian's /usr/bin/python3 and OPENBLAS_NUM_THREADS set."""
 import math
-import sys
-
 import torch
 
-from torch_step_timing import time_steps
+from torch_step_timing import DEVICE, time_steps
 from torch import nn
 
 VOCAB, CONTEXT, LAYERS, HEADS, WIDTH, BATCH = 65, 64, 4, 4, 128, 16
@@ -40,16 +38,15 @@ class GPT(nn.Module):
         self.ln_f, self.head = nn.LayerNorm(WIDTH), nn.Linear(WIDTH, VOCAB)
 
     def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(CONTEXT))
+        x = self.wte(idx) + self.wpe(torch.arange(CONTEXT, device=idx.device))
         return self.head(self.ln_f(self.blocks(x)))
 
 
-torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
 torch.manual_seed(1)
-model = GPT()
+model = GPT().to(DEVICE)
 adamw = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
-tokens = torch.randint(0, VOCAB, (BATCH, CONTEXT))
-targets = torch.randint(0, VOCAB, (BATCH, CONTEXT))
+tokens = torch.randint(0, VOCAB, (BATCH, CONTEXT)).to(DEVICE)
+targets = torch.randint(0, VOCAB, (BATCH, CONTEXT)).to(DEVICE)
 
 
 def step():

@@ -1,7 +1,8 @@
 /* One training step of the GPT of the issue (vocabulary 65, context 64, 4 layers, 4 heads,
- * width 128, batch 16, AdamW) on the CPU backend: prints ms/step (best of several timed
+ * width 128, batch 16, AdamW) on a compute backend: prints ms/step (best of several timed
  * runs) and peak RSS. bench/run-vs-torch.sh gpt runs it beside PyTorch.
- *   bench/bench-gpt THREADS       (KS_PLUGIN_PATH must reach openblas and optim) */
+ *   bench/bench-gpt THREADS [BACKEND]   (openblas by default; KS_PLUGIN_PATH must reach
+ *                                        the backend and optim) */
 #include "step-timing.h"
 
 enum { WARMUP = 2, STEPS = 5, ROUNDS = 3 };
@@ -25,7 +26,7 @@ main (int argc, char **argv)
       || !ks_config_set_override (config, "optim.weight_decay=0.01", &error)
       || !ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
     g_error ("%s", error->message);
-  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, "openblas", &error);
+  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, argc > 2 ? argv[2] : "openblas", &error);
   g_autoptr (KsModel) model = compute ? ks_model_new (compute) : NULL;
   if (model == NULL || !ks_gpt_build (model, &shape, &logits, &loss, &error)
       || !ks_model_init (model, &error))
@@ -44,6 +45,6 @@ main (int argc, char **argv)
   KsFeed feeds[] = { { "tokens", tokens, n * sizeof (gint64) },
                      { "positions", positions, n * sizeof (gint64) },
                      { "targets", targets, n * sizeof (gint64) } };
-  ks_bench_time_steps (adamw, feeds, 3, WARMUP, STEPS, ROUNDS);
+  ks_bench_time_steps (compute, adamw, feeds, 3, WARMUP, STEPS, ROUNDS);
   return 0;
 }

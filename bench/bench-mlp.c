@@ -1,7 +1,8 @@
-/* One training step of the MLP 784-1024-1024-10 (ReLU), batch 128, SGD, on the CPU
+/* One training step of the MLP 784-1024-1024-10 (ReLU), batch 128, SGD, on a compute
  * backend: prints milliseconds per step (best of several timed runs) and peak RSS.
- *   bench/bench-mlp THREADS       (KS_PLUGIN_PATH must reach openblas and optim)
- * bench/run-mlp.sh runs it beside PyTorch with the same threads and prints the ratio. */
+ *   bench/bench-mlp THREADS [BACKEND]   (openblas by default; KS_PLUGIN_PATH must reach
+ *                                        the backend and optim)
+ * bench/run-vs-torch.sh mlp runs it beside PyTorch and prints the ratio. */
 #include "step-timing.h"
 
 enum { BATCH = 128, IN = 784, HIDDEN = 1024, CLASSES = 10, WARMUP = 3, STEPS = 20, ROUNDS = 3 };
@@ -21,7 +22,7 @@ main (int argc, char **argv)
       || !ks_config_set_override (config, "optim.lr=0.01", &error)
       || !ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
     g_error ("%s", error->message);
-  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, "openblas", &error);
+  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, argc > 2 ? argv[2] : "openblas", &error);
   g_autoptr (KsModel) model = compute ? ks_model_new (compute) : NULL;
   if (model == NULL)
     g_error ("%s", error->message);
@@ -43,6 +44,6 @@ main (int argc, char **argv)
     ys[i] = g_rand_int_range (rng, 0, CLASSES);
   KsFeed feeds[] = { { "x", xs, sizeof (float) * BATCH * IN }, { "y", ys, sizeof ys } };
 
-  ks_bench_time_steps (sgd, feeds, 2, WARMUP, STEPS, ROUNDS);
+  ks_bench_time_steps (compute, sgd, feeds, 2, WARMUP, STEPS, ROUNDS);
   return 0;
 }

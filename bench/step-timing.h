@@ -16,21 +16,32 @@ ks_bench_step (KsOptimizer *optimizer, const KsFeed *feeds, gsize n_feeds)
     g_error ("%s", error->message);
 }
 
-/* `warmup` steps, then the best of `rounds` rounds of `steps` steps; prints the line. */
 static inline void
-ks_bench_time_steps (KsOptimizer *optimizer, const KsFeed *feeds, gsize n_feeds, int warmup,
-                     int steps, int rounds)
+ks_bench_sync (KsCompute *compute)
+{
+  g_autoptr (GError) error = NULL;
+  if (!ks_compute_synchronize (compute, &error))
+    g_error ("%s", error->message);
+}
+
+/* `warmup` steps, then the best of `rounds` rounds of `steps` steps; prints the line.
+ * A round ends when the device has finished its work (GPU kernels run asynchronously). */
+static inline void
+ks_bench_time_steps (KsCompute *compute, KsOptimizer *optimizer, const KsFeed *feeds,
+                     gsize n_feeds, int warmup, int steps, int rounds)
 {
   struct rusage usage;
   double best = G_MAXDOUBLE;
 
   for (int i = 0; i < warmup; i++)
     ks_bench_step (optimizer, feeds, n_feeds);
+  ks_bench_sync (compute);
   for (int r = 0; r < rounds; r++)
     {
       gint64 t0 = g_get_monotonic_time ();
       for (int i = 0; i < steps; i++)
         ks_bench_step (optimizer, feeds, n_feeds);
+      ks_bench_sync (compute);
       best = MIN (best, (g_get_monotonic_time () - t0) / 1e3 / steps);
     }
   getrusage (RUSAGE_SELF, &usage);

@@ -237,12 +237,23 @@ gboolean
 ks_compute_update (KsCompute *compute, const KsUpdateArgs *args, float *param, const float *grad,
                    float *state1, float *state2, gsize n, GError **error)
 {
+  static const char *const names[] = { "sgd", "momentum", "adagrad", "adam", "adamw" };
+  static const int states[] = { 0, 1, 1, 2, 2 }; /* state buffers each rule needs */
+
   REQUIRE (compute, update, error);
   if (args->size < sizeof (KsUpdateArgs))
     return ks_invalid (error,
                        "update: KsUpdateArgs of %" G_GSIZE_FORMAT " bytes, expected %"
                        G_GSIZE_FORMAT ": set args.size = sizeof (KsUpdateArgs)",
                        args->size, sizeof (KsUpdateArgs));
+  if ((guint) args->rule > KS_UPDATE_ADAMW)
+    return ks_invalid (error, "update: unknown rule %d", args->rule);
+  if ((states[args->rule] >= 1 && state1 == NULL) || (states[args->rule] >= 2 && state2 == NULL))
+    return ks_invalid (error, "update: rule %s needs %d state buffer(s)", names[args->rule],
+                       states[args->rule]);
+  if (states[args->rule] == 2 && args->step < 1) /* Adam's bias correction divides by zero */
+    return ks_invalid (error, "update: rule %s needs step >= 1 (it is %" G_GINT64_FORMAT ")",
+                       names[args->rule], args->step);
   return OPS (compute)->update (CTX (compute), args, param, grad, state1, state2, n, error);
 }
 

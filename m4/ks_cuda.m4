@@ -26,12 +26,21 @@ AC_DEFUN([KS_CHECK_CUDA], [
         AC_MSG_RESULT([$ks_have_cuda])])])
     CPPFLAGS=$ks_save_CPPFLAGS; LIBS=$ks_save_LIBS
     AC_PATH_PROG([NVCC], [nvcc], [], [$CUDA_HOME/bin:$PATH])
-    AS_IF([test $ks_have_cuda = yes], [ks_cuda_summary="yes ($CUDA_HOME)"],
-      [ks_cuda_summary="no: CUDA runtime or cuBLAS not found under $CUDA_HOME (--with-cuda=DIR)"
+    AS_IF([test $ks_have_cuda = yes && test -z "$NVCC"],
+      [ks_have_cuda=no
+       ks_cuda_why="nvcc (for the training kernels) not found in $CUDA_HOME/bin or PATH"],
+      [ks_cuda_why="CUDA runtime or cuBLAS not found under $CUDA_HOME (--with-cuda=DIR)"])
+    AS_IF([test $ks_have_cuda = yes], [ks_cuda_summary="yes ($CUDA_HOME, $NVCC)"],
+      [ks_cuda_summary="no: $ks_cuda_why"
        CUDA_CFLAGS=; CUDA_LIBS=
        AS_IF([test "x$with_cuda" != xauto],
-         [AC_MSG_ERROR([--with-cuda was given but the CUDA runtime and cuBLAS were not found under $CUDA_HOME])])])
+         [AC_MSG_ERROR([--with-cuda was given, but $ks_cuda_why])])])
   ])
+  dnl PTX for any GPU from Turing on (the driver compiles it), machine code for Ampere
+  dnl and Hopper.
+  AC_ARG_VAR([NVCCFLAGS], [flags for nvcc (default: -O3 and code for compute_75 PTX, sm_80, sm_90)])
+  AS_IF([test "x$NVCCFLAGS" = x],
+    [NVCCFLAGS="-O3 -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"])
   AC_SUBST([CUDA_HOME])
   AC_SUBST([CUDA_CFLAGS])
   AC_SUBST([CUDA_LIBS])

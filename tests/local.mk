@@ -81,6 +81,11 @@ tests_test_checkpoint_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-optim tests/test-checkpoint
 
+# The CUDA kernels against the CPU's; skipped without a GPU.
+check_PROGRAMS += tests/test-cuda
+tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-cuda
+
 check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-cli
@@ -93,4 +98,5 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log
+	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
+	tests/test-cuda.log

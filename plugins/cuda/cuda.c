@@ -1,18 +1,25 @@
-/* The GPU compute backend: device memory from the CUDA runtime, kernels from cuBLAS.
- * Links libcudart and libcublas only (never libcuda: on build machines that is a stub).
+/* The GPU compute backend: device memory from the CUDA runtime, GEMM from cuBLAS, the
+ * training kernels from kernels.cu (nvcc). Links libcudart and libcublas only (never
+ * libcuda: on build machines that is a stub). Kernels run in order on one stream; a
+ * call returns once its work is queued, except those that must read a result back (a
+ * copy to the host, an id check).
  * Row-major GEMM is done as the column-major product of the transposes:
  * C^T = op(B)^T op(A)^T, i.e. cuBLAS with A and B swapped and m and n swapped. */
 #include <config.h>
+
+#include "kernels.h"
 
 #include <ksdist/compute.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <math.h>
 
 typedef struct {
   int device;
   cudaStream_t stream;
   cublasHandle_t blas;
+  unsigned long long *first_bad; /* device word for the id and label checks */
 } CudaCtx;
 
 static gboolean
@@ -43,6 +50,8 @@ cuda_destroy (void *p)
   CudaCtx *ctx = p;
   if (ctx->blas != NULL)
     cublasDestroy (ctx->blas);
+  if (ctx->first_bad != NULL)
+    cudaFree (ctx->first_bad);
   if (ctx->stream != NULL)
     cudaStreamDestroy (ctx->stream);
   g_free (ctx);
@@ -68,7 +77,9 @@ cuda_create (const KsSettings *settings, GError **error)
       || !cuda_check (cudaStreamCreateWithFlags (&ctx->stream, cudaStreamNonBlocking),
                       "cudaStreamCreate", error)
       || !blas_check (cublasCreate (&ctx->blas), "cublasCreate", error)
-      || !blas_check (cublasSetStream (ctx->blas, ctx->stream), "cublasSetStream", error))
+      || !blas_check (cublasSetStream (ctx->blas, ctx->stream), "cublasSetStream", error)
+      || !cuda_check (cudaMalloc ((void **) &ctx->first_bad, sizeof *ctx->first_bad),
+                      "cudaMalloc", error))
     goto fail;
   return ctx;
 
@@ -178,6 +189,188 @@ cuda_sgemm_strided_batched (void *p, KsTranspose ta, KsTranspose tb, int m, int 
                      "cublasSgemmStridedBatched", error);
 }
 
+static gboolean
+bad_op (GError **error, const char *kernel, int op)
+{
+  g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+               "cuda: %s: unknown operation %d", kernel, op);
+  return FALSE;
+}
+
+static gboolean
+cuda_unary (void *p, KsUnaryOp op, const float *x, float *y, gsize n, GError **error)
+{
+  CudaCtx *ctx = p;
+  if ((guint) op > KS_UNARY_SQRT)
+    return bad_op (error, "unary", op);
+  return cuda_check (ks_cu_unary (ctx->stream, op, x, y, n), "unary", error);
+}
+
+static gboolean
+cuda_unary_backward (void *p, KsUnaryOp op, const float *x, const float *y, const float *dy,
+                     float *dx, gsize n, GError **error)
+{
+  CudaCtx *ctx = p;
+  if ((guint) op > KS_UNARY_SQRT)
+    return bad_op (error, "unary_backward", op);
+  return cuda_check (ks_cu_unary_backward (ctx->stream, op, x, y, dy, dx, n), "unary_backward",
+                   error);
+}
+
+static gboolean
+cuda_binary (void *p, KsBinaryOp op, const float *a, const float *b, float *c, gsize rows,
+             gsize cols, gsize b_rows, GError **error)
+{
+  CudaCtx *ctx = p;
+  if ((guint) op > KS_BINARY_DIV)
+    return bad_op (error, "binary", op);
+  return cuda_check (ks_cu_binary (ctx->stream, op, a, b, c, rows, cols, b_rows), "binary", error);
+}
+
+static gboolean
+cuda_reduce (void *p, KsReduceOp op, const float *x, float *y, gsize rows, gsize cols, int axis,
+             GError **error)
+{
+  CudaCtx *ctx = p;
+  if ((guint) op > KS_REDUCE_PROD)
+    return bad_op (error, "reduce", op);
+  return cuda_check (ks_cu_reduce (ctx->stream, op, x, y, rows, cols, axis), "reduce", error);
+}
+
+static gboolean
+cuda_softmax (void *p, const float *x, float *y, gsize rows, gsize cols, gboolean log_softmax,
+              GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_softmax (ctx->stream, x, y, rows, cols, log_softmax), "softmax", error);
+}
+
+static gboolean
+cuda_softmax_backward (void *p, const float *y, const float *dy, float *dx, gsize rows,
+                       gsize cols, gboolean log_softmax, GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_softmax_backward (ctx->stream, y, dy, dx, rows, cols, log_softmax),
+                   "softmax_backward", error);
+}
+
+static gboolean
+cuda_layer_norm (void *p, const float *x, const float *gamma, const float *beta, float *y,
+                 float *mean, float *rstd, gsize rows, gsize cols, float eps, GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_layer_norm (ctx->stream, x, gamma, beta, y, mean, rstd, rows, cols, eps),
+                   "layer_norm", error);
+}
+
+static gboolean
+cuda_layer_norm_backward (void *p, const float *x, const float *gamma, const float *mean,
+                          const float *rstd, const float *dy, float *dx, float *dgamma,
+                          float *dbeta, gsize rows, gsize cols, GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_layer_norm_backward (ctx->stream, x, gamma, mean, rstd, dy, dx, dgamma,
+                                              dbeta, rows, cols),
+                   "layer_norm_backward", error);
+}
+
+/* The first of `n_ids` device ids outside [0, limit), read back: a kernel that gets a
+ * bad id would read outside the table, so it is checked before anything is written.
+ * Sets *bad_value and returns its index, or n_ids; (gsize) -1 with `error` set when the
+ * check itself failed. */
+static gsize
+first_bad_id (CudaCtx *ctx, const gint64 *ids, gsize n_ids, gsize limit, gint64 *bad_value,
+              GError **error)
+{
+  unsigned long long first = 0;
+  if (!cuda_check (ks_cu_find_bad_id (ctx->stream, ids, n_ids, limit, ctx->first_bad), "check ids",
+                 error)
+      || !cuda_copy (ctx, &first, ctx->first_bad, sizeof first, cudaMemcpyDeviceToHost, error)
+      || (first < n_ids
+          && !cuda_copy (ctx, bad_value, ids + first, sizeof *bad_value, cudaMemcpyDeviceToHost,
+                         error)))
+    return (gsize) -1;
+  return (gsize) first;
+}
+
+static gboolean
+check_ids (CudaCtx *ctx, const gint64 *ids, gsize n_ids, gsize n_rows, const char *kernel,
+           GError **error)
+{
+  gint64 value = 0;
+  gsize i = first_bad_id (ctx, ids, n_ids, n_rows, &value, error);
+  if (i == (gsize) -1)
+    return FALSE;
+  if (i == n_ids)
+    return TRUE;
+  g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+               "%s: ids[%" G_GSIZE_FORMAT "] = %" G_GINT64_FORMAT " is outside the table's %"
+               G_GSIZE_FORMAT " rows",
+               kernel, i, value, n_rows);
+  return FALSE;
+}
+
+static gboolean
+cuda_embedding (void *p, const float *table, gsize n_rows, const gint64 *ids, float *out,
+                gsize n_ids, gsize dim, GError **error)
+{
+  CudaCtx *ctx = p;
+  return check_ids (ctx, ids, n_ids, n_rows, "embedding", error)
+         && cuda_check (ks_cu_embedding (ctx->stream, table, ids, out, n_ids, dim), "embedding",
+                      error);
+}
+
+static gboolean
+cuda_embedding_backward (void *p, const float *dout, const gint64 *ids, float *dtable,
+                         gsize n_rows, gsize n_ids, gsize dim, GError **error)
+{
+  CudaCtx *ctx = p;
+  return check_ids (ctx, ids, n_ids, n_rows, "embedding_backward", error)
+         && cuda_check (ks_cu_embedding_backward (ctx->stream, dout, ids, dtable, n_rows, n_ids, dim),
+                      "embedding_backward", error);
+}
+
+static gboolean
+cuda_cross_entropy (void *p, const float *logits, const gint64 *labels, float *losses,
+                    float *dlogits, gsize rows, gsize cols, GError **error)
+{
+  CudaCtx *ctx = p;
+  gint64 value = 0;
+  gsize r = first_bad_id (ctx, labels, rows, cols, &value, error);
+
+  if (r == (gsize) -1)
+    return FALSE;
+  if (r < rows)
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "cross_entropy: labels[%" G_GSIZE_FORMAT "] = %" G_GINT64_FORMAT
+                   " is not a class in [0, %" G_GSIZE_FORMAT ")",
+                   r, value, cols);
+      return FALSE;
+    }
+  return cuda_check (ks_cu_cross_entropy (ctx->stream, logits, labels, losses, dlogits, rows, cols),
+                   "cross_entropy", error);
+}
+
+static gboolean
+cuda_update (void *p, const KsUpdateArgs *a, float *param, const float *grad, float *s1,
+             float *s2, gsize n, GError **error)
+{
+  CudaCtx *ctx = p;
+  double c1 = 1 - pow (a->beta1, (double) a->step), c2 = 1 - pow (a->beta2, (double) a->step);
+  return cuda_check (ks_cu_update (ctx->stream, a->rule, a->lr, a->momentum, a->beta1, a->beta2,
+                                 a->eps, a->weight_decay, a->nesterov, (float) c1, (float) c2,
+                                 param, grad, s1, s2, n),
+                   "update", error);
+}
+
+static gboolean
+cuda_axpby (void *p, float alpha, const float *x, float beta, float *y, gsize n, GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_axpby (ctx->stream, alpha, x, beta, y, n), "axpby", error);
+}
+
 static const KsComputeOps cuda_ops = {
   .size = sizeof (KsComputeOps),
   .create = cuda_create,
@@ -192,6 +385,19 @@ static const KsComputeOps cuda_ops = {
   .synchronize = cuda_synchronize,
   .sgemm = cuda_sgemm,
   .sgemm_strided_batched = cuda_sgemm_strided_batched,
+  .unary = cuda_unary,
+  .unary_backward = cuda_unary_backward,
+  .binary = cuda_binary,
+  .reduce = cuda_reduce,
+  .softmax = cuda_softmax,
+  .layer_norm = cuda_layer_norm,
+  .layer_norm_backward = cuda_layer_norm_backward,
+  .embedding = cuda_embedding,
+  .embedding_backward = cuda_embedding_backward,
+  .cross_entropy = cuda_cross_entropy,
+  .update = cuda_update,
+  .softmax_backward = cuda_softmax_backward,
+  .axpby = cuda_axpby,
 };
 
 /* Asks the runtime how many devices there are. Without a GPU or driver it returns an
@@ -216,7 +422,7 @@ cuda_query (char **reason)
 }
 
 static const KsImplDesc cuda_impls[] = {
-  { KS_KIND_COMPUTE, "cuda", &cuda_ops, cuda_query, "CUDA device memory, cuBLAS sgemm" },
+  { KS_KIND_COMPUTE, "cuda", &cuda_ops, cuda_query, "CUDA device memory, cuBLAS sgemm, the CUDA kernels of training" },
 };
 
 static const KsKeyDesc cuda_settings[] = {

@@ -370,27 +370,10 @@ gboolean
 ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, float *s1,
                     float *s2, gsize n, GError **error)
 {
-  static const char *const names[] = { "sgd", "momentum", "adagrad", "adam", "adamw" };
-  static const int states[] = { 0, 1, 1, 2, 2 };
   double bias1 = 1, bias2 = 1;
 
-  if ((guint) a->rule > KS_UPDATE_ADAMW)
-    return bad_op (error, "update", a->rule);
-  if ((states[a->rule] >= 1 && s1 == NULL) || (states[a->rule] >= 2 && s2 == NULL))
-    {
-      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                   "update: rule %s needs %d state buffer(s)", names[a->rule], states[a->rule]);
-      return FALSE;
-    }
   if (a->rule == KS_UPDATE_ADAM || a->rule == KS_UPDATE_ADAMW)
     {
-      if (a->step < 1)
-        {
-          g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                       "update: rule %s needs step >= 1 (it is %" G_GINT64_FORMAT ")",
-                       names[a->rule], a->step);
-          return FALSE;
-        }
       bias1 = 1 - pow (a->beta1, (double) a->step);
       bias2 = 1 - pow (a->beta2, (double) a->step);
     }
