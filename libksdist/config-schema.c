@@ -34,9 +34,12 @@ static const KsKeyDesc core_schema[] = {
   { "model", "heads", KS_VALUE_INT, "4", 1, 256, NULL, "GPT: attention heads (divide width)" },
   { "model", "width", KS_VALUE_INT, "64", 1, 65536, NULL, "GPT: embedding width" },
   { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
-  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings|text",
+  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings|text|addition",
     "spirals, rings: generated classification in the plane (mlp); text: next-character "
-    "prediction on [data] path (gpt)" },
+    "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
+    "exact match on held-out sums" },
+  { "data", "digits", KS_VALUE_INT, "2", 1, 9, NULL,
+    "Addition task: the largest number of digits of an operand" },
   { "data", "path", KS_VALUE_STRING, "/usr/share/dict/words", 1, 0, NULL,
     "Text corpus of the text task (the last tenth is held out); by default the English word "
     "list of Debian's wamerican" },

@@ -195,6 +195,24 @@ typedef struct {
   char *description;
 } Text;
 
+/* The GPT of [model] with `vocab` tokens, initialised, on t->model and t->loss. */
+static gboolean
+gpt_build (Trainer *t, gsize vocab, KsGptShape *shape, KsExpr **logits, GError **error)
+{
+  const KsConfig *c = t->config;
+
+  shape->vocab = vocab;
+  shape->context = ks_config_get_int (c, "model", "context");
+  shape->layers = ks_config_get_int (c, "model", "layers");
+  shape->heads = ks_config_get_int (c, "model", "heads");
+  shape->width = ks_config_get_int (c, "model", "width");
+  shape->batch = t->batch;
+  shape->seed = ks_config_get_int (c, "model", "seed");
+  t->model = ks_model_new (t->compute);
+  return ks_gpt_build (t->model, shape, logits, &t->loss, error)
+         && ks_model_init (t->model, error);
+}
+
 /* Windows of context + 1 tokens: tokens[i], targets[i] = the next token. */
 static void
 fill_window (Text *x, gsize row, gsize start)
@@ -226,15 +244,7 @@ text_build (Trainer *t, GError **error)
                    x->text->path, x->text->length, x->context);
       return FALSE;
     }
-  shape.vocab = x->text->vocab_size;
-  shape.context = x->context;
-  shape.layers = ks_config_get_int (c, "model", "layers");
-  shape.heads = ks_config_get_int (c, "model", "heads");
-  shape.width = ks_config_get_int (c, "model", "width");
-  shape.batch = t->batch;
-  shape.seed = ks_config_get_int (c, "model", "seed");
-  t->model = ks_model_new (t->compute);
-  if (!ks_gpt_build (t->model, &shape, &logits, &t->loss, error) || !ks_model_init (t->model, error))
+  if (!gpt_build (t, x->text->vocab_size, &shape, &logits, error))
     return FALSE;
 
   gsize n = t->batch * x->context;
@@ -306,24 +316,28 @@ text_clear (Trainer *t)
   g_free (x);
 }
 
-/* What `ksdist generate` needs to rebuild the model: its shape and the vocabulary. */
+/* What `ksdist generate` needs to rebuild a GPT: its shape and the vocabulary. */
 static void
-text_metadata (Trainer *t, GHashTable *meta)
+gpt_metadata (Trainer *t, GHashTable *meta, const guint8 *vocab, gsize vocab_size)
 {
-  Text *x = t->task_data;
-  const char *keys[] = { "layers", "heads", "width" };
+  const char *keys[] = { "context", "layers", "heads", "width" };
   GString *hex = g_string_new (NULL);
 
   g_hash_table_insert (meta, g_strdup ("model.type"), g_strdup ("gpt"));
-  g_hash_table_insert (meta, g_strdup ("model.context"),
-                       g_strdup_printf ("%" G_GSIZE_FORMAT, x->context));
   for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
     g_hash_table_insert (meta, g_strconcat ("model.", keys[i], NULL),
                          g_strdup_printf ("%" G_GINT64_FORMAT,
                                           ks_config_get_int (t->config, "model", keys[i])));
-  for (gsize i = 0; i < x->text->vocab_size; i++)
-    g_string_append_printf (hex, "%02x", x->text->vocab[i]);
+  for (gsize i = 0; i < vocab_size; i++)
+    g_string_append_printf (hex, "%02x", vocab[i]);
   g_hash_table_insert (meta, g_strdup ("vocab_hex"), g_string_free (hex, FALSE));
+}
+
+static void
+text_metadata (Trainer *t, GHashTable *meta)
+{
+  Text *x = t->task_data;
+  gpt_metadata (t, meta, x->text->vocab, x->text->vocab_size);
 }
 
 static const TrainTask text_task = {
@@ -331,20 +345,219 @@ static const TrainTask text_task = {
   text_metadata,
 };
 
+/* ---- gpt on addition: lines "a+b=c" ---- */
+
+/* The vocabulary, sorted by byte as a text corpus's is, so `ksdist generate` reads it. */
+static const char addition_vocab[] = "\n+0123456789=";
+enum { ADD_EVAL_ROUNDS = 8 };
+
+typedef struct {
+  gsize context;
+  gint64 digits, limit; /* operands in [0, limit = 10^digits) */
+  gint64 *tokens, *positions, *targets;
+  char *line;
+  char *description;
+  KsExpr *logits;
+} Addition;
+
+static gint64
+add_token (char ch)
+{
+  return strchr (addition_vocab, ch) - addition_vocab;
+}
+
+/* About a tenth of the problems, chosen by a hash of (a, b), are never trained on: the
+ * exact-match score is on those. */
+static gboolean
+add_held_out (gint64 a, gint64 b)
+{
+  guint64 h = (guint64) a * 0x9e3779b97f4a7c15u ^ ((guint64) b + 0x632be59bd9b4e019u);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9u;
+  h ^= h >> 32;
+  return h % 10 == 0;
+}
+
+static void
+add_draw (Addition *x, GRand *rng, gboolean held_out, gint64 *a, gint64 *b)
+{
+  do
+    {
+      *a = g_rand_int_range (rng, 0, (gint32) x->limit);
+      *b = g_rand_int_range (rng, 0, (gint32) x->limit);
+    }
+  while (add_held_out (*a, *b) != held_out);
+}
+
+static gboolean
+addition_build (Trainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  Addition *x = t->task_data = g_new0 (Addition, 1);
+  KsGptShape shape = { 0 };
+
+  x->digits = ks_config_get_int (c, "data", "digits");
+  x->limit = 1;
+  for (gint64 i = 0; i < x->digits; i++)
+    x->limit *= 10;
+  x->context = ks_config_get_int (c, "model", "context");
+  if ((gint64) x->context < 3 * x->digits + 4)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[model] context = %" G_GSIZE_FORMAT " cannot hold a problem of [data] digits "
+                   "= %" G_GINT64_FORMAT " (it needs %" G_GINT64_FORMAT ", e.g. \"a+b=c\" and a "
+                   "newline): raise the context or lower the digits",
+                   x->context, x->digits, 3 * x->digits + 4);
+      return FALSE;
+    }
+  if (!gpt_build (t, strlen (addition_vocab), &shape, &x->logits, error))
+    return FALSE;
+  gsize n = t->batch * x->context;
+  x->tokens = g_new (gint64, n);
+  x->positions = g_new (gint64, n);
+  x->targets = g_new (gint64, n);
+  x->line = g_new (char, x->context + 32);
+  for (gsize i = 0; i < n; i++)
+    x->positions[i] = i % x->context;
+  x->description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
+                                    ") on additions of up to %" G_GINT64_FORMAT "-digit numbers",
+                                    shape.layers, shape.width, x->digits);
+  t->feeds[0] = (KsFeed) { "tokens", x->tokens, n * sizeof (gint64) };
+  t->feeds[1] = (KsFeed) { "positions", x->positions, n * sizeof (gint64) };
+  t->feeds[2] = (KsFeed) { "targets", x->targets, n * sizeof (gint64) };
+  t->n_feeds = 3;
+  return TRUE;
+}
+
+/* Each row: training problems, one per line from the row's start, cut at context + 1. */
+static void
+addition_batch (Trainer *t, gint64 step)
+{
+  Addition *x = t->task_data;
+  g_autoptr (GRand) rng = step_rng (t->config, step);
+  g_autofree char *row = g_new (char, x->context + 1 + 3 * x->digits + 8);
+
+  for (gsize b = 0; b < t->batch; b++)
+    {
+      gsize len = 0;
+      while (len < x->context + 1)
+        {
+          gint64 a, c;
+          add_draw (x, rng, FALSE, &a, &c);
+          len += sprintf (row + len, "%" G_GINT64_FORMAT "+%" G_GINT64_FORMAT "=%" G_GINT64_FORMAT
+                          "\n", a, c, a + c);
+        }
+      for (gsize j = 0; j < x->context; j++)
+        {
+          x->tokens[b * x->context + j] = add_token (row[j]);
+          x->targets[b * x->context + j] = add_token (row[j + 1]);
+        }
+    }
+}
+
+/* Exact match on held-out problems: each row is prompted with "a+b=" and completed
+ * greedily, one token per run, until a newline; right only if the answer is exactly
+ * a + b. Positions after the prompt start at 0 and, being later, cannot matter. */
+static gboolean
+addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
+{
+  Addition *x = t->task_data;
+  const gsize V = strlen (addition_vocab), T = x->context;
+  g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) ks_config_get_int (t->config, "data",
+                                                                             "seed"));
+  g_autofree char **want = g_new0 (char *, t->batch + 1);
+  g_autofree gsize *prompt = g_new (gsize, t->batch), *len = g_new (gsize, t->batch);
+  g_autofree float *out = g_new (float, t->batch * T * V);
+  gsize right = 0;
+
+  for (gsize r = 0; r < ADD_EVAL_ROUNDS; r++)
+    {
+      memset (x->tokens, 0, t->batch * T * sizeof (gint64));
+      for (gsize i = 0; i < t->batch; i++)
+        {
+          gint64 a, b;
+          add_draw (x, rng, TRUE, &a, &b);
+          len[i] = prompt[i] = sprintf (x->line, "%" G_GINT64_FORMAT "+%" G_GINT64_FORMAT "=", a, b);
+          for (gsize j = 0; j < prompt[i]; j++)
+            x->tokens[i * T + j] = add_token (x->line[j]);
+          want[i] = g_strdup_printf ("%" G_GINT64_FORMAT "\n", a + b);
+        }
+      for (gint64 k = 0; k < x->digits + 2; k++) /* the longest answer and its newline */
+        {
+          if (!ks_model_run (t->model, t->feeds, 2, &x->logits, 1, error)
+              || !ks_tensor_to_host (ks_expr_value (x->logits, error), out,
+                                     t->batch * T * V * sizeof (float), error))
+            return FALSE;
+          for (gsize i = 0; i < t->batch; i++)
+            {
+              if (len[i] >= T || (len[i] > prompt[i] && x->tokens[i * T + len[i] - 1] == 0))
+                continue; /* full, or ended by its newline (token 0) */
+              const float *l = out + (i * T + len[i] - 1) * V;
+              gsize best = 0;
+              for (gsize j = 1; j < V; j++)
+                if (l[j] > l[best])
+                  best = j;
+              x->tokens[i * T + len[i]++] = best;
+            }
+        }
+      for (gsize i = 0; i < t->batch; i++)
+        {
+          gboolean ok = len[i] - prompt[i] == strlen (want[i]);
+          for (gsize j = 0; ok && want[i][j] != '\0'; j++)
+            ok = addition_vocab[x->tokens[i * T + prompt[i] + j]] == want[i][j];
+          right += ok;
+          g_clear_pointer (&want[i], g_free);
+        }
+    }
+  *value = (double) right / (ADD_EVAL_ROUNDS * t->batch);
+  if (samples != NULL)
+    *samples = ADD_EVAL_ROUNDS * t->batch;
+  return TRUE;
+}
+
+static const char *
+addition_describe (Trainer *t)
+{
+  return ((Addition *) t->task_data)->description;
+}
+
+static void
+addition_clear (Trainer *t)
+{
+  Addition *x = t->task_data;
+  g_free (x->tokens);
+  g_free (x->positions);
+  g_free (x->targets);
+  g_free (x->line);
+  g_free (x->description);
+  g_free (x);
+}
+
+static void
+addition_metadata (Trainer *t, GHashTable *meta)
+{
+  gpt_metadata (t, meta, (const guint8 *) addition_vocab, strlen (addition_vocab));
+}
+
+static const TrainTask addition_task = {
+  "exact_match", "problems", addition_build, addition_batch, addition_evaluate,
+  addition_describe, addition_clear, addition_metadata,
+};
+
 const TrainTask *
 ks_train_task (const KsConfig *c, GError **error)
 {
+  const char *task = ks_config_get_string (c, "data", "task");
   gboolean gpt = strcmp (ks_config_get_string (c, "model", "type"), "gpt") == 0;
-  gboolean text = strcmp (ks_config_get_string (c, "data", "task"), "text") == 0;
+  gboolean text = strcmp (task, "text") == 0, addition = strcmp (task, "addition") == 0;
 
-  if (gpt != text)
+  if (gpt != (text || addition))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[model] type = %s does not train on [data] task = %s: mlp takes spirals or "
-                   "rings, gpt takes text",
-                   ks_config_get_string (c, "model", "type"),
-                   ks_config_get_string (c, "data", "task"));
+                   "rings, gpt takes text or addition",
+                   ks_config_get_string (c, "model", "type"), task);
       return NULL;
     }
-  return gpt ? &text_task : &points_task;
+  return addition ? &addition_task : text ? &text_task : &points_task;
 }
