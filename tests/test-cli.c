@@ -246,6 +246,28 @@ test_train (Fixture *f, gconstpointer data)
   g_assert_null (strstr (rows[0], "eval_accuracy"));
   g_assert_true (g_str_has_prefix (rows[3], "{\"step\": 400, \"loss\": "));
   g_assert_nonnull (strstr (rows[3], "\"eval_accuracy\": "));
+
+  /* the metrics plotted: an SVG with the four points and the held-out accuracy */
+  g_autofree char *svg_path = g_build_filename (f->dir, "loss.svg", NULL);
+  g_autofree char *svg = NULL;
+  run (f, ARGS ("plot", metrics, "-o", svg_path), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_file_get_contents (svg_path, &svg, NULL, NULL));
+  g_assert_true (g_str_has_prefix (svg, "<?xml"));
+  g_assert_true (g_str_has_suffix (svg, "</svg>\n"));
+  g_assert_true (g_regex_match_simple ("<polyline [^>]*points=\"[0-9.]+,[0-9.]+( [0-9.]+,[0-9.]+){3}\"",
+                                       svg, 0, 0));
+  g_assert_nonnull (strstr (svg, "held-out accuracy "));
+
+  /* a line that is not a metrics object: named, and no image written */
+  g_autofree char *bad = ks_test_write (f->dir, "bad.jsonl", "{\"step\": 1, \"loss\": 2}\n[1, 2]\n");
+  g_autofree char *bad_svg = g_build_filename (f->dir, "bad.svg", NULL);
+  g_autofree char *want = g_strdup_printf ("%s:2: not a JSON object with \"step\" and \"loss\" (a "
+                                           "[log] metrics file of `ksdist train` has one per line)",
+                                           bad);
+  run (f, ARGS ("plot", bad, "-o", bad_svg), NULL);
+  assert_error_line (f, 2, want);
+  g_assert_false (g_file_test (bad_svg, G_FILE_TEST_EXISTS));
 }
 
 /* Stopped at step 30 and resumed to 60, training ends with the same bytes as a run

@@ -9,5 +9,7 @@ tools_ksdist_SOURCES = \
 	tools/train.h \
 	tools/cmd-train.c \
 	tools/train-tasks.c \
-	tools/cmd-generate.c
-tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) -lm
+	tools/cmd-generate.c \
+	tools/cmd-plot.c
+tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
+tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) -lm
