@@ -297,6 +297,18 @@ test_train_resume (Fixture *f, gconstpointer data)
   g_assert_cmpmem (files[0], lens[0], files[1], lens[1]);
   g_free (files[0]);
   g_free (files[1]);
+
+  /* the checkpoint keeps its settings: resuming with another batch size is pointed out */
+  g_autofree char *dir = g_build_filename (f->dir, "resumed", NULL);
+  g_autofree char *set_dir = g_strdup_printf ("train.checkpoint_dir=%s", dir);
+  g_autofree char *want = g_strdup_printf ("ksdist: warning: resuming with train.batch = 32, but "
+                                           "%s/checkpoint-60 was trained with 64: the result will "
+                                           "differ from an uninterrupted run\n", dir);
+  run (f, ARGS ("train", "--set", "data.samples=300", "--set", "train.batch=32", "--set",
+                "train.steps=61", "--set", "train.resume=true", "--set", set_dir),
+       NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_str_has_prefix (f->err, want));
 }
 
 /* A GPT on a text that repeats: the next character becomes predictable, on held-out

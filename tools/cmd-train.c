@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static void
@@ -60,13 +61,72 @@ report (Trainer *t, gint64 step, gint64 steps, float loss, double lr, double rat
 }
 
 
+/* The settings a step's result depends on, as "group.key = value" lines, kept in each
+ * checkpoint's metadata ("config") so that a resume with other settings is noticed. The
+ * step count, logging and checkpointing may change freely. */
+static char *
+trajectory_config (const KsConfig *c)
+{
+  static const char *const groups[] = { "compute", "model", "data", "optim" };
+  static const char *const train_keys[] = { "optimizer", "batch", "seed" };
+  GString *out = g_string_new (NULL);
+
+  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+    {
+      g_autoptr (GPtrArray) keys = ks_config_group_keys (c, groups[g]);
+      for (guint i = 0; keys != NULL && i < keys->len; i++)
+        {
+          const KsKeyDesc *d = g_ptr_array_index (keys, i);
+          const char *value = NULL;
+          ks_config_lookup (c, groups[g], d->key, &value, NULL, NULL);
+          g_string_append_printf (out, "%s.%s = %s\n", groups[g], d->key, value ? value : "");
+        }
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (train_keys); i++)
+    {
+      const char *value = NULL;
+      ks_config_lookup (c, "train", train_keys[i], &value, NULL, NULL);
+      g_string_append_printf (out, "train.%s = %s\n", train_keys[i], value ? value : "");
+    }
+  return g_string_free (out, FALSE);
+}
+
 static gboolean
 save (Trainer *t, const char *dir, gint64 step, guint keep, GError **error)
 {
   g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   if (t->task->metadata != NULL)
     t->task->metadata (t, meta);
+  g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t->config));
   return ks_checkpoint_save (dir, step, t->model, t->optimizer, meta, keep, error);
+}
+
+/* Warns about each setting that differs from the checkpoint's: the run goes on, but it
+ * will not repeat an uninterrupted one. */
+static void
+compare_config (Trainer *t, const char *checkpoint)
+{
+  g_autoptr (GHashTable) meta = ks_checkpoint_metadata (checkpoint, NULL);
+  const char *saved = meta != NULL ? g_hash_table_lookup (meta, "config") : NULL;
+  g_autofree char *now = trajectory_config (t->config);
+
+  if (saved == NULL)
+    return; /* written before checkpoints kept their settings */
+  g_auto (GStrv) old_lines = g_strsplit (saved, "\n", -1);
+  g_auto (GStrv) new_lines = g_strsplit (now, "\n", -1);
+  for (int i = 0; new_lines[i] != NULL; i++)
+    {
+      const char *eq = strstr (new_lines[i], " = ");
+      if (eq == NULL || g_strv_contains ((const char *const *) old_lines, new_lines[i]))
+        continue;
+      g_autofree char *key = g_strndup (new_lines[i], eq - new_lines[i]);
+      const char *was = "(not set)";
+      for (int j = 0; old_lines[j] != NULL; j++)
+        if (g_str_has_prefix (old_lines[j], key) && g_str_has_prefix (old_lines[j] + strlen (key), " = "))
+          was = old_lines[j] + strlen (key) + 3;
+      g_warning ("resuming with %s = %s, but %s was trained with %s: the result will differ "
+                 "from an uninterrupted run", key, eq + 3, checkpoint, was);
+    }
 }
 
 /* Loads the newest checkpoint when asked to resume; returns the first step to run. */
@@ -82,6 +142,7 @@ resume (Trainer *t, const char *dir, gint64 *first, GError **error)
       g_message ("no checkpoint in %s yet: starting from step 1", dir);
       return TRUE;
     }
+  compare_config (t, latest);
   if (!ks_checkpoint_load (latest, t->model, t->optimizer, &done, NULL, error))
     return FALSE;
   g_message ("resumed from %s at step %" G_GINT64_FORMAT, latest, done);
