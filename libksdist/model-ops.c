@@ -14,7 +14,7 @@ ks_op_name (OpType op)
 {
   static const char *const names[] = { "parameter", "data", "matmul", "add", "unary", "mean",
                                        "cross_entropy", "accuracy", "embedding", "layer_norm",
-                                       "attention", "grad" };
+                                       "attention", "grad", "softmax", "reshape" };
   return names[op];
 }
 
@@ -106,6 +106,36 @@ KsExpr *ks_relu (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_RELU, x,
 KsExpr *ks_tanh (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_TANH, x, error); }
 KsExpr *ks_sigmoid (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_SIGMOID, x, error); }
 KsExpr *ks_gelu (KsExpr *x, GError **error) { return ks_unary (KS_UNARY_GELU, x, error); }
+
+KsExpr *
+ks_softmax (KsExpr *x, gboolean log_softmax, GError **error)
+{
+  KsExpr *e;
+  if (!require_float ("softmax", x, error))
+    return NULL;
+  if ((e = op_expr (OP_SOFTMAX, x, NULL, x->ndim, x->shape, error)) != NULL)
+    e->attr = log_softmax;
+  return e;
+}
+
+KsExpr *
+ks_reshape (KsExpr *x, int ndim, const gint64 *shape, GError **error)
+{
+  gsize numel = 1;
+  if (!require_float ("reshape", x, error))
+    return NULL;
+  for (int i = 0; i < ndim; i++)
+    numel *= shape[i] > 0 ? (gsize) shape[i] : 0;
+  if (ndim < 0 || ndim > KS_TENSOR_MAX_DIMS || numel != x->numel)
+    {
+      g_autofree char *sx = ks_expr_shape_string (x);
+      ks_invalid (error, "reshape: '%s' %s has %" G_GSIZE_FORMAT " elements; the new shape "
+                  "(%d dimensions, at most %d) must have as many", x->name, sx, x->numel, ndim,
+                  KS_TENSOR_MAX_DIMS);
+      return NULL;
+    }
+  return op_expr (OP_RESHAPE, x, NULL, ndim, shape, error);
+}
 
 KsExpr *
 ks_mean (KsExpr *x, GError **error)
@@ -395,6 +425,11 @@ ks_op_forward (KsExpr *e, GError **error)
       return attention_forward (e, error);
     case OP_GRAD:
       return ks_model_sweep (e->model, a, error);
+    case OP_SOFTMAX:
+      return ks_compute_softmax (c, F (a->value), F (e->value), a->numel / cols_of (a),
+                                 cols_of (a), e->attr, error);
+    case OP_RESHAPE:
+      return ks_compute_axpby (c, 1, F (a->value), 0, F (e->value), a->numel, error);
     case OP_PARAMETER:
     case OP_DATA:
       break;
@@ -521,6 +556,13 @@ ks_op_backward (KsExpr *e, GError **error)
                                                   cols, error)
                && (!a->needs_grad || accumulate (c, tmp, F (a->grad), a->numel, error));
       }
+    case OP_SOFTMAX:
+      return (tmp = ks_model_scratch (e->model, e->numel, error)) != NULL
+             && ks_compute_softmax_backward (c, F (e->value), F (e->grad), tmp,
+                                             e->numel / cols_of (e), cols_of (e), e->attr, error)
+             && accumulate (c, tmp, F (a->grad), e->numel, error);
+    case OP_RESHAPE:
+      return accumulate (c, F (e->grad), F (a->grad), e->numel, error);
     case OP_ACCURACY:
     case OP_GRAD:
     case OP_PARAMETER:

@@ -17,6 +17,8 @@ typedef enum {
   OP_LAYER_NORM,    /* in: x, gamma, beta; aux: mean and rstd per row */
   OP_ATTENTION,     /* in: qkv; aux: probabilities [batch, heads, T, T], then the mask */
   OP_GRAD,          /* the gradient of a parameter; runs the backward sweep of in[0] */
+  OP_SOFTMAX,       /* over the last dimension; attr: TRUE for log-softmax */
+  OP_RESHAPE,       /* the same elements in another shape */
 } OpType;
 
 struct KsExpr {
@@ -26,7 +28,7 @@ struct KsExpr {
   OpType op;
   KsExpr *in[3];
   guint n_in;
-  int attr;   /* KsUnaryOp of OP_UNARY */
+  int attr;   /* KsUnaryOp of OP_UNARY; log of OP_SOFTMAX */
   float eps;  /* OP_LAYER_NORM */
   gint64 batch, heads; /* OP_ATTENTION */
   KsDType dtype;

@@ -170,6 +170,41 @@ test_embedding_layer_norm_gradients (Fixture *f, gconstpointer data)
   g_assert_cmpstr (error->message, ==, "embedding: ids[3] = 7 is outside the table's 7 rows");
 }
 
+/* Reshape, softmax and log-softmax: x [6, 4] -> fc 6 -> [4, 9] -> softmax -> fc 5 ->
+ * log-softmax -> [2, 10] -> cross entropy; every parameter by finite differences. */
+static void
+test_softmax_reshape_gradients (Fixture *f, gconstpointer data)
+{
+  const gint64 xshape[] = { 6, 4 }, to4x9[] = { 4, 9 }, to2x10[] = { 2, 10 }, yshape[] = { 2 };
+  const gint64 bad[] = { 5, 5 };
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  g_autoptr (GError) error = NULL;
+  float xs[24];
+  gint64 ys[] = { 3, 8 };
+
+  for (int i = 0; i < 24; i++)
+    xs[i] = (float) sin (i * 1.3);
+  KsExpr *x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_reshape (ks_fc (x, 6, -1, "fc1", 3, &error), 2, to4x9, &error);
+  h = ks_fc (ks_softmax (h, FALSE, &error), 5, -1, "fc2", 4, &error);
+  h = ks_reshape (ks_softmax (h, TRUE, &error), 2, to2x10, &error);
+  KsExpr *loss = ks_softmax_cross_entropy (h, y, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+  KsFeed feeds[] = { { "x", xs, sizeof xs }, { "y", ys, sizeof ys } };
+  g_assert_true (ks_model_run (model, feeds, 2, &g_array_index (pairs, KsParamGrad, 0).grad, 1,
+                               &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (check_parameter_gradients (model, loss, 3e-3), ==, 4 * 6 + 6 + 9 * 5 + 5);
+
+  g_assert_null (ks_reshape (x, 2, bad, &error));
+  g_assert_cmpstr (error->message, ==, "reshape: 'x' [6, 4] has 24 elements; the new shape (2 "
+                                       "dimensions, at most 8) must have as many");
+}
+
 /* Causal self-attention: gradients by finite differences through the qkv projection, and
  * causality: a later token never changes an earlier output. */
 static void
@@ -428,6 +463,7 @@ main (int argc, char **argv)
 #define ADD(name, fn) g_test_add ("/model/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("gradients", test_gradients);
   ADD ("embedding-layer-norm-gradients", test_embedding_layer_norm_gradients);
+  ADD ("softmax-reshape-gradients", test_softmax_reshape_gradients);
   ADD ("attention", test_attention);
   ADD ("backward-selection", test_backward_selection);
   ADD ("pruning-and-cache", test_pruning_and_cache);

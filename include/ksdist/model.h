@@ -109,6 +109,10 @@ KsExpr *ks_layer_norm (KsExpr *x, const char *name, float eps, GError **error);
  * softmax (q k^T / sqrt (head size)) v per head, a token seeing only itself and earlier
  * tokens of its sequence. */
 KsExpr *ks_causal_self_attention (KsExpr *qkv, gint64 batch, gint64 heads, GError **error);
+/* Softmax (or log-softmax) over the last dimension. */
+KsExpr *ks_softmax (KsExpr *x, gboolean log_softmax, GError **error);
+/* The same elements, row-major, in another shape of as many elements. */
+KsExpr *ks_reshape (KsExpr *x, int ndim, const gint64 *shape, GError **error);
 /* The mean of every element: a scalar. */
 KsExpr *ks_mean (KsExpr *x, GError **error);
 /* Mean softmax cross entropy of logits [m, c] against int64 labels [m]: a scalar. */
