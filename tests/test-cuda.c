@@ -54,15 +54,6 @@ teardown (Fixture *f, gconstpointer data)
   ks_config_free (f->config);
 }
 
-static float *
-random_floats (Fixture *f, gsize n, double lo, double hi)
-{
-  float *x = g_new (float, n);
-  for (gsize i = 0; i < n; i++)
-    x[i] = (float) g_rand_double_range (f->rng, lo, hi);
-  return x;
-}
-
 /* A device copy of `nbytes` of host memory; freed by the caller with dev_free. */
 static void *
 to_dev (Fixture *f, const void *host, gsize nbytes)
@@ -115,8 +106,8 @@ enum { ROWS = 37, COLS = 300, N = ROWS * COLS };
 static void
 test_elementwise (Fixture *f, gconstpointer data)
 {
-  g_autofree float *a = random_floats (f, N, -3, 3), *b = random_floats (f, N, 0.5, 2);
-  g_autofree float *dy = random_floats (f, N, -1, 1), *want = g_new (float, N);
+  g_autofree float *a = ks_test_random_floats (f->rng, N, -3, 3), *b = ks_test_random_floats (f->rng, N, 0.5, 2);
+  g_autofree float *dy = ks_test_random_floats (f->rng, N, -1, 1), *want = g_new (float, N);
   g_autofree float *want_dx = g_new (float, N);
   float *da = to_dev (f, a, N * 4), *db = to_dev (f, b, N * 4), *ddy = to_dev (f, dy, N * 4);
   float *out = to_dev (f, NULL, N * 4), *dx = to_dev (f, NULL, N * 4);
@@ -165,7 +156,7 @@ test_reduce (Fixture *f, gconstpointer data)
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     {
       gsize rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
-      g_autofree float *x = random_floats (f, n, 0.9, 1.1), *want = g_new (float, MAX (rows, cols));
+      g_autofree float *x = ks_test_random_floats (f->rng, n, 0.9, 1.1), *want = g_new (float, MAX (rows, cols));
       float *dx = to_dev (f, x, n * 4), *out = to_dev (f, NULL, MAX (rows, cols) * 4);
       for (int op = KS_REDUCE_SUM; op <= KS_REDUCE_PROD; op++)
         for (int axis = 0; axis < 2; axis++)
@@ -182,11 +173,11 @@ test_reduce (Fixture *f, gconstpointer data)
 static void
 test_softmax_layer_norm (Fixture *f, gconstpointer data)
 {
-  g_autofree float *x = random_floats (f, N, -4, 4), *dy = random_floats (f, N, -1, 1);
-  g_autofree float *gamma = random_floats (f, COLS, 0.5, 1.5);
-  g_autofree float *beta = random_floats (f, COLS, -0.5, 0.5);
+  g_autofree float *x = ks_test_random_floats (f->rng, N, -4, 4), *dy = ks_test_random_floats (f->rng, N, -1, 1);
+  g_autofree float *gamma = ks_test_random_floats (f->rng, COLS, 0.5, 1.5);
+  g_autofree float *beta = ks_test_random_floats (f->rng, COLS, -0.5, 0.5);
   g_autofree float *y = g_new (float, N), *dx = g_new (float, N);
-  g_autofree float *dgamma = random_floats (f, COLS, -1, 1), *dbeta = random_floats (f, COLS, -1, 1);
+  g_autofree float *dgamma = ks_test_random_floats (f->rng, COLS, -1, 1), *dbeta = ks_test_random_floats (f->rng, COLS, -1, 1);
   float mean[ROWS], rstd[ROWS];
   float *d_x = to_dev (f, x, N * 4), *d_dy = to_dev (f, dy, N * 4), *d_y = to_dev (f, NULL, N * 4);
   float *d_dx = to_dev (f, NULL, N * 4), *d_gamma = to_dev (f, gamma, COLS * 4);
@@ -231,10 +222,10 @@ static void
 test_embedding_cross_entropy (Fixture *f, gconstpointer data)
 {
   enum { VOCAB = 65, DIM = 40, IDS = 300 };
-  g_autofree float *table = random_floats (f, VOCAB * DIM, -1, 1);
-  g_autofree float *dout = random_floats (f, IDS * DIM, -1, 1), *out = g_new (float, IDS * DIM);
+  g_autofree float *table = ks_test_random_floats (f->rng, VOCAB * DIM, -1, 1);
+  g_autofree float *dout = ks_test_random_floats (f->rng, IDS * DIM, -1, 1), *out = g_new (float, IDS * DIM);
   g_autofree float *dtable = g_new0 (float, VOCAB * DIM), *losses = g_new (float, IDS);
-  g_autofree float *logits = random_floats (f, IDS * VOCAB, -3, 3);
+  g_autofree float *logits = ks_test_random_floats (f->rng, IDS * VOCAB, -3, 3);
   g_autofree float *dlogits = g_new (float, IDS * VOCAB);
   gint64 ids[IDS];
   g_autoptr (GError) error = NULL;
@@ -285,7 +276,7 @@ test_update (Fixture *f, gconstpointer data)
   enum { P = 5000 };
   for (int rule = KS_UPDATE_SGD; rule <= KS_UPDATE_ADAMW; rule++)
     {
-      g_autofree float *p = random_floats (f, P, -1, 1);
+      g_autofree float *p = ks_test_random_floats (f->rng, P, -1, 1);
       g_autofree float *s1 = g_new0 (float, P), *s2 = g_new0 (float, P);
       float *d_p = to_dev (f, p, P * 4), *d_s1 = to_dev (f, NULL, P * 4);
       float *d_s2 = to_dev (f, NULL, P * 4);
@@ -294,7 +285,7 @@ test_update (Fixture *f, gconstpointer data)
 
       for (a.step = 1; a.step <= 3; a.step++)
         {
-          g_autofree float *g = random_floats (f, P, -1, 1);
+          g_autofree float *g = ks_test_random_floats (f->rng, P, -1, 1);
           float *d_g = to_dev (f, g, P * 4);
           g_assert_true (ks_compute_update (f->cpu, &a, p, g, s1, s2, P, NULL));
           g_assert_true (ks_compute_update (f->gpu, &a, d_p, d_g, d_s1, d_s2, P, NULL));

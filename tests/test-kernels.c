@@ -28,15 +28,6 @@ teardown (Fixture *f, gconstpointer data)
   ks_test_cpu_teardown (&f->cpu);
 }
 
-static float *
-random_floats (Fixture *f, gsize n, double lo, double hi)
-{
-  float *x = g_new (float, n);
-  for (gsize i = 0; i < n; i++)
-    x[i] = (float) g_rand_double_range (f->rng, lo, hi);
-  return x;
-}
-
 static double
 weighted_sum (const float *w, const float *y, gsize n)
 {
@@ -117,8 +108,8 @@ test_unary (Fixture *f, gconstpointer data)
   for (int op = KS_UNARY_RELU; op <= KS_UNARY_SQRT; op++)
     {
       gboolean positive = op == KS_UNARY_LOG || op == KS_UNARY_SQRT;
-      g_autofree float *x = random_floats (f, n, positive ? 0.2 : -3, 3);
-      g_autofree float *w = random_floats (f, n, -1, 1);
+      g_autofree float *x = ks_test_random_floats (f->rng, n, positive ? 0.2 : -3, 3);
+      g_autofree float *w = ks_test_random_floats (f->rng, n, -1, 1);
       g_autofree float *y = g_new (float, n);
       g_autofree float *dx = g_new (float, n);
       g_autofree float *dx_no_y = g_new (float, n);
@@ -149,8 +140,8 @@ static void
 test_binary (Fixture *f, gconstpointer data)
 {
   const gsize rows = 5, cols = 7;
-  g_autofree float *a = random_floats (f, rows * cols, -2, 2);
-  g_autofree float *b = random_floats (f, rows * cols, 0.5, 2);
+  g_autofree float *a = ks_test_random_floats (f->rng, rows * cols, -2, 2);
+  g_autofree float *b = ks_test_random_floats (f->rng, rows * cols, 0.5, 2);
   g_autofree float *c = g_new (float, rows * cols);
   g_autoptr (GError) error = NULL;
 
@@ -175,7 +166,7 @@ static void
 test_reduce (Fixture *f, gconstpointer data)
 {
   const gsize rows = 6, cols = 9;
-  g_autofree float *x = random_floats (f, rows * cols, 0.5, 1.5);
+  g_autofree float *x = ks_test_random_floats (f->rng, rows * cols, 0.5, 1.5);
   float y[9];
   g_autoptr (GError) error = NULL;
 
@@ -234,8 +225,8 @@ test_softmax (Fixture *f, gconstpointer data)
   const gsize rows = 4, cols = 10, n = rows * cols;
   for (int log_softmax = 0; log_softmax < 2; log_softmax++)
     {
-      g_autofree float *x = random_floats (f, n, -4, 4);
-      g_autofree float *w = random_floats (f, n, -1, 1);
+      g_autofree float *x = ks_test_random_floats (f->rng, n, -4, 4);
+      g_autofree float *w = ks_test_random_floats (f->rng, n, -1, 1);
       g_autofree float *y = g_new (float, n);
       g_autofree float *dx = g_new (float, n);
       SoftmaxCase s = { rows, cols, log_softmax, w };
@@ -291,10 +282,10 @@ static void
 test_layer_norm (Fixture *f, gconstpointer data)
 {
   const gsize rows = 3, cols = 16, n = rows * cols;
-  g_autofree float *x = random_floats (f, n, -2, 2);
-  g_autofree float *gamma = random_floats (f, cols, 0.5, 1.5);
-  g_autofree float *beta = random_floats (f, cols, -0.5, 0.5);
-  g_autofree float *w = random_floats (f, n, -1, 1);
+  g_autofree float *x = ks_test_random_floats (f->rng, n, -2, 2);
+  g_autofree float *gamma = ks_test_random_floats (f->rng, cols, 0.5, 1.5);
+  g_autofree float *beta = ks_test_random_floats (f->rng, cols, -0.5, 0.5);
+  g_autofree float *w = ks_test_random_floats (f->rng, n, -1, 1);
   g_autofree float *y = g_new (float, n);
   g_autofree float *dx = g_new (float, n);
   g_autofree float *dgamma = g_new0 (float, cols);
@@ -339,7 +330,7 @@ static void
 test_embedding (Fixture *f, gconstpointer data)
 {
   const gsize vocab = 5, dim = 3, n_ids = 4;
-  g_autofree float *table = random_floats (f, vocab * dim, -1, 1);
+  g_autofree float *table = ks_test_random_floats (f->rng, vocab * dim, -1, 1);
   gint64 ids[] = { 4, 0, 4, 2 }, bad[] = { 1, 5, 0, 0 };
   float out[12], dout[12], dtable[15] = { 0 };
   g_autoptr (GError) error = NULL;
@@ -393,7 +384,7 @@ static void
 test_cross_entropy (Fixture *f, gconstpointer data)
 {
   const gsize rows = 4, cols = 6;
-  g_autofree float *x = random_floats (f, rows * cols, -3, 3);
+  g_autofree float *x = ks_test_random_floats (f->rng, rows * cols, -3, 3);
   g_autofree float *dx = g_new (float, rows * cols);
   gint64 labels[] = { 0, 5, 2, 2 }, bad[] = { 0, 6, 0, 0 };
   float losses[4];
@@ -423,7 +414,7 @@ test_update_rules (Fixture *f, gconstpointer data)
   for (int rule = KS_UPDATE_SGD; rule <= KS_UPDATE_ADAMW; rule++)
     for (int nesterov = 0; nesterov <= (rule == KS_UPDATE_MOMENTUM); nesterov++)
       {
-        g_autofree float *p = random_floats (f, n, -1, 1);
+        g_autofree float *p = ks_test_random_floats (f->rng, n, -1, 1);
         g_autofree float *s1 = g_new0 (float, n);
         g_autofree float *s2 = g_new0 (float, n);
         double rp[8], r1[8] = { 0 }, r2[8] = { 0 };
@@ -434,7 +425,7 @@ test_update_rules (Fixture *f, gconstpointer data)
           rp[i] = p[i];
         for (a.step = 1; a.step <= 3; a.step++)
           {
-            g_autofree float *g = random_floats (f, n, -1, 1);
+            g_autofree float *g = ks_test_random_floats (f->rng, n, -1, 1);
             g_assert_true (ks_compute_update (f->c, &a, p, g, s1, s2, n, NULL));
             for (gsize i = 0; i < n; i++)
               {

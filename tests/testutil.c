@@ -170,3 +170,12 @@ ks_test_have_openblas (void)
   g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
   return FALSE;
 }
+
+float *
+ks_test_random_floats (GRand *rng, gsize n, double lo, double hi)
+{
+  float *x = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) g_rand_double_range (rng, lo, hi);
+  return x;
+}

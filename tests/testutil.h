@@ -48,6 +48,9 @@ void ks_test_cpu_teardown (CpuFixture *f);
 /* FALSE, with the program's run marked skipped, when the OpenBLAS plugin was not built. */
 gboolean ks_test_have_openblas (void);
 
+/* n floats drawn uniformly from [lo, hi); g_free them. */
+float *ks_test_random_floats (GRand *rng, gsize n, double lo, double hi);
+
 /* Resets the variables that steer plugin search between test cases. */
 void ks_test_clear_env (void);
 
