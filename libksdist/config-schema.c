@@ -66,7 +66,8 @@ static const KsKeyDesc core_schema[] = {
 /* Plugins of the ksdist tree: a config may configure one that is not built on this
  * machine (a [cuda] group on a CPU-only build) and only gets a warning. */
 static const char *const first_party_plugins[] = {
-  "openblas", "cuda", "optim", "gloo", "nccl", "mpi", "collective", "transpiler", "pslib", NULL,
+  "openblas", "cuda", "optim", "store", "roles", "gloo", "nccl", "mpi",
+  "collective", "transpiler", "pslib", NULL,
 };
 
 const KsKeyDesc *

@@ -26,7 +26,7 @@ AC_DEFUN([KS_CHECK_GLOO], [
     CPPFLAGS=$ks_save_CPPFLAGS; LIBS=$ks_save_LIBS
     AC_LANG_POP([C++])
     AS_IF([test $ks_have_gloo = yes],
-      [ks_gloo_summary="no: Gloo found, the gloo plugin is not in this tree yet"],
+      [ks_gloo_summary=yes],
       [ks_gloo_summary="no: Gloo not found (apt-get install libgloo-dev)"
        GLOO_CFLAGS=; GLOO_LIBS=
        AS_IF([test "x$with_gloo" != xauto],

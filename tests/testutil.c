@@ -128,8 +128,8 @@ ks_test_fixture_teardown (PluginFixture *f, gconstpointer data)
   g_free (f->dir);
 }
 
-static char *
-build_plugin_dir (const char *name)
+char *
+ks_test_build_plugin_dir (const char *name)
 {
   return g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), name, ".libs", NULL);
 }
@@ -137,8 +137,8 @@ build_plugin_dir (const char *name)
 void
 ks_test_cpu_setup (CpuFixture *f, const char *const *sets)
 {
-  g_autofree char *openblas = build_plugin_dir ("openblas");
-  g_autofree char *optim = build_plugin_dir ("optim");
+  g_autofree char *openblas = ks_test_build_plugin_dir ("openblas");
+  g_autofree char *optim = ks_test_build_plugin_dir ("optim");
   g_autofree char *path = g_strdup_printf ("%s:%s", openblas, optim);
   g_autoptr (GError) error = NULL;
 
@@ -163,7 +163,7 @@ ks_test_cpu_teardown (CpuFixture *f)
 gboolean
 ks_test_have_openblas (void)
 {
-  g_autofree char *dir = build_plugin_dir ("openblas");
+  g_autofree char *dir = ks_test_build_plugin_dir ("openblas");
   g_autofree char *plugin = g_build_filename (dir, "openblas.so", NULL);
   if (g_file_test (plugin, G_FILE_TEST_EXISTS))
     return TRUE;

@@ -51,6 +51,9 @@ gboolean ks_test_have_openblas (void);
 /* n floats drawn uniformly from [lo, hi); g_free them. */
 float *ks_test_random_floats (GRand *rng, gsize n, double lo, double hi);
 
+/* The directory of the build tree's plugin `name` (its .libs). */
+char *ks_test_build_plugin_dir (const char *name);
+
 /* Resets the variables that steer plugin search between test cases. */
 void ks_test_clear_env (void);
 

@@ -8,7 +8,7 @@
 #ifndef KSDIST_COMM_H
 #define KSDIST_COMM_H
 
-#include <ksdist/plugin.h>
+#include <ksdist/registry.h>
 
 G_BEGIN_DECLS
 
@@ -70,6 +70,63 @@ typedef struct {
   int (*rank) (void *ctx);
   int (*world_size) (void *ctx);
 } KsCommOps;
+
+/* ---- the core's handles on a store and a communicator ---- */
+
+typedef struct KsStore KsStore;
+typedef struct KsComm KsComm;
+
+/* Creates the store implementation `name` ("file", "tcp"; NULL or "auto" = the best). */
+KsStore *ks_store_new (KsRegistry *registry, const KsConfig *config, const char *name,
+                       GError **error);
+void ks_store_free (KsStore *store);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsStore, ks_store_free)
+const char *ks_store_name (const KsStore *store);
+gboolean ks_store_open (KsStore *store, const char *address, const char *prefix,
+                        const char *token, GError **error);
+gboolean ks_store_set (KsStore *store, const char *key, const void *data, gsize len,
+                       GError **error);
+gboolean ks_store_get (KsStore *store, const char *key, int timeout_ms, void **data,
+                       gsize *len, GError **error);
+/* Waits for every key; on timeout the error lists the keys still missing. */
+gboolean ks_store_wait (KsStore *store, const char *const *keys, int timeout_ms, GError **error);
+gboolean ks_store_add (KsStore *store, const char *key, gint64 delta, gint64 *result,
+                       GError **error);
+/* The plugin's vtable and context, for a communicator's connect. */
+const KsStoreOps *ks_store_ops (const KsStore *store);
+void *ks_store_ctx (const KsStore *store);
+
+/* Creates the communicator implementation `name` ("gloo", "nccl", ...). */
+KsComm *ks_comm_new (KsRegistry *registry, const KsConfig *config, const char *name,
+                     GError **error);
+void ks_comm_free (KsComm *comm);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsComm, ks_comm_free)
+const char *ks_comm_name (const KsComm *comm);
+/* Joins the job as `rank` of `size`; `store` must stay open while the communicator lives
+ * (sub-groups and error reports use it). */
+gboolean ks_comm_connect (KsComm *comm, KsStore *store, int rank, int size, int timeout_ms,
+                          GError **error);
+int ks_comm_rank (const KsComm *comm);
+int ks_comm_size (const KsComm *comm);
+gboolean ks_comm_allreduce (KsComm *comm, void *buf, gsize count, KsDType dtype, KsReduceOp op,
+                            GError **error);
+gboolean ks_comm_broadcast (KsComm *comm, void *buf, gsize count, KsDType dtype, int root,
+                            GError **error);
+gboolean ks_comm_barrier (KsComm *comm, GError **error);
+gboolean ks_comm_allgather (KsComm *comm, const void *send, void *recv, gsize count,
+                            KsDType dtype, GError **error);
+gboolean ks_comm_allgatherv (KsComm *comm, const void *send, void *recv, const gsize *counts,
+                             KsDType dtype, GError **error);
+gboolean ks_comm_reduce_scatter (KsComm *comm, const void *send, void *recv, gsize recv_count,
+                                 KsDType dtype, KsReduceOp op, GError **error);
+gboolean ks_comm_send (KsComm *comm, const void *buf, gsize nbytes, int peer, guint32 tag,
+                       GError **error);
+gboolean ks_comm_recv (KsComm *comm, void *buf, gsize nbytes, int peer, guint32 tag,
+                       GError **error);
+gboolean ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error);
+/* A communicator over `ranks` of this one (sorted, with this rank); every member calls
+ * it with the same list. Free it before its parent. */
+KsComm *ks_comm_subgroup (KsComm *comm, const int *ranks, int n_ranks, GError **error);
 
 G_END_DECLS
 

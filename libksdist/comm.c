@@ -1,0 +1,394 @@
+/* The store and the communicator as the core calls them.
+ *
+ * Every collective is numbered; when one fails with a timeout or a lost peer, the ranks
+ * that saw the failure say so in the store under that number, and the error gains the
+ * list of ranks that did not: the ones that never reached the operation (a dead or
+ * stuck process), which is what the user has to look at. */
+#include "ks-private.h"
+
+#include <string.h>
+
+struct KsStore {
+  KsInstance instance;
+};
+
+struct KsComm {
+  KsInstance instance;
+  KsStore *store;
+  int timeout_ms;
+  guint64 seq;   /* collectives started, the same count on every rank */
+  char *group;   /* "" for the world, else "g<parent group>/<ranks>" */
+  int *world;    /* this group's members in the world's numbering */
+  int n_world;
+  gboolean shared_instance; /* a sub-group: impl and settings belong to the parent */
+};
+
+#define STORE_OPS(s) KS_INSTANCE_OPS (&(s)->instance, KsStoreOps)
+#define COMM_OPS(c) KS_INSTANCE_OPS (&(c)->instance, KsCommOps)
+#define CTX(x) ((x)->instance.ctx)
+
+/* ---- store ---- */
+
+KsStore *
+ks_store_new (KsRegistry *registry, const KsConfig *config, const char *name, GError **error)
+{
+  return (KsStore *) ks_instance_new (registry, config, KS_KIND_STORE, name, sizeof (KsStore),
+                                      error);
+}
+
+void
+ks_store_free (KsStore *store)
+{
+  ks_instance_free ((KsInstance *) store);
+}
+
+const char *
+ks_store_name (const KsStore *store)
+{
+  return store->instance.impl->name;
+}
+
+gboolean
+ks_store_open (KsStore *store, const char *address, const char *prefix, const char *token,
+               GError **error)
+{
+  return STORE_OPS (store)->open (CTX (store), address, prefix, token, error);
+}
+
+gboolean
+ks_store_set (KsStore *store, const char *key, const void *data, gsize len, GError **error)
+{
+  return STORE_OPS (store)->set (CTX (store), key, data, len, error);
+}
+
+gboolean
+ks_store_get (KsStore *store, const char *key, int timeout_ms, void **data, gsize *len,
+              GError **error)
+{
+  return STORE_OPS (store)->get (CTX (store), key, timeout_ms, data, len, error);
+}
+
+gboolean
+ks_store_wait (KsStore *store, const char *const *keys, int timeout_ms, GError **error)
+{
+  if (KS_OPS_HAS (STORE_OPS (store), KsStoreOps, wait))
+    return STORE_OPS (store)->wait (CTX (store), keys, timeout_ms, error);
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  for (guint i = 0; keys[i] != NULL; i++)
+    {
+      g_autofree void *data = NULL;
+      gsize len;
+      int left = MAX (0, (int) ((deadline - g_get_monotonic_time ()) / 1000));
+      if (!ks_store_get (store, keys[i], left, &data, &len, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+ks_store_add (KsStore *store, const char *key, gint64 delta, gint64 *result, GError **error)
+{
+  KS_REQUIRE_SLOT (&store->instance, KsStoreOps, add, error);
+  return STORE_OPS (store)->add (CTX (store), key, delta, result, error);
+}
+
+const KsStoreOps *
+ks_store_ops (const KsStore *store)
+{
+  return STORE_OPS (store);
+}
+
+void *
+ks_store_ctx (const KsStore *store)
+{
+  return CTX (store);
+}
+
+/* ---- communicator ---- */
+
+KsComm *
+ks_comm_new (KsRegistry *registry, const KsConfig *config, const char *name, GError **error)
+{
+  KsComm *comm = (KsComm *) ks_instance_new (registry, config, KS_KIND_COMM, name,
+                                             sizeof (KsComm), error);
+  if (comm != NULL)
+    comm->group = g_strdup ("");
+  return comm;
+}
+
+void
+ks_comm_free (KsComm *comm)
+{
+  if (comm == NULL)
+    return;
+  g_free (comm->group);
+  g_free (comm->world);
+  if (comm->shared_instance)
+    {
+      COMM_OPS (comm)->destroy (CTX (comm));
+      g_free (comm);
+    }
+  else
+    ks_instance_free ((KsInstance *) comm);
+}
+
+const char *
+ks_comm_name (const KsComm *comm)
+{
+  return comm->instance.impl->name;
+}
+
+gboolean
+ks_comm_connect (KsComm *comm, KsStore *store, int rank, int size, int timeout_ms,
+                 GError **error)
+{
+  if (size < 1 || rank < 0 || rank >= size || timeout_ms <= 0)
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "%s: cannot join as rank %d of %d with a timeout of %d ms: the rank must be "
+                   "in [0, size) and the timeout positive",
+                   ks_comm_name (comm), rank, size, timeout_ms);
+      return FALSE;
+    }
+  if (!COMM_OPS (comm)->connect (CTX (comm), STORE_OPS (store), CTX (store), rank, size,
+                                 timeout_ms, error))
+    return FALSE;
+  comm->store = store;
+  comm->timeout_ms = timeout_ms;
+  comm->n_world = size;
+  comm->world = g_new (int, size);
+  for (int i = 0; i < size; i++)
+    comm->world[i] = i;
+  return TRUE;
+}
+
+int
+ks_comm_rank (const KsComm *comm)
+{
+  return COMM_OPS (comm)->rank (CTX (comm));
+}
+
+int
+ks_comm_size (const KsComm *comm)
+{
+  return COMM_OPS (comm)->world_size (CTX (comm));
+}
+
+/* After a failed collective: says in the store that this rank saw it fail, waits for the
+ * others to say the same, and appends the ranks that did not. The wait is twice the
+ * timeout: a rank that lost its peer fails at once, its neighbours only when their own
+ * timeout expires. */
+static gboolean
+name_missing_ranks (KsComm *comm, const char *op, GError **error)
+{
+  int me = ks_comm_rank (comm), n = ks_comm_size (comm);
+  g_autoptr (GString) missing = g_string_new (NULL);
+  gint64 deadline;
+
+  if (error == NULL || *error == NULL || comm->store == NULL
+      || !((*error)->domain == KS_COMM_ERROR
+           && ((*error)->code == KS_COMM_ERROR_TIMEOUT
+               || (*error)->code == KS_COMM_ERROR_PEER_LOST)))
+    return FALSE;
+  g_autofree char *mine = g_strdup_printf ("ks/failed%s/%" G_GUINT64_FORMAT "/%d", comm->group,
+                                           comm->seq, me);
+  if (!ks_store_set (comm->store, mine, op, strlen (op), NULL))
+    return FALSE;
+  deadline = g_get_monotonic_time () + (gint64) comm->timeout_ms * 2000;
+  for (int r = 0; r < n; r++)
+    {
+      g_autofree char *key = g_strdup_printf ("ks/failed%s/%" G_GUINT64_FORMAT "/%d", comm->group,
+                                              comm->seq, r);
+      g_autofree void *data = NULL;
+      gsize len;
+      int left = MAX (1, (int) ((deadline - g_get_monotonic_time ()) / 1000));
+      if (r != me && !ks_store_get (comm->store, key, left, &data, &len, NULL))
+        g_string_append_printf (missing, "%s%d", missing->len > 0 ? ", " : "", comm->world[r]);
+    }
+  if (missing->len > 0)
+    g_prefix_error (error, "rank %s did not reach %s #%" G_GUINT64_FORMAT
+                    " within %d ms (the others did): ",
+                    missing->str, op, comm->seq, comm->timeout_ms);
+  return TRUE;
+}
+
+/* Every collective goes through here: numbered, and its failure explained. */
+#define COLLECTIVE(comm, name, call, error)                                               \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    gboolean ok_;                                                                         \
+    (comm)->seq++;                                                                        \
+    ok_ = (call);                                                                         \
+    if (!ok_)                                                                             \
+      name_missing_ranks ((comm), (name), (error));                                       \
+    return ok_;                                                                           \
+  }                                                                                       \
+  G_STMT_END
+
+static gboolean
+check_reduce (KsComm *comm, KsDType dtype, KsReduceOp op, GError **error)
+{
+  if (op == KS_REDUCE_AVG && dtype != KS_DTYPE_FLOAT32 && dtype != KS_DTYPE_FLOAT64)
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "%s: avg of %s is not defined; sum the values and divide yourself",
+                   ks_comm_name (comm), ks_dtype_name (dtype));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+ks_comm_allreduce (KsComm *comm, void *buf, gsize count, KsDType dtype, KsReduceOp op,
+                   GError **error)
+{
+  if (!check_reduce (comm, dtype, op, error))
+    return FALSE;
+  COLLECTIVE (comm, "allreduce",
+              COMM_OPS (comm)->allreduce (CTX (comm), buf, count, dtype, op, error), error);
+}
+
+gboolean
+ks_comm_broadcast (KsComm *comm, void *buf, gsize count, KsDType dtype, int root,
+                   GError **error)
+{
+  if (root < 0 || root >= ks_comm_size (comm))
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "%s: broadcast from rank %d, but the ranks are 0..%d", ks_comm_name (comm),
+                   root, ks_comm_size (comm) - 1);
+      return FALSE;
+    }
+  COLLECTIVE (comm, "broadcast",
+              COMM_OPS (comm)->broadcast (CTX (comm), buf, count, dtype, root, error), error);
+}
+
+gboolean
+ks_comm_barrier (KsComm *comm, GError **error)
+{
+  COLLECTIVE (comm, "barrier", COMM_OPS (comm)->barrier (CTX (comm), error), error);
+}
+
+#define REQUIRE(c, field, error) KS_REQUIRE_SLOT (&(c)->instance, KsCommOps, field, error)
+
+gboolean
+ks_comm_allgather (KsComm *comm, const void *send, void *recv, gsize count, KsDType dtype,
+                   GError **error)
+{
+  REQUIRE (comm, allgather, error);
+  COLLECTIVE (comm, "allgather",
+              COMM_OPS (comm)->allgather (CTX (comm), send, recv, count, dtype, error), error);
+}
+
+gboolean
+ks_comm_allgatherv (KsComm *comm, const void *send, void *recv, const gsize *counts,
+                    KsDType dtype, GError **error)
+{
+  REQUIRE (comm, allgatherv, error);
+  COLLECTIVE (comm, "allgatherv",
+              COMM_OPS (comm)->allgatherv (CTX (comm), send, recv, counts, dtype, error), error);
+}
+
+gboolean
+ks_comm_reduce_scatter (KsComm *comm, const void *send, void *recv, gsize recv_count,
+                        KsDType dtype, KsReduceOp op, GError **error)
+{
+  REQUIRE (comm, reduce_scatter, error);
+  if (!check_reduce (comm, dtype, op, error))
+    return FALSE;
+  COLLECTIVE (comm, "reduce_scatter",
+              COMM_OPS (comm)->reduce_scatter (CTX (comm), send, recv, recv_count, dtype, op,
+                                               error),
+              error);
+}
+
+static gboolean
+check_peer (KsComm *comm, const char *what, int peer, GError **error)
+{
+  if (peer < 0 || peer >= ks_comm_size (comm) || peer == ks_comm_rank (comm))
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "%s: %s rank %d: the peer must be another rank in 0..%d", ks_comm_name (comm),
+                   what, peer, ks_comm_size (comm) - 1);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Point-to-point messages are not numbered: only the two ranks take part. */
+gboolean
+ks_comm_send (KsComm *comm, const void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  REQUIRE (comm, send, error);
+  return check_peer (comm, "send to", peer, error)
+         && COMM_OPS (comm)->send (CTX (comm), buf, nbytes, peer, tag, error);
+}
+
+gboolean
+ks_comm_recv (KsComm *comm, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  REQUIRE (comm, recv, error);
+  return check_peer (comm, "receive from", peer, error)
+         && COMM_OPS (comm)->recv (CTX (comm), buf, nbytes, peer, tag, error);
+}
+
+gboolean
+ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error)
+{
+  REQUIRE (comm, set_timeout, error);
+  if (!COMM_OPS (comm)->set_timeout (CTX (comm), timeout_ms, error))
+    return FALSE;
+  comm->timeout_ms = timeout_ms;
+  return TRUE;
+}
+
+KsComm *
+ks_comm_subgroup (KsComm *comm, const int *ranks, int n_ranks, GError **error)
+{
+  int me = ks_comm_rank (comm);
+  gboolean member = FALSE;
+  KsComm *sub;
+  void *ctx;
+
+  if (!KS_OPS_HAS (COMM_OPS (comm), KsCommOps, subgroup))
+    {
+      ks_set_not_supported (error, comm->instance.plugin->name, KS_KIND_COMM, "subgroup");
+      return NULL;
+    }
+  for (int i = 0; i < n_ranks; i++)
+    {
+      if (ranks[i] < 0 || ranks[i] >= ks_comm_size (comm) || (i > 0 && ranks[i] <= ranks[i - 1]))
+        {
+          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                       "%s: sub-group ranks must be increasing and in 0..%d; got %d at index %d",
+                       ks_comm_name (comm), ks_comm_size (comm) - 1, ranks[i], i);
+          return NULL;
+        }
+      member |= ranks[i] == me;
+    }
+  if (!member)
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "%s: rank %d asked for a sub-group it is not in", ks_comm_name (comm), me);
+      return NULL;
+    }
+  if ((ctx = COMM_OPS (comm)->subgroup (CTX (comm), ranks, n_ranks, error)) == NULL)
+    return NULL;
+  sub = g_new0 (KsComm, 1);
+  sub->instance = comm->instance;
+  sub->instance.ctx = ctx;
+  sub->shared_instance = TRUE;
+  sub->store = comm->store;
+  sub->timeout_ms = comm->timeout_ms;
+  GString *group = g_string_new (comm->group);
+  g_string_append (group, "/g");
+  sub->world = g_new (int, n_ranks);
+  sub->n_world = n_ranks;
+  for (int i = 0; i < n_ranks; i++)
+    {
+      sub->world[i] = comm->world[ranks[i]];
+      g_string_append_printf (group, "%s%d", i > 0 ? "," : "", ranks[i]);
+    }
+  sub->group = g_string_free (group, FALSE);
+  return sub;
+}

@@ -1,0 +1,640 @@
+/* The Gloo communicator: collectives over TCP between the ranks of a job.
+ *
+ * Two Gloo contexts per communicator, so the older algorithm classes and the newer
+ * unbound-buffer API never share slots (sharing made one of them ~100x slower in a probe
+ * here): `algo` runs allreduce, broadcast, allgather and barrier with the algorithm
+ * classes; `p2p` runs send/recv and allgatherv with unbound buffers.
+ *
+ * An algorithm object binds its buffers and takes slots when it is made, so objects are
+ * cached by what every rank asks for alike (operation, type, count, algorithm), never by
+ * a pointer that may differ between ranks; each owns a staging buffer the caller's data
+ * is copied through. Every C++ exception is caught here and becomes a GError. */
+#include <config.h>
+#include <ksdist/ksdist.h>
+
+#include <gloo/algorithm.h>
+#include <gloo/allgather_ring.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/broadcast_one_to_all.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <climits>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+/* A failure with a KsCommError code, thrown inside this file only. */
+struct CommFailure : std::runtime_error {
+  int code;
+  CommFailure (int c, const std::string &message) : std::runtime_error (message), code (c) {}
+};
+
+[[noreturn]] void
+throw_gerror (GError *e)
+{
+  int code = e->domain == KS_COMM_ERROR ? e->code : KS_COMM_ERROR_FAILED;
+  std::string message = e->message;
+  g_error_free (e);
+  throw CommFailure (code, message);
+}
+
+/* Gloo's rendezvous over the job's ksdist store. */
+struct StoreAdapter : gloo::rendezvous::Store {
+  const KsStoreOps *ops;
+  void *ctx;
+  int timeout_ms;
+
+  StoreAdapter (const KsStoreOps *o, void *c, int t) : ops (o), ctx (c), timeout_ms (t) {}
+
+  void
+  set (const std::string &key, const std::vector<char> &data) override
+  {
+    GError *e = NULL;
+    if (!ops->set (ctx, key.c_str (), data.data (), data.size (), &e))
+      throw_gerror (e);
+  }
+
+  std::vector<char>
+  get (const std::string &key) override
+  {
+    GError *e = NULL;
+    void *data = NULL;
+    gsize len = 0;
+    if (!ops->get (ctx, key.c_str (), timeout_ms, &data, &len, &e))
+      throw_gerror (e);
+    std::vector<char> out ((char *) data, (char *) data + len);
+    g_free (data);
+    return out;
+  }
+
+  void
+  wait (const std::vector<std::string> &keys) override
+  {
+    wait (keys, std::chrono::milliseconds (timeout_ms));
+  }
+
+  void
+  wait (const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override
+  {
+    for (const auto &key : keys)
+      {
+        GError *e = NULL;
+        void *data = NULL;
+        gsize len = 0;
+        if (!ops->get (ctx, key.c_str (), (int) timeout.count (), &data, &len, &e))
+          throw_gerror (e);
+        g_free (data);
+      }
+  }
+};
+
+/* A cached algorithm object with the buffers it was made on. */
+struct Entry {
+  std::vector<char> in, out;
+  std::unique_ptr<gloo::Algorithm> algorithm;
+};
+
+struct Settings {
+  std::string algorithm, hostname, iface;
+  gint64 auto_small_bytes;
+};
+
+struct Gloo {
+  Settings settings;
+  std::shared_ptr<StoreAdapter> store;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> algo, p2p;
+  std::unique_ptr<gloo::Algorithm> barrier;
+  std::map<std::string, std::unique_ptr<Entry>> cache;
+  std::string group; /* store prefix of this communicator */
+  int rank = 0, size = 1, timeout_ms = 0, n_subgroups = 0;
+  guint32 next_tag = 0; /* of allgatherv, the same sequence on every rank */
+};
+
+
+/* Runs `body`, turning any exception into a GError that names the operation. */
+template <typename F>
+gboolean
+guarded (Gloo *g, const char *what, GError **error, F body)
+{
+  int code = KS_COMM_ERROR_FAILED;
+  std::string message;
+  try
+    {
+      body ();
+      return TRUE;
+    }
+  catch (const CommFailure &e)
+    {
+      code = e.code;
+      message = e.what ();
+    }
+  catch (const gloo::IoException &e)
+    {
+      message = e.what ();
+      code = message.find ("imed out") != std::string::npos || message.find ("imeout") != std::string::npos
+                 ? KS_COMM_ERROR_TIMEOUT
+                 : KS_COMM_ERROR_PEER_LOST;
+    }
+  catch (const std::exception &e)
+    {
+      message = e.what ();
+    }
+  catch (...)
+    {
+      message = "an unknown C++ exception";
+    }
+  g_set_error (error, KS_COMM_ERROR, code, "gloo: %s on rank %d of %d: %s", what, g->rank,
+               g->size, message.c_str ());
+  return FALSE;
+}
+
+void *
+gloo_create (const KsSettings *s, GError **error)
+{
+  Gloo *g = new Gloo ();
+  g->settings.algorithm = ks_settings_get_string (s, "algorithm");
+  g->settings.hostname = ks_settings_get_string (s, "hostname");
+  g->settings.iface = ks_settings_get_string (s, "iface");
+  g->settings.auto_small_bytes = ks_settings_get_int (s, "auto_small_bytes");
+  return g;
+}
+
+void
+gloo_destroy (void *p)
+{
+  delete (Gloo *) p;
+}
+
+/* Waits until every rank has said it is here, so that a missing rank is named before
+ * Gloo's own connect (which would only time out on the first one it waits for). */
+void
+arrive (Gloo *g)
+{
+  const KsStoreOps *ops = g->store->ops;
+  std::string here = g->group + "/arrived/";
+  std::vector<bool> seen (g->size, false);
+  gint64 deadline = g_get_monotonic_time () + (gint64) g->timeout_ms * 1000;
+  GError *e = NULL;
+  int wait_ms = 1;
+
+  if (!ops->set (g->store->ctx, (here + std::to_string (g->rank)).c_str (), "1", 1, &e))
+    throw_gerror (e);
+  seen[g->rank] = true;
+  for (;;)
+    {
+      std::string missing;
+      for (int r = 0; r < g->size; r++)
+        {
+          void *data = NULL;
+          gsize len;
+          if (!seen[r] && ops->get (g->store->ctx, (here + std::to_string (r)).c_str (), 0, &data,
+                                    &len, NULL))
+            seen[r] = true;
+          g_free (data);
+          if (!seen[r])
+            missing += (missing.empty () ? "" : ", ") + std::to_string (r);
+        }
+      if (missing.empty ())
+        return;
+      if (g_get_monotonic_time () >= deadline)
+        throw CommFailure (KS_COMM_ERROR_TIMEOUT,
+                           "rank " + missing + " did not join within "
+                               + std::to_string (g->timeout_ms)
+                               + " ms; check that every rank was started with the same store "
+                                 "and job, and look at the log of the missing one");
+      g_usleep (wait_ms * 1000);
+      wait_ms = MIN (wait_ms * 2, 50);
+    }
+}
+
+std::shared_ptr<gloo::rendezvous::Context>
+mesh (Gloo *g, const char *name)
+{
+  auto ctx = std::make_shared<gloo::rendezvous::Context> (g->rank, g->size);
+  gloo::rendezvous::PrefixStore prefixed (g->group + "/" + name, *g->store);
+  ctx->setTimeout (std::chrono::milliseconds (g->timeout_ms));
+  ctx->connectFullMesh (prefixed, g->device);
+  return ctx;
+}
+
+void
+join (Gloo *g)
+{
+  arrive (g);
+  g->algo = mesh (g, "algo");
+  g->p2p = mesh (g, "p2p");
+  g->barrier.reset (new gloo::BarrierAllToAll (g->algo));
+}
+
+gboolean
+gloo_connect (void *p, const KsStoreOps *store_ops, void *store, int rank, int size,
+              int timeout_ms, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  g->rank = rank;
+  g->size = size;
+  g->timeout_ms = timeout_ms;
+  g->group = "ks/gloo";
+  return guarded (g, "connect", error, [&] {
+    gloo::transport::tcp::attr attr;
+    if (!g->settings.iface.empty ())
+      attr.iface = g->settings.iface;
+    else
+      attr.hostname = g->settings.hostname;
+    g->store = std::make_shared<StoreAdapter> (store_ops, store, timeout_ms);
+    g->device = gloo::transport::tcp::CreateDevice (attr);
+    join (g);
+  });
+}
+
+/* ---- allreduce ---- */
+
+template <typename T>
+const gloo::ReductionFunction<T> *
+reduction (KsReduceOp op)
+{
+  switch (op)
+    {
+    case KS_REDUCE_MIN:
+      return gloo::ReductionFunction<T>::min;
+    case KS_REDUCE_MAX:
+      return gloo::ReductionFunction<T>::max;
+    case KS_REDUCE_PROD:
+      return gloo::ReductionFunction<T>::product;
+    default: /* sum, and avg = sum then divide */
+      return gloo::ReductionFunction<T>::sum;
+    }
+}
+
+/* The algorithm for a message: the configured one, or for "auto" the ring below
+ * auto_small_bytes (lowest latency) and halving-doubling above (best bandwidth); see
+ * bench/bench-allreduce for the measurements behind the default. */
+std::string
+choose (Gloo *g, gsize bytes)
+{
+  if (g->settings.algorithm != "auto")
+    return g->settings.algorithm;
+  return (gint64) bytes < g->settings.auto_small_bytes ? "ring" : "halving_doubling";
+}
+
+template <typename T>
+gloo::Algorithm *
+make_allreduce (Gloo *g, const std::string &name, T *ptr, int count, KsReduceOp op)
+{
+  std::vector<T *> ptrs{ ptr };
+  auto fn = reduction<T> (op);
+  if (name == "ring")
+    return new gloo::AllreduceRing<T> (g->algo, ptrs, count, fn);
+  if (name == "ring_chunked")
+    return new gloo::AllreduceRingChunked<T> (g->algo, ptrs, count, fn);
+  if (name == "halving_doubling")
+    return new gloo::AllreduceHalvingDoubling<T> (g->algo, ptrs, count, fn);
+  return new gloo::AllreduceBcube<T> (g->algo, ptrs, count, fn);
+}
+
+template <typename T>
+void
+allreduce_typed (Gloo *g, T *buf, gsize count, KsDType dtype, KsReduceOp op)
+{
+  gsize bytes = count * sizeof (T);
+  std::string name = choose (g, bytes);
+  std::string key = "allreduce/" + name + "/" + ks_dtype_name (dtype) + "/"
+                    + ks_reduce_op_name (op) + "/" + std::to_string (count);
+  auto &entry = g->cache[key];
+  if (!entry)
+    {
+      entry.reset (new Entry ());
+      entry->in.resize (bytes);
+      entry->algorithm.reset (make_allreduce<T> (g, name, (T *) entry->in.data (), (int) count, op));
+    }
+  memcpy (entry->in.data (), buf, bytes);
+  entry->algorithm->run ();
+  memcpy (buf, entry->in.data (), bytes);
+  if (op == KS_REDUCE_AVG)
+    for (gsize i = 0; i < count; i++)
+      buf[i] /= g->size;
+}
+
+gboolean
+check_count (Gloo *g, const char *what, gsize count, KsDType dtype, gboolean reduce,
+             GError **error)
+{
+  gboolean typed = dtype == KS_DTYPE_FLOAT32 || dtype == KS_DTYPE_FLOAT64
+                   || dtype == KS_DTYPE_INT32 || dtype == KS_DTYPE_INT64;
+  if (reduce && !typed)
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "gloo: %s of %s is not supported; use float32, float64, int32 or int64", what,
+                   ks_dtype_name (dtype));
+      return FALSE;
+    }
+  if (count * ks_dtype_size (dtype) > INT_MAX)
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "gloo: %s of %" G_GSIZE_FORMAT " %s is over Gloo's 2 GiB per call; split it",
+                   what, count, ks_dtype_name (dtype));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+gloo_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  if (!check_count (g, "allreduce", count, dtype, TRUE, error))
+    return FALSE;
+  if (g->size == 1 || count == 0)
+    return TRUE;
+  g_autofree char *what = g_strdup_printf ("allreduce (%s, %" G_GSIZE_FORMAT " %s, %s)",
+                                           choose (g, count * ks_dtype_size (dtype)).c_str (),
+                                           count, ks_dtype_name (dtype), ks_reduce_op_name (op));
+  return guarded (g, what, error, [&] {
+    switch (dtype)
+      {
+      case KS_DTYPE_FLOAT32:
+        allreduce_typed (g, (float *) buf, count, dtype, op);
+        break;
+      case KS_DTYPE_FLOAT64:
+        allreduce_typed (g, (double *) buf, count, dtype, op);
+        break;
+      case KS_DTYPE_INT32:
+        allreduce_typed (g, (gint32 *) buf, count, dtype, op);
+        break;
+      default:
+        allreduce_typed (g, (gint64 *) buf, count, dtype, op);
+        break;
+      }
+  });
+}
+
+/* ---- broadcast, allgather, barrier: bytes, any type ---- */
+
+gboolean
+gloo_broadcast (void *p, void *buf, gsize count, KsDType dtype, int root, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  gsize bytes = count * ks_dtype_size (dtype);
+  if (!check_count (g, "broadcast", count, dtype, FALSE, error))
+    return FALSE;
+  if (g->size == 1 || bytes == 0)
+    return TRUE;
+  g_autofree char *what = g_strdup_printf ("broadcast (%" G_GSIZE_FORMAT " bytes from rank %d)",
+                                           bytes, root);
+  return guarded (g, what, error, [&] {
+    auto &entry = g->cache["broadcast/" + std::to_string (root) + "/" + std::to_string (bytes)];
+    if (!entry)
+      {
+        entry.reset (new Entry ());
+        entry->in.resize (bytes);
+        std::vector<char *> ptrs{ entry->in.data () };
+        entry->algorithm.reset (new gloo::BroadcastOneToAll<char> (g->algo, ptrs, bytes, root));
+      }
+    if (g->rank == root)
+      memcpy (entry->in.data (), buf, bytes);
+    entry->algorithm->run ();
+    if (g->rank != root)
+      memcpy (buf, entry->in.data (), bytes);
+  });
+}
+
+gboolean
+gloo_allgather (void *p, const void *send, void *recv, gsize count, KsDType dtype,
+                GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  gsize bytes = count * ks_dtype_size (dtype);
+  if (!check_count (g, "allgather", count * g->size, dtype, FALSE, error))
+    return FALSE;
+  if (g->size == 1 || bytes == 0)
+    {
+      memmove (recv, send, bytes);
+      return TRUE;
+    }
+  g_autofree char *what = g_strdup_printf ("allgather (%" G_GSIZE_FORMAT " bytes per rank)", bytes);
+  return guarded (g, what, error, [&] {
+    auto &entry = g->cache["allgather/" + std::to_string (bytes)];
+    if (!entry)
+      {
+        entry.reset (new Entry ());
+        entry->in.resize (bytes);
+        entry->out.resize (bytes * g->size);
+        std::vector<const char *> ins{ entry->in.data () };
+        entry->algorithm.reset (
+            new gloo::AllgatherRing<char> (g->algo, ins, entry->out.data (), (int) bytes));
+      }
+    memcpy (entry->in.data (), send, bytes);
+    entry->algorithm->run ();
+    memcpy (recv, entry->out.data (), bytes * g->size);
+  });
+}
+
+gboolean
+gloo_barrier (void *p, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  if (g->size == 1)
+    return TRUE;
+  return guarded (g, "barrier", error, [&] { g->barrier->run (); });
+}
+
+/* ---- unbound buffers: allgatherv, reduce-scatter, send/recv ---- */
+
+gboolean
+gloo_allgatherv (void *p, const void *send, void *recv, const gsize *counts, KsDType dtype,
+                 GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  gsize esize = ks_dtype_size (dtype), total = 0;
+  std::vector<size_t> bytes (g->size);
+  for (int r = 0; r < g->size; r++)
+    total += counts[r];
+  if (!check_count (g, "allgatherv", total, dtype, FALSE, error))
+    return FALSE;
+  for (int r = 0; r < g->size; r++)
+    bytes[r] = counts[r] * esize;
+  return guarded (g, "allgatherv", error, [&] {
+    gloo::AllgathervOptions opts (g->p2p);
+    opts.setInput<char> ((char *) send, bytes[g->rank]);
+    opts.setOutput<char> ((char *) recv, bytes);
+    opts.setTag (g->next_tag++);
+    opts.setTimeout (std::chrono::milliseconds (g->timeout_ms));
+    gloo::allgatherv (opts);
+  });
+}
+
+/* An allreduce of the whole input, then each rank keeps its block: the bandwidth of one
+ * allreduce rather than half of it, but the fastest algorithms Gloo has. */
+gboolean
+gloo_reduce_scatter (void *p, const void *send, void *recv, gsize recv_count, KsDType dtype,
+                     KsReduceOp op, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  gsize block = recv_count * ks_dtype_size (dtype);
+  std::vector<char> all ((const char *) send, (const char *) send + block * g->size);
+  if (!gloo_allreduce (p, all.data (), recv_count * g->size, dtype, op, error))
+    return FALSE;
+  memcpy (recv, all.data () + block * g->rank, block);
+  return TRUE;
+}
+
+/* User tags live above bit 40, away from the slots of Gloo's own collectives. */
+guint64
+user_slot (guint32 tag)
+{
+  return (G_GUINT64_CONSTANT (1) << 40) | tag;
+}
+
+gboolean
+gloo_send (void *p, const void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  g_autofree char *what = g_strdup_printf ("send of %" G_GSIZE_FORMAT " bytes to rank %d (tag %u)",
+                                           nbytes, peer, tag);
+  return guarded (g, what, error, [&] {
+    auto ub = g->p2p->createUnboundBuffer ((void *) buf, nbytes);
+    ub->send (peer, user_slot (tag));
+    if (!ub->waitSend (std::chrono::milliseconds (g->timeout_ms)))
+      throw CommFailure (KS_COMM_ERROR_TIMEOUT, "rank " + std::to_string (peer)
+                                                    + " did not take the message within "
+                                                    + std::to_string (g->timeout_ms) + " ms");
+  });
+}
+
+gboolean
+gloo_recv (void *p, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  g_autofree char *what = g_strdup_printf ("receive of %" G_GSIZE_FORMAT
+                                           " bytes from rank %d (tag %u)",
+                                           nbytes, peer, tag);
+  return guarded (g, what, error, [&] {
+    auto ub = g->p2p->createUnboundBuffer (buf, nbytes);
+    ub->recv (peer, user_slot (tag));
+    if (!ub->waitRecv (std::chrono::milliseconds (g->timeout_ms)))
+      throw CommFailure (KS_COMM_ERROR_TIMEOUT, "rank " + std::to_string (peer)
+                                                    + " sent nothing within "
+                                                    + std::to_string (g->timeout_ms) + " ms");
+  });
+}
+
+/* ---- sub-groups ---- */
+
+void *
+gloo_subgroup (void *p, const int *ranks, int n_ranks, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  std::string members;
+  int index = -1;
+  for (int i = 0; i < n_ranks; i++)
+    {
+      members += (i > 0 ? "," : "") + std::to_string (ranks[i]);
+      if (ranks[i] == g->rank)
+        index = i;
+    }
+  /* every rank counts its sub-group calls alike, so the prefix is the same everywhere */
+  Gloo *sub = new Gloo ();
+  sub->settings = g->settings;
+  sub->store = g->store;
+  sub->device = g->device;
+  sub->rank = index;
+  sub->size = n_ranks;
+  sub->timeout_ms = g->timeout_ms;
+  sub->group = g->group + "/sub" + std::to_string (g->n_subgroups++) + "/" + members;
+  g_autofree char *what = g_strdup_printf ("sub-group {%s}", members.c_str ());
+  if (!guarded (g, what, error, [&] { join (sub); }))
+    {
+      delete sub;
+      return NULL;
+    }
+  return sub;
+}
+
+int
+gloo_rank (void *p)
+{
+  return ((Gloo *) p)->rank;
+}
+
+int
+gloo_size (void *p)
+{
+  return ((Gloo *) p)->size;
+}
+
+KsCommOps
+make_ops ()
+{
+  KsCommOps ops = {};
+  ops.size = sizeof (KsCommOps);
+  ops.create = gloo_create;
+  ops.destroy = gloo_destroy;
+  ops.connect = gloo_connect;
+  ops.allreduce = gloo_allreduce;
+  ops.broadcast = gloo_broadcast;
+  ops.barrier = gloo_barrier;
+  ops.allgather = gloo_allgather;
+  ops.allgatherv = gloo_allgatherv;
+  ops.reduce_scatter = gloo_reduce_scatter;
+  ops.send = gloo_send;
+  ops.recv = gloo_recv;
+  ops.subgroup = gloo_subgroup;
+  ops.rank = gloo_rank;
+  ops.world_size = gloo_size;
+  return ops;
+}
+
+const KsCommOps gloo_ops = make_ops ();
+
+const KsImplDesc gloo_impls[] = {
+  { KS_KIND_COMM, "gloo", &gloo_ops, NULL, "Collectives over TCP with Gloo (CPU memory)" },
+};
+
+const KsKeyDesc gloo_settings[] = {
+  { NULL, "algorithm", KS_VALUE_CHOICE, "auto", 1, 0,
+    "auto|ring|ring_chunked|halving_doubling|bcube",
+    "Allreduce algorithm; auto picks by message size" },
+  { NULL, "auto_small_bytes", KS_VALUE_INT, "262144", 0, 1e12, NULL,
+    "auto: messages below this many bytes use the ring, larger ones halving-doubling" },
+  { NULL, "hostname", KS_VALUE_STRING, "127.0.0.1", 0, 0, NULL,
+    "Address this rank listens on; 127.0.0.1 keeps a one-machine job off the network" },
+  { NULL, "iface", KS_VALUE_STRING, "", 0, 0, NULL,
+    "Network interface to listen on (overrides hostname), e.g. eth0" },
+};
+
+const KsPluginDesc gloo_plugin = {
+  KS_ABI_MAJOR,
+  KS_ABI_MINOR,
+  "gloo",
+  PACKAGE_VERSION,
+  "Gloo communicator: allreduce, broadcast, allgather(v), reduce-scatter, barrier, send/recv",
+  gloo_impls,
+  G_N_ELEMENTS (gloo_impls),
+  gloo_settings,
+  G_N_ELEMENTS (gloo_settings),
+};
+
+} // namespace
+
+extern "C" KS_EXPORT const KsPluginDesc *ks_plugin_descriptor (void);
+
+extern "C" const KsPluginDesc *
+ks_plugin_descriptor (void)
+{
+  return &gloo_plugin;
+}

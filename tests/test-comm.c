@@ -1,0 +1,426 @@
+/* The file store and the Gloo communicator, with real processes over 127.0.0.1.
+ *
+ * Each case starts this program again once per rank (`test-comm --rank SCENARIO R N DIR
+ * PREFIX TIMEOUT_MS`); a rank checks its own results against values computed here
+ * independently and exits non-zero with a message on stderr when one is wrong. */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *self;
+
+/* ---- one rank ---- */
+
+#define CHECK(cond, ...)                                                                  \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    if (!(cond))                                                                          \
+      {                                                                                   \
+        g_printerr ("rank %d: ", rank);                                                   \
+        g_printerr (__VA_ARGS__);                                                         \
+        g_printerr ("\n");                                                                \
+        exit (1);                                                                         \
+      }                                                                                   \
+  }                                                                                       \
+  G_STMT_END
+
+#define OK(call)                                                                          \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    g_autoptr (GError) e_ = NULL;                                                         \
+    if (!(call))                                                                          \
+      {                                                                                   \
+        g_printerr ("rank %d: %s\n", rank, e_ ? e_->message : "failed without a message"); \
+        exit (2);                                                                         \
+      }                                                                                   \
+  }                                                                                       \
+  G_STMT_END
+#define ERR (&e_)
+
+/* What rank r contributes at index i: distinct per rank, exact in every type. */
+static double
+value (int r, gsize i)
+{
+  return (double) ((r + 1) * 3 + (gint64) (i % 7)) * (i % 2 ? 1 : -1);
+}
+
+static double
+expect (KsReduceOp op, int n, gsize i)
+{
+  double acc = value (0, i);
+  for (int r = 1; r < n; r++)
+    {
+      double v = value (r, i);
+      acc = op == KS_REDUCE_MIN ? MIN (acc, v)
+            : op == KS_REDUCE_MAX ? MAX (acc, v)
+            : op == KS_REDUCE_PROD ? acc * v
+                                   : acc + v;
+    }
+  return op == KS_REDUCE_AVG ? acc / n : acc;
+}
+
+static void
+fill (void *buf, KsDType t, int r, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    switch (t)
+      {
+      case KS_DTYPE_FLOAT32: ((float *) buf)[i] = value (r, i); break;
+      case KS_DTYPE_FLOAT64: ((double *) buf)[i] = value (r, i); break;
+      case KS_DTYPE_INT32: ((gint32 *) buf)[i] = value (r, i); break;
+      default: ((gint64 *) buf)[i] = value (r, i); break;
+      }
+}
+
+static double
+at (const void *buf, KsDType t, gsize i)
+{
+  switch (t)
+    {
+    case KS_DTYPE_FLOAT32: return ((const float *) buf)[i];
+    case KS_DTYPE_FLOAT64: return ((const double *) buf)[i];
+    case KS_DTYPE_INT32: return ((const gint32 *) buf)[i];
+    default: return ((const gint64 *) buf)[i];
+    }
+}
+
+static void
+check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize count)
+{
+  g_autofree void *buf = g_malloc (count * 8);
+  fill (buf, t, rank, count);
+  OK (ks_comm_allreduce (comm, buf, count, t, op, ERR));
+  for (gsize i = 0; i < count; i++)
+    CHECK (fabs (at (buf, t, i) - expect (op, n, i)) <= 1e-5 * fabs (expect (op, n, i)),
+           "allreduce %s %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
+           ks_reduce_op_name (op), ks_dtype_name (t), count, i, at (buf, t, i),
+           expect (op, n, i));
+}
+
+static KsComm *
+join (KsRegistry *registry, KsConfig *config, KsStore *store, int rank, int n, int timeout_ms)
+{
+  g_autoptr (GError) error = NULL;
+  KsComm *comm = ks_comm_new (registry, config, "gloo", &error);
+  CHECK (comm != NULL, "%s", error->message);
+  OK (ks_comm_connect (comm, store, rank, n, timeout_ms, ERR));
+  CHECK (ks_comm_rank (comm) == rank && ks_comm_size (comm) == n, "wrong rank or size");
+  return comm;
+}
+
+static void
+scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int rank, int n)
+{
+  static const KsDType types[] = { KS_DTYPE_FLOAT32, KS_DTYPE_FLOAT64, KS_DTYPE_INT32,
+                                   KS_DTYPE_INT64 };
+  static const KsReduceOp ops[] = { KS_REDUCE_SUM, KS_REDUCE_MIN, KS_REDUCE_MAX, KS_REDUCE_PROD };
+
+  for (guint t = 0; t < G_N_ELEMENTS (types); t++)
+    for (guint o = 0; o < G_N_ELEMENTS (ops); o++)
+      check_allreduce (comm, rank, n, types[t], ops[o], 37);
+  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_AVG, 1000);
+  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, 3);
+  /* twice the same signature: the cached algorithm object runs again on new data */
+  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 37);
+  /* above auto's threshold: halving-doubling */
+  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 100003);
+
+  /* broadcast from the last rank */
+  gint64 b[5];
+  for (int i = 0; i < 5; i++)
+    b[i] = rank == n - 1 ? 100 + i : -1;
+  OK (ks_comm_broadcast (comm, b, 5, KS_DTYPE_INT64, n - 1, ERR));
+  for (int i = 0; i < 5; i++)
+    CHECK (b[i] == 100 + i, "broadcast: [%d] = %" G_GINT64_FORMAT, i, b[i]);
+
+  /* allgather: rank r's block is r*10 + i */
+  float mine[3], all[3 * 8];
+  for (int i = 0; i < 3; i++)
+    mine[i] = rank * 10 + i;
+  OK (ks_comm_allgather (comm, mine, all, 3, KS_DTYPE_FLOAT32, ERR));
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < 3; i++)
+      CHECK (all[r * 3 + i] == r * 10 + i, "allgather: block %d [%d] = %g", r, i, all[r * 3 + i]);
+
+  /* allgatherv: rank r gives r + 1 values of r */
+  gsize counts[8], total = 0;
+  gint32 part[8], gathered[64];
+  for (int r = 0; r < n; r++)
+    total += counts[r] = r + 1;
+  for (int i = 0; i <= rank; i++)
+    part[i] = rank;
+  OK (ks_comm_allgatherv (comm, part, gathered, counts, KS_DTYPE_INT32, ERR));
+  for (int r = 0, k = 0; r < n; r++)
+    for (int i = 0; i <= r; i++, k++)
+      CHECK (gathered[k] == r, "allgatherv: [%d] = %d, want %d", k, gathered[k], r);
+
+  /* reduce-scatter: block r of the sum */
+  double send[8 * 2], got[2];
+  for (int i = 0; i < n * 2; i++)
+    send[i] = value (rank, i);
+  OK (ks_comm_reduce_scatter (comm, send, got, 2, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, ERR));
+  for (int i = 0; i < 2; i++)
+    CHECK (got[i] == expect (KS_REDUCE_SUM, n, rank * 2 + i), "reduce_scatter: [%d] = %g", i,
+           got[i]);
+
+  OK (ks_comm_barrier (comm, ERR));
+
+  /* messages around the ring: a send returns once the peer has taken it, so the even
+   * ranks send first and the odd ones receive first */
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  char out1[16], out2[16], in1[16] = "", in2[16] = "";
+  g_snprintf (out1, sizeof out1, "one from %d", rank);
+  g_snprintf (out2, sizeof out2, "two from %d", rank);
+  if (rank % 2 == 0)
+    {
+      OK (ks_comm_send (comm, out1, sizeof out1, next, 1, ERR));
+      OK (ks_comm_send (comm, out2, sizeof out2, next, 2, ERR));
+      OK (ks_comm_recv (comm, in1, sizeof in1, prev, 1, ERR));
+      OK (ks_comm_recv (comm, in2, sizeof in2, prev, 2, ERR));
+    }
+  else
+    {
+      OK (ks_comm_recv (comm, in1, sizeof in1, prev, 1, ERR));
+      OK (ks_comm_recv (comm, in2, sizeof in2, prev, 2, ERR));
+      OK (ks_comm_send (comm, out1, sizeof out1, next, 1, ERR));
+      OK (ks_comm_send (comm, out2, sizeof out2, next, 2, ERR));
+    }
+  g_autofree char *want1 = g_strdup_printf ("one from %d", prev);
+  g_autofree char *want2 = g_strdup_printf ("two from %d", prev);
+  CHECK (strcmp (in1, want1) == 0 && strcmp (in2, want2) == 0, "recv: got '%s' and '%s'", in1,
+         in2);
+
+  /* a sub-group of the even ranks sums only their values */
+  int evens[4], n_evens = 0;
+  for (int r = 0; r < n; r += 2)
+    evens[n_evens++] = r;
+  if (rank % 2 == 0)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (KsComm) sub = ks_comm_subgroup (comm, evens, n_evens, &error);
+      CHECK (sub != NULL, "subgroup: %s", error->message);
+      CHECK (ks_comm_rank (sub) == rank / 2 && ks_comm_size (sub) == n_evens,
+             "subgroup rank %d of %d", ks_comm_rank (sub), ks_comm_size (sub));
+      double v = rank + 1, want = 0;
+      for (int i = 0; i < n_evens; i++)
+        want += evens[i] + 1;
+      OK (ks_comm_allreduce (sub, &v, 1, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, ERR));
+      CHECK (v == want, "subgroup sum %g, want %g", v, want);
+    }
+  /* every explicit algorithm gives the same sums */
+  static const char *const algorithms[] = { "ring", "ring_chunked", "halving_doubling", "bcube" };
+  for (guint a = 0; a < G_N_ELEMENTS (algorithms); a++)
+    {
+      if (strcmp (algorithms[a], "bcube") == 0 && (n & (n - 1)) != 0)
+        continue; /* bcube needs a power-of-two group */
+      g_autofree char *set = g_strdup_printf ("gloo.algorithm=%s", algorithms[a]);
+      g_assert_true (ks_config_set_override (config, set, NULL));
+      g_autoptr (KsStore) store = ks_store_new (registry, config, "file", NULL);
+      g_autofree char *prefix = g_strdup_printf ("%s-%s", g_getenv ("KS_TEST_PREFIX"), algorithms[a]);
+      OK (ks_store_open (store, g_getenv ("KS_TEST_DIR"), prefix, NULL, ERR));
+      g_autoptr (KsComm) c = join (registry, config, store, rank, n, 20000);
+      check_allreduce (c, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 10007);
+      check_allreduce (c, rank, n, KS_DTYPE_INT64, KS_REDUCE_MAX, 5);
+    }
+}
+
+static int
+run_rank (char **argv)
+{
+  const char *scenario = argv[2];
+  int rank = atoi (argv[3]), n = atoi (argv[4]), timeout_ms = atoi (argv[7]);
+  g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
+  g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
+  g_autofree char *path = g_strdup_printf ("%s:%s", gloo, store_dir);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = ks_test_scan (config, path);
+  g_autoptr (KsStore) store = ks_store_new (registry, config, "file", &error);
+
+  CHECK (store != NULL, "%s", error->message);
+  g_setenv ("KS_TEST_DIR", argv[5], TRUE);
+  g_setenv ("KS_TEST_PREFIX", argv[6], TRUE);
+  OK (ks_store_open (store, argv[5], argv[6], NULL, ERR));
+  g_autoptr (KsComm) comm = join (registry, config, store, rank, n, timeout_ms);
+  if (strcmp (scenario, "collectives") == 0)
+    scenario_collectives (registry, config, comm, rank, n);
+  else if (strcmp (scenario, "sum") == 0)
+    {
+      /* the prefix's number in every rank's value: a job meeting another would see it */
+      double v = atoi (argv[6] + strlen (argv[6]) - 1) * 1000 + rank;
+      double want = atoi (argv[6] + strlen (argv[6]) - 1) * 1000 * n + n * (n - 1) / 2;
+      for (int i = 0; i < 20; i++)
+        {
+          double x = v;
+          OK (ks_comm_allreduce (comm, &x, 1, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, ERR));
+          CHECK (x == want, "sum %g, want %g", x, want);
+        }
+    }
+  else if (strcmp (scenario, "die") == 0)
+    {
+      /* the last rank leaves after the first allreduce; the others fail the second */
+      for (int i = 0; i < 2; i++)
+        {
+          float x[1000] = { 0 };
+          if (i == 1 && rank == n - 1)
+            _exit (0);
+          OK (ks_comm_allreduce (comm, x, 1000, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, ERR));
+        }
+    }
+  return 0;
+}
+
+/* ---- the test cases: start the ranks, collect what they say ---- */
+
+typedef struct {
+  GPid pid[8];
+  int err_fd[8];
+  int started;
+} Job;
+
+/* Starts `started` of the `n` ranks of a job. */
+static void
+start_job (Job *job, const char *scenario, int n, int started, const char *dir,
+           const char *prefix, int timeout_ms)
+{
+  job->started = started;
+  for (int r = 0; r < started; r++)
+    {
+      g_autofree char *rs = g_strdup_printf ("%d", r), *ns = g_strdup_printf ("%d", n);
+      g_autofree char *ts = g_strdup_printf ("%d", timeout_ms);
+      const char *argv[] = { self, "--rank", scenario, rs, ns, dir, prefix, ts, NULL };
+      g_autoptr (GError) error = NULL;
+      g_spawn_async_with_pipes (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                NULL, &job->pid[r], NULL, NULL, &job->err_fd[r], &error);
+      g_assert_no_error (error);
+    }
+}
+
+/* Waits for the ranks; returns their exit statuses and their stderr joined. */
+static char *
+wait_job (Job *job, int *status)
+{
+  GString *err = g_string_new (NULL);
+  for (int r = 0; r < job->started; r++)
+    {
+      char buf[4096];
+      gssize got;
+      while ((got = read (job->err_fd[r], buf, sizeof buf)) > 0)
+        g_string_append_len (err, buf, got);
+      close (job->err_fd[r]);
+      waitpid (job->pid[r], &status[r], 0);
+      g_spawn_close_pid (job->pid[r]);
+    }
+  return g_string_free (err, FALSE);
+}
+
+static char *
+run_job (const char *scenario, int n, int started, const char *dir, const char *prefix,
+         int timeout_ms, int *status)
+{
+  Job job;
+  start_job (&job, scenario, n, started, dir, prefix, timeout_ms);
+  return wait_job (&job, status);
+}
+
+static void
+assert_job_ok (const char *scenario, int n)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  int status[8];
+  g_autofree char *err = run_job (scenario, n, n, dir, "job", 20000, status);
+  for (int r = 0; r < n; r++)
+    if (!g_spawn_check_wait_status (status[r], NULL))
+      g_error ("rank %d of %d failed:\n%s", r, n, err);
+  ks_test_rmtree (dir);
+}
+
+static void
+test_collectives_2 (void)
+{
+  assert_job_ok ("collectives", 2);
+}
+
+static void
+test_collectives_3 (void)
+{
+  assert_job_ok ("collectives", 3);
+}
+
+/* Two jobs in one directory at once, told apart by their prefix. */
+static void
+test_two_jobs (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  int status1[8], status2[8];
+  Job job1, job2;
+
+  start_job (&job1, "sum", 2, 2, dir, "job1", 20000);
+  start_job (&job2, "sum", 2, 2, dir, "job2", 20000);
+  g_autofree char *e1 = wait_job (&job1, status1);
+  g_autofree char *e2 = wait_job (&job2, status2);
+  for (int r = 0; r < 2; r++)
+    if (!g_spawn_check_wait_status (status1[r], NULL)
+        || !g_spawn_check_wait_status (status2[r], NULL))
+      g_error ("a rank failed:\n%s%s", e1, e2);
+  ks_test_rmtree (dir);
+}
+
+static void
+test_missing_rank (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  int status[8];
+  g_autofree char *err = run_job ("sum", 3, 2, dir, "job", 1500, status);
+
+  g_test_message ("%s", err);
+  for (int r = 0; r < 2; r++)
+    g_assert_false (g_spawn_check_wait_status (status[r], NULL));
+  g_assert_nonnull (strstr (err, "rank 0: gloo: connect on rank 0 of 3: rank 2 did not join "
+                                 "within 1500 ms"));
+  g_assert_nonnull (strstr (err, "rank 1: gloo: connect on rank 1 of 3: rank 2 did not join"));
+  ks_test_rmtree (dir);
+}
+
+static void
+test_dead_rank (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  int status[8];
+  g_autofree char *err = run_job ("die", 3, 3, dir, "job", 1000, status);
+
+  g_test_message ("%s", err);
+  g_assert_true (g_spawn_check_wait_status (status[2], NULL));
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *want = g_strdup_printf ("rank %d: rank 2 did not reach allreduce #2", r);
+      g_assert_false (g_spawn_check_wait_status (status[r], NULL));
+      g_assert_nonnull (strstr (err, want));
+    }
+  ks_test_rmtree (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  self = argv[0];
+  if (argc == 8 && strcmp (argv[1], "--rank") == 0)
+    return run_rank (argv);
+  g_test_init (&argc, &argv, NULL);
+  g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
+  g_autofree char *so = g_build_filename (gloo, "gloo.so", NULL);
+  if (!g_file_test (so, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("the gloo plugin was not built (apt-get install libgloo-dev, reconfigure)");
+      return g_test_run ();
+    }
+  g_test_add_func ("/comm/gloo/collectives-2", test_collectives_2);
+  g_test_add_func ("/comm/gloo/collectives-3", test_collectives_3);
+  g_test_add_func ("/comm/gloo/two-jobs", test_two_jobs);
+  g_test_add_func ("/comm/gloo/missing-rank", test_missing_rank);
+  g_test_add_func ("/comm/gloo/dead-rank", test_dead_rank);
+  return g_test_run ();
+}
