@@ -21,6 +21,7 @@ libksdist_la_SOURCES = \
 	libksdist/data.c \
 	libksdist/checkpoint.c \
 	libksdist/comm.c \
+	libksdist/rolemaker.c \
 	libksdist/algorithm.c
 libksdist_la_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
 libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) -lm

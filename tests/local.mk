@@ -91,6 +91,10 @@ check_PROGRAMS += tests/test-comm
 tests_test_comm_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-comm
 
+check_PROGRAMS += tests/test-roles
+tests_test_roles_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-roles
+
 check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-cli
@@ -104,4 +108,4 @@ TESTS += tests/test-install.sh
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
-	tests/test-cuda.log tests/test-comm.log
+	tests/test-cuda.log tests/test-comm.log tests/test-roles.log

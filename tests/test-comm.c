@@ -227,6 +227,46 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
     }
 }
 
+/* PaddleCloud's parameter-server form: ranks 0..n-2 trainers, the last a server. */
+static void
+scenario_roles (KsRegistry *registry, KsConfig *config, KsComm *comm, int rank, int n)
+{
+  g_autofree char *trainers = g_strdup_printf ("%d", n - 1), *id = g_strdup_printf ("%d", rank);
+  g_autoptr (GError) error = NULL;
+
+  g_setenv ("TRAINING_ROLE", rank < n - 1 ? "TRAINER" : "PSERVER", TRUE);
+  g_setenv ("PADDLE_TRAINERS_NUM", trainers, TRUE);
+  g_setenv ("PADDLE_TRAINER_ID", id, TRUE);
+  g_setenv ("PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:1", TRUE);
+  g_setenv ("POD_IP", "127.0.0.1", TRUE);
+  g_setenv ("PADDLE_PORT", "1", TRUE);
+  g_autoptr (KsRoleMaker) role = ks_role_maker_new (registry, config, "paddlecloud", &error);
+  CHECK (role != NULL, "%s", error->message);
+  OK (ks_role_maker_set_comm (role, comm, ERR));
+
+  gint64 gathered[8];
+  OK (ks_role_maker_all_gather (role, 10 * rank, gathered, ERR));
+  for (int r = 0; r < n; r++)
+    CHECK (gathered[r] == 10 * r, "all_gather [%d] = %" G_GINT64_FORMAT, r, gathered[r]);
+  if (ks_role_maker_is_worker (role))
+    {
+      double in[2] = { rank + 1, -rank }, out[2];
+      OK (ks_role_maker_all_reduce_worker (role, in, out, 2, KS_REDUCE_MAX, ERR));
+      CHECK (out[0] == n - 1 && out[1] == 0, "all_reduce_worker max: %g %g", out[0], out[1]);
+      OK (ks_role_maker_all_reduce_worker (role, in, out, 2, KS_REDUCE_SUM, ERR));
+      CHECK (out[0] == (n - 1) * n / 2, "all_reduce_worker sum: %g", out[0]);
+      OK (ks_role_maker_barrier_worker (role, ERR));
+    }
+  else
+    {
+      double x = 0;
+      CHECK (!ks_role_maker_all_reduce_worker (role, &x, &x, 1, KS_REDUCE_SUM, &error)
+                 && strstr (error->message, "is for workers, and this process is server 0"),
+             "a server's all_reduce_worker should fail");
+    }
+  OK (ks_role_maker_barrier_all (role, ERR));
+}
+
 static int
 run_rank (char **argv)
 {
@@ -234,7 +274,8 @@ run_rank (char **argv)
   int rank = atoi (argv[3]), n = atoi (argv[4]), timeout_ms = atoi (argv[7]);
   g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
   g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
-  g_autofree char *path = g_strdup_printf ("%s:%s", gloo, store_dir);
+  g_autofree char *roles = ks_test_build_plugin_dir ("roles");
+  g_autofree char *path = g_strdup_printf ("%s:%s:%s", gloo, store_dir, roles);
   g_autoptr (GError) error = NULL;
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_test_scan (config, path);
@@ -247,6 +288,8 @@ run_rank (char **argv)
   g_autoptr (KsComm) comm = join (registry, config, store, rank, n, timeout_ms);
   if (strcmp (scenario, "collectives") == 0)
     scenario_collectives (registry, config, comm, rank, n);
+  else if (strcmp (scenario, "roles") == 0)
+    scenario_roles (registry, config, comm, rank, n);
   else if (strcmp (scenario, "sum") == 0)
     {
       /* the prefix's number in every rank's value: a job meeting another would see it */
@@ -350,6 +393,12 @@ test_collectives_3 (void)
   assert_job_ok ("collectives", 3);
 }
 
+static void
+test_role_maker (void)
+{
+  assert_job_ok ("roles", 3);
+}
+
 /* Two jobs in one directory at once, told apart by their prefix. */
 static void
 test_two_jobs (void)
@@ -419,6 +468,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/comm/gloo/collectives-2", test_collectives_2);
   g_test_add_func ("/comm/gloo/collectives-3", test_collectives_3);
+  g_test_add_func ("/comm/gloo/role-maker", test_role_maker);
   g_test_add_func ("/comm/gloo/two-jobs", test_two_jobs);
   g_test_add_func ("/comm/gloo/missing-rank", test_missing_rank);
   g_test_add_func ("/comm/gloo/dead-rank", test_dead_rank);

@@ -41,6 +41,42 @@ typedef struct {
   gboolean (*barrier_all) (void *ctx, GError **error);
 } KsRoleMakerOps;
 
+/* ---- the core's handle on a role maker ---- */
+
+typedef struct KsRoleMaker KsRoleMaker;
+
+/* Creates the role maker `name` ("paddlecloud", "user", "env"; NULL or "auto" = the one
+ * whose environment is present) and runs its generate_role. */
+KsRoleMaker *ks_role_maker_new (KsRegistry *registry, const KsConfig *config, const char *name,
+                                GError **error);
+void ks_role_maker_free (KsRoleMaker *role);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsRoleMaker, ks_role_maker_free)
+const char *ks_role_maker_name (const KsRoleMaker *role);
+gboolean ks_role_maker_is_worker (const KsRoleMaker *role);
+gboolean ks_role_maker_is_server (const KsRoleMaker *role);
+gboolean ks_role_maker_is_first_worker (const KsRoleMaker *role);
+int ks_role_maker_worker_num (const KsRoleMaker *role);
+int ks_role_maker_worker_index (const KsRoleMaker *role);
+int ks_role_maker_server_num (const KsRoleMaker *role);
+int ks_role_maker_server_index (const KsRoleMaker *role);
+const char *const *ks_role_maker_trainer_endpoints (const KsRoleMaker *role);
+const char *const *ks_role_maker_pserver_endpoints (const KsRoleMaker *role);
+char *ks_role_maker_to_string (const KsRoleMaker *role);
+/* This process's rank among all of the job's: workers first, then servers. */
+int ks_role_maker_global_rank (const KsRoleMaker *role);
+
+/* Gives the role maker the communicator over all of the job's processes (ranked as
+ * ks_role_maker_global_rank says; it must outlive the role maker). The collectives below
+ * run over it, and workers' ones over a sub-group of the workers made here. */
+gboolean ks_role_maker_set_comm (KsRoleMaker *role, KsComm *all, GError **error);
+/* The workers' communicator (NULL before set_comm, and on a server). */
+KsComm *ks_role_maker_worker_comm (const KsRoleMaker *role);
+gboolean ks_role_maker_all_gather (KsRoleMaker *role, gint64 value, gint64 *out, GError **error);
+gboolean ks_role_maker_all_reduce_worker (KsRoleMaker *role, const double *in, double *out,
+                                          gsize count, KsReduceOp op, GError **error);
+gboolean ks_role_maker_barrier_worker (KsRoleMaker *role, GError **error);
+gboolean ks_role_maker_barrier_all (KsRoleMaker *role, GError **error);
+
 G_END_DECLS
 
 #endif
