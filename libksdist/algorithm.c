@@ -26,10 +26,9 @@ ks_algorithm_plugin (const KsAlgorithm *algorithm)
 }
 
 gboolean
-ks_algorithm_init (KsAlgorithm *algorithm, const KsRoleMakerOps *role_ops, void *role,
-                   GError **error)
+ks_algorithm_init (KsAlgorithm *algorithm, KsRoleMaker *role, GError **error)
 {
-  return OPS (algorithm)->init (CTX (algorithm), role_ops, role, error);
+  return OPS (algorithm)->init (CTX (algorithm), role, error);
 }
 
 gboolean
@@ -58,6 +57,36 @@ ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error)
 {
   REQUIRE (algorithm, stop_worker, error);
   return OPS (algorithm)->stop_worker (CTX (algorithm), error);
+}
+
+KsOptimizer *
+ks_algorithm_distributed_optimizer (KsAlgorithm *algorithm, KsOptimizer *inner,
+                                    const KsConfig *strategy, GError **error)
+{
+  const KsOptimizerOps *inner_ops = KS_INSTANCE_OPS (&inner->instance, KsOptimizerOps);
+  const KsOptimizerOps *ops = NULL;
+  void *ctx = NULL;
+  KsOptimizer *o;
+
+  if (!KS_OPS_HAS (OPS (algorithm), KsAlgorithmOps, distributed_optimizer))
+    {
+      ks_set_not_supported (error, algorithm->instance.plugin->name, KS_KIND_ALGORITHM,
+                            "distributed_optimizer");
+      return NULL;
+    }
+  g_return_val_if_fail (inner->pairs == NULL, NULL); /* wrap before minimize */
+  if (!OPS (algorithm)->distributed_optimizer (CTX (algorithm), inner_ops, inner->instance.ctx,
+                                               strategy, &ops, &ctx, error))
+    return NULL;
+  o = g_new0 (KsOptimizer, 1);
+  o->inner = inner;
+  /* the inner optimizer's name: checkpoints hold its state, whatever the algorithm */
+  o->wrapper = (KsImplDesc) { KS_KIND_OPTIMIZER, inner->instance.impl->name, ops, NULL,
+                              "a distributed optimizer" };
+  o->instance.impl = &o->wrapper;
+  o->instance.plugin = algorithm->instance.plugin;
+  o->instance.ctx = ctx;
+  return o;
 }
 
 /* ---- the factory ---- */

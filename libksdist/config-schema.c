@@ -16,8 +16,19 @@ static const KsKeyDesc core_schema[] = {
     "Communicator implementation, a name listed by `ksdist plugins`, or auto" },
   { "comm", "timeout", KS_VALUE_DOUBLE, "300", 0.001, 1e6, NULL,
     "Seconds a collective may wait before it fails, naming the ranks that did not answer" },
+  { "comm", "store", KS_VALUE_STRING, "file", 1, 0, NULL,
+    "Rendezvous store implementation: file (a directory every rank can reach)" },
+  { "comm", "store_address", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Where the ranks of a job meet: the file store's directory. KS_STORE_ADDRESS overrides "
+    "it; ksdist launch sets that" },
   { "job", "mode", KS_VALUE_STRING, "collective", 1, 0, NULL,
     "Distributed algorithm: collective, transpiler, pslib (or one a plugin provides)" },
+  { "job", "name", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Keeps this job's rendezvous apart from other jobs' in the same store; KS_JOB overrides "
+    "it; ksdist launch makes a unique one" },
+  { "job", "role_maker", KS_VALUE_STRING, "auto", 1, 0, NULL,
+    "Who this process is: paddlecloud, env (mpirun/srun/torchrun), user ([roles]), or auto "
+    "(the one whose environment is present; a single worker when none is)" },
   { "log", "level", KS_VALUE_CHOICE, "info", 1, 0, "error|warning|info|debug",
     "Least severe log messages shown" },
   { "log", "metrics", KS_VALUE_STRING, "", 1, 0, NULL,

@@ -59,6 +59,10 @@ struct KsOptimizer {
   KsModel *model;
   KsExpr *loss;
   GArray *pairs; /* KsParamGrad */
+  /* a distributed optimizer: the wrapped one (owned) and the description of the
+   * algorithm's wrapper, whose ops and ctx instance.impl and .ctx are */
+  KsOptimizer *inner;
+  KsImplDesc wrapper;
 };
 
 /* Calls through a slot of an instance's vtable, or fails with "not supported". */

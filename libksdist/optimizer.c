@@ -14,8 +14,18 @@ ks_optimizer_new (KsRegistry *registry, const KsConfig *config, const char *name
 void
 ks_optimizer_free (KsOptimizer *optimizer)
 {
-  if (optimizer != NULL && optimizer->pairs != NULL)
+  if (optimizer == NULL)
+    return;
+  if (optimizer->pairs != NULL)
     g_array_unref (optimizer->pairs);
+  if (optimizer->inner != NULL)
+    {
+      /* a wrapper: its ctx is the algorithm's, the settings the inner one's */
+      OPS (optimizer)->destroy (CTX (optimizer));
+      ks_optimizer_free (optimizer->inner);
+      g_free (optimizer);
+      return;
+    }
   ks_instance_free ((KsInstance *) optimizer);
 }
 

@@ -95,6 +95,11 @@ check_PROGRAMS += tests/test-roles
 tests_test_roles_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-roles
 
+# ksdist launch: data-parallel training with worker processes.
+check_PROGRAMS += tests/test-launch
+tests_test_launch_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-launch
+
 check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-cli
@@ -108,4 +113,5 @@ TESTS += tests/test-install.sh
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
-	tests/test-cuda.log tests/test-comm.log tests/test-roles.log
+	tests/test-cuda.log tests/test-comm.log tests/test-roles.log \
+	tests/test-launch.log

@@ -31,34 +31,10 @@ teardown (Fixture *f, gconstpointer data)
 static void
 run (Fixture *f, const char *const *args, const char *const *env)
 {
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_auto (GStrv) envp = g_get_environ ();
-  g_autofree char *openblas = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas",
-                                                ".libs", NULL);
-  g_autofree char *optim = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "optim", ".libs",
-                                             NULL);
-  g_autofree char *plugin_path = g_strdup_printf ("%s:%s", openblas, optim);
-  g_autoptr (GError) error = NULL;
-  int wait_status;
-
-  g_ptr_array_add (argv, (gpointer) g_getenv ("KSDIST"));
-  for (int i = 0; args[i] != NULL; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
-  envp = g_environ_setenv (envp, "KS_PLUGIN_PATH", plugin_path, TRUE);
-  envp = g_environ_setenv (envp, "KS_PLUGIN_SYSTEM_PATH", "", TRUE);
-  for (int i = 0; env != NULL && env[i] != NULL; i++)
-    {
-      g_auto (GStrv) kv = g_strsplit (env[i], "=", 2);
-      envp = g_environ_setenv (envp, kv[0], kv[1], TRUE);
-    }
+  static const char *const plugins[] = { "openblas", "optim", NULL };
   g_clear_pointer (&f->out, g_free);
   g_clear_pointer (&f->err, g_free);
-  g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &f->out, &f->err,
-                &wait_status, &error);
-  g_assert_no_error (error);
-  g_assert_true (WIFEXITED (wait_status)); /* never a crash */
-  f->status = WEXITSTATUS (wait_status);
+  f->status = ks_test_run_ksdist (args, env, plugins, &f->out, &f->err);
 }
 
 #define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
@@ -100,8 +76,9 @@ test_usage_errors (Fixture *f, gconstpointer data)
   run (f, ARGS ("plugns"), NULL);
   assert_error_line (f, 2, "unknown command 'plugns'; did you mean 'plugins'? (see ksdist "
                            "--help)");
-  run (f, ARGS ("launch"), NULL);
-  assert_error_line (f, 2, "unknown command 'launch' (see ksdist --help)");
+  run (f, ARGS ("lanch"), NULL);
+  assert_error_line (f, 2, "unknown command 'lanch'; did you mean 'launch'? (see ksdist "
+                           "--help)");
   run (f, ARGS ("conf"), NULL);
   assert_error_line (f, 2, "unknown command 'conf'; did you mean 'config'? (see ksdist --help)");
   run (f, ARGS ("help", "nope"), NULL);
@@ -184,7 +161,7 @@ test_config_errors (Fixture *f, gconstpointer data)
 
   run (f, ARGS ("config", bad_key), NULL);
   assert_error_line (f, 2, "@/a.ini:2: unknown key 'timout' in [comm]; did you mean 'timeout'? "
-                           "(known: backend, timeout)");
+                           "(known: backend, timeout, store, store_address)");
   g_assert_cmpstr (f->out, ==, "");
   run (f, ARGS ("config", bad_value), NULL);
   assert_error_line (f, 2, "@/b.ini:2: [openblas] threads = 'many': expected an integer in "

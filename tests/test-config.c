@@ -138,7 +138,7 @@ test_unknown_key (Fixture *f, gconstpointer data)
 {
   assert_fails (f, "[comm]\ntimeout = 3\ntimout = 4\n", KS_CONFIG_ERROR_UNKNOWN_KEY,
                 "@:3: unknown key 'timout' in [comm]; did you mean 'timeout'? (known: backend, "
-                "timeout)");
+                "timeout, store, store_address)");
 }
 
 static void
@@ -173,7 +173,7 @@ test_set_override (Fixture *f, gconstpointer data)
   g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_UNKNOWN_KEY);
   g_assert_cmpstr (error->message, ==,
                    "--set comm.timeot: unknown key 'timeot' in [comm]; did you mean 'timeout'? "
-                   "(known: backend, timeout)");
+                   "(known: backend, timeout, store, store_address)");
 }
 
 static void

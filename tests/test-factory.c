@@ -89,7 +89,7 @@ test_calls (PluginFixture *f, gconstpointer data)
   g_assert_false (ks_algorithm_init_worker (algorithm, &error)); /* the plugin wants init first */
   g_assert_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED);
   g_clear_error (&error);
-  g_assert_true (ks_algorithm_init (algorithm, NULL, NULL, &error));
+  g_assert_true (ks_algorithm_init (algorithm, NULL, &error));
   g_assert_true (ks_algorithm_init_worker (algorithm, &error));
   g_assert_no_error (error);
   g_assert_false (ks_algorithm_run_server (algorithm, &error));

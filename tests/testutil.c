@@ -2,6 +2,7 @@
 
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 char *
 ks_test_tmpdir (void)
@@ -178,4 +179,67 @@ ks_test_random_floats (GRand *rng, gsize n, double lo, double hi)
   for (gsize i = 0; i < n; i++)
     x[i] = (float) g_rand_double_range (rng, lo, hi);
   return x;
+}
+
+/* The environment for running ksdist on the build tree's `plugins`. */
+static char **
+ksdist_environ (const char *const *env, const char *const *plugins)
+{
+  g_auto (GStrv) envp = g_get_environ ();
+  g_autoptr (GString) path = g_string_new (NULL);
+
+  for (int i = 0; plugins[i] != NULL; i++)
+    {
+      g_autofree char *dir = ks_test_build_plugin_dir (plugins[i]);
+      g_string_append_printf (path, "%s%s", i > 0 ? ":" : "", dir);
+    }
+  envp = g_environ_setenv (envp, "KS_PLUGIN_PATH", path->str, TRUE);
+  envp = g_environ_setenv (envp, "KS_PLUGIN_SYSTEM_PATH", "", TRUE);
+  for (int i = 0; env != NULL && env[i] != NULL; i++)
+    {
+      g_auto (GStrv) kv = g_strsplit (env[i], "=", 2);
+      envp = g_environ_setenv (envp, kv[0], kv[1], TRUE);
+    }
+  return g_steal_pointer (&envp);
+}
+
+static char **
+ksdist_argv (const char *const *args)
+{
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, g_strdup (g_getenv ("KSDIST")));
+  for (int i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, g_strdup (args[i]));
+  g_ptr_array_add (argv, NULL);
+  return (char **) g_ptr_array_free (argv, FALSE);
+}
+
+int
+ks_test_run_ksdist (const char *const *args, const char *const *env,
+                    const char *const *plugins, char **out, char **err)
+{
+  g_auto (GStrv) argv = ksdist_argv (args);
+  g_auto (GStrv) envp = ksdist_environ (env, plugins);
+  g_autoptr (GError) error = NULL;
+  int wait_status;
+
+  g_spawn_sync (NULL, argv, envp, G_SPAWN_DEFAULT, NULL, NULL, out, err, &wait_status, &error);
+  g_assert_no_error (error);
+  g_assert_true (WIFEXITED (wait_status)); /* never a crash */
+  return WEXITSTATUS (wait_status);
+}
+
+GPid
+ks_test_spawn_ksdist (const char *const *args, const char *const *env,
+                      const char *const *plugins, int *out_fd, int *err_fd)
+{
+  g_auto (GStrv) argv = ksdist_argv (args);
+  g_auto (GStrv) envp = ksdist_environ (env, plugins);
+  g_autoptr (GError) error = NULL;
+  GPid pid;
+
+  g_spawn_async_with_pipes (NULL, argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid, NULL,
+                            out_fd, err_fd, &error);
+  g_assert_no_error (error);
+  return pid;
 }

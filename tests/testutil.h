@@ -54,6 +54,15 @@ float *ks_test_random_floats (GRand *rng, gsize n, double lo, double hi);
 /* The directory of the build tree's plugin `name` (its .libs). */
 char *ks_test_build_plugin_dir (const char *name);
 
+/* Runs $KSDIST with `args` (NULL-terminated), extra "NAME=value" environment `env` (may
+ * be NULL) and the build tree's `plugins` (names); returns the exit status (asserting it
+ * did not crash) with stdout and stderr. */
+int ks_test_run_ksdist (const char *const *args, const char *const *env,
+                        const char *const *plugins, char **out, char **err);
+/* The same, started in the background with pipes for stdout and stderr (NULL: none). */
+GPid ks_test_spawn_ksdist (const char *const *args, const char *const *env,
+                           const char *const *plugins, int *out_fd, int *err_fd);
+
 /* Resets the variables that steer plugin search between test cases. */
 void ks_test_clear_env (void);
 

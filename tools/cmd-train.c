@@ -20,6 +20,7 @@ trainer_clear (Trainer *t)
   ks_optimizer_free (t->optimizer);
   ks_model_free (t->model);
   ks_compute_free (t->compute);
+  ks_train_dist_clear (t);
 }
 
 float
@@ -164,7 +165,7 @@ train (Trainer *t)
   gboolean resuming = *ckpt_dir != '\0' && ks_config_get_bool (c, "train", "resume");
   gint64 first = 1;
   double eval;
-  gboolean evaluated = FALSE;
+  gboolean evaluated = FALSE, leader;
 
   t->batch = ks_config_get_int (c, "train", "batch");
   if ((t->task = ks_train_task (c, &error)) == NULL)
@@ -172,7 +173,13 @@ train (Trainer *t)
       ks_cli_error ("%s", error->message);
       return KS_EXIT_USAGE;
     }
-  if (*metrics != '\0' && (t->metrics = fopen (metrics, resuming ? "a" : "w")) == NULL)
+  if (!ks_train_dist_setup (t, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      return error->domain == KS_CONFIG_ERROR ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
+    }
+  leader = t->rank == 0;
+  if (leader && *metrics != '\0' && (t->metrics = fopen (metrics, resuming ? "a" : "w")) == NULL)
     {
       ks_cli_error ("[log] metrics = %s: %s", metrics, g_strerror (errno));
       return KS_EXIT_USAGE;
@@ -182,6 +189,7 @@ train (Trainer *t)
       || (t->optimizer = ks_optimizer_new (t->registry, c,
                                            ks_config_get_string (c, "train", "optimizer"), &error))
              == NULL
+      || !ks_train_dist_wrap (t, &error)
       || !ks_optimizer_minimize (t->optimizer, t->model, t->loss, NULL, 0, NULL, &error))
     {
       /* a name in the config that nothing here provides is a configuration error */
@@ -198,8 +206,13 @@ train (Trainer *t)
       return KS_EXIT_RUNTIME;
     }
   g_autofree char *device = ks_compute_describe (t->compute);
-  g_message ("training %s with %s on %s", t->task->describe (t), ks_optimizer_name (t->optimizer),
-             device);
+  if (t->world > 1)
+    g_message ("worker %d of %d (%s mode, %s), %" G_GSIZE_FORMAT " rows per step each",
+               t->rank, t->world, ks_algorithm_mode (t->algorithm), ks_comm_name (t->comm),
+               t->batch);
+  if (leader)
+    g_message ("training %s with %s on %s", t->task->describe (t),
+               ks_optimizer_name (t->optimizer), device);
 
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
   for (gint64 step = first; step <= steps; step++)
@@ -212,7 +225,8 @@ train (Trainer *t)
           return KS_EXIT_RUNTIME;
         }
       window_steps++;
-      if (*ckpt_dir != '\0' && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
+      if (leader && *ckpt_dir != '\0'
+          && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
           && !save (t, ckpt_dir, step, keep, &error))
         {
           ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
@@ -221,16 +235,22 @@ train (Trainer *t)
       if (step % log_every != 0 && step != steps)
         continue;
       gint64 now = g_get_monotonic_time ();
-      double rate = window_steps * t->batch / MAX (1e-6, (now - window_start) / 1e6);
+      double rate = window_steps * t->batch * t->world / MAX (1e-6, (now - window_start) / 1e6);
       double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
-      float loss = ks_train_scalar (t->loss, &error);
+      double loss = ks_train_scalar (t->loss, &error);
+      if (!ks_train_dist_mean (t, &loss, &error))
+        {
+          ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
+          return KS_EXIT_RUNTIME;
+        }
       gboolean last = step == steps;
       if (last && !(evaluated = t->task->evaluate (t, &eval, &t->eval_samples, &error)))
         {
           ks_cli_error ("evaluation: %s", error->message);
           return KS_EXIT_RUNTIME;
         }
-      report (t, step, steps, loss, lr, rate, eta, last ? &eval : NULL);
+      if (leader)
+        report (t, step, steps, loss, lr, rate, eta, last ? &eval : NULL);
       window_start = now;
       window_steps = 0;
     }

@@ -9,6 +9,8 @@ tools_ksdist_SOURCES = \
 	tools/train.h \
 	tools/cmd-train.c \
 	tools/train-tasks.c \
+	tools/train-dist.c \
+	tools/cmd-launch.c \
 	tools/cmd-generate.c \
 	tools/cmd-plot.c
 tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)

@@ -121,7 +121,8 @@ points_batch (Trainer *t, gint64 step)
   Points *p = t->task_data;
   for (gsize i = 0; i < t->batch; i++)
     {
-      guint64 k = (guint64) (step - 1) * t->batch + i; /* samples before this one */
+      /* samples before this one: earlier steps' global batches, then earlier workers' rows */
+      guint64 k = ((guint64) (step - 1) * t->world + t->rank) * t->batch + i;
       if ((gint64) (k / p->n) != p->epoch)
         {
           g_autoptr (GRand) rng = epoch_rng (t->config, p->epoch = k / p->n);
@@ -270,8 +271,13 @@ text_batch (Trainer *t, gint64 step)
 {
   Text *x = t->task_data;
   g_autoptr (GRand) rng = step_rng (t->config, step);
-  for (gsize b = 0; b < t->batch; b++)
-    fill_window (x, b, g_rand_int_range (rng, 0, (gint32) (x->split - x->context - 1) + 1));
+  gsize first = t->rank * t->batch;
+  for (gsize g = 0; g < first + t->batch; g++) /* the global batch's rows up to ours */
+    {
+      gint32 start = g_rand_int_range (rng, 0, (gint32) (x->split - x->context - 1) + 1);
+      if (g >= first)
+        fill_window (x, g - first, start);
+    }
 }
 
 /* Mean loss over held-out windows, evenly spaced over the last tenth. */
@@ -437,9 +443,10 @@ addition_batch (Trainer *t, gint64 step)
   g_autoptr (GRand) rng = step_rng (t->config, step);
   g_autofree char *row = g_new (char, x->context + 1 + 3 * x->digits + 8);
 
-  for (gsize b = 0; b < t->batch; b++)
+  gsize first = t->rank * t->batch;
+  for (gsize g = 0; g < first + t->batch; g++) /* the global batch's rows up to ours */
     {
-      gsize len = 0;
+      gsize len = 0, b = g - first;
       while (len < x->context + 1)
         {
           gint64 a, c;
@@ -447,7 +454,7 @@ addition_batch (Trainer *t, gint64 step)
           len += sprintf (row + len, "%" G_GINT64_FORMAT "+%" G_GINT64_FORMAT "=%" G_GINT64_FORMAT
                           "\n", a, c, a + c);
         }
-      for (gsize j = 0; j < x->context; j++)
+      for (gsize j = 0; g >= first && j < x->context; j++)
         {
           x->tokens[b * x->context + j] = add_token (row[j]);
           x->targets[b * x->context + j] = add_token (row[j + 1]);

@@ -14,7 +14,9 @@ typedef struct {
   const char *unit;   /* what it counts: "samples", "tokens" */
   /* Makes t->model (initialised), t->loss and the task's data. */
   gboolean (*build) (Trainer *t, GError **error);
-  /* Fills t->feeds for `step`; depends on nothing but the step, for bitwise resume. */
+  /* Fills t->feeds with this worker's rows of `step`'s global batch (t->batch rows from
+   * row t->rank * t->batch of t->batch * t->world); depends on nothing else, for bitwise
+   * resume and for data parallelism that follows a one-process run. */
   void (*batch) (Trainer *t, gint64 step);
   gboolean (*evaluate) (Trainer *t, double *value, gsize *samples, GError **error);
   const char *(*describe) (Trainer *t);
@@ -39,10 +41,23 @@ struct Trainer {
   void *task_data;
   FILE *metrics;
   gboolean tty;
+  /* data parallel (train-dist.c): this worker's rank among `world`; the rest NULL in a
+   * one-process run */
+  int rank, world;
+  KsRoleMaker *role;
+  KsStore *store;
+  KsComm *comm;
+  KsAlgorithm *algorithm;
 };
 
 /* The task of [model] type and [data] task; an error when they do not go together. */
 const TrainTask *ks_train_task (const KsConfig *config, GError **error);
+/* train-dist.c */
+gboolean ks_train_dist_setup (Trainer *t, GError **error);
+gboolean ks_train_dist_wrap (Trainer *t, GError **error);
+gboolean ks_train_dist_mean (Trainer *t, double *value, GError **error);
+void ks_train_dist_clear (Trainer *t);
+
 /* A scalar expression's value on the host (NaN and the error when it fails). */
 float ks_train_scalar (KsExpr *e, GError **error);
 

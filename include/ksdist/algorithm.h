@@ -7,6 +7,7 @@
 #ifndef KSDIST_ALGORITHM_H
 #define KSDIST_ALGORITHM_H
 
+#include <ksdist/model.h>
 #include <ksdist/optimizer.h>
 #include <ksdist/rolemaker.h>
 
@@ -18,7 +19,9 @@ typedef struct {
   /* required */
   void *(*create) (const KsSettings *settings, GError **error);
   void (*destroy) (void *ctx);
-  gboolean (*init) (void *ctx, const KsRoleMakerOps *role_ops, void *role, GError **error);
+  /* `role` (the core's handle: its collectives and its workers' communicator) outlives
+   * the algorithm. */
+  gboolean (*init) (void *ctx, KsRoleMaker *role, GError **error);
 
   /* optional */
   gboolean (*init_worker) (void *ctx, GError **error);
@@ -26,8 +29,10 @@ typedef struct {
   gboolean (*init_server) (void *ctx, const char *model_dir, GError **error);
   gboolean (*run_server) (void *ctx, GError **error);
   gboolean (*stop_worker) (void *ctx, GError **error);
-  /* Wraps `inner`; the result is destroyed with (*out_ops)->destroy. `strategy` is the
-   * configuration whose [strategy] group the algorithm reads. */
+  /* Wraps `inner` (which outlives the result): the result's apply_gradients does the
+   * algorithm's communication, then the inner one's. It is destroyed with
+   * (*out_ops)->destroy. `strategy` is the configuration whose [strategy] group the
+   * algorithm reads. */
   gboolean (*distributed_optimizer) (void *ctx, const KsOptimizerOps *inner_ops, void *inner,
                                      const KsConfig *strategy, const KsOptimizerOps **out_ops,
                                      void **out, GError **error);
@@ -45,8 +50,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsAlgorithm, ks_algorithm_free)
 
 const char *ks_algorithm_mode (const KsAlgorithm *algorithm);
 const char *ks_algorithm_plugin (const KsAlgorithm *algorithm);
-gboolean ks_algorithm_init (KsAlgorithm *algorithm, const KsRoleMakerOps *role_ops, void *role,
-                            GError **error);
+gboolean ks_algorithm_init (KsAlgorithm *algorithm, KsRoleMaker *role, GError **error);
+/* An optimizer that wraps `inner` (taking it over) with the algorithm's communication, e.g.
+ * gradient allreduce; its ks_optimizer_minimize and ks_optimizer_step are the usual ones. */
+KsOptimizer *ks_algorithm_distributed_optimizer (KsAlgorithm *algorithm, KsOptimizer *inner,
+                                                 const KsConfig *strategy, GError **error);
 gboolean ks_algorithm_init_worker (KsAlgorithm *algorithm, GError **error);
 gboolean ks_algorithm_init_server (KsAlgorithm *algorithm, const char *model_dir, GError **error);
 gboolean ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error);

@@ -116,7 +116,7 @@ tp_query (char **reason)
 
 #ifdef TP_ALGORITHMS
 static gboolean
-tp_algorithm_init (void *ctx, const KsRoleMakerOps *role_ops, void *role, GError **error)
+tp_algorithm_init (void *ctx, KsRoleMaker *role, GError **error)
 {
   ((TestCtx *) ctx)->level += 100; /* observable: init ran */
   return TRUE;

@@ -1,0 +1,266 @@
+/* The collective algorithm (OpenKS's GPU/heterogeneous one, on any device): every
+ * worker holds the whole model and trains on its share of each batch.
+ *
+ *   grad_allreduce  gradients averaged over the workers before every update
+ *   local_sgd       k updates on local gradients, then the parameters averaged
+ *
+ * Parameters are broadcast from worker 0 when the optimizer is set up, so every worker
+ * starts from the same point. Averages go in buckets of bucket_kb, one allreduce each,
+ * so a large model never needs one huge message. There are no servers in this mode:
+ * init_server, run_server, init_worker and stop_worker only warn. */
+#include <config.h>
+#include <ksdist/ksdist.h>
+
+#include <string.h>
+
+typedef struct {
+  KsRoleMaker *role;
+  gboolean local_sgd;
+  gint64 k;
+  gsize bucket_floats;
+} Collective;
+
+static void *
+collective_create (const KsSettings *s, GError **error)
+{
+  Collective *c = g_new0 (Collective, 1);
+  c->local_sgd = strcmp (ks_settings_get_string (s, "strategy"), "local_sgd") == 0;
+  c->k = ks_settings_get_int (s, "local_sgd_k");
+  c->bucket_floats = MAX (1, ks_settings_get_int (s, "bucket_kb") * 1024 / sizeof (float));
+  return c;
+}
+
+static void
+collective_destroy (void *p)
+{
+  g_free (p);
+}
+
+static gboolean
+collective_init (void *p, KsRoleMaker *role, GError **error)
+{
+  Collective *c = p;
+  if (role == NULL || (ks_role_maker_worker_num (role) > 1 && ks_role_maker_worker_comm (role) == NULL))
+    {
+      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+                   "collective: init needs a role maker with its communicator set "
+                   "(ks_role_maker_set_comm)");
+      return FALSE;
+    }
+  if (ks_role_maker_server_num (role) > 0)
+    g_warning ("collective mode uses no parameter servers, but the role maker lists %d; they "
+               "will sit idle",
+               ks_role_maker_server_num (role));
+  c->role = role;
+  return TRUE;
+}
+
+static gboolean
+nothing_to_do (const char *what)
+{
+  g_warning ("collective mode: %s does nothing here (it is for parameter-server modes)", what);
+  return TRUE;
+}
+
+static gboolean
+collective_init_worker (void *p, GError **error)
+{
+  return nothing_to_do ("init_worker");
+}
+
+static gboolean
+collective_stop_worker (void *p, GError **error)
+{
+  return nothing_to_do ("stop_worker");
+}
+
+static gboolean
+collective_init_server (void *p, const char *model_dir, GError **error)
+{
+  return nothing_to_do ("init_server");
+}
+
+static gboolean
+collective_run_server (void *p, GError **error)
+{
+  return nothing_to_do ("run_server");
+}
+
+/* ---- the distributed optimizer ---- */
+
+typedef struct {
+  Collective *algorithm;
+  const KsOptimizerOps *inner_ops;
+  void *inner;
+  gint64 updates;
+} DistOpt;
+
+#define INNER_HAS(d, field) KS_OPS_HAS ((d)->inner_ops, KsOptimizerOps, field)
+
+static KsComm *
+workers (DistOpt *d)
+{
+  return ks_role_maker_worker_comm (d->algorithm->role);
+}
+
+/* Averages an arena over the workers, a bucket at a time. */
+static gboolean
+average (DistOpt *d, KsArena *arena, GError **error)
+{
+  float *data = ks_arena_data (arena);
+  gsize n = ks_arena_numel (arena), bucket = d->algorithm->bucket_floats;
+
+  if (workers (d) == NULL || ks_comm_size (workers (d)) == 1)
+    return TRUE;
+  for (gsize off = 0; off < n; off += bucket)
+    if (!ks_comm_allreduce (workers (d), data + off, MIN (bucket, n - off), KS_DTYPE_FLOAT32,
+                            KS_REDUCE_AVG, error))
+      return FALSE;
+  return TRUE;
+}
+
+static void
+dist_destroy (void *p)
+{
+  g_free (p);
+}
+
+static gboolean
+dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
+               const char *const *no_grad, GArray *pairs, GError **error)
+{
+  DistOpt *d = p;
+  KsComm *comm = workers (d);
+  KsArena *weights = ks_model_parameters (model);
+
+  if (!d->inner_ops->backward (d->inner, model, loss, params, n_params, no_grad, pairs, error))
+    return FALSE;
+  /* everyone starts from worker 0's parameters */
+  if (comm != NULL && ks_comm_size (comm) > 1
+      && !ks_comm_broadcast (comm, ks_arena_data (weights), ks_arena_numel (weights),
+                             KS_DTYPE_FLOAT32, 0, error))
+    {
+      g_prefix_error (error, "collective: broadcasting the initial parameters: ");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+dist_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GError **error)
+{
+  DistOpt *d = p;
+  Collective *c = d->algorithm;
+
+  if (!c->local_sgd)
+    return average (d, ks_model_gradients (model), error)
+           && d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error);
+  if (!d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error))
+    return FALSE;
+  return ++d->updates % c->k != 0 || average (d, ks_model_parameters (model), error);
+}
+
+static gboolean
+dist_set_learning_rate (void *p, double lr, GError **error)
+{
+  DistOpt *d = p;
+  if (!INNER_HAS (d, set_learning_rate))
+    return ks_set_not_supported (error, "collective", KS_KIND_OPTIMIZER, "set_learning_rate");
+  return d->inner_ops->set_learning_rate (d->inner, lr, error);
+}
+
+static double
+dist_learning_rate (void *p)
+{
+  DistOpt *d = p;
+  return INNER_HAS (d, learning_rate) ? d->inner_ops->learning_rate (d->inner) : -1;
+}
+
+static gsize
+dist_state_per_param (void *p)
+{
+  DistOpt *d = p;
+  return INNER_HAS (d, state_per_param) ? d->inner_ops->state_per_param (d->inner) : 0;
+}
+
+static gboolean
+dist_state (void *p, KsModel *model, KsArena ***arenas, gsize *n, gint64 **step, GError **error)
+{
+  DistOpt *d = p;
+  if (!INNER_HAS (d, state))
+    return ks_set_not_supported (error, "collective", KS_KIND_OPTIMIZER, "state");
+  return d->inner_ops->state (d->inner, model, arenas, n, step, error);
+}
+
+static const KsOptimizerOps dist_ops = {
+  .size = sizeof (KsOptimizerOps),
+  .destroy = dist_destroy,
+  .backward = dist_backward,
+  .apply_gradients = dist_apply,
+  .set_learning_rate = dist_set_learning_rate,
+  .learning_rate = dist_learning_rate,
+  .state_per_param = dist_state_per_param,
+  .state = dist_state,
+};
+
+static gboolean
+collective_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void *inner,
+                                  const KsConfig *strategy, const KsOptimizerOps **out_ops,
+                                  void **out, GError **error)
+{
+  Collective *c = p;
+  DistOpt *d;
+
+  if (c->role == NULL)
+    {
+      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+                   "collective: call init with the role maker before distributed_optimizer");
+      return FALSE;
+    }
+  d = g_new0 (DistOpt, 1);
+  d->algorithm = c;
+  d->inner_ops = inner_ops;
+  d->inner = inner;
+  *out_ops = &dist_ops;
+  *out = d;
+  return TRUE;
+}
+
+static const KsAlgorithmOps collective_ops = {
+  .size = sizeof (KsAlgorithmOps),
+  .create = collective_create,
+  .destroy = collective_destroy,
+  .init = collective_init,
+  .init_worker = collective_init_worker,
+  .init_server = collective_init_server,
+  .run_server = collective_run_server,
+  .stop_worker = collective_stop_worker,
+  .distributed_optimizer = collective_distributed_optimizer,
+};
+
+static const KsImplDesc collective_impls[] = {
+  { KS_KIND_ALGORITHM, "collective", &collective_ops, NULL,
+    "Data parallel: gradient allreduce or LocalSGD over the workers" },
+};
+
+static const KsKeyDesc collective_settings[] = {
+  { NULL, "strategy", KS_VALUE_CHOICE, "grad_allreduce", 1, 0, "grad_allreduce|local_sgd",
+    "Average gradients every step, or parameters every local_sgd_k steps" },
+  { NULL, "local_sgd_k", KS_VALUE_INT, "4", 1, 1e9, NULL, "Local steps between averages (local_sgd)" },
+  { NULL, "bucket_kb", KS_VALUE_INT, "4096", 1, 1 << 21, NULL,
+    "Size of one allreduce when averaging, in KiB" },
+};
+
+static const KsPluginDesc collective_plugin = {
+  .abi_major = KS_ABI_MAJOR,
+  .abi_minor = KS_ABI_MINOR,
+  .name = "collective",
+  .version = PACKAGE_VERSION,
+  .description = "The collective algorithm: data-parallel training over a communicator",
+  .impls = collective_impls,
+  .n_impls = G_N_ELEMENTS (collective_impls),
+  .settings = collective_settings,
+  .n_settings = G_N_ELEMENTS (collective_settings),
+};
+
+KS_PLUGIN_DEFINE (collective_plugin)

@@ -1,0 +1,233 @@
+/* ksdist launch and data-parallel training, with real worker processes over 127.0.0.1:
+ * N workers with batch b end where one process with batch N·b does; LocalSGD with k = 1
+ * is gradient allreduce; a killed worker stops the job, named; a bad config fails once. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo",
+                                       "collective", NULL };
+
+#define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
+
+/* The float32 data of a checkpoint's safetensors file, after its JSON header. */
+static float *
+checkpoint_floats (const char *dir, gsize *n)
+{
+  g_autofree char *file = g_build_filename (dir, "checkpoint-20", "model.safetensors", NULL);
+  g_autofree char *contents = NULL;
+  gsize len;
+  guint64 header;
+
+  g_assert_true (g_file_get_contents (file, &contents, &len, NULL));
+  memcpy (&header, contents, 8);
+  header = GUINT64_FROM_LE (header);
+  g_assert_cmpuint (8 + header, <=, len);
+  *n = (len - 8 - header) / sizeof (float);
+  return g_memdup2 (contents + 8 + header, *n * sizeof (float));
+}
+
+/* Trains 20 steps with the --set values `extra` and returns where the checkpoint went:
+ * with `launch_n` workers via ksdist launch (0: one process with `ksdist train`). */
+static char *
+train (const char *dir, const char *name, int launch_n, int batch, const char *const *extra)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  char *ckpt = g_build_filename (dir, name, NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_autofree char *set_batch = g_strdup_printf ("train.batch=%d", batch);
+  g_autofree char *n = g_strdup_printf ("%d", launch_n);
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  const char *common[] = { "train.steps=20", "train.log_every=20", "log.level=warning",
+                           "openblas.threads=1", set_batch, set_ckpt };
+
+  if (launch_n > 0)
+    {
+      g_ptr_array_add (args, (char *) "launch");
+      g_ptr_array_add (args, (char *) "-n");
+      g_ptr_array_add (args, n);
+    }
+  else
+    g_ptr_array_add (args, (char *) "train");
+  for (guint i = 0; i < G_N_ELEMENTS (common); i++)
+    {
+      g_ptr_array_add (args, (char *) "--set");
+      g_ptr_array_add (args, (char *) common[i]);
+    }
+  for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+    {
+      g_ptr_array_add (args, (char *) "--set");
+      g_ptr_array_add (args, (char *) extra[i]);
+    }
+  g_ptr_array_add (args, NULL);
+  int status = ks_test_run_ksdist ((const char *const *) args->pdata, NULL, plugins, &out, &err);
+  if (status != 0)
+    g_error ("ksdist failed (%d):\n%s%s", status, out, err);
+  return ckpt;
+}
+
+static double
+max_difference (const char *a, const char *b)
+{
+  gsize na, nb;
+  g_autofree float *x = checkpoint_floats (a, &na), *y = checkpoint_floats (b, &nb);
+  double worst = 0;
+  g_assert_cmpuint (na, ==, nb);
+  for (gsize i = 0; i < na; i++)
+    worst = MAX (worst, fabs ((double) x[i] - y[i]));
+  return worst;
+}
+
+/* Parameters and Adam's moments after 20 steps: 3 workers of 32 rows against one process
+ * of 96. They differ only by the order of float sums. */
+static void
+test_equivalence (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *one = train (dir, "one", 0, 96, NULL);
+  g_autofree char *three = train (dir, "three", 3, 32, NULL);
+  double diff = max_difference (one, three);
+
+  g_test_message ("largest difference of a parameter or moment: %g", diff);
+  g_assert_cmpfloat (diff, <=, 1e-5);
+  g_assert_cmpfloat (diff, >=, 0); /* compared something */
+  ks_test_rmtree (dir);
+}
+
+/* With plain SGD, averaging the parameters after every step is averaging the gradients. */
+static void
+test_local_sgd_k1 (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *grads = train (dir, "grads", 2, 32,
+                                  ARGS ("train.optimizer=sgd", "optim.lr=0.3", "collective.strategy=grad_allreduce"));
+  g_autofree char *k1 = train (dir, "k1", 2, 32,
+                               ARGS ("train.optimizer=sgd", "optim.lr=0.3", "collective.strategy=local_sgd",
+                                     "collective.local_sgd_k=1"));
+  g_autofree char *k4 = train (dir, "k4", 2, 32,
+                               ARGS ("train.optimizer=sgd", "optim.lr=0.3", "collective.strategy=local_sgd",
+                                     "collective.local_sgd_k=4"));
+  double diff = max_difference (grads, k1), diff4 = max_difference (grads, k4);
+
+  g_test_message ("against grad_allreduce: local_sgd k=1 %g, k=4 %g", diff, diff4);
+  g_assert_cmpfloat (diff, <=, 1e-6);
+  g_assert_cmpfloat (diff4, >, 1e-5); /* k = 4 really is something else */
+  ks_test_rmtree (dir);
+}
+
+/* The pid of the launcher's child whose environment says PADDLE_TRAINER_ID=`rank`. */
+static GPid
+find_worker (GPid launcher, int rank)
+{
+  g_autofree char *want = g_strdup_printf ("PADDLE_TRAINER_ID=%d", rank);
+  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+
+  while ((name = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree char *stat_path = g_strdup_printf ("/proc/%s/stat", name);
+      g_autofree char *env_path = g_strdup_printf ("/proc/%s/environ", name);
+      g_autofree char *stat = NULL, *env = NULL;
+      gsize len;
+      const char *close_paren;
+      int ppid;
+      if (!g_file_get_contents (stat_path, &stat, NULL, NULL)
+          || (close_paren = strrchr (stat, ')')) == NULL
+          || sscanf (close_paren + 2, "%*c %d", &ppid) != 1 || ppid != launcher
+          || !g_file_get_contents (env_path, &env, &len, NULL))
+        continue;
+      for (gsize off = 0; off < len; off += strlen (env + off) + 1)
+        if (strcmp (env + off, want) == 0)
+          return atoi (name);
+    }
+  return 0;
+}
+
+/* Worker 2 of 3 is killed mid-training: the launcher stops the others and exits 1
+ * naming it, well within the timeout. */
+static void
+test_killed_worker (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *set_logs = g_build_filename (dir, "logs", NULL);
+  g_autofree char *log2 = g_build_filename (set_logs, "workerlog.2", NULL);
+  int err_fd;
+  GPid launcher = ks_test_spawn_ksdist (ARGS ("launch", "-n", "3", "--log-dir", set_logs, "--set",
+                                              "train.steps=100000000", "--set", "comm.timeout=5",
+                                              "--set", "openblas.threads=1"),
+                                        NULL, plugins, NULL, &err_fd);
+  GPid worker = 0;
+  gint64 start = g_get_monotonic_time (), killed_at;
+  int status = 0;
+  GString *err = g_string_new (NULL);
+  char buf[4096];
+  gssize got;
+
+  /* wait until worker 2 is training (its log has its first line) */
+  for (int i = 0; i < 600 && worker == 0; i++)
+    {
+      g_autofree char *text = NULL;
+      if (g_file_get_contents (log2, &text, NULL, NULL) && strstr (text, "worker 2 of 3"))
+        worker = find_worker (launcher, 2);
+      else
+        g_usleep (50000);
+    }
+  g_assert_cmpint (worker, >, 0);
+  g_assert_cmpint (kill (worker, SIGKILL), ==, 0);
+  killed_at = g_get_monotonic_time ();
+  while ((got = read (err_fd, buf, sizeof buf)) > 0)
+    g_string_append_len (err, buf, got);
+  close (err_fd);
+  waitpid (launcher, &status, 0);
+  g_test_message ("%s", err->str);
+  g_test_message ("stopped %.1f s after the kill (%.1f s in all)",
+                  (g_get_monotonic_time () - killed_at) / 1e6,
+                  (g_get_monotonic_time () - start) / 1e6);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 1);
+  g_assert_nonnull (strstr (err->str, "ksdist: launch: worker 2 was killed by signal 9"));
+  g_assert_nonnull (strstr (err->str, "workerlog.2"));
+  g_assert_cmpint (g_get_monotonic_time () - killed_at, <, 60 * G_USEC_PER_SEC);
+  g_string_free (err, TRUE);
+  ks_test_rmtree (dir);
+}
+
+/* A wrong key is reported once, by the launcher, before any worker starts. */
+static void
+test_bad_config (void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", "--set", "train.stepz=3"), NULL,
+                                   plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_cmpstr (out, ==, "");
+  g_assert_cmpstr (err, ==, "ksdist: --set train.stepz: unknown key 'stepz' in [train]; did you "
+                            "mean 'steps'? (known: optimizer, steps, batch, log_every, seed, "
+                            "checkpoint_dir, checkpoint_every, keep, resume)\n");
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
+  g_autofree char *so = g_build_filename (gloo, "gloo.so", NULL);
+  if (!ks_test_have_openblas ())
+    return g_test_run ();
+  if (!g_file_test (so, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("the gloo plugin was not built (apt-get install libgloo-dev, reconfigure)");
+      return g_test_run ();
+    }
+  g_test_add_func ("/launch/equivalence", test_equivalence);
+  g_test_add_func ("/launch/local-sgd-k1", test_local_sgd_k1);
+  g_test_add_func ("/launch/killed-worker", test_killed_worker);
+  g_test_add_func ("/launch/bad-config", test_bad_config);
+  return g_test_run ();
+}

@@ -1,0 +1,106 @@
+/* ksdist train across processes: the role maker says who this process is; with more than
+ * one worker the ranks meet at the store, connect a communicator, and the [job] mode's
+ * algorithm wraps the optimizer (collective: gradients averaged every step). Worker r of
+ * n trains on rows [r·b, (r+1)·b) of each step's global batch of n·b rows, so the run
+ * follows a one-process run with batch n·b. */
+#include "train.h"
+
+#include <string.h>
+
+/* The environment (set by ksdist launch) first, then the config. */
+static const char *
+setting (const KsConfig *c, const char *env, const char *group, const char *key)
+{
+  const char *v = g_getenv (env);
+  return v != NULL && *v != '\0' ? v : ks_config_get_string (c, group, key);
+}
+
+gboolean
+ks_train_dist_setup (Trainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  const char *address = setting (c, "KS_STORE_ADDRESS", "comm", "store_address");
+  const char *job = setting (c, "KS_JOB", "job", "name");
+  int timeout_ms = (int) (ks_config_get_double (c, "comm", "timeout") * 1000);
+  int total;
+
+  const char *role_maker = ks_config_get_string (c, "job", "role_maker");
+  g_autoptr (GPtrArray) role_makers = ks_registry_list (t->registry, KS_KIND_ROLE_MAKER);
+
+  t->world = 1;
+  if (strcmp (role_maker, "auto") == 0 && role_makers->len == 0)
+    return TRUE; /* no role maker plugin loaded: one process on its own */
+  if ((t->role = ks_role_maker_new (t->registry, c, role_maker, error)) == NULL)
+    return FALSE;
+  total = ks_role_maker_worker_num (t->role) + ks_role_maker_server_num (t->role);
+  if (total == 1)
+    return TRUE;
+  if (!ks_role_maker_is_worker (t->role))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "this process is server %d, but ksdist train runs workers; [job] mode = %s "
+                   "has no servers",
+                   ks_role_maker_server_index (t->role), ks_config_get_string (c, "job", "mode"));
+      return FALSE;
+    }
+  t->rank = ks_role_maker_worker_index (t->role);
+  t->world = ks_role_maker_worker_num (t->role);
+  if (*address == '\0')
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "a job of %d processes needs a place to meet: `ksdist launch` gives one; "
+                   "under mpirun or srun set [comm] store_address to a directory every "
+                   "process can reach, and [job] name to a name unique to this run",
+                   total);
+      return FALSE;
+    }
+  if ((t->store = ks_store_new (t->registry, c, ks_config_get_string (c, "comm", "store"), error))
+          == NULL
+      || !ks_store_open (t->store, address, *job ? job : "default", g_getenv ("KS_STORE_TOKEN"),
+                         error)
+      || (t->comm = ks_comm_new (t->registry, c, ks_config_get_string (c, "comm", "backend"),
+                                 error))
+             == NULL
+      || !ks_comm_connect (t->comm, t->store, ks_role_maker_global_rank (t->role), total,
+                           timeout_ms, error)
+      || !ks_role_maker_set_comm (t->role, t->comm, error)
+      || (t->algorithm = ks_factory_instantiate (t->registry, c,
+                                                 ks_config_get_string (c, "job", "mode"), error))
+             == NULL
+      || !ks_algorithm_init (t->algorithm, t->role, error))
+    return FALSE;
+  return TRUE;
+}
+
+/* Wraps the optimizer with the algorithm's (before ks_optimizer_minimize). */
+gboolean
+ks_train_dist_wrap (Trainer *t, GError **error)
+{
+  KsOptimizer *wrapped;
+  if (t->algorithm == NULL)
+    return TRUE;
+  if ((wrapped = ks_algorithm_distributed_optimizer (t->algorithm, t->optimizer, t->config,
+                                                     error))
+      == NULL)
+    return FALSE;
+  t->optimizer = wrapped; /* it owns the inner one now */
+  return TRUE;
+}
+
+/* The mean of a value over the workers (the value itself in one process). */
+gboolean
+ks_train_dist_mean (Trainer *t, double *value, GError **error)
+{
+  KsComm *workers = t->role != NULL ? ks_role_maker_worker_comm (t->role) : NULL;
+  return workers == NULL
+         || ks_comm_allreduce (workers, value, 1, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, error);
+}
+
+void
+ks_train_dist_clear (Trainer *t)
+{
+  ks_algorithm_free (t->algorithm);
+  ks_role_maker_free (t->role);
+  ks_comm_free (t->comm);
+  ks_store_free (t->store);
+}
