@@ -42,11 +42,19 @@ if [ $check = yes ]; then
 fi
 
 # The default job, from this build tree: the plugins found, then an MLP trained on
-# examples/default.ini. A plugin that fails to load is reported and does not stop it.
-KS_PLUGIN_PATH="$PWD/plugins/openblas/.libs:$PWD/plugins/cuda/.libs:$PWD/plugins/optim/.libs"
+# examples/default.ini by two data-parallel workers (one process when Gloo is missing).
+# A plugin that fails to load is reported and does not stop it.
+KS_PLUGIN_PATH=
+for p in openblas cuda optim store roles gloo collective; do
+  KS_PLUGIN_PATH="$KS_PLUGIN_PATH${KS_PLUGIN_PATH:+:}$PWD/plugins/$p/.libs"
+done
 export KS_PLUGIN_PATH
 ./tools/ksdist plugins || true
-./tools/ksdist train examples/default.ini
+if [ -e plugins/gloo/.libs/gloo.so ]; then
+  ./tools/ksdist launch -n 2 examples/default.ini
+else
+  ./tools/ksdist train examples/default.ini
+fi
 echo
 echo "ksdist is built. Use it from here with KS_PLUGIN_PATH=$KS_PLUGIN_PATH,"
 echo "or install it: make install (plugins go to \$(libdir)/ksdist)."
