@@ -1,6 +1,6 @@
 # Benchmarks: not tests (timings on shared machines are noisy); `make bench` runs them.
 if HAVE_OPENBLAS
-EXTRA_PROGRAMS = bench/bench-sgemm bench/bench-mlp bench/bench-gpt
+EXTRA_PROGRAMS += bench/bench-sgemm bench/bench-mlp bench/bench-gpt
 bench_bench_gpt_SOURCES = bench/bench-gpt.c bench/step-timing.h
 bench_bench_gpt_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_mlp_SOURCES = bench/bench-mlp.c bench/step-timing.h
@@ -21,3 +21,18 @@ bench: bench/bench-sgemm bench/bench-mlp bench/bench-gpt
 	$(SHELL) $(srcdir)/bench/run-vs-torch.sh gpt
 .PHONY: bench
 endif
+
+# Allreduce: raw Gloo beside the ksdist gloo communicator (bench/bench-allreduce [N]).
+if HAVE_GLOO
+EXTRA_PROGRAMS += bench/bench-allreduce
+bench_bench_allreduce_SOURCES = bench/bench-allreduce.cc
+bench_bench_allreduce_CXXFLAGS = $(KS_CXXFLAGS) $(GLOO_CFLAGS)
+bench_bench_allreduce_LDADD = libksdist.la $(GLIB_LIBS) $(GLOO_LIBS)
+CLEANFILES += bench/bench-allreduce
+
+bench-allreduce: bench/bench-allreduce
+	KS_PLUGIN_PATH=$(abs_top_builddir)/plugins/store/.libs:$(abs_top_builddir)/plugins/gloo/.libs \
+		KS_PLUGIN_SYSTEM_PATH= bench/bench-allreduce 2
+.PHONY: bench-allreduce
+endif
+EXTRA_DIST += bench/bench-allreduce.cc
