@@ -304,12 +304,17 @@ run_rank (char **argv)
     }
   else if (strcmp (scenario, "die") == 0)
     {
-      /* the last rank leaves after the first allreduce; the others fail the second */
+      /* the last rank leaves after the first allreduce; the others fail the second. It
+       * lingers first: closing a socket with unread bytes resets it, which could cut off
+       * the first allreduce's last message to a peer still reading it. */
       for (int i = 0; i < 2; i++)
         {
           float x[1000] = { 0 };
           if (i == 1 && rank == n - 1)
-            _exit (0);
+            {
+              g_usleep (300 * 1000);
+              _exit (0);
+            }
           OK (ks_comm_allreduce (comm, x, 1000, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, ERR));
         }
     }
