@@ -27,6 +27,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <cstdarg>
 #include <climits>
 #include <cstring>
 #include <map>
@@ -126,10 +127,25 @@ struct Gloo {
 };
 
 
-/* Runs `body`, turning any exception into a GError that names the operation. */
-template <typename F>
+/* printf into a std::string */
+std::string
+format (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
+std::string
+format (const char *fmt, ...)
+{
+  va_list args;
+  va_start (args, fmt);
+  g_autofree char *text = g_strdup_vprintf (fmt, args);
+  va_end (args);
+  return text;
+}
+
+/* Runs `body`, turning any exception into a GError that names the operation. `describe`
+ * says what the operation was; it runs only on failure, keeping formatting off the
+ * path of every call. */
+template <typename D, typename F>
 gboolean
-guarded (Gloo *g, const char *what, GError **error, F body)
+guarded (Gloo *g, D describe, GError **error, F body)
 {
   int code = KS_COMM_ERROR_FAILED;
   std::string message;
@@ -158,8 +174,8 @@ guarded (Gloo *g, const char *what, GError **error, F body)
     {
       message = "an unknown C++ exception";
     }
-  g_set_error (error, KS_COMM_ERROR, code, "gloo: %s on rank %d of %d: %s", what, g->rank,
-               g->size, message.c_str ());
+  g_set_error (error, KS_COMM_ERROR, code, "gloo: %s on rank %d of %d: %s",
+               describe ().c_str (), g->rank, g->size, message.c_str ());
   return FALSE;
 }
 
@@ -250,7 +266,7 @@ gloo_connect (void *p, const KsStoreOps *store_ops, void *store, int rank, int s
   g->size = size;
   g->timeout_ms = timeout_ms;
   g->group = "ks/gloo";
-  return guarded (g, "connect", error, [&] {
+  return guarded (g, [] { return std::string ("connect"); }, error, [&] {
     gloo::transport::tcp::attr attr;
     if (!g->settings.iface.empty ())
       attr.iface = g->settings.iface;
@@ -361,9 +377,9 @@ gloo_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, G
     return FALSE;
   if (g->size == 1 || count == 0)
     return TRUE;
-  g_autofree char *what = g_strdup_printf ("allreduce (%s, %" G_GSIZE_FORMAT " %s, %s)",
+  auto what = [&] { return format ("allreduce (%s, %" G_GSIZE_FORMAT " %s, %s)",
                                            choose (g, count * ks_dtype_size (dtype)).c_str (),
-                                           count, ks_dtype_name (dtype), ks_reduce_op_name (op));
+                                           count, ks_dtype_name (dtype), ks_reduce_op_name (op)); };
   return guarded (g, what, error, [&] {
     switch (dtype)
       {
@@ -394,8 +410,8 @@ gloo_broadcast (void *p, void *buf, gsize count, KsDType dtype, int root, GError
     return FALSE;
   if (g->size == 1 || bytes == 0)
     return TRUE;
-  g_autofree char *what = g_strdup_printf ("broadcast (%" G_GSIZE_FORMAT " bytes from rank %d)",
-                                           bytes, root);
+  auto what = [&] { return format ("broadcast (%" G_GSIZE_FORMAT " bytes from rank %d)",
+                                           bytes, root); };
   return guarded (g, what, error, [&] {
     auto &entry = g->cache["broadcast/" + std::to_string (root) + "/" + std::to_string (bytes)];
     if (!entry)
@@ -426,7 +442,7 @@ gloo_allgather (void *p, const void *send, void *recv, gsize count, KsDType dtyp
       memmove (recv, send, bytes);
       return TRUE;
     }
-  g_autofree char *what = g_strdup_printf ("allgather (%" G_GSIZE_FORMAT " bytes per rank)", bytes);
+  auto what = [&] { return format ("allgather (%" G_GSIZE_FORMAT " bytes per rank)", bytes); };
   return guarded (g, what, error, [&] {
     auto &entry = g->cache["allgather/" + std::to_string (bytes)];
     if (!entry)
@@ -450,7 +466,7 @@ gloo_barrier (void *p, GError **error)
   Gloo *g = (Gloo *) p;
   if (g->size == 1)
     return TRUE;
-  return guarded (g, "barrier", error, [&] { g->barrier->run (); });
+  return guarded (g, [] { return std::string ("barrier"); }, error, [&] { g->barrier->run (); });
 }
 
 /* ---- unbound buffers: allgatherv, reduce-scatter, send/recv ---- */
@@ -468,7 +484,7 @@ gloo_allgatherv (void *p, const void *send, void *recv, const gsize *counts, KsD
     return FALSE;
   for (int r = 0; r < g->size; r++)
     bytes[r] = counts[r] * esize;
-  return guarded (g, "allgatherv", error, [&] {
+  return guarded (g, [] { return std::string ("allgatherv"); }, error, [&] {
     gloo::AllgathervOptions opts (g->p2p);
     opts.setInput<char> ((char *) send, bytes[g->rank]);
     opts.setOutput<char> ((char *) recv, bytes);
@@ -504,8 +520,8 @@ gboolean
 gloo_send (void *p, const void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
 {
   Gloo *g = (Gloo *) p;
-  g_autofree char *what = g_strdup_printf ("send of %" G_GSIZE_FORMAT " bytes to rank %d (tag %u)",
-                                           nbytes, peer, tag);
+  auto what = [&] { return format ("send of %" G_GSIZE_FORMAT " bytes to rank %d (tag %u)",
+                                           nbytes, peer, tag); };
   return guarded (g, what, error, [&] {
     auto ub = g->p2p->createUnboundBuffer ((void *) buf, nbytes);
     ub->send (peer, user_slot (tag));
@@ -520,9 +536,9 @@ gboolean
 gloo_recv (void *p, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
 {
   Gloo *g = (Gloo *) p;
-  g_autofree char *what = g_strdup_printf ("receive of %" G_GSIZE_FORMAT
+  auto what = [&] { return format ("receive of %" G_GSIZE_FORMAT
                                            " bytes from rank %d (tag %u)",
-                                           nbytes, peer, tag);
+                                           nbytes, peer, tag); };
   return guarded (g, what, error, [&] {
     auto ub = g->p2p->createUnboundBuffer (buf, nbytes);
     ub->recv (peer, user_slot (tag));
@@ -556,7 +572,7 @@ gloo_subgroup (void *p, const int *ranks, int n_ranks, GError **error)
   sub->size = n_ranks;
   sub->timeout_ms = g->timeout_ms;
   sub->group = g->group + "/sub" + std::to_string (g->n_subgroups++) + "/" + members;
-  g_autofree char *what = g_strdup_printf ("sub-group {%s}", members.c_str ());
+  auto what = [&] { return format ("sub-group {%s}", members.c_str ()); };
   if (!guarded (g, what, error, [&] { join (sub); }))
     {
       delete sub;
