@@ -92,6 +92,14 @@ ks_store_add (KsStore *store, const char *key, gint64 delta, gint64 *result, GEr
   return STORE_OPS (store)->add (CTX (store), key, delta, result, error);
 }
 
+gboolean
+ks_store_serve (KsStore *store, const char *address, const char *token, char **bound,
+                GError **error)
+{
+  KS_REQUIRE_SLOT (&store->instance, KsStoreOps, serve, error);
+  return STORE_OPS (store)->serve (CTX (store), address, token, bound, error);
+}
+
 const KsStoreOps *
 ks_store_ops (const KsStore *store)
 {

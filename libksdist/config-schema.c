@@ -17,10 +17,11 @@ static const KsKeyDesc core_schema[] = {
   { "comm", "timeout", KS_VALUE_DOUBLE, "300", 0.001, 1e6, NULL,
     "Seconds a collective may wait before it fails, naming the ranks that did not answer" },
   { "comm", "store", KS_VALUE_STRING, "file", 1, 0, NULL,
-    "Rendezvous store implementation: file (a directory every rank can reach)" },
+    "Rendezvous store implementation: file (a directory every rank can reach) or tcp (a "
+    "server on one host; jobs across machines). KS_STORE overrides it" },
   { "comm", "store_address", KS_VALUE_STRING, "", 1, 0, NULL,
-    "Where the ranks of a job meet: the file store's directory. KS_STORE_ADDRESS overrides "
-    "it; ksdist launch sets that" },
+    "Where the ranks of a job meet: the file store's directory, or the TCP store's "
+    "HOST:PORT. KS_STORE_ADDRESS overrides it; ksdist launch sets that" },
   { "job", "mode", KS_VALUE_STRING, "collective", 1, 0, NULL,
     "Distributed algorithm: collective, transpiler, pslib (or one a plugin provides)" },
   { "job", "name", KS_VALUE_STRING, "", 1, 0, NULL,

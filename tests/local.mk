@@ -86,7 +86,12 @@ check_PROGRAMS += tests/test-cuda
 tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-cuda
 
-# The file store and the Gloo communicator, one process per rank.
+# The TCP store's server and clients in one process.
+check_PROGRAMS += tests/test-store
+tests_test_store_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-store
+
+# The file and TCP stores and the Gloo communicator, one process per rank.
 check_PROGRAMS += tests/test-comm
 tests_test_comm_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-comm
@@ -113,5 +118,5 @@ TESTS += tests/test-install.sh
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
-	tests/test-cuda.log tests/test-comm.log tests/test-roles.log \
+	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
 	tests/test-launch.log

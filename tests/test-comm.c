@@ -1,4 +1,4 @@
-/* The file store and the Gloo communicator, with real processes over 127.0.0.1.
+/* The file and TCP stores and the Gloo communicator, with real processes over 127.0.0.1.
  *
  * Each case starts this program again once per rank (`test-comm --rank SCENARIO R N DIR
  * PREFIX TIMEOUT_MS`); a rank checks its own results against values computed here
@@ -39,6 +39,19 @@ static const char *self;
   }                                                                                       \
   G_STMT_END
 #define ERR (&e_)
+
+/* The job's store under `prefix`: KS_TEST_DIR is a directory, or tcp:HOST:PORT for a
+ * TCP store the test hosts. */
+static KsStore *
+open_store (KsRegistry *registry, KsConfig *config, const char *prefix, int rank)
+{
+  const char *where = g_getenv ("KS_TEST_DIR");
+  gboolean tcp = g_str_has_prefix (where, "tcp:");
+  KsStore *store;
+  OK ((store = ks_store_new (registry, config, tcp ? "tcp" : "file", ERR)) != NULL);
+  OK (ks_store_open (store, where + (tcp ? 4 : 0), prefix, g_getenv ("KS_STORE_TOKEN"), ERR));
+  return store;
+}
 
 /* What rank r contributes at index i: distinct per rank, exact in every type. */
 static double
@@ -218,9 +231,8 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
         continue; /* bcube needs a power-of-two group */
       g_autofree char *set = g_strdup_printf ("gloo.algorithm=%s", algorithms[a]);
       g_assert_true (ks_config_set_override (config, set, NULL));
-      g_autoptr (KsStore) store = ks_store_new (registry, config, "file", NULL);
       g_autofree char *prefix = g_strdup_printf ("%s-%s", g_getenv ("KS_TEST_PREFIX"), algorithms[a]);
-      OK (ks_store_open (store, g_getenv ("KS_TEST_DIR"), prefix, NULL, ERR));
+      g_autoptr (KsStore) store = open_store (registry, config, prefix, rank);
       g_autoptr (KsComm) c = join (registry, config, store, rank, n, 20000);
       check_allreduce (c, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 10007);
       check_allreduce (c, rank, n, KS_DTYPE_INT64, KS_REDUCE_MAX, 5);
@@ -279,12 +291,10 @@ run_rank (char **argv)
   g_autoptr (GError) error = NULL;
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_test_scan (config, path);
-  g_autoptr (KsStore) store = ks_store_new (registry, config, "file", &error);
 
-  CHECK (store != NULL, "%s", error->message);
   g_setenv ("KS_TEST_DIR", argv[5], TRUE);
   g_setenv ("KS_TEST_PREFIX", argv[6], TRUE);
-  OK (ks_store_open (store, argv[5], argv[6], NULL, ERR));
+  g_autoptr (KsStore) store = open_store (registry, config, argv[6], rank);
   g_autoptr (KsComm) comm = join (registry, config, store, rank, n, timeout_ms);
   if (strcmp (scenario, "collectives") == 0)
     scenario_collectives (registry, config, comm, rank, n);
@@ -404,6 +414,29 @@ test_role_maker (void)
   assert_job_ok ("roles", 3);
 }
 
+/* The ranks meet at a TCP store this test hosts, and run every collective. */
+static void
+test_tcp_store (void)
+{
+  g_autofree char *dir = ks_test_build_plugin_dir ("store");
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = ks_test_scan (config, dir);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsStore) server = ks_store_new (registry, config, "tcp", &error);
+  g_autofree char *bound = NULL;
+  int status[8];
+
+  g_assert_no_error (error);
+  g_assert_true (ks_store_serve (server, "127.0.0.1:0", "s3cret", &bound, &error));
+  g_setenv ("KS_STORE_TOKEN", "s3cret", TRUE);
+  g_autofree char *address = g_strconcat ("tcp:", bound, NULL);
+  g_autofree char *err = run_job ("collectives", 3, 3, address, "job", 20000, status);
+  g_unsetenv ("KS_STORE_TOKEN");
+  for (int r = 0; r < 3; r++)
+    if (!g_spawn_check_wait_status (status[r], NULL))
+      g_error ("rank %d of 3 failed:\n%s", r, err);
+}
+
 /* Two jobs in one directory at once, told apart by their prefix. */
 static void
 test_two_jobs (void)
@@ -474,6 +507,7 @@ main (int argc, char **argv)
   g_test_add_func ("/comm/gloo/collectives-2", test_collectives_2);
   g_test_add_func ("/comm/gloo/collectives-3", test_collectives_3);
   g_test_add_func ("/comm/gloo/role-maker", test_role_maker);
+  g_test_add_func ("/comm/gloo/tcp-store", test_tcp_store);
   g_test_add_func ("/comm/gloo/two-jobs", test_two_jobs);
   g_test_add_func ("/comm/gloo/missing-rank", test_missing_rank);
   g_test_add_func ("/comm/gloo/dead-rank", test_dead_rank);

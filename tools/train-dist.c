@@ -50,11 +50,12 @@ ks_train_dist_setup (Trainer *t, GError **error)
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "a job of %d processes needs a place to meet: `ksdist launch` gives one; "
                    "under mpirun or srun set [comm] store_address to a directory every "
-                   "process can reach, and [job] name to a name unique to this run",
+                   "process can reach (or [comm] store = tcp and the HOST:PORT of a store "
+                   "server), and [job] name to a name unique to this run",
                    total);
       return FALSE;
     }
-  if ((t->store = ks_store_new (t->registry, c, ks_config_get_string (c, "comm", "store"), error))
+  if ((t->store = ks_store_new (t->registry, c, setting (c, "KS_STORE", "comm", "store"), error))
           == NULL
       || !ks_store_open (t->store, address, *job ? job : "default", g_getenv ("KS_STORE_TOKEN"),
                          error)

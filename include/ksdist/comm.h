@@ -31,8 +31,11 @@ typedef struct {
   gboolean (*wait) (void *ctx, const char *const *keys, int timeout_ms, GError **error);
   gboolean (*add) (void *ctx, const char *key, gint64 delta, gint64 *result, GError **error);
   gboolean (*remove) (void *ctx, const char *key, GError **error);
-  /* hosts a store server (TCP store); returns when stopped */
-  gboolean (*serve) (void *ctx, const char *address, const char *token, GError **error);
+  /* Serves a network store at `address` (host:port; port 0 picks a free one) in the
+   * background until the ctx is destroyed, to clients that present `token`. *bound
+   * (g_free'd by the caller) is the host:port actually listened on. */
+  gboolean (*serve) (void *ctx, const char *address, const char *token, char **bound,
+                     GError **error);
 } KsStoreOps;
 
 typedef struct {
@@ -92,6 +95,10 @@ gboolean ks_store_get (KsStore *store, const char *key, int timeout_ms, void **d
 gboolean ks_store_wait (KsStore *store, const char *const *keys, int timeout_ms, GError **error);
 gboolean ks_store_add (KsStore *store, const char *key, gint64 delta, gint64 *result,
                        GError **error);
+/* Hosts the store for a job (a TCP store's server) until the store is freed; see
+ * KsStoreOps.serve. */
+gboolean ks_store_serve (KsStore *store, const char *address, const char *token, char **bound,
+                         GError **error);
 /* The plugin's vtable and context, for a communicator's connect. */
 const KsStoreOps *ks_store_ops (const KsStore *store);
 void *ks_store_ctx (const KsStore *store);

@@ -4,6 +4,8 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
+#include "tcp.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
@@ -243,11 +245,16 @@ static const KsStoreOps file_store_ops = {
 static const KsImplDesc store_impls[] = {
   { KS_KIND_STORE, "file", &file_store_ops, NULL,
     "Rendezvous through a directory (one machine or a shared file system)" },
+  { KS_KIND_STORE, "tcp", &ks_tcp_store_ops, NULL,
+    "Rendezvous at a server one process hosts (jobs across machines); clients need the "
+    "job's token" },
 };
 
 static const KsKeyDesc store_settings[] = {
   { NULL, "poll_max_ms", KS_VALUE_INT, "20", 1, 10000, NULL,
     "Longest sleep between looks for a key that is not there yet (file store)" },
+  { NULL, "connect_timeout_ms", KS_VALUE_INT, "300000", 1, G_MAXINT, NULL,
+    "How long a TCP store client keeps trying to reach a server that is not up yet" },
 };
 
 static const KsPluginDesc store_plugin = {
@@ -255,7 +262,7 @@ static const KsPluginDesc store_plugin = {
   .abi_minor = KS_ABI_MINOR,
   .name = "store",
   .version = PACKAGE_VERSION,
-  .description = "Rendezvous stores: file",
+  .description = "Rendezvous stores: file and TCP",
   .impls = store_impls,
   .n_impls = G_N_ELEMENTS (store_impls),
   .settings = store_settings,

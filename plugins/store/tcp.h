@@ -1,0 +1,19 @@
+/* The TCP store: a server one process hosts (ksdist launch, or rank 0) and a client in
+ * every rank, for jobs whose processes share no directory. */
+#ifndef KS_STORE_TCP_H
+#define KS_STORE_TCP_H
+
+#include <ksdist/ksdist.h>
+
+typedef struct TcpServer TcpServer;
+
+/* Listens on `address` (host:port, port 0 for any free one) and serves in background
+ * threads until stopped; *bound is the host:port it listens on. */
+TcpServer *ks_tcp_server_start (const char *address, const char *token, char **bound,
+                                GError **error);
+/* Disconnects every client and frees the server. */
+void ks_tcp_server_stop (TcpServer *server);
+
+extern const KsStoreOps ks_tcp_store_ops;
+
+#endif

@@ -1,0 +1,280 @@
+/* The TCP store over 127.0.0.1: values, counters and waits between clients; jobs kept
+ * apart by prefix; a client without the token refused and logged; malformed and
+ * truncated requests logged and cut off while the server goes on serving; a server that
+ * is not there is named. */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define TOKEN "job-token-1234"
+
+typedef struct {
+  KsConfig *config;
+  KsRegistry *registry;
+  KsStore *server;
+  char *address;
+} Fixture;
+
+/* The warnings the server logs, kept for the tests to read. */
+static GMutex log_lock;
+static GString *logged;
+
+static void
+keep_log (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
+{
+  g_mutex_lock (&log_lock);
+  g_string_append_printf (logged, "%s\n", message);
+  g_mutex_unlock (&log_lock);
+}
+
+/* Waits up to 5 s for the log to mention `text` (the server logs from its own thread). */
+static gboolean
+log_mentions (const char *text)
+{
+  for (int i = 0; i < 500; i++)
+    {
+      g_mutex_lock (&log_lock);
+      gboolean found = strstr (logged->str, text) != NULL;
+      g_mutex_unlock (&log_lock);
+      if (found)
+        return TRUE;
+      g_usleep (10 * 1000);
+    }
+  return FALSE;
+}
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dir = ks_test_build_plugin_dir ("store");
+  g_autoptr (GError) error = NULL;
+
+  f->config = ks_config_new ();
+  g_assert_true (ks_config_set_override (f->config, "store.connect_timeout_ms=400", NULL));
+  f->registry = ks_test_scan (f->config, dir);
+  f->server = ks_store_new (f->registry, f->config, "tcp", &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_store_serve (f->server, "127.0.0.1:0", TOKEN, &f->address, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_str_has_prefix (f->address, "127.0.0.1:"));
+  g_mutex_lock (&log_lock);
+  g_string_truncate (logged, 0);
+  g_mutex_unlock (&log_lock);
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  ks_store_free (f->server);
+  ks_registry_free (f->registry);
+  ks_config_free (f->config);
+  g_free (f->address);
+}
+
+static KsStore *
+client (Fixture *f, const char *prefix, const char *token, GError **error)
+{
+  KsStore *store = ks_store_new (f->registry, f->config, "tcp", error);
+  g_assert_nonnull (store);
+  if (!ks_store_open (store, f->address, prefix, token, error))
+    g_clear_pointer (&store, ks_store_free);
+  return store;
+}
+
+typedef struct {
+  KsStore *store;
+  const char *key, *value;
+} LateSet;
+
+static gpointer
+set_later (gpointer data)
+{
+  LateSet *s = data;
+  g_usleep (100 * 1000);
+  g_assert_true (ks_store_set (s->store, s->key, s->value, strlen (s->value), NULL));
+  return NULL;
+}
+
+static void
+test_values (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsStore) a = client (f, "job", TOKEN, &error);
+  g_autoptr (KsStore) b = client (f, "job", TOKEN, &error);
+  g_autoptr (KsStore) other = client (f, "other-job", TOKEN, &error);
+  g_autofree char *value = NULL;
+  gsize len;
+  gint64 count = 0;
+
+  g_assert_no_error (error);
+  /* a value set by one client, read by another, binary-safe */
+  g_assert_true (ks_store_set (a, "addr/0", "x\0y", 3, &error));
+  g_assert_true (ks_store_get (b, "addr/0", 1000, (void **) &value, &len, &error));
+  g_assert_cmpmem (value, len, "x\0y", 3);
+  /* a get waits for a value set later by another client */
+  LateSet late = { a, "late", "here" };
+  GThread *thread = g_thread_new ("set", set_later, &late);
+  g_clear_pointer (&value, g_free);
+  g_assert_true (ks_store_get (b, "late", 5000, (void **) &value, &len, &error));
+  g_assert_cmpmem (value, len, "here", 4);
+  g_thread_join (thread);
+  /* counters are atomic and shared */
+  g_assert_true (ks_store_add (a, "n", 5, &count, &error));
+  g_assert_true (ks_store_add (b, "n", -2, &count, &error));
+  g_assert_cmpint (count, ==, 3);
+  g_assert_no_error (error);
+  /* another job's prefix sees none of it, and a wait names what is missing */
+  const char *keys[] = { "addr/0", "late", NULL };
+  g_assert_true (ks_store_wait (a, keys, 100, &error));
+  g_assert_false (ks_store_wait (other, keys, 200, &error));
+  g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT);
+  g_assert_nonnull (strstr (error->message, "keys 'addr/0', 'late' did not appear within 200 ms"));
+  g_clear_error (&error);
+  g_assert_false (ks_store_get (other, "late", 50, (void **) &value, &len, &error));
+  g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT);
+  g_assert_nonnull (strstr (error->message, "key 'late' did not appear within 50 ms"));
+  g_clear_error (&error);
+  /* a key that holds text is not a counter */
+  g_assert_false (ks_store_add (a, "late", 1, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "key 'late' is not a counter"));
+}
+
+static void
+test_wrong_token (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsStore) refused = client (f, "job", "guess", &error);
+
+  g_assert_null (refused);
+  g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "refused this process (refused: wrong token)"));
+  g_assert_nonnull (strstr (error->message, "KS_STORE_TOKEN"));
+  g_assert_true (log_mentions ("tcp store: disconnected the client at 127.0.0.1:"));
+  g_assert_true (log_mentions ("refused: wrong token"));
+  g_clear_error (&error);
+  /* no token at all never reaches the server */
+  g_assert_null (client (f, "job", NULL, &error));
+  g_assert_nonnull (strstr (error->message, "no token: set KS_STORE_TOKEN"));
+  g_clear_error (&error);
+  /* the rightful client still gets in */
+  g_autoptr (KsStore) ok = client (f, "job", TOKEN, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_store_set (ok, "k", "v", 1, &error));
+}
+
+/* A raw connection to the server. */
+static int
+raw_connect (Fixture *f)
+{
+  struct sockaddr_in addr = { .sin_family = AF_INET };
+  int fd = socket (AF_INET, SOCK_STREAM, 0);
+  addr.sin_port = htons ((guint16) atoi (strrchr (f->address, ':') + 1));
+  inet_pton (AF_INET, "127.0.0.1", &addr.sin_addr);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  return fd;
+}
+
+/* Sends `bytes` raw and waits for the server to hang up. */
+static void
+send_raw_and_expect_hangup (Fixture *f, const void *bytes, gsize len, const char *logged_why)
+{
+  int fd = raw_connect (f);
+  char buf[256];
+  g_assert_cmpint (send (fd, bytes, len, 0), ==, (gssize) len);
+  shutdown (fd, SHUT_WR);
+  while (read (fd, buf, sizeof buf) > 0)
+    ; /* an error reply, then the close */
+  close (fd);
+  if (!log_mentions (logged_why))
+    g_error ("the server did not log '%s'; it logged:\n%s", logged_why, logged->str);
+}
+
+static void
+test_malformed (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  /* a frame longer than the limit */
+  static const guint8 huge[] = { 0xff, 0xff, 0xff, 0xff, 1 };
+  send_raw_and_expect_hangup (f, huge, sizeof huge, "a frame of 4294967295 bytes, over the limit");
+  /* an HTTP request instead of a hello */
+  const char *http = "GET / HTTP/1.0\r\n\r\n";
+  send_raw_and_expect_hangup (f, http, strlen (http), "a frame of");
+  /* a well-framed body that is not a hello */
+  static const guint8 not_hello[] = { 0, 0, 0, 2, 9, 9 };
+  send_raw_and_expect_hangup (f, not_hello, sizeof not_hello,
+                              "it did not begin with a ksdist store hello");
+  /* a frame cut short by the client */
+  static const guint8 short_frame[] = { 0, 0, 0, 50, 1, 2, 3 };
+  send_raw_and_expect_hangup (f, short_frame, sizeof short_frame,
+                              "the connection closed in the middle of a message");
+
+  /* after a good hello, a request with a field longer than its frame */
+  g_autoptr (GByteArray) hello = g_byte_array_new ();
+  guint8 op = 1;
+  const char *fields[] = { "ksdist-store-1", TOKEN, "job" };
+  g_byte_array_append (hello, &op, 1);
+  for (int i = 0; i < 3; i++)
+    {
+      guint32 n = GUINT32_TO_BE ((guint32) strlen (fields[i]));
+      g_byte_array_append (hello, (guint8 *) &n, 4);
+      g_byte_array_append (hello, (const guint8 *) fields[i], strlen (fields[i]));
+    }
+  g_autoptr (GByteArray) bytes = g_byte_array_new ();
+  guint32 len = GUINT32_TO_BE (hello->len);
+  g_byte_array_append (bytes, (guint8 *) &len, 4);
+  g_byte_array_append (bytes, hello->data, hello->len);
+  static const guint8 bad_set[] = { 0, 0, 0, 5, 2, 0x10, 0, 0, 0 }; /* SET, key of 256 MiB */
+  g_byte_array_append (bytes, bad_set, sizeof bad_set);
+  send_raw_and_expect_hangup (f, bytes->data, bytes->len, "a malformed request (op 2)");
+
+  /* the server goes on serving */
+  g_autoptr (KsStore) ok = client (f, "job", TOKEN, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_store_set (ok, "still", "up", 2, &error));
+  g_assert_no_error (error);
+}
+
+/* A client whose server is gone, or never came, says where it looked. */
+static void
+test_no_server (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsStore) c = client (f, "job", TOKEN, &error);
+  g_autofree char *address = g_strdup (f->address);
+  gsize len;
+  void *value;
+
+  g_assert_no_error (error);
+  g_clear_pointer (&f->server, ks_store_free);
+  g_assert_false (ks_store_get (c, "k", 1000, &value, &len, &error));
+  g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST);
+  g_assert_nonnull (strstr (error->message, "the connection to the server was lost"));
+  g_clear_error (&error);
+
+  g_autoptr (KsStore) late = ks_store_new (f->registry, f->config, "tcp", &error);
+  g_assert_false (ks_store_open (late, address, "job", TOKEN, &error));
+  g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT);
+  g_autofree char *want = g_strdup_printf ("cannot reach the server at %s within 400 ms", address);
+  g_assert_nonnull (strstr (error->message, want));
+  g_clear_error (&error);
+  g_assert_false (ks_store_open (late, "no-port-here", "job", TOKEN, &error));
+  g_assert_nonnull (strstr (error->message, "address 'no-port-here' is not HOST:PORT"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  logged = g_string_new (NULL);
+  /* the server's warnings are what some cases check, not failures */
+  g_log_set_always_fatal (G_LOG_FATAL_MASK);
+  g_log_set_default_handler (keep_log, NULL);
+  g_test_add ("/store/tcp/values", Fixture, NULL, setup, test_values, teardown);
+  g_test_add ("/store/tcp/wrong-token", Fixture, NULL, setup, test_wrong_token, teardown);
+  g_test_add ("/store/tcp/malformed", Fixture, NULL, setup, test_malformed, teardown);
+  g_test_add ("/store/tcp/no-server", Fixture, NULL, setup, test_no_server, teardown);
+  return g_test_run ();
+}
