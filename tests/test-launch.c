@@ -1,13 +1,17 @@
 /* ksdist launch and data-parallel training, with real worker processes over 127.0.0.1:
  * N workers with batch b end where one process with batch N·b does; LocalSGD with k = 1
- * is gradient allreduce; a killed worker stops the job, named; a bad config fails once. */
+ * is gradient allreduce; a killed worker stops the job, named; a bad config fails once;
+ * two nodes meeting at a TCP store train as one launch does; parameter-server jobs get
+ * their roles. */
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,39 +37,45 @@ checkpoint_floats (const char *dir, gsize *n)
   return g_memdup2 (contents + 8 + header, *n * sizeof (float));
 }
 
-/* Trains 20 steps with the --set values `extra` and returns where the checkpoint went:
- * with `launch_n` workers via ksdist launch (0: one process with `ksdist train`). */
+/* The arguments that train 20 steps with the --set values `extra`, checkpointing to
+ * `ckpt`: `command` is "train" or a launch command line. */
+static GPtrArray *
+train_args (const char *ckpt, const char *const *command, int batch, const char *const *extra)
+{
+  GPtrArray *args = g_ptr_array_new_with_free_func (g_free);
+  const char *common[] = { "train.steps=20", "train.log_every=20", "log.level=warning",
+                           "openblas.threads=1" };
+
+  for (int i = 0; command[i] != NULL; i++)
+    g_ptr_array_add (args, g_strdup (command[i]));
+  for (guint i = 0; i < G_N_ELEMENTS (common); i++)
+    {
+      g_ptr_array_add (args, g_strdup ("--set"));
+      g_ptr_array_add (args, g_strdup (common[i]));
+    }
+  g_ptr_array_add (args, g_strdup ("--set"));
+  g_ptr_array_add (args, g_strdup_printf ("train.batch=%d", batch));
+  g_ptr_array_add (args, g_strdup ("--set"));
+  g_ptr_array_add (args, g_strdup_printf ("train.checkpoint_dir=%s", ckpt));
+  for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+    {
+      g_ptr_array_add (args, g_strdup ("--set"));
+      g_ptr_array_add (args, g_strdup (extra[i]));
+    }
+  g_ptr_array_add (args, NULL);
+  return args;
+}
+
+/* Trains and returns where the checkpoint went: with `launch_n` workers via ksdist
+ * launch (0: one process with `ksdist train`). */
 static char *
 train (const char *dir, const char *name, int launch_n, int batch, const char *const *extra)
 {
   g_autofree char *out = NULL, *err = NULL;
   char *ckpt = g_build_filename (dir, name, NULL);
-  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
-  g_autofree char *set_batch = g_strdup_printf ("train.batch=%d", batch);
   g_autofree char *n = g_strdup_printf ("%d", launch_n);
-  g_autoptr (GPtrArray) args = g_ptr_array_new ();
-  const char *common[] = { "train.steps=20", "train.log_every=20", "log.level=warning",
-                           "openblas.threads=1", set_batch, set_ckpt };
-
-  if (launch_n > 0)
-    {
-      g_ptr_array_add (args, (char *) "launch");
-      g_ptr_array_add (args, (char *) "-n");
-      g_ptr_array_add (args, n);
-    }
-  else
-    g_ptr_array_add (args, (char *) "train");
-  for (guint i = 0; i < G_N_ELEMENTS (common); i++)
-    {
-      g_ptr_array_add (args, (char *) "--set");
-      g_ptr_array_add (args, (char *) common[i]);
-    }
-  for (int i = 0; extra != NULL && extra[i] != NULL; i++)
-    {
-      g_ptr_array_add (args, (char *) "--set");
-      g_ptr_array_add (args, (char *) extra[i]);
-    }
-  g_ptr_array_add (args, NULL);
+  g_autoptr (GPtrArray) args
+      = train_args (ckpt, launch_n > 0 ? ARGS ("launch", "-n", n) : ARGS ("train"), batch, extra);
   int status = ks_test_run_ksdist ((const char *const *) args->pdata, NULL, plugins, &out, &err);
   if (status != 0)
     g_error ("ksdist failed (%d):\n%s%s", status, out, err);
@@ -119,6 +129,118 @@ test_local_sgd_k1 (void)
   g_assert_cmpfloat (diff, <=, 1e-6);
   g_assert_cmpfloat (diff4, >, 1e-5); /* k = 4 really is something else */
   ks_test_rmtree (dir);
+}
+
+/* A port nothing listens on now. */
+static int
+free_port (void)
+{
+  struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t len = sizeof addr;
+  int fd = socket (AF_INET, SOCK_STREAM, 0), port;
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &addr, &len), ==, 0);
+  port = ntohs (addr.sin_port);
+  close (fd);
+  return port;
+}
+
+/* One job as two nodes on this machine, meeting at node 0's TCP store (node 1 starts
+ * first and waits for it), trains exactly as two workers of one launch do, with either
+ * store. */
+static void
+test_two_nodes (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *master = g_strdup_printf ("127.0.0.1:%d", free_port ());
+  g_autofree char *file = train (dir, "file", 2, 32, NULL);
+  g_autofree char *tcp = train (dir, "tcp", 2, 32, ARGS ("comm.store=tcp"));
+  g_autofree char *nodes = g_build_filename (dir, "nodes", NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  const char *const token[] = { "KS_STORE_TOKEN=2f9c0d41", NULL };
+  int status = 0;
+
+  g_autoptr (GPtrArray) node1 = train_args (
+      nodes, ARGS ("launch", "-n", "1", "--nnodes", "2", "--node-rank", "1", "--master", master),
+      32, NULL);
+  g_autoptr (GPtrArray) node0 = train_args (
+      nodes, ARGS ("launch", "-n", "1", "--nnodes", "2", "--node-rank", "0", "--master", master),
+      32, NULL);
+  GPid pid1 = ks_test_spawn_ksdist ((const char *const *) node1->pdata, token, plugins, NULL, NULL);
+  g_usleep (300 * 1000);
+  int status0 = ks_test_run_ksdist ((const char *const *) node0->pdata, token, plugins, &out, &err);
+  waitpid (pid1, &status, 0);
+  if (status0 != 0)
+    g_error ("node 0 failed (%d):\n%s%s", status0, out, err);
+  g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  g_assert_cmpfloat (max_difference (file, tcp), ==, 0);
+  g_assert_cmpfloat (max_difference (file, nodes), ==, 0);
+
+  /* as torchrun or a scheduler starts them: rank 0 serves the TCP store itself */
+  g_autofree char *env_run = g_build_filename (dir, "env", NULL);
+  g_autofree char *set_address = g_strdup_printf ("comm.store_address=%s", master);
+  g_autoptr (GPtrArray) rank0 = train_args (env_run, ARGS ("train"), 32,
+                                            ARGS ("comm.store=tcp", set_address));
+  const char *const env1[] = { "KS_STORE_TOKEN=2f9c0d41", "RANK=1", "WORLD_SIZE=2", NULL };
+  const char *const env0[] = { "KS_STORE_TOKEN=2f9c0d41", "RANK=0", "WORLD_SIZE=2", NULL };
+  pid1 = ks_test_spawn_ksdist ((const char *const *) rank0->pdata, env1, plugins, NULL, NULL);
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status0 = ks_test_run_ksdist ((const char *const *) rank0->pdata, env0, plugins, &out, &err);
+  waitpid (pid1, &status, 0);
+  if (status0 != 0)
+    g_error ("rank 0 failed (%d):\n%s%s", status0, out, err);
+  g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  g_assert_cmpfloat (max_difference (file, env_run), ==, 0);
+  ks_test_rmtree (dir);
+}
+
+/* A node job without a token, without --master, or missing a node says so. */
+static void
+test_node_errors (void)
+{
+  g_autofree char *master = g_strdup_printf ("127.0.0.1:%d", free_port ());
+  const char *const token[] = { "KS_STORE_TOKEN=2f9c0d41", NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  int status;
+
+  g_unsetenv ("KS_STORE_TOKEN");
+  status = ks_test_run_ksdist (ARGS ("launch", "-n", "1", "--nnodes", "2", "--master", master),
+                               NULL, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 1);
+  g_assert_nonnull (strstr (err, "a job on 2 nodes needs a token every node shares: set "
+                                 "KS_STORE_TOKEN"));
+  g_clear_pointer (&err, g_free);
+  g_clear_pointer (&out, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "--nnodes", "2", "--node-rank", "1"), token,
+                               plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "--nnodes 2 needs --master HOST:PORT"));
+  g_clear_pointer (&err, g_free);
+  g_clear_pointer (&out, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "-n", "1", "--nnodes", "2", "--master", master,
+                                     "--set", "comm.timeout=0.5"),
+                               token, plugins, &out, &err);
+  g_test_message ("%s", err);
+  g_assert_cmpint (status, ==, 1);
+  g_assert_nonnull (strstr (err, "not every node's launcher came"));
+  g_assert_nonnull (strstr (err, "keys 'launch/node/1' did not appear within 500 ms"));
+}
+
+/* A parameter-server job's processes get their roles: here the collective mode has no
+ * use for a server, and server 0 says so and is named. */
+static void
+test_servers (void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int status = ks_test_run_ksdist (ARGS ("launch", "--servers", "1", "--workers", "2", "--set",
+                                         "comm.timeout=5"),
+                                   NULL, plugins, &out, &err);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 1);
+  g_assert_nonnull (strstr (out, "[rank 2] ksdist: this process is server 0, but ksdist train "
+                                 "runs workers"));
+  g_assert_nonnull (strstr (err, "ksdist: launch: server 0 exited with status 2"));
 }
 
 /* The pid of the launcher's child whose environment says PADDLE_TRAINER_ID=`rank`. */
@@ -229,5 +351,8 @@ main (int argc, char **argv)
   g_test_add_func ("/launch/local-sgd-k1", test_local_sgd_k1);
   g_test_add_func ("/launch/killed-worker", test_killed_worker);
   g_test_add_func ("/launch/bad-config", test_bad_config);
+  g_test_add_func ("/launch/two-nodes", test_two_nodes);
+  g_test_add_func ("/launch/node-errors", test_node_errors);
+  g_test_add_func ("/launch/servers", test_servers);
   return g_test_run ();
 }

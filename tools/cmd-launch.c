@@ -1,12 +1,13 @@
-/* ksdist launch: N workers of `ksdist train` on this machine, as one data-parallel job.
+/* ksdist launch: the processes of one job on this machine, one `ksdist train` each.
  *
- * Each worker gets the environment the paddlecloud role maker reads (collective form)
- * plus the rendezvous: a fresh private store directory and a job name of its own, so
- * concurrent launches never meet. Output lines are prefixed with the rank and copied to
- * --log-dir/workerlog.R. Ctrl-C and SIGTERM are passed on to the workers. When one
- * worker fails, the others are stopped and the launcher exits non-zero naming the rank
- * and its log. */
-#include "cli.h"
+ * Collective (data-parallel) jobs: -n workers here, or -n on each of --nnodes machines
+ * that meet at --master. Parameter-server jobs: --servers S --workers W here. Each
+ * process gets the environment the paddlecloud role maker reads plus the rendezvous
+ * (launch-rendezvous.c). Output lines are prefixed with the rank and copied to
+ * --log-dir/workerlog.R (serverlog.S for a server). Ctrl-C and SIGTERM are passed on.
+ * When one process fails, the others are stopped and the launcher exits non-zero
+ * naming it and its log. */
+#include "launch.h"
 
 #include <gio/gio.h>
 #include <errno.h>
@@ -22,7 +23,8 @@ typedef struct Launch Launch;
 
 typedef struct {
   Launch *launch;
-  int rank;
+  int rank;   /* in the job: workers first, then servers */
+  char *name; /* "worker 3", "server 0" */
   GSubprocess *process;
   GDataInputStream *output;
   FILE *log;
@@ -32,9 +34,14 @@ typedef struct {
 
 struct Launch {
   GMainLoop *loop;
+  LaunchRendezvous rv;
+  int servers;     /* > 0: a parameter-server job of rv.nproc - servers workers */
+  int first_rank;  /* the job rank of this node's first process */
+  int world;       /* processes in the job, all nodes */
+  char *endpoints; /* the workers' (collective) or the servers' (parameter server) */
   Worker *workers;
   int n, running, reading;
-  int failed_rank;     /* the first worker that failed, or -1 */
+  Worker *failed;      /* the first process that failed, or NULL */
   char *failure;       /* how it failed */
   gboolean stopping;   /* the workers were told to stop */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
@@ -114,9 +121,9 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   g_subprocess_wait_finish (w->process, result, NULL);
   w->exited = TRUE;
   l->running--;
-  if (!g_subprocess_get_successful (w->process) && l->failed_rank < 0 && !l->stopping)
+  if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping)
     {
-      l->failed_rank = w->rank;
+      l->failed = w;
       if (g_subprocess_get_if_signaled (w->process))
         l->failure = g_strdup_printf ("was killed by signal %d (%s)",
                                       g_subprocess_get_term_sig (w->process),
@@ -139,50 +146,65 @@ on_signal (gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
-/* A random name for the job's rendezvous. */
+/* The endpoint list: each node's host, ports 6170 + the job rank (unique even when
+ * several nodes are one host). */
 static char *
-job_name (void)
+endpoint_list (const Launch *l, int first, int count)
 {
-  return g_strdup_printf ("launch-%d-%08x%08x", (int) getpid (), g_random_int (), g_random_int ());
+  GString *out = g_string_new (NULL);
+  for (int r = first; r < first + count; r++)
+    g_string_append_printf (out, "%s%s:%d", r > first ? "," : "",
+                            l->rv.hosts[r / l->rv.nproc], 6170 + r);
+  return g_string_free (out, FALSE);
 }
 
-/* The rendezvous directory holds one folder, the job's, of plain files. */
+/* What the role maker and the store need to know, in the process's environment. */
 static void
-remove_store (const char *store_dir, const char *job)
+set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
 {
-  g_autofree char *folder = g_build_filename (store_dir, job, NULL);
-  g_autoptr (GDir) dir = g_dir_open (folder, 0, NULL);
-  const char *name;
+  int workers = l->world - l->servers;
+  g_autofree char *id = g_strdup_printf ("%d", w->rank < workers ? w->rank : 0);
+  g_autofree char *n = g_strdup_printf ("%d", workers);
+  g_auto (GStrv) eps = g_strsplit (l->endpoints, ",", -1);
 
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+  g_subprocess_launcher_setenv (launcher, "KS_STORE", l->rv.store_kind, TRUE);
+  g_subprocess_launcher_setenv (launcher, "KS_STORE_ADDRESS", l->rv.store_address, TRUE);
+  g_subprocess_launcher_setenv (launcher, "KS_JOB", l->rv.job, TRUE);
+  if (l->rv.token != NULL)
+    g_subprocess_launcher_setenv (launcher, "KS_STORE_TOKEN", l->rv.token, TRUE);
+  g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINER_ID", id, TRUE);
+  g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINERS_NUM", n, TRUE);
+  if (l->servers == 0)
     {
-      g_autofree char *path = g_build_filename (folder, name, NULL);
-      g_unlink (path);
+      g_subprocess_launcher_unsetenv (launcher, "TRAINING_ROLE");
+      g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINER_ENDPOINTS", l->endpoints, TRUE);
+      g_subprocess_launcher_setenv (launcher, "PADDLE_CURRENT_ENDPOINT", eps[w->rank], TRUE);
+      return;
     }
-  g_rmdir (folder);
-  g_rmdir (store_dir);
+  g_subprocess_launcher_unsetenv (launcher, "PADDLE_TRAINER_ENDPOINTS");
+  g_subprocess_launcher_setenv (launcher, "PADDLE_PSERVERS_IP_PORT_LIST", l->endpoints, TRUE);
+  g_subprocess_launcher_setenv (launcher, "TRAINING_ROLE", w->rank < workers ? "TRAINER" : "PSERVER",
+                                TRUE);
+  if (w->rank >= workers)
+    {
+      const char *ep = eps[w->rank - workers], *colon = strrchr (ep, ':');
+      g_autofree char *ip = g_strndup (ep, (gsize) (colon - ep));
+      g_subprocess_launcher_setenv (launcher, "POD_IP", ip, TRUE);
+      g_subprocess_launcher_setenv (launcher, "PADDLE_PORT", colon + 1, TRUE);
+    }
 }
 
 static gboolean
-start_worker (Launch *l, Worker *w, char **child_argv, const char *store_dir, const char *job,
-              const char *endpoints, const char *log_dir, GError **error)
+start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GError **error)
 {
   g_autoptr (GSubprocessLauncher) launcher
       = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
-  g_autofree char *id = g_strdup_printf ("%d", w->rank);
-  g_autofree char *n = g_strdup_printf ("%d", l->n);
-  g_auto (GStrv) eps = g_strsplit (endpoints, ",", -1);
 
-  g_subprocess_launcher_unsetenv (launcher, "TRAINING_ROLE");
-  g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINER_ID", id, TRUE);
-  g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINERS_NUM", n, TRUE);
-  g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINER_ENDPOINTS", endpoints, TRUE);
-  g_subprocess_launcher_setenv (launcher, "PADDLE_CURRENT_ENDPOINT", eps[w->rank], TRUE);
-  g_subprocess_launcher_setenv (launcher, "KS_STORE_ADDRESS", store_dir, TRUE);
-  g_subprocess_launcher_setenv (launcher, "KS_JOB", job, TRUE);
+  set_environment (l, w, launcher);
   if (log_dir != NULL)
     {
-      w->log_path = g_strdup_printf ("%s/workerlog.%d", log_dir, w->rank);
+      g_auto (GStrv) what = g_strsplit (w->name, " ", 2);
+      w->log_path = g_strdup_printf ("%s/%slog.%s", log_dir, what[0], what[1]);
       if ((w->log = fopen (w->log_path, "w")) == NULL)
         {
           g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
@@ -202,23 +224,90 @@ start_worker (Launch *l, Worker *w, char **child_argv, const char *store_dir, co
   return TRUE;
 }
 
+/* Checks the options; prints what is wrong and returns FALSE. */
+static gboolean
+check_options (Launch *l, int n, int workers, const char *master)
+{
+  if (l->servers > 0 || workers > 0)
+    {
+      if (l->servers < 1 || workers < 1 || l->rv.nnodes > 1)
+        {
+          ks_cli_error ("launch: a parameter-server job takes --servers S and --workers W, "
+                        "both at least 1, on one node");
+          return FALSE;
+        }
+      n = l->servers + workers;
+    }
+  if (n < 1 || n > 1024)
+    {
+      ks_cli_error ("launch: -n %d: start between 1 and 1024 processes", n);
+      return FALSE;
+    }
+  if (l->rv.nnodes < 1 || l->rv.node_rank < 0 || l->rv.node_rank >= l->rv.nnodes)
+    {
+      ks_cli_error ("launch: --node-rank %d of --nnodes %d: the rank must be from 0 to %d",
+                    l->rv.node_rank, l->rv.nnodes, MAX (l->rv.nnodes - 1, 0));
+      return FALSE;
+    }
+  if (l->rv.nnodes > 1 && master == NULL)
+    {
+      ks_cli_error ("launch: --nnodes %d needs --master HOST:PORT, where node 0 serves the "
+                    "job's store (the same on every node)",
+                    l->rv.nnodes);
+      return FALSE;
+    }
+  l->n = l->rv.nproc = n;
+  l->world = n * l->rv.nnodes;
+  l->first_rank = n * l->rv.node_rank;
+  return TRUE;
+}
+
+/* The processes run this same program's `train` with the same config and --set. */
+static GPtrArray *
+child_command (const char *config_file, char **sets)
+{
+  GPtrArray *child = g_ptr_array_new_with_free_func (g_free);
+  char *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_ptr_array_add (child, self != NULL ? self : g_strdup (g_get_prgname ()));
+  g_ptr_array_add (child, g_strdup ("train"));
+  if (config_file != NULL)
+    g_ptr_array_add (child, g_strdup (config_file));
+  for (int i = 0; sets != NULL && sets[i] != NULL; i++)
+    {
+      g_ptr_array_add (child, g_strdup ("--set"));
+      g_ptr_array_add (child, g_strdup (sets[i]));
+    }
+  g_ptr_array_add (child, NULL);
+  return child;
+}
+
 static int
 run_launch (int argc, char **argv)
 {
-  int n = 2;
-  g_autofree char *log_dir = NULL;
+  int n = 2, workers = 0;
+  g_autofree char *log_dir = NULL, *master = NULL;
   g_auto (GStrv) sets = NULL;
+  Launch l = { .rv = { .nnodes = 1 } };
   GOptionEntry entries[] = {
     { "nproc", 'n', 0, G_OPTION_ARG_INT, &n, "Workers to start on this machine (default 2)", "N" },
+    { "nnodes", 0, 0, G_OPTION_ARG_INT, &l.rv.nnodes,
+      "Machines in the job, each running its own ksdist launch (default 1)", "M" },
+    { "node-rank", 0, 0, G_OPTION_ARG_INT, &l.rv.node_rank, "This machine's place, 0 to M-1",
+      "K" },
+    { "master", 0, 0, G_OPTION_ARG_STRING, &master,
+      "Where node 0 serves the job's TCP store; every node gives the same", "HOST:PORT" },
+    { "servers", 0, 0, G_OPTION_ARG_INT, &l.servers,
+      "A parameter-server job: this many servers (with --workers)", "S" },
+    { "workers", 0, 0, G_OPTION_ARG_INT, &workers,
+      "A parameter-server job: this many workers (with --servers)", "W" },
     { "log-dir", 0, 0, G_OPTION_ARG_FILENAME, &log_dir,
-      "Write each worker's output to DIR/workerlog.RANK too", "DIR" },
+      "Write each process's output to DIR/workerlog.RANK (serverlog.S) too", "DIR" },
     KS_CLI_SET_OPTION (sets),
     { NULL },
   };
   g_autoptr (KsConfig) config = NULL;
   g_autoptr (KsRegistry) registry = NULL;
   g_autoptr (GError) error = NULL;
-  Launch l = { .failed_rank = -1 };
   int status;
 
   if (!ks_cli_parse ("launch", "[CONFIG]", ks_cmd_launch.summary, entries, &argc, &argv))
@@ -228,12 +317,10 @@ run_launch (int argc, char **argv)
       ks_cli_error ("launch: one CONFIG at most, got '%s' too (see ksdist help launch)", argv[2]);
       return KS_EXIT_USAGE;
     }
-  if (n < 1 || n > 1024)
-    {
-      ks_cli_error ("launch: -n %d: start between 1 and 1024 workers", n);
-      return KS_EXIT_USAGE;
-    }
-  /* a bad configuration is reported once, here, rather than by every worker */
+  if (!check_options (&l, n, workers, master))
+    return KS_EXIT_USAGE;
+  l.rv.master = master;
+  /* a bad configuration is reported once, here, rather than by every process */
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0)
     return status;
   if (log_dir != NULL && g_mkdir_with_parents (log_dir, 0755) != 0)
@@ -241,45 +328,31 @@ run_launch (int argc, char **argv)
       ks_cli_error ("launch: cannot create --log-dir %s: %s", log_dir, g_strerror (errno));
       return KS_EXIT_USAGE;
     }
-
-  g_autofree char *store_dir = g_dir_make_tmp ("ksdist-launch-XXXXXX", &error);
-  if (store_dir == NULL)
+  if (!ks_launch_rendezvous_begin (&l.rv, registry, config, &error))
     {
-      ks_cli_error ("launch: cannot make the rendezvous directory: %s", error->message);
+      ks_cli_error ("launch: %s", error->message);
+      ks_launch_rendezvous_end (&l.rv, 0);
       return KS_EXIT_RUNTIME;
     }
-  g_autofree char *job = job_name ();
-  g_autoptr (GString) endpoints = g_string_new (NULL);
-  for (int r = 0; r < n; r++)
-    g_string_append_printf (endpoints, "%s127.0.0.1:%d", r ? "," : "", 6170 + r);
+  l.endpoints = l.servers > 0 ? endpoint_list (&l, l.world - l.servers, l.servers)
+                              : endpoint_list (&l, 0, l.world);
+  g_autoptr (GPtrArray) child = child_command (argc == 2 ? argv[1] : NULL, sets);
 
-  /* the workers run this same program's `train` with the same config and --set */
-  g_autoptr (GPtrArray) child = g_ptr_array_new ();
-  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
-  g_ptr_array_add (child, self != NULL ? self : (char *) g_get_prgname ());
-  g_ptr_array_add (child, (char *) "train");
-  if (argc == 2)
-    g_ptr_array_add (child, argv[1]);
-  for (int i = 0; sets != NULL && sets[i] != NULL; i++)
-    {
-      g_ptr_array_add (child, (char *) "--set");
-      g_ptr_array_add (child, sets[i]);
-    }
-  g_ptr_array_add (child, NULL);
-
-  l.n = n;
   l.loop = g_main_loop_new (NULL, FALSE);
-  l.workers = g_new0 (Worker, n);
+  l.workers = g_new0 (Worker, l.n);
   guint sigint = g_unix_signal_add (SIGINT, on_signal, &l);
   guint sigterm = g_unix_signal_add (SIGTERM, on_signal, &l);
-  for (int r = 0; r < n && error == NULL; r++)
+  for (int i = 0; i < l.n && error == NULL; i++)
     {
-      l.workers[r].launch = &l;
-      l.workers[r].rank = r;
-      if (!start_worker (&l, &l.workers[r], (char **) child->pdata, store_dir, job,
-                         endpoints->str, log_dir, &error))
+      Worker *w = &l.workers[i];
+      w->launch = &l;
+      w->rank = l.first_rank + i;
+      w->name = w->rank < l.world - l.servers
+                    ? g_strdup_printf ("worker %d", w->rank)
+                    : g_strdup_printf ("server %d", w->rank - (l.world - l.servers));
+      if (!start_worker (&l, w, (char **) child->pdata, log_dir, &error))
         {
-          ks_cli_error ("launch: cannot start worker %d: %s", r, error->message);
+          ks_cli_error ("launch: cannot start %s: %s", w->name, error->message);
           stop_all (&l);
         }
     }
@@ -291,33 +364,35 @@ run_launch (int argc, char **argv)
   status = KS_EXIT_OK;
   if (error != NULL)
     status = KS_EXIT_RUNTIME;
-  else if (l.failed_rank >= 0)
+  else if (l.failed != NULL)
     {
-      Worker *w = &l.workers[l.failed_rank];
-      ks_cli_error ("launch: worker %d %s; the others were stopped. Its output is above%s%s",
-                    l.failed_rank, l.failure, w->log_path ? " and in " : "",
-                    w->log_path ? w->log_path : " (keep it with --log-dir)");
+      ks_cli_error ("launch: %s %s; the others were stopped. Its output is above%s%s",
+                    l.failed->name, l.failure, l.failed->log_path ? " and in " : "",
+                    l.failed->log_path ? l.failed->log_path : " (keep it with --log-dir)");
       status = KS_EXIT_RUNTIME;
     }
   else if (l.signal_received)
     status = 128 + SIGINT;
-  for (int r = 0; r < n; r++)
+  for (int i = 0; i < l.n; i++)
     {
-      g_clear_object (&l.workers[r].output);
-      g_clear_object (&l.workers[r].process);
-      if (l.workers[r].log != NULL)
-        fclose (l.workers[r].log);
-      g_free (l.workers[r].log_path);
+      g_clear_object (&l.workers[i].output);
+      g_clear_object (&l.workers[i].process);
+      if (l.workers[i].log != NULL)
+        fclose (l.workers[i].log);
+      g_free (l.workers[i].log_path);
+      g_free (l.workers[i].name);
     }
   g_free (l.workers);
   g_free (l.failure);
+  g_free (l.endpoints);
   g_main_loop_unref (l.loop);
-  remove_store (store_dir, job);
+  ks_launch_rendezvous_end (&l.rv, status == KS_EXIT_OK ? 30000 : 0);
   return status;
 }
 
 const KsCommand ks_cmd_launch = {
   "launch",
-  "Train with N workers on this machine (data parallel), one `ksdist train` each",
+  "Train with N workers on this machine or on several (data parallel), or with servers and "
+  "workers (parameter server), one `ksdist train` each",
   run_launch,
 };

@@ -10,6 +10,8 @@ tools_ksdist_SOURCES = \
 	tools/cmd-train.c \
 	tools/train-tasks.c \
 	tools/train-dist.c \
+	tools/launch.h \
+	tools/launch-rendezvous.c \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
 	tools/cmd-plot.c

@@ -1,5 +1,6 @@
 /* ksdist train across processes: the role maker says who this process is; with more than
- * one worker the ranks meet at the store, connect a communicator, and the [job] mode's
+ * one worker the ranks meet at the store (a TCP store is served by ksdist launch, or
+ * else by rank 0 at [comm] store_address), connect a communicator, and the [job] mode's
  * algorithm wraps the optimizer (collective: gradients averaged every step). Worker r of
  * n trains on rows [r·b, (r+1)·b) of each step's global batch of n·b rows, so the run
  * follows a one-process run with batch n·b. */
@@ -43,6 +44,12 @@ ks_train_dist_setup (Trainer *t, GError **error)
                    ks_role_maker_server_index (t->role), ks_config_get_string (c, "job", "mode"));
       return FALSE;
     }
+  /* ksdist launch hosts a TCP store and says where; without it, rank 0 serves it */
+  const char *store = setting (c, "KS_STORE", "comm", "store"), *token = g_getenv ("KS_STORE_TOKEN");
+  gboolean rank0_serves = strcmp (store, "tcp") == 0 && g_getenv ("KS_STORE_ADDRESS") == NULL
+                          && ks_role_maker_global_rank (t->role) == 0;
+  g_autofree char *bound = NULL;
+
   t->rank = ks_role_maker_worker_index (t->role);
   t->world = ks_role_maker_worker_num (t->role);
   if (*address == '\0')
@@ -55,10 +62,9 @@ ks_train_dist_setup (Trainer *t, GError **error)
                    total);
       return FALSE;
     }
-  if ((t->store = ks_store_new (t->registry, c, setting (c, "KS_STORE", "comm", "store"), error))
-          == NULL
-      || !ks_store_open (t->store, address, *job ? job : "default", g_getenv ("KS_STORE_TOKEN"),
-                         error)
+  if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
+      || (rank0_serves && !ks_store_serve (t->store, address, token, &bound, error))
+      || !ks_store_open (t->store, address, *job ? job : "default", token, error)
       || (t->comm = ks_comm_new (t->registry, c, ks_config_get_string (c, "comm", "backend"),
                                  error))
              == NULL

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -267,7 +269,11 @@ accept_clients (gpointer data)
       socklen_t len = sizeof addr;
       int fd = accept (s->listen_fd, (struct sockaddr *) &addr, &len);
       if (fd >= 0)
-        fcntl (fd, F_SETFD, FD_CLOEXEC); /* the launcher's workers must not inherit it */
+        {
+          int one = 1;
+          fcntl (fd, F_SETFD, FD_CLOEXEC); /* the launcher's workers must not inherit it */
+          setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
       if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
         continue;
       g_mutex_lock (&s->lock);

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 void
@@ -102,28 +103,35 @@ wire_get_string (WireReader *r, char **s)
   return TRUE;
 }
 
-static gboolean
-send_all (int fd, const void *data, gsize len)
-{
-  const char *p = data;
-  while (len > 0)
-    {
-      ssize_t n = send (fd, p, len, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return FALSE;
-      p += n;
-      len -= (gsize) n;
-    }
-  return TRUE;
-}
-
+/* One sendmsg for the length and the body, so that a small frame is one TCP segment
+ * (two sends would wait on Nagle's algorithm for the peer's delayed ACK). */
 gboolean
 wire_send (int fd, const GByteArray *body)
 {
   guint32 be = GUINT32_TO_BE (body->len);
-  return send_all (fd, &be, 4) && send_all (fd, body->data, body->len);
+  struct iovec iov[2] = { { &be, 4 }, { body->data, body->len } };
+  struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+
+  while (msg.msg_iovlen > 0)
+    {
+      ssize_t n = sendmsg (fd, &msg, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return FALSE;
+      while (msg.msg_iovlen > 0 && (gsize) n >= msg.msg_iov[0].iov_len)
+        {
+          n -= (ssize_t) msg.msg_iov[0].iov_len;
+          msg.msg_iov++;
+          msg.msg_iovlen--;
+        }
+      if (msg.msg_iovlen > 0)
+        {
+          msg.msg_iov[0].iov_base = (char *) msg.msg_iov[0].iov_base + n;
+          msg.msg_iov[0].iov_len -= (gsize) n;
+        }
+    }
+  return TRUE;
 }
 
 /* Reads exactly len bytes. 1: done; 0: closed before the first byte; -1: why says. */

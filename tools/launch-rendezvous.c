@@ -1,0 +1,179 @@
+/* Where a launched job's processes meet, and how the launchers of several nodes meet.
+ *
+ * One node, file store (the default): a fresh private directory and a random job name.
+ * One node, [comm] store = tcp: this launcher serves a TCP store on 127.0.0.1 with a
+ * random token. Several nodes: node 0's launcher serves the TCP store at --master; every
+ * launcher (node 0's too) joins it with the token all nodes share (KS_STORE_TOKEN),
+ * says its host and process count, and learns the others'. At the end node 0 waits for
+ * the others to finish before it takes the store down. */
+#include "launch.h"
+
+#include <glib/gstdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOKEN_BYTES 16
+
+static char *
+random_hex (int bytes)
+{
+  GString *s = g_string_new (NULL);
+  for (int i = 0; i < bytes; i++)
+    g_string_append_printf (s, "%02x", g_random_int_range (0, 256));
+  return g_string_free (s, FALSE);
+}
+
+/* The name this node goes by in the endpoint lists: loopback jobs stay on 127.0.0.1. */
+static char *
+this_host (const char *master)
+{
+  if (g_str_has_prefix (master, "127.") || g_str_has_prefix (master, "localhost:")
+      || g_str_has_prefix (master, "[::1]"))
+    return g_strdup ("127.0.0.1");
+  return g_strdup (g_get_host_name ());
+}
+
+/* Says this node's host and process count and reads every node's. */
+static gboolean
+meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
+{
+  g_autofree char *mine = g_strdup_printf ("%d %s", rv->nproc, rv->hosts[rv->node_rank]);
+  g_autofree char *key = g_strdup_printf ("launch/node/%d", rv->node_rank);
+  g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+
+  if (!ks_store_set (rv->store, key, mine, strlen (mine), error))
+    return FALSE;
+  for (int k = 0; k < rv->nnodes; k++)
+    g_ptr_array_add (keys, g_strdup_printf ("launch/node/%d", k));
+  g_ptr_array_add (keys, NULL);
+  if (!ks_store_wait (rv->store, (const char *const *) keys->pdata, timeout_ms, error))
+    {
+      g_prefix_error (error, "not every node's launcher came (start `ksdist launch --nnodes "
+                             "%d --node-rank K --master %s` on each node K): ",
+                      rv->nnodes, rv->store_address);
+      return FALSE;
+    }
+  for (int k = 0; k < rv->nnodes; k++)
+    {
+      g_autofree char *value = NULL;
+      gsize len;
+      int nproc = 0;
+      if (!ks_store_get (rv->store, keys->pdata[k], timeout_ms, (void **) &value, &len, error))
+        return FALSE;
+      g_autofree char *text = g_strndup (value, len);
+      char *space = strchr (text, ' ');
+      if (space == NULL || (nproc = atoi (text)) != rv->nproc)
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "node %d starts %d processes and this node (%d) %d: give every node the "
+                       "same -n",
+                       k, nproc, rv->node_rank, rv->nproc);
+          return FALSE;
+        }
+      g_free (rv->hosts[k]);
+      rv->hosts[k] = g_strdup (space + 1);
+    }
+  return TRUE;
+}
+
+gboolean
+ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const KsConfig *config,
+                            GError **error)
+{
+  const char *kind = g_getenv ("KS_STORE");
+  int timeout_ms = (int) (ks_config_get_double (config, "comm", "timeout") * 1000);
+
+  if (kind == NULL || *kind == '\0')
+    kind = ks_config_get_string (config, "comm", "store");
+  rv->hosts = g_new0 (char *, rv->nnodes + 1);
+  if (rv->nnodes == 1)
+    {
+      rv->hosts[0] = g_strdup ("127.0.0.1");
+      g_autofree char *suffix = random_hex (4);
+      rv->job = g_strdup_printf ("launch-%d-%s", (int) getpid (), suffix);
+      if (strcmp (kind, "tcp") != 0)
+        {
+          rv->store_kind = g_strdup (kind);
+          rv->store_dir = g_dir_make_tmp ("ksdist-launch-XXXXXX", error);
+          rv->store_address = g_strdup (rv->store_dir);
+          return rv->store_dir != NULL;
+        }
+      rv->token = random_hex (TOKEN_BYTES);
+      rv->store_kind = g_strdup ("tcp");
+      return (rv->store = ks_store_new (registry, config, "tcp", error)) != NULL
+             && ks_store_serve (rv->store, "127.0.0.1:0", rv->token, &rv->store_address, error);
+    }
+
+  const char *token = g_getenv ("KS_STORE_TOKEN");
+  const char *job = g_getenv ("KS_JOB");
+  if (token == NULL || *token == '\0')
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "a job on %d nodes needs a token every node shares: set KS_STORE_TOKEN to "
+                   "the same secret on each (e.g. the output of `head -c16 /dev/urandom | "
+                   "xxd -p` made once)",
+                   rv->nnodes);
+      return FALSE;
+    }
+  rv->token = g_strdup (token);
+  rv->store_kind = g_strdup ("tcp");
+  rv->store_address = g_strdup (rv->master);
+  rv->job = g_strdup (job != NULL && *job ? job : *ks_config_get_string (config, "job", "name")
+                                                    ? ks_config_get_string (config, "job", "name")
+                                                    : "launch");
+  rv->hosts[rv->node_rank] = this_host (rv->master);
+  if ((rv->store = ks_store_new (registry, config, "tcp", error)) == NULL)
+    return FALSE;
+  if (rv->node_rank == 0)
+    {
+      g_autofree char *bound = NULL;
+      if (!ks_store_serve (rv->store, rv->master, rv->token, &bound, error))
+        return FALSE;
+    }
+  return ks_store_open (rv->store, rv->store_address, rv->job, rv->token, error)
+         && meet_nodes (rv, timeout_ms, error);
+}
+
+/* The rendezvous directory holds one folder, the job's, of plain files. */
+static void
+remove_store_dir (const char *store_dir, const char *job)
+{
+  g_autofree char *folder = g_build_filename (store_dir, job, NULL);
+  g_autoptr (GDir) dir = g_dir_open (folder, 0, NULL);
+  const char *name;
+
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (folder, name, NULL);
+      g_unlink (path);
+    }
+  g_rmdir (folder);
+  g_rmdir (store_dir);
+}
+
+void
+ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
+{
+  if (rv->nnodes > 1 && rv->store != NULL)
+    {
+      /* node 0 keeps serving until every node's processes are done with the store */
+      g_autofree char *key = g_strdup_printf ("launch/done/%d", rv->node_rank);
+      ks_store_set (rv->store, key, "1", 1, NULL);
+      for (int k = 1; rv->node_rank == 0 && k < rv->nnodes; k++)
+        {
+          g_autofree char *other = g_strdup_printf ("launch/done/%d", k);
+          const char *keys[] = { other, NULL };
+          ks_store_wait (rv->store, keys, wait_ms, NULL);
+        }
+    }
+  if (rv->store_dir != NULL)
+    remove_store_dir (rv->store_dir, rv->job);
+  ks_store_free (rv->store);
+  g_strfreev (rv->hosts);
+  g_free (rv->store_kind);
+  g_free (rv->store_address);
+  g_free (rv->store_dir);
+  g_free (rv->token);
+  g_free (rv->job);
+}
