@@ -113,6 +113,29 @@ ks_role_maker_global_rank (const KsRoleMaker *role)
              : ks_role_maker_worker_num (role) + ks_role_maker_server_index (role);
 }
 
+char **
+ks_role_maker_split_files (const KsRoleMaker *role, const char *const *files, GError **error)
+{
+  int n = ks_role_maker_worker_num (role), me = ks_role_maker_worker_index (role);
+  guint len = files != NULL ? g_strv_length ((char **) files) : 0;
+  guint block = len / (guint) n, extra = len % (guint) n;
+  guint begin = (guint) me * block + MIN ((guint) me, extra);
+  guint count = block + ((guint) me < extra ? 1 : 0);
+  char **mine;
+
+  if (!ks_role_maker_is_worker (role))
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                   "split_files gives workers their files, and this process is server %d",
+                   ks_role_maker_server_index (role));
+      return NULL;
+    }
+  mine = g_new0 (char *, count + 1);
+  for (guint i = 0; i < count; i++)
+    mine[i] = g_strdup (files[begin + i]);
+  return mine;
+}
+
 gboolean
 ks_role_maker_set_comm (KsRoleMaker *role, KsComm *all, GError **error)
 {

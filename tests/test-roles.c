@@ -1,5 +1,6 @@
 /* Role makers: the identity each reads from the environment or the configuration, and
- * the error that names what is missing or wrong. (Their collectives: test-comm.) */
+ * the error that names what is missing or wrong; split_files. (Their collectives:
+ * test-comm.) */
 #include "testutil.h"
 
 #include <string.h>
@@ -184,6 +185,51 @@ test_user (void)
   assert_fails ("user", NULL, count, "worker_endpoints lists 1 endpoints but worker_num = 2");
 }
 
+/* The files worker `index` of `n` gets, joined with commas. */
+static char *
+split (int index, int n, const char *const *files)
+{
+  g_autofree char *id = g_strdup_printf ("roles.current_id=%d", index);
+  g_autofree char *num = g_strdup_printf ("roles.worker_num=%d", n);
+  const char *sets[] = { id, num, NULL };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsRoleMaker) role = make ("user", NULL, sets, &error);
+  g_assert_no_error (error);
+  g_auto (GStrv) mine = ks_role_maker_split_files (role, files, &error);
+  g_assert_no_error (error);
+  return g_strjoinv (",", mine);
+}
+
+/* OpenKS's split_files: 7 files over 3 workers are 3, 2, 2 in order; fewer files than
+ * workers leave the last ones none; a server has no share. */
+static void
+test_split_files (void)
+{
+  const char *const files[] = { "a", "b", "c", "d", "e", "f", "g", NULL };
+  const char *const two[] = { "x", "y", NULL };
+  const char *const server[] = { "roles.role=server", "roles.server_endpoints=s:1", NULL };
+  const char *want[] = { "a,b,c", "d,e", "f,g" };
+  g_autoptr (GError) error = NULL;
+
+  for (int i = 0; i < 3; i++)
+    {
+      g_autofree char *got = split (i, 3, files);
+      g_assert_cmpstr (got, ==, want[i]);
+    }
+  for (int i = 0; i < 7; i++)
+    {
+      g_autofree char *got = split (i, 7, files);
+      g_assert_cmpstr (got, ==, files[i]);
+    }
+  g_autofree char *x = split (0, 3, two), *y = split (1, 3, two), *none = split (2, 3, two);
+  g_assert_cmpstr (x, ==, "x");
+  g_assert_cmpstr (y, ==, "y");
+  g_assert_cmpstr (none, ==, "");
+  g_autoptr (KsRoleMaker) s = make ("user", NULL, server, &error);
+  g_assert_null (ks_role_maker_split_files (s, files, &error));
+  g_assert_nonnull (strstr (error->message, "this process is server 0"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -193,5 +239,6 @@ main (int argc, char **argv)
   g_test_add_func ("/roles/paddlecloud/collective", test_paddlecloud_collective);
   g_test_add_func ("/roles/env", test_env);
   g_test_add_func ("/roles/user", test_user);
+  g_test_add_func ("/roles/split-files", test_split_files);
   return g_test_run ();
 }

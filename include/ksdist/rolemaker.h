@@ -65,6 +65,12 @@ char *ks_role_maker_to_string (const KsRoleMaker *role);
 /* This process's rank among all of the job's: workers first, then servers. */
 int ks_role_maker_global_rank (const KsRoleMaker *role);
 
+/* This worker's share of `files` (OpenKS's split_files): contiguous blocks in order,
+ * len / n files each (integer division), the first len % n workers one more. A NULL-
+ * terminated copy (g_strfreev), possibly empty; NULL with an error on a server. */
+char **ks_role_maker_split_files (const KsRoleMaker *role, const char *const *files,
+                                  GError **error);
+
 /* Gives the role maker the communicator over all of the job's processes (ranked as
  * ks_role_maker_global_rank says; it must outlive the role maker). The collectives below
  * run over it, and workers' ones over a sub-group of the workers made here. */
