@@ -55,6 +55,8 @@ struct KsModel {
   guint64 ops_executed;
   KsExpr *swept_loss;  /* the loss whose backward sweep is current ... */
   guint64 swept_version; /* ... for this version of its value */
+  KsGradReadyFunc grad_ready; /* told when a parameter's gradient is final */
+  gpointer grad_ready_data;
   guint n_layers;      /* for default layer names */
   float *unit;         /* a device scalar of scratch (16 floats) */
   float *scratch;      /* device scratch of scratch_len floats */

@@ -421,6 +421,29 @@ ks_expr_value (KsExpr *expr, GError **error)
 
 /* ---- backward ---- */
 
+void
+ks_model_set_grad_ready (KsModel *model, KsGradReadyFunc func, gpointer data)
+{
+  model->grad_ready = func;
+  model->grad_ready_data = data;
+}
+
+/* After op `e`'s backward: tells of each parameter input whose last contribution this
+ * was (the sweep runs down the ids, so the consumer of lowest id contributes last). */
+static void
+tell_ready (KsModel *model, const KsExpr *e, const guint *last_use)
+{
+  for (guint k = 0; k < e->n_in; k++)
+    {
+      KsExpr *p = e->in[k];
+      gboolean repeated = FALSE;
+      for (guint j = 0; j < k; j++)
+        repeated |= e->in[j] == p;
+      if (p->op == OP_PARAMETER && p->needs_grad && last_use[p->id] == e->id && !repeated)
+        model->grad_ready (model, p, model->grad_ready_data);
+    }
+}
+
 gboolean
 ks_model_backward (KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
                    const char *const *no_grad, GArray *pairs, GError **error)
@@ -518,6 +541,26 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
                                                         ks_tensor_nbytes (e->grad), error)))
         return FALSE;
     }
+  /* for the grad_ready callback: each parameter's lowest-id consumer in this sweep, and
+   * at once the parameters this loss does not reach (their zero is final) */
+  g_autofree guint *last_use = NULL;
+  if (model->grad_ready != NULL)
+    {
+      last_use = g_new (guint, loss->id + 1);
+      memset (last_use, 0xff, (loss->id + 1) * sizeof (guint));
+      for (guint i = loss->id + 1; i-- > 0;)
+        {
+          KsExpr *e = g_ptr_array_index (model->exprs, i);
+          for (guint k = 0; e->needs_grad && k < e->n_in; k++)
+            last_use[e->in[k]->id] = i;
+        }
+      for (guint i = 0; i < model->exprs->len; i++)
+        {
+          KsExpr *g = g_ptr_array_index (model->exprs, i);
+          if (g->op == OP_GRAD && g->in[0] == loss && !g->param->needs_grad)
+            model->grad_ready (model, g->param, model->grad_ready_data);
+        }
+    }
   if (!loss->needs_grad)
     return TRUE; /* no parameter of this backward reaches the loss: gradients stay zero */
   if (!ks_compute_copy_to_device (model->compute, loss->grad->data, &one, sizeof one, error))
@@ -527,6 +570,8 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
       KsExpr *e = g_ptr_array_index (model->exprs, i);
       if (e->needs_grad && e->n_in > 0 && !ks_op_backward (e, error))
         return FALSE;
+      if (last_use != NULL && e->needs_grad)
+        tell_ready (model, e, last_use);
     }
   model->swept_loss = loss;
   model->swept_version = loss->version;

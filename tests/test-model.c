@@ -280,6 +280,62 @@ test_backward_selection (Fixture *f, gconstpointer data)
   ks_model_free (n.model);
 }
 
+/* What the grad_ready callback saw: each parameter's name and its gradient then. */
+typedef struct {
+  GPtrArray *names;
+  GPtrArray *values; /* float *, g_free'd */
+} ReadyLog;
+
+static void
+on_ready (KsModel *model, KsExpr *param, gpointer data)
+{
+  ReadyLog *log = data;
+  const KsTensor *g = ks_arena_tensor (ks_model_gradients (model), ks_expr_name (param));
+  g_ptr_array_add (log->names, g_strdup (ks_expr_name (param)));
+  g_ptr_array_add (log->values, g_memdup2 (g->data, ks_tensor_nbytes (g)));
+}
+
+/* The callback tells of every parameter once, with its final gradient, and the layers
+ * nearest the loss first: fc2 (last layer) before fc1 (first). */
+static void
+test_grad_ready (Fixture *f, gconstpointer data)
+{
+  Net n;
+  ReadyLog log = { g_ptr_array_new_with_free_func (g_free), g_ptr_array_new_with_free_func (g_free) };
+  g_autoptr (GError) error = NULL;
+  int fc1 = -1, fc2 = -1;
+
+  build (f, &n);
+  g_assert_true (ks_model_init (n.model, &error));
+  g_assert_true (ks_model_backward (n.model, n.loss, NULL, 0, NULL, NULL, &error));
+  ks_model_set_grad_ready (n.model, on_ready, &log);
+  feed_all (&n);
+  g_assert_cmpuint (log.names->len, ==, 6);
+  for (guint i = 0; i < log.names->len; i++)
+    {
+      const char *name = log.names->pdata[i];
+      const KsTensor *g = ks_arena_tensor (ks_model_gradients (n.model), name);
+      g_assert_cmpmem (log.values->pdata[i], ks_tensor_nbytes (g), g->data, ks_tensor_nbytes (g));
+      for (guint j = 0; j < i; j++)
+        g_assert_cmpstr (log.names->pdata[j], !=, name);
+      if (strcmp (name, "fc1.w") == 0)
+        fc1 = (int) i;
+      if (strcmp (name, "fc2.w") == 0)
+        fc2 = (int) i;
+    }
+  g_assert_cmpint (fc2, >=, 0);
+  g_assert_cmpint (fc2, <, fc1);
+  /* the gradient is not zero: the check above compared something */
+  const KsTensor *g1 = ks_arena_tensor (ks_model_gradients (n.model), "fc1.w");
+  double norm = 0;
+  for (gsize i = 0; i < g1->numel; i++)
+    norm += fabs (((float *) g1->data)[i]);
+  g_assert_cmpfloat (norm, >, 0);
+  g_ptr_array_unref (log.names);
+  g_ptr_array_unref (log.values);
+  ks_model_free (n.model);
+}
+
 static void
 test_pruning_and_cache (Fixture *f, gconstpointer data)
 {
@@ -466,6 +522,7 @@ main (int argc, char **argv)
   ADD ("softmax-reshape-gradients", test_softmax_reshape_gradients);
   ADD ("attention", test_attention);
   ADD ("backward-selection", test_backward_selection);
+  ADD ("grad-ready", test_grad_ready);
   ADD ("pruning-and-cache", test_pruning_and_cache);
   ADD ("lazy-value", test_lazy_value);
   ADD ("device-binding", test_device_binding);

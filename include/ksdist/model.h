@@ -66,6 +66,12 @@ guint64 ks_model_ops_executed (const KsModel *model);
 /* The arenas of ks_model_init (NULL before). */
 KsArena *ks_model_parameters (const KsModel *model);
 KsArena *ks_model_gradients (const KsModel *model);
+/* Called during a backward sweep as soon as `param`'s gradient is final in the gradient
+ * arena, while the sweep goes on with the layers below: a data-parallel algorithm starts
+ * averaging it there. Calls come in the same order on every process that runs the same
+ * graph. One callback per model; NULL removes it. */
+typedef void (*KsGradReadyFunc) (KsModel *model, KsExpr *param, gpointer data);
+void ks_model_set_grad_ready (KsModel *model, KsGradReadyFunc func, gpointer data);
 /* Tells the graph a parameter's values changed outside it (an optimizer step). */
 void ks_model_parameters_changed (KsModel *model);
 
