@@ -6,16 +6,20 @@
  *
  * Parameters are broadcast from worker 0 when the optimizer is set up, so every worker
  * starts from the same point. Averages go in buckets of bucket_kb, one allreduce each,
- * so a large model never needs one huge message. There are no servers in this mode:
+ * so a large model never needs one huge message. With overlap (the default), a bucket
+ * of gradients is averaged on a communication thread as soon as backward has finished
+ * it, while backward goes on (buckets.c); the update waits for the last. There are no servers in this mode:
  * init_server, run_server, init_worker and stop_worker only warn. */
 #include <config.h>
 #include <ksdist/ksdist.h>
+
+#include "buckets.h"
 
 #include <string.h>
 
 typedef struct {
   KsRoleMaker *role;
-  gboolean local_sgd;
+  gboolean local_sgd, overlap;
   gint64 k;
   gsize bucket_floats;
 } Collective;
@@ -26,6 +30,7 @@ collective_create (const KsSettings *s, GError **error)
   Collective *c = g_new0 (Collective, 1);
   c->local_sgd = strcmp (ks_settings_get_string (s, "strategy"), "local_sgd") == 0;
   c->k = ks_settings_get_int (s, "local_sgd_k");
+  c->overlap = ks_settings_get_bool (s, "overlap");
   c->bucket_floats = MAX (1, ks_settings_get_int (s, "bucket_kb") * 1024 / sizeof (float));
   return c;
 }
@@ -93,6 +98,8 @@ typedef struct {
   const KsOptimizerOps *inner_ops;
   void *inner;
   gint64 updates;
+  KsModel *model;
+  Buckets *buckets; /* grad_allreduce with overlap, once backward has made the pairs */
 } DistOpt;
 
 #define INNER_HAS(d, field) KS_OPS_HAS ((d)->inner_ops, KsOptimizerOps, field)
@@ -122,7 +129,11 @@ average (DistOpt *d, KsArena *arena, GError **error)
 static void
 dist_destroy (void *p)
 {
-  g_free (p);
+  DistOpt *d = p;
+  if (d->buckets != NULL)
+    ks_model_set_grad_ready (d->model, NULL, NULL); /* the model outlives its optimizer */
+  ks_buckets_free (d->buckets);
+  g_free (d);
 }
 
 static gboolean
@@ -143,6 +154,14 @@ dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsi
       g_prefix_error (error, "collective: broadcasting the initial parameters: ");
       return FALSE;
     }
+  if (comm != NULL && ks_comm_size (comm) > 1 && !d->algorithm->local_sgd && d->algorithm->overlap
+      && d->buckets == NULL)
+    {
+      d->model = model;
+      d->buckets = ks_buckets_new (model, comm, (const KsParamGrad *) pairs->data, pairs->len,
+                                   d->algorithm->bucket_floats);
+      ks_model_set_grad_ready (model, ks_buckets_ready, d->buckets);
+    }
   return TRUE;
 }
 
@@ -153,7 +172,8 @@ dist_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GE
   Collective *c = d->algorithm;
 
   if (!c->local_sgd)
-    return average (d, ks_model_gradients (model), error)
+    return (d->buckets != NULL ? ks_buckets_finish (d->buckets, error)
+                               : average (d, ks_model_gradients (model), error))
            && d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error);
   if (!d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error))
     return FALSE;
@@ -249,6 +269,9 @@ static const KsKeyDesc collective_settings[] = {
   { NULL, "local_sgd_k", KS_VALUE_INT, "4", 1, 1e9, NULL, "Local steps between averages (local_sgd)" },
   { NULL, "bucket_kb", KS_VALUE_INT, "4096", 1, 1 << 21, NULL,
     "Size of one allreduce when averaging, in KiB" },
+  { NULL, "overlap", KS_VALUE_BOOL, "true", 0, 0, NULL,
+    "Average each bucket of gradients as soon as backward has made it, on a thread, while "
+    "backward goes on (grad_allreduce)" },
 };
 
 static const KsPluginDesc collective_plugin = {

@@ -1,0 +1,178 @@
+/* Gradient buckets averaged on a communication thread while backward goes on (see
+ * buckets.h). The main thread only counts down and queues; the thread only reduces;
+ * nothing else uses the communicator until finish has seen the queue drain. */
+#include <config.h>
+
+#include "buckets.h"
+
+typedef struct {
+  gsize offset, count; /* in floats, in the gradient arena */
+  int params, pending; /* parameters in the bucket; not yet ready this step */
+  gboolean launched;
+} Bucket;
+
+struct Buckets {
+  KsComm *comm;
+  float *data;
+  Bucket *bucket;
+  guint n;
+  GHashTable *of_param; /* KsExpr * -> Bucket * */
+  GThread *thread;
+  GAsyncQueue *queue;   /* Bucket *, or &stop */
+  GMutex lock;
+  GCond idle;
+  int in_flight;
+  GError *failure;      /* the first allreduce that failed this step */
+};
+
+static Bucket stop;
+
+static gpointer
+reduce_buckets (gpointer p)
+{
+  Buckets *s = p;
+  Bucket *b;
+
+  while ((b = g_async_queue_pop (s->queue)) != &stop)
+    {
+      GError *error = NULL;
+      g_mutex_lock (&s->lock);
+      gboolean failed = s->failure != NULL;
+      g_mutex_unlock (&s->lock);
+      if (!failed)
+        ks_comm_allreduce (s->comm, s->data + b->offset, b->count, KS_DTYPE_FLOAT32,
+                           KS_REDUCE_AVG, &error);
+      g_mutex_lock (&s->lock);
+      if (error != NULL)
+        s->failure = error;
+      if (--s->in_flight == 0)
+        g_cond_broadcast (&s->idle);
+      g_mutex_unlock (&s->lock);
+    }
+  return NULL;
+}
+
+typedef struct {
+  KsExpr *param;
+  gsize offset, numel;
+} Slot;
+
+static int
+by_offset_descending (gconstpointer a, gconstpointer b)
+{
+  gsize x = ((const Slot *) a)->offset, y = ((const Slot *) b)->offset;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+Buckets *
+ks_buckets_new (KsModel *model, KsComm *comm, const KsParamGrad *pairs, gsize n_pairs,
+                gsize bucket_floats)
+{
+  KsArena *grads = ks_model_gradients (model);
+  Buckets *s = g_new0 (Buckets, 1);
+  g_autoptr (GHashTable) offsets = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autofree Slot *slots = g_new (Slot, MAX (n_pairs, 1));
+
+  for (gsize i = 0; i < ks_arena_count (grads); i++)
+    {
+      const char *name;
+      gsize offset;
+      ks_arena_tensor_at (grads, i, &name, &offset);
+      g_hash_table_insert (offsets, (gpointer) name, GSIZE_TO_POINTER (i));
+    }
+  for (gsize i = 0; i < n_pairs; i++)
+    {
+      const char *name;
+      gpointer index = g_hash_table_lookup (offsets, ks_expr_name (pairs[i].param));
+      const KsTensor *t = ks_arena_tensor_at (grads, GPOINTER_TO_SIZE (index), &name,
+                                              &slots[i].offset);
+      slots[i].param = pairs[i].param;
+      slots[i].numel = t->numel;
+    }
+  qsort (slots, n_pairs, sizeof (Slot), by_offset_descending);
+
+  s->comm = comm;
+  s->data = ks_arena_data (grads);
+  s->bucket = g_new0 (Bucket, MAX (n_pairs, 1));
+  s->of_param = g_hash_table_new (NULL, NULL);
+  for (gsize i = 0; i < n_pairs; i++)
+    {
+      Bucket *b = &s->bucket[s->n];
+      gsize end = slots[i].offset + slots[i].numel;
+      if (b->params == 0)
+        b->offset = end;
+      b->count += b->offset - slots[i].offset; /* grows down to this parameter */
+      b->offset = slots[i].offset;
+      b->params++;
+      g_hash_table_insert (s->of_param, slots[i].param, b);
+      if (b->count >= bucket_floats || i + 1 == n_pairs)
+        s->n++;
+    }
+  for (guint i = 0; i < s->n; i++)
+    s->bucket[i].pending = s->bucket[i].params;
+  g_debug ("collective: %zu gradients in %u buckets of about %zu KiB, averaged while backward "
+           "runs", n_pairs, s->n, bucket_floats * sizeof (float) / 1024);
+  g_mutex_init (&s->lock);
+  g_cond_init (&s->idle);
+  s->queue = g_async_queue_new ();
+  s->thread = g_thread_new ("ks-grad-allreduce", reduce_buckets, s);
+  return s;
+}
+
+void
+ks_buckets_free (Buckets *s)
+{
+  if (s == NULL)
+    return;
+  g_async_queue_push (s->queue, &stop);
+  g_thread_join (s->thread);
+  g_async_queue_unref (s->queue);
+  g_hash_table_unref (s->of_param);
+  g_clear_error (&s->failure);
+  g_mutex_clear (&s->lock);
+  g_cond_clear (&s->idle);
+  g_free (s->bucket);
+  g_free (s);
+}
+
+void
+ks_buckets_ready (KsModel *model, KsExpr *param, gpointer data)
+{
+  Buckets *s = data;
+  Bucket *b = g_hash_table_lookup (s->of_param, param);
+
+  if (b == NULL || b->launched || --b->pending > 0)
+    return;
+  b->launched = TRUE;
+  g_mutex_lock (&s->lock);
+  s->in_flight++;
+  g_mutex_unlock (&s->lock);
+  g_async_queue_push (s->queue, b);
+}
+
+gboolean
+ks_buckets_finish (Buckets *s, GError **error)
+{
+  gboolean ok = TRUE;
+
+  g_mutex_lock (&s->lock);
+  while (s->in_flight > 0)
+    g_cond_wait (&s->idle, &s->lock);
+  g_mutex_unlock (&s->lock);
+  if (s->failure != NULL)
+    {
+      g_propagate_prefixed_error (error, g_steal_pointer (&s->failure),
+                                  "collective: averaging gradients: ");
+      ok = FALSE;
+    }
+  for (guint i = 0; i < s->n; i++)
+    {
+      Bucket *b = &s->bucket[i];
+      if (ok && !b->launched)
+        ok = ks_comm_allreduce (s->comm, s->data + b->offset, b->count, KS_DTYPE_FLOAT32,
+                                KS_REDUCE_AVG, error);
+      b->launched = FALSE;
+      b->pending = b->params;
+    }
+  return ok;
+}
