@@ -288,7 +288,6 @@ run_rank (char **argv)
   g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
   g_autofree char *roles = ks_test_build_plugin_dir ("roles");
   g_autofree char *path = g_strdup_printf ("%s:%s:%s", gloo, store_dir, roles);
-  g_autoptr (GError) error = NULL;
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_test_scan (config, path);
 
