@@ -109,6 +109,10 @@ check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-cli
 
+# Two hosts made of network namespaces; skipped where they cannot be made.
+dist_check_SCRIPTS += tests/test-netns.sh
+TESTS += tests/test-netns.sh
+
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c
@@ -119,4 +123,4 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
-	tests/test-launch.log
+	tests/test-launch.log tests/test-netns.log

@@ -39,6 +39,7 @@ struct Launch {
   int first_rank;  /* the job rank of this node's first process */
   int world;       /* processes in the job, all nodes */
   char *endpoints; /* the workers' (collective) or the servers' (parameter server) */
+  const char *gloo_hostname; /* exported as KS_GLOO_HOSTNAME, or NULL */
   Worker *workers;
   int n, running, reading;
   Worker *failed;      /* the first process that failed, or NULL */
@@ -172,6 +173,8 @@ set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
   g_subprocess_launcher_setenv (launcher, "KS_JOB", l->rv.job, TRUE);
   if (l->rv.token != NULL)
     g_subprocess_launcher_setenv (launcher, "KS_STORE_TOKEN", l->rv.token, TRUE);
+  if (l->gloo_hostname != NULL)
+    g_subprocess_launcher_setenv (launcher, "KS_GLOO_HOSTNAME", l->gloo_hostname, TRUE);
   g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINER_ID", id, TRUE);
   g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINERS_NUM", n, TRUE);
   if (l->servers == 0)
@@ -262,6 +265,17 @@ check_options (Launch *l, int n, int workers, const char *master)
   return TRUE;
 }
 
+/* Whether the user left [gloo] hostname and iface alone (in the file, env and --set). */
+static gboolean
+gloo_address_unset (const KsConfig *config)
+{
+  KsSource hostname, iface;
+  const char *value;
+  return ks_config_lookup (config, "gloo", "hostname", &value, &hostname, NULL)
+         && ks_config_lookup (config, "gloo", "iface", &value, &iface, NULL)
+         && hostname == KS_SOURCE_DEFAULT && iface == KS_SOURCE_DEFAULT;
+}
+
 /* The processes run this same program's `train` with the same config and --set. */
 static GPtrArray *
 child_command (const char *config_file, char **sets)
@@ -334,6 +348,9 @@ run_launch (int argc, char **argv)
       ks_launch_rendezvous_end (&l.rv, 0);
       return KS_EXIT_RUNTIME;
     }
+  /* across nodes Gloo listens where this node meets the master, unless told otherwise */
+  if (l.rv.nnodes > 1 && gloo_address_unset (config))
+    l.gloo_hostname = l.rv.hosts[l.rv.node_rank];
   l.endpoints = l.servers > 0 ? endpoint_list (&l, l.world - l.servers, l.servers)
                               : endpoint_list (&l, 0, l.world);
   g_autoptr (GPtrArray) child = child_command (argc == 2 ? argv[1] : NULL, sets);

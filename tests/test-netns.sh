@@ -1,0 +1,80 @@
+#!/bin/sh
+# Two hosts on one machine: two network namespaces joined by a veth pair, each with its
+# own address (10.211.0.1 and .2) and no route to the other's loopback. A job of two
+# nodes x two workers, one ksdist launch per namespace meeting at node 0's TCP store,
+# must end with exactly the parameters of `ksdist launch -n 4` on 127.0.0.1: so the
+# launchers found their own addresses and Gloo listened on them. Skipped where
+# namespaces cannot be made (no root, no iproute2, a container without CAP_SYS_ADMIN).
+# TAP output. Needs KSDIST and KS_BUILD_PLUGINS from the environment (tests/local.mk).
+set -u
+id=$$
+ns0=ksdist-$id-0 ns1=ksdist-$id-1
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-netns-XXXXXX")
+cleanup() {
+  ip netns del "$ns0" 2>/dev/null
+  ip netns del "$ns1" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+if ! command -v ip >/dev/null 2>&1; then
+  echo "1..0 # SKIP no ip command (install iproute2)"
+  exit 0
+fi
+if ! ip netns add "$ns0" 2>"$dir/netns.err" || ! ip netns add "$ns1" 2>>"$dir/netns.err" \
+    || ! ip netns exec "$ns0" true 2>>"$dir/netns.err"; then
+  echo "1..0 # SKIP cannot make network namespaces here: $(head -n 1 "$dir/netns.err")"
+  exit 0
+fi
+echo "1..3"
+fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
+
+ip link add "ksv$id" type veth peer name "ksw$id" \
+  && ip link set "ksv$id" netns "$ns0" && ip link set "ksw$id" netns "$ns1" \
+  && ip -n "$ns0" addr add 10.211.0.1/24 dev "ksv$id" \
+  && ip -n "$ns1" addr add 10.211.0.2/24 dev "ksw$id" \
+  && ip -n "$ns0" link set lo up && ip -n "$ns1" link set lo up \
+  && ip -n "$ns0" link set "ksv$id" up && ip -n "$ns1" link set "ksw$id" up \
+  || fail 1 "two hosts joined by a veth pair"
+echo "ok 1 - hosts 10.211.0.1 ($ns0) and 10.211.0.2 ($ns1)"
+
+path=
+for p in openblas optim store roles gloo collective; do path=$path${path:+:}$KS_BUILD_PLUGINS/$p/.libs; done
+export KS_PLUGIN_PATH=$path KS_PLUGIN_SYSTEM_PATH= KS_STORE_TOKEN=6d1f0c9e2a7b4853
+sets() {
+  for s in train.steps=20 train.log_every=20 log.level=warning openblas.threads=1 \
+      train.batch=16 comm.timeout=60 "train.checkpoint_dir=$dir/$1"; do
+    printf -- '--set %s ' "$s"
+  done
+}
+# The float data of a checkpoint, after safetensors' 8-byte header length and header.
+floats() {
+  file=$dir/$1/checkpoint-20/model.safetensors
+  header=$(od -An -t u8 -N 8 "$file" | tr -d ' ')
+  tail -c +$((9 + header)) "$file"
+}
+
+# shellcheck disable=SC2046
+timeout 120 "$KSDIST" launch -n 4 $(sets one-host) >"$dir/one-host.log" 2>&1 \
+  || fail 2 "ksdist launch -n 4 on 127.0.0.1" "$(tail -n 20 "$dir/one-host.log")"
+echo "ok 2 - ksdist launch -n 4 on 127.0.0.1"
+
+node() {
+  # shellcheck disable=SC2046
+  ip netns exec "$1" timeout 120 "$KSDIST" launch -n 2 --nnodes 2 --node-rank "$2" \
+    --master 10.211.0.1:29500 $(sets two-hosts) >"$dir/node$2.log" 2>&1
+}
+node "$ns1" 1 &
+node1=$!
+node "$ns0" 0
+status0=$?
+wait $node1
+status1=$?
+[ $status0 -eq 0 ] || fail 3 "node 0 in $ns0 (exit $status0)" "$(tail -n 20 "$dir/node0.log")"
+[ $status1 -eq 0 ] || fail 3 "node 1 in $ns1 (exit $status1)" "$(tail -n 20 "$dir/node1.log")"
+floats one-host >"$dir/one-host.bin"
+floats two-hosts >"$dir/two-hosts.bin"
+[ -s "$dir/one-host.bin" ] && cmp -s "$dir/one-host.bin" "$dir/two-hosts.bin" \
+  || fail 3 "two hosts end with the parameters of one" \
+    "$(wc -c "$dir/one-host.bin" "$dir/two-hosts.bin")"
+echo "ok 3 - 2 hosts x 2 workers over 10.211.0.0/24 end bitwise where one host's 4 workers do"
