@@ -2,8 +2,8 @@
  *
  * Two Gloo contexts per communicator, so the older algorithm classes and the newer
  * unbound-buffer API never share slots (sharing made one of them ~100x slower in a probe
- * here): `algo` runs allreduce, broadcast, allgather and barrier with the algorithm
- * classes; `p2p` runs send/recv and allgatherv with unbound buffers.
+ * here): `algo` runs allreduce, broadcast and barrier with the algorithm classes;
+ * `p2p` runs send/recv, allgather and allgatherv with unbound buffers.
  *
  * An algorithm object binds its buffers and takes slots when it is made, so objects are
  * cached by what every rank asks for alike (operation, type, count, algorithm), never by
@@ -13,7 +13,7 @@
 #include <ksdist/ksdist.h>
 
 #include <gloo/algorithm.h>
-#include <gloo/allgather_ring.h>
+#include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -123,7 +123,7 @@ struct Gloo {
   std::map<std::string, std::unique_ptr<Entry>> cache;
   std::string group; /* store prefix of this communicator */
   int rank = 0, size = 1, timeout_ms = 0, n_subgroups = 0;
-  guint32 next_tag = 0; /* of allgatherv, the same sequence on every rank */
+  guint32 next_tag = 0; /* of allgather(v), the same sequence on every rank */
 };
 
 
@@ -442,21 +442,16 @@ gloo_allgather (void *p, const void *send, void *recv, gsize count, KsDType dtyp
       memmove (recv, send, bytes);
       return TRUE;
     }
+  /* unbound buffers: Gloo's AllgatherRing writes into the result buffer it is bound to,
+   * so a fast rank's next allgather could land there before this one was copied out */
   auto what = [&] { return format ("allgather (%" G_GSIZE_FORMAT " bytes per rank)", bytes); };
   return guarded (g, what, error, [&] {
-    auto &entry = g->cache["allgather/" + std::to_string (bytes)];
-    if (!entry)
-      {
-        entry.reset (new Entry ());
-        entry->in.resize (bytes);
-        entry->out.resize (bytes * g->size);
-        std::vector<const char *> ins{ entry->in.data () };
-        entry->algorithm.reset (
-            new gloo::AllgatherRing<char> (g->algo, ins, entry->out.data (), (int) bytes));
-      }
-    memcpy (entry->in.data (), send, bytes);
-    entry->algorithm->run ();
-    memcpy (recv, entry->out.data (), bytes * g->size);
+    gloo::AllgatherOptions opts (g->p2p);
+    opts.setInput<char> ((char *) send, bytes);
+    opts.setOutput<char> ((char *) recv, bytes * g->size);
+    opts.setTag (g->next_tag++);
+    opts.setTimeout (std::chrono::milliseconds (g->timeout_ms));
+    gloo::allgather (opts);
   });
 }
 
