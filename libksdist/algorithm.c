@@ -59,6 +59,26 @@ ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error)
   return OPS (algorithm)->stop_worker (CTX (algorithm), error);
 }
 
+gboolean
+ks_algorithm_save_check_point (KsAlgorithm *algorithm, KsModel *model, KsOptimizer *optimizer,
+                               const char *dir, const KsTrainStatus *status,
+                               GHashTable *metadata, guint keep, GError **error)
+{
+  REQUIRE (algorithm, save_check_point, error);
+  return OPS (algorithm)->save_check_point (CTX (algorithm), model, optimizer, dir, status,
+                                            metadata, keep, error);
+}
+
+gboolean
+ks_algorithm_load_check_point (KsAlgorithm *algorithm, KsModel *model, KsOptimizer *optimizer,
+                               const char *dir, KsTrainStatus *status, GHashTable **metadata,
+                               GError **error)
+{
+  REQUIRE (algorithm, load_check_point, error);
+  return OPS (algorithm)->load_check_point (CTX (algorithm), model, optimizer, dir, status,
+                                            metadata, error);
+}
+
 KsOptimizer *
 ks_algorithm_distributed_optimizer (KsAlgorithm *algorithm, KsOptimizer *inner,
                                     const KsConfig *strategy, GError **error)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <glib/gstdio.h>
 #include <unistd.h>
 
 static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo",
@@ -38,7 +39,7 @@ checkpoint_floats (const char *dir, gsize *n)
 }
 
 /* The arguments that train 20 steps with the --set values `extra`, checkpointing to
- * `ckpt`: `command` is "train" or a launch command line. */
+ * `ckpt` (NULL: as the config says): `command` is "train" or a launch command line. */
 static GPtrArray *
 train_args (const char *ckpt, const char *const *command, int batch, const char *const *extra)
 {
@@ -55,8 +56,11 @@ train_args (const char *ckpt, const char *const *command, int batch, const char 
     }
   g_ptr_array_add (args, g_strdup ("--set"));
   g_ptr_array_add (args, g_strdup_printf ("train.batch=%d", batch));
-  g_ptr_array_add (args, g_strdup ("--set"));
-  g_ptr_array_add (args, g_strdup_printf ("train.checkpoint_dir=%s", ckpt));
+  if (ckpt != NULL)
+    {
+      g_ptr_array_add (args, g_strdup ("--set"));
+      g_ptr_array_add (args, g_strdup_printf ("train.checkpoint_dir=%s", ckpt));
+    }
   for (int i = 0; extra != NULL && extra[i] != NULL; i++)
     {
       g_ptr_array_add (args, g_strdup ("--set"));
@@ -200,6 +204,100 @@ test_two_nodes (void)
     g_error ("rank 0 failed (%d):\n%s%s", status0, out, err);
   g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
   g_assert_cmpfloat (max_difference (file, env_run), ==, 0);
+  ks_test_rmtree (dir);
+}
+
+/* Everything a pipe gives until its end (then closed). */
+static char *
+read_all (int fd)
+{
+  GString *s = g_string_new (NULL);
+  char buf[4096];
+  gssize got;
+  while ((got = read (fd, buf, sizeof buf)) > 0)
+    g_string_append_len (s, buf, got);
+  close (fd);
+  return g_string_free (s, FALSE);
+}
+
+/* Checkpoints of a collective job: worker 0 writes them every 5 steps, keeping the
+ * newest 2, with the epoch in their metadata; a job stopped at step 10 and resumed ends
+ * bitwise where an uninterrupted one does, with gradient allreduce and with LocalSGD
+ * (k = 5: its checkpoints are exact where the parameters were just averaged). */
+static void
+test_resume (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  const char *const *sgd = ARGS ("data.samples=200", "train.checkpoint_every=5", "train.keep=2");
+  const char *const *local = ARGS ("data.samples=200", "collective.strategy=local_sgd",
+                                   "collective.local_sgd_k=5", "train.optimizer=sgd");
+  g_autofree char *whole = train (dir, "whole", 2, 32, sgd);
+  g_autofree char *half = train (dir, "half", 2, 32,
+                                 ARGS ("data.samples=200", "train.checkpoint_every=5",
+                                       "train.keep=2", "train.steps=10"));
+  g_autofree char *ten = g_build_filename (half, "checkpoint-10", NULL);
+  g_autofree char *fifteen = g_build_filename (whole, "checkpoint-15", NULL);
+  g_autofree char *ten_whole = g_build_filename (whole, "checkpoint-10", NULL);
+  g_autofree char *last = g_build_filename (whole, "checkpoint-20", NULL);
+  g_autoptr (GHashTable) meta = ks_checkpoint_metadata (last, NULL);
+
+  g_assert_true (g_file_test (fifteen, G_FILE_TEST_IS_DIR));
+  g_assert_false (g_file_test (ten_whole, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (ten, G_FILE_TEST_IS_DIR));
+  g_assert_nonnull (meta);
+  /* 20 steps of 2 x 32 rows over 200 samples: epochs 0 to 5 done */
+  g_assert_cmpstr (g_hash_table_lookup (meta, "epoch"), ==, "5");
+  g_free (train (dir, "half", 2, 32,
+                 ARGS ("data.samples=200", "train.checkpoint_every=5", "train.keep=2",
+                       "train.resume=true")));
+  g_assert_cmpfloat (max_difference (whole, half), ==, 0);
+
+  g_autofree char *local_whole = train (dir, "local-whole", 2, 32, local);
+  g_autofree char *local_half = train (dir, "local-half", 2, 32,
+                                       ARGS ("data.samples=200", "collective.strategy=local_sgd",
+                                             "collective.local_sgd_k=5", "train.optimizer=sgd",
+                                             "train.steps=10"));
+  g_free (train (dir, "local-half", 2, 32,
+                 ARGS ("data.samples=200", "collective.strategy=local_sgd",
+                       "collective.local_sgd_k=5", "train.optimizer=sgd", "train.resume=true")));
+  g_assert_cmpfloat (max_difference (local_whole, local_half), ==, 0);
+  ks_test_rmtree (dir);
+}
+
+/* A worker that cannot load the checkpoint worker 0 resumes from (here its
+ * checkpoint_dir is empty, as on a machine without the shared disk): both workers stop,
+ * each saying which worker could not and why, rather than one training on alone. */
+static void
+test_resume_missing (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ckpt = train (dir, "ckpt", 2, 32, NULL);
+  g_autofree char *empty = g_build_filename (dir, "empty", NULL);
+  g_autofree char *address = g_strdup_printf ("comm.store_address=127.0.0.1:%d", free_port ());
+  g_autofree char *elsewhere = g_strdup_printf ("KS_TRAIN_CHECKPOINT_DIR=%s", empty);
+  g_autoptr (GPtrArray) args = train_args (NULL, ARGS ("train"), 32,
+                                           ARGS ("comm.store=tcp", address, "train.resume=true",
+                                                 "train.steps=25", "comm.timeout=20"));
+  g_autofree char *here = g_strdup_printf ("KS_TRAIN_CHECKPOINT_DIR=%s", ckpt);
+  const char *const env1[] = { "KS_STORE_TOKEN=77", "RANK=1", "WORLD_SIZE=2", elsewhere, NULL };
+  const char *const env0[] = { "KS_STORE_TOKEN=77", "RANK=0", "WORLD_SIZE=2", here, NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  int err_fd, status;
+
+  g_assert_cmpint (g_mkdir (empty, 0700), ==, 0);
+  GPid pid1 = ks_test_spawn_ksdist ((const char *const *) args->pdata, env1, plugins, NULL, &err_fd);
+  int status0 = ks_test_run_ksdist ((const char *const *) args->pdata, env0, plugins, &out, &err);
+  g_autofree char *err1 = read_all (err_fd);
+  waitpid (pid1, &status, 0);
+  g_test_message ("worker 0: %s\nworker 1: %s", err, err1);
+  g_assert_cmpint (status0, ==, 1);
+  g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 1);
+  g_autofree char *path = g_build_filename (empty, "checkpoint-20", NULL);
+  g_autofree char *want1 = g_strdup_printf ("worker 1 cannot resume from %s, the newest "
+                                            "checkpoint worker 0 finds", path);
+  g_assert_nonnull (strstr (err1, want1));
+  g_assert_nonnull (strstr (err, "worker 1 cannot load"));
+  g_assert_nonnull (strstr (err, "so no worker resumes"));
   ks_test_rmtree (dir);
 }
 
@@ -362,5 +460,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launch/two-nodes", test_two_nodes);
   g_test_add_func ("/launch/node-errors", test_node_errors);
   g_test_add_func ("/launch/servers", test_servers);
+  g_test_add_func ("/launch/resume", test_resume);
+  g_test_add_func ("/launch/resume-missing", test_resume_missing);
   return g_test_run ();
 }

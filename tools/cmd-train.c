@@ -92,23 +92,30 @@ trajectory_config (const KsConfig *c)
   return g_string_free (out, FALSE);
 }
 
+/* Every worker calls it: with several, the algorithm has worker 0 write for all. */
 static gboolean
 save (Trainer *t, const char *dir, gint64 step, guint keep, GError **error)
 {
   g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  KsTrainStatus status = { t->task->last_epoch != NULL ? t->task->last_epoch (t, step) : -1,
+                           step };
+
   if (t->task->metadata != NULL)
     t->task->metadata (t, meta);
   g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t->config));
+  if (t->algorithm != NULL)
+    return ks_algorithm_save_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
+                                          meta, keep, error);
+  g_hash_table_insert (meta, g_strdup ("epoch"), g_strdup_printf ("%" G_GINT64_FORMAT, status.epoch));
   return ks_checkpoint_save (dir, step, t->model, t->optimizer, meta, keep, error);
 }
 
 /* Warns about each setting that differs from the checkpoint's: the run goes on, but it
  * will not repeat an uninterrupted one. */
 static void
-compare_config (Trainer *t, const char *checkpoint)
+compare_config (Trainer *t, GHashTable *meta, const char *checkpoint)
 {
-  g_autoptr (GHashTable) meta = ks_checkpoint_metadata (checkpoint, NULL);
-  const char *saved = meta != NULL ? g_hash_table_lookup (meta, "config") : NULL;
+  const char *saved = g_hash_table_lookup (meta, "config");
   g_autofree char *now = trajectory_config (t->config);
 
   if (saved == NULL)
@@ -130,24 +137,36 @@ compare_config (Trainer *t, const char *checkpoint)
     }
 }
 
-/* Loads the newest checkpoint when asked to resume; returns the first step to run. */
+/* Loads the newest checkpoint (with several workers, the one worker 0 finds) when asked
+ * to resume; returns the first step to run. */
 static gboolean
 resume (Trainer *t, const char *dir, gint64 *first, GError **error)
 {
-  g_autofree char *latest = ks_checkpoint_latest (dir);
-  gint64 done = 0;
+  g_autofree char *latest = t->algorithm == NULL ? ks_checkpoint_latest (dir) : NULL;
+  g_autoptr (GHashTable) meta = NULL;
+  KsTrainStatus status = { -1, 0 };
 
-  *first = 1;
-  if (latest == NULL)
+  if (t->algorithm != NULL
+      && !ks_algorithm_load_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
+                                         &meta, error))
+    return FALSE;
+  if (latest != NULL
+      && !ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta, error))
+    return FALSE;
+  *first = status.step + 1;
+  if (meta == NULL)
     {
       g_message ("no checkpoint in %s yet: starting from step 1", dir);
       return TRUE;
     }
-  compare_config (t, latest);
-  if (!ks_checkpoint_load (latest, t->model, t->optimizer, &done, NULL, error))
-    return FALSE;
-  g_message ("resumed from %s at step %" G_GINT64_FORMAT, latest, done);
-  *first = done + 1;
+  g_autofree char *name = g_strdup_printf ("%s/checkpoint-%" G_GINT64_FORMAT, dir, status.step);
+  compare_config (t, meta, name);
+  const char *epoch = g_hash_table_lookup (meta, "epoch");
+  if (epoch != NULL && strcmp (epoch, "-1") != 0)
+    g_message ("resumed from %s at step %" G_GINT64_FORMAT " (epoch %s done)", name,
+               status.step, epoch);
+  else
+    g_message ("resumed from %s at step %" G_GINT64_FORMAT, name, status.step);
   return TRUE;
 }
 
@@ -225,7 +244,7 @@ train (Trainer *t)
           return KS_EXIT_RUNTIME;
         }
       window_steps++;
-      if (leader && *ckpt_dir != '\0'
+      if ((leader || t->algorithm != NULL) && *ckpt_dir != '\0'
           && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
           && !save (t, ckpt_dir, step, keep, &error))
         {

@@ -182,9 +182,16 @@ points_clear (Trainer *t)
   g_free (p);
 }
 
+static gint64
+points_last_epoch (Trainer *t, gint64 step)
+{
+  Points *p = t->task_data;
+  return (gint64) ((guint64) step * t->world * t->batch / p->n) - 1;
+}
+
 static const TrainTask points_task = {
   "accuracy", "samples", points_build, points_batch, points_evaluate, points_describe,
-  points_clear, NULL,
+  points_clear, NULL, points_last_epoch,
 };
 
 /* ---- gpt on a text ---- */

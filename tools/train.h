@@ -24,6 +24,9 @@ typedef struct {
   /* Entries for a checkpoint's metadata, so it can be used without the config (may be
    * NULL). */
   void (*metadata) (Trainer *t, GHashTable *metadata);
+  /* The last epoch over the training data finished after `step` (-1: none); NULL for
+   * data without epochs (windows drawn at random, generated samples). */
+  gint64 (*last_epoch) (Trainer *t, gint64 step);
 } TrainTask;
 
 struct Trainer {

@@ -13,6 +13,13 @@
 
 G_BEGIN_DECLS
 
+/* Where training stands, kept in a checkpoint (OpenKS's TrainStatus): the optimizer
+ * steps done and the last epoch finished (-1: none, or data without epochs). */
+typedef struct {
+  gint64 epoch;
+  gint64 step;
+} KsTrainStatus;
+
 typedef struct {
   gsize size;
 
@@ -40,6 +47,13 @@ typedef struct {
                                     const char *const *feeds, KsExpr *const *targets,
                                     gsize n_targets, GError **error);
   gboolean (*save_persistables) (void *ctx, KsModel *model, const char *dir, GError **error);
+  /* See ks_algorithm_save_check_point and ks_algorithm_load_check_point. */
+  gboolean (*save_check_point) (void *ctx, KsModel *model, KsOptimizer *optimizer,
+                                const char *dir, const KsTrainStatus *status,
+                                GHashTable *metadata, guint keep, GError **error);
+  gboolean (*load_check_point) (void *ctx, KsModel *model, KsOptimizer *optimizer,
+                                const char *dir, KsTrainStatus *status, GHashTable **metadata,
+                                GError **error);
 } KsAlgorithmOps;
 
 /* A distributed algorithm instance, made by ks_factory_instantiate(). */
@@ -59,6 +73,25 @@ gboolean ks_algorithm_init_worker (KsAlgorithm *algorithm, GError **error);
 gboolean ks_algorithm_init_server (KsAlgorithm *algorithm, const char *model_dir, GError **error);
 gboolean ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error);
 gboolean ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error);
+
+/* OpenKS's save_check_point, called by every worker at the same step: the mode decides
+ * who writes (collective: worker 0, as ks_checkpoint_save does, into
+ * DIR/checkpoint-<status->step>, keeping the newest `keep`) and returns on every worker
+ * once the checkpoint is complete, or with the same failure on every worker.
+ * `metadata` (may be NULL) adds entries; the status is saved as "epoch". */
+gboolean ks_algorithm_save_check_point (KsAlgorithm *algorithm, KsModel *model,
+                                        KsOptimizer *optimizer, const char *dir,
+                                        const KsTrainStatus *status, GHashTable *metadata,
+                                        guint keep, GError **error);
+/* OpenKS's load_check_point, called by every worker: each loads the newest checkpoint
+ * worker 0 finds in DIR, so all resume from the same one. With none there, `status` is
+ * { -1, 0 } and nothing changes. When any worker cannot load it, every worker fails,
+ * and the message names the workers and why. `metadata` (may be NULL) receives the
+ * checkpoint's. */
+gboolean ks_algorithm_load_check_point (KsAlgorithm *algorithm, KsModel *model,
+                                        KsOptimizer *optimizer, const char *dir,
+                                        KsTrainStatus *status, GHashTable **metadata,
+                                        GError **error);
 
 G_END_DECLS
 

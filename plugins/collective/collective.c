@@ -14,6 +14,7 @@
 #include <ksdist/ksdist.h>
 
 #include "buckets.h"
+#include "checkpoint.h"
 
 #include <string.h>
 
@@ -246,6 +247,31 @@ collective_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
   return TRUE;
 }
 
+static gboolean
+collective_save_check_point (void *p, KsModel *model, KsOptimizer *optimizer, const char *dir,
+                             const KsTrainStatus *status, GHashTable *metadata, guint keep,
+                             GError **error)
+{
+  Collective *c = p;
+  if (c->local_sgd && status->step % c->k != 0 && ks_role_maker_is_first_worker (c->role))
+    g_warning ("collective: the checkpoint of step %" G_GINT64_FORMAT " holds worker 0's "
+               "parameters, not averaged since step %" G_GINT64_FORMAT " (local_sgd_k = %"
+               G_GINT64_FORMAT "): a run resumed from it will not repeat this one exactly; "
+               "checkpoint at multiples of local_sgd_k for that",
+               status->step, status->step - status->step % c->k, c->k);
+  return ks_collective_save_check_point (c->role, model, optimizer, dir, status, metadata, keep,
+                                         error);
+}
+
+static gboolean
+collective_load_check_point (void *p, KsModel *model, KsOptimizer *optimizer, const char *dir,
+                             KsTrainStatus *status, GHashTable **metadata, GError **error)
+{
+  Collective *c = p;
+  return ks_collective_load_check_point (c->role, model, optimizer, dir, status, metadata,
+                                         error);
+}
+
 static const KsAlgorithmOps collective_ops = {
   .size = sizeof (KsAlgorithmOps),
   .create = collective_create,
@@ -256,6 +282,8 @@ static const KsAlgorithmOps collective_ops = {
   .run_server = collective_run_server,
   .stop_worker = collective_stop_worker,
   .distributed_optimizer = collective_distributed_optimizer,
+  .save_check_point = collective_save_check_point,
+  .load_check_point = collective_load_check_point,
 };
 
 static const KsImplDesc collective_impls[] = {
