@@ -22,17 +22,17 @@ bench: bench/bench-sgemm bench/bench-mlp bench/bench-gpt
 .PHONY: bench
 endif
 
-# Allreduce: raw Gloo beside the ksdist gloo communicator (bench/bench-allreduce [N]).
+# Allreduce: `ksdist bench allreduce` beside raw Gloo (bench/bench-allreduce [N]) and
+# PyTorch's gloo backend (bench/allreduce-torch.py), by bench/run-allreduce.sh.
 if HAVE_GLOO
 EXTRA_PROGRAMS += bench/bench-allreduce
 bench_bench_allreduce_SOURCES = bench/bench-allreduce.cc
-bench_bench_allreduce_CXXFLAGS = $(KS_CXXFLAGS) $(GLOO_CFLAGS)
-bench_bench_allreduce_LDADD = libksdist.la $(GLIB_LIBS) $(GLOO_LIBS)
+bench_bench_allreduce_CXXFLAGS = $(KS_CXXFLAGS) $(GLOO_CFLAGS) $(GLIB_CFLAGS)
+bench_bench_allreduce_LDADD = $(GLIB_LIBS) $(GLOO_LIBS)
 CLEANFILES += bench/bench-allreduce
 
-bench-allreduce: bench/bench-allreduce
-	KS_PLUGIN_PATH=$(abs_top_builddir)/plugins/store/.libs:$(abs_top_builddir)/plugins/gloo/.libs \
-		KS_PLUGIN_SYSTEM_PATH= bench/bench-allreduce 2
+bench-allreduce: bench/bench-allreduce tools/ksdist
+	$(SHELL) $(srcdir)/bench/run-allreduce.sh 2
 .PHONY: bench-allreduce
 endif
-EXTRA_DIST += bench/bench-allreduce.cc
+EXTRA_DIST += bench/bench-allreduce.cc bench/run-allreduce.sh bench/allreduce-torch.py

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -238,7 +239,8 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
       CHECK (v == want, "subgroup sum %g, want %g", v, want);
     }
   /* every explicit algorithm gives the same sums */
-  static const char *const algorithms[] = { "ring", "ring_chunked", "halving_doubling", "bcube" };
+  static const char *const algorithms[] = { "ring", "ring_chunked", "halving_doubling", "bcube",
+                                             "unbound" };
   for (guint a = 0; a < G_N_ELEMENTS (algorithms); a++)
     {
       if (strcmp (algorithms[a], "bcube") == 0 && (n & (n - 1)) != 0)
@@ -503,6 +505,53 @@ test_dead_rank (void)
   ks_test_rmtree (dir);
 }
 
+/* ksdist bench allreduce: three ranks, every size from 4 KiB to the largest asked, no
+ * wrong value, busbw = algbw · 2(n−1)/n; and the JSON form. */
+static void
+test_bench_allreduce (void)
+{
+  static const char *const plugins[] = { "store", "gloo", NULL };
+  g_autofree char *out = NULL, *err = NULL, *json = NULL;
+  int status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "-n", "3",
+                                                           "--max-bytes", "65536", NULL },
+                                   NULL, plugins, &out, &err);
+  g_auto (GStrv) lines = NULL;
+  gsize rows = 0, want = 4096;
+
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_true (g_str_has_prefix (out, "# ksdist allreduce: 3 ranks, gloo, float32 sum\n"));
+  lines = g_strsplit (out, "\n", -1);
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      gsize bytes, count, wrong;
+      double us, algbw, busbw;
+      if (lines[i][0] == '#' || lines[i][0] == '\0')
+        continue;
+      g_assert_cmpint (sscanf (lines[i], "%zu %zu %lf %lf %lf %zu", &bytes, &count, &us, &algbw,
+                               &busbw, &wrong), ==, 6);
+      g_assert_cmpuint (bytes, ==, want);
+      g_assert_cmpuint (count, ==, bytes / 4);
+      g_assert_cmpuint (wrong, ==, 0);
+      g_assert_cmpfloat (us, >, 0);
+      g_assert_cmpfloat (fabs (busbw - algbw * 4 / 3), <=, 0.002);
+      want *= 4;
+      rows++;
+    }
+  g_assert_cmpuint (rows, ==, 3);
+
+  status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "--json",
+                                                       "--max-bytes", "16384", "--set",
+                                                       "gloo.algorithm=unbound", NULL },
+                               NULL, plugins, &json, NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_true (g_str_has_prefix (json, "{\"what\": \"allreduce\", \"comm\": \"gloo\", "
+                                         "\"ranks\": 2,"));
+  g_assert_nonnull (strstr (json, "{\"bytes\": 16384, \"count\": 4096, \"time_us\": "));
+  g_assert_null (strstr (json, "65536"));
+  g_assert_true (g_str_has_suffix (json, "]}\n"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -524,5 +573,6 @@ main (int argc, char **argv)
   g_test_add_func ("/comm/gloo/two-jobs", test_two_jobs);
   g_test_add_func ("/comm/gloo/missing-rank", test_missing_rank);
   g_test_add_func ("/comm/gloo/dead-rank", test_dead_rank);
+  g_test_add_func ("/comm/gloo/bench-allreduce", test_bench_allreduce);
   return g_test_run ();
 }

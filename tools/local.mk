@@ -14,6 +14,7 @@ tools_ksdist_SOURCES = \
 	tools/launch-rendezvous.c \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
-	tools/cmd-plot.c
+	tools/cmd-plot.c \
+	tools/cmd-bench.c
 tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
 tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) -lm

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static const KsCommand *const commands[] = { &ks_cmd_train, &ks_cmd_launch, &ks_cmd_generate, &ks_cmd_plot,
-                                             &ks_cmd_plugins, &ks_cmd_config, NULL };
+static const KsCommand *const commands[] = {
+  &ks_cmd_train, &ks_cmd_launch, &ks_cmd_generate, &ks_cmd_plot,
+  &ks_cmd_bench, &ks_cmd_plugins, &ks_cmd_config, NULL,
+};
 
 static void
 print_help (FILE *out)

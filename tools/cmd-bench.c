@@ -1,0 +1,227 @@
+/* ksdist bench allreduce: the communicator's allreduce between N processes on this
+ * machine, as nccl-tests prints it: for float32 sums of 4 KiB to 64 MiB, the time per
+ * call (the slowest rank's), algbw = bytes / time and busbw = algbw · 2(n−1)/n, and how
+ * many values came out wrong. The launcher serves a TCP store on 127.0.0.1 and starts
+ * the ranks as `ksdist bench allreduce --rank R`; rank 0 prints. bench/run-allreduce.sh
+ * sets it beside raw Gloo and PyTorch. */
+#include "cli.h"
+
+#include <gio/gio.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  int n, rank;
+  gboolean json;
+  gint64 max_bytes;
+  char *address; /* the rank's: where the launcher serves the store */
+} Bench;
+
+/* Iterations for a message: about 256 MiB moved, between 5 and 200 calls. */
+static int
+iterations (gsize bytes)
+{
+  return (int) CLAMP ((256u << 20) / bytes, 5, 200);
+}
+
+/* Values of a sum of (rank + 1) over the ranks that are not n(n+1)/2. */
+static gsize
+check_sum (KsComm *comm, float *buf, gsize count, int rank, int n, GError **error)
+{
+  gsize wrong = 0;
+  for (gsize i = 0; i < count; i++)
+    buf[i] = rank + 1;
+  if (!ks_comm_allreduce (comm, buf, count, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, error))
+    return G_MAXSIZE;
+  for (gsize i = 0; i < count; i++)
+    wrong += buf[i] != n * (n + 1) / 2.0f;
+  return wrong;
+}
+
+/* Seconds per allreduce, the slowest rank's, after two warm-up calls and a barrier. The
+ * buffer is zeros, so repeated sums stay finite. */
+static double
+time_allreduce (KsComm *comm, float *buf, gsize count, GError **error)
+{
+  int iters = iterations (count * sizeof (float));
+  double seconds;
+
+  memset (buf, 0, count * sizeof (float));
+  for (int i = 0; i < 2; i++)
+    if (!ks_comm_allreduce (comm, buf, count, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, error))
+      return -1;
+  if (!ks_comm_barrier (comm, error))
+    return -1;
+  gint64 start = g_get_monotonic_time ();
+  for (int i = 0; i < iters; i++)
+    if (!ks_comm_allreduce (comm, buf, count, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, error))
+      return -1;
+  seconds = (g_get_monotonic_time () - start) / 1e6 / iters;
+  if (!ks_comm_allreduce (comm, &seconds, 1, KS_DTYPE_FLOAT64, KS_REDUCE_MAX, error))
+    return -1;
+  return seconds;
+}
+
+static int
+run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsStore) store = NULL;
+  g_autoptr (KsComm) comm = NULL;
+  const char *backend = ks_config_get_string (c, "comm", "backend");
+  int timeout_ms = (int) (ks_config_get_double (c, "comm", "timeout") * 1000);
+  gsize wrong_total = 0;
+
+  if ((store = ks_store_new (registry, c, "tcp", &error)) == NULL
+      || !ks_store_open (store, b->address, "bench", g_getenv ("KS_STORE_TOKEN"), &error)
+      || (comm = ks_comm_new (registry, c, backend, &error)) == NULL
+      || !ks_comm_connect (comm, store, b->rank, b->n, timeout_ms, &error))
+    {
+      ks_cli_error ("bench allreduce: rank %d: %s", b->rank, error->message);
+      return KS_EXIT_RUNTIME;
+    }
+  if (b->rank == 0 && b->json)
+    printf ("{\"what\": \"allreduce\", \"comm\": \"%s\", \"ranks\": %d, \"type\": \"float32\", "
+            "\"op\": \"sum\", \"results\": [",
+            ks_comm_name (comm), b->n);
+  else if (b->rank == 0)
+    printf ("# ksdist allreduce: %d ranks, %s, float32 sum\n# %10s %10s %10s %10s %10s %6s\n",
+            b->n, ks_comm_name (comm), "size (B)", "count", "time (us)", "algbw GB/s",
+            "busbw GB/s", "wrong");
+  for (gsize bytes = 4096; (gint64) bytes <= b->max_bytes; bytes *= 4)
+    {
+      gsize count = bytes / sizeof (float), wrong;
+      g_autofree float *buf = g_new (float, count);
+      double seconds;
+
+      if ((wrong = check_sum (comm, buf, count, b->rank, b->n, &error)) == G_MAXSIZE
+          || (seconds = time_allreduce (comm, buf, count, &error)) < 0)
+        {
+          ks_cli_error ("bench allreduce: rank %d, %" G_GSIZE_FORMAT " bytes: %s", b->rank,
+                        bytes, error->message);
+          return KS_EXIT_RUNTIME;
+        }
+      wrong_total += wrong;
+      double algbw = bytes / seconds / 1e9, busbw = algbw * 2.0 * (b->n - 1) / b->n;
+      if (b->rank == 0 && b->json)
+        printf ("%s\n  {\"bytes\": %" G_GSIZE_FORMAT ", \"count\": %" G_GSIZE_FORMAT
+                ", \"time_us\": %.2f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %"
+                G_GSIZE_FORMAT "}",
+                bytes == 4096 ? "" : ",", bytes, count, seconds * 1e6, algbw, busbw, wrong);
+      else if (b->rank == 0)
+        printf ("  %10" G_GSIZE_FORMAT " %10" G_GSIZE_FORMAT " %10.1f %10.3f %10.3f %6"
+                G_GSIZE_FORMAT "\n",
+                bytes, count, seconds * 1e6, algbw, busbw, wrong);
+      fflush (stdout);
+    }
+  if (b->rank == 0 && b->json)
+    printf ("\n]}\n");
+  if (wrong_total > 0)
+    ks_cli_error ("bench allreduce: rank %d: %" G_GSIZE_FORMAT " values were wrong", b->rank,
+                  wrong_total);
+  return wrong_total > 0 ? KS_EXIT_RUNTIME : KS_EXIT_OK;
+}
+
+/* Serves the store, starts the N ranks and waits for them all. */
+static int
+run_ranks (Bench *b, const KsConfig *c, KsRegistry *registry, char **argv, int argc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsStore) store = ks_store_new (registry, c, "tcp", &error);
+  g_autofree char *bound = NULL, *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *token = g_strdup_printf ("%08x%08x", g_random_int (), g_random_int ());
+  g_autoptr (GPtrArray) children = g_ptr_array_new_with_free_func (g_object_unref);
+  int status = KS_EXIT_OK;
+
+  if (store == NULL || !ks_store_serve (store, "127.0.0.1:0", token, &bound, &error))
+    {
+      ks_cli_error ("bench allreduce: %s", error->message);
+      return KS_EXIT_RUNTIME;
+    }
+  g_setenv ("KS_STORE_TOKEN", token, TRUE);
+  for (int r = 0; r < b->n && status == KS_EXIT_OK; r++)
+    {
+      g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
+      g_ptr_array_add (args, g_strdup (self != NULL ? self : g_get_prgname ()));
+      for (int i = 0; i < argc; i++)
+        g_ptr_array_add (args, g_strdup (argv[i]));
+      g_ptr_array_add (args, g_strdup_printf ("--rank=%d", r));
+      g_ptr_array_add (args, g_strdup_printf ("--address=%s", bound));
+      g_ptr_array_add (args, NULL);
+      GSubprocess *p = g_subprocess_newv ((const char *const *) args->pdata,
+                                          G_SUBPROCESS_FLAGS_NONE, &error);
+      if (p == NULL)
+        {
+          ks_cli_error ("bench allreduce: cannot start rank %d: %s", r, error->message);
+          status = KS_EXIT_RUNTIME;
+          break;
+        }
+      g_ptr_array_add (children, p);
+    }
+  for (guint r = 0; r < children->len; r++)
+    {
+      GSubprocess *p = g_ptr_array_index (children, r);
+      if (status != KS_EXIT_OK)
+        g_subprocess_force_exit (p);
+      g_subprocess_wait (p, NULL, NULL);
+      if (status == KS_EXIT_OK && !g_subprocess_get_successful (p))
+        {
+          ks_cli_error ("bench allreduce: rank %u failed (its message is above)", r);
+          status = KS_EXIT_RUNTIME;
+        }
+    }
+  return status;
+}
+
+static int
+run_bench (int argc, char **argv)
+{
+  Bench b = { .n = 2, .rank = -1, .max_bytes = 64 << 20 };
+  g_auto (GStrv) sets = NULL;
+  g_autofree char *address = NULL;
+  GOptionEntry entries[] = {
+    { "nproc", 'n', 0, G_OPTION_ARG_INT, &b.n, "Processes on this machine (default 2)", "N" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &b.json, "One JSON object instead of the table", NULL },
+    { "max-bytes", 0, 0, G_OPTION_ARG_INT64, &b.max_bytes,
+      "Largest message (default 64 MiB; sizes go up by 4 from 4 KiB)", "BYTES" },
+    { "rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &b.rank, NULL, NULL },
+    { "address", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &address, NULL, NULL },
+    KS_CLI_SET_OPTION (sets),
+    { NULL },
+  };
+  g_autoptr (KsConfig) config = NULL;
+  g_autoptr (KsRegistry) registry = NULL;
+  g_auto (GStrv) original = g_strdupv (argv);
+  int status;
+
+  if (!ks_cli_parse ("bench", "allreduce [CONFIG]", ks_cmd_bench.summary, entries, &argc,
+                     &argv))
+    return KS_EXIT_USAGE;
+  if (argc < 2 || strcmp (argv[1], "allreduce") != 0 || argc > 3)
+    {
+      ks_cli_error ("bench: say what to measure: `ksdist bench allreduce [CONFIG]` (got %s)",
+                    argc < 2 ? "nothing" : argv[argc > 3 ? 3 : 1]);
+      return KS_EXIT_USAGE;
+    }
+  if (b.n < 1 || b.max_bytes < 4096)
+    {
+      ks_cli_error ("bench allreduce: -n is at least 1 and --max-bytes at least 4096");
+      return KS_EXIT_USAGE;
+    }
+  if ((status = ks_cli_load (argc == 3 ? argv[2] : NULL, sets, &config, &registry)) != 0)
+    return status;
+  if (b.rank >= 0)
+    {
+      b.address = address;
+      return run_rank (&b, config, registry);
+    }
+  /* the ranks get this command line ("bench allreduce ...") and their place */
+  return run_ranks (&b, config, registry, original, g_strv_length (original));
+}
+
+const KsCommand ks_cmd_bench = {
+  "bench",
+  "Measure the communicator: `ksdist bench allreduce` prints time, algbw and busbw for "
+  "4 KiB to 64 MiB between -n processes",
+  run_bench,
+};
