@@ -1,6 +1,8 @@
 # Benchmarks: not tests (timings on shared machines are noisy); `make bench` runs them.
 if HAVE_OPENBLAS
-EXTRA_PROGRAMS += bench/bench-sgemm bench/bench-mlp bench/bench-gpt
+EXTRA_PROGRAMS += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-ddp
+bench_bench_ddp_SOURCES = bench/bench-ddp.c
+bench_bench_ddp_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_gpt_SOURCES = bench/bench-gpt.c bench/step-timing.h
 bench_bench_gpt_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_mlp_SOURCES = bench/bench-mlp.c bench/step-timing.h
@@ -8,7 +10,7 @@ bench_bench_mlp_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_sgemm_SOURCES = bench/bench-sgemm.c
 bench_bench_sgemm_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS)
 bench_bench_sgemm_LDADD = libksdist.la $(GLIB_LIBS) $(OPENBLAS_LIBS)
-CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt
+CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-ddp
 EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/torch_step_timing.py \
 	bench/run-vs-torch.sh bench/bench-overlap.sh
 
@@ -34,5 +36,11 @@ CLEANFILES += bench/bench-allreduce
 bench-allreduce: bench/bench-allreduce tools/ksdist
 	$(SHELL) $(srcdir)/bench/run-allreduce.sh 2
 .PHONY: bench-allreduce
+
+# Data-parallel step time: bench/bench-ddp beside PyTorch DDP (bench/run-ddp.sh).
+bench-ddp: bench/bench-ddp
+	$(SHELL) $(srcdir)/bench/run-ddp.sh 2
+.PHONY: bench-ddp
 endif
-EXTRA_DIST += bench/bench-allreduce.cc bench/run-allreduce.sh bench/allreduce-torch.py
+EXTRA_DIST += bench/bench-allreduce.cc bench/run-allreduce.sh bench/allreduce-torch.py \
+	bench/run-ddp.sh bench/ddp-torch.py
