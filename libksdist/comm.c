@@ -340,6 +340,58 @@ ks_comm_recv (KsComm *comm, void *buf, gsize nbytes, int peer, guint32 tag, GErr
          && COMM_OPS (comm)->recv (CTX (comm), buf, nbytes, peer, tag, error);
 }
 
+struct KsCommRequest {
+  KsComm *comm;
+  void *handle;
+};
+
+static KsCommRequest *
+request_new (KsComm *comm, void *handle)
+{
+  KsCommRequest *r;
+  if (handle == NULL)
+    return NULL;
+  r = g_new (KsCommRequest, 1);
+  r->comm = comm;
+  r->handle = handle;
+  return r;
+}
+
+KsCommRequest *
+ks_comm_isend (KsComm *comm, const void *buf, gsize nbytes, int peer, guint32 tag,
+               GError **error)
+{
+  if (!KS_OPS_HAS (COMM_OPS (comm), KsCommOps, wait))
+    {
+      ks_set_not_supported (error, comm->instance.plugin->name, KS_KIND_COMM, "isend");
+      return NULL;
+    }
+  if (!check_peer (comm, "send to", peer, error))
+    return NULL;
+  return request_new (comm, COMM_OPS (comm)->isend (CTX (comm), buf, nbytes, peer, tag, error));
+}
+
+KsCommRequest *
+ks_comm_irecv (KsComm *comm, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  if (!KS_OPS_HAS (COMM_OPS (comm), KsCommOps, wait))
+    {
+      ks_set_not_supported (error, comm->instance.plugin->name, KS_KIND_COMM, "irecv");
+      return NULL;
+    }
+  if (!check_peer (comm, "receive from", peer, error))
+    return NULL;
+  return request_new (comm, COMM_OPS (comm)->irecv (CTX (comm), buf, nbytes, peer, tag, error));
+}
+
+gboolean
+ks_comm_wait (KsCommRequest *request, GError **error)
+{
+  gboolean ok = COMM_OPS (request->comm)->wait (CTX (request->comm), request->handle, error);
+  g_free (request);
+  return ok;
+}
+
 gboolean
 ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error)
 {

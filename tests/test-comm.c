@@ -221,6 +221,29 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
   CHECK (strcmp (in1, want1) == 0 && strcmp (in2, want2) == 0, "recv: got '%s' and '%s'", in1,
          in2);
 
+  /* non-blocking: every rank starts 4 MiB to each neighbour and both receives before it
+   * waits for any (blocking sends in this order would wait on each other forever), then
+   * waits in another order than it started */
+  enum { BIG = 1 << 20 };
+  g_autofree gint32 *to_next = g_new (gint32, BIG), *to_prev = g_new (gint32, BIG);
+  g_autofree gint32 *from_prev = g_new0 (gint32, BIG), *from_next = g_new0 (gint32, BIG);
+  for (int i = 0; i < BIG; i++)
+    to_next[i] = rank * BIG + i, to_prev[i] = -(rank * BIG + i);
+  KsCommRequest *requests[4];
+  {
+    g_autoptr (GError) e_ = NULL;
+    requests[0] = ks_comm_isend (comm, to_next, BIG * 4, next, 7, ERR);
+    requests[1] = ks_comm_isend (comm, to_prev, BIG * 4, prev, 8, ERR);
+    requests[2] = ks_comm_irecv (comm, from_prev, BIG * 4, prev, 7, ERR);
+    requests[3] = ks_comm_irecv (comm, from_next, BIG * 4, next, 8, ERR);
+    CHECK (e_ == NULL, "isend/irecv: %s", e_->message);
+  }
+  for (int i = 3; i >= 0; i--)
+    OK (ks_comm_wait (requests[i], ERR));
+  for (int i = 0; i < BIG; i++)
+    CHECK (from_prev[i] == prev * BIG + i && from_next[i] == -(next * BIG + i),
+           "irecv [%d]: %d from rank %d, %d from rank %d", i, from_prev[i], prev, from_next[i],
+           next);
   /* a sub-group of the even ranks sums only their values */
   int evens[4], n_evens = 0;
   for (int r = 0; r < n; r += 2)
@@ -253,6 +276,23 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
       check_allreduce (c, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 10007);
       check_allreduce (c, rank, n, KS_DTYPE_INT64, KS_REDUCE_MAX, 5);
     }
+
+  /* last, for it breaks the communicator (Gloo closes a pair whose operation timed out):
+   * rank 0's receive that nobody answers ends at the timeout, named, while rank 1 waits */
+  if (rank == 0)
+    {
+      g_autoptr (GError) e_ = NULL;
+      gint32 nothing;
+      OK (ks_comm_set_timeout (comm, 300, ERR));
+      KsCommRequest *lonely = ks_comm_irecv (comm, &nothing, sizeof nothing, 1, 99, ERR);
+      CHECK (lonely != NULL, "irecv: %s", e_->message);
+      CHECK (!ks_comm_wait (lonely, ERR) && g_error_matches (e_, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT)
+                 && strstr (e_->message, "receive of 4 bytes from rank 1 (tag 99)") != NULL
+                 && strstr (e_->message, "300") != NULL,
+             "a receive nobody answers: %s", e_ != NULL ? e_->message : "it succeeded");
+    }
+  else if (rank == 1)
+    g_usleep (1500 * 1000);
 }
 
 /* PaddleCloud's parameter-server form: ranks 0..n-2 trainers, the last a server. */

@@ -72,6 +72,13 @@ typedef struct {
   gboolean (*set_timeout) (void *ctx, int timeout_ms, GError **error);
   int (*rank) (void *ctx);
   int (*world_size) (void *ctx);
+  /* Start a send or receive and return a handle at once (NULL and the error when it
+   * cannot start); the buffer is the plugin's until wait, which completes the
+   * operation within the timeout and frees the handle, whatever it returns. */
+  void *(*isend) (void *ctx, const void *buf, gsize nbytes, int peer, guint32 tag,
+                  GError **error);
+  void *(*irecv) (void *ctx, void *buf, gsize nbytes, int peer, guint32 tag, GError **error);
+  gboolean (*wait) (void *ctx, void *request, GError **error);
 } KsCommOps;
 
 /* ---- the core's handles on a store and a communicator ---- */
@@ -130,6 +137,19 @@ gboolean ks_comm_send (KsComm *comm, const void *buf, gsize nbytes, int peer, gu
                        GError **error);
 gboolean ks_comm_recv (KsComm *comm, void *buf, gsize nbytes, int peer, guint32 tag,
                        GError **error);
+/* Non-blocking send and receive: each returns at once with a request (NULL and the error
+ * when it cannot start), and the buffer must be left alone until ks_comm_wait says the
+ * operation is done. Messages between two ranks under one tag arrive in order. */
+typedef struct KsCommRequest KsCommRequest;
+KsCommRequest *ks_comm_isend (KsComm *comm, const void *buf, gsize nbytes, int peer,
+                              guint32 tag, GError **error);
+KsCommRequest *ks_comm_irecv (KsComm *comm, void *buf, gsize nbytes, int peer, guint32 tag,
+                              GError **error);
+/* Completes the request within the communicator's timeout and frees it, whatever it
+ * returns; the error names the peer, the tag and the size. As with a collective, a
+ * send or receive that timed out may leave the communicator unusable (Gloo closes the
+ * pair): make a new one. */
+gboolean ks_comm_wait (KsCommRequest *request, GError **error);
 gboolean ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error);
 /* A communicator over `ranks` of this one (sorted, with this rank); every member calls
  * it with the same list. Free it before its parent. */

@@ -560,37 +560,82 @@ user_slot (guint32 tag)
   return (G_GUINT64_CONSTANT (1) << 40) | tag;
 }
 
+/* A send or receive under way: the unbound buffer over the caller's memory. */
+struct Request
+{
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  bool sending;
+  int peer;
+  guint32 tag;
+  gsize nbytes;
+};
+
+std::string
+describe (const Request &r)
+{
+  return format (r.sending ? "send of %" G_GSIZE_FORMAT " bytes to rank %d (tag %u)"
+                           : "receive of %" G_GSIZE_FORMAT " bytes from rank %d (tag %u)",
+                 r.nbytes, r.peer, r.tag);
+}
+
+Request *
+start (Gloo *g, void *buf, gsize nbytes, int peer, guint32 tag, bool sending, GError **error)
+{
+  auto *r = new Request{ nullptr, sending, peer, tag, nbytes };
+  if (!guarded (g, [&] { return describe (*r); }, error, [&] {
+        r->buffer = g->p2p->createUnboundBuffer (buf, nbytes);
+        if (sending)
+          r->buffer->send (peer, user_slot (tag));
+        else
+          r->buffer->recv (peer, user_slot (tag));
+      }))
+    {
+      delete r;
+      return nullptr;
+    }
+  return r;
+}
+
+void *
+gloo_isend (void *p, const void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  return start ((Gloo *) p, (void *) buf, nbytes, peer, tag, true, error);
+}
+
+void *
+gloo_irecv (void *p, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  return start ((Gloo *) p, buf, nbytes, peer, tag, false, error);
+}
+
+gboolean
+gloo_wait (void *p, void *request, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  std::unique_ptr<Request> r ((Request *) request);
+  auto timeout = std::chrono::milliseconds (g->timeout_ms);
+  return guarded (g, [&] { return describe (*r); }, error, [&] {
+    if (r->sending ? !r->buffer->waitSend (timeout) : !r->buffer->waitRecv (timeout))
+      throw CommFailure (KS_COMM_ERROR_TIMEOUT,
+                         "rank " + std::to_string (r->peer)
+                             + (r->sending ? " did not take the message within "
+                                           : " sent nothing within ")
+                             + std::to_string (g->timeout_ms) + " ms");
+  });
+}
+
 gboolean
 gloo_send (void *p, const void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
 {
-  Gloo *g = (Gloo *) p;
-  auto what = [&] { return format ("send of %" G_GSIZE_FORMAT " bytes to rank %d (tag %u)",
-                                           nbytes, peer, tag); };
-  return guarded (g, what, error, [&] {
-    auto ub = g->p2p->createUnboundBuffer ((void *) buf, nbytes);
-    ub->send (peer, user_slot (tag));
-    if (!ub->waitSend (std::chrono::milliseconds (g->timeout_ms)))
-      throw CommFailure (KS_COMM_ERROR_TIMEOUT, "rank " + std::to_string (peer)
-                                                    + " did not take the message within "
-                                                    + std::to_string (g->timeout_ms) + " ms");
-  });
+  void *r = gloo_isend (p, buf, nbytes, peer, tag, error);
+  return r != NULL && gloo_wait (p, r, error);
 }
 
 gboolean
 gloo_recv (void *p, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
 {
-  Gloo *g = (Gloo *) p;
-  auto what = [&] { return format ("receive of %" G_GSIZE_FORMAT
-                                           " bytes from rank %d (tag %u)",
-                                           nbytes, peer, tag); };
-  return guarded (g, what, error, [&] {
-    auto ub = g->p2p->createUnboundBuffer (buf, nbytes);
-    ub->recv (peer, user_slot (tag));
-    if (!ub->waitRecv (std::chrono::milliseconds (g->timeout_ms)))
-      throw CommFailure (KS_COMM_ERROR_TIMEOUT, "rank " + std::to_string (peer)
-                                                    + " sent nothing within "
-                                                    + std::to_string (g->timeout_ms) + " ms");
-  });
+  void *r = gloo_irecv (p, buf, nbytes, peer, tag, error);
+  return r != NULL && gloo_wait (p, r, error);
 }
 
 /* ---- sub-groups ---- */
@@ -625,6 +670,19 @@ gloo_subgroup (void *p, const int *ranks, int n_ranks, GError **error)
   return sub;
 }
 
+/* Later point-to-point, allgather and unbound operations wait this long; the algorithm
+ * classes (allreduce, broadcast, barrier) keep the timeout their pairs connected with. */
+gboolean
+gloo_set_timeout (void *p, int timeout_ms, GError **error)
+{
+  Gloo *g = (Gloo *) p;
+  g->timeout_ms = timeout_ms;
+  for (auto *ctx : { &g->algo, &g->p2p })
+    if (*ctx)
+      (*ctx)->setTimeout (std::chrono::milliseconds (timeout_ms));
+  return TRUE;
+}
+
 int
 gloo_rank (void *p)
 {
@@ -653,7 +711,11 @@ make_ops ()
   ops.reduce_scatter = gloo_reduce_scatter;
   ops.send = gloo_send;
   ops.recv = gloo_recv;
+  ops.isend = gloo_isend;
+  ops.irecv = gloo_irecv;
+  ops.wait = gloo_wait;
   ops.subgroup = gloo_subgroup;
+  ops.set_timeout = gloo_set_timeout;
   ops.rank = gloo_rank;
   ops.world_size = gloo_size;
   return ops;
