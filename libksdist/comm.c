@@ -357,16 +357,20 @@ request_new (KsComm *comm, void *handle)
   return r;
 }
 
+/* Whether `comm`'s plugin has non-blocking operations and `peer` is in it. */
+static gboolean
+can_start (KsComm *comm, const char *slot, const char *verb, int peer, GError **error)
+{
+  if (!KS_OPS_HAS (COMM_OPS (comm), KsCommOps, wait))
+    return ks_set_not_supported (error, comm->instance.plugin->name, KS_KIND_COMM, slot);
+  return check_peer (comm, verb, peer, error);
+}
+
 KsCommRequest *
 ks_comm_isend (KsComm *comm, const void *buf, gsize nbytes, int peer, guint32 tag,
                GError **error)
 {
-  if (!KS_OPS_HAS (COMM_OPS (comm), KsCommOps, wait))
-    {
-      ks_set_not_supported (error, comm->instance.plugin->name, KS_KIND_COMM, "isend");
-      return NULL;
-    }
-  if (!check_peer (comm, "send to", peer, error))
+  if (!can_start (comm, "isend", "send to", peer, error))
     return NULL;
   return request_new (comm, COMM_OPS (comm)->isend (CTX (comm), buf, nbytes, peer, tag, error));
 }
@@ -374,12 +378,7 @@ ks_comm_isend (KsComm *comm, const void *buf, gsize nbytes, int peer, guint32 ta
 KsCommRequest *
 ks_comm_irecv (KsComm *comm, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
 {
-  if (!KS_OPS_HAS (COMM_OPS (comm), KsCommOps, wait))
-    {
-      ks_set_not_supported (error, comm->instance.plugin->name, KS_KIND_COMM, "irecv");
-      return NULL;
-    }
-  if (!check_peer (comm, "receive from", peer, error))
+  if (!can_start (comm, "irecv", "receive from", peer, error))
     return NULL;
   return request_new (comm, COMM_OPS (comm)->irecv (CTX (comm), buf, nbytes, peer, tag, error));
 }
