@@ -107,7 +107,7 @@ struct StoreAdapter : gloo::rendezvous::Store {
 
 /* A cached algorithm object with the buffers it was made on. */
 struct Entry {
-  std::vector<char> in, out;
+  std::vector<char> in;
   std::unique_ptr<gloo::Algorithm> algorithm;
 };
 
@@ -371,25 +371,23 @@ allreduce_typed (Gloo *g, T *buf, gsize count, KsDType dtype, KsReduceOp op)
   gsize bytes = count * sizeof (T);
   std::string name = choose (g, bytes);
   if (name == "unbound")
+    allreduce_unbound (g, buf, count, op);
+  else
     {
-      allreduce_unbound (g, buf, count, op);
-      if (op == KS_REDUCE_AVG)
-        for (gsize i = 0; i < count; i++)
-          buf[i] /= g->size;
-      return;
+      std::string key = "allreduce/" + name + "/" + ks_dtype_name (dtype) + "/"
+                        + ks_reduce_op_name (op) + "/" + std::to_string (count);
+      auto &entry = g->cache[key];
+      if (!entry)
+        {
+          entry.reset (new Entry ());
+          entry->in.resize (bytes);
+          entry->algorithm.reset (
+              make_allreduce<T> (g, name, (T *) entry->in.data (), (int) count, op));
+        }
+      memcpy (entry->in.data (), buf, bytes);
+      entry->algorithm->run ();
+      memcpy (buf, entry->in.data (), bytes);
     }
-  std::string key = "allreduce/" + name + "/" + ks_dtype_name (dtype) + "/"
-                    + ks_reduce_op_name (op) + "/" + std::to_string (count);
-  auto &entry = g->cache[key];
-  if (!entry)
-    {
-      entry.reset (new Entry ());
-      entry->in.resize (bytes);
-      entry->algorithm.reset (make_allreduce<T> (g, name, (T *) entry->in.data (), (int) count, op));
-    }
-  memcpy (entry->in.data (), buf, bytes);
-  entry->algorithm->run ();
-  memcpy (buf, entry->in.data (), bytes);
   if (op == KS_REDUCE_AVG)
     for (gsize i = 0; i < count; i++)
       buf[i] /= g->size;
