@@ -340,15 +340,17 @@ test_train_addition (Fixture *f, gconstpointer data)
   g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
   double exact = 0;
 
-  run (f, ARGS ("train", config, "--set", "train.steps=1200", "--set", "optim.total_steps=1200",
-                "--set", "train.log_every=1200", "--set", "openblas.threads=1", "--set", set_ckpt),
+  run (f, ARGS ("train", config, "--set", "train.steps=1600", "--set", "optim.total_steps=1600",
+                "--set", "train.log_every=1600", "--set", "openblas.threads=1", "--set", set_ckpt),
        NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_auto (GStrv) lines = g_strsplit (f->out, "\n", -1);
   g_assert_cmpuint (g_strv_length (lines), ==, 3);
   g_assert_cmpint (sscanf (lines[1], "eval exact_match %lf (256 held-out problems)", &exact), ==, 1);
-  g_test_message ("addition, 1200 steps: exact match %.3f on held-out problems", exact);
-  g_assert_cmpfloat (exact, >=, 0.8); /* 0.91 when written; guessing scores about 0 */
+  g_test_message ("addition, 1600 steps: exact match %.3f on held-out problems", exact);
+  /* 0.93-0.95 over four seeds; guessing scores about 0. At 1200 steps the same run sits
+   * where accuracy still climbs fast (0.67-0.91 as rounding changed), too close to call. */
+  g_assert_cmpfloat (exact, >=, 0.8);
 
   run (f, ARGS ("generate", ckpt, "--prompt", "37+58=", "-n", "3"), NULL);
   g_assert_cmpint (f->status, ==, 0);

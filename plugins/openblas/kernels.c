@@ -5,10 +5,21 @@
 #include <config.h>
 
 /* The loops here may run in place (y == x), so GCC's -O2 vectoriser, which adds no
- * runtime alias checks, leaves them scalar; -O3's adds the checks and vectorises. */
-#pragma GCC optimize ("O3")
+ * runtime alias checks, leaves them scalar; -O3's adds the checks and vectorises.
+ * Without trapping math GCC turns the clamps below into selects (no FP exception flag
+ * is ever read here); with it, a loop holding one stays scalar. */
+#pragma GCC optimize ("O3", "no-trapping-math")
 
 #include "kernels.h"
+
+/* The elementwise kernels are built twice, for x86-64-v3 (AVX2 and FMA: twice the
+ * vector width) and for the baseline, and the loader picks one for the machine. Results
+ * can differ in the last bit between the two (FMA rounds once), never between runs. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KS_VECTOR_KERNEL __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
+#else
+#define KS_VECTOR_KERNEL
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -50,6 +61,27 @@ fast_tanh (float x)
   return v * p / q;
 }
 
+/* e^x for x <= 0 (softmax and cross entropy subtract the row's maximum first):
+ * 2^n e^r with n = round (x / ln 2) and |r| <= ln 2 / 2, e^r by its degree-6 Taylor
+ * polynomial (error below 2e-7 relative), 2^n put straight into the exponent bits. No
+ * calls and no branches, so loops of it vectorise; below -87 it returns 0. */
+static inline float
+fast_exp_neg (float x)
+{
+  x = x < -87.0f ? -87.0f : x;
+  float n = __builtin_roundevenf (x * 1.44269504088896341f);
+  float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f; /* ln 2, split */
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1;
+  p = p * r + 1;
+  union { float f; gint32 i; } scale = { .i = ((gint32) n + 127) << 23 };
+  return x <= -87.0f ? 0 : p * scale.f;
+}
+
 static inline float
 sigmoid (float x)
 {
@@ -58,7 +90,7 @@ sigmoid (float x)
 
 /* One loop per operation, the switch outside it, so the compiler vectorises the cheap
  * ones (relu, neg) and calls libm once per element for the others. */
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n, GError **error)
 {
   switch (op)
@@ -80,7 +112,7 @@ ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n, G
 }
 
 /* dx = dy * f'(x); y = f(x) when given, else recomputed */
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float *y,
                             const float *dy, float *dx, gsize n, GError **error)
 {
@@ -127,7 +159,7 @@ ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float
   return TRUE;
 }
 
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_binary (void *ctx, KsBinaryOp op, const float *a, const float *b, float *c,
                     gsize rows, gsize cols, gsize b_rows, GError **error)
 {
@@ -176,7 +208,7 @@ reduce_step (KsReduceOp op, double acc, double v)
 
 /* y must not overlap x. Over rows (axis 0) the accumulators are a row walked in memory
  * order, row after row; over columns each row folds into one. */
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_reduce (void *ctx, KsReduceOp op, const float *x, float *y, gsize rows, gsize cols,
                     int axis, GError **error)
 {
@@ -188,38 +220,81 @@ ks_openblas_reduce (void *ctx, KsReduceOp op, const float *x, float *y, gsize ro
   acc = g_new (double, MAX (outer, 1));
   for (gsize o = 0; o < outer; o++)
     acc[o] = reduce_start (op);
-  for (gsize r = 0; r < rows; r++)
-    for (gsize j = 0; j < cols; j++)
-      {
-        gsize o = axis == 0 ? j : r;
-        acc[o] = reduce_step (op, acc[o], x[r * cols + j]);
-      }
+  if (axis == 0 && (op == KS_REDUCE_SUM || op == KS_REDUCE_AVG))
+    /* column sums (bias gradients): the same additions, in a loop that vectorises */
+    for (gsize r = 0; r < rows; r++)
+      for (gsize j = 0; j < cols; j++)
+        acc[j] += x[r * cols + j];
+  else
+    for (gsize r = 0; r < rows; r++)
+      for (gsize j = 0; j < cols; j++)
+        {
+          gsize o = axis == 0 ? j : r;
+          acc[o] = reduce_step (op, acc[o], x[r * cols + j]);
+        }
   for (gsize o = 0; o < outer; o++)
     y[o] = (float) (op == KS_REDUCE_AVG && inner > 0 ? acc[o] / inner : acc[o]);
   return TRUE;
 }
 
-gboolean
+static float
+row_max (const float *x, gsize n)
+{
+  float max = -INFINITY;
+  for (gsize j = 0; j < n; j++)
+    max = x[j] > max ? x[j] : max;
+  return max;
+}
+
+/* out[j] = e^(x[j] - max) (out may be x) and their sum: eight float lanes folded in
+ * double at the end, so both loops vectorise and every run gives the same sum. */
+static double
+exp_sum (const float *x, float max, float *out, gsize n)
+{
+  float lane[8] = { 0 };
+  double sum = 0;
+  gsize j;
+
+  for (j = 0; j < n; j++)
+    out[j] = fast_exp_neg (x[j] - max);
+  for (j = 0; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; k++)
+      lane[k] += out[j + k];
+  for (; j < n; j++)
+    sum += out[j];
+  for (int k = 0; k < 8; k++)
+    sum += lane[k];
+  return sum;
+}
+
+KS_VECTOR_KERNEL gboolean
 ks_openblas_softmax (void *ctx, const float *x, float *y, gsize rows, gsize cols,
                      gboolean log_softmax, GError **error)
 {
+  g_autofree float *terms = log_softmax ? g_new (float, cols) : NULL; /* y may be x */
+
   for (gsize r = 0; r < rows; r++)
     {
       const float *xr = x + r * cols;
       float *yr = y + r * cols;
-      double max = -INFINITY, sum = 0;
-      for (gsize j = 0; j < cols; j++)
-        max = MAX (max, xr[j]);
-      for (gsize j = 0; j < cols; j++)
-        sum += exp (xr[j] - max);
-      double log_sum = log (sum);
-      for (gsize j = 0; j < cols; j++)
-        yr[j] = (float) (log_softmax ? xr[j] - max - log_sum : exp (xr[j] - max - log_sum));
+      float max = row_max (xr, cols);
+      if (log_softmax)
+        {
+          float shift = max + (float) log (exp_sum (xr, max, terms, cols));
+          for (gsize j = 0; j < cols; j++)
+            yr[j] = xr[j] - shift;
+        }
+      else
+        {
+          float scale = (float) (1 / exp_sum (xr, max, yr, cols));
+          for (gsize j = 0; j < cols; j++)
+            yr[j] *= scale;
+        }
     }
   return TRUE;
 }
 
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float *dx, gsize rows,
                               gsize cols, gboolean log_softmax, GError **error)
 {
@@ -237,7 +312,7 @@ ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float 
   return TRUE;
 }
 
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_layer_norm (void *ctx, const float *x, const float *gamma, const float *beta,
                         float *y, float *mean, float *rstd, gsize rows, gsize cols, float eps,
                         GError **error)
@@ -263,7 +338,7 @@ ks_openblas_layer_norm (void *ctx, const float *x, const float *gamma, const flo
   return TRUE;
 }
 
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, const float *mean,
                                  const float *rstd, const float *dy, float *dx, float *dgamma,
                                  float *dbeta, gsize rows, gsize cols, GError **error)
@@ -335,7 +410,7 @@ ks_openblas_embedding_backward (void *ctx, const float *dout, const gint64 *ids,
   return TRUE;
 }
 
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_cross_entropy (void *ctx, const float *logits, const gint64 *labels, float *losses,
                            float *dlogits, gsize rows, gsize cols, GError **error)
 {
@@ -348,25 +423,26 @@ ks_openblas_cross_entropy (void *ctx, const float *logits, const gint64 *labels,
                      r, labels[r], cols);
         return FALSE;
       }
+  g_autofree float *terms = dlogits == NULL ? g_new (float, cols) : NULL;
   for (gsize r = 0; r < rows; r++)
     {
       const float *xr = logits + r * cols;
-      double max = -INFINITY, sum = 0;
-      for (gsize j = 0; j < cols; j++)
-        max = MAX (max, xr[j]);
-      for (gsize j = 0; j < cols; j++)
-        sum += exp (xr[j] - max);
-      double log_sum = log (sum) + max;
-      losses[r] = (float) (log_sum - xr[labels[r]]);
+      float *dr = dlogits != NULL ? dlogits + r * cols : terms;
+      float max = row_max (xr, cols);
+      double sum = exp_sum (xr, max, dr, cols);
+      losses[r] = (float) (log (sum) + max - xr[labels[r]]);
       if (dlogits != NULL)
-        for (gsize j = 0; j < cols; j++)
-          dlogits[r * cols + j] =
-              (float) (exp (xr[j] - log_sum) - ((gint64) j == labels[r] ? 1 : 0));
+        {
+          float scale = (float) (1 / sum);
+          for (gsize j = 0; j < cols; j++)
+            dr[j] *= scale;
+          dr[labels[r]] -= 1;
+        }
     }
   return TRUE;
 }
 
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, float *s1,
                     float *s2, gsize n, GError **error)
 {
@@ -421,7 +497,7 @@ ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, 
   return TRUE;
 }
 
-gboolean
+KS_VECTOR_KERNEL gboolean
 ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y, gsize n,
                    GError **error)
 {
