@@ -439,8 +439,9 @@ ks_op_forward (KsExpr *e, GError **error)
 
 /* ---- backward ---- */
 
+/* beta: 0 to write qkv's gradient, 1 to add to it */
 static gboolean
-attention_backward (KsExpr *e, GError **error)
+attention_backward (KsExpr *e, float beta, GError **error)
 {
   KsCompute *c = DEV (e);
   AttentionShape s = attention_shape (e);
@@ -464,26 +465,60 @@ attention_backward (KsExpr *e, GError **error)
                                              s.C, s.d, v, 3 * s.C, s.d, 0, datt, s.T, tt, s.H,
                                              error)
           || !ks_compute_sgemm_strided_batched (c, KS_TRANS_T, KS_TRANS_N, s.T, s.d, s.T, 1, att,
-                                                s.T, tt, dout, s.C, s.d, 1, dv, 3 * s.C, s.d, s.H,
-                                                error)
+                                                s.T, tt, dout, s.C, s.d, beta, dv, 3 * s.C, s.d,
+                                                s.H, error)
           || !ks_compute_softmax_backward (c, att, datt, datt, (gsize) s.H * s.T, s.T, FALSE,
                                            error)
           || !ks_compute_sgemm_strided_batched (c, KS_TRANS_N, KS_TRANS_N, s.T, s.d, s.T, s.scale,
-                                                datt, s.T, tt, k, 3 * s.C, s.d, 1, dq, 3 * s.C,
-                                                s.d, s.H, error)
+                                                datt, s.T, tt, k, 3 * s.C, s.d, beta, dq,
+                                                3 * s.C, s.d, s.H, error)
           || !ks_compute_sgemm_strided_batched (c, KS_TRANS_T, KS_TRANS_N, s.T, s.d, s.T, s.scale,
-                                                datt, s.T, tt, q, 3 * s.C, s.d, 1, dk, 3 * s.C,
-                                                s.d, s.H, error))
+                                                datt, s.T, tt, q, 3 * s.C, s.d, beta, dk,
+                                                3 * s.C, s.d, s.H, error))
         return FALSE;
     }
   return TRUE;
 }
 
-/* into += alpha * x */
-static gboolean
-accumulate (KsCompute *c, const float *x, float *into, gsize n, GError **error)
+/* Contributions to a gradient: the sweep does not zero an activation's gradient, so
+ * the first contribution writes it (beta 0) and later ones add (beta 1). */
+static float
+grad_beta (KsExpr *x)
 {
-  return ks_compute_axpby (c, 1, x, 1, into, n, error);
+  float beta = x->grad_fresh ? 0 : 1;
+  x->grad_fresh = FALSE;
+  return beta;
+}
+
+gboolean
+ks_op_grad_zeroed (KsExpr *x, GError **error)
+{
+  if (!x->grad_fresh)
+    return TRUE;
+  x->grad_fresh = FALSE;
+  return ks_compute_fill_zero (DEV (x), x->grad->data, ks_tensor_nbytes (x->grad), error);
+}
+
+/* x's gradient += src */
+static gboolean
+add_grad (KsExpr *x, const float *src, GError **error)
+{
+  return ks_compute_axpby (DEV (x), 1, src, grad_beta (x), F (x->grad), x->numel, error);
+}
+
+/* Where a kernel that writes (does not add) its result for x's gradient puts it: the
+ * gradient itself for the first contribution, else scratch for add_grad afterwards. */
+static float *
+grad_target (KsExpr *x, GError **error)
+{
+  return x->grad_fresh ? F (x->grad) : ks_model_scratch (x->model, x->numel, error);
+}
+
+/* Completes a grad_target write. */
+static gboolean
+grad_written (KsExpr *x, const float *target, GError **error)
+{
+  return target == F (x->grad) ? (grad_beta (x), TRUE) : add_grad (x, target, error);
 }
 
 gboolean
@@ -501,68 +536,75 @@ ks_op_backward (KsExpr *e, GError **error)
         /* dA += dC B^T, dB += A^T dC */
         return (!a->needs_grad
                 || ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, m, k, n, 1, F (e->grad), n,
-                                     F (b->value), n, 1, F (a->grad), k, error))
+                                     F (b->value), n, grad_beta (a), F (a->grad), k, error))
                && (!b->needs_grad
                    || ks_compute_sgemm (c, KS_TRANS_T, KS_TRANS_N, k, n, m, 1, F (a->value), k,
-                                        F (e->grad), n, 1, F (b->grad), n, error));
+                                        F (e->grad), n, grad_beta (b), F (b->grad), n, error));
       }
     case OP_ADD:
-      if (a->needs_grad && !accumulate (c, F (e->grad), F (a->grad), e->numel, error))
+      if (a->needs_grad && !add_grad (a, F (e->grad), error))
         return FALSE;
       if (!b->needs_grad)
         return TRUE;
       if (b->numel == e->numel)
-        return accumulate (c, F (e->grad), F (b->grad), e->numel, error);
+        return add_grad (b, F (e->grad), error);
       /* a broadcast row: its gradient sums over the rows */
       return (tmp = ks_model_scratch (e->model, b->numel, error)) != NULL
              && ks_compute_reduce (c, KS_REDUCE_SUM, F (e->grad), tmp, e->numel / b->numel,
                                    b->numel, 0, error)
-             && accumulate (c, tmp, F (b->grad), b->numel, error);
+             && add_grad (b, tmp, error);
     case OP_UNARY:
-      return (tmp = ks_model_scratch (e->model, e->numel, error)) != NULL
+      return (tmp = grad_target (a, error)) != NULL
              && ks_compute_unary_backward (c, e->attr, F (a->value), F (e->value), F (e->grad),
                                            tmp, e->numel, error)
-             && accumulate (c, tmp, F (a->grad), e->numel, error);
+             && grad_written (a, tmp, error);
     case OP_MEAN:
       /* dx += dy / n, the scalar broadcast on the device */
       return (tmp = ks_model_scratch (e->model, 1, error)) != NULL
+             && ks_op_grad_zeroed (a, error)
              && ks_compute_axpby (c, 1.0f / a->numel, F (e->grad), 0, tmp, 1, error)
              && with_scalar (c, KS_BINARY_ADD, F (a->grad), tmp, F (a->grad), a->numel, error);
     case OP_CROSS_ENTROPY:
       {
         gsize rows = a->shape[0], n = a->numel;
+        float *scale;
         /* dlogits += (dloss / rows) * (softmax - onehot) */
-        return (tmp = ks_model_scratch (e->model, n + 16, error)) != NULL
-               && ks_compute_axpby (c, 1.0f / rows, F (e->grad), 0, tmp + n, 1, error)
-               && with_scalar (c, KS_BINARY_MUL, F (e->aux), tmp + n, tmp, n, error)
-               && accumulate (c, tmp, F (a->grad), n, error);
+        if ((scale = ks_model_scratch (e->model, n + 16, error)) == NULL)
+          return FALSE;
+        scale += n;
+        tmp = a->grad_fresh ? F (a->grad) : scale - n;
+        return ks_compute_axpby (c, 1.0f / rows, F (e->grad), 0, scale, 1, error)
+               && with_scalar (c, KS_BINARY_MUL, F (e->aux), scale, tmp, n, error)
+               && grad_written (a, tmp, error);
       }
     case OP_ATTENTION:
-      return !a->needs_grad || attention_backward (e, error);
+      return !a->needs_grad || attention_backward (e, grad_beta (a), error);
     case OP_EMBEDDING: /* the ids have no gradient; the table's rows add up */
       return !a->needs_grad
-             || ks_compute_embedding_backward (c, F (e->grad), b->value->data, F (a->grad),
-                                               a->shape[0], b->numel, a->shape[1], error);
+             || (ks_op_grad_zeroed (a, error)
+                 && ks_compute_embedding_backward (c, F (e->grad), b->value->data, F (a->grad),
+                                                   a->shape[0], b->numel, a->shape[1], error));
     case OP_LAYER_NORM:
       {
         KsExpr *beta = e->in[2];
         gsize cols = cols_of (a), rows = a->numel / cols;
-        /* dgamma and dbeta are added to by the kernel; dx is written, so via scratch */
-        return (tmp = ks_model_scratch (e->model, a->numel, error)) != NULL
+        /* dgamma and dbeta are added to by the kernel; dx is written */
+        return (tmp = a->needs_grad ? grad_target (a, error)
+                                    : ks_model_scratch (e->model, a->numel, error)) != NULL
                && ks_compute_layer_norm_backward (c, F (a->value), F (b->value), F (e->aux),
                                                   F (e->aux) + rows, F (e->grad), tmp,
                                                   b->needs_grad ? F (b->grad) : NULL,
                                                   beta->needs_grad ? F (beta->grad) : NULL, rows,
                                                   cols, error)
-               && (!a->needs_grad || accumulate (c, tmp, F (a->grad), a->numel, error));
+               && (!a->needs_grad || grad_written (a, tmp, error));
       }
     case OP_SOFTMAX:
-      return (tmp = ks_model_scratch (e->model, e->numel, error)) != NULL
+      return (tmp = grad_target (a, error)) != NULL
              && ks_compute_softmax_backward (c, F (e->value), F (e->grad), tmp,
                                              e->numel / cols_of (e), cols_of (e), e->attr, error)
-             && accumulate (c, tmp, F (a->grad), e->numel, error);
+             && grad_written (a, tmp, error);
     case OP_RESHAPE:
-      return accumulate (c, F (e->grad), F (a->grad), e->numel, error);
+      return add_grad (a, F (e->grad), error);
     case OP_ACCURACY:
     case OP_GRAD:
     case OP_PARAMETER:

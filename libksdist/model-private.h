@@ -42,6 +42,7 @@ struct KsExpr {
   KsTensor *aux;    /* per-op scratch kept between forward and backward */
   guint64 version;  /* the model clock when value last changed; 0 = never */
   gboolean needs_grad;
+  gboolean grad_fresh; /* in a sweep: grad holds no contribution yet (and is not zeroed) */
 };
 
 struct KsModel {
@@ -73,6 +74,8 @@ gboolean ks_model_sweep (KsModel *model, KsExpr *loss, GError **error);
 /* model-ops.c */
 gboolean ks_op_forward (KsExpr *expr, GError **error);
 gboolean ks_op_backward (KsExpr *expr, GError **error);
+/* Zeroes x's gradient if nothing has written it yet in this sweep. */
+gboolean ks_op_grad_zeroed (KsExpr *x, GError **error);
 const char *ks_op_name (OpType op);
 
 #endif

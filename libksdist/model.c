@@ -536,10 +536,11 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
         e->grad = e->op == OP_PARAMETER
                       ? arena_view (ks_arena_tensor (model->grads, e->name))
                       : ks_tensor_new (model->compute, KS_DTYPE_FLOAT32, e->ndim, e->shape, error);
-      if (e->grad == NULL || (e->op != OP_PARAMETER
-                              && !ks_compute_fill_zero (model->compute, e->grad->data,
-                                                        ks_tensor_nbytes (e->grad), error)))
+      if (e->grad == NULL)
         return FALSE;
+      /* the first contribution writes instead of adding (ks_op_grad_beta), so an
+       * activation's gradient is never zeroed; parameters' were, with the arena */
+      e->grad_fresh = e->op != OP_PARAMETER;
     }
   /* for the grad_ready callback: each parameter's lowest-id consumer in this sweep, and
    * at once the parameters this loss does not reach (their zero is final) */
@@ -565,10 +566,12 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
     return TRUE; /* no parameter of this backward reaches the loss: gradients stay zero */
   if (!ks_compute_copy_to_device (model->compute, loss->grad->data, &one, sizeof one, error))
     return FALSE;
+  loss->grad_fresh = FALSE;
   for (guint i = loss->id + 1; i-- > 0;)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, i);
-      if (e->needs_grad && e->n_in > 0 && !ks_op_backward (e, error))
+      if (e->needs_grad && e->n_in > 0
+          && (!ks_op_grad_zeroed (e, error) || !ks_op_backward (e, error)))
         return FALSE;
       if (last_use != NULL && e->needs_grad)
         tell_ready (model, e, last_use);
