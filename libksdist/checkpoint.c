@@ -236,6 +236,8 @@ ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *o
   g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
   g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
   g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
+  g_hash_table_insert (meta, g_strdup ("rng_state"),
+                       g_strdup_printf ("%" G_GUINT64_FORMAT, ks_model_rng_state (model)));
   if (optimizer != NULL)
     {
       g_hash_table_insert (meta, g_strdup ("optimizer"), g_strdup (ks_optimizer_name (optimizer)));
@@ -463,6 +465,9 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
         return FALSE;
     }
   ks_model_parameters_changed (model);
+  /* absent from checkpoints older than dropout: the counter starts at 0 */
+  ks_model_set_rng_state (model, g_ascii_strtoull (
+      json_object_get_string_member_with_default (meta, "rng_state", "0"), NULL, 10));
   if (opt_step != NULL)
     *opt_step = g_ascii_strtoll (json_object_get_string_member (meta, "optimizer_step"), NULL, 10);
   if (step != NULL)

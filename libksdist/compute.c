@@ -264,3 +264,38 @@ ks_compute_axpby (KsCompute *compute, float alpha, const float *x, float beta, f
   REQUIRE (compute, axpby, error);
   return OPS (compute)->axpby (CTX (compute), alpha, x, beta, y, n, error);
 }
+
+/* Whether perm is a permutation of 0 .. ndim - 1. */
+static gboolean
+is_permutation (int ndim, const int *perm)
+{
+  guint seen = 0;
+  for (int i = 0; i < ndim; i++)
+    {
+      if (perm[i] < 0 || perm[i] >= ndim || (seen & (1u << perm[i])))
+        return FALSE;
+      seen |= 1u << perm[i];
+    }
+  return TRUE;
+}
+
+gboolean
+ks_compute_transpose (KsCompute *compute, const float *x, float *y, int ndim, const gint64 *shape,
+                      const int *perm, GError **error)
+{
+  REQUIRE (compute, transpose, error);
+  if (ndim < 1 || ndim > KS_TENSOR_MAX_DIMS || !is_permutation (ndim, perm))
+    return ks_invalid (error, "transpose: perm must order the %d dimensions 0 .. %d, each "
+                       "once (1 to %d dimensions)", ndim, ndim - 1, KS_TENSOR_MAX_DIMS);
+  return OPS (compute)->transpose (CTX (compute), x, y, ndim, shape, perm, error);
+}
+
+gboolean
+ks_compute_dropout_mask (KsCompute *compute, float *mask, gsize n, float p, guint64 seed,
+                         GError **error)
+{
+  REQUIRE (compute, dropout_mask, error);
+  if (!(p >= 0 && p < 1))
+    return ks_invalid (error, "dropout: rate %g; it is in [0, 1)", p);
+  return OPS (compute)->dropout_mask (CTX (compute), mask, n, p, seed, error);
+}

@@ -41,6 +41,9 @@ static const KsKeyDesc core_schema[] = {
     "Sizes of the MLP's hidden layers, input to output" },
   { "model", "activation", KS_VALUE_CHOICE, "tanh", 1, 0, "relu|tanh|sigmoid|gelu",
     "Activation after each hidden layer of the MLP" },
+  { "model", "dropout", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
+    "Dropout rate: after each hidden layer of the MLP; on the GPT's embeddings and on each "
+    "residual branch before it is added. 0 for none; evaluation never drops" },
   { "model", "context", KS_VALUE_INT, "64", 2, 4096, NULL, "GPT: tokens per sequence" },
   { "model", "layers", KS_VALUE_INT, "2", 1, 256, NULL, "GPT: transformer blocks" },
   { "model", "heads", KS_VALUE_INT, "4", 1, 256, NULL, "GPT: attention heads (divide width)" },

@@ -1,6 +1,13 @@
 /* A GPT built from the model's layers (after GPT-2 / llm.c, pre-norm). */
 #include "ks-private.h"
 
+/* x, or dropout of x when the shape asks for it */
+static KsExpr *
+maybe_dropout (KsExpr *x, const KsGptShape *s, guint64 seed, GError **error)
+{
+  return x == NULL || s->dropout <= 0 ? x : ks_dropout (x, s->dropout, seed, error);
+}
+
 static KsExpr *
 block (KsExpr *h, const KsGptShape *s, gint64 layer, GError **error)
 {
@@ -16,10 +23,12 @@ block (KsExpr *h, const KsGptShape *s, gint64 layer, GError **error)
   if ((a = ks_layer_norm (h, ln1, 1e-5f, error)) == NULL
       || (a = ks_fc (a, 3 * s->width, -1, qkv, seed + 1, error)) == NULL
       || (a = ks_causal_self_attention (a, s->batch, s->heads, error)) == NULL
-      || (a = ks_fc (a, s->width, -1, proj, seed + 2, error)) == NULL
+      || (a = maybe_dropout (ks_fc (a, s->width, -1, proj, seed + 2, error), s, seed + 5,
+                             error)) == NULL
       || (h = ks_add (h, a, error)) == NULL || (a = ks_layer_norm (h, ln2, 1e-5f, error)) == NULL
       || (a = ks_fc (a, 4 * s->width, KS_UNARY_GELU, fc, seed + 3, error)) == NULL
-      || (a = ks_fc (a, s->width, -1, out, seed + 4, error)) == NULL)
+      || (a = maybe_dropout (ks_fc (a, s->width, -1, out, seed + 4, error), s, seed + 6,
+                             error)) == NULL)
     return NULL;
   return ks_add (h, a, error);
 }
@@ -47,7 +56,8 @@ ks_gpt_build (KsModel *model, const KsGptShape *s, KsExpr **logits, KsExpr **los
       || (te = ks_model_parameter (model, "wte", 2, wte, small, error)) == NULL
       || (pe = ks_model_parameter (model, "wpe", 2, wpe, small_pos, error)) == NULL
       || (te = ks_embedding (tokens, te, error)) == NULL
-      || (pe = ks_embedding (positions, pe, error)) == NULL || (h = ks_add (te, pe, error)) == NULL)
+      || (pe = ks_embedding (positions, pe, error)) == NULL
+      || (h = maybe_dropout (ks_add (te, pe, error), s, s->seed + 8, error)) == NULL)
     return FALSE;
   for (gint64 l = 0; l < s->layers && h != NULL; l++)
     h = block (h, s, l, error);

@@ -14,7 +14,8 @@ ks_op_name (OpType op)
 {
   static const char *const names[] = { "parameter", "data", "matmul", "add", "unary", "mean",
                                        "cross_entropy", "accuracy", "embedding", "layer_norm",
-                                       "attention", "grad", "softmax", "reshape" };
+                                       "attention", "grad", "softmax", "reshape", "transpose",
+                                       "dropout" };
   return names[op];
 }
 
@@ -135,6 +136,49 @@ ks_reshape (KsExpr *x, int ndim, const gint64 *shape, GError **error)
       return NULL;
     }
   return op_expr (OP_RESHAPE, x, NULL, ndim, shape, error);
+}
+
+KsExpr *
+ks_transpose (KsExpr *x, const int *perm, GError **error)
+{
+  gint64 shape[KS_TENSOR_MAX_DIMS];
+  guint seen = 0;
+  KsExpr *e;
+
+  if (!require_float ("transpose", x, error))
+    return NULL;
+  for (int i = 0; i < x->ndim; i++)
+    {
+      if (perm[i] < 0 || perm[i] >= x->ndim || (seen & (1u << perm[i])))
+        {
+          g_autofree char *sx = ks_expr_shape_string (x);
+          ks_invalid (error, "transpose: '%s' is %s; perm[%d] = %d, but perm must order its "
+                      "dimensions 0 .. %d, each once", x->name, sx, i, perm[i], x->ndim - 1);
+          return NULL;
+        }
+      seen |= 1u << perm[i];
+      shape[i] = x->shape[perm[i]];
+    }
+  if ((e = op_expr (OP_TRANSPOSE, x, NULL, x->ndim, shape, error)) != NULL)
+    memcpy (e->perm, perm, x->ndim * sizeof *perm);
+  return e;
+}
+
+KsExpr *
+ks_dropout (KsExpr *x, float rate, guint64 seed, GError **error)
+{
+  KsExpr *e;
+  if (!require_float ("dropout", x, error))
+    return NULL;
+  if (!(rate >= 0 && rate < 1))
+    {
+      ks_invalid (error, "dropout of '%s': rate %g; it is the probability of dropping an "
+                  "element, in [0, 1)", x->name, rate);
+      return NULL;
+    }
+  if ((e = op_expr (OP_DROPOUT, x, NULL, x->ndim, x->shape, error)) != NULL)
+    e->rate = rate, e->seed = seed;
+  return e;
 }
 
 KsExpr *
@@ -371,6 +415,27 @@ accuracy_forward (KsExpr *e, GError **error)
   return ks_tensor_from_host (e->value, &result, sizeof result, error);
 }
 
+static gboolean
+dropout_forward (KsExpr *e, GError **error)
+{
+  KsModel *model = e->model;
+  KsCompute *c = DEV (e);
+  const KsExpr *x = e->in[0];
+
+  e->attr = model->training && e->rate > 0; /* backward follows the mode of this forward */
+  if (!e->attr)
+    return ks_compute_axpby (c, 1, F (x->value), 0, F (e->value), x->numel, error);
+  if (e->aux == NULL
+      && (e->aux = ks_tensor_new (c, KS_DTYPE_FLOAT32, x->ndim, x->shape, error)) == NULL)
+    return FALSE;
+  /* a new stream of draws per run: the seed moved by the counter times an odd constant */
+  guint64 seed = e->seed + model->rng_state * G_GUINT64_CONSTANT (0xd1b54a32d192ed03);
+  model->rng_drawn = TRUE;
+  return ks_compute_dropout_mask (c, F (e->aux), x->numel, e->rate, seed, error)
+         && ks_compute_binary (c, KS_BINARY_MUL, F (x->value), F (e->aux), F (e->value), 1,
+                               x->numel, 1, error);
+}
+
 gboolean
 ks_op_forward (KsExpr *e, GError **error)
 {
@@ -430,6 +495,11 @@ ks_op_forward (KsExpr *e, GError **error)
                                  cols_of (a), e->attr, error);
     case OP_RESHAPE:
       return ks_compute_axpby (c, 1, F (a->value), 0, F (e->value), a->numel, error);
+    case OP_TRANSPOSE:
+      return ks_compute_transpose (c, F (a->value), F (e->value), a->ndim, a->shape, e->perm,
+                                   error);
+    case OP_DROPOUT:
+      return dropout_forward (e, error);
     case OP_PARAMETER:
     case OP_DATA:
       break;
@@ -605,6 +675,22 @@ ks_op_backward (KsExpr *e, GError **error)
              && grad_written (a, tmp, error);
     case OP_RESHAPE:
       return add_grad (a, F (e->grad), error);
+    case OP_TRANSPOSE:
+      {
+        int inverse[KS_TENSOR_MAX_DIMS];
+        for (int i = 0; i < e->ndim; i++)
+          inverse[e->perm[i]] = i;
+        return (tmp = grad_target (a, error)) != NULL
+               && ks_compute_transpose (c, F (e->grad), tmp, e->ndim, e->shape, inverse, error)
+               && grad_written (a, tmp, error);
+      }
+    case OP_DROPOUT:
+      if (!e->attr)
+        return add_grad (a, F (e->grad), error);
+      return (tmp = grad_target (a, error)) != NULL
+             && ks_compute_binary (c, KS_BINARY_MUL, F (e->grad), F (e->aux), tmp, 1, e->numel,
+                                   1, error)
+             && grad_written (a, tmp, error);
     case OP_ACCURACY:
     case OP_GRAD:
     case OP_PARAMETER:

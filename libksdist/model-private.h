@@ -19,6 +19,8 @@ typedef enum {
   OP_GRAD,          /* the gradient of a parameter; runs the backward sweep of in[0] */
   OP_SOFTMAX,       /* over the last dimension; attr: TRUE for log-softmax */
   OP_RESHAPE,       /* the same elements in another shape */
+  OP_TRANSPOSE,     /* dimensions permuted by perm */
+  OP_DROPOUT,       /* aux: the mask of the last training-mode forward; attr: TRUE if one */
 } OpType;
 
 struct KsExpr {
@@ -31,6 +33,9 @@ struct KsExpr {
   int attr;   /* KsUnaryOp of OP_UNARY; log of OP_SOFTMAX */
   float eps;  /* OP_LAYER_NORM */
   gint64 batch, heads; /* OP_ATTENTION */
+  int perm[KS_TENSOR_MAX_DIMS]; /* OP_TRANSPOSE */
+  float rate;       /* OP_DROPOUT */
+  guint64 seed;     /* OP_DROPOUT */
   KsDType dtype;
   int ndim;
   gint64 shape[KS_TENSOR_MAX_DIMS];
@@ -52,6 +57,9 @@ struct KsModel {
   GHashTable *plans;   /* "id,id,..." -> GArray of guint ids to execute, in order */
   KsArena *params, *grads;
   gboolean initialised, ran;
+  gboolean training;   /* dropout drops (ks_model_set_training) */
+  guint64 rng_state;   /* the dropout counter: advances once per run that drew masks */
+  gboolean rng_drawn;  /* a mask was drawn in the current run */
   guint64 clock;
   guint64 ops_executed;
   KsExpr *swept_loss;  /* the loss whose backward sweep is current ... */

@@ -25,6 +25,7 @@ ks_model_new (KsCompute *compute)
   model->by_name = g_hash_table_new (g_str_hash, g_str_equal);
   model->plans = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                         (GDestroyNotify) g_array_unref);
+  model->training = TRUE;
   return model;
 }
 
@@ -67,6 +68,38 @@ ks_model_device (const KsModel *model)
   return model->compute;
 }
 
+void
+ks_model_set_training (KsModel *model, gboolean training)
+{
+  if (model->training == !!training)
+    return;
+  model->training = !!training;
+  for (guint i = 0; i < model->exprs->len; i++)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, i);
+      if (e->op == OP_DROPOUT)
+        e->version = 0; /* its value depends on the mode: stale */
+    }
+}
+
+gboolean
+ks_model_training (const KsModel *model)
+{
+  return model->training;
+}
+
+guint64
+ks_model_rng_state (const KsModel *model)
+{
+  return model->rng_state;
+}
+
+void
+ks_model_set_rng_state (KsModel *model, guint64 state)
+{
+  model->rng_state = state;
+}
+
 guint64
 ks_model_ops_executed (const KsModel *model)
 {
@@ -83,6 +116,12 @@ KsArena *
 ks_model_gradients (const KsModel *model)
 {
   return model->grads;
+}
+
+const KsTensor *
+ks_expr_last_value (const KsExpr *expr)
+{
+  return expr->version != 0 ? expr->value : NULL;
 }
 
 const char *
@@ -373,6 +412,15 @@ feed (KsModel *model, const KsFeed *f, GError **error)
   return TRUE;
 }
 
+/* After a run: the next one draws new dropout masks. */
+static void
+next_masks (KsModel *model)
+{
+  if (model->rng_drawn)
+    model->rng_state++;
+  model->rng_drawn = FALSE;
+}
+
 gboolean
 ks_model_run (KsModel *model, const KsFeed *feeds, gsize n_feeds, KsExpr *const *targets,
               gsize n_targets, GError **error)
@@ -400,6 +448,7 @@ ks_model_run (KsModel *model, const KsFeed *feeds, gsize n_feeds, KsExpr *const 
   for (guint i = 0; i < ids->len; i++)
     if (!execute (g_ptr_array_index (model->exprs, g_array_index (ids, guint, i)), error))
       return FALSE;
+  next_masks (model);
   return TRUE;
 }
 
@@ -416,6 +465,7 @@ ks_expr_value (KsExpr *expr, GError **error)
       if (stale (e) && !execute (e, error))
         return NULL;
     }
+  next_masks (model);
   return expr->value;
 }
 

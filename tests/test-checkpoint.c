@@ -40,7 +40,8 @@ teardown (Fixture *f, gconstpointer data)
   g_free (f->dir);
 }
 
-/* The same model every time (hidden width and an extra parameter vary it on purpose). */
+/* The same model every time (hidden width and an extra parameter vary it on purpose),
+ * with dropout, so a resume must also continue the model's mask counter. */
 static void
 make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
 {
@@ -51,7 +52,7 @@ make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
   t->model = ks_model_new (f->cpu.c);
   KsExpr *x = ks_model_data (t->model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
   KsExpr *y = ks_model_data (t->model, "y", 1, yshape, KS_DTYPE_INT64, &error);
-  KsExpr *h = ks_fc (x, hidden, KS_UNARY_TANH, "fc1", 1, &error);
+  KsExpr *h = ks_dropout (ks_fc (x, hidden, KS_UNARY_TANH, "fc1", 1, &error), 0.2f, 3, &error);
   t->loss = ks_softmax_cross_entropy (ks_fc (h, 3, -1, "fc2", 2, &error), y, &error);
   if (extra)
     ks_model_parameter (t->model, "extra.w", 1, eshape, zero, &error);
@@ -107,6 +108,8 @@ test_round_trip_and_resume (Fixture *f, gconstpointer data)
   g_assert_cmpint (step, ==, 5);
   g_assert_cmpstr (g_hash_table_lookup (read_meta, "epoch_no"), ==, "2");
   g_assert_cmpstr (g_hash_table_lookup (read_meta, "optimizer"), ==, "adam");
+  g_assert_cmpstr (g_hash_table_lookup (read_meta, "rng_state"), ==, "5");
+  g_assert_cmpuint (ks_model_rng_state (b.model), ==, 5);
   assert_same_parameters (&a, &b);
 
   /* both go on: with Adam's moments and step restored they stay bitwise equal */

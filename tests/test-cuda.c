@@ -148,6 +148,29 @@ test_elementwise (Fixture *f, gconstpointer data)
   dev_free_all (f, da, db, ddy, out, dx, NULL);
 }
 
+/* Transpose and dropout masks: exactly the CPU's (masks bitwise, from the shared hash). */
+static void
+test_transpose_dropout (Fixture *f, gconstpointer data)
+{
+  const gint64 shape[] = { 3, 7, 5, 11 };
+  const int perm[] = { 2, 0, 3, 1 };
+  gsize n = 3 * 7 * 5 * 11;
+  g_autofree float *x = ks_test_random_floats (f->rng, n, -1, 1), *want = g_new (float, n);
+  g_autofree float *mask = g_new (float, N);
+  float *dx = to_dev (f, x, n * 4), *out = to_dev (f, NULL, n * 4), *dmask = to_dev (f, NULL, N * 4);
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (ks_compute_transpose (f->cpu, x, want, 4, shape, perm, NULL));
+  g_assert_true (ks_compute_transpose (f->gpu, dx, out, 4, shape, perm, &error));
+  g_assert_no_error (error);
+  assert_same (f, "transpose", out, want, n, 0);
+  g_assert_true (ks_compute_dropout_mask (f->cpu, mask, N, 0.25f, 1234567, NULL));
+  g_assert_true (ks_compute_dropout_mask (f->gpu, dmask, N, 0.25f, 1234567, &error));
+  g_assert_no_error (error);
+  assert_same (f, "dropout_mask", dmask, mask, N, 0);
+  dev_free_all (f, dx, out, dmask, NULL);
+}
+
 static void
 test_reduce (Fixture *f, gconstpointer data)
 {
@@ -455,6 +478,7 @@ main (int argc, char **argv)
     }
 #define ADD(name, fn) g_test_add ("/cuda/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("elementwise", test_elementwise);
+  ADD ("transpose-dropout", test_transpose_dropout);
   ADD ("reduce", test_reduce);
   ADD ("softmax-layer-norm", test_softmax_layer_norm);
   ADD ("embedding-cross-entropy", test_embedding_cross_entropy);

@@ -476,6 +476,96 @@ test_update_errors (Fixture *f, gconstpointer data)
   g_assert_cmpfloat (p, ==, 1); /* untouched by every refused call */
 }
 
+/* Transposes of 1 to 4 dimensions against index arithmetic done here, and a bad perm. */
+static void
+test_transpose (Fixture *f, gconstpointer data)
+{
+  static const struct {
+    int ndim;
+    gint64 shape[4];
+    int perm[4];
+  } cases[] = { { 1, { 7 }, { 0 } },
+                { 2, { 3, 5 }, { 1, 0 } },
+                { 3, { 2, 3, 4 }, { 2, 0, 1 } },
+                { 4, { 2, 3, 4, 5 }, { 3, 1, 0, 2 } },
+                { 4, { 2, 3, 4, 5 }, { 0, 1, 2, 3 } } };
+  g_autoptr (GError) error = NULL;
+
+  for (gsize c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      int nd = cases[c].ndim;
+      const gint64 *shape = cases[c].shape;
+      const int *perm = cases[c].perm;
+      gsize n = 1;
+      for (int d = 0; d < nd; d++)
+        n *= shape[d];
+      g_autofree float *x = g_new (float, n), *y = g_new (float, n);
+      for (gsize i = 0; i < n; i++)
+        x[i] = (float) i;
+      g_assert_true (ks_compute_transpose (f->c, x, y, nd, shape, perm, &error));
+      g_assert_no_error (error);
+      for (gsize i = 0; i < n; i++)
+        {
+          /* y's multi-index from i, then x's offset of the same element */
+          gsize rest = i, src = 0;
+          gint64 index[4];
+          for (int d = nd - 1; d >= 0; d--)
+            {
+              index[d] = rest % shape[perm[d]];
+              rest /= shape[perm[d]];
+            }
+          for (int d = 0; d < nd; d++)
+            {
+              gint64 at = 0;
+              for (int k = 0; k < nd; k++)
+                if (perm[k] == d)
+                  at = index[k];
+              src = src * shape[d] + at;
+            }
+          if (y[i] != x[src])
+            g_error ("transpose case %" G_GSIZE_FORMAT ": y[%" G_GSIZE_FORMAT "] = %g, want "
+                     "x[%" G_GSIZE_FORMAT "]", c, i, y[i], src);
+        }
+    }
+  const gint64 shape[] = { 2, 3 };
+  float x[6] = { 0 }, y[6];
+  g_assert_false (ks_compute_transpose (f->c, x, y, 2, shape, (const int[]) { 1, 1 }, &error));
+  g_assert_cmpstr (error->message, ==,
+                   "transpose: perm must order the 2 dimensions 0 .. 1, each once (1 to 8 "
+                   "dimensions)");
+}
+
+/* Dropout masks: the values are 0 or 1 / (1 - p), the dropped share is near p, a seed
+ * gives the same mask again and another seed another one; p outside [0, 1) is refused. */
+static void
+test_dropout_mask (Fixture *f, gconstpointer data)
+{
+  enum { N = 20000 };
+  g_autofree float *a = g_new (float, N), *b = g_new (float, N), *c = g_new (float, N);
+  g_autoptr (GError) error = NULL;
+  gsize dropped = 0;
+
+  g_assert_true (ks_compute_dropout_mask (f->c, a, N, 0.3f, 42, &error));
+  g_assert_true (ks_compute_dropout_mask (f->c, b, N, 0.3f, 42, &error));
+  g_assert_true (ks_compute_dropout_mask (f->c, c, N, 0.3f, 43, &error));
+  g_assert_no_error (error);
+  for (gsize i = 0; i < N; i++)
+    {
+      g_assert_true (a[i] == 0 || a[i] == 1 / (1 - 0.3f));
+      dropped += a[i] == 0;
+    }
+  /* binomial: standard deviation sqrt (N p (1 - p)) = 65 */
+  g_assert_cmpuint (dropped, >, 0.3 * N - 300);
+  g_assert_cmpuint (dropped, <, 0.3 * N + 300);
+  g_assert_cmpmem (a, N * sizeof (float), b, N * sizeof (float));
+  g_assert_true (memcmp (a, c, N * sizeof (float)) != 0);
+  g_assert_true (ks_compute_dropout_mask (f->c, a, N, 0, 42, &error));
+  for (gsize i = 0; i < N; i++)
+    g_assert_cmpfloat (a[i], ==, 1);
+  g_assert_false (ks_compute_dropout_mask (f->c, a, N, 1, 42, &error));
+  g_assert_cmpstr (error->message, ==, "dropout: rate 1; it is in [0, 1)");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -493,5 +583,7 @@ main (int argc, char **argv)
   ADD ("cross-entropy", test_cross_entropy);
   ADD ("update-rules", test_update_rules);
   ADD ("update-errors", test_update_errors);
+  ADD ("transpose", test_transpose);
+  ADD ("dropout-mask", test_dropout_mask);
   return g_test_run ();
 }

@@ -29,7 +29,8 @@ scalar (KsExpr *e)
 }
 
 /* Every parameter's gradient (already computed into the gradient arena) against central
- * finite differences of `loss`; returns how many elements were checked. */
+ * finite differences of `loss`; returns how many elements were checked. Each evaluation
+ * starts from the model's RNG counter at entry, so dropout keeps one mask. */
 static gsize
 check_parameter_gradients (KsModel *model, KsExpr *loss, double tol)
 {
@@ -37,6 +38,7 @@ check_parameter_gradients (KsModel *model, KsExpr *loss, double tol)
   float *p = ks_arena_data (params);
   g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
                                    ks_arena_numel (params) * sizeof (float));
+  guint64 rng = ks_model_rng_state (model);
   gsize checked = 0;
 
   for (gsize t = 0; t < ks_arena_count (params); t++)
@@ -50,9 +52,11 @@ check_parameter_gradients (KsModel *model, KsExpr *loss, double tol)
           float saved = p[i];
           p[i] = saved + (float) h;
           ks_model_parameters_changed (model);
+          ks_model_set_rng_state (model, rng);
           double up = scalar (loss);
           p[i] = saved - (float) h;
           ks_model_parameters_changed (model);
+          ks_model_set_rng_state (model, rng);
           double down = scalar (loss);
           p[i] = saved;
           double want = (up - down) / (2 * h);
@@ -203,6 +207,82 @@ test_softmax_reshape_gradients (Fixture *f, gconstpointer data)
   g_assert_null (ks_reshape (x, 2, bad, &error));
   g_assert_cmpstr (error->message, ==, "reshape: 'x' [6, 4] has 24 elements; the new shape (2 "
                                        "dimensions, at most 8) must have as many");
+}
+
+/* Dropout and transpose: gradients by finite differences through a 3-d transpose and a
+ * fixed mask; the mask's values; a new mask per run and the same one for the same
+ * counter; evaluation mode passes through; bad arguments. */
+static void
+test_dropout_transpose (Fixture *f, gconstpointer data)
+{
+  const gint64 xshape[] = { 4, 6 }, cube[] = { 2, 4, 4 }, flat[] = { 8, 4 }, yshape[] = { 8 };
+  const int perm[] = { 2, 0, 1 };
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  g_autoptr (GError) error = NULL;
+  float xs[24], hs[32], ds[32], first[32];
+  gint64 ys[] = { 0, 1, 2, 0, 1, 2, 0, 1 };
+  gsize zeros = 0;
+
+  for (int i = 0; i < 24; i++)
+    xs[i] = (float) sin (i * 0.7);
+  KsExpr *x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_fc (x, 8, KS_UNARY_TANH, "fc1", 5, &error);
+  KsExpr *d = ks_dropout (h, 0.5f, 11, &error);
+  KsExpr *t = ks_transpose (ks_reshape (d, 3, cube, &error), perm, &error);
+  g_assert_no_error (error);
+  g_autofree char *tshape = ks_expr_shape_string (t);
+  g_assert_cmpstr (tshape, ==, "[4, 2, 4]");
+  KsExpr *logits = ks_fc (ks_reshape (t, 2, flat, &error), 3, -1, "fc2", 6, &error);
+  KsExpr *loss = ks_softmax_cross_entropy (logits, y, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+  KsFeed feeds[] = { { "x", xs, sizeof xs }, { "y", ys, sizeof ys } };
+
+  /* the mask of counter 0: every element dropped or doubled, some of each */
+  g_assert_cmpuint (ks_model_rng_state (model), ==, 0);
+  g_assert_true (ks_model_run (model, feeds, 2, &g_array_index (pairs, KsParamGrad, 0).grad, 1,
+                               &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (ks_model_rng_state (model), ==, 1);
+  g_assert_true (ks_tensor_to_host (ks_expr_value (h, NULL), hs, sizeof hs, NULL));
+  g_assert_true (ks_tensor_to_host (ks_expr_value (d, NULL), first, sizeof first, NULL));
+  for (int i = 0; i < 32; i++)
+    {
+      g_assert_true (first[i] == 0 || first[i] == 2 * hs[i]);
+      zeros += first[i] == 0;
+    }
+  g_assert_cmpuint (zeros, >, 4);
+  g_assert_cmpuint (zeros, <, 28);
+  ks_model_set_rng_state (model, 0);
+  g_assert_cmpuint (check_parameter_gradients (model, loss, 3e-3), ==, 6 * 8 + 8 + 4 * 3 + 3);
+
+  /* the next counter draws another mask; counter 0 again draws the first */
+  ks_model_set_rng_state (model, 1);
+  g_assert_true (ks_model_run (model, feeds, 2, &d, 1, &error));
+  g_assert_true (ks_tensor_to_host (ks_expr_value (d, NULL), ds, sizeof ds, NULL));
+  g_assert_true (memcmp (ds, first, sizeof ds) != 0);
+  ks_model_set_rng_state (model, 0);
+  g_assert_true (ks_model_run (model, feeds, 2, &d, 1, &error));
+  g_assert_true (ks_tensor_to_host (ks_expr_value (d, NULL), ds, sizeof ds, NULL));
+  g_assert_cmpmem (ds, sizeof ds, first, sizeof first);
+
+  /* evaluation mode: the input, and no mask drawn */
+  ks_model_set_training (model, FALSE);
+  g_assert_false (ks_model_training (model));
+  g_assert_true (ks_tensor_to_host (ks_expr_value (d, &error), ds, sizeof ds, NULL));
+  g_assert_cmpmem (ds, sizeof ds, hs, sizeof hs);
+  g_assert_cmpuint (ks_model_rng_state (model), ==, 1);
+
+  g_assert_null (ks_dropout (h, 1, 0, &error));
+  g_assert_cmpstr (error->message, ==, "dropout of 'unary_6': rate 1; it is the probability "
+                                       "of dropping an element, in [0, 1)");
+  g_clear_error (&error);
+  g_assert_null (ks_transpose (t, (const int[]) { 0, 2, 2 }, &error));
+  g_assert_cmpstr (error->message, ==, "transpose: 'transpose_9' is [4, 2, 4]; perm[2] = 2, but "
+                                       "perm must order its dimensions 0 .. 2, each once");
 }
 
 /* Causal self-attention: gradients by finite differences through the qkv projection, and
@@ -520,6 +600,7 @@ main (int argc, char **argv)
   ADD ("gradients", test_gradients);
   ADD ("embedding-layer-norm-gradients", test_embedding_layer_norm_gradients);
   ADD ("softmax-reshape-gradients", test_softmax_reshape_gradients);
+  ADD ("dropout-transpose", test_dropout_transpose);
   ADD ("attention", test_attention);
   ADD ("backward-selection", test_backward_selection);
   ADD ("grad-ready", test_grad_ready);

@@ -33,6 +33,19 @@ ks_train_scalar (KsExpr *e, GError **error)
   return v;
 }
 
+/* The loss of the step just taken (as computed before its update). */
+static float
+step_loss (Trainer *t, GError **error)
+{
+  float v = NAN;
+  const KsTensor *value = ks_expr_last_value (t->loss);
+  if (value == NULL)
+    g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, "no step has run yet");
+  else
+    ks_tensor_to_host (value, &v, sizeof v, error);
+  return v;
+}
+
 static void
 report (Trainer *t, gint64 step, gint64 steps, float loss, double lr, double rate, double eta,
         const double *eval)
@@ -170,6 +183,17 @@ resume (Trainer *t, const char *dir, gint64 *first, GError **error)
   return TRUE;
 }
 
+/* The held-out metric, in evaluation mode (dropout passes through). */
+static gboolean
+evaluate (Trainer *t, double *value, GError **error)
+{
+  gboolean ok;
+  ks_model_set_training (t->model, FALSE);
+  ok = t->task->evaluate (t, value, &t->eval_samples, error);
+  ks_model_set_training (t->model, TRUE);
+  return ok;
+}
+
 static int
 train (Trainer *t)
 {
@@ -256,14 +280,14 @@ train (Trainer *t)
       gint64 now = g_get_monotonic_time ();
       double rate = window_steps * t->batch * t->world / MAX (1e-6, (now - window_start) / 1e6);
       double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
-      double loss = ks_train_scalar (t->loss, &error);
+      double loss = step_loss (t, &error);
       if (!ks_train_dist_mean (t, &loss, &error))
         {
           ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
           return KS_EXIT_RUNTIME;
         }
       gboolean last = step == steps;
-      if (last && !(evaluated = t->task->evaluate (t, &eval, &t->eval_samples, &error)))
+      if (last && !(evaluated = evaluate (t, &eval, &error)))
         {
           ks_cli_error ("evaluation: %s", error->message);
           return KS_EXIT_RUNTIME;
@@ -274,7 +298,7 @@ train (Trainer *t)
       window_steps = 0;
     }
   /* the result; evaluated here when a resumed run had nothing left to do */
-  if (!evaluated && !t->task->evaluate (t, &eval, &t->eval_samples, &error))
+  if (!evaluated && !evaluate (t, &eval, &error))
     {
       ks_cli_error ("evaluation: %s", error->message);
       return KS_EXIT_RUNTIME;

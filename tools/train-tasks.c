@@ -65,6 +65,7 @@ points_build (Trainer *t, GError **error)
   guint64 seed = ks_config_get_int (c, "model", "seed");
   guint64 data_seed = ks_config_get_int (c, "data", "seed");
   double noise = ks_config_get_double (c, "data", "noise");
+  float dropout = ks_config_get_double (c, "model", "dropout");
   KsUnaryOp act = KS_UNARY_TANH;
   KsExpr *x, *y, *h, *logits;
 
@@ -89,7 +90,11 @@ points_build (Trainer *t, GError **error)
     return FALSE;
   h = x;
   for (guint i = 0; i < sizes->len && h != NULL; i++)
-    h = ks_fc (h, g_array_index (sizes, gint64, i), act, NULL, seed + i, error);
+    {
+      h = ks_fc (h, g_array_index (sizes, gint64, i), act, NULL, seed + i, error);
+      if (h != NULL && dropout > 0)
+        h = ks_dropout (h, dropout, seed + 500 + i, error);
+    }
   if (h == NULL
       || (logits = ks_fc (h, ks_task_classes (p->task), -1, "out", seed + 1000, error)) == NULL
       || (t->loss = ks_softmax_cross_entropy (logits, y, error)) == NULL
@@ -216,6 +221,7 @@ gpt_build (Trainer *t, gsize vocab, KsGptShape *shape, KsExpr **logits, GError *
   shape->width = ks_config_get_int (c, "model", "width");
   shape->batch = t->batch;
   shape->seed = ks_config_get_int (c, "model", "seed");
+  shape->dropout = ks_config_get_double (c, "model", "dropout");
   t->model = ks_model_new (t->compute);
   return ks_gpt_build (t->model, shape, logits, &t->loss, error)
          && ks_model_init (t->model, error);

@@ -3,7 +3,8 @@
  * A checkpoint is a directory DIR/checkpoint-<step>/ holding model.safetensors: the
  * parameters under their names, the optimizer's state as optim.<i>.<name>, and in the
  * header's __metadata__ the format ("ksdist-checkpoint"), its version, the step, the
- * optimizer, a SHA-256 of the data and the caller's own entries. Other tools read the
+ * model's dropout counter (rng_state, restored on load), the optimizer, a SHA-256 of the
+ * data and the caller's own entries. Other tools read the
  * weights as plain safetensors. It is written under a temporary name, fsynced, then
  * renamed, so a crash leaves the previous checkpoints and no half-written one. */
 #ifndef KSDIST_CHECKPOINT_H

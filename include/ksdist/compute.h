@@ -115,7 +115,33 @@ typedef struct {
   /* y = alpha * x + beta * y; beta = 0 ignores y's old contents (even NaN) */
   gboolean (*axpby) (void *ctx, float alpha, const float *x, float beta, float *y, gsize n,
                      GError **error);
+  /* y = x with its dimensions permuted: y's dimension i is x's dimension perm[i]; x has
+   * `ndim` (1 to KS_TENSOR_MAX_DIMS) dimensions of `shape`; y must not overlap x */
+  gboolean (*transpose) (void *ctx, const float *x, float *y, int ndim, const gint64 *shape,
+                         const int *perm, GError **error);
+  /* mask[i] = 1 / (1 - p) where ks_dropout_uniform (seed, i) >= p, else 0 */
+  gboolean (*dropout_mask) (void *ctx, float *mask, gsize n, float p, guint64 seed,
+                            GError **error);
 } KsComputeOps;
+
+#ifdef __CUDACC__
+#define KS_HOST_DEVICE __host__ __device__
+#else
+#define KS_HOST_DEVICE
+#endif
+
+/* The uniform draw in [0, 1) of dropout element i, from a counter-based hash
+ * (SplitMix64's finaliser of seed + (i + 1) * golden ratio, 24 bits): every backend,
+ * CUDA's device code included, computes the same masks. */
+static inline KS_HOST_DEVICE float
+ks_dropout_uniform (guint64 seed, guint64 i)
+{
+  guint64 z = seed + (i + 1) * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
+  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94d049bb133111eb);
+  z ^= z >> 31;
+  return (float) (z >> 40) * (1.0f / 16777216);
+}
 
 /* A compute backend instance, made by the core from a selected implementation. */
 typedef struct KsCompute KsCompute;
@@ -184,6 +210,10 @@ gboolean ks_compute_update (KsCompute *compute, const KsUpdateArgs *args, float 
                             GError **error);
 gboolean ks_compute_axpby (KsCompute *compute, float alpha, const float *x, float beta, float *y,
                            gsize n, GError **error);
+gboolean ks_compute_transpose (KsCompute *compute, const float *x, float *y, int ndim,
+                               const gint64 *shape, const int *perm, GError **error);
+gboolean ks_compute_dropout_mask (KsCompute *compute, float *mask, gsize n, float p, guint64 seed,
+                                  GError **error);
 
 G_END_DECLS
 

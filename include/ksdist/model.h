@@ -45,6 +45,16 @@ KsExpr *ks_model_parameter (KsModel *model, const char *name, int ndim, const gi
 KsExpr *ks_model_data (KsModel *model, const char *name, int ndim, const gint64 *shape,
                        KsDType dtype, GError **error);
 
+/* Training mode (the default) or evaluation mode: in evaluation, dropout passes its input
+ * through unchanged. */
+void ks_model_set_training (KsModel *model, gboolean training);
+gboolean ks_model_training (const KsModel *model);
+/* The counter dropout masks are drawn from, with each dropout's seed: it advances by one
+ * after every run that drew masks. Checkpoints save and restore it, so a resumed run
+ * draws the masks the uninterrupted one would have. */
+guint64 ks_model_rng_state (const KsModel *model);
+void ks_model_set_rng_state (KsModel *model, guint64 state);
+
 /* Runs the init net: allocates the parameter and gradient arenas and fills the
  * parameters. Parameters cannot be added afterwards. */
 gboolean ks_model_init (KsModel *model, GError **error);
@@ -85,6 +95,10 @@ gboolean ks_model_backward (KsModel *model, KsExpr *loss, KsExpr *const *params,
 /* An expression's value, computed first if it was never computed or its inputs changed
  * since. The tensor belongs to the expression. */
 const KsTensor *ks_expr_value (KsExpr *expr, GError **error);
+/* The value as last computed (NULL if never), not recomputed even if its inputs changed:
+ * the loss of the step an optimizer just took, say, without running the forward again
+ * on the updated parameters (which would also draw new dropout masks). */
+const KsTensor *ks_expr_last_value (const KsExpr *expr);
 const char *ks_expr_name (const KsExpr *expr);
 KsModel *ks_expr_model (const KsExpr *expr);
 /* "[2, 3]" */
@@ -119,6 +133,14 @@ KsExpr *ks_causal_self_attention (KsExpr *qkv, gint64 batch, gint64 heads, GErro
 KsExpr *ks_softmax (KsExpr *x, gboolean log_softmax, GError **error);
 /* The same elements, row-major, in another shape of as many elements. */
 KsExpr *ks_reshape (KsExpr *x, int ndim, const gint64 *shape, GError **error);
+/* x with its dimensions permuted: the result's dimension i is x's dimension perm[i]
+ * (perm orders 0 .. ndim - 1, each once). */
+KsExpr *ks_transpose (KsExpr *x, const int *perm, GError **error);
+/* Inverted dropout: in training mode each element is zeroed with probability `rate`, in
+ * [0, 1), and the others scaled by 1 / (1 - rate); in evaluation mode, x unchanged. The
+ * masks depend on `seed`, the model's RNG counter and the element only, so every backend
+ * draws the same ones. */
+KsExpr *ks_dropout (KsExpr *x, float rate, guint64 seed, GError **error);
 /* The mean of every element: a scalar. */
 KsExpr *ks_mean (KsExpr *x, GError **error);
 /* Mean softmax cross entropy of logits [m, c] against int64 labels [m]: a scalar. */
@@ -131,12 +153,14 @@ KsExpr *ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error);
 typedef struct {
   gint64 vocab, context, layers, heads, width, batch;
   guint64 seed;
+  float dropout; /* rate on the embeddings and each residual branch; 0 for none */
 } KsGptShape;
 
 /* A GPT on `model`: data "tokens", "positions" and "targets", each int64
  * [batch * context]; token and position embeddings, `layers` pre-norm blocks (causal
  * self-attention, then a GELU MLP of 4 * width, each added to the residual), a final
- * layer norm and a head to the vocabulary. Sets the logits [batch * context, vocab] and
+ * layer norm and a head to the vocabulary; with dropout > 0, dropout on the summed
+ * embeddings and on each branch before it joins the residual. Sets the logits [batch * context, vocab] and
  * the mean next-token cross entropy. */
 gboolean ks_gpt_build (KsModel *model, const KsGptShape *shape, KsExpr **logits, KsExpr **loss,
                        GError **error);

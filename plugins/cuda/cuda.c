@@ -371,6 +371,22 @@ cuda_axpby (void *p, float alpha, const float *x, float beta, float *y, gsize n,
   return cuda_check (ks_cu_axpby (ctx->stream, alpha, x, beta, y, n), "axpby", error);
 }
 
+static gboolean
+cuda_transpose (void *p, const float *x, float *y, int ndim, const gint64 *shape, const int *perm,
+                GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_transpose (ctx->stream, x, y, ndim, shape, perm), "transpose", error);
+}
+
+static gboolean
+cuda_dropout_mask (void *p, float *mask, gsize n, float rate, guint64 seed, GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_dropout_mask (ctx->stream, mask, n, rate, seed), "dropout_mask",
+                     error);
+}
+
 static const KsComputeOps cuda_ops = {
   .size = sizeof (KsComputeOps),
   .create = cuda_create,
@@ -398,6 +414,8 @@ static const KsComputeOps cuda_ops = {
   .update = cuda_update,
   .softmax_backward = cuda_softmax_backward,
   .axpby = cuda_axpby,
+  .transpose = cuda_transpose,
+  .dropout_mask = cuda_dropout_mask,
 };
 
 /* Asks the runtime how many devices there are. Without a GPU or driver it returns an

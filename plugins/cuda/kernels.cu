@@ -5,6 +5,7 @@
  * dgamma and dbeta) fold fixed groups of rows in a fixed order, and the embedding
  * gradient scans the ids in order: no atomics, so results do not depend on scheduling. */
 #include <ksdist/compute.h>
+#include <ksdist/tensor.h>
 
 #include "kernels.h"
 
@@ -544,5 +545,65 @@ extern "C" cudaError_t
 ks_cu_axpby (cudaStream_t s, float alpha, const float *x, float beta, float *y, size_t n)
 {
   axpby_kernel<<<blocks_for (n), THREADS, 0, s>>> (alpha, x, beta, y, n);
+  return cudaGetLastError ();
+}
+
+/* y's index decomposed over its dimensions, each step taken in x: see ks_cu_transpose */
+struct TransposeDims {
+  int ndim;
+  long long out_shape[KS_TENSOR_MAX_DIMS], step[KS_TENSOR_MAX_DIMS];
+};
+
+__global__ static void
+transpose_kernel (const float *x, float *y, TransposeDims dims, size_t n)
+{
+  FOR_EACH (i, n)
+    {
+      size_t rest = i, src = 0;
+      for (int d = dims.ndim - 1; d >= 0; d--)
+        {
+          src += (rest % dims.out_shape[d]) * dims.step[d];
+          rest /= dims.out_shape[d];
+        }
+      y[i] = x[src];
+    }
+}
+
+extern "C" cudaError_t
+ks_cu_transpose (cudaStream_t s, const float *x, float *y, int ndim, const int64_t *shape,
+                 const int *perm)
+{
+  TransposeDims dims;
+  long long stride[KS_TENSOR_MAX_DIMS];
+  size_t n = 1;
+
+  dims.ndim = ndim;
+  stride[ndim - 1] = 1;
+  for (int d = ndim - 1; d > 0; d--)
+    stride[d - 1] = stride[d] * shape[d];
+  for (int d = 0; d < ndim; d++)
+    {
+      dims.out_shape[d] = shape[perm[d]];
+      dims.step[d] = stride[perm[d]];
+      n *= shape[d];
+    }
+  if (n == 0)
+    return cudaSuccess;
+  transpose_kernel<<<blocks_for (n), THREADS, 0, s>>> (x, y, dims, n);
+  return cudaGetLastError ();
+}
+
+__global__ static void
+dropout_mask_kernel (float *mask, size_t n, float p, unsigned long long seed)
+{
+  float scale = 1 / (1 - p);
+  FOR_EACH (i, n)
+    mask[i] = ks_dropout_uniform (seed, i) >= p ? scale : 0;
+}
+
+extern "C" cudaError_t
+ks_cu_dropout_mask (cudaStream_t s, float *mask, size_t n, float p, unsigned long long seed)
+{
+  dropout_mask_kernel<<<blocks_for (n), THREADS, 0, s>>> (mask, n, p, seed);
   return cudaGetLastError ();
 }

@@ -48,6 +48,11 @@ cudaError_t ks_cu_update (cudaStream_t s, int rule, float lr, float momentum, fl
 cudaError_t ks_cu_axpby (cudaStream_t s, float alpha, const float *x, float beta, float *y,
                          size_t n);
 
+cudaError_t ks_cu_transpose (cudaStream_t s, const float *x, float *y, int ndim,
+                             const int64_t *shape, const int *perm);
+cudaError_t ks_cu_dropout_mask (cudaStream_t s, float *mask, size_t n, float p,
+                                unsigned long long seed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,8 @@
 
 #include "kernels.h"
 
+#include <ksdist/tensor.h>
+
 /* The elementwise kernels are built twice, for x86-64-v3 (AVX2 and FMA: twice the
  * vector width) and for the baseline, and the loader picks one for the machine. Results
  * can differ in the last bit between the two (FMA rounds once), never between runs. */
@@ -507,5 +509,51 @@ ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y,
   else
     for (gsize i = 0; i < n; i++)
       y[i] = alpha * x[i] + beta * y[i];
+  return TRUE;
+}
+
+gboolean
+ks_openblas_transpose (void *ctx, const float *x, float *y, int ndim, const gint64 *shape,
+                       const int *perm, GError **error)
+{
+  gint64 stride[KS_TENSOR_MAX_DIMS], out_shape[KS_TENSOR_MAX_DIMS] = { 0 };
+  gint64 step[KS_TENSOR_MAX_DIMS] = { 0 };
+  gint64 index[KS_TENSOR_MAX_DIMS] = { 0 };
+  gsize n = 1, src = 0;
+
+  stride[ndim - 1] = 1;
+  for (int d = ndim - 1; d > 0; d--)
+    stride[d - 1] = stride[d] * shape[d];
+  for (int d = 0; d < ndim; d++)
+    {
+      out_shape[d] = shape[perm[d]];
+      step[d] = stride[perm[d]]; /* how far x moves when y's index d moves by one */
+      n *= shape[d];
+    }
+  /* y in memory order, a row of its last dimension at a time, with an odometer over the
+   * dimensions before it */
+  gint64 inner = out_shape[ndim - 1], inner_step = step[ndim - 1];
+  for (gsize o = 0; o < n; o += inner)
+    {
+      for (gint64 j = 0; j < inner; j++)
+        y[o + j] = x[src + j * inner_step];
+      for (int d = ndim - 2; d >= 0; d--)
+        {
+          src += step[d];
+          if (++index[d] < out_shape[d])
+            break;
+          src -= step[d] * out_shape[d];
+          index[d] = 0;
+        }
+    }
+  return TRUE;
+}
+
+gboolean
+ks_openblas_dropout_mask (void *ctx, float *mask, gsize n, float p, guint64 seed, GError **error)
+{
+  float scale = 1 / (1 - p);
+  for (gsize i = 0; i < n; i++)
+    mask[i] = ks_dropout_uniform (seed, i) >= p ? scale : 0;
   return TRUE;
 }

@@ -36,5 +36,9 @@ gboolean ks_openblas_update (void *ctx, const KsUpdateArgs *args, float *param, 
                              float *state1, float *state2, gsize n, GError **error);
 gboolean ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y,
                             gsize n, GError **error);
+gboolean ks_openblas_transpose (void *ctx, const float *x, float *y, int ndim,
+                                const gint64 *shape, const int *perm, GError **error);
+gboolean ks_openblas_dropout_mask (void *ctx, float *mask, gsize n, float p, guint64 seed,
+                                   GError **error);
 
 #endif

@@ -167,6 +167,8 @@ static const KsComputeOps openblas_ops = {
   .update = ks_openblas_update,
   .softmax_backward = ks_openblas_softmax_backward,
   .axpby = ks_openblas_axpby,
+  .transpose = ks_openblas_transpose,
+  .dropout_mask = ks_openblas_dropout_mask,
 };
 
 static int
