@@ -210,32 +210,24 @@ list_checkpoints (const char *dir)
   return names;
 }
 
+/* Writes `model` (and `optimizer`) with `meta` as the directory `final`: into a temporary
+ * sibling, fsynced, then renamed over it; a crash leaves the old one or the new one. */
 gboolean
-ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *optimizer,
-                    GHashTable *metadata, guint keep, GError **error)
+ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
+                         GHashTable *meta, GError **error)
 {
-  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  g_autofree char *final = g_strdup_printf ("%s/" PREFIX "%" G_GINT64_FORMAT, dir, step);
-  g_autofree char *tmp = g_strdup_printf ("%s/.tmp-" PREFIX "%" G_GINT64_FORMAT "-%d", dir, step,
-                                          (int) getpid ());
+  g_autofree char *parent = g_path_get_dirname (final);
+  g_autofree char *base = g_path_get_basename (final);
+  g_autofree char *tmp = g_strdup_printf ("%s/.tmp-%s-%d", parent, base, (int) getpid ());
   g_autofree char *old = g_strconcat (tmp, ".old", NULL);
   g_autofree char *file = g_build_filename (tmp, FILE_NAME, NULL);
   g_autoptr (GArray) entries = NULL;
   gint64 *opt_step = NULL;
-  GHashTableIter it;
-  gpointer k, v;
 
   if ((entries = entries_of (model, optimizer, &opt_step, error)) == NULL)
     return FALSE;
-  if (metadata != NULL)
-    {
-      g_hash_table_iter_init (&it, metadata);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
-    }
   g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
   g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
-  g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
   g_hash_table_insert (meta, g_strdup ("rng_state"),
                        g_strdup_printf ("%" G_GUINT64_FORMAT, ks_model_rng_state (model)));
   if (optimizer != NULL)
@@ -245,8 +237,8 @@ ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *o
                            g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
     }
 
-  if (g_mkdir_with_parents (dir, 0755) != 0)
-    return io_error (error, "cannot create the checkpoint directory", dir);
+  if (g_mkdir_with_parents (parent, 0755) != 0)
+    return io_error (error, "cannot create the directory", parent);
   remove_tree (tmp); /* left by a crashed run of this process id */
   if (g_mkdir (tmp, 0755) != 0)
     return io_error (error, "cannot create", tmp);
@@ -255,7 +247,7 @@ ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *o
       remove_tree (tmp);
       return FALSE;
     }
-  /* the same step saved again replaces the older copy */
+  /* a directory written again replaces the older copy */
   if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
     return io_error (error, "cannot move aside", final);
   if (g_rename (tmp, final) != 0)
@@ -265,7 +257,26 @@ ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *o
       return FALSE;
     }
   remove_tree (old);
-  if (!fsync_path (dir, error))
+  return fsync_path (parent, error);
+}
+
+gboolean
+ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *optimizer,
+                    GHashTable *metadata, guint keep, GError **error)
+{
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autofree char *final = g_strdup_printf ("%s/" PREFIX "%" G_GINT64_FORMAT, dir, step);
+  GHashTableIter it;
+  gpointer k, v;
+
+  if (metadata != NULL)
+    {
+      g_hash_table_iter_init (&it, metadata);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
+    }
+  g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
+  if (!ks_checkpoint_write_dir (final, model, optimizer, meta, error))
     return FALSE;
 
   g_autoptr (GPtrArray) names = list_checkpoints (dir);

@@ -74,6 +74,9 @@ static const KsKeyDesc core_schema[] = {
   { "train", "checkpoint_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
     "Steps between checkpoints; 0 saves only at the end" },
   { "train", "keep", KS_VALUE_INT, "3", 0, 1e6, NULL, "Checkpoints kept; 0 keeps all" },
+  { "train", "export_dir", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Directory to write the trained model's inference model to at the end (the forward "
+    "graph from its inputs to the logits, and its parameters); empty for none" },
   { "train", "resume", KS_VALUE_BOOL, "false", 1, 0, NULL,
     "Start from the newest checkpoint in checkpoint_dir when there is one" },
 };

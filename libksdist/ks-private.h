@@ -15,6 +15,11 @@ gboolean ks_is_first_party_plugin (const char *name);
 gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n, gint64 **step,
                              GError **error);
 
+/* checkpoint.c: writes a checkpoint file into the directory `final` (replaced whole);
+ * adds format, version, rng_state and the optimizer's entries to `meta` */
+gboolean ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
+                                  GHashTable *meta, GError **error);
+
 /* types.c: sets KS_COMPUTE_ERROR_INVALID for a call's bad arguments; returns FALSE */
 gboolean ks_invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
 

@@ -20,6 +20,7 @@ libksdist_la_SOURCES = \
 	libksdist/gpt.c \
 	libksdist/data.c \
 	libksdist/checkpoint.c \
+	libksdist/inference.c \
 	libksdist/comm.c \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c

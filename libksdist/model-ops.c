@@ -242,6 +242,28 @@ ks_embedding (KsExpr *ids, KsExpr *table, GError **error)
 }
 
 KsExpr *
+ks_layer_norm_with (KsExpr *x, KsExpr *gamma, KsExpr *beta, float eps, GError **error)
+{
+  KsExpr *e;
+  if (!require_float ("layer_norm", x, error))
+    return NULL;
+  if (gamma->ndim != 1 || beta->ndim != 1 || gamma->numel != cols_of (x)
+      || beta->numel != cols_of (x) || gamma->model != x->model || beta->model != x->model)
+    {
+      g_autofree char *sx = ks_expr_shape_string (x);
+      ks_invalid (error, "layer_norm of '%s' %s: gamma '%s' and beta '%s' must be vectors of "
+                  "its last dimension in the same model", x->name, sx, gamma->name, beta->name);
+      return NULL;
+    }
+  if ((e = op_expr (OP_LAYER_NORM, x, gamma, x->ndim, x->shape, error)) == NULL)
+    return NULL;
+  e->in[2] = beta;
+  e->n_in = 3;
+  e->eps = eps;
+  return e;
+}
+
+KsExpr *
 ks_layer_norm (KsExpr *x, const char *name, float eps, GError **error)
 {
   KsModel *model = x->model;
@@ -251,19 +273,15 @@ ks_layer_norm (KsExpr *x, const char *name, float eps, GError **error)
   g_autofree char *bname = g_strconcat (base, ".beta", NULL);
   KsInit one = { KS_INIT_CONSTANT, 1, 0, 0 }, zero = { KS_INIT_CONSTANT, 0, 0, 0 };
   const gint64 shape[] = { (gint64) cols_of (x) };
-  KsExpr *gamma, *beta, *e;
+  KsExpr *gamma, *beta;
 
   if (!require_float ("layer_norm", x, error))
     return NULL;
   model->n_layers++;
   if ((gamma = ks_model_parameter (model, gname, 1, shape, one, error)) == NULL
-      || (beta = ks_model_parameter (model, bname, 1, shape, zero, error)) == NULL
-      || (e = op_expr (OP_LAYER_NORM, x, gamma, x->ndim, x->shape, error)) == NULL)
+      || (beta = ks_model_parameter (model, bname, 1, shape, zero, error)) == NULL)
     return NULL;
-  e->in[2] = beta;
-  e->n_in = 3;
-  e->eps = eps;
-  return e;
+  return ks_layer_norm_with (x, gamma, beta, eps, error);
 }
 
 KsExpr *

@@ -76,6 +76,8 @@ struct KsModel {
 KsExpr *ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, int ndim,
                            const gint64 *shape, GError **error);
 float *ks_model_scratch (KsModel *model, gsize n, GError **error);
+/* Gives `e` another name, unique in its model. */
+gboolean ks_expr_rename (KsExpr *e, const char *name, GError **error);
 /* Runs the backward sweep of `loss` unless it is current for the loss's value. */
 gboolean ks_model_sweep (KsModel *model, KsExpr *loss, GError **error);
 
@@ -85,5 +87,7 @@ gboolean ks_op_backward (KsExpr *expr, GError **error);
 /* Zeroes x's gradient if nothing has written it yet in this sweep. */
 gboolean ks_op_grad_zeroed (KsExpr *x, GError **error);
 const char *ks_op_name (OpType op);
+/* ks_layer_norm with given parameters (for graphs read back from a file) */
+KsExpr *ks_layer_norm_with (KsExpr *x, KsExpr *gamma, KsExpr *beta, float eps, GError **error);
 
 #endif

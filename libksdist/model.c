@@ -156,8 +156,17 @@ ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, i
 
   if (!ks_shape_check (ndim, shape, &numel, error))
     return NULL;
-  if (name == NULL)
-    name = generated = g_strdup_printf ("%s_%u", ks_op_name (op), model->exprs->len);
+  /* a generated name steps aside for a variable that already took it (a graph read back
+   * from a file keeps its original names) */
+  for (guint k = 0; name == NULL || (generated != NULL && g_hash_table_contains (model->by_name,
+                                                                                  name));
+       k++)
+    {
+      g_free (generated);
+      name = generated = k == 0 ? g_strdup_printf ("%s_%u", ks_op_name (op), model->exprs->len)
+                                : g_strdup_printf ("%s_%u_%u", ks_op_name (op),
+                                                   model->exprs->len, k);
+    }
   if (g_hash_table_contains (model->by_name, name))
     {
       g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
@@ -177,6 +186,30 @@ ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, i
   g_hash_table_insert (model->by_name, e->name, e);
   g_hash_table_remove_all (model->plans); /* the graph changed */
   return e;
+}
+
+KsExpr *
+ks_model_find (KsModel *model, const char *name)
+{
+  return g_hash_table_lookup (model->by_name, name);
+}
+
+gboolean
+ks_expr_rename (KsExpr *e, const char *name, GError **error)
+{
+  if (strcmp (e->name, name) == 0)
+    return TRUE;
+  if (g_hash_table_contains (e->model->by_name, name))
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "the model already has a variable named '%s'", name);
+      return FALSE;
+    }
+  g_hash_table_remove (e->model->by_name, e->name);
+  g_free (e->name);
+  e->name = g_strdup (name);
+  g_hash_table_insert (e->model->by_name, e->name, e);
+  return TRUE;
 }
 
 KsExpr *

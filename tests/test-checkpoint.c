@@ -232,6 +232,218 @@ test_damaged (Fixture *f, gconstpointer data)
   g_assert_null (ks_checkpoint_latest (f->dir)); /* a directory without its file is skipped */
 }
 
+/* The graph's JSON in an inference model's metadata. */
+static char *
+graph_of (const char *dir)
+{
+  g_autoptr (GHashTable) meta = ks_checkpoint_metadata (dir, NULL);
+  g_assert_nonnull (meta);
+  return g_strdup (g_hash_table_lookup (meta, "inference_graph"));
+}
+
+/* A checkpoint of `model` whose metadata holds `graph` as an inference graph. */
+static void
+write_graph (const char *dir, KsModel *model, const char *graph)
+{
+  g_autoptr (GHashTable) meta = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GError) error = NULL;
+  g_hash_table_insert (meta, "inference_graph", (char *) graph);
+  g_assert_true (ks_checkpoint_save (dir, 1, model, NULL, meta, 1, &error));
+  g_assert_no_error (error);
+}
+
+/* Loading `dir` fails with `want` (%s: the file), or with a message starting with it when
+ * it ends in "..." (a JSON parser's own words follow). */
+static void
+assert_inference_fails (Fixture *f, const char *dir, const char *want)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *file = g_build_filename (dir, "model.safetensors", NULL);
+  g_autofree char *message = g_strdup_printf (want, file);
+  g_assert_null (ks_load_inference_model (dir, f->cpu.c, NULL, NULL, &error));
+  g_assert_nonnull (error);
+  if (g_str_has_suffix (message, "..."))
+    {
+      message[strlen (message) - 3] = '\0';
+      g_assert_true (g_str_has_prefix (error->message, message));
+    }
+  else
+    g_assert_cmpstr (error->message, ==, message);
+}
+
+/* save_inference_model: the pruned forward graph and its parameters, loaded without the
+ * code that built it, computes what the trained model computes in evaluation mode; it
+ * holds nothing the targets do not need; bad requests and damaged graphs are errors. */
+static void
+test_inference_model (Fixture *f, gconstpointer data)
+{
+  const gint64 xshape[] = { N, 2 }, yshape[] = { N };
+  const int swap[] = { 1, 0 };
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = g_build_filename (f->dir, "infer", NULL);
+  g_autofree char *bad = g_build_filename (f->dir, "bad", NULL);
+  g_autofree float *want = g_new (float, N * 3), *got = g_new (float, N * 3);
+  g_auto (GStrv) feeds = NULL, targets = NULL;
+  Trained t;
+
+  t.model = ks_model_new (f->cpu.c);
+  KsExpr *x = ks_model_data (t.model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *y = ks_model_data (t.model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_dropout (ks_fc (x, 8, KS_UNARY_TANH, "fc1", 1, &error), 0.3f, 9, &error);
+  h = ks_transpose (ks_transpose (ks_layer_norm (h, "ln", 1e-5f, &error), swap, &error), swap,
+                    &error);
+  KsExpr *logits = ks_fc (h, 3, -1, "fc2", 2, &error);
+  KsExpr *probs = ks_softmax (logits, FALSE, &error);
+  KsExpr *side = ks_fc (x, 4, -1, "unused", 3, &error); /* not needed by probs */
+  KsExpr *loss = ks_softmax_cross_entropy (logits, y, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (t.model, &error));
+  t.opt = ks_optimizer_new (f->cpu.registry, f->cpu.config, "adam", &error);
+  g_assert_true (ks_optimizer_minimize (t.opt, t.model, loss, NULL, 0, NULL, &error));
+  steps (f, &t, 5);
+
+  g_assert_true (ks_save_inference_model (dir, t.model, (const char *[]) { "x", NULL }, &probs,
+                                          1, &error));
+  g_assert_no_error (error);
+  ks_model_set_training (t.model, FALSE);
+  g_assert_true (ks_model_run (t.model, f->feeds, 1, &probs, 1, &error));
+  g_assert_true (ks_tensor_to_host (ks_expr_value (probs, NULL), want, N * 3 * 4, &error));
+
+  g_autoptr (KsModel) loaded = ks_load_inference_model (dir, f->cpu.c, &feeds, &targets, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstrv (feeds, ((const char *[]) { "x", NULL }));
+  g_assert_cmpstrv (targets, ((const char *[]) { ks_expr_name (probs), NULL }));
+  g_assert_false (ks_model_training (loaded));
+  KsExpr *out = ks_model_find (loaded, targets[0]);
+  g_assert_true (ks_model_run (loaded, f->feeds, 1, &out, 1, &error));
+  g_assert_no_error (error);
+  g_assert_true (ks_tensor_to_host (ks_expr_value (out, NULL), got, N * 3 * 4, &error));
+  g_assert_cmpmem (got, N * 3 * 4, want, N * 3 * 4);
+  /* pruned: the labels, the loss and the unused layer are not in it */
+  g_assert_nonnull (ks_model_find (loaded, "fc1.w"));
+  g_assert_nonnull (ks_model_find (loaded, "ln.gamma"));
+  g_assert_null (ks_model_find (loaded, "y"));
+  g_assert_null (ks_model_find (loaded, "unused.w"));
+  g_assert_null (ks_model_find (loaded, ks_expr_name (loss)));
+  g_assert_cmpuint (ks_arena_count (ks_model_parameters (loaded)), ==, 6);
+
+  /* what cannot be saved */
+  g_assert_false (ks_save_inference_model (bad, t.model, (const char *[]) { "x", NULL }, &loss,
+                                           1, &error));
+  g_assert_cmpstr (error->message, ==, "save_inference_model: the targets need data 'y', which "
+                                       "is not among the feeds: add it, or choose targets that "
+                                       "do not need it");
+  g_clear_error (&error);
+  KsExpr *grad = g_array_index (ks_optimizer_pairs (t.opt), KsParamGrad, 0).grad;
+  g_assert_false (ks_save_inference_model (bad, t.model, (const char *[]) { "x", "y", NULL },
+                                           &grad, 1, &error));
+  g_assert_cmpstr (error->message, ==, "save_inference_model: the targets need the gradient "
+                                       "'fc1.w@GRAD'; an inference model holds the forward "
+                                       "graph only");
+  g_clear_error (&error);
+  g_assert_false (ks_save_inference_model (bad, t.model, (const char *[]) { "z", NULL }, &side,
+                                           1, &error));
+  g_assert_cmpstr (error->message, ==, "save_inference_model: feed 'z' is not a data input of "
+                                       "the model");
+  g_clear_error (&error);
+  g_assert_false (g_file_test (bad, G_FILE_TEST_EXISTS));
+
+  /* damaged: a training checkpoint, graphs edited by hand, a truncated file */
+  g_autofree char *graph = graph_of (dir);
+  g_autofree char *ck = g_build_filename (bad, "checkpoint-1", NULL);
+  g_assert_true (ks_checkpoint_save (bad, 1, t.model, NULL, NULL, 1, &error));
+  assert_inference_fails (f, ck, "%s is a training checkpoint, not an inference model (no "
+                                 "inference_graph in its metadata): write one with "
+                                 "ks_save_inference_model");
+  const struct {
+    const char *from, *to, *want;
+  } edits[] = {
+    { "\"op\":\"matmul\"", "\"op\":\"conv\"",
+      "%s: inference graph, op 3 'matmul_4': 'conv' is not an op this ksdist can run for "
+      "inference" },
+    { "\"fn\":\"tanh\"", "\"fn\":\"tan\"",
+      "%s: inference graph, op 5 'unary_6': unknown function tan" },
+    { "\"in\":[\"x\",\"fc1.w\"]", "\"in\":[\"fc1.w\",\"x\"]",
+      "%s: inference graph, op 3 'matmul_4': matmul: 'fc1.w' is [2, 8] and 'x' is [32, 2]; it "
+      "multiplies [m, k] by [k, n]" },
+    { "\"in\":[\"x\",\"fc1.w\"]", "\"in\":[\"x\",\"fc9.w\"]",
+      "%s: inference graph, op 3 'matmul_4': input 'fc9.w' is not defined before it" },
+    { "\"perm\":[1,0]", "\"perm\":[1,1]",
+      "%s: inference graph, op 10 'transpose_11': transpose: 'layer_norm_10' is [32, 8]; "
+      "perm[1] = 1, but perm must order its dimensions 0 .. 1, each once" },
+    { "\"targets\":[\"", "\"targets\":[\"no",
+      "%s: inference graph: target 'nosoftmax_17' is not in the graph" },
+    { "{\"feeds\"", "[{\"feeds\"", "%s: inference graph: not a JSON object: ..." },
+    { "\"ops\":[", "\"ops\":[1,", "%s: inference graph, op 0 '?': each op needs a name, a "
+      "shape (at most 8 integers) and its inputs" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (edits); i++)
+    {
+      g_autoptr (GString) edited = g_string_new (graph);
+      g_assert_cmpuint (g_string_replace (edited, edits[i].from, edits[i].to, 1), ==, 1);
+      write_graph (bad, t.model, edited->str);
+      assert_inference_fails (f, ck, edits[i].want);
+    }
+  g_autofree char *file = g_build_filename (dir, "model.safetensors", NULL);
+  g_autofree char *bytes = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  g_assert_true (g_file_set_contents (file, bytes, len - 8, NULL));
+  assert_inference_fails (f, dir, "%s: the data does not match its SHA-256: the file is "
+                                  "damaged or truncated");
+  drop (&t);
+}
+
+/* `ksdist train` with [train] export_dir: the MLP it trained loads as an inference
+ * model, takes points, and classifies them as the training run's own evaluation did. */
+static void
+test_train_export (Fixture *f, gconstpointer data)
+{
+  enum { BATCH = 64 };
+  g_autofree char *dir = g_build_filename (f->dir, "export", NULL);
+  g_autofree char *set_dir = g_strconcat ("train.export_dir=", dir, NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) feeds = NULL, targets = NULL;
+  float xs[BATCH * 2], logits[BATCH * 3];
+  gint64 ys[BATCH];
+  double accuracy = 0, want = -1;
+
+  int status = ks_test_run_ksdist (
+      (const char *const[]) { "train", "--set", "data.task=rings", "--set", "train.steps=1000",
+                              "--set", "train.batch=64", "--set", "train.log_every=1000",
+                              "--set", "model.dropout=0.1", "--set", "optim.lr=0.01", "--set", set_dir,
+                              NULL },
+      NULL, (const char *const[]) { "openblas", "optim", NULL }, &out, &err);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (err, "inference model (x to add_"));
+  g_assert_nonnull (g_strrstr (out, "eval accuracy "));
+  want = g_ascii_strtod (g_strrstr (out, "eval accuracy ") + strlen ("eval accuracy "), NULL);
+
+  g_autoptr (KsModel) model = ks_load_inference_model (dir, f->cpu.c, &feeds, &targets, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstrv (feeds, ((const char *[]) { "x", NULL }));
+  KsExpr *out_expr = ks_model_find (model, targets[0]);
+  /* new points of the same task: about as accurate as the run's held-out score */
+  ks_task_generate (KS_TASK_RINGS, BATCH, 0.02, 99, xs, ys);
+  KsFeed feed = { "x", xs, sizeof xs };
+  g_assert_true (ks_model_run (model, &feed, 1, &out_expr, 1, &error));
+  g_assert_true (ks_tensor_to_host (ks_expr_value (out_expr, NULL), logits, sizeof logits,
+                                    &error));
+  g_assert_no_error (error);
+  for (int r = 0; r < BATCH; r++)
+    {
+      int best = 0;
+      for (int k = 1; k < 3; k++)
+        best = logits[r * 3 + k] > logits[r * 3 + best] ? k : best;
+      accuracy += (best == ys[r]) / (double) BATCH;
+    }
+  g_test_message ("exported MLP: accuracy %.3f on new points (the run's held-out: %.3f)",
+                  accuracy, want);
+  g_assert_cmpfloat (want, >, 0.8);
+  g_assert_cmpfloat (accuracy, >, want - 0.15);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -243,5 +455,7 @@ main (int argc, char **argv)
   ADD ("safetensors-layout", test_safetensors_layout);
   ADD ("keep-last", test_keep_last);
   ADD ("damaged", test_damaged);
+  ADD ("inference-model", test_inference_model);
+  ADD ("train-export", test_train_export);
   return g_test_run ();
 }

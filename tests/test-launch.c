@@ -437,7 +437,7 @@ test_bad_config (void)
   g_assert_cmpstr (out, ==, "");
   g_assert_cmpstr (err, ==, "ksdist: --set train.stepz: unknown key 'stepz' in [train]; did you "
                             "mean 'steps'? (known: optimizer, steps, batch, log_every, seed, "
-                            "checkpoint_dir, checkpoint_every, keep, resume)\n");
+                            "checkpoint_dir, checkpoint_every, keep, export_dir, resume)\n");
 }
 
 int

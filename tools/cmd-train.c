@@ -297,6 +297,18 @@ train (Trainer *t)
       window_start = now;
       window_steps = 0;
     }
+  const char *export_dir = ks_config_get_string (c, "train", "export_dir");
+  if (leader && *export_dir != '\0')
+    {
+      if (!ks_save_inference_model (export_dir, t->model, t->inputs, &t->logits, 1, &error))
+        {
+          ks_cli_error ("exporting the inference model: %s", error->message);
+          return KS_EXIT_RUNTIME;
+        }
+      g_autofree char *inputs = g_strjoinv (", ", (GStrv) t->inputs);
+      g_message ("inference model (%s to %s) written to %s", inputs, ks_expr_name (t->logits),
+                 export_dir);
+    }
   /* the result; evaluated here when a resumed run had nothing left to do */
   if (!evaluated && !evaluate (t, &eval, &error))
     {

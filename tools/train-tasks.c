@@ -101,6 +101,9 @@ points_build (Trainer *t, GError **error)
       || (p->accuracy = ks_accuracy (logits, y, error)) == NULL
       || !ks_model_init (t->model, error))
     return FALSE;
+  static const char *const inputs[] = { "x", NULL };
+  t->logits = logits;
+  t->inputs = inputs;
 
   p->eval_batches = MAX (1, p->n / t->batch / 4);
   p->xs = g_new (float, p->n * 2);
@@ -223,8 +226,12 @@ gpt_build (Trainer *t, gsize vocab, KsGptShape *shape, KsExpr **logits, GError *
   shape->seed = ks_config_get_int (c, "model", "seed");
   shape->dropout = ks_config_get_double (c, "model", "dropout");
   t->model = ks_model_new (t->compute);
-  return ks_gpt_build (t->model, shape, logits, &t->loss, error)
-         && ks_model_init (t->model, error);
+  static const char *const inputs[] = { "tokens", "positions", NULL };
+  t->inputs = inputs;
+  if (!ks_gpt_build (t->model, shape, logits, &t->loss, error))
+    return FALSE;
+  t->logits = *logits;
+  return ks_model_init (t->model, error);
 }
 
 /* Windows of context + 1 tokens: tokens[i], targets[i] = the next token. */

@@ -36,6 +36,8 @@ struct Trainer {
   KsModel *model;
   KsOptimizer *optimizer;
   KsExpr *loss;
+  KsExpr *logits;              /* what an exported inference model computes ... */
+  const char *const *inputs;   /* ... from these data (NULL-terminated) */
   gsize batch;
   KsFeed feeds[3];
   gsize n_feeds;

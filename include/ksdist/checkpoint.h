@@ -44,6 +44,22 @@ gboolean ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *opti
 /* The __metadata__ of a checkpoint directory (a new string table), without loading it. */
 GHashTable *ks_checkpoint_metadata (const char *path, GError **error);
 
+/* Saves an inference model as the directory `dir` (replaced whole; written under a
+ * temporary name, fsynced, renamed): the ops `targets` need, computed from the data named
+ * in `feeds` (NULL-terminated), with their parameters, in DIR/model.safetensors, the graph
+ * as JSON in its metadata. Ops the targets do not need are left out. An error when the
+ * targets need data not among the feeds, or a gradient. */
+gboolean ks_save_inference_model (const char *dir, KsModel *model, const char *const *feeds,
+                                   KsExpr *const *targets, gsize n_targets, GError **error);
+
+/* Loads an inference model onto `compute`: a new initialised model in evaluation mode,
+ * runnable without the program or config that built it. *feeds and *targets (either may
+ * be NULL) receive the names to feed and to compute (new NULL-terminated arrays); find
+ * the expressions with ks_model_find. A damaged file or graph is an error naming the
+ * file, and the op or tensor. */
+KsModel *ks_load_inference_model (const char *dir, KsCompute *compute, char ***feeds,
+                                  char ***targets, GError **error);
+
 G_END_DECLS
 
 #endif

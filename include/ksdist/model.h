@@ -55,6 +55,9 @@ gboolean ks_model_training (const KsModel *model);
 guint64 ks_model_rng_state (const KsModel *model);
 void ks_model_set_rng_state (KsModel *model, guint64 state);
 
+/* The expression of that name (a parameter, data or any op), or NULL. */
+KsExpr *ks_model_find (KsModel *model, const char *name);
+
 /* Runs the init net: allocates the parameter and gradient arenas and fills the
  * parameters. Parameters cannot be added afterwards. */
 gboolean ks_model_init (KsModel *model, GError **error);
