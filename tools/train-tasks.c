@@ -204,11 +204,18 @@ static const TrainTask points_task = {
 
 /* ---- gpt on a text ---- */
 
+/* What both GPT tasks feed, first in their task data: rows of `context` tokens, their
+ * positions and the next tokens. */
 typedef struct {
-  KsText *text;
-  gsize context, split; /* tokens before `split` train, the rest is held out */
+  gsize context;
   gint64 *tokens, *positions, *targets;
   char *description;
+} GptFeeds;
+
+typedef struct {
+  GptFeeds g;
+  KsText *text;
+  gsize split; /* tokens before `split` train, the rest is held out */
 } Text;
 
 /* The GPT of [model] with `vocab` tokens, initialised, on t->model and t->loss. */
@@ -234,14 +241,45 @@ gpt_build (Trainer *t, gsize vocab, KsGptShape *shape, KsExpr **logits, GError *
   return ks_model_init (t->model, error);
 }
 
+/* Allocates g's rows for t->batch and makes them t's feeds. */
+static void
+gpt_feeds_init (Trainer *t, GptFeeds *g)
+{
+  gsize n = t->batch * g->context;
+  g->tokens = g_new (gint64, n);
+  g->positions = g_new (gint64, n);
+  g->targets = g_new (gint64, n);
+  for (gsize i = 0; i < n; i++)
+    g->positions[i] = i % g->context;
+  t->feeds[0] = (KsFeed) { "tokens", g->tokens, n * sizeof (gint64) };
+  t->feeds[1] = (KsFeed) { "positions", g->positions, n * sizeof (gint64) };
+  t->feeds[2] = (KsFeed) { "targets", g->targets, n * sizeof (gint64) };
+  t->n_feeds = 3;
+}
+
+static void
+gpt_feeds_clear (GptFeeds *g)
+{
+  g_free (g->tokens);
+  g_free (g->positions);
+  g_free (g->targets);
+  g_free (g->description);
+}
+
+static const char *
+gpt_describe (Trainer *t)
+{
+  return ((GptFeeds *) t->task_data)->description;
+}
+
 /* Windows of context + 1 tokens: tokens[i], targets[i] = the next token. */
 static void
 fill_window (Text *x, gsize row, gsize start)
 {
-  for (gsize j = 0; j < x->context; j++)
+  for (gsize j = 0; j < x->g.context; j++)
     {
-      x->tokens[row * x->context + j] = x->text->tokens[start + j];
-      x->targets[row * x->context + j] = x->text->tokens[start + j + 1];
+      x->g.tokens[row * x->g.context + j] = x->text->tokens[start + j];
+      x->g.targets[row * x->g.context + j] = x->text->tokens[start + j + 1];
     }
 }
 
@@ -255,34 +293,25 @@ text_build (Trainer *t, GError **error)
 
   if ((x->text = ks_text_load (ks_config_get_string (c, "data", "path"), error)) == NULL)
     return FALSE;
-  x->context = ks_config_get_int (c, "model", "context");
+  x->g.context = ks_config_get_int (c, "model", "context");
   x->split = x->text->length - x->text->length / 10;
-  if (x->text->length / 10 < x->context + 1)
+  if (x->text->length / 10 < x->g.context + 1)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[data] path = %s: %" G_GSIZE_FORMAT " bytes is too short for [model] context "
                    "= %" G_GSIZE_FORMAT " (its last tenth, held out, must hold a window)",
-                   x->text->path, x->text->length, x->context);
+                   x->text->path, x->text->length, x->g.context);
       return FALSE;
     }
   if (!gpt_build (t, x->text->vocab_size, &shape, &logits, error))
     return FALSE;
 
-  gsize n = t->batch * x->context;
-  x->tokens = g_new (gint64, n);
-  x->positions = g_new (gint64, n);
-  x->targets = g_new (gint64, n);
-  for (gsize i = 0; i < n; i++)
-    x->positions[i] = i % x->context;
-  x->description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
+  gpt_feeds_init (t, &x->g);
+  x->g.description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
                                     ", %" G_GINT64_FORMAT " heads, vocabulary %" G_GSIZE_FORMAT
                                     ") on %s (%" G_GSIZE_FORMAT " bytes)",
                                     shape.layers, shape.width, shape.heads, x->text->vocab_size,
                                     x->text->path, x->text->length);
-  t->feeds[0] = (KsFeed) { "tokens", x->tokens, n * sizeof (gint64) };
-  t->feeds[1] = (KsFeed) { "positions", x->positions, n * sizeof (gint64) };
-  t->feeds[2] = (KsFeed) { "targets", x->targets, n * sizeof (gint64) };
-  t->n_feeds = 3;
   return TRUE;
 }
 
@@ -294,7 +323,7 @@ text_batch (Trainer *t, gint64 step)
   gsize first = t->rank * t->batch;
   for (gsize g = 0; g < first + t->batch; g++) /* the global batch's rows up to ours */
     {
-      gint32 start = g_rand_int_range (rng, 0, (gint32) (x->split - x->context - 1) + 1);
+      gint32 start = g_rand_int_range (rng, 0, (gint32) (x->split - x->g.context - 1) + 1);
       if (g >= first)
         fill_window (x, g - first, start);
     }
@@ -305,7 +334,7 @@ static gboolean
 text_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
 {
   Text *x = t->task_data;
-  gsize span = x->text->length - x->split - x->context - 1, rounds = 4;
+  gsize span = x->text->length - x->split - x->g.context - 1, rounds = 4;
   double sum = 0;
 
   for (gsize r = 0; r < rounds; r++)
@@ -320,14 +349,8 @@ text_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
     }
   *value = sum / rounds;
   if (samples != NULL)
-    *samples = rounds * t->batch * x->context;
+    *samples = rounds * t->batch * x->g.context;
   return TRUE;
-}
-
-static const char *
-text_describe (Trainer *t)
-{
-  return ((Text *) t->task_data)->description;
 }
 
 static void
@@ -335,10 +358,7 @@ text_clear (Trainer *t)
 {
   Text *x = t->task_data;
   ks_text_free (x->text);
-  g_free (x->tokens);
-  g_free (x->positions);
-  g_free (x->targets);
-  g_free (x->description);
+  gpt_feeds_clear (&x->g);
   g_free (x);
 }
 
@@ -367,7 +387,7 @@ text_metadata (Trainer *t, GHashTable *meta)
 }
 
 static const TrainTask text_task = {
-  "loss", "tokens", text_build, text_batch, text_evaluate, text_describe, text_clear,
+  "loss", "tokens", text_build, text_batch, text_evaluate, gpt_describe, text_clear,
   text_metadata,
 };
 
@@ -378,11 +398,9 @@ static const char addition_vocab[] = "\n+0123456789=";
 enum { ADD_EVAL_ROUNDS = 8 };
 
 typedef struct {
-  gsize context;
+  GptFeeds g;
   gint64 digits, limit; /* operands in [0, limit = 10^digits) */
-  gint64 *tokens, *positions, *targets;
   char *line;
-  char *description;
   KsExpr *logits;
 } Addition;
 
@@ -426,32 +444,23 @@ addition_build (Trainer *t, GError **error)
   x->limit = 1;
   for (gint64 i = 0; i < x->digits; i++)
     x->limit *= 10;
-  x->context = ks_config_get_int (c, "model", "context");
-  if ((gint64) x->context < 3 * x->digits + 4)
+  x->g.context = ks_config_get_int (c, "model", "context");
+  if ((gint64) x->g.context < 3 * x->digits + 4)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[model] context = %" G_GSIZE_FORMAT " cannot hold a problem of [data] digits "
                    "= %" G_GINT64_FORMAT " (it needs %" G_GINT64_FORMAT ", e.g. \"a+b=c\" and a "
                    "newline): raise the context or lower the digits",
-                   x->context, x->digits, 3 * x->digits + 4);
+                   x->g.context, x->digits, 3 * x->digits + 4);
       return FALSE;
     }
   if (!gpt_build (t, strlen (addition_vocab), &shape, &x->logits, error))
     return FALSE;
-  gsize n = t->batch * x->context;
-  x->tokens = g_new (gint64, n);
-  x->positions = g_new (gint64, n);
-  x->targets = g_new (gint64, n);
-  x->line = g_new (char, x->context + 32);
-  for (gsize i = 0; i < n; i++)
-    x->positions[i] = i % x->context;
-  x->description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
+  gpt_feeds_init (t, &x->g);
+  x->line = g_new (char, x->g.context + 32);
+  x->g.description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
                                     ") on additions of up to %" G_GINT64_FORMAT "-digit numbers",
                                     shape.layers, shape.width, x->digits);
-  t->feeds[0] = (KsFeed) { "tokens", x->tokens, n * sizeof (gint64) };
-  t->feeds[1] = (KsFeed) { "positions", x->positions, n * sizeof (gint64) };
-  t->feeds[2] = (KsFeed) { "targets", x->targets, n * sizeof (gint64) };
-  t->n_feeds = 3;
   return TRUE;
 }
 
@@ -461,23 +470,23 @@ addition_batch (Trainer *t, gint64 step)
 {
   Addition *x = t->task_data;
   g_autoptr (GRand) rng = step_rng (t->config, step);
-  g_autofree char *row = g_new (char, x->context + 1 + 3 * x->digits + 8);
+  g_autofree char *row = g_new (char, x->g.context + 1 + 3 * x->digits + 8);
 
   gsize first = t->rank * t->batch;
   for (gsize g = 0; g < first + t->batch; g++) /* the global batch's rows up to ours */
     {
       gsize len = 0, b = g - first;
-      while (len < x->context + 1)
+      while (len < x->g.context + 1)
         {
           gint64 a, c;
           add_draw (x, rng, FALSE, &a, &c);
           len += sprintf (row + len, "%" G_GINT64_FORMAT "+%" G_GINT64_FORMAT "=%" G_GINT64_FORMAT
                           "\n", a, c, a + c);
         }
-      for (gsize j = 0; g >= first && j < x->context; j++)
+      for (gsize j = 0; g >= first && j < x->g.context; j++)
         {
-          x->tokens[b * x->context + j] = add_token (row[j]);
-          x->targets[b * x->context + j] = add_token (row[j + 1]);
+          x->g.tokens[b * x->g.context + j] = add_token (row[j]);
+          x->g.targets[b * x->g.context + j] = add_token (row[j + 1]);
         }
     }
 }
@@ -489,7 +498,7 @@ static gboolean
 addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
 {
   Addition *x = t->task_data;
-  const gsize V = strlen (addition_vocab), T = x->context;
+  const gsize V = strlen (addition_vocab), T = x->g.context;
   g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) ks_config_get_int (t->config, "data",
                                                                              "seed"));
   g_autofree char **want = g_new0 (char *, t->batch + 1);
@@ -499,14 +508,14 @@ addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
 
   for (gsize r = 0; r < ADD_EVAL_ROUNDS; r++)
     {
-      memset (x->tokens, 0, t->batch * T * sizeof (gint64));
+      memset (x->g.tokens, 0, t->batch * T * sizeof (gint64));
       for (gsize i = 0; i < t->batch; i++)
         {
           gint64 a, b;
           add_draw (x, rng, TRUE, &a, &b);
           len[i] = prompt[i] = sprintf (x->line, "%" G_GINT64_FORMAT "+%" G_GINT64_FORMAT "=", a, b);
           for (gsize j = 0; j < prompt[i]; j++)
-            x->tokens[i * T + j] = add_token (x->line[j]);
+            x->g.tokens[i * T + j] = add_token (x->line[j]);
           want[i] = g_strdup_printf ("%" G_GINT64_FORMAT "\n", a + b);
         }
       for (gint64 k = 0; k < x->digits + 2; k++) /* the longest answer and its newline */
@@ -517,21 +526,21 @@ addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
             return FALSE;
           for (gsize i = 0; i < t->batch; i++)
             {
-              if (len[i] >= T || (len[i] > prompt[i] && x->tokens[i * T + len[i] - 1] == 0))
+              if (len[i] >= T || (len[i] > prompt[i] && x->g.tokens[i * T + len[i] - 1] == 0))
                 continue; /* full, or ended by its newline (token 0) */
               const float *l = out + (i * T + len[i] - 1) * V;
               gsize best = 0;
               for (gsize j = 1; j < V; j++)
                 if (l[j] > l[best])
                   best = j;
-              x->tokens[i * T + len[i]++] = best;
+              x->g.tokens[i * T + len[i]++] = best;
             }
         }
       for (gsize i = 0; i < t->batch; i++)
         {
           gboolean ok = len[i] - prompt[i] == strlen (want[i]);
           for (gsize j = 0; ok && want[i][j] != '\0'; j++)
-            ok = addition_vocab[x->tokens[i * T + prompt[i] + j]] == want[i][j];
+            ok = addition_vocab[x->g.tokens[i * T + prompt[i] + j]] == want[i][j];
           right += ok;
           g_clear_pointer (&want[i], g_free);
         }
@@ -542,21 +551,12 @@ addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
   return TRUE;
 }
 
-static const char *
-addition_describe (Trainer *t)
-{
-  return ((Addition *) t->task_data)->description;
-}
-
 static void
 addition_clear (Trainer *t)
 {
   Addition *x = t->task_data;
-  g_free (x->tokens);
-  g_free (x->positions);
-  g_free (x->targets);
+  gpt_feeds_clear (&x->g);
   g_free (x->line);
-  g_free (x->description);
   g_free (x);
 }
 
@@ -568,7 +568,7 @@ addition_metadata (Trainer *t, GHashTable *meta)
 
 static const TrainTask addition_task = {
   "exact_match", "problems", addition_build, addition_batch, addition_evaluate,
-  addition_describe, addition_clear, addition_metadata,
+  gpt_describe, addition_clear, addition_metadata,
 };
 
 const TrainTask *
