@@ -265,18 +265,17 @@ ks_compute_axpby (KsCompute *compute, float alpha, const float *x, float beta, f
   return OPS (compute)->axpby (CTX (compute), alpha, x, beta, y, n, error);
 }
 
-/* Whether perm is a permutation of 0 .. ndim - 1. */
-static gboolean
-is_permutation (int ndim, const int *perm)
+int
+ks_permutation_flaw (int ndim, const int *perm)
 {
   guint seen = 0;
   for (int i = 0; i < ndim; i++)
     {
       if (perm[i] < 0 || perm[i] >= ndim || (seen & (1u << perm[i])))
-        return FALSE;
+        return i;
       seen |= 1u << perm[i];
     }
-  return TRUE;
+  return -1;
 }
 
 gboolean
@@ -284,7 +283,7 @@ ks_compute_transpose (KsCompute *compute, const float *x, float *y, int ndim, co
                       const int *perm, GError **error)
 {
   REQUIRE (compute, transpose, error);
-  if (ndim < 1 || ndim > KS_TENSOR_MAX_DIMS || !is_permutation (ndim, perm))
+  if (ndim < 1 || ndim > KS_TENSOR_MAX_DIMS || ks_permutation_flaw (ndim, perm) >= 0)
     return ks_invalid (error, "transpose: perm must order the %d dimensions 0 .. %d, each "
                        "once (1 to %d dimensions)", ndim, ndim - 1, KS_TENSOR_MAX_DIMS);
   return OPS (compute)->transpose (CTX (compute), x, y, ndim, shape, perm, error);

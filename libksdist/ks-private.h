@@ -20,6 +20,10 @@ gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n
 gboolean ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
                                   GHashTable *meta, GError **error);
 
+/* compute.c: the first index of perm that breaks it being a permutation of
+ * 0 .. ndim - 1 (out of range or repeated), or -1 when it is one */
+int ks_permutation_flaw (int ndim, const int *perm);
+
 /* types.c: sets KS_COMPUTE_ERROR_INVALID for a call's bad arguments; returns FALSE */
 gboolean ks_invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
 

@@ -142,23 +142,20 @@ KsExpr *
 ks_transpose (KsExpr *x, const int *perm, GError **error)
 {
   gint64 shape[KS_TENSOR_MAX_DIMS];
-  guint seen = 0;
   KsExpr *e;
+  int flaw;
 
   if (!require_float ("transpose", x, error))
     return NULL;
-  for (int i = 0; i < x->ndim; i++)
+  if ((flaw = ks_permutation_flaw (x->ndim, perm)) >= 0)
     {
-      if (perm[i] < 0 || perm[i] >= x->ndim || (seen & (1u << perm[i])))
-        {
-          g_autofree char *sx = ks_expr_shape_string (x);
-          ks_invalid (error, "transpose: '%s' is %s; perm[%d] = %d, but perm must order its "
-                      "dimensions 0 .. %d, each once", x->name, sx, i, perm[i], x->ndim - 1);
-          return NULL;
-        }
-      seen |= 1u << perm[i];
-      shape[i] = x->shape[perm[i]];
+      g_autofree char *sx = ks_expr_shape_string (x);
+      ks_invalid (error, "transpose: '%s' is %s; perm[%d] = %d, but perm must order its "
+                  "dimensions 0 .. %d, each once", x->name, sx, flaw, perm[flaw], x->ndim - 1);
+      return NULL;
     }
+  for (int i = 0; i < x->ndim; i++)
+    shape[i] = x->shape[perm[i]];
   if ((e = op_expr (OP_TRANSPOSE, x, NULL, x->ndim, shape, error)) != NULL)
     memcpy (e->perm, perm, x->ndim * sizeof *perm);
   return e;
