@@ -21,6 +21,7 @@ libksdist_la_SOURCES = \
 	libksdist/data.c \
 	libksdist/checkpoint.c \
 	libksdist/inference.c \
+	libksdist/segmenter.c \
 	libksdist/comm.c \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c

@@ -81,6 +81,11 @@ tests_test_checkpoint_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-optim tests/test-checkpoint
 
+# Pipeline segmenters and the stage of a layer with virtual stages.
+check_PROGRAMS += tests/test-segment
+tests_test_segment_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-segment
+
 # The CUDA kernels against the CPU's; skipped without a GPU.
 check_PROGRAMS += tests/test-cuda
 tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm
@@ -123,4 +128,4 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
-	tests/test-launch.log tests/test-netns.log
+	tests/test-launch.log tests/test-netns.log tests/test-segment.log

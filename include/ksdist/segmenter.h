@@ -29,6 +29,30 @@ typedef struct {
                        const char *method, gsize *boundaries, GError **error);
 } KsSegmenterOps;
 
+struct KsRegistry;
+typedef struct KsSegmenter KsSegmenter;
+
+/* A segmenter for a seg_method: "uniform", "parameters", "cost", "layer:<regex>", or a
+ * boundary list such as "0,3,6,10" (implementation "list"); its plugin's settings come
+ * from `config`. */
+KsSegmenter *ks_segmenter_new (struct KsRegistry *registry, const KsConfig *config,
+                               const char *seg_method, GError **error);
+void ks_segmenter_free (KsSegmenter *segmenter);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsSegmenter, ks_segmenter_free)
+
+/* Cuts `n_layers` layers into `parts` (stages x virtual stages) and checks the result
+ * whatever plugin made it: `boundaries` (parts + 1 entries) starts at 0, increases
+ * strictly and ends at n_layers. Fewer layers than parts is an error. */
+gboolean ks_segmenter_segment (KsSegmenter *segmenter, const KsLayerInfo *layers,
+                               gsize n_layers, gsize parts, gsize *boundaries, GError **error);
+
+/* With virtual stages the layers are cut into stages * virtual_stages chunks and stage s
+ * owns chunks s, s + stages, s + 2 stages, ...: the stage owning `layer` (-1 past the
+ * end). (The seed's get_stage_from_index stepped by virtual_stages where stages is
+ * meant, which is only right when the two are equal.) */
+int ks_pipeline_stage_of_layer (const gsize *boundaries, gsize stages, gsize virtual_stages,
+                                gsize layer);
+
 G_END_DECLS
 
 #endif
