@@ -22,6 +22,7 @@ libksdist_la_SOURCES = \
 	libksdist/checkpoint.c \
 	libksdist/inference.c \
 	libksdist/segmenter.c \
+	libksdist/schedule.c \
 	libksdist/comm.c \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c
@@ -44,6 +45,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \
 	include/ksdist/segmenter.h \
+	include/ksdist/pipeline.h \
 	include/ksdist/optimizer.h \
 	include/ksdist/algorithm.h \
 	include/ksdist/factory.h

@@ -86,6 +86,11 @@ check_PROGRAMS += tests/test-segment
 tests_test_segment_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-segment
 
+# Pipeline schedules as data and their simulation.
+check_PROGRAMS += tests/test-pipeline
+tests_test_pipeline_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-pipeline
+
 # The CUDA kernels against the CPU's; skipped without a GPU.
 check_PROGRAMS += tests/test-cuda
 tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm

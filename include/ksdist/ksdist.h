@@ -15,6 +15,7 @@
 #include <ksdist/comm.h>
 #include <ksdist/rolemaker.h>
 #include <ksdist/segmenter.h>
+#include <ksdist/pipeline.h>
 #include <ksdist/optimizer.h>
 #include <ksdist/algorithm.h>
 #include <ksdist/factory.h>
