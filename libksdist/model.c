@@ -156,16 +156,16 @@ ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, i
 
   if (!ks_shape_check (ndim, shape, &numel, error))
     return NULL;
-  /* a generated name steps aside for a variable that already took it (a graph read back
-   * from a file keeps its original names) */
-  for (guint k = 0; name == NULL || (generated != NULL && g_hash_table_contains (model->by_name,
-                                                                                  name));
-       k++)
+  if (name == NULL)
     {
-      g_free (generated);
-      name = generated = k == 0 ? g_strdup_printf ("%s_%u", ks_op_name (op), model->exprs->len)
-                                : g_strdup_printf ("%s_%u_%u", ks_op_name (op),
-                                                   model->exprs->len, k);
+      name = generated = g_strdup_printf ("%s_%u", ks_op_name (op), model->exprs->len);
+      /* it steps aside for a variable that already took it (a graph read back from a
+       * file keeps its original names) */
+      for (guint k = 1; g_hash_table_contains (model->by_name, name); k++)
+        {
+          g_free (generated);
+          name = generated = g_strdup_printf ("%s_%u_%u", ks_op_name (op), model->exprs->len, k);
+        }
     }
   if (g_hash_table_contains (model->by_name, name))
     {

@@ -23,27 +23,30 @@ trainer_clear (Trainer *t)
   ks_train_dist_clear (t);
 }
 
-float
-ks_train_scalar (KsExpr *e, GError **error)
+/* A scalar tensor's value on the host; NaN when there is none or the copy fails. */
+static float
+host_scalar (const KsTensor *value, GError **error)
 {
   float v = NAN;
-  const KsTensor *value = ks_expr_value (e, error);
   if (value != NULL)
     ks_tensor_to_host (value, &v, sizeof v, error);
   return v;
+}
+
+float
+ks_train_scalar (KsExpr *e, GError **error)
+{
+  return host_scalar (ks_expr_value (e, error), error);
 }
 
 /* The loss of the step just taken (as computed before its update). */
 static float
 step_loss (Trainer *t, GError **error)
 {
-  float v = NAN;
   const KsTensor *value = ks_expr_last_value (t->loss);
   if (value == NULL)
     g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, "no step has run yet");
-  else
-    ks_tensor_to_host (value, &v, sizeof v, error);
-  return v;
+  return host_scalar (value, error);
 }
 
 static void
