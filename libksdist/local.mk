@@ -23,6 +23,8 @@ libksdist_la_SOURCES = \
 	libksdist/inference.c \
 	libksdist/segmenter.c \
 	libksdist/schedule.c \
+	libksdist/pipeline.c \
+	libksdist/layers.c \
 	libksdist/comm.c \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c

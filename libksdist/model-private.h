@@ -81,6 +81,31 @@ gboolean ks_expr_rename (KsExpr *e, const char *name, GError **error);
 /* Runs the backward sweep of `loss` unless it is current for the loss's value. */
 gboolean ks_model_sweep (KsModel *model, KsExpr *loss, GError **error);
 
+/* For a pipeline stage (pipeline.c): the backward sweep from `out` seeded with `seed`
+ * (host floats, out's size), adding every parameter's gradient into the gradient arena
+ * (not zeroed) and leaving dout/dinput in each input's grad (zero if it does not reach
+ * out). */
+gboolean ks_model_sweep_from (KsModel *model, KsExpr *out, const float *seed,
+                              KsExpr *const *inputs, gsize n_inputs, GError **error);
+/* The values (and per-op scratch) of the expressions first .. first + n - 1, those with
+ * kept[i] (kept NULL: all), minus parameters, held aside for one micro-batch. Swapping
+ * exchanges them with the model's own; a new stash holds none, so the model's next run
+ * makes fresh ones. */
+typedef struct KsStash KsStash;
+KsStash *ks_stash_new (guint first, guint n, const gboolean *kept);
+void ks_stash_free (KsStash *stash);
+void ks_model_swap_stash (KsModel *model, KsStash *stash);
+/* Runs again, in graph order, the ops of first .. first + n - 1 that are not kept (the
+ * activations recompute dropped). */
+gboolean ks_model_recompute (KsModel *model, guint first, guint n, const gboolean *kept,
+                             GError **error);
+/* The number of expressions so far (the next one's id). */
+guint ks_model_n_exprs (const KsModel *model);
+
+/* layers.c: one layer's build, its errors prefixed with its index and name */
+KsExpr *ks_layer_build (KsModel *model, const KsLayerDesc *layer, gsize index,
+                        KsExpr *x, GError **error);
+
 /* model-ops.c */
 gboolean ks_op_forward (KsExpr *expr, GError **error);
 gboolean ks_op_backward (KsExpr *expr, GError **error);

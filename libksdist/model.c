@@ -575,39 +575,23 @@ ks_model_backward (KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_
   return TRUE;
 }
 
-/* The reverse sweep for `loss`: dloss/dx for every x between the parameters that have a
- * gradient expression of this loss and the loss. Parameter gradients are written into
- * the gradient arena (zeroed first). */
-gboolean
-ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
+/* The part of a sweep every kind shares: with the roots' needs_grad set, marks every
+ * expression between them and `out`, gives each a gradient tensor, and says which
+ * expressions are ancestors of out. */
+static gboolean
+mark_between (KsModel *model, KsExpr *out, GError **error)
 {
   g_autofree gboolean *ancestor = g_new0 (gboolean, model->exprs->len);
-  const float one = 1;
 
-  if (model->swept_loss == loss && model->swept_version == loss->version)
-    return TRUE; /* another gradient of the same run already swept */
-  ancestor[loss->id] = TRUE;
-  for (guint i = loss->id + 1; i-- > 0;)
+  ancestor[out->id] = TRUE;
+  for (guint i = out->id + 1; i-- > 0;)
     if (ancestor[i])
       {
         KsExpr *e = g_ptr_array_index (model->exprs, i);
         for (guint k = 0; k < e->n_in; k++)
           ancestor[e->in[k]->id] = TRUE;
       }
-  for (guint i = 0; i < model->exprs->len; i++)
-    {
-      KsExpr *e = g_ptr_array_index (model->exprs, i);
-      e->needs_grad = FALSE;
-      if (e->op == OP_GRAD && e->in[0] == loss)
-        {
-          e->param->needs_grad = TRUE;
-          /* zero even when the parameter does not reach the loss */
-          if (!ks_compute_fill_zero (model->compute, e->value->data, ks_tensor_nbytes (e->value),
-                                     error))
-            return FALSE;
-        }
-    }
-  for (guint i = 0; i <= loss->id; i++)
+  for (guint i = 0; i <= out->id; i++)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, i);
       for (guint k = 0; k < e->n_in && e->op != OP_GRAD && e->op != OP_ACCURACY; k++)
@@ -625,6 +609,56 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
        * activation's gradient is never zeroed; parameters' were, with the arena */
       e->grad_fresh = e->op != OP_PARAMETER;
     }
+  return TRUE;
+}
+
+/* Seeds out's gradient with `seed` (host floats, out's size) and runs every marked op's
+ * backward from out down; `last_use` (may be NULL) drives the grad_ready callback. */
+static gboolean
+sweep_down (KsModel *model, KsExpr *out, const float *seed, const guint *last_use,
+            GError **error)
+{
+  if (!ks_compute_copy_to_device (model->compute, out->grad->data, seed,
+                                  out->numel * sizeof (float), error))
+    return FALSE;
+  out->grad_fresh = FALSE;
+  for (guint i = out->id + 1; i-- > 0;)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, i);
+      if (e->needs_grad && e->n_in > 0
+          && (!ks_op_grad_zeroed (e, error) || !ks_op_backward (e, error)))
+        return FALSE;
+      if (last_use != NULL && e->needs_grad)
+        tell_ready (model, e, last_use);
+    }
+  return TRUE;
+}
+
+/* The reverse sweep for `loss`: dloss/dx for every x between the parameters that have a
+ * gradient expression of this loss and the loss. Parameter gradients are written into
+ * the gradient arena (zeroed first). */
+gboolean
+ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
+{
+  const float one = 1;
+
+  if (model->swept_loss == loss && model->swept_version == loss->version)
+    return TRUE; /* another gradient of the same run already swept */
+  for (guint i = 0; i < model->exprs->len; i++)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, i);
+      e->needs_grad = FALSE;
+      if (e->op == OP_GRAD && e->in[0] == loss)
+        {
+          e->param->needs_grad = TRUE;
+          /* zero even when the parameter does not reach the loss */
+          if (!ks_compute_fill_zero (model->compute, e->value->data, ks_tensor_nbytes (e->value),
+                                     error))
+            return FALSE;
+        }
+    }
+  if (!mark_between (model, loss, error))
+    return FALSE;
   /* for the grad_ready callback: each parameter's lowest-id consumer in this sweep, and
    * at once the parameters this loss does not reach (their zero is final) */
   g_autofree guint *last_use = NULL;
@@ -647,19 +681,103 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
     }
   if (!loss->needs_grad)
     return TRUE; /* no parameter of this backward reaches the loss: gradients stay zero */
-  if (!ks_compute_copy_to_device (model->compute, loss->grad->data, &one, sizeof one, error))
+  if (!sweep_down (model, loss, &one, last_use, error))
     return FALSE;
-  loss->grad_fresh = FALSE;
-  for (guint i = loss->id + 1; i-- > 0;)
-    {
-      KsExpr *e = g_ptr_array_index (model->exprs, i);
-      if (e->needs_grad && e->n_in > 0
-          && (!ks_op_grad_zeroed (e, error) || !ks_op_backward (e, error)))
-        return FALSE;
-      if (last_use != NULL && e->needs_grad)
-        tell_ready (model, e, last_use);
-    }
   model->swept_loss = loss;
   model->swept_version = loss->version;
   return TRUE;
+}
+
+gboolean
+ks_model_sweep_from (KsModel *model, KsExpr *out, const float *seed, KsExpr *const *inputs,
+                     gsize n_inputs, GError **error)
+{
+  for (guint i = 0; i < model->exprs->len; i++)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, i);
+      e->needs_grad = e->op == OP_PARAMETER;
+    }
+  for (gsize i = 0; i < n_inputs; i++)
+    inputs[i]->needs_grad = TRUE;
+  model->swept_loss = NULL; /* a later ks_model_sweep must not think itself current */
+  if (!mark_between (model, out, error)
+      || (out->needs_grad && !sweep_down (model, out, seed, NULL, error)))
+    return FALSE;
+  for (gsize i = 0; i < n_inputs; i++) /* an input that does not reach out: zero */
+    if ((inputs[i]->grad_fresh || !out->needs_grad) && inputs[i]->grad != NULL
+        && !ks_compute_fill_zero (model->compute, inputs[i]->grad->data,
+                                  ks_tensor_nbytes (inputs[i]->grad), error))
+      return FALSE;
+  return TRUE;
+}
+
+/* ---- activations kept per micro-batch (pipeline.c) ---- */
+
+struct KsStash {
+  guint first, n;
+  gboolean *kept;   /* per expression of the range: swapped (NULL: all) */
+  KsTensor **value, **aux;
+};
+
+KsStash *
+ks_stash_new (guint first, guint n, const gboolean *kept)
+{
+  KsStash *s = g_new0 (KsStash, 1);
+  s->first = first;
+  s->n = n;
+  s->kept = kept != NULL ? g_memdup2 (kept, n * sizeof (gboolean)) : NULL;
+  s->value = g_new0 (KsTensor *, n);
+  s->aux = g_new0 (KsTensor *, n);
+  return s;
+}
+
+void
+ks_stash_free (KsStash *s)
+{
+  if (s == NULL)
+    return;
+  for (guint i = 0; i < s->n; i++)
+    {
+      ks_tensor_free (s->value[i]);
+      ks_tensor_free (s->aux[i]);
+    }
+  g_free (s->kept);
+  g_free (s->value);
+  g_free (s->aux);
+  g_free (s);
+}
+
+void
+ks_model_swap_stash (KsModel *model, KsStash *s)
+{
+  for (guint i = 0; i < s->n; i++)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, s->first + i);
+      KsTensor *t;
+      if (e->op == OP_PARAMETER || e->op == OP_GRAD || (s->kept != NULL && !s->kept[i]))
+        continue;
+      t = e->value, e->value = s->value[i], s->value[i] = t;
+      t = e->aux, e->aux = s->aux[i], s->aux[i] = t;
+      e->version = e->value != NULL ? ++model->clock : 0;
+    }
+}
+
+gboolean
+ks_model_recompute (KsModel *model, guint first, guint n, const gboolean *kept, GError **error)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, first + i);
+      if (!kept[i] && e->op != OP_PARAMETER && e->op != OP_DATA && e->op != OP_GRAD
+          && !execute (e, error))
+        return FALSE;
+    }
+  next_masks (model);
+  return TRUE;
+}
+
+guint
+ks_model_n_exprs (const KsModel *model)
+{
+  return model->exprs->len;
 }

@@ -163,23 +163,30 @@ ks_schedule_free (KsSchedule *s)
 }
 
 char *
-ks_schedule_describe_stage (const KsSchedule *s, int stage)
+ks_schedule_describe_instr (const KsPipeInstr *in)
 {
   static const char *const codes[] = { "F", "B", "sa", "ra", "sg", "rg", "tied", "step" };
+  GString *text = g_string_new (codes[in->op]);
+
+  if (in->micro_batch >= 0)
+    g_string_append_printf (text, "%d.%d", in->micro_batch, in->chunk);
+  if (in->peer >= 0)
+    g_string_append_printf (text, "%s%d",
+                            in->op == KS_PIPE_SEND_ACTIVATION || in->op == KS_PIPE_SEND_GRADIENT
+                                ? ">" : "<", in->peer);
+  return g_string_free (text, FALSE);
+}
+
+char *
+ks_schedule_describe_stage (const KsSchedule *s, int stage)
+{
   GString *text = g_string_new (NULL);
   GArray *program = s->program[stage];
 
   for (guint i = 0; i < program->len; i++)
     {
-      const KsPipeInstr *in = &g_array_index (program, KsPipeInstr, i);
-      g_string_append_printf (text, "%s%s", i ? " " : "", codes[in->op]);
-      if (in->micro_batch >= 0)
-        g_string_append_printf (text, "%d.%d", in->micro_batch, in->chunk);
-      if (in->peer >= 0)
-        g_string_append_printf (text, "%s%d",
-                                in->op == KS_PIPE_SEND_ACTIVATION
-                                        || in->op == KS_PIPE_SEND_GRADIENT ? ">" : "<",
-                                in->peer);
+      g_autofree char *one = ks_schedule_describe_instr (&g_array_index (program, KsPipeInstr, i));
+      g_string_append_printf (text, "%s%s", i ? " " : "", one);
     }
   return g_string_free (text, FALSE);
 }

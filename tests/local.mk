@@ -91,6 +91,11 @@ check_PROGRAMS += tests/test-pipeline
 tests_test_pipeline_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-pipeline
 
+# Pipelined training against one process: every schedule, one process per stage.
+check_PROGRAMS += tests/test-pipe-train
+tests_test_pipe_train_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-pipe-train
+
 # The CUDA kernels against the CPU's; skipped without a GPU.
 check_PROGRAMS += tests/test-cuda
 tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm
@@ -133,4 +138,5 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
-	tests/test-launch.log tests/test-netns.log tests/test-segment.log
+	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
+	tests/test-pipe-train.log

@@ -388,46 +388,16 @@ run_rank (char **argv)
 
 /* ---- the test cases: start the ranks, collect what they say ---- */
 
-typedef struct {
-  GPid pid[8];
-  int err_fd[8];
-  int started;
-} Job;
+typedef KsTestJob Job;
 
 /* Starts `started` of the `n` ranks of a job. */
 static void
 start_job (Job *job, const char *scenario, int n, int started, const char *dir,
            const char *prefix, int timeout_ms)
 {
-  job->started = started;
-  for (int r = 0; r < started; r++)
-    {
-      g_autofree char *rs = g_strdup_printf ("%d", r), *ns = g_strdup_printf ("%d", n);
-      g_autofree char *ts = g_strdup_printf ("%d", timeout_ms);
-      const char *argv[] = { self, "--rank", scenario, rs, ns, dir, prefix, ts, NULL };
-      g_autoptr (GError) error = NULL;
-      g_spawn_async_with_pipes (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
-                                NULL, &job->pid[r], NULL, NULL, &job->err_fd[r], &error);
-      g_assert_no_error (error);
-    }
-}
-
-/* Waits for the ranks; returns their exit statuses and their stderr joined. */
-static char *
-wait_job (Job *job, int *status)
-{
-  GString *err = g_string_new (NULL);
-  for (int r = 0; r < job->started; r++)
-    {
-      char buf[4096];
-      gssize got;
-      while ((got = read (job->err_fd[r], buf, sizeof buf)) > 0)
-        g_string_append_len (err, buf, got);
-      close (job->err_fd[r]);
-      waitpid (job->pid[r], &status[r], 0);
-      g_spawn_close_pid (job->pid[r]);
-    }
-  return g_string_free (err, FALSE);
+  g_autofree char *ns = g_strdup_printf ("%d", n), *ts = g_strdup_printf ("%d", timeout_ms);
+  const char *argv[] = { self, "--rank", scenario, "R", ns, dir, prefix, ts, NULL };
+  ks_test_start_ranks (job, argv, 3, started);
 }
 
 static char *
@@ -436,7 +406,7 @@ run_job (const char *scenario, int n, int started, const char *dir, const char *
 {
   Job job;
   start_job (&job, scenario, n, started, dir, prefix, timeout_ms);
-  return wait_job (&job, status);
+  return ks_test_wait_ranks (&job, status);
 }
 
 static void
@@ -502,8 +472,8 @@ test_two_jobs (void)
 
   start_job (&job1, "sum", 2, 2, dir, "job1", 20000);
   start_job (&job2, "sum", 2, 2, dir, "job2", 20000);
-  g_autofree char *e1 = wait_job (&job1, status1);
-  g_autofree char *e2 = wait_job (&job2, status2);
+  g_autofree char *e1 = ks_test_wait_ranks (&job1, status1);
+  g_autofree char *e2 = ks_test_wait_ranks (&job2, status2);
   for (int r = 0; r < 2; r++)
     if (!g_spawn_check_wait_status (status1[r], NULL)
         || !g_spawn_check_wait_status (status2[r], NULL))

@@ -3,6 +3,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 char *
 ks_test_tmpdir (void)
@@ -242,4 +243,40 @@ ks_test_spawn_ksdist (const char *const *args, const char *const *env,
                             out_fd, err_fd, &error);
   g_assert_no_error (error);
   return pid;
+}
+
+void
+ks_test_start_ranks (KsTestJob *job, const char *const *argv, int rank_arg, int started)
+{
+  g_autofree const char **args = g_new0 (const char *, g_strv_length ((char **) argv) + 1);
+
+  g_assert_cmpint (started, <=, (int) G_N_ELEMENTS (job->pid));
+  memcpy (args, argv, g_strv_length ((char **) argv) * sizeof *args);
+  job->started = started;
+  for (int r = 0; r < started; r++)
+    {
+      g_autofree char *rank = g_strdup_printf ("%d", r);
+      g_autoptr (GError) error = NULL;
+      args[rank_arg] = rank;
+      g_spawn_async_with_pipes (NULL, (char **) args, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                NULL, &job->pid[r], NULL, NULL, &job->err_fd[r], &error);
+      g_assert_no_error (error);
+    }
+}
+
+char *
+ks_test_wait_ranks (KsTestJob *job, int *status)
+{
+  GString *err = g_string_new (NULL);
+  for (int r = 0; r < job->started; r++)
+    {
+      char buf[4096];
+      gssize got;
+      while ((got = read (job->err_fd[r], buf, sizeof buf)) > 0)
+        g_string_append_len (err, buf, got);
+      close (job->err_fd[r]);
+      waitpid (job->pid[r], &status[r], 0);
+      g_spawn_close_pid (job->pid[r]);
+    }
+  return g_string_free (err, FALSE);
 }

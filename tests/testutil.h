@@ -63,6 +63,19 @@ int ks_test_run_ksdist (const char *const *args, const char *const *env,
 GPid ks_test_spawn_ksdist (const char *const *args, const char *const *env,
                            const char *const *plugins, int *out_fd, int *err_fd);
 
+/* A multi-process job of a test program started again once per rank. */
+typedef struct {
+  GPid pid[8];
+  int err_fd[8];
+  int started;
+} KsTestJob;
+
+/* Starts ranks 0 .. started - 1 of `argv` (NULL-terminated) with argv[rank_arg] replaced
+ * by the rank, their stderr piped. */
+void ks_test_start_ranks (KsTestJob *job, const char *const *argv, int rank_arg, int started);
+/* Waits for the ranks; returns their exit statuses and their stderr joined. */
+char *ks_test_wait_ranks (KsTestJob *job, int *status);
+
 /* Resets the variables that steer plugin search between test cases. */
 void ks_test_clear_env (void);
 

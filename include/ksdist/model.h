@@ -186,6 +186,9 @@ gboolean ks_optimizer_minimize (KsOptimizer *optimizer, KsModel *model, KsExpr *
 /* One training step: feeds, runs the loss and its gradients, applies the update. */
 gboolean ks_optimizer_step (KsOptimizer *optimizer, const KsFeed *feeds, gsize n_feeds,
                             GError **error);
+/* For a caller that fills the model's gradient arena itself (a pipeline stage): the
+ * update of every parameter from it. */
+gboolean ks_optimizer_apply (KsOptimizer *optimizer, KsModel *model, GError **error);
 /* The (parameter, gradient) pairs of minimize, as KsParamGrad. */
 const GArray *ks_optimizer_pairs (const KsOptimizer *optimizer);
 /* The learning rate the next step will use (schedules included); -1 if unknown. */

@@ -9,7 +9,9 @@
 #ifndef KSDIST_PIPELINE_H
 #define KSDIST_PIPELINE_H
 
-#include <glib.h>
+#include <ksdist/comm.h>
+#include <ksdist/model.h>
+#include <ksdist/segmenter.h>
 
 G_BEGIN_DECLS
 
@@ -59,6 +61,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsSchedule, ks_schedule_free)
  * "tied", "step": one stage's program, space-separated (sends and receives as
  * "sa3.1>2": to stage 2). */
 char *ks_schedule_describe_stage (const KsSchedule *schedule, int stage);
+/* One instruction, as above. */
+char *ks_schedule_describe_instr (const KsPipeInstr *instr);
 
 typedef struct {
   double makespan;   /* from the first instruction to the last one ends */
@@ -74,6 +78,80 @@ gboolean ks_schedule_simulate (const KsSchedule *schedule, double forward, doubl
 
 /* The bubble theory gives for equal stages: (p - 1) / (v m + p - 1). */
 double ks_schedule_theoretical_bubble (int stages, int virtual_stages, int micro_batches);
+
+/* ---- describing a pipelined model (Paddle's LayerDesc and SharedLayerDesc) ---- */
+
+/* Adds one layer to `model`: x is the previous layer's output, NULL for the first layer,
+ * which makes its own data (ks_model_data, shaped for one micro-batch). Returns the
+ * layer's output. */
+typedef KsExpr *(*KsLayerBuildFunc) (KsModel *model, KsExpr *x, gconstpointer args,
+                                     GError **error);
+
+typedef struct {
+  const char *name;       /* the builder's name: what seg_method layer:<regex> matches */
+  KsLayerBuildFunc build; /* run only on the stage that owns the layer */
+  gconstpointer args;     /* the builder's arguments (not owned; must outlive the use) */
+  /* A shared layer (SharedLayerDesc): the name of the parameter it shares with the other
+   * layers naming it (made with ks_model_shared_parameter). On a pipeline it starts as
+   * the lowest owning stage's and its gradient is summed over the owning stages. */
+  const char *shared;
+} KsLayerDesc;
+
+/* The parameter `name`, made now (as ks_model_parameter) or the existing one when a
+ * shared layer made it before; an error if that one has another shape. */
+KsExpr *ks_model_shared_parameter (KsModel *model, const char *name, int ndim,
+                                   const gint64 *shape, KsInit init, GError **error);
+
+/* Builds every layer in order on one model (no pipeline); *out is the last output. */
+gboolean ks_layers_build (KsModel *model, const KsLayerDesc *layers, gsize n_layers,
+                          KsExpr **out, GError **error);
+/* Each layer's name and parameter count (a shared parameter counts at its first layer),
+ * for the segmenter, found by building the list on a model without a device. */
+gboolean ks_layers_info (const KsLayerDesc *layers, gsize n_layers, KsLayerInfo *info,
+                         GError **error);
+
+/* ---- running a pipeline (Paddle's PipelineLayer and its executor) ---- */
+
+typedef struct {
+  int stages, virtual_stages, micro_batches;
+  KsScheduleKind schedule;
+  const gsize *boundaries; /* stages * virtual_stages + 1 entries (ks_segmenter_segment) */
+  /* k > 0: a stage keeps only each k-th layer's output (and the chunk's inputs) of a
+   * micro-batch between its forward and its backward, and recomputes the rest just
+   * before the backward; 0 keeps every activation */
+  int recompute_interval;
+} KsPipelineShape;
+
+typedef struct KsPipeline KsPipeline;
+
+/* This stage's part of the pipeline: its chunks of `layers` on one model, with `loss`
+ * (built on the last layer's output, making its labels' data) and `metric` (may have a
+ * NULL build; built on the same output after the loss) on the last chunk. `comm` joins
+ * the stages (rank = stage; NULL with one stage). Stages build their chunks in order,
+ * each receiving the shape of its input from the stage before: call it on every stage. */
+KsPipeline *ks_pipeline_new (KsCompute *compute, KsComm *comm, int stage,
+                             const KsPipelineShape *shape, const KsLayerDesc *layers,
+                             gsize n_layers, const KsLayerDesc *loss, const KsLayerDesc *metric,
+                             GError **error);
+void ks_pipeline_free (KsPipeline *pipeline);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsPipeline, ks_pipeline_free)
+/* The stage's model: its parameters and gradients for the optimizer and checkpoints. */
+KsModel *ks_pipeline_model (KsPipeline *pipeline);
+/* Initialises the model, then gives each shared parameter the value of its lowest
+ * owning stage. */
+gboolean ks_pipeline_init (KsPipeline *pipeline, GError **error);
+/* One training step on a batch: `feeds` hold the whole batch (rows along the first
+ * dimension, split in micro_batches equal parts); the stages run their programs, sum
+ * shared gradients and let `optimizer` update their parameters from the gradients
+ * (micro-batch means averaged). *loss (every stage) is the batch's mean loss. */
+gboolean ks_pipeline_step (KsPipeline *pipeline, KsOptimizer *optimizer, const KsFeed *feeds,
+                           gsize n_feeds, double *loss, GError **error);
+/* The metric (else the loss), forward only, in evaluation mode, averaged over the
+ * micro-batches of `feeds`; the same on every stage. */
+gboolean ks_pipeline_evaluate (KsPipeline *pipeline, const KsFeed *feeds, gsize n_feeds,
+                               double *value, GError **error);
+/* Chunks of this stage, and layers of the list, for reports. */
+const KsSchedule *ks_pipeline_schedule (const KsPipeline *pipeline);
 
 G_END_DECLS
 

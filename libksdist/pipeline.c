@@ -1,0 +1,616 @@
+/* The pipeline executor (pipeline.h): one stage's chunks of a layer list on one model,
+ * and the stage's schedule program run over the communicator.
+ *
+ * Every transfer has its own tag, made of its kind, the global chunk that receives it
+ * and the micro-batch, so messages never meet the wrong receive. A micro-batch's
+ * activations are set aside between its forward and its backward (a KsStash per chunk
+ * and micro-batch; with recompute, only the chunk's data and each k-th layer's output),
+ * and its parameter gradients add up in the model's gradient arena. */
+#include "model-private.h"
+
+#include <ksdist/pipeline.h>
+
+#include <string.h>
+
+enum { TAG_ACTIVATION = 1, TAG_GRADIENT, TAG_SHAPE, TAG_SHARED_INIT, TAG_SHARED_GRAD };
+
+static guint32
+tag_of (int kind, int chunk, int micro_batch)
+{
+  return (guint32) kind << 28 | (guint32) chunk << 16 | (guint32) micro_batch;
+}
+
+typedef struct {
+  int global;             /* its global chunk */
+  guint first, n;         /* its expressions */
+  KsExpr *input;          /* "pipe.in.<global>": the previous chunk's output; NULL for 0 */
+  KsExpr *out;            /* what goes on to the next chunk; the loss on the last one */
+  KsExpr *metric;         /* on the last chunk, when a metric was given */
+  gboolean *kept;         /* with recompute: the expressions a stash keeps */
+  KsStash **stash;        /* per micro-batch, between its forward and its backward */
+  GPtrArray *spare;       /* stashes holding tensors free for the next forward */
+  gsize in_numel, out_numel;
+  float *act_in, *act_out, *grad_in, *grad_out; /* per micro-batch, on the host */
+} Chunk;
+
+typedef struct {
+  char *name;
+  int owners[64], n_owners; /* stages with a layer sharing it, ascending */
+} Shared;
+
+struct KsPipeline {
+  KsCompute *compute;
+  KsComm *comm;
+  int stage, p, v, m, recompute;
+  KsSchedule *schedule;
+  KsModel *model;
+  Chunk *chunks;        /* the v local chunks */
+  GArray *shared;       /* Shared, by name */
+  GHashTable *mailbox;  /* tag -> GBytes: transfers from this stage to itself */
+  GPtrArray *pending;   /* KsCommRequest of sends still in flight */
+  gint64 steps;
+};
+
+static void
+chunk_clear (Chunk *c, int m)
+{
+  for (int i = 0; c->stash != NULL && i < m; i++)
+    ks_stash_free (c->stash[i]);
+  if (c->spare != NULL)
+    g_ptr_array_unref (c->spare);
+  g_free (c->stash);
+  g_free (c->kept);
+  g_free (c->act_in);
+  g_free (c->act_out);
+  g_free (c->grad_in);
+  g_free (c->grad_out);
+}
+
+/* Completes every send in flight (their buffers are reused by the next step). */
+static gboolean
+drain (KsPipeline *pl, GError **error)
+{
+  gboolean ok = TRUE;
+  for (guint i = 0; i < pl->pending->len; i++)
+    {
+      g_autoptr (GError) local = NULL;
+      if (!ks_comm_wait (g_ptr_array_index (pl->pending, i), &local) && ok)
+        {
+          ok = FALSE;
+          g_propagate_error (error, g_steal_pointer (&local));
+        }
+    }
+  g_ptr_array_set_size (pl->pending, 0);
+  return ok;
+}
+
+void
+ks_pipeline_free (KsPipeline *pl)
+{
+  if (pl == NULL)
+    return;
+  drain (pl, NULL);
+  for (int c = 0; pl->chunks != NULL && c < pl->v; c++)
+    chunk_clear (&pl->chunks[c], pl->m);
+  g_free (pl->chunks);
+  for (guint i = 0; pl->shared != NULL && i < pl->shared->len; i++)
+    g_free (g_array_index (pl->shared, Shared, i).name);
+  if (pl->shared != NULL)
+    g_array_unref (pl->shared);
+  g_hash_table_unref (pl->mailbox);
+  g_ptr_array_unref (pl->pending);
+  ks_schedule_free (pl->schedule);
+  ks_model_free (pl->model);
+  g_free (pl);
+}
+
+/* A send that returns at once: to another stage through the communicator (completed by
+ * drain), to this stage into the mailbox. */
+static gboolean
+send_to (KsPipeline *pl, const void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  KsCommRequest *r;
+  if (peer == pl->stage)
+    {
+      g_hash_table_insert (pl->mailbox, GUINT_TO_POINTER (tag), g_bytes_new (buf, nbytes));
+      return TRUE;
+    }
+  if ((r = ks_comm_isend (pl->comm, buf, nbytes, peer, tag, error)) == NULL)
+    return FALSE;
+  g_ptr_array_add (pl->pending, r);
+  return TRUE;
+}
+
+static gboolean
+recv_from (KsPipeline *pl, void *buf, gsize nbytes, int peer, guint32 tag, GError **error)
+{
+  if (peer != pl->stage)
+    {
+      KsCommRequest *r = ks_comm_irecv (pl->comm, buf, nbytes, peer, tag, error);
+      return r != NULL && ks_comm_wait (r, error);
+    }
+  GBytes *bytes = g_hash_table_lookup (pl->mailbox, GUINT_TO_POINTER (tag));
+  g_assert (bytes != NULL && g_bytes_get_size (bytes) == nbytes); /* the schedule's order */
+  memcpy (buf, g_bytes_get_data (bytes, NULL), nbytes);
+  g_hash_table_remove (pl->mailbox, GUINT_TO_POINTER (tag));
+  return TRUE;
+}
+
+/* ---- building this stage's chunks ---- */
+
+typedef struct {
+  gint64 ndim, shape[KS_TENSOR_MAX_DIMS];
+} ShapeMessage;
+
+/* The stages owning each shared parameter, from the segmentation alone (every stage
+ * finds the same). */
+static gboolean
+find_shared (KsPipeline *pl, const KsPipelineShape *shape, const KsLayerDesc *layers,
+             gsize n_layers, GError **error)
+{
+  pl->shared = g_array_new (FALSE, TRUE, sizeof (Shared));
+  for (gsize l = 0; l < n_layers; l++)
+    {
+      Shared *s = NULL;
+      int owner;
+      if (layers[l].shared == NULL)
+        continue;
+      for (guint i = 0; i < pl->shared->len && s == NULL; i++)
+        if (strcmp (g_array_index (pl->shared, Shared, i).name, layers[l].shared) == 0)
+          s = &g_array_index (pl->shared, Shared, i);
+      if (s == NULL)
+        {
+          Shared fresh = { g_strdup (layers[l].shared), { 0 }, 0 };
+          g_array_append_val (pl->shared, fresh);
+          s = &g_array_index (pl->shared, Shared, pl->shared->len - 1);
+        }
+      owner = ks_pipeline_stage_of_layer (shape->boundaries, pl->p, pl->v, l);
+      int k = s->n_owners;
+      while (k > 0 && s->owners[k - 1] > owner)
+        k--;
+      if (k > 0 && s->owners[k - 1] == owner)
+        continue;
+      if (s->n_owners == G_N_ELEMENTS (s->owners))
+        return ks_invalid (error, "shared parameter '%s': more than %d stages share it",
+                           s->name, (int) G_N_ELEMENTS (s->owners));
+      memmove (s->owners + k + 1, s->owners + k, (s->n_owners - k) * sizeof (int));
+      s->owners[k] = owner;
+      s->n_owners++;
+    }
+  return TRUE;
+}
+
+static gboolean
+build_chunk (KsPipeline *pl, Chunk *c, const KsPipelineShape *shape, const KsLayerDesc *layers,
+             const KsLayerDesc *loss, const KsLayerDesc *metric, ShapeMessage *carried,
+             GError **error)
+{
+  int g = c->global, p = pl->p, last = p * pl->v - 1;
+  g_autoptr (GArray) kept_ids = g_array_new (FALSE, FALSE, sizeof (guint));
+  KsExpr *x = NULL;
+
+  if (g > 0)
+    {
+      g_autofree char *name = g_strdup_printf ("pipe.in.%d", g);
+      if ((g - 1) % p != pl->stage
+          && !ks_comm_recv (pl->comm, carried, sizeof *carried, (g - 1) % p,
+                            tag_of (TAG_SHAPE, g, 0), error))
+        return FALSE;
+      c->first = ks_model_n_exprs (pl->model);
+      if ((x = c->input = ks_model_data (pl->model, name, (int) carried->ndim, carried->shape,
+                                         KS_DTYPE_FLOAT32, error)) == NULL)
+        return FALSE;
+      c->in_numel = x->numel;
+    }
+  else
+    c->first = ks_model_n_exprs (pl->model);
+  for (gsize l = shape->boundaries[g]; l < shape->boundaries[g + 1]; l++)
+    {
+      if ((x = ks_layer_build (pl->model, &layers[l], l, x, error)) == NULL)
+        return FALSE;
+      if (pl->recompute > 0 && (l - shape->boundaries[g] + 1) % pl->recompute == 0)
+        g_array_append_val (kept_ids, x->id);
+    }
+  if (g == last)
+    {
+      KsExpr *logits = x;
+      if ((c->out = ks_layer_build (pl->model, loss, shape->boundaries[g + 1], logits, error))
+              == NULL
+          || (metric != NULL && metric->build != NULL
+              && (c->metric = ks_layer_build (pl->model, metric, shape->boundaries[g + 1],
+                                              logits, error))
+                     == NULL))
+        return FALSE;
+      if (c->out->numel != 1 || c->out->dtype != KS_DTYPE_FLOAT32)
+        return ks_invalid (error, "pipeline: the loss (%s) must be a float32 scalar",
+                           loss->name);
+    }
+  else
+    {
+      if (x->dtype != KS_DTYPE_FLOAT32)
+        return ks_invalid (error, "pipeline: layer %" G_GSIZE_FORMAT " (%s) ends chunk %d with "
+                           "%s data; only float32 activations pass between stages: move the "
+                           "boundary", shape->boundaries[g + 1] - 1,
+                           layers[shape->boundaries[g + 1] - 1].name, g,
+                           ks_dtype_name (x->dtype));
+      c->out = x;
+      c->out_numel = x->numel;
+      carried->ndim = x->ndim;
+      memcpy (carried->shape, x->shape, sizeof x->shape);
+      if ((g + 1) % p != pl->stage
+          && !ks_comm_send (pl->comm, carried, sizeof *carried, (g + 1) % p,
+                            tag_of (TAG_SHAPE, g + 1, 0), error))
+        return FALSE;
+    }
+  c->n = ks_model_n_exprs (pl->model) - c->first;
+  if (pl->recompute > 0)
+    {
+      c->kept = g_new0 (gboolean, c->n);
+      for (guint i = 0; i < c->n; i++)
+        c->kept[i] = ((KsExpr *) g_ptr_array_index (pl->model->exprs, c->first + i))->op
+                     == OP_DATA;
+      for (guint i = 0; i < kept_ids->len; i++)
+        c->kept[g_array_index (kept_ids, guint, i) - c->first] = TRUE;
+    }
+  c->stash = g_new0 (KsStash *, pl->m);
+  c->spare = g_ptr_array_new_with_free_func ((GDestroyNotify) ks_stash_free);
+  c->act_in = g_new (float, pl->m * c->in_numel);
+  c->grad_out = g_new (float, pl->m * c->in_numel);
+  c->act_out = g_new (float, pl->m * c->out_numel);
+  c->grad_in = g_new (float, pl->m * c->out_numel);
+  return TRUE;
+}
+
+KsPipeline *
+ks_pipeline_new (KsCompute *compute, KsComm *comm, int stage, const KsPipelineShape *shape,
+                 const KsLayerDesc *layers, gsize n_layers, const KsLayerDesc *loss,
+                 const KsLayerDesc *metric, GError **error)
+{
+  g_autoptr (KsPipeline) pl = g_new0 (KsPipeline, 1);
+  int p = shape->stages, v = shape->virtual_stages;
+  ShapeMessage carried = { 0 };
+
+  pl->mailbox = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_bytes_unref);
+  pl->pending = g_ptr_array_new ();
+  if ((pl->schedule = ks_schedule_new (shape->schedule, p, v, shape->micro_batches, error))
+      == NULL)
+    return NULL;
+  if (p * v > 4095 || shape->micro_batches > 65535 || stage < 0 || stage >= p
+      || shape->recompute_interval < 0)
+    {
+      ks_invalid (error, "pipeline: stage %d of %d, %d chunks, %d micro-batches, recompute "
+                  "interval %d: stages x virtual stages must stay below 4096, micro-batches "
+                  "below 65536", stage, p, p * v, shape->micro_batches,
+                  shape->recompute_interval);
+      return NULL;
+    }
+  if (p > 1 && (comm == NULL || ks_comm_size (comm) != p || ks_comm_rank (comm) != stage))
+    {
+      ks_invalid (error, "pipeline: %d stages need a communicator of %d ranks with this stage "
+                  "(%d) as its rank; it has %d", p, p, stage, comm ? ks_comm_size (comm) : 0);
+      return NULL;
+    }
+  if (shape->boundaries[p * v] != n_layers)
+    {
+      ks_invalid (error, "pipeline: the segmentation ends at layer %" G_GSIZE_FORMAT
+                  " but the list has %" G_GSIZE_FORMAT, shape->boundaries[p * v], n_layers);
+      return NULL;
+    }
+  pl->compute = compute;
+  pl->comm = comm;
+  pl->stage = stage;
+  pl->p = p;
+  pl->v = v;
+  pl->m = shape->micro_batches;
+  pl->recompute = shape->recompute_interval;
+  pl->model = ks_model_new (compute);
+  pl->chunks = g_new0 (Chunk, v);
+  if (!find_shared (pl, shape, layers, n_layers, error))
+    return NULL;
+  /* in global chunk order, each stage waiting for its input's shape */
+  for (int g = 0; g < p * v; g++)
+    {
+      Chunk *c = &pl->chunks[g / p];
+      if (g % p != stage)
+        continue;
+      c->global = g;
+      if (!build_chunk (pl, c, shape, layers, loss, metric, &carried, error))
+        {
+          g_prefix_error (error, "pipeline stage %d, chunk %d: ", stage, g);
+          return NULL;
+        }
+    }
+  return g_steal_pointer (&pl);
+}
+
+KsModel *
+ks_pipeline_model (KsPipeline *pl)
+{
+  return pl->model;
+}
+
+const KsSchedule *
+ks_pipeline_schedule (const KsPipeline *pl)
+{
+  return pl->schedule;
+}
+
+/* Whether this stage owns shared parameter `s`, and it is shared with another stage. */
+static gboolean
+exchanges (const KsPipeline *pl, const Shared *s)
+{
+  gboolean mine = FALSE;
+  for (int i = 0; i < s->n_owners; i++)
+    mine |= s->owners[i] == pl->stage;
+  return mine && s->n_owners > 1;
+}
+
+gboolean
+ks_pipeline_init (KsPipeline *pl, GError **error)
+{
+  if (!ks_model_init (pl->model, error))
+    return FALSE;
+  for (guint i = 0; i < pl->shared->len; i++)
+    {
+      const Shared *s = &g_array_index (pl->shared, Shared, i);
+      const KsTensor *t = ks_arena_tensor (ks_model_parameters (pl->model), s->name);
+      if (!exchanges (pl, s))
+        continue;
+      g_autofree float *host = g_new (float, t->numel);
+      gsize nbytes = t->numel * sizeof (float);
+      if (s->owners[0] == pl->stage)
+        {
+          if (!ks_tensor_to_host (t, host, nbytes, error))
+            return FALSE;
+          for (int k = 1; k < s->n_owners; k++)
+            if (!ks_comm_send (pl->comm, host, nbytes, s->owners[k],
+                               tag_of (TAG_SHARED_INIT, i, 0), error))
+              return FALSE;
+        }
+      else if (!ks_comm_recv (pl->comm, host, nbytes, s->owners[0],
+                              tag_of (TAG_SHARED_INIT, i, 0), error)
+               || !ks_compute_copy_to_device (pl->compute, t->data, host, nbytes, error))
+        return FALSE;
+    }
+  ks_model_parameters_changed (pl->model);
+  return TRUE;
+}
+
+/* ---- running the program ---- */
+
+/* Sums each shared parameter's gradient over its stages, adding in stage order so every
+ * stage gets the same bits. */
+static gboolean
+reduce_shared (KsPipeline *pl, GError **error)
+{
+  for (guint i = 0; i < pl->shared->len; i++)
+    {
+      const Shared *s = &g_array_index (pl->shared, Shared, i);
+      if (!exchanges (pl, s))
+        continue;
+      const KsTensor *t = ks_arena_tensor (ks_model_gradients (pl->model), s->name);
+      gsize n = t->numel, nbytes = n * sizeof (float);
+      g_autofree float *all = g_new (float, n * s->n_owners), *sum = g_new0 (float, n);
+      KsCommRequest *recvs[G_N_ELEMENTS (s->owners)] = { NULL };
+      gboolean ok = TRUE;
+      int me = 0;
+
+      while (s->owners[me] != pl->stage)
+        me++;
+      if (!ks_tensor_to_host (t, all + me * n, nbytes, error))
+        return FALSE;
+      for (int k = 0; k < s->n_owners; k++)
+        if (k != me
+            && (!send_to (pl, all + me * n, nbytes, s->owners[k], tag_of (TAG_SHARED_GRAD, i, 0),
+                          error)
+                || (recvs[k] = ks_comm_irecv (pl->comm, all + k * n, nbytes, s->owners[k],
+                                              tag_of (TAG_SHARED_GRAD, i, 0), error))
+                       == NULL))
+          {
+            ok = FALSE;
+            break;
+          }
+      for (int k = 0; k < s->n_owners; k++)
+        if (recvs[k] != NULL)
+          ok = ks_comm_wait (recvs[k], ok ? error : NULL) && ok;
+      /* the send buffer must outlive the sends */
+      if (!drain (pl, ok ? error : NULL) || !ok)
+        return FALSE;
+      for (int k = 0; k < s->n_owners; k++)
+        for (gsize j = 0; j < n; j++)
+          sum[j] += all[k * n + j];
+      if (!ks_compute_copy_to_device (pl->compute, t->data, sum, nbytes, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Feeds this chunk's data: the micro-batch's rows of the batch feeds that name its data,
+ * and the activation received from the previous chunk. */
+static gboolean
+run_forward (KsPipeline *pl, Chunk *c, int mb, const KsFeed *feeds, gsize n_feeds,
+             KsExpr *target, GError **error)
+{
+  g_autoptr (GArray) mine = g_array_new (FALSE, FALSE, sizeof (KsFeed));
+  for (gsize i = 0; i < n_feeds; i++)
+    {
+      KsExpr *e = ks_model_find (pl->model, feeds[i].name);
+      gsize part = feeds[i].nbytes / pl->m;
+      if (e == NULL || e->op != OP_DATA || e->id < c->first || e->id >= c->first + c->n)
+        continue;
+      if (feeds[i].nbytes % pl->m != 0 || part != ks_dtype_size (e->dtype) * e->numel)
+        {
+          g_autofree char *shape = ks_expr_shape_string (e);
+          return ks_invalid (error, "pipeline: feed '%s' of %" G_GSIZE_FORMAT " bytes is not "
+                             "%d micro-batches of its data's shape %s",
+                             feeds[i].name, feeds[i].nbytes, pl->m, shape);
+        }
+      KsFeed f = { feeds[i].name, (const char *) feeds[i].data + mb * part, part };
+      g_array_append_val (mine, f);
+    }
+  if (c->input != NULL)
+    {
+      KsFeed f = { c->input->name, c->act_in + mb * c->in_numel, c->in_numel * sizeof (float) };
+      g_array_append_val (mine, f);
+    }
+  /* the same dropout masks for the forward and its recompute, different per step */
+  ks_model_set_rng_state (pl->model, (guint64) pl->steps * pl->m + mb);
+  return ks_model_run (pl->model, (const KsFeed *) mine->data, mine->len, &target, 1, error);
+}
+
+static gboolean
+forward (KsPipeline *pl, Chunk *c, int mb, const KsFeed *feeds, gsize n_feeds,
+         double *loss_sum, GError **error)
+{
+  KsStash *s;
+  if (!run_forward (pl, c, mb, feeds, n_feeds, c->out, error))
+    return FALSE;
+  if (c->out_numel > 0
+      && !ks_tensor_to_host (c->out->value, c->act_out + mb * c->out_numel,
+                             c->out_numel * sizeof (float), error))
+    return FALSE;
+  if (c->out_numel == 0) /* the last chunk: its loss */
+    {
+      float v;
+      if (!ks_tensor_to_host (c->out->value, &v, sizeof v, error))
+        return FALSE;
+      *loss_sum += v;
+    }
+  s = c->spare->len > 0 ? g_ptr_array_steal_index_fast (c->spare, c->spare->len - 1)
+                        : ks_stash_new (c->first, c->n, c->kept);
+  ks_model_swap_stash (pl->model, s); /* s takes this micro-batch's activations */
+  c->stash[mb] = s;
+  return TRUE;
+}
+
+static gboolean
+backward (KsPipeline *pl, Chunk *c, int mb, GError **error)
+{
+  const float mean = 1.0f / pl->m;
+  KsStash *s = g_steal_pointer (&c->stash[mb]);
+
+  ks_model_swap_stash (pl->model, s); /* back in; s holds the spare ones */
+  g_ptr_array_add (c->spare, s);
+  if (c->kept != NULL)
+    {
+      ks_model_set_rng_state (pl->model, (guint64) pl->steps * pl->m + mb);
+      if (!ks_model_recompute (pl->model, c->first, c->n, c->kept, error))
+        return FALSE;
+    }
+  if (!ks_model_sweep_from (pl->model, c->out,
+                            c->out_numel > 0 ? c->grad_in + mb * c->out_numel : &mean,
+                            &c->input, c->input != NULL ? 1 : 0, error))
+    return FALSE;
+  return c->input == NULL
+         || ks_tensor_to_host (c->input->grad, c->grad_out + mb * c->in_numel,
+                               c->in_numel * sizeof (float), error);
+}
+
+static gboolean
+run_instruction (KsPipeline *pl, const KsPipeInstr *in, KsOptimizer *optimizer,
+                 const KsFeed *feeds, gsize n_feeds, double *loss_sum, GError **error)
+{
+  Chunk *c = in->chunk >= 0 ? &pl->chunks[in->chunk] : NULL;
+  int mb = in->micro_batch;
+
+  switch (in->op)
+    {
+    case KS_PIPE_FORWARD:
+      return forward (pl, c, mb, feeds, n_feeds, loss_sum, error);
+    case KS_PIPE_BACKWARD:
+      return backward (pl, c, mb, error);
+    case KS_PIPE_SEND_ACTIVATION:
+      return send_to (pl, c->act_out + mb * c->out_numel, c->out_numel * sizeof (float),
+                      in->peer, tag_of (TAG_ACTIVATION, c->global + 1, mb), error);
+    case KS_PIPE_RECV_ACTIVATION:
+      return recv_from (pl, c->act_in + mb * c->in_numel, c->in_numel * sizeof (float),
+                        in->peer, tag_of (TAG_ACTIVATION, c->global, mb), error);
+    case KS_PIPE_SEND_GRADIENT:
+      return send_to (pl, c->grad_out + mb * c->in_numel, c->in_numel * sizeof (float),
+                      in->peer, tag_of (TAG_GRADIENT, c->global - 1, mb), error);
+    case KS_PIPE_RECV_GRADIENT:
+      return recv_from (pl, c->grad_in + mb * c->out_numel, c->out_numel * sizeof (float),
+                        in->peer, tag_of (TAG_GRADIENT, c->global, mb), error);
+    case KS_PIPE_REDUCE_TIED:
+      return reduce_shared (pl, error);
+    case KS_PIPE_OPTIMIZER_STEP:
+      return ks_optimizer_apply (optimizer, pl->model, error);
+    }
+  g_assert_not_reached ();
+}
+
+/* The last stage's value, on every stage. */
+static gboolean
+from_last_stage (KsPipeline *pl, double *value, GError **error)
+{
+  return pl->p == 1
+         || ks_comm_broadcast (pl->comm, value, 1, KS_DTYPE_FLOAT64, pl->p - 1, error);
+}
+
+gboolean
+ks_pipeline_step (KsPipeline *pl, KsOptimizer *optimizer, const KsFeed *feeds, gsize n_feeds,
+                  double *loss, GError **error)
+{
+  KsArena *grads = ks_model_gradients (pl->model);
+  const GArray *program = pl->schedule->program[pl->stage];
+  double loss_sum = 0;
+
+  if (grads == NULL)
+    return ks_invalid (error, "pipeline: call ks_pipeline_init before stepping");
+  if (!ks_compute_fill_zero (pl->compute, ks_arena_data (grads),
+                             ks_arena_numel (grads) * sizeof (float), error))
+    return FALSE;
+  for (guint i = 0; i < program->len; i++)
+    {
+      const KsPipeInstr *in = &g_array_index (program, KsPipeInstr, i);
+      if (!run_instruction (pl, in, optimizer, feeds, n_feeds, &loss_sum, error))
+        {
+          g_autofree char *what = ks_schedule_describe_instr (in);
+          g_prefix_error (error, "pipeline stage %d, step %" G_GINT64_FORMAT ", %s: ",
+                          pl->stage, pl->steps + 1, what);
+          drain (pl, NULL);
+          return FALSE;
+        }
+    }
+  pl->steps++;
+  *loss = loss_sum / pl->m;
+  return drain (pl, error) && from_last_stage (pl, loss, error);
+}
+
+gboolean
+ks_pipeline_evaluate (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, double *value,
+                      GError **error)
+{
+  gboolean training = ks_model_training (pl->model), ok = TRUE;
+  int last = pl->p * pl->v - 1;
+  double sum = 0;
+
+  ks_model_set_training (pl->model, FALSE);
+  /* micro-batch by micro-batch, chunk by chunk: each waits only on an earlier one */
+  for (int mb = 0; ok && mb < pl->m; mb++)
+    for (int k = 0; ok && k < pl->v; k++)
+      {
+        Chunk *c = &pl->chunks[k];
+        int g = c->global;
+        KsExpr *target = g == last && c->metric != NULL ? c->metric : c->out;
+        float v;
+        ok = (g == 0
+              || recv_from (pl, c->act_in + mb * c->in_numel, c->in_numel * sizeof (float),
+                            (g - 1) % pl->p, tag_of (TAG_ACTIVATION, g, mb), error))
+             && run_forward (pl, c, mb, feeds, n_feeds, target, error);
+        if (ok && g < last)
+          ok = ks_tensor_to_host (c->out->value, c->act_out + mb * c->out_numel,
+                                  c->out_numel * sizeof (float), error)
+               && send_to (pl, c->act_out + mb * c->out_numel, c->out_numel * sizeof (float),
+                           (g + 1) % pl->p, tag_of (TAG_ACTIVATION, g + 1, mb), error);
+        else if (ok)
+          {
+            ok = ks_tensor_to_host (target->value, &v, sizeof v, error);
+            sum += v;
+          }
+      }
+  ks_model_set_training (pl->model, training);
+  ok = drain (pl, ok ? error : NULL) && ok;
+  *value = sum / pl->m;
+  return ok && from_last_stage (pl, value, error);
+}

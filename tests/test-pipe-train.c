@@ -1,0 +1,306 @@
+/* Pipelined training against one process, with real processes over 127.0.0.1.
+ *
+ * The model: an embedding whose table is shared with the output layer (a SharedLayerDesc
+ * on the first and last stage), six residual tanh blocks, and the tied head. Each case
+ * starts this program once per stage (`test-pipe-train --rank R P V M SCHEDULE RECOMPUTE
+ * DIR`); a stage trains the same model in one process beside the pipeline and checks, at
+ * every step, the pipeline's loss against the one-process loss and at the end its own
+ * parameters against the same-named ones there. It exits non-zero with a message on
+ * stderr when one differs. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { VOCAB = 12, WIDTH = 8, BLOCKS = 6, BATCH = 16, STEPS = 6 };
+
+typedef struct {
+  int index;
+  gint64 rows; /* per micro-batch (the whole batch in one process) */
+} LayerArgs;
+
+static KsExpr *
+embed (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
+{
+  const LayerArgs *a = args;
+  const gint64 rows[] = { a->rows }, table[] = { VOCAB, WIDTH };
+  KsInit init = { KS_INIT_NORMAL, 0, 0.5, 11 };
+  KsExpr *ids, *wte;
+  if ((ids = ks_model_data (model, "ids", 1, rows, KS_DTYPE_INT64, error)) == NULL
+      || (wte = ks_model_shared_parameter (model, "wte", 2, table, init, error)) == NULL)
+    return NULL;
+  return ks_embedding (ids, wte, error);
+}
+
+static KsExpr *
+block (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
+{
+  const LayerArgs *a = args;
+  g_autofree char *name = g_strdup_printf ("block%d", a->index);
+  KsExpr *h = ks_fc (x, WIDTH, KS_UNARY_TANH, name, 100 + a->index, error);
+  return h == NULL ? NULL : ks_add (x, h, error);
+}
+
+/* logits = x wte^T + b: the embedding's table again */
+static KsExpr *
+head (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
+{
+  const gint64 table[] = { VOCAB, WIDTH }, bias[] = { VOCAB };
+  KsInit init = { KS_INIT_NORMAL, 0, 0.5, 11 }, zero = { KS_INIT_CONSTANT, 0, 0, 0 };
+  const int swap[] = { 1, 0 };
+  KsExpr *wte, *b, *logits;
+  if ((wte = ks_model_shared_parameter (model, "wte", 2, table, init, error)) == NULL
+      || (b = ks_model_parameter (model, "head.b", 1, bias, zero, error)) == NULL
+      || (wte = ks_transpose (wte, swap, error)) == NULL
+      || (logits = ks_matmul (x, wte, error)) == NULL)
+    return NULL;
+  return ks_add (logits, b, error);
+}
+
+static KsExpr *
+labels (KsModel *model, const LayerArgs *a, GError **error)
+{
+  const gint64 rows[] = { a->rows };
+  KsExpr *y = ks_model_find (model, "y");
+  return y != NULL ? y : ks_model_data (model, "y", 1, rows, KS_DTYPE_INT64, error);
+}
+
+static KsExpr *
+loss (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
+{
+  KsExpr *y = labels (model, args, error);
+  return y == NULL ? NULL : ks_softmax_cross_entropy (logits, y, error);
+}
+
+static KsExpr *
+accuracy (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
+{
+  KsExpr *y = labels (model, args, error);
+  return y == NULL ? NULL : ks_accuracy (logits, y, error);
+}
+
+enum { N_LAYERS = BLOCKS + 2 };
+
+static void
+describe (LayerArgs *args, gint64 rows, KsLayerDesc *layers, KsLayerDesc *loss_desc,
+          KsLayerDesc *metric_desc)
+{
+  for (int i = 0; i < N_LAYERS + 1; i++)
+    args[i] = (LayerArgs) { i, rows };
+  layers[0] = (KsLayerDesc) { "Embedding", embed, &args[0], "wte" };
+  for (int i = 1; i <= BLOCKS; i++)
+    layers[i] = (KsLayerDesc) { "Block", block, &args[i], NULL };
+  layers[N_LAYERS - 1] = (KsLayerDesc) { "Head", head, &args[N_LAYERS - 1], "wte" };
+  *loss_desc = (KsLayerDesc) { "CrossEntropy", loss, &args[N_LAYERS], NULL };
+  *metric_desc = (KsLayerDesc) { "Accuracy", accuracy, &args[N_LAYERS], NULL };
+}
+
+/* Step s's batch: tokens and the labels a fixed rule gives them. */
+static void
+batch (int step, gint64 *ids, gint64 *y)
+{
+  g_autoptr (GRand) rng = g_rand_new_with_seed (1000 + step);
+  for (int i = 0; i < BATCH; i++)
+    {
+      ids[i] = g_rand_int_range (rng, 0, VOCAB);
+      y[i] = (ids[i] * 5 + 3) % VOCAB;
+    }
+}
+
+#define FAIL(...)                                                                         \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    g_printerr ("stage %d: ", stage);                                                     \
+    g_printerr (__VA_ARGS__);                                                             \
+    g_printerr ("\n");                                                                    \
+    exit (1);                                                                             \
+  }                                                                                       \
+  G_STMT_END
+#define OK(call)                                                                          \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    g_autoptr (GError) e_ = NULL;                                                         \
+    if (!(call))                                                                          \
+      FAIL ("%s", e_ ? e_->message : "failed without a message");                         \
+  }                                                                                       \
+  G_STMT_END
+#define ERR (&e_)
+
+static int
+run_stage (char **argv)
+{
+  int stage = atoi (argv[2]), p = atoi (argv[3]), v = atoi (argv[4]), m = atoi (argv[5]);
+  int recompute = atoi (argv[7]);
+  const char *dir = argv[8];
+  g_autofree char *openblas = ks_test_build_plugin_dir ("openblas");
+  g_autofree char *optim = ks_test_build_plugin_dir ("optim");
+  g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
+  g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
+  g_autofree char *paths = g_strdup_printf ("%s:%s:%s:%s", openblas, optim, store_dir, gloo);
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = NULL;
+  g_autoptr (KsCompute) compute = NULL;
+  g_autoptr (KsStore) store = NULL;
+  g_autoptr (KsComm) comm = NULL;
+  LayerArgs args1[N_LAYERS + 1], argsm[N_LAYERS + 1];
+  KsLayerDesc one[N_LAYERS], piped[N_LAYERS], loss1, lossm, metric1, metricm;
+  gsize boundaries[64];
+  KsPipelineShape shape = { p, v, m, 0, boundaries, recompute };
+
+  g_assert_true (ks_config_set_override (config, "optim.lr=0.2", NULL));
+  g_assert_true (ks_config_set_override (config, "optim.momentum=0.5", NULL));
+  registry = ks_test_scan (config, paths);
+  OK ((compute = ks_compute_new (registry, config, "openblas", ERR)) != NULL);
+  g_assert_true (ks_schedule_kind_from_name (argv[6], &shape.schedule));
+  if (p > 1)
+    {
+      OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
+      OK (ks_store_open (store, dir, "pipe", NULL, ERR));
+      OK ((comm = ks_comm_new (registry, config, "gloo", ERR)) != NULL);
+      OK (ks_comm_connect (comm, store, stage, p, 30000, ERR));
+    }
+
+  /* one process, the whole batch at once */
+  describe (args1, BATCH, one, &loss1, &metric1);
+  g_autoptr (KsModel) model1 = ks_model_new (compute);
+  g_autoptr (KsOptimizer) opt1 = NULL;
+  KsExpr *logits1, *loss_expr1;
+  OK (ks_layers_build (model1, one, N_LAYERS, &logits1, ERR));
+  OK ((loss_expr1 = loss (model1, logits1, &args1[N_LAYERS], ERR)) != NULL);
+  OK (ks_model_init (model1, ERR));
+  OK ((opt1 = ks_optimizer_new (registry, config, "momentum", ERR)) != NULL);
+  OK (ks_optimizer_minimize (opt1, model1, loss_expr1, NULL, 0, NULL, ERR));
+
+  /* the pipeline: layers cut uniformly into p * v chunks */
+  describe (argsm, BATCH / m, piped, &lossm, &metricm);
+  KsLayerInfo info[N_LAYERS];
+  g_autoptr (KsSegmenter) seg = NULL;
+  g_autoptr (KsPipeline) pipe = NULL;
+  g_autoptr (KsOptimizer) optm = NULL;
+  OK (ks_layers_info (piped, N_LAYERS, info, ERR));
+  if (info[0].n_params != VOCAB * WIDTH || info[N_LAYERS - 1].n_params != VOCAB)
+    FAIL ("layer info: embedding %" G_GINT64_FORMAT ", head %" G_GINT64_FORMAT " parameters",
+          info[0].n_params, info[N_LAYERS - 1].n_params);
+  for (int i = 0; i <= p * v; i++) /* uniform, remainder last */
+    boundaries[i] = (gsize) i * N_LAYERS / (p * v);
+  OK ((pipe = ks_pipeline_new (compute, comm, stage, &shape, piped, N_LAYERS, &lossm, &metricm,
+                               ERR)) != NULL);
+  OK (ks_pipeline_init (pipe, ERR));
+  OK ((optm = ks_optimizer_new (registry, config, "momentum", ERR)) != NULL);
+
+  double first = 0, last = 0;
+  for (int step = 1; step <= STEPS; step++)
+    {
+      gint64 ids[BATCH], y[BATCH];
+      batch (step, ids, y);
+      KsFeed feeds[] = { { "ids", ids, sizeof ids }, { "y", y, sizeof y } };
+      double lm;
+      float l1;
+      OK (ks_optimizer_step (opt1, feeds, 2, ERR));
+      OK (ks_tensor_to_host (ks_expr_last_value (loss_expr1), &l1, sizeof l1, ERR));
+      OK (ks_pipeline_step (pipe, optm, feeds, 2, &lm, ERR));
+      if (fabs (lm - l1) > 2e-5 * MAX (1, fabs (l1)))
+        FAIL ("step %d: pipelined loss %.7f, one process %.7f", step, lm, l1);
+      if (step == 1)
+        first = l1;
+      last = l1;
+    }
+  if (!(last < first - 0.05))
+    FAIL ("the one-process loss went from %.4f to %.4f: the run does not train", first, last);
+
+  /* this stage's parameters, each against the one-process one */
+  KsArena *params = ks_model_parameters (ks_pipeline_model (pipe));
+  for (gsize i = 0; i < ks_arena_count (params); i++)
+    {
+      const char *name;
+      const KsTensor *mine = ks_arena_tensor_at (params, i, &name, NULL);
+      const KsTensor *ref = ks_arena_tensor (ks_model_parameters (model1), name);
+      g_autofree float *a = g_new (float, mine->numel), *b = g_new (float, mine->numel);
+      if (ref == NULL)
+        FAIL ("parameter '%s' is not in the one-process model", name);
+      OK (ks_tensor_to_host (mine, a, mine->numel * sizeof (float), ERR));
+      OK (ks_tensor_to_host (ref, b, ref->numel * sizeof (float), ERR));
+      for (gsize j = 0; j < mine->numel; j++)
+        if (fabsf (a[j] - b[j]) > 2e-5f * MAX (1, fabsf (b[j])))
+          FAIL ("parameter %s[%" G_GSIZE_FORMAT "] = %.7f, one process %.7f", name, j, a[j],
+                b[j]);
+    }
+
+  /* evaluation: the pipelined accuracy of a fresh batch equals the one-process one */
+  gint64 ids[BATCH], y[BATCH];
+  double am;
+  float a1;
+  batch (99, ids, y);
+  KsFeed feeds[] = { { "ids", ids, sizeof ids }, { "y", y, sizeof y } };
+  KsExpr *acc1;
+  OK ((acc1 = accuracy (model1, logits1, &args1[N_LAYERS], ERR)) != NULL);
+  OK (ks_model_run (model1, feeds, 2, &acc1, 1, ERR));
+  OK (ks_tensor_to_host (ks_expr_last_value (acc1), &a1, sizeof a1, ERR));
+  OK (ks_pipeline_evaluate (pipe, feeds, 2, &am, ERR));
+  if (fabs (am - a1) > 1e-6)
+    FAIL ("pipelined accuracy %.4f, one process %.4f", am, a1);
+  return 0;
+}
+
+static const char *self;
+
+/* Runs every stage of one configuration; fails the test with their messages. */
+static void
+run_job (int p, int v, int m, const char *schedule, int recompute)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ps = g_strdup_printf ("%d", p), *vs = g_strdup_printf ("%d", v);
+  g_autofree char *ms = g_strdup_printf ("%d", m), *rs = g_strdup_printf ("%d", recompute);
+  const char *argv[] = { self, "--rank", "R", ps, vs, ms, schedule, rs, dir, NULL };
+  KsTestJob job;
+  int status[8];
+
+  ks_test_start_ranks (&job, argv, 2, p);
+  g_autofree char *err = ks_test_wait_ranks (&job, status);
+  for (int r = 0; r < p; r++)
+    if (!g_spawn_check_wait_status (status[r], NULL))
+      g_error ("p=%d v=%d m=%d %s recompute %d: stage %d failed:\n%s", p, v, m, schedule,
+               recompute, r, err);
+  ks_test_rmtree (dir);
+}
+
+typedef struct {
+  int p, v, m;
+  const char *schedule;
+  int recompute;
+} Case;
+
+static void
+test_case (gconstpointer data)
+{
+  const Case *c = data;
+  run_job (c->p, c->v, c->m, c->schedule, c->recompute);
+}
+
+int
+main (int argc, char **argv)
+{
+  static const Case cases[] = {
+    { 1, 1, 4, "fthenb", 0 },      { 1, 2, 2, "interleaved", 0 }, { 2, 1, 4, "fthenb", 0 },
+    { 2, 1, 4, "1f1b", 0 },        { 2, 1, 4, "1f1b", 1 },        { 2, 2, 4, "interleaved", 0 },
+    { 2, 2, 2, "interleaved", 2 }, { 4, 1, 8, "1f1b", 0 },        { 4, 1, 4, "fthenb", 3 },
+    { 4, 2, 4, "interleaved", 0 }, { 4, 2, 8, "interleaved", 1 },
+  };
+
+  self = argv[0];
+  if (argc == 9 && strcmp (argv[1], "--rank") == 0)
+    return run_stage (argv);
+  g_test_init (&argc, &argv, NULL);
+  if (!ks_test_have_openblas ())
+    return 0;
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const Case *c = &cases[i];
+      g_autofree char *path = g_strdup_printf ("/pipeline/train/p%d-v%d-m%d-%s-recompute%d",
+                                               c->p, c->v, c->m, c->schedule, c->recompute);
+      g_test_add_data_func (path, c, test_case);
+    }
+  return g_test_run ();
+}
