@@ -79,13 +79,28 @@ static const KsKeyDesc core_schema[] = {
     "graph from its inputs to the logits, and its parameters); empty for none" },
   { "train", "resume", KS_VALUE_BOOL, "false", 1, 0, NULL,
     "Start from the newest checkpoint in checkpoint_dir when there is one" },
+  { "pipeline", "stages", KS_VALUE_INT, "1", 1, 4095, NULL,
+    "Pipeline stages: `ksdist train` cuts the model's layer list over this many workers "
+    "(one process each); 1 for none" },
+  { "pipeline", "virtual_stages", KS_VALUE_INT, "1", 1, 4095, NULL,
+    "Model chunks per stage (interleaved schedule): stage s owns chunks s, s + stages, ..." },
+  { "pipeline", "micro_batches", KS_VALUE_INT, "1", 1, 65535, NULL,
+    "Micro-batches each step's batch is split into (they must divide [train] batch)" },
+  { "pipeline", "schedule", KS_VALUE_CHOICE, "1f1b", 1, 0, "fthenb|1f1b|interleaved",
+    "Order of forwards and backwards: fthenb (GPipe), 1f1b, interleaved (virtual stages)" },
+  { "pipeline", "seg_method", KS_VALUE_STRING, "uniform", 1, 0, NULL,
+    "How layers are cut into stages: uniform, parameters, layer:<regex>, or a boundary "
+    "list such as 0,3,6,10" },
+  { "pipeline", "recompute_interval", KS_VALUE_INT, "0", 0, 1e6, NULL,
+    "Keep every k-th layer's output between forward and backward and recompute the rest; "
+    "0 keeps all" },
 };
 
 /* Plugins of the ksdist tree: a config may configure one that is not built on this
  * machine (a [cuda] group on a CPU-only build) and only gets a warning. */
 static const char *const first_party_plugins[] = {
   "openblas", "cuda", "optim", "store", "roles", "gloo", "nccl", "mpi",
-  "collective", "transpiler", "pslib", NULL,
+  "collective", "transpiler", "pslib", "segment", NULL,
 };
 
 const KsKeyDesc *

@@ -18,7 +18,10 @@ trainer_clear (Trainer *t)
   if (t->task != NULL && t->task_data != NULL)
     t->task->clear (t);
   ks_optimizer_free (t->optimizer);
-  ks_model_free (t->model);
+  if (t->pipeline != NULL)
+    ks_pipeline_free (t->pipeline); /* with its model */
+  else
+    ks_model_free (t->model);
   ks_compute_free (t->compute);
   ks_train_dist_clear (t);
 }
@@ -43,6 +46,8 @@ ks_train_scalar (KsExpr *e, GError **error)
 static float
 step_loss (Trainer *t, GError **error)
 {
+  if (t->pipeline != NULL)
+    return t->pipeline_loss;
   const KsTensor *value = ks_expr_last_value (t->loss);
   if (value == NULL)
     g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, "no step has run yet");
@@ -219,12 +224,13 @@ train (Trainer *t)
       ks_cli_error ("%s", error->message);
       return KS_EXIT_USAGE;
     }
-  if (!ks_train_dist_setup (t, &error))
+  if (!ks_train_dist_setup (t, &error)
+      || (ks_train_pipelined (c) && !ks_train_pipeline_check (t, &error)))
     {
       ks_cli_error ("%s", error->message);
       return error->domain == KS_CONFIG_ERROR ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
     }
-  leader = t->rank == 0;
+  leader = t->rank == 0 && t->stage == 0;
   if (leader && *metrics != '\0' && (t->metrics = fopen (metrics, resuming ? "a" : "w")) == NULL)
     {
       ks_cli_error ("[log] metrics = %s: %s", metrics, g_strerror (errno));
@@ -235,8 +241,10 @@ train (Trainer *t)
       || (t->optimizer = ks_optimizer_new (t->registry, c,
                                            ks_config_get_string (c, "train", "optimizer"), &error))
              == NULL
-      || !ks_train_dist_wrap (t, &error)
-      || !ks_optimizer_minimize (t->optimizer, t->model, t->loss, NULL, 0, NULL, &error))
+      || (t->pipeline == NULL
+          && (!ks_train_dist_wrap (t, &error)
+              || !ks_optimizer_minimize (t->optimizer, t->model, t->loss, NULL, 0, NULL,
+                                         &error))))
     {
       /* a name in the config that nothing here provides is a configuration error */
       gboolean config_error = error->domain == KS_CONFIG_ERROR
@@ -252,6 +260,13 @@ train (Trainer *t)
       return KS_EXIT_RUNTIME;
     }
   g_autofree char *device = ks_compute_describe (t->compute);
+  if (t->pipeline != NULL)
+    {
+      const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+      g_message ("stage %d of %d (%s schedule, %d virtual stages, %d micro-batches of %"
+                 G_GSIZE_FORMAT " rows)", t->stage, s->stages, ks_schedule_kind_name (s->kind),
+                 s->virtual_stages, s->micro_batches, ks_train_rows (t));
+    }
   if (t->world > 1)
     g_message ("worker %d of %d (%s mode, %s), %" G_GSIZE_FORMAT " rows per step each",
                t->rank, t->world, ks_algorithm_mode (t->algorithm), ks_comm_name (t->comm),
@@ -265,7 +280,10 @@ train (Trainer *t)
     {
       double lr = ks_optimizer_learning_rate (t->optimizer);
       t->task->batch (t, step);
-      if (!ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, &error))
+      if (t->pipeline != NULL
+              ? !ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds,
+                                   &t->pipeline_loss, &error)
+              : !ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, &error))
         {
           ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
           return KS_EXIT_RUNTIME;

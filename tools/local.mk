@@ -10,6 +10,7 @@ tools_ksdist_SOURCES = \
 	tools/cmd-train.c \
 	tools/train-tasks.c \
 	tools/train-dist.c \
+	tools/train-pipeline.c \
 	tools/launch.h \
 	tools/launch-rendezvous.c \
 	tools/cmd-launch.c \

@@ -52,6 +52,23 @@ ks_train_dist_setup (Trainer *t, GError **error)
 
   t->rank = ks_role_maker_worker_index (t->role);
   t->world = ks_role_maker_worker_num (t->role);
+  if (ks_train_pipelined (c))
+    {
+      /* every stage sees the whole batch; the stages are the workers */
+      gint64 stages = ks_config_get_int (c, "pipeline", "stages");
+      if (stages != t->world || total != t->world)
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "[pipeline] stages = %" G_GINT64_FORMAT " but the job has %d workers "
+                       "and %d servers: a pipelined run has one worker per stage (data "
+                       "parallel across pipelines is not supported yet); launch -n %"
+                       G_GINT64_FORMAT, stages, t->world, total - t->world, stages);
+          return FALSE;
+        }
+      t->stage = t->rank;
+      t->rank = 0;
+      t->world = 1;
+    }
   if (*address == '\0')
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -70,8 +87,11 @@ ks_train_dist_setup (Trainer *t, GError **error)
              == NULL
       || !ks_comm_connect (t->comm, t->store, ks_role_maker_global_rank (t->role), total,
                            timeout_ms, error)
-      || !ks_role_maker_set_comm (t->role, t->comm, error)
-      || (t->algorithm = ks_factory_instantiate (t->registry, c,
+      || !ks_role_maker_set_comm (t->role, t->comm, error))
+    return FALSE;
+  if (ks_train_pipelined (c))
+    return TRUE; /* the stages talk through the pipeline, not an algorithm */
+  if ((t->algorithm = ks_factory_instantiate (t->registry, c,
                                                  ks_config_get_string (c, "job", "mode"), error))
              == NULL
       || !ks_algorithm_init (t->algorithm, t->role, error))
@@ -99,7 +119,7 @@ gboolean
 ks_train_dist_mean (Trainer *t, double *value, GError **error)
 {
   KsComm *workers = t->role != NULL ? ks_role_maker_worker_comm (t->role) : NULL;
-  return workers == NULL
+  return workers == NULL || t->pipeline != NULL /* the same on every stage */
          || ks_comm_allreduce (workers, value, 1, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, error);
 }
 

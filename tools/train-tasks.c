@@ -22,6 +22,15 @@ epoch_rng (const KsConfig *c, gint64 epoch)
 
 /* ---- mlp on spirals or rings ---- */
 
+/* The MLP's layers: Linear layers, the first making the data x [rows, 2]. */
+typedef struct {
+  gint64 rows, size;
+  int act;         /* KsUnaryOp, or -1 */
+  guint64 seed;
+  float dropout;   /* after the activation; 0 for none */
+  char name[16];
+} Linear;
+
 typedef struct {
   KsTask task;
   gsize n, eval_batches;
@@ -30,6 +39,9 @@ typedef struct {
   guint *order;
   gint64 epoch;
   KsExpr *accuracy;
+  Linear *linear;      /* the layers' arguments */
+  KsLayerDesc *layers;
+  guint n_layers;
 } Points;
 
 static gboolean
@@ -52,12 +64,45 @@ hidden_sizes (const KsConfig *config, GArray *sizes, GError **error)
   return TRUE;
 }
 
+static KsExpr *
+linear (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
+{
+  const Linear *l = args;
+  const gint64 xshape[] = { l->rows, 2 };
+  if (x == NULL && (x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, error)) == NULL)
+    return NULL;
+  x = ks_fc (x, l->size, l->act, l->name, l->seed, error);
+  return x != NULL && l->dropout > 0 ? ks_dropout (x, l->dropout, l->seed + 500, error) : x;
+}
+
+/* the labels y [rows], made by whichever of the loss and the metric comes first */
+static KsExpr *
+labels (KsModel *model, const Linear *l, GError **error)
+{
+  const gint64 yshape[] = { l->rows };
+  KsExpr *y = ks_model_find (model, "y");
+  return y != NULL ? y : ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, error);
+}
+
+static KsExpr *
+points_loss (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
+{
+  KsExpr *y = labels (model, args, error);
+  return y == NULL ? NULL : ks_softmax_cross_entropy (logits, y, error);
+}
+
+static KsExpr *
+points_accuracy (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
+{
+  KsExpr *y = labels (model, args, error);
+  return y == NULL ? NULL : ks_accuracy (logits, y, error);
+}
+
 static gboolean
 points_build (Trainer *t, GError **error)
 {
   const KsConfig *c = t->config;
   Points *p = t->task_data = g_new0 (Points, 1);
-  const gint64 xshape[] = { (gint64) t->batch, 2 }, yshape[] = { (gint64) t->batch };
   g_autoptr (GArray) sizes = g_array_new (FALSE, FALSE, sizeof (gint64));
   const char *act_name = ks_config_get_string (c, "model", "activation");
   const char *const acts[] = { "relu", "tanh", "sigmoid", "gelu" };
@@ -67,7 +112,6 @@ points_build (Trainer *t, GError **error)
   double noise = ks_config_get_double (c, "data", "noise");
   float dropout = ks_config_get_double (c, "model", "dropout");
   KsUnaryOp act = KS_UNARY_TANH;
-  KsExpr *x, *y, *h, *logits;
 
   ks_task_from_name (ks_config_get_string (c, "data", "task"), &p->task); /* a checked choice */
   p->n = ks_config_get_int (c, "data", "samples");
@@ -84,25 +128,28 @@ points_build (Trainer *t, GError **error)
   for (guint i = 0; i < G_N_ELEMENTS (acts); i++)
     if (strcmp (act_name, acts[i]) == 0)
       act = act_ops[i];
-  t->model = ks_model_new (t->compute);
-  if ((x = ks_model_data (t->model, "x", 2, xshape, KS_DTYPE_FLOAT32, error)) == NULL
-      || (y = ks_model_data (t->model, "y", 1, yshape, KS_DTYPE_INT64, error)) == NULL)
-    return FALSE;
-  h = x;
-  for (guint i = 0; i < sizes->len && h != NULL; i++)
+  /* hidden layers fc_0, fc_1, ..., then out (as the names of earlier checkpoints) */
+  p->n_layers = sizes->len + 1;
+  p->linear = g_new0 (Linear, p->n_layers);
+  p->layers = g_new0 (KsLayerDesc, p->n_layers);
+  for (guint i = 0; i < p->n_layers; i++)
     {
-      h = ks_fc (h, g_array_index (sizes, gint64, i), act, NULL, seed + i, error);
-      if (h != NULL && dropout > 0)
-        h = ks_dropout (h, dropout, seed + 500 + i, error);
+      Linear *l = &p->linear[i];
+      gboolean out = i == sizes->len;
+      *l = (Linear) { ks_train_rows (t), out ? ks_task_classes (p->task)
+                                             : g_array_index (sizes, gint64, i),
+                      out ? -1 : (int) act, seed + (out ? 1000 : i), out ? 0 : dropout };
+      if (out)
+        g_strlcpy (l->name, "out", sizeof l->name);
+      else
+        g_snprintf (l->name, sizeof l->name, "fc_%u", i);
+      p->layers[i] = (KsLayerDesc) { "Linear", linear, l, NULL };
     }
-  if (h == NULL
-      || (logits = ks_fc (h, ks_task_classes (p->task), -1, "out", seed + 1000, error)) == NULL
-      || (t->loss = ks_softmax_cross_entropy (logits, y, error)) == NULL
-      || (p->accuracy = ks_accuracy (logits, y, error)) == NULL
-      || !ks_model_init (t->model, error))
+  KsLayerDesc loss = { "CrossEntropy", points_loss, &p->linear[0], NULL };
+  KsLayerDesc metric = { "Accuracy", points_accuracy, &p->linear[0], NULL };
+  if (!ks_train_build_layers (t, p->layers, p->n_layers, &loss, &metric, &p->accuracy, error))
     return FALSE;
   static const char *const inputs[] = { "x", NULL };
-  t->logits = logits;
   t->inputs = inputs;
 
   p->eval_batches = MAX (1, p->n / t->batch / 4);
@@ -158,9 +205,8 @@ points_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
     {
       KsFeed feeds[] = { { "x", p->ex + b * t->batch * 2, t->batch * 2 * sizeof (float) },
                          { "y", p->ey + b * t->batch, t->batch * sizeof (gint64) } };
-      float a;
-      if (!ks_model_run (t->model, feeds, 2, &p->accuracy, 1, error)
-          || isnan (a = ks_train_scalar (p->accuracy, error)))
+      double a;
+      if (!ks_train_metric (t, feeds, 2, p->accuracy, &a, error))
         return FALSE;
       sum += a;
     }
@@ -187,6 +233,8 @@ points_clear (Trainer *t)
   g_free (p->bx);
   g_free (p->by);
   g_free (p->order);
+  g_free (p->linear);
+  g_free (p->layers);
   g_free (p);
 }
 

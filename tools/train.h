@@ -53,6 +53,10 @@ struct Trainer {
   KsStore *store;
   KsComm *comm;
   KsAlgorithm *algorithm;
+  /* pipeline parallel (train-pipeline.c): this worker's stage; the pipeline owns model */
+  int stage;
+  KsPipeline *pipeline;
+  double pipeline_loss; /* of the last step */
 };
 
 /* The task of [model] type and [data] task; an error when they do not go together. */
@@ -62,6 +66,23 @@ gboolean ks_train_dist_setup (Trainer *t, GError **error);
 gboolean ks_train_dist_wrap (Trainer *t, GError **error);
 gboolean ks_train_dist_mean (Trainer *t, double *value, GError **error);
 void ks_train_dist_clear (Trainer *t);
+
+/* train-pipeline.c */
+/* Whether [pipeline] asks for more than one stage, chunk or micro-batch. */
+gboolean ks_train_pipelined (const KsConfig *config);
+/* The settings a pipelined run cannot honour, and the batch split; t->batch is set. */
+gboolean ks_train_pipeline_check (Trainer *t, GError **error);
+/* The rows a task's layers are built for: one micro-batch of t->batch. */
+gsize ks_train_rows (const Trainer *t);
+/* Builds a task's layer list with its loss and metric (metric's build may be NULL): on
+ * t->model, setting t->loss, t->logits and *metric_out; or in a pipelined run this
+ * worker's stage on t->pipeline (t->model its model, *metric_out NULL). Initialised. */
+gboolean ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n,
+                                const KsLayerDesc *loss, const KsLayerDesc *metric,
+                                KsExpr **metric_out, GError **error);
+/* The metric for one batch of `feeds`: the model's `metric`, or the pipeline's. */
+gboolean ks_train_metric (Trainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
+                          double *value, GError **error);
 
 /* A scalar expression's value on the host (NaN and the error when it fails). */
 float ks_train_scalar (KsExpr *e, GError **error);

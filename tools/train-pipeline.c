@@ -1,0 +1,134 @@
+/* ksdist train with [pipeline]: a task describes its model as a layer list; this file
+ * builds it on one model, or cuts it into stages (one worker each) and runs the
+ * pipeline's steps and evaluations. */
+#include "train.h"
+
+#include <math.h>
+#include <string.h>
+
+gboolean
+ks_train_pipelined (const KsConfig *c)
+{
+  return ks_config_get_int (c, "pipeline", "stages") > 1
+         || ks_config_get_int (c, "pipeline", "virtual_stages") > 1
+         || ks_config_get_int (c, "pipeline", "micro_batches") > 1;
+}
+
+gboolean
+ks_train_pipeline_check (Trainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  gint64 m = ks_config_get_int (c, "pipeline", "micro_batches");
+  static const char *const refused[][2] = { { "train", "checkpoint_dir" },
+                                            { "train", "export_dir" } };
+
+  gint64 stages = ks_config_get_int (c, "pipeline", "stages");
+  if (stages > 1 && t->comm == NULL)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[pipeline] stages = %" G_GINT64_FORMAT " needs one worker process per "
+                   "stage: run `ksdist launch -n %" G_GINT64_FORMAT " CONFIG`", stages, stages);
+      return FALSE;
+    }
+  if (t->batch % m != 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[pipeline] micro_batches = %" G_GINT64_FORMAT " does not divide [train] "
+                   "batch = %" G_GSIZE_FORMAT ": every micro-batch has the same rows",
+                   m, t->batch);
+      return FALSE;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
+    if (*ks_config_get_string (c, refused[i][0], refused[i][1]) != '\0')
+      {
+        g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                     "[%s] %s: a pipelined run (see [pipeline]) cannot save its stages' "
+                     "parts yet; leave it empty or train without [pipeline]",
+                     refused[i][0], refused[i][1]);
+        return FALSE;
+      }
+  if (ks_config_get_double (c, "optim", "clip_norm") > 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[optim] clip_norm: each pipeline stage would clip by its own norm, not "
+                   "the model's; set it to 0 or train without [pipeline]");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gsize
+ks_train_rows (const Trainer *t)
+{
+  return t->batch / (gsize) ks_config_get_int (t->config, "pipeline", "micro_batches");
+}
+
+/* This stage's part of the layer list, cut by [pipeline] seg_method. */
+static gboolean
+build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
+             const KsLayerDesc *metric, GError **error)
+{
+  const KsConfig *c = t->config;
+  KsPipelineShape shape = {
+    ks_config_get_int (c, "pipeline", "stages"), ks_config_get_int (c, "pipeline", "virtual_stages"),
+    ks_config_get_int (c, "pipeline", "micro_batches"), 0, NULL,
+    ks_config_get_int (c, "pipeline", "recompute_interval"),
+  };
+  gsize parts = shape.stages * shape.virtual_stages;
+  g_autofree gsize *boundaries = g_new (gsize, parts + 1);
+  g_autofree KsLayerInfo *info = g_new (KsLayerInfo, n);
+  g_autoptr (KsSegmenter) segmenter = NULL;
+
+  ks_schedule_kind_from_name (ks_config_get_string (c, "pipeline", "schedule"), &shape.schedule);
+  if ((segmenter = ks_segmenter_new (t->registry, c,
+                                     ks_config_get_string (c, "pipeline", "seg_method"), error))
+          == NULL
+      || !ks_layers_info (layers, n, info, error)
+      || !ks_segmenter_segment (segmenter, info, n, parts, boundaries, error))
+    {
+      g_prefix_error (error, "[pipeline] seg_method = %s: ",
+                      ks_config_get_string (c, "pipeline", "seg_method"));
+      return FALSE;
+    }
+  shape.boundaries = boundaries;
+  if ((t->pipeline = ks_pipeline_new (t->compute, t->comm, t->stage, &shape, layers, n, loss,
+                                      metric, error))
+          == NULL
+      || !ks_pipeline_init (t->pipeline, error))
+    return FALSE;
+  t->model = ks_pipeline_model (t->pipeline);
+  return TRUE;
+}
+
+gboolean
+ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
+                       const KsLayerDesc *metric, KsExpr **metric_out, GError **error)
+{
+  KsExpr *logits;
+
+  *metric_out = NULL;
+  if (ks_train_pipelined (t->config))
+    return build_stage (t, layers, n, loss, metric, error);
+  t->model = ks_model_new (t->compute);
+  if (!ks_layers_build (t->model, layers, n, &logits, error)
+      || (t->loss = loss->build (t->model, logits, loss->args, error)) == NULL
+      || (metric->build != NULL
+          && (*metric_out = metric->build (t->model, logits, metric->args, error)) == NULL))
+    return FALSE;
+  t->logits = logits;
+  return ks_model_init (t->model, error);
+}
+
+gboolean
+ks_train_metric (Trainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric, double *value,
+                 GError **error)
+{
+  float v;
+  if (t->pipeline != NULL)
+    return ks_pipeline_evaluate (t->pipeline, feeds, n_feeds, value, error);
+  if (!ks_model_run (t->model, feeds, n_feeds, &metric, 1, error)
+      || isnan (v = ks_train_scalar (metric, error)))
+    return FALSE;
+  *value = v;
+  return TRUE;
+}
