@@ -272,6 +272,151 @@ typedef struct {
   int recompute;
 } Case;
 
+/* ---- ksdist train and launch with [pipeline] ---- */
+
+static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "segment",
+                                       NULL };
+
+/* Runs ksdist with the MLP of examples/default.ini for 120 steps and three hidden layers
+ * (four Linear layers), `extra` --set lines added; returns the metrics file's lines. */
+static GStrv
+train_mlp (const char *dir, const char *launch_n, const char *const *extra)
+{
+  g_autofree char *ini = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "default.ini",
+                                           NULL);
+  g_autofree char *metrics = g_build_filename (dir, "metrics.jsonl", NULL);
+  g_autofree char *metrics_set = g_strconcat ("log.metrics=", metrics, NULL);
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_autofree char *out = NULL, *err = NULL, *text = NULL;
+
+  if (launch_n != NULL)
+    {
+      g_ptr_array_add (args, "launch");
+      g_ptr_array_add (args, "-n");
+      g_ptr_array_add (args, (char *) launch_n);
+    }
+  else
+    g_ptr_array_add (args, "train");
+  g_ptr_array_add (args, ini);
+  for (const char *const *set = (const char *const[]) { "train.steps=120", "train.log_every=20",
+                                                        "model.hidden=32,32,32", "optim.warmup=0",
+                                                        "optim.lr=0.01", "data.task=rings", metrics_set,
+                                                        NULL };
+       *set != NULL; set++)
+    {
+      g_ptr_array_add (args, "--set");
+      g_ptr_array_add (args, (char *) *set);
+    }
+  for (; extra != NULL && *extra != NULL; extra++)
+    {
+      g_ptr_array_add (args, "--set");
+      g_ptr_array_add (args, (char *) *extra);
+    }
+  g_ptr_array_add (args, NULL);
+  int status = ks_test_run_ksdist ((const char *const *) args->pdata, NULL, plugins, &out, &err);
+  if (status != 0)
+    g_error ("ksdist failed (%d):\n%s%s", status, out, err);
+  g_assert_true (g_file_get_contents (metrics, &text, NULL, NULL));
+  return g_strsplit (g_strstrip (text), "\n", -1);
+}
+
+static double
+field (const char *line, const char *key)
+{
+  g_autofree char *pattern = g_strdup_printf ("\"%s\": ", key);
+  const char *at = strstr (line, pattern);
+  g_assert_nonnull (at);
+  return g_ascii_strtod (at + strlen (pattern), NULL);
+}
+
+/* The one-process run, then pipelined runs of it: the same loss at every log line (to
+ * float rounding) and the same held-out accuracy. */
+static void
+test_launch (void)
+{
+  static const char *const runs[][6] = {
+    { "pipeline.micro_batches=4", NULL },
+    { "pipeline.stages=2", "pipeline.micro_batches=4", NULL },
+    { "pipeline.stages=4", "pipeline.micro_batches=8", "pipeline.schedule=fthenb",
+      "pipeline.recompute_interval=1", NULL },
+    { "pipeline.stages=2", "pipeline.virtual_stages=2", "pipeline.micro_batches=2",
+      "pipeline.schedule=interleaved", "pipeline.seg_method=parameters", NULL },
+  };
+  static const char *const launch_n[] = { NULL, "2", "4", "2" };
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_auto (GStrv) one = train_mlp (dir, NULL, NULL);
+
+  g_assert_cmpuint (g_strv_length (one), ==, 6);
+  g_assert_cmpfloat (field (one[5], "loss"), <, field (one[0], "loss") - 0.05);
+  for (guint r = 0; r < G_N_ELEMENTS (runs); r++)
+    {
+      g_auto (GStrv) piped = train_mlp (dir, launch_n[r], runs[r]);
+      g_assert_cmpuint (g_strv_length (piped), ==, 6);
+      for (int i = 0; i < 6; i++)
+        {
+          double a = field (piped[i], "loss"), b = field (one[i], "loss");
+          if (fabs (a - b) > 1e-4 * MAX (1, fabs (b)))
+            g_error ("run %u (%s ...), line %d: loss %.6f, one process %.6f", r, runs[r][0], i,
+                     a, b);
+        }
+      g_assert_cmpfloat (field (piped[5], "eval_accuracy"), ==, field (one[5], "eval_accuracy"));
+    }
+  ks_test_rmtree (dir);
+}
+
+/* What a pipelined run cannot do says so before it starts. */
+static void
+test_launch_errors (void)
+{
+  static const struct {
+    const char *n, *set1, *set2, *want;
+  } cases[] = {
+    { NULL, "pipeline.stages=2", NULL,
+      "[pipeline] stages = 2 needs one worker process per stage: run `ksdist launch -n 2 "
+      "CONFIG`" },
+    { "3", "pipeline.stages=2", NULL, "[pipeline] stages = 2 but the job has 3 workers" },
+    { NULL, "pipeline.micro_batches=5", NULL,
+      "[pipeline] micro_batches = 5 does not divide [train] batch = 128" },
+    { NULL, "pipeline.micro_batches=2", "train.checkpoint_dir=/tmp/x",
+      "[train] checkpoint_dir: a pipelined run (see [pipeline]) cannot save" },
+    { "2", "pipeline.stages=2", "pipeline.seg_method=0,1,9",
+      "[pipeline] seg_method 0,1,9: boundaries must start at 0 and end at the layer count 3" },
+    { "2", "pipeline.stages=2", "pipeline.schedule=interleaved",
+      "[pipeline] schedule interleaved needs virtual_stages >= 2 (it is 1)" },
+  };
+  g_autofree char *ini = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "default.ini",
+                                           NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *out = NULL, *err = NULL;
+      const char *args[12];
+      int k = 0;
+      if (cases[i].n != NULL)
+        {
+          args[k++] = "launch";
+          args[k++] = "-n";
+          args[k++] = cases[i].n;
+        }
+      else
+        args[k++] = "train";
+      args[k++] = ini;
+      args[k++] = "--set";
+      args[k++] = cases[i].set1;
+      if (cases[i].set2 != NULL)
+        {
+          args[k++] = "--set";
+          args[k++] = cases[i].set2;
+        }
+      args[k] = NULL;
+      int status = ks_test_run_ksdist (args, NULL, plugins, &out, &err);
+      g_autofree char *said = g_strconcat (out, err, NULL); /* launch relays workers' lines */
+      g_test_message ("%s", said);
+      g_assert_cmpint (status, ==, cases[i].n != NULL ? 1 : 2); /* launch: a worker failed */
+      if (strstr (said, cases[i].want) == NULL)
+        g_error ("case %u: want '%s' in:\n%s", i, cases[i].want, said);
+    }
+}
+
 static void
 test_case (gconstpointer data)
 {
@@ -302,5 +447,7 @@ main (int argc, char **argv)
                                                c->p, c->v, c->m, c->schedule, c->recompute);
       g_test_add_data_func (path, c, test_case);
     }
+  g_test_add_func ("/pipeline/launch", test_launch);
+  g_test_add_func ("/pipeline/launch-errors", test_launch_errors);
   return g_test_run ();
 }

@@ -47,6 +47,18 @@ ks_train_pipeline_check (Trainer *t, GError **error)
                      refused[i][0], refused[i][1]);
         return FALSE;
       }
+  KsScheduleKind kind;
+  g_autoptr (GError) local = NULL;
+  g_autoptr (KsSchedule) schedule = NULL;
+  ks_schedule_kind_from_name (ks_config_get_string (c, "pipeline", "schedule"), &kind);
+  if ((schedule = ks_schedule_new (kind, stages, ks_config_get_int (c, "pipeline",
+                                                                    "virtual_stages"),
+                                   m, &local)) == NULL)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, "[pipeline] %s",
+                   local->message);
+      return FALSE;
+    }
   if (ks_config_get_double (c, "optim", "clip_norm") > 0)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -86,8 +98,7 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
       || !ks_layers_info (layers, n, info, error)
       || !ks_segmenter_segment (segmenter, info, n, parts, boundaries, error))
     {
-      g_prefix_error (error, "[pipeline] seg_method = %s: ",
-                      ks_config_get_string (c, "pipeline", "seg_method"));
+      g_prefix_error (error, "[pipeline] ");
       return FALSE;
     }
   shape.boundaries = boundaries;
