@@ -364,6 +364,36 @@ test_launch (void)
   ks_test_rmtree (dir);
 }
 
+/* ksdist segment: the stage table of an MLP of six Linear layers (2-64, four 64-64,
+ * 64-2: 192, 4160 x4 and 130 parameters) cut into 2 x 2 chunks, and by parameters. */
+static void
+test_segment_command (void)
+{
+  g_autofree char *ini = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "default.ini",
+                                           NULL);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL;
+  int status = ks_test_run_ksdist (
+      (const char *const[]) { "segment", ini, "--set", "model.hidden=64,64,64,64,64", "--set",
+                              "pipeline.stages=2", "--set", "pipeline.virtual_stages=2", NULL },
+      NULL, plugins, &out, &err);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "# spirals: 6 layers, 16962 parameters; 2 stages x 2 virtual "
+                                 "stages, seg_method uniform\n"));
+  g_assert_nonnull (strstr (out, "\n0      0      0-0                 192  Linear\n"
+                                 "0      2      2-3                8320  Linear x2\n"
+                                 "1      1      1-1                4160  Linear\n"
+                                 "1      3      4-5                4290  Linear x2\n"));
+  status = ks_test_run_ksdist (
+      (const char *const[]) { "segment", ini, "--set", "model.hidden=64,64,64,64,64", "--set",
+                              "pipeline.stages=2", "--set", "pipeline.seg_method=parameters",
+                              NULL },
+      NULL, plugins, &out2, NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out2, "\n0      0      0-2                8512  Linear x3\n"
+                                  "1      1      3-5                8450  Linear x3\n"));
+}
+
 /* What a pipelined run cannot do says so before it starts. */
 static void
 test_launch_errors (void)
@@ -449,5 +479,6 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/pipeline/launch", test_launch);
   g_test_add_func ("/pipeline/launch-errors", test_launch_errors);
+  g_test_add_func ("/pipeline/segment-command", test_segment_command);
   return g_test_run ();
 }

@@ -23,6 +23,7 @@ extern const KsCommand ks_cmd_generate;
 extern const KsCommand ks_cmd_plot;
 extern const KsCommand ks_cmd_launch;
 extern const KsCommand ks_cmd_bench;
+extern const KsCommand ks_cmd_segment;
 
 /* The log handler: "ksdist: LEVEL: message" on stderr for messages at least as severe
  * as [log] level (info until a configuration is loaded). */

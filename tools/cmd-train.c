@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static void
-trainer_clear (Trainer *t)
+void
+ks_trainer_clear (Trainer *t)
 {
   if (t->metrics != NULL)
     fclose (t->metrics);
@@ -360,7 +360,7 @@ run_train (int argc, char **argv)
     return status;
   t.tty = isatty (STDOUT_FILENO);
   status = train (&t);
-  trainer_clear (&t);
+  ks_trainer_clear (&t);
   ks_registry_free (t.registry);
   ks_config_free (t.config);
   return status;

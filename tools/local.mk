@@ -11,6 +11,7 @@ tools_ksdist_SOURCES = \
 	tools/train-tasks.c \
 	tools/train-dist.c \
 	tools/train-pipeline.c \
+	tools/cmd-segment.c \
 	tools/launch.h \
 	tools/launch-rendezvous.c \
 	tools/cmd-launch.c \

@@ -75,6 +75,27 @@ ks_train_rows (const Trainer *t)
   return t->batch / (gsize) ks_config_get_int (t->config, "pipeline", "micro_batches");
 }
 
+gboolean
+ks_train_segment (Trainer *t, const KsLayerDesc *layers, gsize n, KsLayerInfo *info,
+                  gsize *boundaries, GError **error)
+{
+  const KsConfig *c = t->config;
+  gsize parts = ks_config_get_int (c, "pipeline", "stages")
+                * ks_config_get_int (c, "pipeline", "virtual_stages");
+  g_autoptr (KsSegmenter) segmenter = NULL;
+
+  if ((segmenter = ks_segmenter_new (t->registry, c,
+                                     ks_config_get_string (c, "pipeline", "seg_method"), error))
+          == NULL
+      || !ks_layers_info (layers, n, info, error)
+      || !ks_segmenter_segment (segmenter, info, n, parts, boundaries, error))
+    {
+      g_prefix_error (error, "[pipeline] ");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* This stage's part of the layer list, cut by [pipeline] seg_method. */
 static gboolean
 build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
@@ -86,21 +107,12 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
     ks_config_get_int (c, "pipeline", "micro_batches"), 0, NULL,
     ks_config_get_int (c, "pipeline", "recompute_interval"),
   };
-  gsize parts = shape.stages * shape.virtual_stages;
-  g_autofree gsize *boundaries = g_new (gsize, parts + 1);
+  g_autofree gsize *boundaries = g_new (gsize, shape.stages * shape.virtual_stages + 1);
   g_autofree KsLayerInfo *info = g_new (KsLayerInfo, n);
-  g_autoptr (KsSegmenter) segmenter = NULL;
 
   ks_schedule_kind_from_name (ks_config_get_string (c, "pipeline", "schedule"), &shape.schedule);
-  if ((segmenter = ks_segmenter_new (t->registry, c,
-                                     ks_config_get_string (c, "pipeline", "seg_method"), error))
-          == NULL
-      || !ks_layers_info (layers, n, info, error)
-      || !ks_segmenter_segment (segmenter, info, n, parts, boundaries, error))
-    {
-      g_prefix_error (error, "[pipeline] ");
-      return FALSE;
-    }
+  if (!ks_train_segment (t, layers, n, info, boundaries, error))
+    return FALSE;
   shape.boundaries = boundaries;
   if ((t->pipeline = ks_pipeline_new (t->compute, t->comm, t->stage, &shape, layers, n, loss,
                                       metric, error))
@@ -118,6 +130,10 @@ ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n, const KsL
   KsExpr *logits;
 
   *metric_out = NULL;
+  t->layers = layers;
+  t->n_layers = n;
+  if (t->describe_only)
+    return TRUE;
   if (ks_train_pipelined (t->config))
     return build_stage (t, layers, n, loss, metric, error);
   t->model = ks_model_new (t->compute);

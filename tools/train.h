@@ -57,8 +57,14 @@ struct Trainer {
   int stage;
   KsPipeline *pipeline;
   double pipeline_loss; /* of the last step */
+  /* ksdist segment: the task's layer list is only recorded, not built */
+  gboolean describe_only;
+  const KsLayerDesc *layers;
+  gsize n_layers;
 };
 
+/* Frees what a trainer holds (not its config and registry). */
+void ks_trainer_clear (Trainer *t);
 /* The task of [model] type and [data] task; an error when they do not go together. */
 const TrainTask *ks_train_task (const KsConfig *config, GError **error);
 /* train-dist.c */
@@ -80,6 +86,10 @@ gsize ks_train_rows (const Trainer *t);
 gboolean ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n,
                                 const KsLayerDesc *loss, const KsLayerDesc *metric,
                                 KsExpr **metric_out, GError **error);
+/* The layers' names and parameter counts, and their cut by [pipeline] seg_method into
+ * stages x virtual_stages parts (boundaries has one more entry). */
+gboolean ks_train_segment (Trainer *t, const KsLayerDesc *layers, gsize n, KsLayerInfo *info,
+                           gsize *boundaries, GError **error);
 /* The metric for one batch of `feeds`: the model's `metric`, or the pipeline's. */
 gboolean ks_train_metric (Trainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
                           double *value, GError **error);

@@ -1,0 +1,102 @@
+/* ksdist segment: how [pipeline] cuts the configured model into stages, without
+ * training: per stage its chunks, their layers and their parameters. */
+#include "train.h"
+
+#include <stdio.h>
+
+/* "Linear x3, Block" from layers first .. last - 1: runs of one name counted. */
+static char *
+layer_names (const KsLayerInfo *info, gsize first, gsize last)
+{
+  GString *text = g_string_new (NULL);
+  for (gsize i = first; i < last;)
+    {
+      gsize run = 1;
+      while (i + run < last && g_strcmp0 (info[i + run].name, info[i].name) == 0)
+        run++;
+      g_string_append_printf (text, "%s%s", text->len ? ", " : "", info[i].name);
+      if (run > 1)
+        g_string_append_printf (text, " x%" G_GSIZE_FORMAT, run);
+      i += run;
+    }
+  return g_string_free (text, FALSE);
+}
+
+static int
+segment (Trainer *t)
+{
+  const KsConfig *c = t->config;
+  g_autoptr (GError) error = NULL;
+  int p = ks_config_get_int (c, "pipeline", "stages");
+  int v = ks_config_get_int (c, "pipeline", "virtual_stages");
+  g_autofree gsize *b = g_new (gsize, p * v + 1);
+  g_autofree KsLayerInfo *info = NULL;
+  gint64 total = 0;
+
+  t->batch = ks_config_get_int (c, "train", "batch");
+  t->world = 1;
+  t->describe_only = TRUE;
+  if ((t->task = ks_train_task (c, &error)) == NULL
+      || (t->compute = ks_compute_new (t->registry, c, NULL, &error)) == NULL
+      || !t->task->build (t, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      return error->domain == KS_CONFIG_ERROR ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
+    }
+  info = g_new (KsLayerInfo, t->n_layers);
+  if (!ks_train_segment (t, t->layers, t->n_layers, info, b, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      return KS_EXIT_USAGE;
+    }
+  for (gsize i = 0; i < t->n_layers; i++)
+    total += info[i].n_params;
+  printf ("# %s: %" G_GSIZE_FORMAT " layers, %" G_GINT64_FORMAT " parameters; %d stages x %d "
+          "virtual stages, seg_method %s\n", t->task->describe (t), t->n_layers, total, p, v,
+          ks_config_get_string (c, "pipeline", "seg_method"));
+  printf ("%-6s %-6s %-10s %12s  %s\n", "stage", "chunk", "layers", "parameters", "names");
+  for (int s = 0; s < p; s++)
+    for (int k = 0; k < v; k++)
+      {
+        int g = k * p + s;
+        gint64 params = 0;
+        for (gsize i = b[g]; i < b[g + 1]; i++)
+          params += info[i].n_params;
+        g_autofree char *range = g_strdup_printf ("%" G_GSIZE_FORMAT "-%" G_GSIZE_FORMAT, b[g],
+                                                  b[g + 1] - 1);
+        g_autofree char *names = layer_names (info, b[g], b[g + 1]);
+        printf ("%-6d %-6d %-10s %12" G_GINT64_FORMAT "  %s\n", s, g, range, params, names);
+      }
+  return KS_EXIT_OK;
+}
+
+static int
+run_segment (int argc, char **argv)
+{
+  g_auto (GStrv) sets = NULL;
+  GOptionEntry entries[] = { KS_CLI_SET_OPTION (sets), { NULL } };
+  Trainer t = { 0 };
+  int status;
+
+  if (!ks_cli_parse ("segment", "[CONFIG]", ks_cmd_segment.summary, entries, &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (argc > 2)
+    {
+      ks_cli_error ("segment: one CONFIG at most, got '%s' too (see ksdist help segment)",
+                    argv[2]);
+      return KS_EXIT_USAGE;
+    }
+  if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &t.config, &t.registry)) != 0)
+    return status;
+  status = segment (&t);
+  ks_trainer_clear (&t);
+  ks_registry_free (t.registry);
+  ks_config_free (t.config);
+  return status;
+}
+
+const KsCommand ks_cmd_segment = {
+  "segment",
+  "Print how [pipeline] cuts the configured model into stages (layers, parameters)",
+  run_segment,
+};
