@@ -43,4 +43,4 @@ bench-ddp: bench/bench-ddp
 .PHONY: bench-ddp
 endif
 EXTRA_DIST += bench/bench-allreduce.cc bench/run-allreduce.sh bench/allreduce-torch.py \
-	bench/run-ddp.sh bench/ddp-torch.py
+	bench/run-ddp.sh bench/ddp-torch.py bench/run-pipeline.sh

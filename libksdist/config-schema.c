@@ -94,6 +94,9 @@ static const KsKeyDesc core_schema[] = {
   { "pipeline", "recompute_interval", KS_VALUE_INT, "0", 0, 1e6, NULL,
     "Keep every k-th layer's output between forward and backward and recompute the rest; "
     "0 keeps all" },
+  { "trace", "path", KS_VALUE_STRING, "", 1, 0, NULL,
+    "A pipelined run writes a Chrome trace (Perfetto, chrome://tracing) of every stage's "
+    "forwards, backwards, sends and receives here; empty for none" },
 };
 
 /* Plugins of the ksdist tree: a config may configure one that is not built on this

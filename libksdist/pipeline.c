@@ -12,7 +12,7 @@
 
 #include <string.h>
 
-enum { TAG_ACTIVATION = 1, TAG_GRADIENT, TAG_SHAPE, TAG_SHARED_INIT, TAG_SHARED_GRAD };
+enum { TAG_ACTIVATION = 1, TAG_GRADIENT, TAG_SHAPE, TAG_SHARED_INIT, TAG_SHARED_GRAD, TAG_TRACE };
 
 static guint32
 tag_of (int kind, int chunk, int micro_batch)
@@ -38,6 +38,11 @@ typedef struct {
   int owners[64], n_owners; /* stages with a layer sharing it, ascending */
 } Shared;
 
+typedef struct {
+  KsPipeInstr instr;
+  gint64 start, end; /* monotonic microseconds */
+} Event;
+
 struct KsPipeline {
   KsCompute *compute;
   KsComm *comm;
@@ -48,7 +53,10 @@ struct KsPipeline {
   GArray *shared;       /* Shared, by name */
   GHashTable *mailbox;  /* tag -> GBytes: transfers from this stage to itself */
   GPtrArray *pending;   /* KsCommRequest of sends still in flight */
+  GHashTable *posted;   /* tag -> KsCommRequest of a receive posted at the step's start */
   gint64 steps;
+  double busy, wall; /* seconds in forwards and backwards, and in steps up to the last one */
+  GArray *events;    /* Event, when recording */
 };
 
 static void
@@ -84,12 +92,26 @@ drain (KsPipeline *pl, GError **error)
   return ok;
 }
 
+/* Completes every receive posted and not waited for (after a failure). */
+static void
+cancel_posted (KsPipeline *pl)
+{
+  GHashTableIter iter;
+  gpointer request;
+  g_hash_table_iter_init (&iter, pl->posted);
+  while (g_hash_table_iter_next (&iter, NULL, &request))
+    ks_comm_wait (request, NULL);
+  g_hash_table_remove_all (pl->posted);
+}
+
 void
 ks_pipeline_free (KsPipeline *pl)
 {
   if (pl == NULL)
     return;
   drain (pl, NULL);
+  cancel_posted (pl);
+  g_hash_table_unref (pl->posted);
   for (int c = 0; pl->chunks != NULL && c < pl->v; c++)
     chunk_clear (&pl->chunks[c], pl->m);
   g_free (pl->chunks);
@@ -99,6 +121,8 @@ ks_pipeline_free (KsPipeline *pl)
     g_array_unref (pl->shared);
   g_hash_table_unref (pl->mailbox);
   g_ptr_array_unref (pl->pending);
+  if (pl->events != NULL)
+    g_array_unref (pl->events);
   ks_schedule_free (pl->schedule);
   ks_model_free (pl->model);
   g_free (pl);
@@ -126,7 +150,11 @@ recv_from (KsPipeline *pl, void *buf, gsize nbytes, int peer, guint32 tag, GErro
 {
   if (peer != pl->stage)
     {
-      KsCommRequest *r = ks_comm_irecv (pl->comm, buf, nbytes, peer, tag, error);
+      KsCommRequest *r = g_hash_table_lookup (pl->posted, GUINT_TO_POINTER (tag));
+      if (r != NULL) /* posted at the step's start: the data may be here already */
+        g_hash_table_remove (pl->posted, GUINT_TO_POINTER (tag));
+      else
+        r = ks_comm_irecv (pl->comm, buf, nbytes, peer, tag, error);
       return r != NULL && ks_comm_wait (r, error);
     }
   GBytes *bytes = g_hash_table_lookup (pl->mailbox, GUINT_TO_POINTER (tag));
@@ -272,6 +300,7 @@ ks_pipeline_new (KsCompute *compute, KsComm *comm, int stage, const KsPipelineSh
 
   pl->mailbox = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_bytes_unref);
   pl->pending = g_ptr_array_new ();
+  pl->posted = g_hash_table_new (NULL, NULL);
   if ((pl->schedule = ks_schedule_new (shape->schedule, p, v, shape->micro_batches, error))
       == NULL)
     return NULL;
@@ -539,6 +568,36 @@ run_instruction (KsPipeline *pl, const KsPipeInstr *in, KsOptimizer *optimizer,
   g_assert_not_reached ();
 }
 
+/* Posts every receive of the step from another stage at once: each has its own buffer
+ * and tag, and a sender's data then flows while this stage computes. */
+static gboolean
+post_receives (KsPipeline *pl, const GArray *program, GError **error)
+{
+  for (guint i = 0; i < program->len; i++)
+    {
+      const KsPipeInstr *in = &g_array_index (program, KsPipeInstr, i);
+      Chunk *c = in->chunk >= 0 ? &pl->chunks[in->chunk] : NULL;
+      KsCommRequest *r;
+      float *buf;
+      gsize n;
+      guint32 tag;
+      if (in->op == KS_PIPE_RECV_ACTIVATION)
+        buf = c->act_in + in->micro_batch * (n = c->in_numel),
+        tag = tag_of (TAG_ACTIVATION, c->global, in->micro_batch);
+      else if (in->op == KS_PIPE_RECV_GRADIENT)
+        buf = c->grad_in + in->micro_batch * (n = c->out_numel),
+        tag = tag_of (TAG_GRADIENT, c->global, in->micro_batch);
+      else
+        continue;
+      if (in->peer == pl->stage)
+        continue;
+      if ((r = ks_comm_irecv (pl->comm, buf, n * sizeof (float), in->peer, tag, error)) == NULL)
+        return FALSE;
+      g_hash_table_insert (pl->posted, GUINT_TO_POINTER (tag), r);
+    }
+  return TRUE;
+}
+
 /* The last stage's value, on every stage. */
 static gboolean
 from_last_stage (KsPipeline *pl, double *value, GError **error)
@@ -557,22 +616,42 @@ ks_pipeline_step (KsPipeline *pl, KsOptimizer *optimizer, const KsFeed *feeds, g
 
   if (grads == NULL)
     return ks_invalid (error, "pipeline: call ks_pipeline_init before stepping");
+  gint64 start = g_get_monotonic_time (), last_compute = start;
   if (!ks_compute_fill_zero (pl->compute, ks_arena_data (grads),
-                             ks_arena_numel (grads) * sizeof (float), error))
-    return FALSE;
+                             ks_arena_numel (grads) * sizeof (float), error)
+      || !post_receives (pl, program, error))
+    {
+      cancel_posted (pl);
+      return FALSE;
+    }
   for (guint i = 0; i < program->len; i++)
     {
       const KsPipeInstr *in = &g_array_index (program, KsPipeInstr, i);
-      if (!run_instruction (pl, in, optimizer, feeds, n_feeds, &loss_sum, error))
+      gint64 t0 = g_get_monotonic_time ();
+      gboolean ok = run_instruction (pl, in, optimizer, feeds, n_feeds, &loss_sum, error);
+      gint64 t1 = g_get_monotonic_time ();
+      if (in->op == KS_PIPE_FORWARD || in->op == KS_PIPE_BACKWARD)
+        {
+          pl->busy += (t1 - t0) / 1e6;
+          last_compute = t1;
+        }
+      if (pl->events != NULL)
+        {
+          Event e = { *in, t0, t1 };
+          g_array_append_val (pl->events, e);
+        }
+      if (!ok)
         {
           g_autofree char *what = ks_schedule_describe_instr (in);
           g_prefix_error (error, "pipeline stage %d, step %" G_GINT64_FORMAT ", %s: ",
                           pl->stage, pl->steps + 1, what);
           drain (pl, NULL);
+          cancel_posted (pl);
           return FALSE;
         }
     }
   pl->steps++;
+  pl->wall += (last_compute - start) / 1e6;
   *loss = loss_sum / pl->m;
   return drain (pl, error) && from_last_stage (pl, loss, error);
 }
@@ -613,4 +692,72 @@ ks_pipeline_evaluate (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, double
   ok = drain (pl, ok ? error : NULL) && ok;
   *value = sum / pl->m;
   return ok && from_last_stage (pl, value, error);
+}
+
+/* ---- timing and the trace ---- */
+
+void
+ks_pipeline_timing (const KsPipeline *pl, double *busy, double *wall)
+{
+  *busy = pl->busy;
+  *wall = pl->wall;
+}
+
+void
+ks_pipeline_record (KsPipeline *pl, gboolean on)
+{
+  if (on && pl->events == NULL)
+    pl->events = g_array_new (FALSE, FALSE, sizeof (Event));
+  else if (!on && pl->events != NULL)
+    g_clear_pointer (&pl->events, g_array_unref);
+}
+
+/* This stage's events as Chrome trace events (one thread per stage), comma-led. */
+static GString *
+trace_events (const KsPipeline *pl)
+{
+  static const char *const category[] = { "forward", "backward", "send", "recv", "send",
+                                          "recv", "shared", "optimizer" };
+  GString *text = g_string_new (NULL);
+
+  g_string_append_printf (text, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+                          "\"tid\": %d, \"args\": {\"name\": \"stage %d\"}}", pl->stage,
+                          pl->stage);
+  for (guint i = 0; pl->events != NULL && i < pl->events->len; i++)
+    {
+      const Event *e = &g_array_index (pl->events, Event, i);
+      g_autofree char *name = ks_schedule_describe_instr (&e->instr);
+      g_string_append_printf (text, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
+                              "\"ts\": %" G_GINT64_FORMAT ", \"dur\": %" G_GINT64_FORMAT
+                              ", \"pid\": 0, \"tid\": %d}",
+                              name, category[e->instr.op], e->start, e->end - e->start,
+                              pl->stage);
+    }
+  return text;
+}
+
+gboolean
+ks_pipeline_write_trace (KsPipeline *pl, const char *path, GError **error)
+{
+  g_autoptr (GString) mine = trace_events (pl);
+  gint64 len = mine->len;
+
+  if (pl->stage > 0)
+    return ks_comm_send (pl->comm, &len, sizeof len, 0, tag_of (TAG_TRACE, 0, 0), error)
+           && ks_comm_send (pl->comm, mine->str, len, 0, tag_of (TAG_TRACE, 0, 1), error);
+  g_autoptr (GString) all = g_string_new ("[{\"name\": \"process_name\", \"ph\": \"M\", "
+                                          "\"pid\": 0, \"args\": {\"name\": \"ksdist pipeline\"}}");
+  g_string_append_len (all, mine->str, mine->len);
+  for (int s = 1; s < pl->p; s++)
+    {
+      g_autofree char *part = NULL;
+      if (!ks_comm_recv (pl->comm, &len, sizeof len, s, tag_of (TAG_TRACE, 0, 0), error))
+        return FALSE;
+      part = g_malloc (len);
+      if (!ks_comm_recv (pl->comm, part, len, s, tag_of (TAG_TRACE, 0, 1), error))
+        return FALSE;
+      g_string_append_len (all, part, len);
+    }
+  g_string_append (all, "\n]\n");
+  return g_file_set_contents (path, all->str, all->len, error);
 }

@@ -334,7 +334,7 @@ field (const char *line, const char *key)
 static void
 test_launch (void)
 {
-  static const char *const runs[][6] = {
+  const char *runs[][6] = {
     { "pipeline.micro_batches=4", NULL },
     { "pipeline.stages=2", "pipeline.micro_batches=4", NULL },
     { "pipeline.stages=4", "pipeline.micro_batches=8", "pipeline.schedule=fthenb",
@@ -346,8 +346,15 @@ test_launch (void)
   g_autofree char *dir = ks_test_tmpdir ();
   g_auto (GStrv) one = train_mlp (dir, NULL, NULL);
 
+  g_autofree char *trace = g_build_filename (dir, "trace.json", NULL);
+  g_autofree char *trace_set = g_strconcat ("trace.path=", trace, NULL);
+  g_autofree char *text = NULL;
+
   g_assert_cmpuint (g_strv_length (one), ==, 6);
   g_assert_cmpfloat (field (one[5], "loss"), <, field (one[0], "loss") - 0.05);
+  /* a trace of the 1f1b run on 2 stages: per step and stage, 4 forwards, 4 backwards,
+   * their 8 transfers, the shared reduction and the optimizer */
+  runs[1][2] = trace_set;
   for (guint r = 0; r < G_N_ELEMENTS (runs); r++)
     {
       g_auto (GStrv) piped = train_mlp (dir, launch_n[r], runs[r]);
@@ -356,11 +363,21 @@ test_launch (void)
         {
           double a = field (piped[i], "loss"), b = field (one[i], "loss");
           if (fabs (a - b) > 1e-4 * MAX (1, fabs (b)))
-            g_error ("run %u (%s ...), line %d: loss %.6f, one process %.6f", r, runs[r][0], i,
+            g_error ("run %u (%s ...), line %d: loss %.6f, one process %.6f", r,
+                     runs[r][0], i,
                      a, b);
         }
       g_assert_cmpfloat (field (piped[5], "eval_accuracy"), ==, field (one[5], "eval_accuracy"));
     }
+  g_assert_true (g_file_get_contents (trace, &text, NULL, NULL));
+  g_assert_true (g_str_has_prefix (text, "[{\"name\": \"process_name\""));
+  g_assert_true (g_str_has_suffix (text, "}\n]\n"));
+  g_assert_nonnull (strstr (text, "{\"name\": \"F0.0\", \"cat\": \"forward\", \"ph\": \"X\""));
+  g_assert_nonnull (strstr (text, "\"args\": {\"name\": \"stage 1\"}"));
+  gsize events = 0;
+  for (const char *at = text; (at = strstr (at, "\"ph\": \"X\"")) != NULL; at++)
+    events++;
+  g_assert_cmpuint (events, ==, 120 * 2 * 18);
   ks_test_rmtree (dir);
 }
 

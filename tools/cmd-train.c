@@ -202,6 +202,29 @@ evaluate (Trainer *t, double *value, GError **error)
   return ok;
 }
 
+/* Each stage's idle share after the first step, and the trace. */
+static gboolean
+pipeline_report (Trainer *t, double warm_busy, double warm_wall, const char *trace,
+                 GError **error)
+{
+  const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+  double busy, wall;
+
+  ks_pipeline_timing (t->pipeline, &busy, &wall);
+  busy -= warm_busy;
+  wall -= warm_wall;
+  if (wall > 0)
+    g_message ("stage %d: computing %.3f s of %.3f s in steps (idle %.2f%%; theory for equal "
+               "stages %.2f%%)", t->stage, busy, wall, 100 * (1 - busy / wall),
+               100 * ks_schedule_theoretical_bubble (s->stages, s->virtual_stages,
+                                                     s->micro_batches));
+  if (*trace == '\0' || !ks_pipeline_write_trace (t->pipeline, trace, error))
+    return *trace == '\0';
+  if (t->stage == 0)
+    g_message ("trace of %d stages written to %s", s->stages, trace);
+  return TRUE;
+}
+
 static int
 train (Trainer *t)
 {
@@ -275,6 +298,13 @@ train (Trainer *t)
     g_message ("training %s with %s on %s", t->task->describe (t),
                ks_optimizer_name (t->optimizer), device);
 
+  const char *trace = ks_config_get_string (c, "trace", "path");
+  double warm_busy = 0, warm_wall = 0; /* after the first step, which allocates */
+  if (t->pipeline != NULL && *trace != '\0')
+    ks_pipeline_record (t->pipeline, TRUE);
+  else if (*trace != '\0')
+    g_warning ("[trace] path: only a pipelined run (see [pipeline]) writes a trace");
+
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
   for (gint64 step = first; step <= steps; step++)
     {
@@ -289,6 +319,8 @@ train (Trainer *t)
           return KS_EXIT_RUNTIME;
         }
       window_steps++;
+      if (t->pipeline != NULL && step == first)
+        ks_pipeline_timing (t->pipeline, &warm_busy, &warm_wall);
       if ((leader || t->algorithm != NULL) && *ckpt_dir != '\0'
           && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
           && !save (t, ckpt_dir, step, keep, &error))
@@ -317,6 +349,11 @@ train (Trainer *t)
         report (t, step, steps, loss, lr, rate, eta, last ? &eval : NULL);
       window_start = now;
       window_steps = 0;
+    }
+  if (t->pipeline != NULL && !pipeline_report (t, warm_busy, warm_wall, trace, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      return KS_EXIT_RUNTIME;
     }
   const char *export_dir = ks_config_get_string (c, "train", "export_dir");
   if (leader && *export_dir != '\0')

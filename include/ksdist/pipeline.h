@@ -150,8 +150,18 @@ gboolean ks_pipeline_step (KsPipeline *pipeline, KsOptimizer *optimizer, const K
  * micro-batches of `feeds`; the same on every stage. */
 gboolean ks_pipeline_evaluate (KsPipeline *pipeline, const KsFeed *feeds, gsize n_feeds,
                                double *value, GError **error);
-/* Chunks of this stage, and layers of the list, for reports. */
+/* The schedule this stage runs. */
 const KsSchedule *ks_pipeline_schedule (const KsPipeline *pipeline);
+/* Seconds this stage spent in forwards and backwards, and in steps from their start to
+ * the end of their last backward, summed over the steps so far: 1 - busy / wall is the
+ * stage's idle share (its bubble and transfer waits). */
+void ks_pipeline_timing (const KsPipeline *pipeline, double *busy, double *wall);
+/* Records every instruction's start and end from now on (off: forgets them). */
+void ks_pipeline_record (KsPipeline *pipeline, gboolean on);
+/* Every stage calls it: stage 0 writes the recorded instructions of all stages to `path`
+ * as a Chrome trace (chrome://tracing, Perfetto), one track per stage; the clocks are
+ * the machine's monotonic clock, so stages on other hosts are not aligned. */
+gboolean ks_pipeline_write_trace (KsPipeline *pipeline, const char *path, GError **error);
 
 G_END_DECLS
 
