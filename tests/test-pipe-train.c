@@ -416,7 +416,7 @@ static void
 test_launch_errors (void)
 {
   static const struct {
-    const char *n, *set1, *set2, *want;
+    const char *n, *set1, *set2, *want, *set3;
   } cases[] = {
     { NULL, "pipeline.stages=2", NULL,
       "[pipeline] stages = 2 needs one worker process per stage: run `ksdist launch -n 2 "
@@ -428,6 +428,8 @@ test_launch_errors (void)
       "[train] checkpoint_dir: a pipelined run (see [pipeline]) cannot save" },
     { "2", "pipeline.stages=2", "pipeline.seg_method=0,1,9",
       "[pipeline] seg_method 0,1,9: boundaries must start at 0 and end at the layer count 3" },
+    { NULL, "pipeline.micro_batches=2", "model.type=gpt",
+      "[pipeline]: the gpt model is not described as a layer list yet", "data.task=addition" },
     { "2", "pipeline.stages=2", "pipeline.schedule=interleaved",
       "[pipeline] schedule interleaved needs virtual_stages >= 2 (it is 1)" },
   };
@@ -436,7 +438,7 @@ test_launch_errors (void)
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autofree char *out = NULL, *err = NULL;
-      const char *args[12];
+      const char *args[14];
       int k = 0;
       if (cases[i].n != NULL)
         {
@@ -453,6 +455,11 @@ test_launch_errors (void)
         {
           args[k++] = "--set";
           args[k++] = cases[i].set2;
+        }
+      if (cases[i].set3 != NULL)
+        {
+          args[k++] = "--set";
+          args[k++] = cases[i].set3;
         }
       args[k] = NULL;
       int status = ks_test_run_ksdist (args, NULL, plugins, &out, &err);

@@ -38,7 +38,7 @@ segment (Trainer *t)
   t->describe_only = TRUE;
   if ((t->task = ks_train_task (c, &error)) == NULL
       || (t->compute = ks_compute_new (t->registry, c, NULL, &error)) == NULL
-      || !t->task->build (t, &error))
+      || !t->task->build (t, &error) || !ks_train_has_layers (t, &error))
     {
       ks_cli_error ("%s", error->message);
       return error->domain == KS_CONFIG_ERROR ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;

@@ -260,7 +260,7 @@ train (Trainer *t)
       return KS_EXIT_USAGE;
     }
   if ((t->compute = ks_compute_new (t->registry, c, NULL, &error)) == NULL
-      || !t->task->build (t, &error)
+      || !t->task->build (t, &error) || !ks_train_has_layers (t, &error)
       || (t->optimizer = ks_optimizer_new (t->registry, c,
                                            ks_config_get_string (c, "train", "optimizer"), &error))
              == NULL

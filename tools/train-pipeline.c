@@ -159,3 +159,15 @@ ks_train_metric (Trainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
   *value = v;
   return TRUE;
 }
+
+gboolean
+ks_train_has_layers (Trainer *t, GError **error)
+{
+  if (t->layers != NULL || !(t->describe_only || ks_train_pipelined (t->config)))
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "[pipeline]: the %s model is not described as a layer list yet, so it cannot "
+               "be cut into stages; use [model] type = mlp, or train it without [pipeline]",
+               ks_config_get_string (t->config, "model", "type"));
+  return FALSE;
+}

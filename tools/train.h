@@ -86,6 +86,9 @@ gsize ks_train_rows (const Trainer *t);
 gboolean ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n,
                                 const KsLayerDesc *loss, const KsLayerDesc *metric,
                                 KsExpr **metric_out, GError **error);
+/* After a task's build: an error when a pipelined run (or ksdist segment) asked for a
+ * task that gave no layer list. */
+gboolean ks_train_has_layers (Trainer *t, GError **error);
 /* The layers' names and parameter counts, and their cut by [pipeline] seg_method into
  * stages x virtual_stages parts (boundaries has one more entry). */
 gboolean ks_train_segment (Trainer *t, const KsLayerDesc *layers, gsize n, KsLayerInfo *info,
