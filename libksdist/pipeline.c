@@ -535,6 +535,33 @@ backward (KsPipeline *pl, Chunk *c, int mb, GError **error)
                                c->in_numel * sizeof (float), error);
 }
 
+/* A transfer's buffer (this micro-batch's slot of the chunk), size and tag; the tag
+ * names the chunk that receives it. */
+static guint32
+transfer_of (Chunk *c, const KsPipeInstr *in, float **buf, gsize *nbytes)
+{
+  int mb = in->micro_batch;
+  gsize n = in->op == KS_PIPE_SEND_ACTIVATION || in->op == KS_PIPE_RECV_GRADIENT
+                ? c->out_numel : c->in_numel;
+
+  *nbytes = n * sizeof (float);
+  switch (in->op)
+    {
+    case KS_PIPE_SEND_ACTIVATION:
+      *buf = c->act_out + mb * n;
+      return tag_of (TAG_ACTIVATION, c->global + 1, mb);
+    case KS_PIPE_RECV_ACTIVATION:
+      *buf = c->act_in + mb * n;
+      return tag_of (TAG_ACTIVATION, c->global, mb);
+    case KS_PIPE_SEND_GRADIENT:
+      *buf = c->grad_out + mb * n;
+      return tag_of (TAG_GRADIENT, c->global - 1, mb);
+    default: /* KS_PIPE_RECV_GRADIENT */
+      *buf = c->grad_in + mb * n;
+      return tag_of (TAG_GRADIENT, c->global, mb);
+    }
+}
+
 static gboolean
 run_instruction (KsPipeline *pl, const KsPipeInstr *in, KsOptimizer *optimizer,
                  const KsFeed *feeds, gsize n_feeds, double *loss_sum, GError **error)
@@ -549,17 +576,17 @@ run_instruction (KsPipeline *pl, const KsPipeInstr *in, KsOptimizer *optimizer,
     case KS_PIPE_BACKWARD:
       return backward (pl, c, mb, error);
     case KS_PIPE_SEND_ACTIVATION:
-      return send_to (pl, c->act_out + mb * c->out_numel, c->out_numel * sizeof (float),
-                      in->peer, tag_of (TAG_ACTIVATION, c->global + 1, mb), error);
-    case KS_PIPE_RECV_ACTIVATION:
-      return recv_from (pl, c->act_in + mb * c->in_numel, c->in_numel * sizeof (float),
-                        in->peer, tag_of (TAG_ACTIVATION, c->global, mb), error);
     case KS_PIPE_SEND_GRADIENT:
-      return send_to (pl, c->grad_out + mb * c->in_numel, c->in_numel * sizeof (float),
-                      in->peer, tag_of (TAG_GRADIENT, c->global - 1, mb), error);
+    case KS_PIPE_RECV_ACTIVATION:
     case KS_PIPE_RECV_GRADIENT:
-      return recv_from (pl, c->grad_in + mb * c->out_numel, c->out_numel * sizeof (float),
-                        in->peer, tag_of (TAG_GRADIENT, c->global, mb), error);
+      {
+        gsize nbytes;
+        float *buf;
+        guint32 tag = transfer_of (c, in, &buf, &nbytes);
+        return in->op == KS_PIPE_SEND_ACTIVATION || in->op == KS_PIPE_SEND_GRADIENT
+                   ? send_to (pl, buf, nbytes, in->peer, tag, error)
+                   : recv_from (pl, buf, nbytes, in->peer, tag, error);
+      }
     case KS_PIPE_REDUCE_TIED:
       return reduce_shared (pl, error);
     case KS_PIPE_OPTIMIZER_STEP:
@@ -576,22 +603,14 @@ post_receives (KsPipeline *pl, const GArray *program, GError **error)
   for (guint i = 0; i < program->len; i++)
     {
       const KsPipeInstr *in = &g_array_index (program, KsPipeInstr, i);
-      Chunk *c = in->chunk >= 0 ? &pl->chunks[in->chunk] : NULL;
       KsCommRequest *r;
       float *buf;
-      gsize n;
-      guint32 tag;
-      if (in->op == KS_PIPE_RECV_ACTIVATION)
-        buf = c->act_in + in->micro_batch * (n = c->in_numel),
-        tag = tag_of (TAG_ACTIVATION, c->global, in->micro_batch);
-      else if (in->op == KS_PIPE_RECV_GRADIENT)
-        buf = c->grad_in + in->micro_batch * (n = c->out_numel),
-        tag = tag_of (TAG_GRADIENT, c->global, in->micro_batch);
-      else
+      gsize nbytes;
+      if ((in->op != KS_PIPE_RECV_ACTIVATION && in->op != KS_PIPE_RECV_GRADIENT)
+          || in->peer == pl->stage)
         continue;
-      if (in->peer == pl->stage)
-        continue;
-      if ((r = ks_comm_irecv (pl->comm, buf, n * sizeof (float), in->peer, tag, error)) == NULL)
+      guint32 tag = transfer_of (&pl->chunks[in->chunk], in, &buf, &nbytes);
+      if ((r = ks_comm_irecv (pl->comm, buf, nbytes, in->peer, tag, error)) == NULL)
         return FALSE;
       g_hash_table_insert (pl->posted, GUINT_TO_POINTER (tag), r);
     }
