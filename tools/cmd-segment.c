@@ -73,26 +73,7 @@ segment (Trainer *t)
 static int
 run_segment (int argc, char **argv)
 {
-  g_auto (GStrv) sets = NULL;
-  GOptionEntry entries[] = { KS_CLI_SET_OPTION (sets), { NULL } };
-  Trainer t = { 0 };
-  int status;
-
-  if (!ks_cli_parse ("segment", "[CONFIG]", ks_cmd_segment.summary, entries, &argc, &argv))
-    return KS_EXIT_USAGE;
-  if (argc > 2)
-    {
-      ks_cli_error ("segment: one CONFIG at most, got '%s' too (see ksdist help segment)",
-                    argv[2]);
-      return KS_EXIT_USAGE;
-    }
-  if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &t.config, &t.registry)) != 0)
-    return status;
-  status = segment (&t);
-  ks_trainer_clear (&t);
-  ks_registry_free (t.registry);
-  ks_config_free (t.config);
-  return status;
+  return ks_train_command (&ks_cmd_segment, argc, argv, segment);
 }
 
 const KsCommand ks_cmd_segment = {

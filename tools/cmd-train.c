@@ -378,29 +378,36 @@ train (Trainer *t)
   return KS_EXIT_OK;
 }
 
-static int
-run_train (int argc, char **argv)
+int
+ks_train_command (const KsCommand *command, int argc, char **argv, int (*body) (Trainer *t))
 {
   g_auto (GStrv) sets = NULL;
   GOptionEntry entries[] = { KS_CLI_SET_OPTION (sets), { NULL } };
   Trainer t = { 0 };
   int status;
 
-  if (!ks_cli_parse ("train", "[CONFIG]", ks_cmd_train.summary, entries, &argc, &argv))
+  if (!ks_cli_parse (command->name, "[CONFIG]", command->summary, entries, &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc > 2)
     {
-      ks_cli_error ("train: one CONFIG at most, got '%s' too (see ksdist help train)", argv[2]);
+      ks_cli_error ("%s: one CONFIG at most, got '%s' too (see ksdist help %s)", command->name,
+                    argv[2], command->name);
       return KS_EXIT_USAGE;
     }
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &t.config, &t.registry)) != 0)
     return status;
   t.tty = isatty (STDOUT_FILENO);
-  status = train (&t);
+  status = body (&t);
   ks_trainer_clear (&t);
   ks_registry_free (t.registry);
   ks_config_free (t.config);
   return status;
+}
+
+static int
+run_train (int argc, char **argv)
+{
+  return ks_train_command (&ks_cmd_train, argc, argv, train);
 }
 
 const KsCommand ks_cmd_train = {

@@ -63,6 +63,10 @@ struct Trainer {
   gsize n_layers;
 };
 
+/* A command that runs `body` on a trainer holding the [CONFIG] and --set lines of its
+ * command line (train, segment); the trainer is cleared after. */
+int ks_train_command (const KsCommand *command, int argc, char **argv,
+                      int (*body) (Trainer *t));
 /* Frees what a trainer holds (not its config and registry). */
 void ks_trainer_clear (Trainer *t);
 /* The task of [model] type and [data] task; an error when they do not go together. */
