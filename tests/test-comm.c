@@ -15,31 +15,8 @@ static const char *self;
 
 /* ---- one rank ---- */
 
-#define CHECK(cond, ...)                                                                  \
-  G_STMT_START                                                                            \
-  {                                                                                       \
-    if (!(cond))                                                                          \
-      {                                                                                   \
-        g_printerr ("rank %d: ", rank);                                                   \
-        g_printerr (__VA_ARGS__);                                                         \
-        g_printerr ("\n");                                                                \
-        exit (1);                                                                         \
-      }                                                                                   \
-  }                                                                                       \
-  G_STMT_END
-
-#define OK(call)                                                                          \
-  G_STMT_START                                                                            \
-  {                                                                                       \
-    g_autoptr (GError) e_ = NULL;                                                         \
-    if (!(call))                                                                          \
-      {                                                                                   \
-        g_printerr ("rank %d: %s\n", rank, e_ ? e_->message : "failed without a message"); \
-        exit (2);                                                                         \
-      }                                                                                   \
-  }                                                                                       \
-  G_STMT_END
-#define ERR (&e_)
+#define CHECK(cond, ...) KS_RANK_CHECK ("rank", rank, cond, __VA_ARGS__)
+#define OK(call) KS_RANK_OK ("rank", rank, call)
 
 /* The job's store under `prefix`: KS_TEST_DIR is a directory, or tcp:HOST:PORT for a
  * TCP store the test hosts. */

@@ -109,24 +109,8 @@ batch (int step, gint64 *ids, gint64 *y)
     }
 }
 
-#define FAIL(...)                                                                         \
-  G_STMT_START                                                                            \
-  {                                                                                       \
-    g_printerr ("stage %d: ", stage);                                                     \
-    g_printerr (__VA_ARGS__);                                                             \
-    g_printerr ("\n");                                                                    \
-    exit (1);                                                                             \
-  }                                                                                       \
-  G_STMT_END
-#define OK(call)                                                                          \
-  G_STMT_START                                                                            \
-  {                                                                                       \
-    g_autoptr (GError) e_ = NULL;                                                         \
-    if (!(call))                                                                          \
-      FAIL ("%s", e_ ? e_->message : "failed without a message");                         \
-  }                                                                                       \
-  G_STMT_END
-#define ERR (&e_)
+#define FAIL(...) KS_RANK_CHECK ("stage", stage, FALSE, __VA_ARGS__)
+#define OK(call) KS_RANK_OK ("stage", stage, call)
 
 static int
 run_stage (char **argv)

@@ -4,6 +4,8 @@
 
 #include <ksdist/ksdist.h>
 
+#include <stdlib.h>
+
 /* A new private (0700) directory, removed with ks_test_rmtree. */
 char *ks_test_tmpdir (void);
 void ks_test_rmtree (const char *dir);
@@ -62,6 +64,30 @@ int ks_test_run_ksdist (const char *const *args, const char *const *env,
 /* The same, started in the background with pipes for stdout and stderr (NULL: none). */
 GPid ks_test_spawn_ksdist (const char *const *args, const char *const *env,
                            const char *const *plugins, int *out_fd, int *err_fd);
+
+/* In one rank of a multi-process test: a failed condition (or call taking ERR) prints
+ * "WHO ID: message" on stderr and exits 1, for the test to report. */
+#define KS_RANK_CHECK(who, id, cond, ...)                                                 \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    if (!(cond))                                                                          \
+      {                                                                                   \
+        g_printerr ("%s %d: ", who, id);                                                  \
+        g_printerr (__VA_ARGS__);                                                         \
+        g_printerr ("\n");                                                                \
+        exit (1);                                                                         \
+      }                                                                                   \
+  }                                                                                       \
+  G_STMT_END
+#define KS_RANK_OK(who, id, call)                                                         \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    g_autoptr (GError) e_ = NULL;                                                         \
+    gboolean ok_ = (call);                                                                \
+    KS_RANK_CHECK (who, id, ok_, "%s", e_ ? e_->message : "failed without a message");   \
+  }                                                                                       \
+  G_STMT_END
+#define ERR (&e_)
 
 /* A multi-process job of a test program started again once per rank. */
 typedef struct {
