@@ -492,19 +492,19 @@ forward (KsPipeline *pl, Chunk *c, int mb, const KsFeed *feeds, gsize n_feeds,
          double *loss_sum, GError **error)
 {
   KsStash *s;
+  float loss;
   if (!run_forward (pl, c, mb, feeds, n_feeds, c->out, error))
     return FALSE;
-  if (c->out_numel > 0
-      && !ks_tensor_to_host (c->out->value, c->act_out + mb * c->out_numel,
-                             c->out_numel * sizeof (float), error))
-    return FALSE;
-  if (c->out_numel == 0) /* the last chunk: its loss */
+  if (c->out_numel > 0) /* to send on */
     {
-      float v;
-      if (!ks_tensor_to_host (c->out->value, &v, sizeof v, error))
+      if (!ks_tensor_to_host (c->out->value, c->act_out + mb * c->out_numel,
+                              c->out_numel * sizeof (float), error))
         return FALSE;
-      *loss_sum += v;
     }
+  else if (ks_tensor_to_host (c->out->value, &loss, sizeof loss, error)) /* the last chunk */
+    *loss_sum += loss;
+  else
+    return FALSE;
   s = c->spare->len > 0 ? g_ptr_array_steal_index_fast (c->spare, c->spare->len - 1)
                         : ks_stash_new (c->first, c->n, c->kept);
   ks_model_swap_stash (pl->model, s); /* s takes this micro-batch's activations */
