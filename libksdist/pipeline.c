@@ -46,6 +46,7 @@ typedef struct {
 struct KsPipeline {
   KsCompute *compute;
   KsComm *comm;
+  KsComm *data;         /* this stage's data-parallel group (other replicas); may be NULL */
   int stage, p, v, m, recompute;
   KsSchedule *schedule;
   KsModel *model;
@@ -375,9 +376,67 @@ exchanges (const KsPipeline *pl, const Shared *s)
 }
 
 gboolean
+ks_pipeline_groups (KsComm *world, int stages, KsComm **pipe, KsComm **data, GError **error)
+{
+  int n = ks_comm_size (world), rank = ks_comm_rank (world);
+  int replicas = n / MAX (stages, 1), stage = rank % MAX (stages, 1);
+  g_autofree int *ranks = g_new (int, MAX (stages, replicas));
+
+  *pipe = *data = NULL;
+  if (stages < 1 || n % stages != 0)
+    return ks_invalid (error, "pipeline: %d ranks cannot be cut into pipelines of %d stages: "
+                       "the rank count must be a multiple of the stage count", n, stages);
+  for (int s = 0; s < stages; s++)
+    ranks[s] = rank - stage + s;
+  if ((*pipe = ks_comm_subgroup (world, ranks, stages, error)) == NULL)
+    return FALSE;
+  for (int d = 0; d < replicas; d++)
+    ranks[d] = d * stages + stage;
+  if ((*data = ks_comm_subgroup (world, ranks, replicas, error)) == NULL)
+    {
+      g_clear_pointer (pipe, ks_comm_free);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+ks_pipeline_set_data_parallel (KsPipeline *pl, KsComm *data)
+{
+  pl->data = data != NULL && ks_comm_size (data) > 1 ? data : NULL;
+}
+
+/* Every replica of this stage starts from replica 0's parameters. */
+static gboolean
+broadcast_replica0 (KsPipeline *pl, GError **error)
+{
+  KsArena *params = ks_model_parameters (pl->model);
+  if (pl->data == NULL || params == NULL)
+    return TRUE;
+  if (!ks_comm_broadcast (pl->data, ks_arena_data (params), ks_arena_numel (params),
+                          KS_DTYPE_FLOAT32, 0, error))
+    {
+      g_prefix_error (error, "pipeline stage %d: broadcasting replica 0's parameters: ",
+                      pl->stage);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The gradients of this stage averaged over its replicas, before the update. */
+static gboolean
+average_replicas (KsPipeline *pl, GError **error)
+{
+  KsArena *grads = ks_model_gradients (pl->model);
+  return pl->data == NULL
+         || ks_comm_allreduce (pl->data, ks_arena_data (grads), ks_arena_numel (grads),
+                               KS_DTYPE_FLOAT32, KS_REDUCE_AVG, error);
+}
+
+gboolean
 ks_pipeline_init (KsPipeline *pl, GError **error)
 {
-  if (!ks_model_init (pl->model, error))
+  if (!ks_model_init (pl->model, error) || !broadcast_replica0 (pl, error))
     return FALSE;
   for (guint i = 0; i < pl->shared->len; i++)
     {
@@ -590,7 +649,7 @@ run_instruction (KsPipeline *pl, const KsPipeInstr *in, KsOptimizer *optimizer,
     case KS_PIPE_REDUCE_TIED:
       return reduce_shared (pl, error);
     case KS_PIPE_OPTIMIZER_STEP:
-      return ks_optimizer_apply (optimizer, pl->model, error);
+      return average_replicas (pl, error) && ks_optimizer_apply (optimizer, pl->model, error);
     }
   g_assert_not_reached ();
 }
@@ -672,7 +731,9 @@ ks_pipeline_step (KsPipeline *pl, KsOptimizer *optimizer, const KsFeed *feeds, g
   pl->steps++;
   pl->wall += (last_compute - start) / 1e6;
   *loss = loss_sum / pl->m;
-  return drain (pl, error) && from_last_stage (pl, loss, error);
+  return drain (pl, error) && from_last_stage (pl, loss, error)
+         && (pl->data == NULL
+             || ks_comm_allreduce (pl->data, loss, 1, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, error));
 }
 
 gboolean

@@ -2,11 +2,12 @@
  *
  * The model: an embedding whose table is shared with the output layer (a SharedLayerDesc
  * on the first and last stage), six residual tanh blocks, and the tied head. Each case
- * starts this program once per stage (`test-pipe-train --rank R P V M SCHEDULE RECOMPUTE
- * DIR`); a stage trains the same model in one process beside the pipeline and checks, at
- * every step, the pipeline's loss against the one-process loss and at the end its own
- * parameters against the same-named ones there. It exits non-zero with a message on
- * stderr when one differs. */
+ * starts this program once per stage of each of D data-parallel replicas (`test-pipe-train
+ * --rank R P V M SCHEDULE RECOMPUTE D DIR`; rank R is stage R mod P of replica R / P, which
+ * is fed its own rows of the batch); a stage trains the same model on the whole batch in
+ * one process beside the pipeline and checks, at every step, the pipeline's loss against
+ * the one-process loss and at the end its own parameters against the same-named ones
+ * there. It exits non-zero with a message on stderr when one differs. */
 #include "testutil.h"
 
 #include <math.h>
@@ -115,9 +116,10 @@ batch (int step, gint64 *ids, gint64 *y)
 static int
 run_stage (char **argv)
 {
-  int stage = atoi (argv[2]), p = atoi (argv[3]), v = atoi (argv[4]), m = atoi (argv[5]);
-  int recompute = atoi (argv[7]);
-  const char *dir = argv[8];
+  int rank = atoi (argv[2]), p = atoi (argv[3]), v = atoi (argv[4]), m = atoi (argv[5]);
+  int recompute = atoi (argv[7]), d = atoi (argv[8]), stage = rank % p, replica = rank / p;
+  const char *dir = argv[9];
+  const gsize rows = BATCH / d; /* this replica's */
   g_autofree char *openblas = ks_test_build_plugin_dir ("openblas");
   g_autofree char *optim = ks_test_build_plugin_dir ("optim");
   g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
@@ -127,7 +129,7 @@ run_stage (char **argv)
   g_autoptr (KsRegistry) registry = NULL;
   g_autoptr (KsCompute) compute = NULL;
   g_autoptr (KsStore) store = NULL;
-  g_autoptr (KsComm) comm = NULL;
+  g_autoptr (KsComm) comm = NULL, pipe_comm = NULL, data_comm = NULL;
   LayerArgs args1[N_LAYERS + 1], argsm[N_LAYERS + 1];
   KsLayerDesc one[N_LAYERS], piped[N_LAYERS], loss1, lossm, metric1, metricm;
   gsize boundaries[64];
@@ -138,12 +140,16 @@ run_stage (char **argv)
   registry = ks_test_scan (config, paths);
   OK ((compute = ks_compute_new (registry, config, "openblas", ERR)) != NULL);
   g_assert_true (ks_schedule_kind_from_name (argv[6], &shape.schedule));
-  if (p > 1)
+  if (p * d > 1)
     {
       OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
       OK (ks_store_open (store, dir, "pipe", NULL, ERR));
       OK ((comm = ks_comm_new (registry, config, "gloo", ERR)) != NULL);
-      OK (ks_comm_connect (comm, store, stage, p, 30000, ERR));
+      OK (ks_comm_connect (comm, store, rank, p * d, 30000, ERR));
+      OK (ks_pipeline_groups (comm, p, &pipe_comm, &data_comm, ERR));
+      if (ks_comm_rank (pipe_comm) != stage || ks_comm_rank (data_comm) != replica)
+        FAIL ("rank %d is stage %d of replica %d, not %d of %d", rank, ks_comm_rank (pipe_comm),
+              ks_comm_rank (data_comm), stage, replica);
     }
 
   /* one process, the whole batch at once */
@@ -158,7 +164,7 @@ run_stage (char **argv)
   OK (ks_optimizer_minimize (opt1, model1, loss_expr1, NULL, 0, NULL, ERR));
 
   /* the pipeline: layers cut uniformly into p * v chunks */
-  describe (argsm, BATCH / m, piped, &lossm, &metricm);
+  describe (argsm, rows / m, piped, &lossm, &metricm);
   KsLayerInfo info[N_LAYERS];
   g_autoptr (KsSegmenter) seg = NULL;
   g_autoptr (KsPipeline) pipe = NULL;
@@ -169,8 +175,9 @@ run_stage (char **argv)
           info[0].n_params, info[N_LAYERS - 1].n_params);
   for (int i = 0; i <= p * v; i++) /* uniform, remainder last */
     boundaries[i] = (gsize) i * N_LAYERS / (p * v);
-  OK ((pipe = ks_pipeline_new (compute, comm, stage, &shape, piped, N_LAYERS, &lossm, &metricm,
-                               ERR)) != NULL);
+  OK ((pipe = ks_pipeline_new (compute, pipe_comm, stage, &shape, piped, N_LAYERS, &lossm,
+                               &metricm, ERR)) != NULL);
+  ks_pipeline_set_data_parallel (pipe, data_comm);
   OK (ks_pipeline_init (pipe, ERR));
   OK ((optm = ks_optimizer_new (registry, config, "momentum", ERR)) != NULL);
 
@@ -180,11 +187,13 @@ run_stage (char **argv)
       gint64 ids[BATCH], y[BATCH];
       batch (step, ids, y);
       KsFeed feeds[] = { { "ids", ids, sizeof ids }, { "y", y, sizeof y } };
+      KsFeed mine[] = { { "ids", ids + replica * rows, rows * sizeof *ids },
+                        { "y", y + replica * rows, rows * sizeof *y } };
       double lm;
       float l1;
       OK (ks_optimizer_step (opt1, feeds, 2, ERR));
       OK (ks_tensor_to_host (ks_expr_last_value (loss_expr1), &l1, sizeof l1, ERR));
-      OK (ks_pipeline_step (pipe, optm, feeds, 2, &lm, ERR));
+      OK (ks_pipeline_step (pipe, optm, mine, 2, &lm, ERR));
       if (fabs (lm - l1) > 2e-5 * MAX (1, fabs (l1)))
         FAIL ("step %d: pipelined loss %.7f, one process %.7f", step, lm, l1);
       if (step == 1)
@@ -212,17 +221,22 @@ run_stage (char **argv)
                 b[j]);
     }
 
-  /* evaluation: the pipelined accuracy of a fresh batch equals the one-process one */
+  /* evaluation: the pipelined accuracy of a fresh batch (averaged over the replicas, each
+   * given its rows) equals the one-process one */
   gint64 ids[BATCH], y[BATCH];
   double am;
   float a1;
   batch (99, ids, y);
   KsFeed feeds[] = { { "ids", ids, sizeof ids }, { "y", y, sizeof y } };
+  KsFeed mine[] = { { "ids", ids + replica * rows, rows * sizeof *ids },
+                    { "y", y + replica * rows, rows * sizeof *y } };
   KsExpr *acc1;
   OK ((acc1 = accuracy (model1, logits1, &args1[N_LAYERS], ERR)) != NULL);
   OK (ks_model_run (model1, feeds, 2, &acc1, 1, ERR));
   OK (ks_tensor_to_host (ks_expr_last_value (acc1), &a1, sizeof a1, ERR));
-  OK (ks_pipeline_evaluate (pipe, feeds, 2, &am, ERR));
+  OK (ks_pipeline_evaluate (pipe, mine, 2, &am, ERR));
+  OK (data_comm == NULL
+      || ks_comm_allreduce (data_comm, &am, 1, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, ERR));
   if (fabs (am - a1) > 1e-6)
     FAIL ("pipelined accuracy %.4f, one process %.4f", am, a1);
   return 0;
@@ -231,30 +245,33 @@ run_stage (char **argv)
 static const char *self;
 
 /* Runs every stage of one configuration; fails the test with their messages. */
-static void
-run_job (int p, int v, int m, const char *schedule, int recompute)
-{
-  g_autofree char *dir = ks_test_tmpdir ();
-  g_autofree char *ps = g_strdup_printf ("%d", p), *vs = g_strdup_printf ("%d", v);
-  g_autofree char *ms = g_strdup_printf ("%d", m), *rs = g_strdup_printf ("%d", recompute);
-  const char *argv[] = { self, "--rank", "R", ps, vs, ms, schedule, rs, dir, NULL };
-  KsTestJob job;
-  int status[8];
-
-  ks_test_start_ranks (&job, argv, 2, p);
-  g_autofree char *err = ks_test_wait_ranks (&job, status);
-  for (int r = 0; r < p; r++)
-    if (!g_spawn_check_wait_status (status[r], NULL))
-      g_error ("p=%d v=%d m=%d %s recompute %d: stage %d failed:\n%s", p, v, m, schedule,
-               recompute, r, err);
-  ks_test_rmtree (dir);
-}
-
 typedef struct {
   int p, v, m;
   const char *schedule;
-  int recompute;
+  int recompute, d;
 } Case;
+
+/* Runs every stage of every replica of one configuration; fails the test with their
+ * messages. */
+static void
+run_job (const Case *c)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ps = g_strdup_printf ("%d", c->p), *vs = g_strdup_printf ("%d", c->v);
+  g_autofree char *ms = g_strdup_printf ("%d", c->m), *rs = g_strdup_printf ("%d", c->recompute);
+  g_autofree char *ds = g_strdup_printf ("%d", c->d);
+  const char *argv[] = { self, "--rank", "R", ps, vs, ms, c->schedule, rs, ds, dir, NULL };
+  KsTestJob job;
+  int status[8];
+
+  ks_test_start_ranks (&job, argv, 2, c->p * c->d);
+  g_autofree char *err = ks_test_wait_ranks (&job, status);
+  for (int r = 0; r < c->p * c->d; r++)
+    if (!g_spawn_check_wait_status (status[r], NULL))
+      g_error ("p=%d v=%d m=%d %s recompute %d d=%d: rank %d failed:\n%s", c->p, c->v, c->m,
+               c->schedule, c->recompute, c->d, r, err);
+  ks_test_rmtree (dir);
+}
 
 /* ---- ksdist train and launch with [pipeline] ---- */
 
@@ -455,25 +472,24 @@ test_launch_errors (void)
     }
 }
 
-static void
-test_case (gconstpointer data)
-{
-  const Case *c = data;
-  run_job (c->p, c->v, c->m, c->schedule, c->recompute);
-}
 
 int
 main (int argc, char **argv)
 {
   static const Case cases[] = {
-    { 1, 1, 4, "fthenb", 0 },      { 1, 2, 2, "interleaved", 0 }, { 2, 1, 4, "fthenb", 0 },
-    { 2, 1, 4, "1f1b", 0 },        { 2, 1, 4, "1f1b", 1 },        { 2, 2, 4, "interleaved", 0 },
-    { 2, 2, 2, "interleaved", 2 }, { 4, 1, 8, "1f1b", 0 },        { 4, 1, 4, "fthenb", 3 },
-    { 4, 2, 4, "interleaved", 0 }, { 4, 2, 8, "interleaved", 1 },
+    { 1, 1, 4, "fthenb", 0, 1 },      { 1, 2, 2, "interleaved", 0, 1 },
+    { 2, 1, 4, "fthenb", 0, 1 },      { 2, 1, 4, "1f1b", 0, 1 },
+    { 2, 1, 4, "1f1b", 1, 1 },        { 2, 2, 4, "interleaved", 0, 1 },
+    { 2, 2, 2, "interleaved", 2, 1 }, { 4, 1, 8, "1f1b", 0, 1 },
+    { 4, 1, 4, "fthenb", 3, 1 },      { 4, 2, 4, "interleaved", 0, 1 },
+    { 4, 2, 8, "interleaved", 1, 1 },
+    /* data parallel across pipelines: dp x pp ranks */
+    { 1, 1, 2, "fthenb", 0, 2 },      { 2, 1, 4, "1f1b", 0, 2 },
+    { 2, 2, 2, "interleaved", 1, 2 }, { 2, 1, 2, "fthenb", 0, 4 },
   };
 
   self = argv[0];
-  if (argc == 9 && strcmp (argv[1], "--rank") == 0)
+  if (argc == 10 && strcmp (argv[1], "--rank") == 0)
     return run_stage (argv);
   g_test_init (&argc, &argv, NULL);
   if (!ks_test_have_openblas ())
@@ -481,9 +497,9 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       const Case *c = &cases[i];
-      g_autofree char *path = g_strdup_printf ("/pipeline/train/p%d-v%d-m%d-%s-recompute%d",
-                                               c->p, c->v, c->m, c->schedule, c->recompute);
-      g_test_add_data_func (path, c, test_case);
+      g_autofree char *path = g_strdup_printf ("/pipeline/train/p%d-v%d-m%d-%s-recompute%d-dp%d",
+                                               c->p, c->v, c->m, c->schedule, c->recompute, c->d);
+      g_test_add_data_func (path, c, (GTestDataFunc) run_job);
     }
   g_test_add_func ("/pipeline/launch", test_launch);
   g_test_add_func ("/pipeline/launch-errors", test_launch_errors);

@@ -137,6 +137,17 @@ void ks_pipeline_free (KsPipeline *pipeline);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsPipeline, ks_pipeline_free)
 /* The stage's model: its parameters and gradients for the optimizer and checkpoints. */
 KsModel *ks_pipeline_model (KsPipeline *pipeline);
+/* Data parallel across pipelines (dp x pp): the communicators of a job of dp·pp ranks
+ * laid out as Paddle's topology does, stages innermost (rank = replica · stages + stage):
+ * *pipe joins this rank's pipeline (its rank there is its stage), *data the same stage of
+ * every replica. Every rank calls it, with the same other sub-group calls before it. */
+gboolean ks_pipeline_groups (KsComm *world, int stages, KsComm **pipe, KsComm **data,
+                             GError **error);
+/* Makes each step average this stage's gradients over `data` (the same stage of the other
+ * replicas, each fed its own rows) before the update, and the reported loss over the
+ * replicas; call it before ks_pipeline_init, which then starts every replica from
+ * replica 0's parameters. NULL or a group of one: no data parallelism. */
+void ks_pipeline_set_data_parallel (KsPipeline *pipeline, KsComm *data);
 /* Initialises the model, then gives each shared parameter the value of its lowest
  * owning stage. */
 gboolean ks_pipeline_init (KsPipeline *pipeline, GError **error);
