@@ -81,7 +81,8 @@ static const KsKeyDesc core_schema[] = {
     "Start from the newest checkpoint in checkpoint_dir when there is one" },
   { "pipeline", "stages", KS_VALUE_INT, "1", 1, 4095, NULL,
     "Pipeline stages: `ksdist train` cuts the model's layer list over this many workers "
-    "(one process each); 1 for none" },
+    "(one process each; a job of k times as many workers runs k data-parallel replicas); 1 "
+    "for none" },
   { "pipeline", "virtual_stages", KS_VALUE_INT, "1", 1, 4095, NULL,
     "Model chunks per stage (interleaved schedule): stage s owns chunks s, s + stages, ..." },
   { "pipeline", "micro_batches", KS_VALUE_INT, "1", 1, 65535, NULL,

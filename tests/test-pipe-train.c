@@ -342,8 +342,10 @@ test_launch (void)
       "pipeline.recompute_interval=1", NULL },
     { "pipeline.stages=2", "pipeline.virtual_stages=2", "pipeline.micro_batches=2",
       "pipeline.schedule=interleaved", "pipeline.seg_method=parameters", NULL },
+    /* two replicas of a 2-stage pipeline, each with half of the batch */
+    { "pipeline.stages=2", "pipeline.micro_batches=2", "train.batch=64", NULL },
   };
-  static const char *const launch_n[] = { NULL, "2", "4", "2" };
+  static const char *const launch_n[] = { NULL, "2", "4", "2", "4" };
   g_autofree char *dir = ks_test_tmpdir ();
   g_auto (GStrv) one = train_mlp (dir, NULL, NULL);
 

@@ -290,7 +290,10 @@ train (Trainer *t)
                  G_GSIZE_FORMAT " rows)", t->stage, s->stages, ks_schedule_kind_name (s->kind),
                  s->virtual_stages, s->micro_batches, ks_train_rows (t));
     }
-  if (t->world > 1)
+  if (t->world > 1 && t->pipeline != NULL)
+    g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"
+               G_GSIZE_FORMAT " rows per step each", t->rank, t->world, t->batch);
+  else if (t->world > 1)
     g_message ("worker %d of %d (%s mode, %s), %" G_GSIZE_FORMAT " rows per step each",
                t->rank, t->world, ks_algorithm_mode (t->algorithm), ks_comm_name (t->comm),
                t->batch);

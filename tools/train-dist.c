@@ -3,7 +3,11 @@
  * else by rank 0 at [comm] store_address), connect a communicator, and the [job] mode's
  * algorithm wraps the optimizer (collective: gradients averaged every step). Worker r of
  * n trains on rows [r·b, (r+1)·b) of each step's global batch of n·b rows, so the run
- * follows a one-process run with batch n·b. */
+ * follows a one-process run with batch n·b.
+ *
+ * A pipelined run has no algorithm: its workers are dp replicas of a pipeline of p stages
+ * (worker w is stage w mod p of replica w / p), and the replicas play the part of the
+ * workers above. */
 #include "train.h"
 
 #include <string.h>
@@ -54,20 +58,20 @@ ks_train_dist_setup (Trainer *t, GError **error)
   t->world = ks_role_maker_worker_num (t->role);
   if (ks_train_pipelined (c))
     {
-      /* every stage sees the whole batch; the stages are the workers */
+      /* every stage of a replica sees the replica's rows */
       gint64 stages = ks_config_get_int (c, "pipeline", "stages");
-      if (stages != t->world || total != t->world)
+      if (t->world % stages != 0 || total != t->world)
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "[pipeline] stages = %" G_GINT64_FORMAT " but the job has %d workers "
-                       "and %d servers: a pipelined run has one worker per stage (data "
-                       "parallel across pipelines is not supported yet); launch -n %"
-                       G_GINT64_FORMAT, stages, t->world, total - t->world, stages);
+                       "and %d servers: a pipelined run has one worker per stage of each "
+                       "data-parallel replica; launch -n %" G_GINT64_FORMAT " (one pipeline) "
+                       "or a multiple of it", stages, t->world, total - t->world, stages);
           return FALSE;
         }
-      t->stage = t->rank;
-      t->rank = 0;
-      t->world = 1;
+      t->stage = t->rank % stages;
+      t->rank /= stages;
+      t->world /= stages;
     }
   if (*address == '\0')
     {
@@ -90,7 +94,11 @@ ks_train_dist_setup (Trainer *t, GError **error)
       || !ks_role_maker_set_comm (t->role, t->comm, error))
     return FALSE;
   if (ks_train_pipelined (c))
-    return TRUE; /* the stages talk through the pipeline, not an algorithm */
+    /* the stages talk through the pipeline, not an algorithm; replicas through their
+     * stage's data-parallel group */
+    return t->world == 1
+           || ks_pipeline_groups (t->comm, ks_config_get_int (c, "pipeline", "stages"),
+                                  &t->pipe_comm, &t->data_comm, error);
   if ((t->algorithm = ks_factory_instantiate (t->registry, c,
                                                  ks_config_get_string (c, "job", "mode"), error))
              == NULL
@@ -119,7 +127,7 @@ gboolean
 ks_train_dist_mean (Trainer *t, double *value, GError **error)
 {
   KsComm *workers = t->role != NULL ? ks_role_maker_worker_comm (t->role) : NULL;
-  return workers == NULL || t->pipeline != NULL /* the same on every stage */
+  return workers == NULL || t->pipeline != NULL /* the same on every stage and replica */
          || ks_comm_allreduce (workers, value, 1, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, error);
 }
 
@@ -128,6 +136,8 @@ ks_train_dist_clear (Trainer *t)
 {
   ks_algorithm_free (t->algorithm);
   ks_role_maker_free (t->role);
+  ks_comm_free (t->pipe_comm);
+  ks_comm_free (t->data_comm);
   ks_comm_free (t->comm);
   ks_store_free (t->store);
 }

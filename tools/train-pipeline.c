@@ -114,10 +114,12 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
   if (!ks_train_segment (t, layers, n, info, boundaries, error))
     return FALSE;
   shape.boundaries = boundaries;
-  if ((t->pipeline = ks_pipeline_new (t->compute, t->comm, t->stage, &shape, layers, n, loss,
-                                      metric, error))
-          == NULL
-      || !ks_pipeline_init (t->pipeline, error))
+  if ((t->pipeline = ks_pipeline_new (t->compute, t->pipe_comm ? t->pipe_comm : t->comm,
+                                      t->stage, &shape, layers, n, loss, metric, error))
+      == NULL)
+    return FALSE;
+  ks_pipeline_set_data_parallel (t->pipeline, t->data_comm);
+  if (!ks_pipeline_init (t->pipeline, error))
     return FALSE;
   t->model = ks_pipeline_model (t->pipeline);
   return TRUE;

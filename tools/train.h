@@ -53,8 +53,11 @@ struct Trainer {
   KsStore *store;
   KsComm *comm;
   KsAlgorithm *algorithm;
-  /* pipeline parallel (train-pipeline.c): this worker's stage; the pipeline owns model */
+  /* pipeline parallel (train-pipeline.c): this worker's stage; the pipeline owns model;
+   * with data parallel replicas (rank and world above count them) its pipeline's and its
+   * stage's groups of comm, else NULL */
   int stage;
+  KsComm *pipe_comm, *data_comm;
   KsPipeline *pipeline;
   double pipeline_loss; /* of the last step */
   /* ksdist segment: the task's layer list is only recorded, not built */
