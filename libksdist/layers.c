@@ -26,11 +26,40 @@ ks_model_shared_parameter (KsModel *model, const char *name, int ndim, const gin
   return p;
 }
 
+/* Whether `names` (NULL-terminated, may be NULL) holds `name`. */
+static gboolean
+listed (const char *const *names, const char *name)
+{
+  for (; names != NULL && *names != NULL; names++)
+    if (strcmp (*names, name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Whether the layer just built stashed and popped all its lists say. */
+static gboolean
+skips_done (KsModel *model, const KsLayerDesc *layer, GError **error)
+{
+  for (const char *const *name = layer->stash; name != NULL && *name != NULL; name++)
+    if (!g_hash_table_contains (model->skips, *name))
+      return ks_invalid (error, "its stash list names '%s' but it did not stash it", *name);
+  for (const char *const *name = layer->pop; name != NULL && *name != NULL; name++)
+    if (g_hash_table_contains (model->skips, *name) && !listed (layer->stash, *name))
+      return ks_invalid (error, "its pop list names '%s' but it did not pop it", *name);
+  return TRUE;
+}
+
 KsExpr *
 ks_layer_build (KsModel *model, const KsLayerDesc *layer, gsize index, KsExpr *x, GError **error)
 {
   g_autoptr (GError) local = NULL;
-  KsExpr *out = layer->build (model, x, layer->args, &local);
+  KsExpr *out;
+
+  model->building = layer;
+  out = layer->build (model, x, layer->args, &local);
+  model->building = NULL;
+  if (out != NULL && !skips_done (model, layer, &local))
+    out = NULL;
   if (out == NULL)
     g_set_error (error, local != NULL ? local->domain : KS_COMPUTE_ERROR,
                  local != NULL ? local->code : KS_COMPUTE_ERROR_INVALID,
@@ -43,7 +72,13 @@ gboolean
 ks_layers_build (KsModel *model, const KsLayerDesc *layers, gsize n_layers, KsExpr **out,
                  GError **error)
 {
+  const gsize whole[] = { 0, n_layers };
+  g_autofree KsSkipRoute *routes = NULL;
+  gsize n_routes;
   KsExpr *x = NULL;
+
+  if (!ks_skip_layout (layers, n_layers, whole, 1, &routes, &n_routes, error))
+    return FALSE;
   for (gsize i = 0; i < n_layers; i++)
     if ((x = ks_layer_build (model, &layers[i], i, x, error)) == NULL)
       return FALSE;
@@ -70,5 +105,114 @@ ks_layers_info (const KsLayerDesc *layers, gsize n_layers, KsLayerInfo *info, GE
             info[i].n_params += (gint64) e->numel;
         }
     }
+  return TRUE;
+}
+
+/* ---- skip connections ---- */
+
+gboolean
+ks_layer_stash (KsModel *model, const char *name, KsExpr *value, GError **error)
+{
+  if (model->building == NULL || !listed (model->building->stash, name))
+    return ks_invalid (error, "stashes '%s' but %s", name,
+                       model->building != NULL ? "its stash list does not name it"
+                                               : "no layer is being built");
+  if (g_hash_table_contains (model->skips, name))
+    return ks_invalid (error, "'%s' is stashed already and not popped yet", name);
+  if (value->dtype != KS_DTYPE_FLOAT32)
+    return ks_invalid (error, "'%s': only float32 values can be stashed", name);
+  ks_skip_offer (model, name, value);
+  return TRUE;
+}
+
+KsExpr *
+ks_layer_pop (KsModel *model, const char *name, GError **error)
+{
+  KsExpr *value;
+  if (model->building == NULL || !listed (model->building->pop, name))
+    {
+      ks_invalid (error, "pops '%s' but %s", name,
+                  model->building != NULL ? "its pop list does not name it"
+                                          : "no layer is being built");
+      return NULL;
+    }
+  if ((value = ks_skip_take (model, name)) == NULL)
+    ks_invalid (error, "pops '%s', which no earlier layer stashed", name);
+  return value;
+}
+
+void
+ks_skip_offer (KsModel *model, const char *name, KsExpr *value)
+{
+  g_hash_table_insert (model->skips, g_strdup (name), value);
+}
+
+KsExpr *
+ks_skip_take (KsModel *model, const char *name)
+{
+  KsExpr *value = g_hash_table_lookup (model->skips, name);
+  g_hash_table_remove (model->skips, name);
+  return value;
+}
+
+static int
+chunk_of (const gsize *boundaries, gsize parts, gsize layer)
+{
+  int g = 0;
+  while ((gsize) g + 1 < parts && boundaries[g + 1] <= layer)
+    g++;
+  return g;
+}
+
+gboolean
+ks_skip_layout (const KsLayerDesc *layers, gsize n_layers, const gsize *boundaries, gsize parts,
+                KsSkipRoute **routes, gsize *n_routes, GError **error)
+{
+  g_autoptr (GArray) found = g_array_new (FALSE, FALSE, sizeof (KsSkipRoute));
+  g_autoptr (GHashTable) open = g_hash_table_new (g_str_hash, g_str_equal); /* -> index+1 */
+
+  *routes = NULL;
+  *n_routes = 0;
+  for (gsize l = 0; l < n_layers; l++)
+    {
+      /* a layer pops before it stashes: it may pass a name on */
+      for (const char *const *name = layers[l].pop; name != NULL && *name != NULL; name++)
+        {
+          guint i = GPOINTER_TO_UINT (g_hash_table_lookup (open, *name));
+          for (guint k = 0; i == 0 && k < found->len; k++)
+            if (strcmp (g_array_index (found, KsSkipRoute, k).name, *name) == 0)
+              return ks_invalid (error, "layer %" G_GSIZE_FORMAT " (%s) pops '%s', which layer "
+                                 "%" G_GSIZE_FORMAT " pops already; each stash is popped once",
+                                 l, layers[l].name, *name,
+                                 g_array_index (found, KsSkipRoute, k).pop_layer);
+          if (i == 0)
+            return ks_invalid (error, "layer %" G_GSIZE_FORMAT " (%s) pops '%s', which no "
+                               "earlier layer stashes", l, layers[l].name, *name);
+          g_array_index (found, KsSkipRoute, i - 1).pop_layer = l;
+          g_array_index (found, KsSkipRoute, i - 1).pop_chunk = chunk_of (boundaries, parts, l);
+          g_hash_table_remove (open, *name);
+        }
+      for (const char *const *name = layers[l].stash; name != NULL && *name != NULL; name++)
+        {
+          for (guint i = 0; i < found->len; i++)
+            if (strcmp (g_array_index (found, KsSkipRoute, i).name, *name) == 0)
+              return ks_invalid (error, "layer %" G_GSIZE_FORMAT " (%s) stashes '%s', which "
+                                 "layer %" G_GSIZE_FORMAT " stashes already; each name is "
+                                 "stashed once (qualify it by a namespace)", l, layers[l].name,
+                                 *name, g_array_index (found, KsSkipRoute, i).stash_layer);
+          KsSkipRoute r = { *name, l, 0, chunk_of (boundaries, parts, l), -1 };
+          g_array_append_val (found, r);
+          g_hash_table_insert (open, (gpointer) *name, GUINT_TO_POINTER (found->len));
+        }
+    }
+  for (guint i = 0; i < found->len; i++)
+    {
+      const KsSkipRoute *r = &g_array_index (found, KsSkipRoute, i);
+      if (r->pop_chunk < 0)
+        return ks_invalid (error, "layer %" G_GSIZE_FORMAT " (%s) stashes '%s', which no later "
+                           "layer pops", r->stash_layer, layers[r->stash_layer].name, r->name);
+    }
+  *n_routes = found->len;
+  *routes = (KsSkipRoute *) (gpointer) g_array_free (g_steal_pointer (&found), FALSE);
   return TRUE;
 }

@@ -70,6 +70,10 @@ struct KsModel {
   float *unit;         /* a device scalar of scratch (16 floats) */
   float *scratch;      /* device scratch of scratch_len floats */
   gsize scratch_len;
+  /* skip connections (layers.c): name -> KsExpr* stashed and not yet popped, and the
+   * layer being built (whose stash and pop lists say what it may do) */
+  GHashTable *skips;
+  const KsLayerDesc *building;
 };
 
 /* model.c */
@@ -81,12 +85,13 @@ gboolean ks_expr_rename (KsExpr *e, const char *name, GError **error);
 /* Runs the backward sweep of `loss` unless it is current for the loss's value. */
 gboolean ks_model_sweep (KsModel *model, KsExpr *loss, GError **error);
 
-/* For a pipeline stage (pipeline.c): the backward sweep from `out` seeded with `seed`
- * (host floats, out's size), adding every parameter's gradient into the gradient arena
- * (not zeroed) and leaving dout/dinput in each input's grad (zero if it does not reach
- * out). */
-gboolean ks_model_sweep_from (KsModel *model, KsExpr *out, const float *seed,
-                              KsExpr *const *inputs, gsize n_inputs, GError **error);
+/* For a pipeline stage (pipeline.c): the backward sweep from `outs`, each seeded with its
+ * `seeds` (host floats, the out's size; an out that feeds another also gets what flows
+ * back into it), adding every parameter's gradient into the gradient arena (not zeroed)
+ * and leaving the gradient of each input in its grad (zero if it reaches no out). */
+gboolean ks_model_sweep_from (KsModel *model, KsExpr *const *outs, const float *const *seeds,
+                              gsize n_outs, KsExpr *const *inputs, gsize n_inputs,
+                              GError **error);
 /* The values (and per-op scratch) of the expressions first .. first + n - 1, those with
  * kept[i] (kept NULL: all), minus parameters, held aside for one micro-batch. Swapping
  * exchanges them with the model's own; a new stash holds none, so the model's next run
@@ -102,9 +107,15 @@ gboolean ks_model_recompute (KsModel *model, guint first, guint n, const gboolea
 /* The number of expressions so far (the next one's id). */
 guint ks_model_n_exprs (const KsModel *model);
 
-/* layers.c: one layer's build, its errors prefixed with its index and name */
+/* layers.c: one layer's build, its errors prefixed with its index and name; an error too
+ * when it did not stash or pop what its lists say */
 KsExpr *ks_layer_build (KsModel *model, const KsLayerDesc *layer, gsize index,
                         KsExpr *x, GError **error);
+/* Puts `value` where a layer's ks_layer_pop of `name` finds it (a pipeline stage offers
+ * the data that receives a skip from another chunk). */
+void ks_skip_offer (KsModel *model, const char *name, KsExpr *value);
+/* Takes the value stashed under `name` and not popped on this model (NULL if none). */
+KsExpr *ks_skip_take (KsModel *model, const char *name);
 
 /* model-ops.c */
 gboolean ks_op_forward (KsExpr *expr, GError **error);

@@ -26,6 +26,7 @@ ks_model_new (KsCompute *compute)
   model->plans = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                         (GDestroyNotify) g_array_unref);
   model->training = TRUE;
+  model->skips = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   return model;
 }
 
@@ -37,6 +38,7 @@ ks_model_free (KsModel *model)
   g_ptr_array_unref (model->exprs); /* before the arenas their views point into */
   g_hash_table_unref (model->by_name);
   g_hash_table_unref (model->plans);
+  g_hash_table_unref (model->skips);
   ks_arena_free (model->params);
   ks_arena_free (model->grads);
   if (model->compute != NULL)
@@ -575,23 +577,35 @@ ks_model_backward (KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_
   return TRUE;
 }
 
+/* The highest id of `outs`. */
+static guint
+top_of (KsExpr *const *outs, gsize n_outs)
+{
+  guint top = 0;
+  for (gsize i = 0; i < n_outs; i++)
+    top = MAX (top, outs[i]->id);
+  return top;
+}
+
 /* The part of a sweep every kind shares: with the roots' needs_grad set, marks every
- * expression between them and `out`, gives each a gradient tensor, and says which
- * expressions are ancestors of out. */
+ * expression between them and `outs`, gives each a gradient tensor, and says which
+ * expressions are ancestors of an out. */
 static gboolean
-mark_between (KsModel *model, KsExpr *out, GError **error)
+mark_between (KsModel *model, KsExpr *const *outs, gsize n_outs, GError **error)
 {
   g_autofree gboolean *ancestor = g_new0 (gboolean, model->exprs->len);
+  guint top = top_of (outs, n_outs);
 
-  ancestor[out->id] = TRUE;
-  for (guint i = out->id + 1; i-- > 0;)
+  for (gsize i = 0; i < n_outs; i++)
+    ancestor[outs[i]->id] = TRUE;
+  for (guint i = top + 1; i-- > 0;)
     if (ancestor[i])
       {
         KsExpr *e = g_ptr_array_index (model->exprs, i);
         for (guint k = 0; k < e->n_in; k++)
           ancestor[e->in[k]->id] = TRUE;
       }
-  for (guint i = 0; i <= out->id; i++)
+  for (guint i = 0; i <= top; i++)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, i);
       for (guint k = 0; k < e->n_in && e->op != OP_GRAD && e->op != OP_ACCURACY; k++)
@@ -612,17 +626,35 @@ mark_between (KsModel *model, KsExpr *out, GError **error)
   return TRUE;
 }
 
-/* Seeds out's gradient with `seed` (host floats, out's size) and runs every marked op's
- * backward from out down; `last_use` (may be NULL) drives the grad_ready callback. */
+/* Seeds each marked out's gradient with its seed (host floats, the out's size) and runs
+ * every marked op's backward from the top out down, so an out that feeds another gets
+ * the seed plus what flows back into it; `last_use` (may be NULL) drives the grad_ready
+ * callback. */
 static gboolean
-sweep_down (KsModel *model, KsExpr *out, const float *seed, const guint *last_use,
-            GError **error)
+sweep_down (KsModel *model, KsExpr *const *outs, const float *const *seeds, gsize n_outs,
+            const guint *last_use, GError **error)
 {
-  if (!ks_compute_copy_to_device (model->compute, out->grad->data, seed,
-                                  out->numel * sizeof (float), error))
-    return FALSE;
-  out->grad_fresh = FALSE;
-  for (guint i = out->id + 1; i-- > 0;)
+  for (gsize i = 0; i < n_outs; i++)
+    {
+      KsExpr *out = outs[i];
+      g_autofree float *sum = NULL;
+      if (!out->needs_grad || !out->grad_fresh) /* seeded already, with its repeats */
+        continue;
+      for (gsize j = i + 1; j < n_outs; j++) /* an out given twice: the seeds add */
+        if (outs[j] == out)
+          {
+            if (sum == NULL)
+              sum = g_memdup2 (seeds[i], out->numel * sizeof (float));
+            for (gsize k = 0; k < out->numel; k++)
+              sum[k] += seeds[j][k];
+          }
+      if (!ks_compute_copy_to_device (model->compute, out->grad->data,
+                                      sum != NULL ? sum : seeds[i],
+                                      out->numel * sizeof (float), error))
+        return FALSE;
+      out->grad_fresh = FALSE;
+    }
+  for (guint i = top_of (outs, n_outs) + 1; i-- > 0;)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, i);
       if (e->needs_grad && e->n_in > 0
@@ -657,7 +689,7 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
             return FALSE;
         }
     }
-  if (!mark_between (model, loss, error))
+  if (!mark_between (model, &loss, 1, error))
     return FALSE;
   /* for the grad_ready callback: each parameter's lowest-id consumer in this sweep, and
    * at once the parameters this loss does not reach (their zero is final) */
@@ -681,7 +713,7 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
     }
   if (!loss->needs_grad)
     return TRUE; /* no parameter of this backward reaches the loss: gradients stay zero */
-  if (!sweep_down (model, loss, &one, last_use, error))
+  if (!sweep_down (model, &loss, (const float *const[]) { &one }, 1, last_use, error))
     return FALSE;
   model->swept_loss = loss;
   model->swept_version = loss->version;
@@ -689,8 +721,8 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
 }
 
 gboolean
-ks_model_sweep_from (KsModel *model, KsExpr *out, const float *seed, KsExpr *const *inputs,
-                     gsize n_inputs, GError **error)
+ks_model_sweep_from (KsModel *model, KsExpr *const *outs, const float *const *seeds,
+                     gsize n_outs, KsExpr *const *inputs, gsize n_inputs, GError **error)
 {
   for (guint i = 0; i < model->exprs->len; i++)
     {
@@ -700,14 +732,21 @@ ks_model_sweep_from (KsModel *model, KsExpr *out, const float *seed, KsExpr *con
   for (gsize i = 0; i < n_inputs; i++)
     inputs[i]->needs_grad = TRUE;
   model->swept_loss = NULL; /* a later ks_model_sweep must not think itself current */
-  if (!mark_between (model, out, error)
-      || (out->needs_grad && !sweep_down (model, out, seed, NULL, error)))
+  if (!mark_between (model, outs, n_outs, error)
+      || !sweep_down (model, outs, seeds, n_outs, NULL, error))
     return FALSE;
-  for (gsize i = 0; i < n_inputs; i++) /* an input that does not reach out: zero */
-    if ((inputs[i]->grad_fresh || !out->needs_grad) && inputs[i]->grad != NULL
-        && !ks_compute_fill_zero (model->compute, inputs[i]->grad->data,
-                                  ks_tensor_nbytes (inputs[i]->grad), error))
-      return FALSE;
+  for (gsize i = 0; i < n_inputs; i++) /* an input that reaches no out: zero */
+    {
+      KsExpr *x = inputs[i];
+      if (x->needs_grad && !x->grad_fresh)
+        continue;
+      if ((x->grad == NULL
+           && (x->grad = ks_tensor_new (model->compute, KS_DTYPE_FLOAT32, x->ndim, x->shape,
+                                        error)) == NULL)
+          || !ks_compute_fill_zero (model->compute, x->grad->data, ks_tensor_nbytes (x->grad),
+                                    error))
+        return FALSE;
+    }
   return TRUE;
 }
 

@@ -12,13 +12,29 @@
 
 #include <string.h>
 
-enum { TAG_ACTIVATION = 1, TAG_GRADIENT, TAG_SHAPE, TAG_SHARED_INIT, TAG_SHARED_GRAD, TAG_TRACE };
+/* the skip kinds name their route where the others name a chunk */
+enum { TAG_ACTIVATION = 1, TAG_GRADIENT, TAG_SHAPE, TAG_SHARED_INIT, TAG_SHARED_GRAD, TAG_TRACE,
+       TAG_SKIP_SHAPE, TAG_SKIP_VALUE, TAG_SKIP_GRAD };
 
 static guint32
 tag_of (int kind, int chunk, int micro_batch)
 {
   return (guint32) kind << 28 | (guint32) chunk << 16 | (guint32) micro_batch;
 }
+
+typedef struct {
+  gint64 ndim, shape[KS_TENSOR_MAX_DIMS];
+} ShapeMessage;
+
+/* A chunk's end of a skip connection to another chunk. */
+typedef struct {
+  int route;              /* index in the pipeline's routes */
+  int peer;               /* the stage of the other end */
+  KsExpr *expr;           /* stashing end: the stashed value; popping end: its data */
+  gsize numel;
+  float *value, *grad;    /* per micro-batch, on the host */
+  ShapeMessage shape;     /* stashing end: sent to the popping end at build time */
+} SkipEnd;
 
 typedef struct {
   int global;             /* its global chunk */
@@ -31,6 +47,7 @@ typedef struct {
   GPtrArray *spare;       /* stashes holding tensors free for the next forward */
   gsize in_numel, out_numel;
   float *act_in, *act_out, *grad_in, *grad_out; /* per micro-batch, on the host */
+  GPtrArray *skip_out, *skip_in; /* SkipEnd: values this chunk stashes and pops */
 } Chunk;
 
 typedef struct {
@@ -51,6 +68,8 @@ struct KsPipeline {
   KsSchedule *schedule;
   KsModel *model;
   Chunk *chunks;        /* the v local chunks */
+  KsSkipRoute *routes;  /* the skip layout */
+  gsize n_routes;
   GArray *shared;       /* Shared, by name */
   GHashTable *mailbox;  /* tag -> GBytes: transfers from this stage to itself */
   GPtrArray *pending;   /* KsCommRequest of sends still in flight */
@@ -73,6 +92,18 @@ chunk_clear (Chunk *c, int m)
   g_free (c->act_out);
   g_free (c->grad_in);
   g_free (c->grad_out);
+  if (c->skip_out != NULL)
+    g_ptr_array_unref (c->skip_out);
+  if (c->skip_in != NULL)
+    g_ptr_array_unref (c->skip_in);
+}
+
+static void
+skip_end_free (SkipEnd *end)
+{
+  g_free (end->value);
+  g_free (end->grad);
+  g_free (end);
 }
 
 /* Completes every send in flight (their buffers are reused by the next step). */
@@ -116,6 +147,7 @@ ks_pipeline_free (KsPipeline *pl)
   for (int c = 0; pl->chunks != NULL && c < pl->v; c++)
     chunk_clear (&pl->chunks[c], pl->m);
   g_free (pl->chunks);
+  g_free (pl->routes);
   for (guint i = 0; pl->shared != NULL && i < pl->shared->len; i++)
     g_free (g_array_index (pl->shared, Shared, i).name);
   if (pl->shared != NULL)
@@ -167,10 +199,6 @@ recv_from (KsPipeline *pl, void *buf, gsize nbytes, int peer, guint32 tag, GErro
 
 /* ---- building this stage's chunks ---- */
 
-typedef struct {
-  gint64 ndim, shape[KS_TENSOR_MAX_DIMS];
-} ShapeMessage;
-
 /* The stages owning each shared parameter, from the segmentation alone (every stage
  * finds the same). */
 static gboolean
@@ -209,6 +237,65 @@ find_shared (KsPipeline *pl, const KsPipelineShape *shape, const KsLayerDesc *la
   return TRUE;
 }
 
+/* Before a chunk's layers: for each value popped there that another chunk stashes, data
+ * shaped as that chunk says, where the popping layer finds it. */
+static gboolean
+receive_skip_shapes (KsPipeline *pl, Chunk *c, GError **error)
+{
+  c->skip_in = g_ptr_array_new_with_free_func ((GDestroyNotify) skip_end_free);
+  for (gsize r = 0; r < pl->n_routes; r++)
+    {
+      const KsSkipRoute *route = &pl->routes[r];
+      g_autofree char *name = g_strdup_printf ("pipe.skip.%s", route->name);
+      SkipEnd *end;
+      if (route->pop_chunk != c->global || route->stash_chunk == c->global)
+        continue;
+      end = g_new0 (SkipEnd, 1);
+      g_ptr_array_add (c->skip_in, end);
+      end->route = r;
+      end->peer = route->stash_chunk % pl->p;
+      if (!recv_from (pl, &end->shape, sizeof end->shape, end->peer,
+                      tag_of (TAG_SKIP_SHAPE, r, 0), error)
+          || (end->expr = ks_model_data (pl->model, name, end->shape.ndim, end->shape.shape,
+                                         KS_DTYPE_FLOAT32, error)) == NULL)
+        return FALSE;
+      end->numel = end->expr->numel;
+      end->value = g_new (float, pl->m * end->numel);
+      end->grad = g_new (float, pl->m * end->numel);
+      ks_skip_offer (pl->model, route->name, end->expr);
+    }
+  return TRUE;
+}
+
+/* After a chunk's layers: each value stashed there for another chunk, its shape sent to
+ * that chunk's stage. */
+static gboolean
+send_skip_shapes (KsPipeline *pl, Chunk *c, GError **error)
+{
+  c->skip_out = g_ptr_array_new_with_free_func ((GDestroyNotify) skip_end_free);
+  for (gsize r = 0; r < pl->n_routes; r++)
+    {
+      const KsSkipRoute *route = &pl->routes[r];
+      SkipEnd *end;
+      if (route->stash_chunk != c->global || route->pop_chunk == c->global)
+        continue;
+      end = g_new0 (SkipEnd, 1);
+      g_ptr_array_add (c->skip_out, end);
+      end->route = r;
+      end->peer = route->pop_chunk % pl->p;
+      end->expr = ks_skip_take (pl->model, route->name); /* the layer checked it stashed */
+      end->numel = end->expr->numel;
+      end->value = g_new (float, pl->m * end->numel);
+      end->grad = g_new (float, pl->m * end->numel);
+      end->shape.ndim = end->expr->ndim;
+      memcpy (end->shape.shape, end->expr->shape, sizeof end->expr->shape);
+      if (!send_to (pl, &end->shape, sizeof end->shape, end->peer,
+                    tag_of (TAG_SKIP_SHAPE, r, 0), error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 build_chunk (KsPipeline *pl, Chunk *c, const KsPipelineShape *shape, const KsLayerDesc *layers,
              const KsLayerDesc *loss, const KsLayerDesc *metric, ShapeMessage *carried,
@@ -233,6 +320,8 @@ build_chunk (KsPipeline *pl, Chunk *c, const KsPipelineShape *shape, const KsLay
     }
   else
     c->first = ks_model_n_exprs (pl->model);
+  if (!receive_skip_shapes (pl, c, error))
+    return FALSE;
   for (gsize l = shape->boundaries[g]; l < shape->boundaries[g + 1]; l++)
     {
       if ((x = ks_layer_build (pl->model, &layers[l], l, x, error)) == NULL)
@@ -240,6 +329,8 @@ build_chunk (KsPipeline *pl, Chunk *c, const KsPipelineShape *shape, const KsLay
       if (pl->recompute > 0 && (l - shape->boundaries[g] + 1) % pl->recompute == 0)
         g_array_append_val (kept_ids, x->id);
     }
+  if (!send_skip_shapes (pl, c, error))
+    return FALSE;
   if (g == last)
     {
       KsExpr *logits = x;
@@ -335,8 +426,16 @@ ks_pipeline_new (KsCompute *compute, KsComm *comm, int stage, const KsPipelineSh
   pl->recompute = shape->recompute_interval;
   pl->model = ks_model_new (compute);
   pl->chunks = g_new0 (Chunk, v);
-  if (!find_shared (pl, shape, layers, n_layers, error))
+  if (!find_shared (pl, shape, layers, n_layers, error)
+      || !ks_skip_layout (layers, n_layers, shape->boundaries, p * v, &pl->routes,
+                          &pl->n_routes, error))
     return NULL;
+  if (pl->n_routes > 4095)
+    {
+      ks_invalid (error, "pipeline: %" G_GSIZE_FORMAT " skip connections; at most 4095",
+                  pl->n_routes);
+      return NULL;
+    }
   /* in global chunk order, each stage waiting for its input's shape */
   for (int g = 0; g < p * v; g++)
     {
@@ -350,6 +449,8 @@ ks_pipeline_new (KsCompute *compute, KsComm *comm, int stage, const KsPipelineSh
           return NULL;
         }
     }
+  if (!drain (pl, error)) /* the skip shapes */
+    return NULL;
   return g_steal_pointer (&pl);
 }
 
@@ -541,9 +642,34 @@ run_forward (KsPipeline *pl, Chunk *c, int mb, const KsFeed *feeds, gsize n_feed
       KsFeed f = { c->input->name, c->act_in + mb * c->in_numel, c->in_numel * sizeof (float) };
       g_array_append_val (mine, f);
     }
+  for (guint i = 0; i < c->skip_in->len; i++) /* popped here, stashed by another chunk */
+    {
+      SkipEnd *end = g_ptr_array_index (c->skip_in, i);
+      KsFeed f = { end->expr->name, end->value + mb * end->numel, end->numel * sizeof (float) };
+      if (!recv_from (pl, end->value + mb * end->numel, f.nbytes, end->peer,
+                      tag_of (TAG_SKIP_VALUE, end->route, mb), error))
+        return FALSE;
+      g_array_append_val (mine, f);
+    }
+  g_autoptr (GPtrArray) targets = g_ptr_array_new ();
+  g_ptr_array_add (targets, target);
+  for (guint i = 0; i < c->skip_out->len; i++)
+    g_ptr_array_add (targets, ((SkipEnd *) g_ptr_array_index (c->skip_out, i))->expr);
   /* the same dropout masks for the forward and its recompute, different per step */
   ks_model_set_rng_state (pl->model, (guint64) pl->steps * pl->m + mb);
-  return ks_model_run (pl->model, (const KsFeed *) mine->data, mine->len, &target, 1, error);
+  if (!ks_model_run (pl->model, (const KsFeed *) mine->data, mine->len,
+                     (KsExpr **) targets->pdata, targets->len, error))
+    return FALSE;
+  for (guint i = 0; i < c->skip_out->len; i++) /* stashed here: straight to the popper */
+    {
+      SkipEnd *end = g_ptr_array_index (c->skip_out, i);
+      float *value = end->value + mb * end->numel;
+      if (!ks_tensor_to_host (end->expr->value, value, end->numel * sizeof (float), error)
+          || !send_to (pl, value, end->numel * sizeof (float), end->peer,
+                       tag_of (TAG_SKIP_VALUE, end->route, mb), error))
+        return FALSE;
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -585,13 +711,41 @@ backward (KsPipeline *pl, Chunk *c, int mb, GError **error)
       if (!ks_model_recompute (pl->model, c->first, c->n, c->kept, error))
         return FALSE;
     }
-  if (!ks_model_sweep_from (pl->model, c->out,
-                            c->out_numel > 0 ? c->grad_in + mb * c->out_numel : &mean,
-                            &c->input, c->input != NULL ? 1 : 0, error))
+  /* seeds: the next chunk's gradient (1/m of the loss's), and the popping chunks' */
+  g_autoptr (GPtrArray) outs = g_ptr_array_new (), seeds = g_ptr_array_new ();
+  g_autoptr (GPtrArray) inputs = g_ptr_array_new ();
+  g_ptr_array_add (outs, c->out);
+  g_ptr_array_add (seeds, c->out_numel > 0 ? c->grad_in + mb * c->out_numel : (float *) &mean);
+  for (guint i = 0; i < c->skip_out->len; i++)
+    {
+      SkipEnd *end = g_ptr_array_index (c->skip_out, i);
+      if (!recv_from (pl, end->grad + mb * end->numel, end->numel * sizeof (float), end->peer,
+                      tag_of (TAG_SKIP_GRAD, end->route, mb), error))
+        return FALSE;
+      g_ptr_array_add (outs, end->expr);
+      g_ptr_array_add (seeds, end->grad + mb * end->numel);
+    }
+  if (c->input != NULL)
+    g_ptr_array_add (inputs, c->input);
+  for (guint i = 0; i < c->skip_in->len; i++)
+    g_ptr_array_add (inputs, ((SkipEnd *) g_ptr_array_index (c->skip_in, i))->expr);
+  if (!ks_model_sweep_from (pl->model, (KsExpr **) outs->pdata, (const float **) seeds->pdata,
+                            outs->len, (KsExpr **) inputs->pdata, inputs->len, error))
     return FALSE;
-  return c->input == NULL
-         || ks_tensor_to_host (c->input->grad, c->grad_out + mb * c->in_numel,
-                               c->in_numel * sizeof (float), error);
+  if (c->input != NULL
+      && !ks_tensor_to_host (c->input->grad, c->grad_out + mb * c->in_numel,
+                             c->in_numel * sizeof (float), error))
+    return FALSE;
+  for (guint i = 0; i < c->skip_in->len; i++) /* back to the stashing chunk */
+    {
+      SkipEnd *end = g_ptr_array_index (c->skip_in, i);
+      float *grad = end->grad + mb * end->numel;
+      if (!ks_tensor_to_host (end->expr->grad, grad, end->numel * sizeof (float), error)
+          || !send_to (pl, grad, end->numel * sizeof (float), end->peer,
+                       tag_of (TAG_SKIP_GRAD, end->route, mb), error))
+        return FALSE;
+    }
+  return TRUE;
 }
 
 /* A transfer's buffer (this micro-batch's slot of the chunk), size and tag; the tag

@@ -1,7 +1,10 @@
 /* Pipelined training against one process, with real processes over 127.0.0.1.
  *
  * The model: an embedding whose table is shared with the output layer (a SharedLayerDesc
- * on the first and last stage), six residual tanh blocks, and the tied head. Each case
+ * on the first and last stage), six residual tanh blocks, and the tied head. Two skip
+ * connections: block 1 stashes its output for block 6 ("long/h1", across 1 to 3 stages
+ * depending on the cut), and block 3 its input for block 4 ("short/x3", which with two
+ * virtual stages goes from stage 1 back to stage 0). Each case
  * starts this program once per stage of each of D data-parallel replicas (`test-pipe-train
  * --rank R P V M SCHEDULE RECOMPUTE D DIR`; rank R is stage R mod P of replica R / P, which
  * is fed its own rows of the batch); a stage trains the same model on the whole batch in
@@ -20,6 +23,8 @@ enum { VOCAB = 12, WIDTH = 8, BLOCKS = 6, BATCH = 16, STEPS = 6 };
 typedef struct {
   int index;
   gint64 rows; /* per micro-batch (the whole batch in one process) */
+  /* skip connections: the block stashes its input or its output, or pops and adds */
+  const char *stash_input, *stash_output, *pop;
 } LayerArgs;
 
 static KsExpr *
@@ -40,8 +45,14 @@ block (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
 {
   const LayerArgs *a = args;
   g_autofree char *name = g_strdup_printf ("block%d", a->index);
-  KsExpr *h = ks_fc (x, WIDTH, KS_UNARY_TANH, name, 100 + a->index, error);
-  return h == NULL ? NULL : ks_add (x, h, error);
+  KsExpr *h = ks_fc (x, WIDTH, KS_UNARY_TANH, name, 100 + a->index, error), *skip, *out;
+  if (h == NULL || (out = ks_add (x, h, error)) == NULL
+      || (a->stash_input != NULL && !ks_layer_stash (model, a->stash_input, x, error))
+      || (a->stash_output != NULL && !ks_layer_stash (model, a->stash_output, out, error)))
+    return NULL;
+  if (a->pop == NULL)
+    return out;
+  return (skip = ks_layer_pop (model, a->pop, error)) == NULL ? NULL : ks_add (out, skip, error);
 }
 
 /* logits = x wte^T + b: the embedding's table again */
@@ -88,11 +99,21 @@ static void
 describe (LayerArgs *args, gint64 rows, KsLayerDesc *layers, KsLayerDesc *loss_desc,
           KsLayerDesc *metric_desc)
 {
+  static const char *const long_skip[] = { "long/h1", NULL }, *const short_skip[] = {
+    "short/x3", NULL };
   for (int i = 0; i < N_LAYERS + 1; i++)
     args[i] = (LayerArgs) { i, rows };
   layers[0] = (KsLayerDesc) { "Embedding", embed, &args[0], "wte" };
   for (int i = 1; i <= BLOCKS; i++)
     layers[i] = (KsLayerDesc) { "Block", block, &args[i], NULL };
+  args[1].stash_output = long_skip[0];
+  layers[1].stash = long_skip;
+  args[6].pop = long_skip[0];
+  layers[6].pop = long_skip;
+  args[3].stash_input = short_skip[0];
+  layers[3].stash = short_skip;
+  args[4].pop = short_skip[0];
+  layers[4].pop = short_skip;
   layers[N_LAYERS - 1] = (KsLayerDesc) { "Head", head, &args[N_LAYERS - 1], "wte" };
   *loss_desc = (KsLayerDesc) { "CrossEntropy", loss, &args[N_LAYERS], NULL };
   *metric_desc = (KsLayerDesc) { "Accuracy", accuracy, &args[N_LAYERS], NULL };
@@ -243,6 +264,78 @@ run_stage (char **argv)
 }
 
 static const char *self;
+
+/* The skip layout of the test model under a cut, and every wrong description refused at
+ * build time with the layer named. */
+static void
+test_skip_layout (void)
+{
+  LayerArgs args[N_LAYERS + 1];
+  KsLayerDesc layers[N_LAYERS], loss_desc, metric_desc;
+  const gsize four[] = { 0, 2, 4, 6, 8 };
+  g_autofree KsSkipRoute *routes = NULL;
+  gsize n_routes;
+  GError *error = NULL;
+
+  describe (args, 4, layers, &loss_desc, &metric_desc);
+  g_assert_true (ks_skip_layout (layers, N_LAYERS, four, 4, &routes, &n_routes, &error));
+  g_assert_cmpuint (n_routes, ==, 2);
+  g_assert_cmpstr (routes[0].name, ==, "long/h1");
+  g_assert_cmpuint (routes[0].stash_layer, ==, 1);
+  g_assert_cmpuint (routes[0].pop_layer, ==, 6);
+  g_assert_cmpint (routes[0].stash_chunk, ==, 0);
+  g_assert_cmpint (routes[0].pop_chunk, ==, 3);
+  g_assert_cmpstr (routes[1].name, ==, "short/x3");
+  g_assert_cmpint (routes[1].stash_chunk, ==, 1);
+  g_assert_cmpint (routes[1].pop_chunk, ==, 2);
+
+  static const char *const long_skip[] = { "long/h1", NULL }, *const other[] = { "other", NULL };
+  static const struct {
+    int layer;
+    gboolean stash; /* else pop */
+    const char *const *names;
+    const char *want;
+  } wrong[] = {
+    { 2, FALSE, other, "layer 2 (Block) pops 'other', which no earlier layer stashes" },
+    { 5, TRUE, other, "layer 5 (Block) stashes 'other', which no later layer pops" },
+    { 2, TRUE, long_skip, "layer 2 (Block) stashes 'long/h1', which layer 1 stashes already" },
+    { 7, FALSE, long_skip, "layer 7 (Head) pops 'long/h1', which layer 6 pops already" },
+    { 1, FALSE, long_skip, "layer 1 (Block) pops 'long/h1', which no earlier layer stashes" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (wrong); i++)
+    {
+      KsLayerDesc bad[N_LAYERS];
+      g_autofree KsSkipRoute *none = NULL;
+      memcpy (bad, layers, sizeof bad);
+      if (wrong[i].stash)
+        bad[wrong[i].layer].stash = wrong[i].names;
+      else
+        bad[wrong[i].layer].pop = wrong[i].names;
+      g_assert_false (ks_skip_layout (bad, N_LAYERS, four, 4, &none, &n_routes, &error));
+      g_assert_nonnull (error);
+      if (strstr (error->message, wrong[i].want) == NULL)
+        g_error ("case %u: want '%s', got '%s'", i, wrong[i].want, error->message);
+      g_assert_null (none);
+      g_clear_error (&error);
+    }
+
+  /* a builder that does not do what its lists say */
+  g_autoptr (KsModel) model = ks_model_new (NULL);
+  KsExpr *out;
+  args[3].stash_input = NULL; /* layer 3 still lists "short/x3" */
+  g_assert_false (ks_layers_build (model, layers, N_LAYERS, &out, &error));
+  g_assert_cmpstr (error->message, ==, "layer 3 (Block): its stash list names 'short/x3' but "
+                                       "it did not stash it");
+  g_clear_error (&error);
+  describe (args, 4, layers, &loss_desc, &metric_desc);
+  layers[6].pop = NULL; /* the builder pops it all the same */
+  layers[7].pop = long_skip;
+  g_autoptr (KsModel) model2 = ks_model_new (NULL);
+  g_assert_false (ks_layers_build (model2, layers, N_LAYERS, &out, &error));
+  g_assert_cmpstr (error->message, ==, "layer 6 (Block): pops 'long/h1' but its pop list does "
+                                       "not name it");
+  g_clear_error (&error);
+}
 
 /* Runs every stage of one configuration; fails the test with their messages. */
 typedef struct {
@@ -503,6 +596,7 @@ main (int argc, char **argv)
                                                c->p, c->v, c->m, c->schedule, c->recompute, c->d);
       g_test_add_data_func (path, c, (GTestDataFunc) run_job);
     }
+  g_test_add_func ("/pipeline/skip-layout", test_skip_layout);
   g_test_add_func ("/pipeline/launch", test_launch);
   g_test_add_func ("/pipeline/launch-errors", test_launch_errors);
   g_test_add_func ("/pipeline/segment-command", test_segment_command);

@@ -95,7 +95,34 @@ typedef struct {
    * layers naming it (made with ks_model_shared_parameter). On a pipeline it starts as
    * the lowest owning stage's and its gradient is summed over the owning stages. */
   const char *shared;
+  /* Skip connections (torchgpipe's stash and pop), NULL-terminated lists or NULL: the
+   * names the builder stashes with ks_layer_stash and pops with ks_layer_pop. Each name
+   * is stashed by one layer and popped by exactly one later layer; on a pipeline the
+   * tensor goes straight from the stashing stage to the popping one, and its gradient
+   * back. A builder used twice qualifies its names by a namespace ("enc1/x"). */
+  const char *const *stash;
+  const char *const *pop;
 } KsLayerDesc;
+
+/* In a layer's builder: sets `value` (float32) aside under `name` for a later layer. */
+gboolean ks_layer_stash (KsModel *model, const char *name, KsExpr *value, GError **error);
+/* In a layer's builder: the value an earlier layer stashed under `name` (on a pipeline,
+ * the data that receives it from the stashing chunk). */
+KsExpr *ks_layer_pop (KsModel *model, const char *name, GError **error);
+
+/* One skip connection under a segmentation. */
+typedef struct {
+  const char *name;             /* the layer list's string */
+  gsize stash_layer, pop_layer;
+  int stash_chunk, pop_chunk;   /* global chunks */
+} KsSkipRoute;
+
+/* The skip layout of `layers` cut at `boundaries` (parts + 1 entries): every route in
+ * the order of the stashing layers. An error names the layer when a name is popped but
+ * no earlier layer stashes it, stashed but never popped, or stashed or popped twice.
+ * Free *routes with g_free. */
+gboolean ks_skip_layout (const KsLayerDesc *layers, gsize n_layers, const gsize *boundaries,
+                         gsize parts, KsSkipRoute **routes, gsize *n_routes, GError **error);
 
 /* The parameter `name`, made now (as ks_model_parameter) or the existing one when a
  * shared layer made it before; an error if that one has another shape. */
