@@ -1,4 +1,5 @@
-/* A GPT built from the model's layers (after GPT-2 / llm.c, pre-norm). */
+/* A GPT built from the model's layers (after GPT-2 / llm.c, pre-norm), as a layer list:
+ * the embeddings, the blocks, the final norm with the head, and the loss. */
 #include "ks-private.h"
 
 /* x, or dropout of x when the shape asks for it */
@@ -8,9 +9,33 @@ maybe_dropout (KsExpr *x, const KsGptShape *s, guint64 seed, GError **error)
   return x == NULL || s->dropout <= 0 ? x : ks_dropout (x, s->dropout, seed, error);
 }
 
+/* The data "tokens" and "positions", their embeddings summed. */
 static KsExpr *
-block (KsExpr *h, const KsGptShape *s, gint64 layer, GError **error)
+embeddings (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
 {
+  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
+  const gint64 ids[] = { s->batch * s->context };
+  const gint64 wte[] = { s->vocab, s->width }, wpe[] = { s->context, s->width };
+  KsInit small = { KS_INIT_NORMAL, 0, 0.02, s->seed };
+  KsInit small_pos = { KS_INIT_NORMAL, 0, 0.01, s->seed + 7 };
+  KsExpr *tokens, *positions, *te, *pe;
+
+  if ((tokens = ks_model_data (model, "tokens", 1, ids, KS_DTYPE_INT64, error)) == NULL
+      || (positions = ks_model_data (model, "positions", 1, ids, KS_DTYPE_INT64, error)) == NULL
+      || (te = ks_model_parameter (model, "wte", 2, wte, small, error)) == NULL
+      || (pe = ks_model_parameter (model, "wpe", 2, wpe, small_pos, error)) == NULL
+      || (te = ks_embedding (tokens, te, error)) == NULL
+      || (pe = ks_embedding (positions, pe, error)) == NULL)
+    return NULL;
+  return maybe_dropout (ks_add (te, pe, error), s, s->seed + 8, error);
+}
+
+/* Block `index`: causal self-attention, then a GELU MLP, each added to the residual. */
+static KsExpr *
+block (KsModel *model, KsExpr *h, gconstpointer args, GError **error)
+{
+  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
+  gint64 layer = ((const KsGptLayerArgs *) args)->index;
   g_autofree char *ln1 = g_strdup_printf ("h%" G_GINT64_FORMAT ".ln1", layer);
   g_autofree char *qkv = g_strdup_printf ("h%" G_GINT64_FORMAT ".attn.qkv", layer);
   g_autofree char *proj = g_strdup_printf ("h%" G_GINT64_FORMAT ".attn.proj", layer);
@@ -33,16 +58,31 @@ block (KsExpr *h, const KsGptShape *s, gint64 layer, GError **error)
   return ks_add (h, a, error);
 }
 
-gboolean
-ks_gpt_build (KsModel *model, const KsGptShape *s, KsExpr **logits, KsExpr **loss,
-              GError **error)
+/* The final norm and the head: the logits [batch * context, vocab]. */
+static KsExpr *
+head (KsModel *model, KsExpr *h, gconstpointer args, GError **error)
 {
-  const gint64 ids[] = { s->batch * s->context };
-  const gint64 wte[] = { s->vocab, s->width }, wpe[] = { s->context, s->width };
-  KsInit small = { KS_INIT_NORMAL, 0, 0.02, s->seed };
-  KsInit small_pos = { KS_INIT_NORMAL, 0, 0.01, s->seed + 7 };
-  KsExpr *tokens, *positions, *targets, *h, *te, *pe;
+  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
+  if ((h = ks_layer_norm (h, "ln_f", 1e-5f, error)) == NULL)
+    return NULL;
+  return ks_fc (h, s->vocab, -1, "head", s->seed + 999, error);
+}
 
+/* The mean next-token cross entropy against the data "targets". */
+static KsExpr *
+next_token_loss (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
+{
+  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
+  const gint64 ids[] = { s->batch * s->context };
+  KsExpr *targets = ks_model_data (model, "targets", 1, ids, KS_DTYPE_INT64, error);
+  return targets == NULL ? NULL : ks_softmax_cross_entropy (logits, targets, error);
+}
+
+gboolean
+ks_gpt_describe (const KsGptShape *s, KsGptLayerArgs *args, KsLayerDesc *layers,
+                 KsLayerDesc *loss, GError **error)
+{
+  gsize last = s->layers + 1;
   if (s->width % s->heads != 0)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -50,20 +90,25 @@ ks_gpt_build (KsModel *model, const KsGptShape *s, KsExpr **logits, KsExpr **los
                    " heads", s->width, s->heads);
       return FALSE;
     }
-  if ((tokens = ks_model_data (model, "tokens", 1, ids, KS_DTYPE_INT64, error)) == NULL
-      || (positions = ks_model_data (model, "positions", 1, ids, KS_DTYPE_INT64, error)) == NULL
-      || (targets = ks_model_data (model, "targets", 1, ids, KS_DTYPE_INT64, error)) == NULL
-      || (te = ks_model_parameter (model, "wte", 2, wte, small, error)) == NULL
-      || (pe = ks_model_parameter (model, "wpe", 2, wpe, small_pos, error)) == NULL
-      || (te = ks_embedding (tokens, te, error)) == NULL
-      || (pe = ks_embedding (positions, pe, error)) == NULL
-      || (h = maybe_dropout (ks_add (te, pe, error), s, s->seed + 8, error)) == NULL)
-    return FALSE;
-  for (gint64 l = 0; l < s->layers && h != NULL; l++)
-    h = block (h, s, l, error);
-  if (h == NULL || (h = ks_layer_norm (h, "ln_f", 1e-5f, error)) == NULL
-      || (*logits = ks_fc (h, s->vocab, -1, "head", s->seed + 999, error)) == NULL
-      || (*loss = ks_softmax_cross_entropy (*logits, targets, error)) == NULL)
-    return FALSE;
+  for (gsize i = 0; i <= last; i++)
+    args[i] = (KsGptLayerArgs) { s, (gint64) i - 1 };
+  layers[0] = (KsLayerDesc) { "Embedding", embeddings, &args[0] };
+  for (gsize i = 1; i < last; i++)
+    layers[i] = (KsLayerDesc) { "Block", block, &args[i] };
+  layers[last] = (KsLayerDesc) { "Head", head, &args[last] };
+  *loss = (KsLayerDesc) { "CrossEntropy", next_token_loss, &args[last] };
   return TRUE;
+}
+
+gboolean
+ks_gpt_build (KsModel *model, const KsGptShape *s, KsExpr **logits, KsExpr **loss,
+              GError **error)
+{
+  g_autofree KsGptLayerArgs *args = g_new (KsGptLayerArgs, s->layers + 2);
+  g_autofree KsLayerDesc *layers = g_new (KsLayerDesc, s->layers + 2);
+  KsLayerDesc loss_desc;
+
+  return ks_gpt_describe (s, args, layers, &loss_desc, error)
+         && ks_layers_build (model, layers, s->layers + 2, logits, error)
+         && (*loss = loss_desc.build (model, *logits, loss_desc.args, error)) != NULL;
 }

@@ -252,9 +252,13 @@ static const TrainTask points_task = {
 
 /* ---- gpt on a text ---- */
 
-/* What both GPT tasks feed, first in their task data: rows of `context` tokens, their
- * positions and the next tokens. */
+/* What both GPT tasks keep first in their task data: the model's shape and its layer
+ * list, and what they feed: rows of `context` tokens, their positions and the next
+ * tokens. */
 typedef struct {
+  KsGptShape shape;
+  KsGptLayerArgs *args;
+  KsLayerDesc *layers, loss;
   gsize context;
   gint64 *tokens, *positions, *targets;
   char *description;
@@ -266,27 +270,31 @@ typedef struct {
   gsize split; /* tokens before `split` train, the rest is held out */
 } Text;
 
-/* The GPT of [model] with `vocab` tokens, initialised, on t->model and t->loss. */
+/* The GPT of [model] with `vocab` tokens as g's layer list, built and initialised (on
+ * t->model and t->loss, or as this worker's pipeline stage). */
 static gboolean
-gpt_build (Trainer *t, gsize vocab, KsGptShape *shape, KsExpr **logits, GError **error)
+gpt_build (Trainer *t, GptFeeds *g, gsize vocab, GError **error)
 {
   const KsConfig *c = t->config;
+  KsGptShape *shape = &g->shape;
+  const KsLayerDesc no_metric = { 0 };
+  KsExpr *metric;
 
   shape->vocab = vocab;
   shape->context = ks_config_get_int (c, "model", "context");
   shape->layers = ks_config_get_int (c, "model", "layers");
   shape->heads = ks_config_get_int (c, "model", "heads");
   shape->width = ks_config_get_int (c, "model", "width");
-  shape->batch = t->batch;
+  shape->batch = ks_train_rows (t);
   shape->seed = ks_config_get_int (c, "model", "seed");
   shape->dropout = ks_config_get_double (c, "model", "dropout");
-  t->model = ks_model_new (t->compute);
   static const char *const inputs[] = { "tokens", "positions", NULL };
   t->inputs = inputs;
-  if (!ks_gpt_build (t->model, shape, logits, &t->loss, error))
-    return FALSE;
-  t->logits = *logits;
-  return ks_model_init (t->model, error);
+  g->args = g_new (KsGptLayerArgs, shape->layers + 2);
+  g->layers = g_new (KsLayerDesc, shape->layers + 2);
+  return ks_gpt_describe (shape, g->args, g->layers, &g->loss, error)
+         && ks_train_build_layers (t, g->layers, shape->layers + 2, &g->loss, &no_metric,
+                                   &metric, error);
 }
 
 /* Allocates g's rows for t->batch and makes them t's feeds. */
@@ -308,6 +316,8 @@ gpt_feeds_init (Trainer *t, GptFeeds *g)
 static void
 gpt_feeds_clear (GptFeeds *g)
 {
+  g_free (g->args);
+  g_free (g->layers);
   g_free (g->tokens);
   g_free (g->positions);
   g_free (g->targets);
@@ -336,8 +346,6 @@ text_build (Trainer *t, GError **error)
 {
   const KsConfig *c = t->config;
   Text *x = t->task_data = g_new0 (Text, 1);
-  KsGptShape shape = { 0 };
-  KsExpr *logits;
 
   if ((x->text = ks_text_load (ks_config_get_string (c, "data", "path"), error)) == NULL)
     return FALSE;
@@ -351,14 +359,15 @@ text_build (Trainer *t, GError **error)
                    x->text->path, x->text->length, x->g.context);
       return FALSE;
     }
-  if (!gpt_build (t, x->text->vocab_size, &shape, &logits, error))
+  if (!gpt_build (t, &x->g, x->text->vocab_size, error))
     return FALSE;
 
   gpt_feeds_init (t, &x->g);
   x->g.description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
                                     ", %" G_GINT64_FORMAT " heads, vocabulary %" G_GSIZE_FORMAT
                                     ") on %s (%" G_GSIZE_FORMAT " bytes)",
-                                    shape.layers, shape.width, shape.heads, x->text->vocab_size,
+                                    x->g.shape.layers, x->g.shape.width, x->g.shape.heads,
+                                    x->text->vocab_size,
                                     x->text->path, x->text->length);
   return TRUE;
 }
@@ -387,11 +396,10 @@ text_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
 
   for (gsize r = 0; r < rounds; r++)
     {
-      float loss;
+      double loss;
       for (gsize b = 0; b < t->batch; b++)
         fill_window (x, b, x->split + span * (r * t->batch + b) / (rounds * t->batch));
-      if (!ks_model_run (t->model, t->feeds, t->n_feeds, &t->loss, 1, error)
-          || isnan (loss = ks_train_scalar (t->loss, error)))
+      if (!ks_train_metric (t, t->feeds, t->n_feeds, t->loss, &loss, error))
         return FALSE;
       sum += loss;
     }
@@ -486,7 +494,6 @@ addition_build (Trainer *t, GError **error)
 {
   const KsConfig *c = t->config;
   Addition *x = t->task_data = g_new0 (Addition, 1);
-  KsGptShape shape = { 0 };
 
   x->digits = ks_config_get_int (c, "data", "digits");
   x->limit = 1;
@@ -502,13 +509,22 @@ addition_build (Trainer *t, GError **error)
                    x->g.context, x->digits, 3 * x->digits + 4);
       return FALSE;
     }
-  if (!gpt_build (t, strlen (addition_vocab), &shape, &x->logits, error))
+  if (ks_train_pipelined (c) && !t->describe_only)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[pipeline]: the addition task scores by decoding the logits greedily in "
+                   "one process, which a pipeline does not have; train [data] task = text "
+                   "pipelined, or addition without [pipeline]");
+      return FALSE;
+    }
+  if (!gpt_build (t, &x->g, strlen (addition_vocab), error))
     return FALSE;
+  x->logits = t->logits;
   gpt_feeds_init (t, &x->g);
   x->line = g_new (char, x->g.context + 32);
   x->g.description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
                                     ") on additions of up to %" G_GINT64_FORMAT "-digit numbers",
-                                    shape.layers, shape.width, x->digits);
+                                    x->g.shape.layers, x->g.shape.width, x->digits);
   return TRUE;
 }
 
