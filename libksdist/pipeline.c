@@ -10,6 +10,7 @@
 
 #include <ksdist/pipeline.h>
 
+#include <math.h>
 #include <string.h>
 
 /* the skip kinds name their route where the others name a chunk */
@@ -64,6 +65,7 @@ struct KsPipeline {
   KsCompute *compute;
   KsComm *comm;
   KsComm *data;         /* this stage's data-parallel group (other replicas); may be NULL */
+  double clip_norm;     /* > 0: gradients clipped by their norm over every stage */
   int stage, p, v, m, recompute;
   KsSchedule *schedule;
   KsModel *model;
@@ -534,6 +536,59 @@ average_replicas (KsPipeline *pl, GError **error)
                                KS_DTYPE_FLOAT32, KS_REDUCE_AVG, error);
 }
 
+void
+ks_pipeline_set_clip_norm (KsPipeline *pl, double clip_norm)
+{
+  pl->clip_norm = clip_norm;
+}
+
+/* Whether a gradient of this stage counts in the model's norm: a shared parameter's
+ * counts on its lowest owning stage only. */
+static gboolean
+counts_here (const KsPipeline *pl, const char *name)
+{
+  for (guint i = 0; i < pl->shared->len; i++)
+    {
+      const Shared *s = &g_array_index (pl->shared, Shared, i);
+      if (strcmp (s->name, name) == 0)
+        return s->owners[0] == pl->stage;
+    }
+  return TRUE;
+}
+
+/* Scales every stage's gradients so that their global L2 norm, over the model as one
+ * process has it, is at most clip_norm: the stages sum their squares. */
+static gboolean
+clip_global (KsPipeline *pl, GError **error)
+{
+  KsArena *grads = ks_model_gradients (pl->model);
+  gsize n = ks_arena_numel (grads);
+  g_autofree float *host = NULL;
+  double squares = 0;
+
+  if (pl->clip_norm <= 0)
+    return TRUE;
+  host = g_new (float, n);
+  if (!ks_compute_copy_to_host (pl->compute, host, ks_arena_data (grads), n * sizeof (float),
+                                error))
+    return FALSE;
+  for (gsize i = 0; i < ks_arena_count (grads); i++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *t = ks_arena_tensor_at (grads, i, &name, &offset);
+      for (gsize j = 0; counts_here (pl, name) && j < t->numel; j++)
+        squares += (double) host[offset + j] * host[offset + j];
+    }
+  if (pl->p > 1
+      && !ks_comm_allreduce (pl->comm, &squares, 1, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, error))
+    return FALSE;
+  double norm = sqrt (squares);
+  return norm <= pl->clip_norm
+         || ks_compute_axpby (pl->compute, (float) (pl->clip_norm / norm), ks_arena_data (grads),
+                              0, ks_arena_data (grads), n, error);
+}
+
 gboolean
 ks_pipeline_init (KsPipeline *pl, GError **error)
 {
@@ -803,7 +858,8 @@ run_instruction (KsPipeline *pl, const KsPipeInstr *in, KsOptimizer *optimizer,
     case KS_PIPE_REDUCE_TIED:
       return reduce_shared (pl, error);
     case KS_PIPE_OPTIMIZER_STEP:
-      return average_replicas (pl, error) && ks_optimizer_apply (optimizer, pl->model, error);
+      return average_replicas (pl, error) && clip_global (pl, error)
+             && ks_optimizer_apply (optimizer, pl->model, error);
     }
   g_assert_not_reached ();
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 enum { VOCAB = 12, WIDTH = 8, BLOCKS = 6, BATCH = 16, STEPS = 6 };
+#define CLIP_NORM 4.0 /* binds in some steps, not all */
 
 typedef struct {
   int index;
@@ -159,6 +160,11 @@ run_stage (char **argv)
   g_assert_true (ks_config_set_override (config, "optim.lr=0.2", NULL));
   g_assert_true (ks_config_set_override (config, "optim.momentum=0.5", NULL));
   registry = ks_test_scan (config, paths);
+  /* the pipeline clips by the norm over its stages, one process in its optimizer */
+  g_autoptr (KsOptimizer) optm = NULL;
+  OK ((optm = ks_optimizer_new (registry, config, "momentum", ERR)) != NULL);
+  g_assert_true (ks_config_set_override (config, "optim.clip_norm=" G_STRINGIFY (CLIP_NORM),
+                                         NULL));
   OK ((compute = ks_compute_new (registry, config, "openblas", ERR)) != NULL);
   g_assert_true (ks_schedule_kind_from_name (argv[6], &shape.schedule));
   if (p * d > 1)
@@ -189,7 +195,6 @@ run_stage (char **argv)
   KsLayerInfo info[N_LAYERS];
   g_autoptr (KsSegmenter) seg = NULL;
   g_autoptr (KsPipeline) pipe = NULL;
-  g_autoptr (KsOptimizer) optm = NULL;
   OK (ks_layers_info (piped, N_LAYERS, info, ERR));
   if (info[0].n_params != VOCAB * WIDTH || info[N_LAYERS - 1].n_params != VOCAB)
     FAIL ("layer info: embedding %" G_GINT64_FORMAT ", head %" G_GINT64_FORMAT " parameters",
@@ -199,10 +204,11 @@ run_stage (char **argv)
   OK ((pipe = ks_pipeline_new (compute, pipe_comm, stage, &shape, piped, N_LAYERS, &lossm,
                                &metricm, ERR)) != NULL);
   ks_pipeline_set_data_parallel (pipe, data_comm);
+  ks_pipeline_set_clip_norm (pipe, CLIP_NORM);
   OK (ks_pipeline_init (pipe, ERR));
-  OK ((optm = ks_optimizer_new (registry, config, "momentum", ERR)) != NULL);
 
   double first = 0, last = 0;
+  int clipped_steps = 0;
   for (int step = 1; step <= STEPS; step++)
     {
       gint64 ids[BATCH], y[BATCH];
@@ -220,7 +226,17 @@ run_stage (char **argv)
       if (step == 1)
         first = l1;
       last = l1;
+      /* the one-process optimizer clipped in place: a norm of CLIP_NORM says it bound */
+      KsArena *g1 = ks_model_gradients (model1);
+      g_autofree float *g = g_new (float, ks_arena_numel (g1));
+      double squares = 0;
+      memcpy (g, ks_arena_data (g1), ks_arena_numel (g1) * sizeof *g);
+      for (gsize j = 0; j < ks_arena_numel (g1); j++)
+        squares += (double) g[j] * g[j];
+      clipped_steps += fabs (sqrt (squares) - CLIP_NORM) < 1e-4;
     }
+  if (clipped_steps == 0 || clipped_steps == STEPS)
+    FAIL ("clipping bound in %d of %d steps: the test needs some of each", clipped_steps, STEPS);
   if (!(last < first - 0.05))
     FAIL ("the one-process loss went from %.4f to %.4f: the run does not train", first, last);
 
@@ -376,10 +392,10 @@ static const char *const plugins[] = { "openblas", "optim", "store", "roles", "g
 static const char *const mlp_sets[] = { "train.steps=120", "train.log_every=20",
                                         "model.hidden=32,32,32", "optim.warmup=0",
                                         "optim.lr=0.01", "data.task=rings", NULL };
-/* The GPT of examples/gpt-words.ini for 60 steps (Embedding, two Blocks, Head), without
- * gradient clipping (not across stages yet) */
+/* The GPT of examples/gpt-words.ini for 60 steps (Embedding, two Blocks, Head), its
+ * gradients clipped to a norm of 1 */
 static const char *const gpt_sets[] = { "train.steps=60", "train.log_every=10",
-                                        "optim.clip_norm=0", "optim.warmup=0", NULL };
+                                        "optim.warmup=0", NULL };
 
 /* Runs ksdist on examples/`example`, its `sets` and then `extra` --set lines added;
  * returns the metrics file's lines. */

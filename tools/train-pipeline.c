@@ -59,13 +59,6 @@ ks_train_pipeline_check (Trainer *t, GError **error)
                    local->message);
       return FALSE;
     }
-  if (ks_config_get_double (c, "optim", "clip_norm") > 0)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[optim] clip_norm: each pipeline stage would clip by its own norm, not "
-                   "the model's; set it to 0 or train without [pipeline]");
-      return FALSE;
-    }
   return TRUE;
 }
 
@@ -119,6 +112,12 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
       == NULL)
     return FALSE;
   ks_pipeline_set_data_parallel (t->pipeline, t->data_comm);
+  /* clipped by the norm over all stages; the optimizer (made after) would clip each
+   * stage by its own norm, so its clip_norm is turned off */
+  double clip_norm = ks_config_get_double (c, "optim", "clip_norm");
+  ks_pipeline_set_clip_norm (t->pipeline, clip_norm);
+  if (clip_norm > 0 && !ks_config_set_override (t->config, "optim.clip_norm=0", error))
+    return FALSE;
   if (!ks_pipeline_init (t->pipeline, error))
     return FALSE;
   t->model = ks_pipeline_model (t->pipeline);

@@ -187,6 +187,10 @@ gboolean ks_pipeline_groups (KsComm *world, int stages, KsComm **pipe, KsComm **
  * replicas; call it before ks_pipeline_init, which then starts every replica from
  * replica 0's parameters. NULL or a group of one: no data parallelism. */
 void ks_pipeline_set_data_parallel (KsPipeline *pipeline, KsComm *data);
+/* > 0: before each update, scales the gradients of every stage so that their global L2
+ * norm (a shared parameter counted once) is at most `clip_norm`; the optimizer should not
+ * clip on its own, by its stage's norm. 0: no clipping. */
+void ks_pipeline_set_clip_norm (KsPipeline *pipeline, double clip_norm);
 /* Initialises the model, then gives each shared parameter the value of its lowest
  * owning stage. */
 gboolean ks_pipeline_init (KsPipeline *pipeline, GError **error);
