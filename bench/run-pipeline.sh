@@ -6,7 +6,8 @@
 # / (P x the step's span, from the first stage starting to the last backward ending);
 # the table has their mean beside the theory for equal stages, (p-1)/(v m + p-1). The
 # measured bubble also holds the transfers and per-micro-batch overheads the theory
-# leaves out. From the build tree:
+# leaves out. A second table gives each stage's peak memory with recompute off and on.
+# From the build tree:
 #   bench/run-pipeline.sh [P]     (default 2; more stages than cores time-share them)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,4 +52,24 @@ theory = (p - 1) / (v * m + p - 1)
 b = 100 * sum(bubbles) / len(bubbles)
 print("%-12s %3d %3d %10.2f %10.2f %+8.2f" % (schedule, v, m, b, 100 * theory, b - 100 * theory))
 PY
+done
+
+# Recompute: each stage's peak resident memory (getrusage) with the activations of every
+# layer kept between forward and backward, and with only each layer's output kept
+# (recompute_interval = 1); batch 4096 in 8 micro-batches, so activations weigh.
+echo
+echo "# recompute: peak resident MiB per stage, batch 4096 in 8 micro-batches, 5 steps"
+printf "%-8s %9s %s\n" schedule recompute "stage 0 .. $((p - 1))"
+for run in "fthenb 0" "fthenb 1" "1f1b 0" "1f1b 1"; do
+  set -- $run
+  "$top/tools/ksdist" launch -n "$p" "$top/examples/default.ini" --set train.steps=5 \
+    --set train.log_every=5 --set train.batch=4096 --set data.samples=8192 \
+    --set model.hidden=$hidden --set pipeline.stages="$p" --set pipeline.schedule="$1" \
+    --set pipeline.micro_batches=8 --set pipeline.seg_method=parameters \
+    --set pipeline.recompute_interval="$2" >"$out/log" 2>&1 || { cat "$out/log" >&2; exit 1; }
+  printf "%-8s %9s" "$1" "$2"
+  for s in $(seq 0 $((p - 1))); do
+    printf " %8s" "$(sed -n "s/.*stage $s: peak resident memory \([0-9.]*\) MiB.*/\1/p" "$out/log")"
+  done
+  echo
 done

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 void
@@ -202,13 +203,14 @@ evaluate (Trainer *t, double *value, GError **error)
   return ok;
 }
 
-/* Each stage's idle share after the first step, and the trace. */
+/* Each stage's idle share after the first step and its peak memory, and the trace. */
 static gboolean
 pipeline_report (Trainer *t, double warm_busy, double warm_wall, const char *trace,
                  GError **error)
 {
   const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
   double busy, wall;
+  struct rusage usage;
 
   ks_pipeline_timing (t->pipeline, &busy, &wall);
   busy -= warm_busy;
@@ -218,6 +220,9 @@ pipeline_report (Trainer *t, double warm_busy, double warm_wall, const char *tra
                "stages %.2f%%)", t->stage, busy, wall, 100 * (1 - busy / wall),
                100 * ks_schedule_theoretical_bubble (s->stages, s->virtual_stages,
                                                      s->micro_batches));
+  /* what recompute saves shows here (Linux counts ru_maxrss in KiB) */
+  if (getrusage (RUSAGE_SELF, &usage) == 0)
+    g_message ("stage %d: peak resident memory %.1f MiB", t->stage, usage.ru_maxrss / 1024.0);
   if (*trace == '\0' || !ks_pipeline_write_trace (t->pipeline, trace, error))
     return *trace == '\0';
   if (t->stage == 0)
