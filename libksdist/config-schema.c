@@ -90,8 +90,8 @@ static const KsKeyDesc core_schema[] = {
   { "pipeline", "schedule", KS_VALUE_CHOICE, "1f1b", 1, 0, "fthenb|1f1b|interleaved",
     "Order of forwards and backwards: fthenb (GPipe), 1f1b, interleaved (virtual stages)" },
   { "pipeline", "seg_method", KS_VALUE_STRING, "uniform", 1, 0, NULL,
-    "How layers are cut into stages: uniform, parameters, layer:<regex>, or a boundary "
-    "list such as 0,3,6,10" },
+    "How layers are cut into stages: uniform, parameters, cost (time measured by worker 0 "
+    "over a few steps), layer:<regex>, or a boundary list such as 0,3,6,10" },
   { "pipeline", "recompute_interval", KS_VALUE_INT, "0", 0, 1e6, NULL,
     "Keep every k-th layer's output between forward and backward and recompute the rest; "
     "0 keeps all" },

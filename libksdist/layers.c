@@ -216,3 +216,57 @@ ks_skip_layout (const KsLayerDesc *layers, gsize n_layers, const gsize *boundari
   *routes = (KsSkipRoute *) (gpointer) g_array_free (g_steal_pointer (&found), FALSE);
   return TRUE;
 }
+
+/* ---- measured cost ---- */
+
+gboolean
+ks_layers_profile (KsCompute *compute, const KsLayerDesc *layers, gsize n_layers,
+                   const KsLayerDesc *loss, int steps, double *seconds, GError **error)
+{
+  g_autoptr (KsModel) model = ks_model_new (compute);
+  g_autofree guint *first = g_new (guint, n_layers + 1);
+  g_autoptr (GArray) feeds = g_array_new (FALSE, FALSE, sizeof (KsFeed));
+  g_autoptr (GPtrArray) zeros = g_ptr_array_new_with_free_func (g_free);
+  const float one = 1;
+  KsExpr *x = NULL, *out;
+
+  for (gsize i = 0; i < n_layers; i++)
+    {
+      first[i] = ks_model_n_exprs (model);
+      if ((x = ks_layer_build (model, &layers[i], i, x, error)) == NULL)
+        return FALSE;
+    }
+  if ((out = ks_layer_build (model, loss, n_layers, x, error)) == NULL
+      || !ks_model_init (model, error))
+    return FALSE;
+  first[n_layers] = ks_model_n_exprs (model);
+  for (guint id = 0; id < first[n_layers]; id++)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, id);
+      gsize nbytes = e->numel * ks_dtype_size (e->dtype);
+      if (e->op != OP_DATA)
+        continue;
+      g_ptr_array_add (zeros, g_malloc0 (nbytes));
+      KsFeed f = { e->name, g_ptr_array_index (zeros, zeros->len - 1), nbytes };
+      g_array_append_val (feeds, f);
+    }
+  model->op_seconds = g_new0 (double, first[n_layers]);
+  for (int s = 0; s <= steps; s++)
+    {
+      if (s == 1) /* the first step allocates */
+        memset (model->op_seconds, 0, first[n_layers] * sizeof (double));
+      if (!ks_model_run (model, (const KsFeed *) feeds->data, feeds->len, &out, 1, error)
+          || !ks_model_sweep_from (model, &out, (const float *const[]) { &one }, 1, NULL, 0,
+                                   error))
+        return FALSE;
+    }
+  /* the loss's ops (after the last layer's) count with it */
+  for (gsize i = 0; i < n_layers; i++)
+    {
+      seconds[i] = 0;
+      for (guint id = first[i]; id < (i + 1 < n_layers ? first[i + 1] : first[n_layers]); id++)
+        seconds[i] += model->op_seconds[id];
+      seconds[i] /= MAX (steps, 1);
+    }
+  return TRUE;
+}

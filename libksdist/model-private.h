@@ -74,6 +74,9 @@ struct KsModel {
    * layer being built (whose stash and pop lists say what it may do) */
   GHashTable *skips;
   const KsLayerDesc *building;
+  /* profiling (layers.c): when set, one per expression, the seconds its forwards and
+   * backwards took are added there */
+  double *op_seconds;
 };
 
 /* model.c */

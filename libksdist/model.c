@@ -39,6 +39,7 @@ ks_model_free (KsModel *model)
   g_hash_table_unref (model->by_name);
   g_hash_table_unref (model->plans);
   g_hash_table_unref (model->skips);
+  g_free (model->op_seconds);
   ks_arena_free (model->params);
   ks_arena_free (model->grads);
   if (model->compute != NULL)
@@ -404,8 +405,11 @@ execute (KsExpr *e, GError **error)
   if (e->value == NULL && e->op != OP_GRAD
       && (e->value = ks_tensor_new (model->compute, e->dtype, e->ndim, e->shape, error)) == NULL)
     return FALSE;
+  gint64 start = model->op_seconds != NULL ? g_get_monotonic_time () : 0;
   if (!ks_op_forward (e, error))
     return FALSE;
+  if (model->op_seconds != NULL)
+    model->op_seconds[e->id] += (g_get_monotonic_time () - start) / 1e6;
   model->ops_executed++;
   e->version = ++model->clock;
   return TRUE;
@@ -657,9 +661,12 @@ sweep_down (KsModel *model, KsExpr *const *outs, const float *const *seeds, gsiz
   for (guint i = top_of (outs, n_outs) + 1; i-- > 0;)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, i);
+      gint64 start = model->op_seconds != NULL ? g_get_monotonic_time () : 0;
       if (e->needs_grad && e->n_in > 0
           && (!ks_op_grad_zeroed (e, error) || !ks_op_backward (e, error)))
         return FALSE;
+      if (model->op_seconds != NULL)
+        model->op_seconds[e->id] += (g_get_monotonic_time () - start) / 1e6;
       if (last_use != NULL && e->needs_grad)
         tell_ready (model, e, last_use);
     }

@@ -479,8 +479,10 @@ test_launch (void)
       "pipeline.schedule=interleaved", "pipeline.seg_method=parameters", NULL },
     /* two replicas of a 2-stage pipeline, each with half of the batch */
     { "pipeline.stages=2", "pipeline.micro_batches=2", "train.batch=64", NULL },
+    /* cut by the time worker 0 measured: every worker must cut alike */
+    { "pipeline.stages=4", "pipeline.micro_batches=4", "pipeline.seg_method=cost", NULL },
   };
-  static const char *const launch_n[] = { NULL, "2", "4", "2", "4" };
+  static const char *const launch_n[] = { NULL, "2", "4", "2", "4", "4" };
   g_autofree char *dir = ks_test_tmpdir ();
   g_auto (GStrv) one = train_example (dir, "default.ini", mlp_sets, NULL, NULL);
 
@@ -567,6 +569,29 @@ test_segment_command (void)
   g_assert_cmpint (status, ==, 0);
   g_assert_nonnull (strstr (out2, "\n0      0      0-2                8512  Linear x3\n"
                                   "1      1      3-5                8450  Linear x3\n"));
+
+  /* seg_method cost: each layer (a stage each) with its measured time */
+  g_autofree char *out3 = NULL, *err3 = NULL;
+  status = ks_test_run_ksdist (
+      (const char *const[]) { "segment", ini, "--set", "model.hidden=64,64", "--set",
+                              "pipeline.stages=3", "--set", "pipeline.seg_method=cost", NULL },
+      NULL, plugins, &out3, &err3);
+  g_test_message ("%s%s", out3, err3);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out3, "stage  chunk  layers       parameters    cost_ms  names\n"));
+  g_assert_nonnull (strstr (err3, "seg_method cost: 3 layers take "));
+  g_auto (GStrv) lines = g_strsplit (out3, "\n", -1);
+  for (int s = 0; s < 3; s++)
+    {
+      g_auto (GStrv) cols = g_strsplit_set (lines[2 + s], " ", -1);
+      double ms = -1;
+      int k = 0;
+      for (guint i = 0; cols[i] != NULL; i++)
+        if (*cols[i] != '\0' && k++ == 4)
+          ms = g_ascii_strtod (cols[i], NULL);
+      if (!(ms > 0 && ms < 1e4))
+        g_error ("stage %d: cost %g ms in '%s'", s, ms, lines[2 + s]);
+    }
 }
 
 /* What a pipelined run cannot do says so before it starts. */

@@ -1,5 +1,6 @@
 /* ksdist segment: how [pipeline] cuts the configured model into stages, without
- * training: per stage its chunks, their layers and their parameters. */
+ * training: per stage its chunks, their layers, their parameters and, with seg_method
+ * cost, their measured time per micro-batch; then the routes of skip connections. */
 #include "train.h"
 
 #include <stdio.h>
@@ -31,7 +32,10 @@ segment (Trainer *t)
   int v = ks_config_get_int (c, "pipeline", "virtual_stages");
   g_autofree gsize *b = g_new (gsize, p * v + 1);
   g_autofree KsLayerInfo *info = NULL;
+  g_autofree KsSkipRoute *routes = NULL;
+  gsize n_routes;
   gint64 total = 0;
+  gboolean measured;
 
   t->batch = ks_config_get_int (c, "train", "batch");
   t->world = 1;
@@ -44,7 +48,8 @@ segment (Trainer *t)
       return error->domain == KS_CONFIG_ERROR ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
     }
   info = g_new (KsLayerInfo, t->n_layers);
-  if (!ks_train_segment (t, t->layers, t->n_layers, info, b, &error))
+  if (!ks_train_segment (t, info, b, &measured, &error)
+      || !ks_skip_layout (t->layers, t->n_layers, b, p * v, &routes, &n_routes, &error))
     {
       ks_cli_error ("%s", error->message);
       return KS_EXIT_USAGE;
@@ -54,19 +59,30 @@ segment (Trainer *t)
   printf ("# %s: %" G_GSIZE_FORMAT " layers, %" G_GINT64_FORMAT " parameters; %d stages x %d "
           "virtual stages, seg_method %s\n", t->task->describe (t), t->n_layers, total, p, v,
           ks_config_get_string (c, "pipeline", "seg_method"));
-  printf ("%-6s %-6s %-10s %12s  %s\n", "stage", "chunk", "layers", "parameters", "names");
+  printf ("%-6s %-6s %-10s %12s  %s%s\n", "stage", "chunk", "layers", "parameters",
+          measured ? "  cost_ms  " : "", "names");
   for (int s = 0; s < p; s++)
     for (int k = 0; k < v; k++)
       {
         int g = k * p + s;
         gint64 params = 0;
+        double cost = 0;
         for (gsize i = b[g]; i < b[g + 1]; i++)
-          params += info[i].n_params;
+          {
+            params += info[i].n_params;
+            cost += info[i].cost;
+          }
         g_autofree char *range = g_strdup_printf ("%" G_GSIZE_FORMAT "-%" G_GSIZE_FORMAT, b[g],
                                                   b[g + 1] - 1);
         g_autofree char *names = layer_names (info, b[g], b[g + 1]);
-        printf ("%-6d %-6d %-10s %12" G_GINT64_FORMAT "  %s\n", s, g, range, params, names);
+        g_autofree char *ms = measured ? g_strdup_printf ("%9.3f  ", 1e3 * cost) : g_strdup ("");
+        printf ("%-6d %-6d %-10s %12" G_GINT64_FORMAT "  %s%s\n", s, g, range, params, ms, names);
       }
+  for (gsize r = 0; r < n_routes; r++)
+    printf ("# skip '%s': layer %" G_GSIZE_FORMAT " (chunk %d, stage %d) -> layer %" G_GSIZE_FORMAT
+            " (chunk %d, stage %d)\n", routes[r].name, routes[r].stash_layer,
+            routes[r].stash_chunk, routes[r].stash_chunk % p, routes[r].pop_layer,
+            routes[r].pop_chunk, routes[r].pop_chunk % p);
   return KS_EXIT_OK;
 }
 

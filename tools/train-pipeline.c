@@ -68,20 +68,50 @@ ks_train_rows (const Trainer *t)
   return t->batch / (gsize) ks_config_get_int (t->config, "pipeline", "micro_batches");
 }
 
+enum { PROFILE_STEPS = 3 };
+
+/* Each layer's cost for seg_method cost: measured by the first worker, told to the rest. */
+static gboolean
+measure_costs (Trainer *t, KsLayerInfo *info, GError **error)
+{
+  g_autofree double *seconds = g_new0 (double, t->n_layers);
+  double total = 0;
+  gboolean first = t->comm == NULL || ks_comm_rank (t->comm) == 0;
+
+  if (first
+      && !ks_layers_profile (t->compute, t->layers, t->n_layers, t->loss_layer, PROFILE_STEPS,
+                             seconds, error))
+    {
+      g_prefix_error (error, "seg_method cost: profiling the layers: ");
+      return FALSE;
+    }
+  if (t->comm != NULL
+      && !ks_comm_broadcast (t->comm, seconds, t->n_layers, KS_DTYPE_FLOAT64, 0, error))
+    return FALSE;
+  for (gsize i = 0; i < t->n_layers; i++)
+    total += info[i].cost = seconds[i];
+  if (first)
+    g_message ("seg_method cost: %" G_GSIZE_FORMAT " layers take %.2f ms per micro-batch "
+               "(forward and backward, mean of %d steps)", t->n_layers, 1e3 * total,
+               PROFILE_STEPS);
+  return TRUE;
+}
+
 gboolean
-ks_train_segment (Trainer *t, const KsLayerDesc *layers, gsize n, KsLayerInfo *info,
-                  gsize *boundaries, GError **error)
+ks_train_segment (Trainer *t, KsLayerInfo *info, gsize *boundaries, gboolean *measured,
+                  GError **error)
 {
   const KsConfig *c = t->config;
+  const char *method = ks_config_get_string (c, "pipeline", "seg_method");
   gsize parts = ks_config_get_int (c, "pipeline", "stages")
                 * ks_config_get_int (c, "pipeline", "virtual_stages");
   g_autoptr (KsSegmenter) segmenter = NULL;
 
-  if ((segmenter = ks_segmenter_new (t->registry, c,
-                                     ks_config_get_string (c, "pipeline", "seg_method"), error))
-          == NULL
-      || !ks_layers_info (layers, n, info, error)
-      || !ks_segmenter_segment (segmenter, info, n, parts, boundaries, error))
+  *measured = strcmp (method, "cost") == 0;
+  if ((segmenter = ks_segmenter_new (t->registry, c, method, error)) == NULL
+      || !ks_layers_info (t->layers, t->n_layers, info, error)
+      || (*measured && !measure_costs (t, info, error))
+      || !ks_segmenter_segment (segmenter, info, t->n_layers, parts, boundaries, error))
     {
       g_prefix_error (error, "[pipeline] ");
       return FALSE;
@@ -94,6 +124,7 @@ static gboolean
 build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
              const KsLayerDesc *metric, GError **error)
 {
+  gboolean measured;
   const KsConfig *c = t->config;
   KsPipelineShape shape = {
     ks_config_get_int (c, "pipeline", "stages"), ks_config_get_int (c, "pipeline", "virtual_stages"),
@@ -104,7 +135,7 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
   g_autofree KsLayerInfo *info = g_new (KsLayerInfo, n);
 
   ks_schedule_kind_from_name (ks_config_get_string (c, "pipeline", "schedule"), &shape.schedule);
-  if (!ks_train_segment (t, layers, n, info, boundaries, error))
+  if (!ks_train_segment (t, info, boundaries, &measured, error))
     return FALSE;
   shape.boundaries = boundaries;
   if ((t->pipeline = ks_pipeline_new (t->compute, t->pipe_comm ? t->pipe_comm : t->comm,
@@ -133,6 +164,7 @@ ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n, const KsL
   *metric_out = NULL;
   t->layers = layers;
   t->n_layers = n;
+  t->loss_layer = loss;
   if (t->describe_only)
     return TRUE;
   if (ks_train_pipelined (t->config))

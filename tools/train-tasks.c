@@ -40,7 +40,7 @@ typedef struct {
   gint64 epoch;
   KsExpr *accuracy;
   Linear *linear;      /* the layers' arguments */
-  KsLayerDesc *layers;
+  KsLayerDesc *layers, loss; /* the loss outlives the build: ksdist segment profiles it */
   guint n_layers;
 } Points;
 
@@ -145,9 +145,10 @@ points_build (Trainer *t, GError **error)
         g_snprintf (l->name, sizeof l->name, "fc_%u", i);
       p->layers[i] = (KsLayerDesc) { "Linear", linear, l, NULL };
     }
-  KsLayerDesc loss = { "CrossEntropy", points_loss, &p->linear[0], NULL };
+  p->loss = (KsLayerDesc) { "CrossEntropy", points_loss, &p->linear[0], NULL };
   KsLayerDesc metric = { "Accuracy", points_accuracy, &p->linear[0], NULL };
-  if (!ks_train_build_layers (t, p->layers, p->n_layers, &loss, &metric, &p->accuracy, error))
+  if (!ks_train_build_layers (t, p->layers, p->n_layers, &p->loss, &metric, &p->accuracy,
+                              error))
     return FALSE;
   static const char *const inputs[] = { "x", NULL };
   t->inputs = inputs;

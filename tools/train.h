@@ -62,7 +62,7 @@ struct Trainer {
   double pipeline_loss; /* of the last step */
   /* ksdist segment: the task's layer list is only recorded, not built */
   gboolean describe_only;
-  const KsLayerDesc *layers;
+  const KsLayerDesc *layers, *loss_layer;
   gsize n_layers;
 };
 
@@ -96,10 +96,12 @@ gboolean ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n,
 /* After a task's build: an error when a pipelined run (or ksdist segment) asked for a
  * task that gave no layer list. */
 gboolean ks_train_has_layers (Trainer *t, GError **error);
-/* The layers' names and parameter counts, and their cut by [pipeline] seg_method into
- * stages x virtual_stages parts (boundaries has one more entry). */
-gboolean ks_train_segment (Trainer *t, const KsLayerDesc *layers, gsize n, KsLayerInfo *info,
-                           gsize *boundaries, GError **error);
+/* The names and parameter counts of the task's layers (t->layers), and their cut by
+ * [pipeline] seg_method into stages x virtual_stages parts (boundaries has one more
+ * entry). With seg_method cost, *measured is TRUE and info has each layer's cost: the
+ * first worker profiles the layers and tells the others, so all cut alike. */
+gboolean ks_train_segment (Trainer *t, KsLayerInfo *info, gsize *boundaries,
+                           gboolean *measured, GError **error);
 /* The metric for one batch of `feeds`: the model's `metric`, or the pipeline's. */
 gboolean ks_train_metric (Trainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
                           double *value, GError **error);

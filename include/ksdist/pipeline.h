@@ -110,6 +110,14 @@ gboolean ks_layer_stash (KsModel *model, const char *name, KsExpr *value, GError
  * the data that receives it from the stashing chunk). */
 KsExpr *ks_layer_pop (KsModel *model, const char *name, GError **error);
 
+/* Measured cost per layer, for seg_method cost: builds `layers` and `loss` on one model
+ * of `compute`, feeds every data zeros (dense ops take as long on any values) and runs
+ * `steps` forwards and backwards after one to warm up; seconds[i] is layer i's mean
+ * forward and backward time per step (the loss's counts with the last layer). */
+gboolean ks_layers_profile (KsCompute *compute, const KsLayerDesc *layers, gsize n_layers,
+                            const KsLayerDesc *loss, int steps, double *seconds,
+                            GError **error);
+
 /* The GPT of ks_gpt_build (model.h) as a layer list of shape->layers + 2: "Embedding"
  * (making the data "tokens" and "positions"), the "Block"s, "Head" (the final norm and
  * the head), and the loss (making "targets"). `shape` and `args` (layers + 2 of them) must
