@@ -594,6 +594,35 @@ test_segment_command (void)
     }
 }
 
+/* ksdist bench pipeline runs every schedule of its table on a small model and reports a
+ * bubble for each (how large is not asserted: timings are noise here) beside the exact
+ * theory. */
+static void
+test_bench_command (void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int status = ks_test_run_ksdist (
+      (const char *const[]) { "bench", "pipeline", "-n", "2", "--json", "--set",
+                              "model.hidden=16,16,16", "--set", "train.steps=3", "--set",
+                              "train.batch=64", NULL },
+      NULL, plugins, &out, &err);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_true (g_str_has_prefix (out, "{\"what\": \"pipeline\", \"stages\": 2, \"results\": ["));
+  g_assert_nonnull (strstr (out, "{\"schedule\": \"1f1b\", \"v\": 1, \"m\": 2, \"bubble\": "));
+  g_assert_nonnull (strstr (out, ", \"theory\": 0.3333}"));
+  g_assert_nonnull (strstr (out, "{\"schedule\": \"interleaved\", \"v\": 2, \"m\": 16, "));
+  g_assert_nonnull (strstr (out, ", \"theory\": 0.0303}]}\n"));
+  int n = 0;
+  for (const char *at = out; (at = strstr (at, "\"bubble\": ")) != NULL; n++)
+    {
+      double b = g_ascii_strtod (at += strlen ("\"bubble\": "), NULL);
+      if (!(b >= -0.01 && b < 1))
+        g_error ("bubble %g in:\n%s", b, out);
+    }
+  g_assert_cmpint (n, ==, 8);
+}
+
 /* What a pipelined run cannot do says so before it starts. */
 static void
 test_launch_errors (void)
@@ -688,6 +717,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pipeline/launch", test_launch);
   g_test_add_func ("/pipeline/launch-gpt", test_launch_gpt);
   g_test_add_func ("/pipeline/launch-errors", test_launch_errors);
+  g_test_add_func ("/pipeline/bench-command", test_bench_command);
   g_test_add_func ("/pipeline/segment-command", test_segment_command);
   return g_test_run ();
 }

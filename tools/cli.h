@@ -23,6 +23,9 @@ extern const KsCommand ks_cmd_generate;
 extern const KsCommand ks_cmd_plot;
 extern const KsCommand ks_cmd_launch;
 extern const KsCommand ks_cmd_bench;
+/* ksdist bench pipeline (bench-pipeline.c): P stages, the CONFIG (may be NULL) and --set
+ * lines after the benchmark's own; returns the exit status. */
+int ks_bench_pipeline (int stages, const char *config, char **sets, gboolean json);
 extern const KsCommand ks_cmd_segment;
 
 /* The log handler: "ksdist: LEVEL: message" on stderr for messages at least as severe

@@ -194,14 +194,25 @@ run_bench (int argc, char **argv)
   g_auto (GStrv) original = g_strdupv (argv);
   int status;
 
-  if (!ks_cli_parse ("bench", "allreduce [CONFIG]", ks_cmd_bench.summary, entries, &argc,
-                     &argv))
+  if (!ks_cli_parse ("bench", "allreduce|pipeline [CONFIG]", ks_cmd_bench.summary, entries,
+                     &argc, &argv))
     return KS_EXIT_USAGE;
-  if (argc < 2 || strcmp (argv[1], "allreduce") != 0 || argc > 3)
+  if (argc < 2 || argc > 3
+      || (strcmp (argv[1], "allreduce") != 0 && strcmp (argv[1], "pipeline") != 0))
     {
-      ks_cli_error ("bench: say what to measure: `ksdist bench allreduce [CONFIG]` (got %s)",
+      ks_cli_error ("bench: say what to measure: `ksdist bench allreduce [CONFIG]` or `ksdist "
+                    "bench pipeline [CONFIG]` (got %s)",
                     argc < 2 ? "nothing" : argv[argc > 3 ? 3 : 1]);
       return KS_EXIT_USAGE;
+    }
+  if (strcmp (argv[1], "pipeline") == 0)
+    {
+      if (b.n < 1)
+        {
+          ks_cli_error ("bench pipeline: -n (the stages) is at least 1");
+          return KS_EXIT_USAGE;
+        }
+      return ks_bench_pipeline (b.n, argc == 3 ? argv[2] : NULL, sets, b.json);
     }
   if (b.n < 1 || b.max_bytes < 4096)
     {
@@ -222,6 +233,7 @@ run_bench (int argc, char **argv)
 const KsCommand ks_cmd_bench = {
   "bench",
   "Measure the communicator: `ksdist bench allreduce` prints time, algbw and busbw for "
-  "4 KiB to 64 MiB between -n processes",
+  "4 KiB to 64 MiB between -n processes; `ksdist bench pipeline` the bubble of pipeline "
+  "schedules on -n stages against the theory",
   run_bench,
 };

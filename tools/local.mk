@@ -17,6 +17,7 @@ tools_ksdist_SOURCES = \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
 	tools/cmd-plot.c \
-	tools/cmd-bench.c
+	tools/cmd-bench.c \
+	tools/bench-pipeline.c
 tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
 tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) -lm
