@@ -239,6 +239,27 @@ find_shared (KsPipeline *pl, const KsPipelineShape *shape, const KsLayerDesc *la
   return TRUE;
 }
 
+/* A new end of route `route` in `ends`, its other end on stage `peer`. */
+static SkipEnd *
+skip_end_add (GPtrArray *ends, int route, int peer)
+{
+  SkipEnd *end = g_new0 (SkipEnd, 1);
+  g_ptr_array_add (ends, end);
+  end->route = route;
+  end->peer = peer;
+  return end;
+}
+
+/* The end's expression and its host buffers, one slot per micro-batch. */
+static void
+skip_end_bind (KsPipeline *pl, SkipEnd *end, KsExpr *expr)
+{
+  end->expr = expr;
+  end->numel = expr->numel;
+  end->value = g_new (float, pl->m * end->numel);
+  end->grad = g_new (float, pl->m * end->numel);
+}
+
 /* Before a chunk's layers: for each value popped there that another chunk stashes, data
  * shaped as that chunk says, where the popping layer finds it. */
 static gboolean
@@ -250,21 +271,17 @@ receive_skip_shapes (KsPipeline *pl, Chunk *c, GError **error)
       const KsSkipRoute *route = &pl->routes[r];
       g_autofree char *name = g_strdup_printf ("pipe.skip.%s", route->name);
       SkipEnd *end;
+      KsExpr *data;
       if (route->pop_chunk != c->global || route->stash_chunk == c->global)
         continue;
-      end = g_new0 (SkipEnd, 1);
-      g_ptr_array_add (c->skip_in, end);
-      end->route = r;
-      end->peer = route->stash_chunk % pl->p;
+      end = skip_end_add (c->skip_in, r, route->stash_chunk % pl->p);
       if (!recv_from (pl, &end->shape, sizeof end->shape, end->peer,
                       tag_of (TAG_SKIP_SHAPE, r, 0), error)
-          || (end->expr = ks_model_data (pl->model, name, end->shape.ndim, end->shape.shape,
-                                         KS_DTYPE_FLOAT32, error)) == NULL)
+          || (data = ks_model_data (pl->model, name, end->shape.ndim, end->shape.shape,
+                                    KS_DTYPE_FLOAT32, error)) == NULL)
         return FALSE;
-      end->numel = end->expr->numel;
-      end->value = g_new (float, pl->m * end->numel);
-      end->grad = g_new (float, pl->m * end->numel);
-      ks_skip_offer (pl->model, route->name, end->expr);
+      skip_end_bind (pl, end, data);
+      ks_skip_offer (pl->model, route->name, data);
     }
   return TRUE;
 }
@@ -281,14 +298,9 @@ send_skip_shapes (KsPipeline *pl, Chunk *c, GError **error)
       SkipEnd *end;
       if (route->stash_chunk != c->global || route->pop_chunk == c->global)
         continue;
-      end = g_new0 (SkipEnd, 1);
-      g_ptr_array_add (c->skip_out, end);
-      end->route = r;
-      end->peer = route->pop_chunk % pl->p;
-      end->expr = ks_skip_take (pl->model, route->name); /* the layer checked it stashed */
-      end->numel = end->expr->numel;
-      end->value = g_new (float, pl->m * end->numel);
-      end->grad = g_new (float, pl->m * end->numel);
+      end = skip_end_add (c->skip_out, r, route->pop_chunk % pl->p);
+      /* the stashing layer checked that it stashed */
+      skip_end_bind (pl, end, ks_skip_take (pl->model, route->name));
       end->shape.ndim = end->expr->ndim;
       memcpy (end->shape.shape, end->expr->shape, sizeof end->expr->shape);
       if (!send_to (pl, &end->shape, sizeof end->shape, end->peer,
