@@ -264,7 +264,7 @@ ks_layers_profile (KsCompute *compute, const KsLayerDesc *layers, gsize n_layers
   for (gsize i = 0; i < n_layers; i++)
     {
       seconds[i] = 0;
-      for (guint id = first[i]; id < (i + 1 < n_layers ? first[i + 1] : first[n_layers]); id++)
+      for (guint id = first[i]; id < first[i + 1]; id++)
         seconds[i] += model->op_seconds[id];
       seconds[i] /= MAX (steps, 1);
     }
