@@ -86,19 +86,35 @@ ks_layers_build (KsModel *model, const KsLayerDesc *layers, gsize n_layers, KsEx
   return TRUE;
 }
 
+/* Builds the layers in order on `model`, noting where each one's expressions start
+ * (first[n_layers]: where the next would); the last output, NULL on error. */
+static KsExpr *
+build_noting_ranges (KsModel *model, const KsLayerDesc *layers, gsize n_layers, guint *first,
+                     GError **error)
+{
+  KsExpr *x = NULL;
+  for (gsize i = 0; i < n_layers; i++)
+    {
+      first[i] = ks_model_n_exprs (model);
+      if ((x = ks_layer_build (model, &layers[i], i, x, error)) == NULL)
+        return NULL;
+    }
+  first[n_layers] = ks_model_n_exprs (model);
+  return x;
+}
+
 gboolean
 ks_layers_info (const KsLayerDesc *layers, gsize n_layers, KsLayerInfo *info, GError **error)
 {
   g_autoptr (KsModel) model = ks_model_new (NULL); /* shapes only: nothing is allocated */
-  KsExpr *x = NULL;
+  g_autofree guint *first = g_new (guint, n_layers + 1);
 
+  if (build_noting_ranges (model, layers, n_layers, first, error) == NULL)
+    return FALSE;
   for (gsize i = 0; i < n_layers; i++)
     {
-      guint first = ks_model_n_exprs (model);
-      if ((x = ks_layer_build (model, &layers[i], i, x, error)) == NULL)
-        return FALSE;
       info[i] = (KsLayerInfo) { layers[i].name, 0, 0 };
-      for (guint id = first; id < ks_model_n_exprs (model); id++)
+      for (guint id = first[i]; id < first[i + 1]; id++)
         {
           KsExpr *e = g_ptr_array_index (model->exprs, id);
           if (e->op == OP_PARAMETER)
@@ -228,18 +244,13 @@ ks_layers_profile (KsCompute *compute, const KsLayerDesc *layers, gsize n_layers
   g_autoptr (GArray) feeds = g_array_new (FALSE, FALSE, sizeof (KsFeed));
   g_autoptr (GPtrArray) zeros = g_ptr_array_new_with_free_func (g_free);
   const float one = 1;
-  KsExpr *x = NULL, *out;
+  KsExpr *x, *out;
 
-  for (gsize i = 0; i < n_layers; i++)
-    {
-      first[i] = ks_model_n_exprs (model);
-      if ((x = ks_layer_build (model, &layers[i], i, x, error)) == NULL)
-        return FALSE;
-    }
-  if ((out = ks_layer_build (model, loss, n_layers, x, error)) == NULL
+  if ((x = build_noting_ranges (model, layers, n_layers, first, error)) == NULL
+      || (out = ks_layer_build (model, loss, n_layers, x, error)) == NULL
       || !ks_model_init (model, error))
     return FALSE;
-  first[n_layers] = ks_model_n_exprs (model);
+  first[n_layers] = ks_model_n_exprs (model); /* past the loss: its ops count with the last layer */
   for (guint id = 0; id < first[n_layers]; id++)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, id);
@@ -260,7 +271,6 @@ ks_layers_profile (KsCompute *compute, const KsLayerDesc *layers, gsize n_layers
                                    error))
         return FALSE;
     }
-  /* the loss's ops (after the last layer's) count with it */
   for (gsize i = 0; i < n_layers; i++)
     {
       seconds[i] = 0;

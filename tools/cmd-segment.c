@@ -94,6 +94,7 @@ run_segment (int argc, char **argv)
 
 const KsCommand ks_cmd_segment = {
   "segment",
-  "Print how [pipeline] cuts the configured model into stages (layers, parameters)",
+  "Print how [pipeline] cuts the configured model into stages (layers, parameters, cost "
+  "with seg_method cost, skip routes)",
   run_segment,
 };
