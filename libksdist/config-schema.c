@@ -95,6 +95,18 @@ static const KsKeyDesc core_schema[] = {
   { "pipeline", "recompute_interval", KS_VALUE_INT, "0", 0, 1e6, NULL,
     "Keep every k-th layer's output between forward and backward and recompute the rest; "
     "0 keeps all" },
+  { "strategy", "mode", KS_VALUE_CHOICE, "auto", 1, 0, "auto|sync|half_async|async|geo",
+    "Parameter-server mode ([job] mode = transpiler): sync, half_async, async or geo; auto "
+    "follows Paddle's a_sync and k_steps" },
+  { "strategy", "a_sync", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "Paddle's form: false is sync; true is async, or GEO when k_steps > 0" },
+  { "strategy", "k_steps", KS_VALUE_INT, "0", 0, 1e9, NULL,
+    "GEO: local steps between pushes of the parameter delta (mode = geo with 0 uses 100, "
+    "Paddle's geo_sgd_need_push_nums)" },
+  { "strategy", "send_queue_size", KS_VALUE_INT, "20", 1, 1e6, NULL,
+    "Async: gradients a worker may queue for sending before its step waits" },
+  { "strategy", "max_merge_var_num", KS_VALUE_INT, "20", 1, 1e6, NULL,
+    "Async: queued gradients averaged into one push" },
   { "trace", "path", KS_VALUE_STRING, "", 1, 0, NULL,
     "A pipelined run writes a Chrome trace (Perfetto, chrome://tracing) of every stage's "
     "forwards, backwards, sends and receives here; empty for none" },

@@ -344,8 +344,8 @@ test_servers (void)
                                    NULL, plugins, &out, &err);
   g_test_message ("%s%s", out, err);
   g_assert_cmpint (status, ==, 1);
-  g_assert_nonnull (strstr (out, "[rank 2] ksdist: this process is server 0, but ksdist train "
-                                 "runs workers"));
+  g_assert_nonnull (strstr (out, "[rank 2] ksdist: this process is server 0, but [job] mode = "
+                                 "collective has no servers"));
   g_assert_nonnull (strstr (err, "ksdist: launch: server 0 exited with status 2"));
 }
 

@@ -147,15 +147,40 @@ on_signal (gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
+/* A TCP port free on `host` now (the kernel's choice), or 0. */
+static int
+free_port (const char *host)
+{
+  g_autoptr (GInetAddress) ip = g_inet_address_new_from_string (host);
+  g_autoptr (GSocket) socket = NULL;
+  g_autoptr (GSocketAddress) any = NULL, bound = NULL;
+
+  if (ip == NULL
+      || (socket = g_socket_new (g_inet_address_get_family (ip), G_SOCKET_TYPE_STREAM,
+                                 G_SOCKET_PROTOCOL_TCP, NULL))
+             == NULL)
+    return 0;
+  any = g_inet_socket_address_new (ip, 0);
+  if (!g_socket_bind (socket, any, FALSE, NULL)
+      || (bound = g_socket_get_local_address (socket, NULL)) == NULL)
+    return 0;
+  return g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+}
+
 /* The endpoint list: each node's host, ports 6170 + the job rank (unique even when
- * several nodes are one host). */
+ * several nodes are one host). Parameter servers listen on theirs, so they get ports
+ * free now, which keeps concurrent jobs on one machine apart. */
 static char *
 endpoint_list (const Launch *l, int first, int count)
 {
   GString *out = g_string_new (NULL);
   for (int r = first; r < first + count; r++)
-    g_string_append_printf (out, "%s%s:%d", r > first ? "," : "",
-                            l->rv.hosts[r / l->rv.nproc], 6170 + r);
+    {
+      const char *host = l->rv.hosts[r / l->rv.nproc];
+      int port = l->servers > 0 ? free_port (host) : 0;
+      g_string_append_printf (out, "%s%s:%d", r > first ? "," : "", host,
+                              port > 0 ? port : 6170 + r);
+    }
   return g_string_free (out, FALSE);
 }
 

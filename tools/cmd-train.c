@@ -23,8 +23,8 @@ ks_trainer_clear (Trainer *t)
     ks_pipeline_free (t->pipeline); /* with its model */
   else
     ks_model_free (t->model);
+  ks_train_dist_clear (t); /* a server's algorithm holds tables on the compute */
   ks_compute_free (t->compute);
-  ks_train_dist_clear (t);
 }
 
 /* A scalar tensor's value on the host; NaN when there is none or the copy fails. */
@@ -230,6 +230,44 @@ pipeline_report (Trainer *t, double warm_busy, double warm_wall, const char *tra
   return TRUE;
 }
 
+/* Whether the job has parameter servers: its workers then init_worker before the first
+ * step and stop_worker after the last. */
+static gboolean
+has_servers (Trainer *t)
+{
+  return t->role != NULL && t->algorithm != NULL && ks_role_maker_server_num (t->role) > 0;
+}
+
+/* Whether `dir` holds a checkpoint-N entry. */
+static gboolean
+has_checkpoints (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    if (g_str_has_prefix (name, "checkpoint-"))
+      return TRUE;
+  return FALSE;
+}
+
+/* A server's life: its shard of the parameters (from the newest checkpoint of ckpt_dir
+ * when resuming), then serving until every worker has stopped. */
+static int
+serve (Trainer *t, const char *ckpt_dir)
+{
+  g_autoptr (GError) error = NULL;
+  const char *model_dir = ckpt_dir != NULL && has_checkpoints (ckpt_dir) ? ckpt_dir : NULL;
+
+  if (!ks_algorithm_init_server (t->algorithm, model_dir, &error)
+      || !ks_algorithm_run_server (t->algorithm, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      return error->domain == KS_CONFIG_ERROR ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
+    }
+  g_message ("server %d: every worker has stopped", ks_role_maker_server_index (t->role));
+  return KS_EXIT_OK;
+}
+
 static int
 train (Trainer *t)
 {
@@ -244,7 +282,7 @@ train (Trainer *t)
   gboolean resuming = *ckpt_dir != '\0' && ks_config_get_bool (c, "train", "resume");
   gint64 first = 1;
   double eval;
-  gboolean evaluated = FALSE, leader;
+  gboolean evaluated = FALSE, stopped = FALSE, leader;
 
   t->batch = ks_config_get_int (c, "train", "batch");
   if ((t->task = ks_train_task (c, &error)) == NULL)
@@ -282,7 +320,10 @@ train (Trainer *t)
       ks_cli_error ("%s", error->message);
       return config_error ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
     }
-  if (resuming && !resume (t, ckpt_dir, &first, &error))
+  if (t->role != NULL && ks_role_maker_is_server (t->role))
+    return serve (t, resuming ? ckpt_dir : NULL);
+  if ((resuming && !resume (t, ckpt_dir, &first, &error))
+      || (has_servers (t) && !ks_algorithm_init_worker (t->algorithm, &error)))
     {
       ks_cli_error ("%s", error->message);
       return KS_EXIT_RUNTIME;
@@ -348,6 +389,12 @@ train (Trainer *t)
           return KS_EXIT_RUNTIME;
         }
       gboolean last = step == steps;
+      /* with servers, the evaluation sees their final values (async: nothing queued) */
+      if (last && has_servers (t) && !(stopped = ks_algorithm_stop_worker (t->algorithm, &error)))
+        {
+          ks_cli_error ("stop_worker: %s", error->message);
+          return KS_EXIT_RUNTIME;
+        }
       if (last && !(evaluated = evaluate (t, &eval, &error)))
         {
           ks_cli_error ("evaluation: %s", error->message);
@@ -357,6 +404,11 @@ train (Trainer *t)
         report (t, step, steps, loss, lr, rate, eta, last ? &eval : NULL);
       window_start = now;
       window_steps = 0;
+    }
+  if (has_servers (t) && !stopped && !ks_algorithm_stop_worker (t->algorithm, &error))
+    {
+      ks_cli_error ("stop_worker: %s", error->message);
+      return KS_EXIT_RUNTIME;
     }
   if (t->pipeline != NULL && !pipeline_report (t, warm_busy, warm_wall, trace, &error))
     {

@@ -15,7 +15,7 @@ case "${1:-}" in
 esac
 
 # Build tools and libraries; CUDA and NCCL come from /usr/local/cuda when present.
-packages="build-essential autoconf automake libtool pkgconf libglib2.0-dev libjson-glib-dev libopenblas-dev libgloo-dev wamerican iproute2"
+packages="build-essential autoconf automake libtool pkgconf libglib2.0-dev libjson-glib-dev libopenblas-dev libgloo-dev libzmq3-dev wamerican iproute2"
 missing=
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -45,7 +45,7 @@ fi
 # examples/default.ini by two data-parallel workers (one process when Gloo is missing).
 # A plugin that fails to load is reported and does not stop it.
 KS_PLUGIN_PATH=
-for p in openblas cuda optim store roles gloo collective; do
+for p in openblas cuda optim store roles gloo collective transpiler; do
   KS_PLUGIN_PATH="$KS_PLUGIN_PATH${KS_PLUGIN_PATH:+:}$PWD/plugins/$p/.libs"
 done
 export KS_PLUGIN_PATH

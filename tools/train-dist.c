@@ -38,14 +38,21 @@ ks_train_dist_setup (Trainer *t, GError **error)
   if ((t->role = ks_role_maker_new (t->registry, c, role_maker, error)) == NULL)
     return FALSE;
   total = ks_role_maker_worker_num (t->role) + ks_role_maker_server_num (t->role);
-  if (total == 1)
-    return TRUE;
-  if (!ks_role_maker_is_worker (t->role))
+  if (total == 1 && strcmp (ks_config_get_string (c, "job", "mode"), KS_MODE_COLLECTIVE) != 0)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "this process is server %d, but ksdist train runs workers; [job] mode = %s "
-                   "has no servers",
-                   ks_role_maker_server_index (t->role), ks_config_get_string (c, "job", "mode"));
+                   "[job] mode = %s trains with parameter servers, but this is one process "
+                   "alone: start the job with `ksdist launch --servers S --workers W CONFIG`",
+                   ks_config_get_string (c, "job", "mode"));
+      return FALSE;
+    }
+  if (total == 1)
+    return TRUE;
+  if (ks_role_maker_is_server (t->role) && ks_train_pipelined (c))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "this process is server %d, but a pipelined run ([pipeline]) has no servers",
+                   ks_role_maker_server_index (t->role));
       return FALSE;
     }
   /* ksdist launch hosts a TCP store and says where; without it, rank 0 serves it */
@@ -54,7 +61,8 @@ ks_train_dist_setup (Trainer *t, GError **error)
                           && ks_role_maker_global_rank (t->role) == 0;
   g_autofree char *bound = NULL;
 
-  t->rank = ks_role_maker_worker_index (t->role);
+  /* a server has no rows of the data: rank -1 */
+  t->rank = ks_role_maker_is_worker (t->role) ? ks_role_maker_worker_index (t->role) : -1;
   t->world = ks_role_maker_worker_num (t->role);
   if (ks_train_pipelined (c))
     {

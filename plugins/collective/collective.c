@@ -46,6 +46,14 @@ static gboolean
 collective_init (void *p, KsRoleMaker *role, GError **error)
 {
   Collective *c = p;
+  if (role != NULL && ks_role_maker_is_server (role))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "this process is server %d, but [job] mode = collective has no servers "
+                   "(parameter servers are [job] mode = transpiler)",
+                   ks_role_maker_server_index (role));
+      return FALSE;
+    }
   if (role == NULL || (ks_role_maker_worker_num (role) > 1 && ks_role_maker_worker_comm (role) == NULL))
     {
       g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,

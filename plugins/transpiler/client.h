@@ -1,0 +1,33 @@
+/* A worker's connections to the servers: one ZeroMQ DEALER each; a call sends one
+ * request to several servers at once and waits for every reply until a deadline. */
+#ifndef KS_PS_CLIENT_H
+#define KS_PS_CLIENT_H
+
+#include "wire.h"
+
+#include <ksdist/ksdist.h>
+
+typedef struct PsClient PsClient;
+
+/* One server's part of a call. */
+typedef struct {
+  int server;
+  const void *payload; /* the request's */
+  gsize len;
+  void *reply;     /* receives the reply's payload, which must be reply_len bytes (NULL:
+                      any payload, ignored) */
+  gsize reply_len;
+  gint64 reply_step; /* the reply header's step */
+} PsCall;
+
+PsClient *ps_client_new (const char *const *endpoints, const char *token, guint32 worker,
+                         int timeout_ms, gsize max_message, GError **error);
+void ps_client_free (PsClient *client);
+int ps_client_servers (const PsClient *client);
+const char *ps_client_endpoint (const PsClient *client, int server);
+/* Sends `type` to calls[i].server for each i, then waits for all the replies; an error
+ * names every server that did not answer within the deadline, or the first that refused. */
+gboolean ps_client_call (PsClient *client, PsType type, gint64 step, guint32 arg, guint64 aux,
+                         PsCall *calls, gsize n, GError **error);
+
+#endif

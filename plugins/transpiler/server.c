@@ -1,0 +1,451 @@
+/* The server's loop (server.h). Sync mode: a step's gradients are summed as they come
+ * and the replies held back until the last worker's arrives; then the mean is applied
+ * once and every worker gets the new values. Other modes apply each push on arrival. */
+#include "server.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+#include <zmq.h>
+
+typedef struct {
+  const PsServerConfig *cfg;
+  void *zctx, *socket;
+  guint8 token[PS_TOKEN_BYTES];
+  gsize msg_floats;
+  /* per worker */
+  gboolean *hello, *stopped;
+  gint64 *last_seen;
+  GBytes **pending_peer; /* sync: the identity to answer once the step is complete */
+  guint64 *pending_id;
+  /* the sync step being gathered */
+  gint64 round_step, round_start;
+  int round_count;
+  float *sum, *values;
+  /* statistics */
+  guint64 requests, refused, bytes_in, bytes_out;
+  gint64 window_start;
+  guint64 window_requests, window_in, window_out, window_updates;
+} Server;
+
+static void
+send_reply (Server *s, GBytes *peer, const PsHeader *req, PsType type, gint64 step,
+            const void *payload, gsize len)
+{
+  PsHeader h = { 0 };
+  gsize n, peer_len;
+  const void *id = g_bytes_get_data (peer, &peer_len);
+
+  h.type = type;
+  h.sender = s->cfg->index;
+  h.id = req->id;
+  h.step = step;
+  memcpy (h.token, s->token, PS_TOKEN_BYTES);
+  g_autofree void *m = ps_message_new (&h, payload, len, &n);
+  if (zmq_send (s->socket, id, peer_len, ZMQ_SNDMORE) < 0 || zmq_send (s->socket, m, n, 0) < 0)
+    g_warning ("server %d: cannot answer worker %u: %s", s->cfg->index, req->sender,
+               zmq_strerror (errno));
+  s->bytes_out += n;
+  s->window_out += n;
+}
+
+static void
+send_error (Server *s, GBytes *peer, const PsHeader *req, const char *format, ...)
+    G_GNUC_PRINTF (4, 5);
+
+static void
+send_error (Server *s, GBytes *peer, const PsHeader *req, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *m = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_warning ("server %d: refused a %s from worker %u: %s", s->cfg->index,
+             ps_type_name (req->type), req->sender, m);
+  send_reply (s, peer, req, PS_REPLY_ERROR, 0, m, strlen (m));
+}
+
+/* Replies with the table's values; FALSE when they cannot be read. */
+static gboolean
+reply_values (Server *s, GBytes *peer, const PsHeader *req, GError **error)
+{
+  if (!ps_dense_table_read (s->cfg->table, s->values, error))
+    return FALSE;
+  send_reply (s, peer, req, PS_REPLY_OK, req->step, s->values, s->msg_floats * sizeof (float));
+  return TRUE;
+}
+
+/* A sync push: adds to the step's sum; the last one applies and answers everyone. */
+static gboolean
+sync_push (Server *s, GBytes *peer, const PsHeader *req, const float *grads, GError **error)
+{
+  int w = req->sender, W = s->cfg->workers;
+
+  if (s->round_count > 0 && req->step != s->round_step)
+    {
+      send_error (s, peer, req, "pushed step %" G_GINT64_FORMAT " while the others are at "
+                  "step %" G_GINT64_FORMAT ": sync workers must step together", req->step,
+                  s->round_step);
+      return TRUE;
+    }
+  if (s->pending_peer[w] != NULL)
+    {
+      send_error (s, peer, req, "pushed step %" G_GINT64_FORMAT " twice", req->step);
+      return TRUE;
+    }
+  if (s->round_count == 0)
+    {
+      s->round_step = req->step;
+      s->round_start = g_get_monotonic_time ();
+      memset (s->sum, 0, s->msg_floats * sizeof (float));
+    }
+  for (gsize i = 0; i < s->msg_floats; i++)
+    s->sum[i] += grads[i];
+  s->pending_peer[w] = g_bytes_ref (peer);
+  s->pending_id[w] = req->id;
+  if (++s->round_count < W)
+    return TRUE;
+
+  for (gsize i = 0; i < s->msg_floats; i++)
+    s->sum[i] /= W;
+  if (!ps_dense_table_apply (s->cfg->table, s->sum, error)
+      || !ps_dense_table_read (s->cfg->table, s->values, error))
+    return FALSE;
+  s->window_updates++;
+  for (int i = 0; i < W; i++)
+    {
+      PsHeader h = *req;
+      h.id = s->pending_id[i];
+      h.sender = i;
+      send_reply (s, s->pending_peer[i], &h, PS_REPLY_OK, s->round_step, s->values,
+                  s->msg_floats * sizeof (float));
+      g_clear_pointer (&s->pending_peer[i], g_bytes_unref);
+    }
+  s->round_count = 0;
+  return TRUE;
+}
+
+static gboolean
+expect_floats (Server *s, GBytes *peer, const PsHeader *req)
+{
+  if (req->payload == s->msg_floats * sizeof (float))
+    return TRUE;
+  send_error (s, peer, req, "%" G_GUINT64_FORMAT " bytes of floats, but this server holds %"
+              G_GSIZE_FORMAT " floats of the model: is every process running the same config?",
+              req->payload, s->msg_floats);
+  return FALSE;
+}
+
+/* Serves one well-formed request; FALSE only when the server cannot go on. */
+static gboolean
+handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GError **error)
+{
+  const PsServerConfig *c = s->cfg;
+  gboolean geo = c->mode == PS_MODE_GEO;
+  int w = req->sender;
+
+  if (req->type != PS_HELLO && !s->hello[w])
+    {
+      send_error (s, peer, req, "a %s before hello", ps_type_name (req->type));
+      return TRUE;
+    }
+  switch (req->type)
+    {
+    case PS_HELLO:
+      if (req->aux != c->fingerprint)
+        send_error (s, peer, req, "worker %d holds another model than server %d (the "
+                    "parameters' names, sizes or the server count differ): start every "
+                    "process with the same config", w, c->index);
+      else if (req->arg != (guint32) c->mode)
+        send_error (s, peer, req, "worker %d runs [strategy] mode %s but server %d runs %s",
+                    w, req->arg <= PS_MODE_GEO ? ps_mode_name (req->arg) : "?", c->index,
+                    ps_mode_name (c->mode));
+      else
+        {
+          s->hello[w] = TRUE;
+          send_reply (s, peer, req, PS_REPLY_OK, c->step, NULL, 0);
+        }
+      return TRUE;
+    case PS_PULL:
+      return reply_values (s, peer, req, error);
+    case PS_PUSH_GRAD:
+      if (geo)
+        {
+          send_error (s, peer, req, "gradients pushed to a GEO server (it takes deltas)");
+          return TRUE;
+        }
+      if (!expect_floats (s, peer, req))
+        return TRUE;
+      if (c->mode == PS_MODE_SYNC)
+        return sync_push (s, peer, req, payload, error);
+      if (!ps_dense_table_apply (c->table, payload, error))
+        return FALSE;
+      s->window_updates++;
+      return reply_values (s, peer, req, error);
+    case PS_PUSH_DELTA:
+      if (!geo)
+        {
+          send_error (s, peer, req, "a delta pushed to a %s server", ps_mode_name (c->mode));
+          return TRUE;
+        }
+      if (!expect_floats (s, peer, req))
+        return TRUE;
+      if (!ps_dense_table_add (c->table, payload, error))
+        return FALSE;
+      s->window_updates++;
+      return reply_values (s, peer, req, error);
+    case PS_SAVE:
+      {
+        g_autofree char *dir = g_strndup (payload, MIN (req->payload, 4096));
+        g_autoptr (GError) e = NULL;
+        if (req->payload == 0 || req->payload > 4096 || strlen (dir) != req->payload)
+          send_error (s, peer, req, "a save needs a directory name (1 to 4096 bytes, no NUL)");
+        else if (!c->save (c->save_data, dir, req->step, &e))
+          send_error (s, peer, req, "%s", e->message);
+        else
+          send_reply (s, peer, req, PS_REPLY_OK, req->step, NULL, 0);
+        return TRUE;
+      }
+    case PS_STOP:
+      s->stopped[w] = TRUE;
+      send_reply (s, peer, req, PS_REPLY_OK, 0, NULL, 0);
+      return TRUE;
+    default:
+      send_error (s, peer, req, "unknown request type %u", req->type);
+      return TRUE;
+    }
+}
+
+/* Logs a refused message: every one of the first ten, then every thousandth. */
+static void
+refuse (Server *s, const char *why)
+{
+  s->refused++;
+  if (s->refused <= 10 || s->refused % 1000 == 0)
+    g_warning ("server %d: refused a message (%" G_GUINT64_FORMAT " so far): %s",
+               s->cfg->index, s->refused, why);
+}
+
+/* Receives one message (identity frame, then one data frame) and serves it. */
+static gboolean
+receive (Server *s, GError **error)
+{
+  zmq_msg_t id, data;
+  gboolean ok = TRUE;
+  int more = 0;
+  size_t more_len = sizeof more;
+
+  zmq_msg_init (&id);
+  zmq_msg_init (&data);
+  if (zmq_msg_recv (&id, s->socket, ZMQ_DONTWAIT) < 0)
+    goto out;
+  zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
+  if (!more || zmq_msg_recv (&data, s->socket, 0) < 0)
+    {
+      refuse (s, "an empty message");
+      goto out;
+    }
+  zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
+  if (more)
+    {
+      while (more) /* drain the rest of a multi-part message */
+        {
+          zmq_msg_t rest;
+          zmq_msg_init (&rest);
+          zmq_msg_recv (&rest, s->socket, 0);
+          zmq_msg_close (&rest);
+          zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
+        }
+      refuse (s, "a message of several parts");
+      goto out;
+    }
+  s->requests++;
+  s->window_requests++;
+  s->bytes_in += zmq_msg_size (&data);
+  s->window_in += zmq_msg_size (&data);
+  PsHeader h;
+  const void *payload;
+  g_autofree char *why = NULL;
+  if (!ps_message_parse (zmq_msg_data (&data), zmq_msg_size (&data), s->token, &h, &payload, &why))
+    refuse (s, why);
+  else if (h.sender >= (guint32) s->cfg->workers)
+    {
+      g_autofree char *m = g_strdup_printf ("from worker %u of a job of %d workers", h.sender,
+                                            s->cfg->workers);
+      refuse (s, m);
+    }
+  else
+    {
+      g_autoptr (GBytes) peer = g_bytes_new (zmq_msg_data (&id), zmq_msg_size (&id));
+      s->last_seen[h.sender] = g_get_monotonic_time ();
+      ok = handle (s, peer, &h, payload, error);
+    }
+out:
+  zmq_msg_close (&id);
+  zmq_msg_close (&data);
+  return ok;
+}
+
+static void
+log_rates (Server *s, gboolean final)
+{
+  gint64 now = g_get_monotonic_time ();
+  double dt = MAX (1e-6, (now - s->window_start) / 1e6);
+  g_message ("server %d: %.0f requests/s, in %.1f MB/s, out %.1f MB/s, %.1f updates/s "
+             "(%" G_GINT64_FORMAT " updates, %" G_GUINT64_FORMAT " requests, %.1f MB in, %.1f "
+             "MB out, %" G_GUINT64_FORMAT " refused%s)", s->cfg->index,
+             s->window_requests / dt, s->window_in / dt / 1e6, s->window_out / dt / 1e6,
+             s->window_updates / dt, s->cfg->table->updates, s->requests, s->bytes_in / 1e6,
+             s->bytes_out / 1e6, s->refused, final ? ", at the end" : "");
+  s->window_start = now;
+  s->window_requests = s->window_in = s->window_out = s->window_updates = 0;
+}
+
+/* The workers (of those not stopped) that have been silent too long, or NULL. */
+static char *
+silent_workers (Server *s, gint64 now, gint64 since_start)
+{
+  GString *who = NULL;
+  for (int w = 0; w < s->cfg->workers; w++)
+    {
+      gint64 seen = s->last_seen[w] > 0 ? s->last_seen[w] : since_start;
+      if (!s->stopped[w] && now - seen > (gint64) s->cfg->timeout_ms * 1000)
+        {
+          if (who == NULL)
+            who = g_string_new (NULL);
+          g_string_append_printf (who, "%s%d", who->len ? ", " : "", w);
+        }
+    }
+  return who != NULL ? g_string_free (who, FALSE) : NULL;
+}
+
+static gboolean
+all_stopped (Server *s)
+{
+  for (int w = 0; w < s->cfg->workers; w++)
+    if (!s->stopped[w])
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+serve (Server *s, GError **error)
+{
+  const PsServerConfig *c = s->cfg;
+  gint64 start = g_get_monotonic_time (), next_log = start + (gint64) (c->log_every_s * 1e6);
+
+  s->window_start = start;
+  while (!all_stopped (s))
+    {
+      zmq_pollitem_t item = { s->socket, 0, ZMQ_POLLIN, 0 };
+      if (zmq_poll (&item, 1, 100) < 0 && errno != EINTR)
+        {
+          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "server %d: poll: %s",
+                       c->index, zmq_strerror (errno));
+          return FALSE;
+        }
+      for (int i = 0; (item.revents & ZMQ_POLLIN) && i < 64; i++) /* a burst, then checks */
+        {
+          int events = 0;
+          size_t len = sizeof events;
+          if (!receive (s, error))
+            return FALSE;
+          zmq_getsockopt (s->socket, ZMQ_EVENTS, &events, &len);
+          if (!(events & ZMQ_POLLIN))
+            break;
+        }
+      gint64 now = g_get_monotonic_time ();
+      if (s->round_count > 0 && now - s->round_start > (gint64) c->timeout_ms * 1000)
+        {
+          GString *missing = g_string_new (NULL);
+          for (int w = 0; w < c->workers; w++)
+            if (s->pending_peer[w] == NULL)
+              g_string_append_printf (missing, "%s%d", missing->len ? ", " : "", w);
+          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+                       "server %d (%s): worker %s sent no gradient for step %" G_GINT64_FORMAT
+                       " within %.0f s ([comm] timeout) while the others waited: it died or "
+                       "hangs; see its workerlog", c->index, c->endpoint, missing->str,
+                       s->round_step, c->timeout_ms / 1000.0);
+          g_string_free (missing, TRUE);
+          for (int w = 0; w < c->workers; w++) /* the waiting workers learn why */
+            if (s->pending_peer[w] != NULL)
+              {
+                PsHeader h = { 0 };
+                h.id = s->pending_id[w];
+                h.sender = w;
+                h.type = PS_PUSH_GRAD;
+                send_reply (s, s->pending_peer[w], &h, PS_REPLY_ERROR, 0, (*error)->message,
+                            strlen ((*error)->message));
+              }
+          return FALSE;
+        }
+      g_autofree char *silent = silent_workers (s, now, start);
+      if (silent != NULL)
+        {
+          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+                       "server %d (%s): worker %s sent nothing for %.0f s ([comm] timeout) and "
+                       "did not stop: it died or hangs; see its workerlog", c->index,
+                       c->endpoint, silent, c->timeout_ms / 1000.0);
+          return FALSE;
+        }
+      if (c->log_every_s > 0 && now >= next_log)
+        {
+          log_rates (s, FALSE);
+          next_log = now + (gint64) (c->log_every_s * 1e6);
+        }
+    }
+  log_rates (s, TRUE);
+  return TRUE;
+}
+
+gboolean
+ps_server_run (const PsServerConfig *c, GError **error)
+{
+  Server s = { 0 };
+  g_autofree char *uri = g_strdup_printf ("tcp://%s", c->endpoint);
+  gint64 max = (gint64) c->max_message;
+  int linger = 2000; /* the last replies still go out after the loop */
+  gboolean ok;
+
+  s.cfg = c;
+  s.msg_floats = c->table->n_floats;
+  ps_token_digest (c->token, s.token);
+  s.zctx = zmq_ctx_new ();
+  s.socket = zmq_socket (s.zctx, ZMQ_ROUTER);
+  zmq_setsockopt (s.socket, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt (s.socket, ZMQ_MAXMSGSIZE, &max, sizeof max);
+  if (zmq_bind (s.socket, uri) != 0)
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
+                   "server %d: cannot listen on %s: %s (is another job using the port? "
+                   "PADDLE_PSERVERS_IP_PORT_LIST names this server's HOST:PORT)", c->index,
+                   c->endpoint, zmq_strerror (errno));
+      zmq_close (s.socket);
+      zmq_ctx_term (s.zctx);
+      return FALSE;
+    }
+  g_message ("server %d of %d listening on %s (%s mode, %" G_GSIZE_FORMAT " blocks, %"
+             G_GSIZE_FORMAT " floats, %d workers)", c->index, c->servers, c->endpoint,
+             ps_mode_name (c->mode), c->table->n_blocks, c->table->n_floats, c->workers);
+  s.hello = g_new0 (gboolean, c->workers);
+  s.stopped = g_new0 (gboolean, c->workers);
+  s.last_seen = g_new0 (gint64, c->workers);
+  s.pending_peer = g_new0 (GBytes *, c->workers);
+  s.pending_id = g_new0 (guint64, c->workers);
+  s.sum = g_new0 (float, MAX (s.msg_floats, 1));
+  s.values = g_new0 (float, MAX (s.msg_floats, 1));
+  ok = serve (&s, error);
+  for (int w = 0; w < c->workers; w++)
+    if (s.pending_peer[w] != NULL)
+      g_bytes_unref (s.pending_peer[w]);
+  zmq_close (s.socket);
+  zmq_ctx_term (s.zctx);
+  g_free (s.hello);
+  g_free (s.stopped);
+  g_free (s.last_seen);
+  g_free (s.pending_peer);
+  g_free (s.pending_id);
+  g_free (s.sum);
+  g_free (s.values);
+  return ok;
+}

@@ -1,0 +1,28 @@
+/* A parameter server's request loop: a ZeroMQ ROUTER on its endpoint, one thread. */
+#ifndef KS_PS_SERVER_H
+#define KS_PS_SERVER_H
+
+#include "strategy.h"
+#include "table.h"
+
+typedef struct {
+  int index, servers, workers;
+  const char *endpoint; /* HOST:PORT, bound as given (never a wildcard) */
+  const char *token;
+  PsMode mode;
+  int timeout_ms; /* a sync step or a silent worker waits this long at most */
+  gsize max_message;
+  double log_every_s;
+  guint64 fingerprint; /* of the layout the workers must hold */
+  gint64 step;         /* of the checkpoint loaded, told to workers in hello */
+  PsDenseTable *table;
+  /* writes this server's shard of a checkpoint into `dir` */
+  gboolean (*save) (void *data, const char *dir, gint64 step, GError **error);
+  void *save_data;
+} PsServerConfig;
+
+/* Serves until every worker has sent stop; FALSE with an error naming the worker when a
+ * sync step or a worker's silence exceeds the timeout, or the endpoint cannot be bound. */
+gboolean ps_server_run (const PsServerConfig *config, GError **error);
+
+#endif

@@ -1,0 +1,431 @@
+/* Checkpoint shards of a server's dense table (shard.h). */
+#include "shard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SHARD_FORMAT "ksdist-ps-shard"
+#define SHARD_VERSION "1"
+#define MAX_HEADER (64u << 20)
+
+static gboolean
+io_error (GError **error, const char *what, const char *path)
+{
+  int e = errno;
+  g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (e), "%s %s: %s", what, path,
+               g_strerror (e));
+  return FALSE;
+}
+
+static gboolean
+fsync_path (const char *path, GError **error)
+{
+  int fd = open (path, O_RDONLY);
+  if (fd < 0 || fsync (fd) != 0)
+    {
+      if (fd >= 0)
+        close (fd);
+      return io_error (error, "cannot sync", path);
+    }
+  close (fd);
+  return TRUE;
+}
+
+/* The packed host copies of the values and of each state arena. */
+static float **
+read_arenas (PsDenseTable *t, gsize *n_arenas, gint64 **opt_step, GError **error)
+{
+  KsArena **state = NULL;
+  gsize n_state = 0;
+  float **out;
+
+  if (!ps_dense_table_state (t, &state, &n_state, opt_step, error))
+    return NULL;
+  *n_arenas = 1 + n_state;
+  out = g_new0 (float *, *n_arenas + 1);
+  for (gsize a = 0; a < *n_arenas; a++)
+    {
+      out[a] = g_new (float, MAX (t->n_floats, 1));
+      if (!ps_dense_table_transfer (t, a == 0 ? ks_model_parameters (t->model) : state[a - 1],
+                                    out[a], TRUE, error))
+        {
+          for (gsize i = 0; i <= a; i++)
+            g_free (out[i]);
+          g_free (out);
+          return NULL;
+        }
+    }
+  return out;
+}
+
+static void
+free_arenas (float **a, gsize n)
+{
+  for (gsize i = 0; a != NULL && i < n; i++)
+    g_free (a[i]);
+  g_free (a);
+}
+
+gboolean
+ps_shard_save (PsDenseTable *t, const char *dir, int server, int servers, gint64 step,
+               GError **error)
+{
+  g_autofree char *name = g_strdup_printf ("server-%d-of-%d.safetensors", server, servers);
+  g_autofree char *final = g_build_filename (dir, name, NULL);
+  g_autofree char *tmp = g_strdup_printf ("%s/.%s.tmp-%d", dir, name, (int) getpid ());
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+  gint64 *opt_step = NULL;
+  gsize n_arenas = 0, offset = 0;
+  float **arenas;
+  FILE *f;
+
+  if (g_mkdir_with_parents (dir, 0755) != 0)
+    return io_error (error, "cannot create the directory", dir);
+  if ((arenas = read_arenas (t, &n_arenas, &opt_step, error)) == NULL)
+    return FALSE;
+  for (gsize a = 0; a < n_arenas; a++)
+    g_checksum_update (sha, (const guchar *) arenas[a], t->n_floats * sizeof (float));
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "__metadata__");
+  json_builder_begin_object (b);
+#define META(k, ...)                                                                 \
+  G_STMT_START {                                                                     \
+    g_autofree char *v_ = g_strdup_printf (__VA_ARGS__);                             \
+    json_builder_set_member_name (b, k);                                             \
+    json_builder_add_string_value (b, v_);                                           \
+  } G_STMT_END
+  META ("format", SHARD_FORMAT);
+  META ("version", SHARD_VERSION);
+  META ("server", "%d", server);
+  META ("servers", "%d", servers);
+  META ("step", "%" G_GINT64_FORMAT, step);
+  META ("optimizer_step", "%" G_GINT64_FORMAT, *opt_step);
+  META ("optimizer_states", "%" G_GSIZE_FORMAT, n_arenas - 1);
+  META ("data_sha256", "%s", g_checksum_get_string (sha));
+#undef META
+  json_builder_end_object (b);
+  for (gsize a = 0; a < n_arenas; a++)
+    for (gsize i = 0; i < t->n_blocks; i++)
+      {
+        g_autofree char *tname = a == 0 ? g_strdup (t->blocks[i]->name)
+                                        : g_strdup_printf ("optim.%" G_GSIZE_FORMAT ".%s", a - 1,
+                                                           t->blocks[i]->name);
+        gsize bytes = t->blocks[i]->len * sizeof (float);
+        json_builder_set_member_name (b, tname);
+        json_builder_begin_object (b);
+        json_builder_set_member_name (b, "dtype");
+        json_builder_add_string_value (b, "F32");
+        json_builder_set_member_name (b, "shape");
+        json_builder_begin_array (b);
+        json_builder_add_int_value (b, (gint64) t->blocks[i]->len);
+        json_builder_end_array (b);
+        json_builder_set_member_name (b, "data_offsets");
+        json_builder_begin_array (b);
+        json_builder_add_int_value (b, (gint64) offset);
+        json_builder_add_int_value (b, (gint64) (offset + bytes));
+        json_builder_end_array (b);
+        json_builder_end_object (b);
+        offset += bytes;
+      }
+  json_builder_end_object (b);
+
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  gsize header_len;
+  g_autofree char *header = json_generator_to_data (gen, &header_len);
+  guint64 padded = (header_len + 7) / 8 * 8, le = GUINT64_TO_LE (padded);
+  gboolean ok = (f = fopen (tmp, "wb")) != NULL;
+  ok = ok && fwrite (&le, 8, 1, f) == 1 && fwrite (header, 1, header_len, f) == header_len
+       && fwrite ("       ", 1, padded - header_len, f) == padded - header_len;
+  for (gsize a = 0; ok && a < n_arenas; a++)
+    ok = fwrite (arenas[a], sizeof (float), t->n_floats, f) == t->n_floats;
+  ok = ok && fflush (f) == 0 && fsync (fileno (f)) == 0;
+  free_arenas (arenas, n_arenas);
+  if (f != NULL && fclose (f) != 0)
+    ok = FALSE;
+  if (!ok)
+    {
+      io_error (error, "cannot write", tmp);
+      g_unlink (tmp);
+      return FALSE;
+    }
+  if (g_rename (tmp, final) != 0)
+    {
+      io_error (error, "cannot rename the new shard to", final);
+      g_unlink (tmp);
+      return FALSE;
+    }
+  return fsync_path (dir, error);
+}
+
+/* ---- loading ---- */
+
+typedef struct {
+  char *path;
+  char *bytes;
+  gsize len;
+  JsonParser *parser;
+  JsonObject *header, *meta;
+  const guint8 *data;
+  gsize data_len;
+} Shard;
+
+static gboolean
+bad (GError **error, const char *file, const char *format, ...) G_GNUC_PRINTF (3, 4);
+
+static gboolean
+bad (GError **error, const char *file, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *m = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT, "%s: %s", file, m);
+  return FALSE;
+}
+
+/* A metadata string that is a decimal integer in [lo, hi]. */
+static gboolean
+meta_int (Shard *s, const char *key, gint64 lo, gint64 hi, gint64 *out, GError **error)
+{
+  JsonNode *n = json_object_get_member (s->meta, key);
+  const char *v = n != NULL && JSON_NODE_HOLDS_VALUE (n)
+                          && json_node_get_value_type (n) == G_TYPE_STRING
+                      ? json_node_get_string (n) : NULL;
+  if (v == NULL || !g_ascii_string_to_signed (v, 10, lo, hi, out, NULL))
+    return bad (error, s->path, "metadata '%s' is missing or not an integer in [%" G_GINT64_FORMAT
+                ", %" G_GINT64_FORMAT "]", key, lo, hi);
+  return TRUE;
+}
+
+static gboolean
+shard_open (Shard *s, GError **error)
+{
+  guint64 header_len;
+  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+  GError *e = NULL;
+
+  if (!g_file_test (s->path, G_FILE_TEST_IS_REGULAR))
+    return bad (error, s->path, "not a regular file");
+  if (!g_file_get_contents (s->path, &s->bytes, &s->len, &e))
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  if (s->len < 8)
+    return bad (error, s->path, "truncated (%" G_GSIZE_FORMAT " bytes)", s->len);
+  memcpy (&header_len, s->bytes, 8);
+  header_len = GUINT64_FROM_LE (header_len);
+  if (header_len > MAX_HEADER || header_len > s->len - 8)
+    return bad (error, s->path, "header length %" G_GUINT64_FORMAT " does not fit the file",
+                header_len);
+  s->parser = json_parser_new ();
+  if (!json_parser_load_from_data (s->parser, s->bytes + 8, (gssize) header_len, NULL)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (s->parser)))
+    return bad (error, s->path, "the header is not a JSON object");
+  s->header = json_node_get_object (json_parser_get_root (s->parser));
+  JsonNode *m = json_object_get_member (s->header, "__metadata__");
+  if (m == NULL || !JSON_NODE_HOLDS_OBJECT (m))
+    return bad (error, s->path, "no __metadata__");
+  s->meta = json_node_get_object (m);
+  if (g_strcmp0 (json_object_get_string_member_with_default (s->meta, "format", ""), SHARD_FORMAT) != 0
+      || g_strcmp0 (json_object_get_string_member_with_default (s->meta, "version", ""),
+                    SHARD_VERSION) != 0)
+    return bad (error, s->path, "not a ksdist parameter-server shard of version " SHARD_VERSION);
+  s->data = (const guint8 *) s->bytes + 8 + header_len;
+  s->data_len = s->len - 8 - header_len;
+  g_checksum_update (sha, s->data, s->data_len);
+  if (g_strcmp0 (g_checksum_get_string (sha),
+                 json_object_get_string_member_with_default (s->meta, "data_sha256", "")) != 0)
+    return bad (error, s->path, "the data does not match its SHA-256: damaged or truncated");
+  return TRUE;
+}
+
+static void
+shard_clear (Shard *s)
+{
+  g_free (s->path);
+  g_free (s->bytes);
+  g_clear_object (&s->parser);
+}
+
+/* Copies tensor `name` of a shard into the packed arena `out` where it overlaps the
+ * table's blocks, counting the floats covered per block. */
+static gboolean
+take_tensor (PsDenseTable *t, Shard *s, const char *name, JsonObject *o, float *out,
+             gsize *covered, GError **error)
+{
+  const char *at = strrchr (name, '@');
+  guint64 off, begin, end, len;
+  JsonArray *shape, *offsets;
+
+  if (at == NULL || !g_ascii_string_to_unsigned (at + 1, 10, 0, G_MAXINT64, &off, NULL))
+    return bad (error, s->path, "tensor '%s' is not named <parameter>@<offset>", name);
+  if (g_strcmp0 (json_object_get_string_member_with_default (o, "dtype", ""), "F32") != 0
+      || !json_object_has_member (o, "shape") || !json_object_has_member (o, "data_offsets")
+      || !JSON_NODE_HOLDS_ARRAY (json_object_get_member (o, "shape"))
+      || !JSON_NODE_HOLDS_ARRAY (json_object_get_member (o, "data_offsets"))
+      || json_array_get_length (shape = json_object_get_array_member (o, "shape")) != 1
+      || json_array_get_length (offsets = json_object_get_array_member (o, "data_offsets")) != 2)
+    return bad (error, s->path, "tensor '%s': not a one-dimensional F32 tensor", name);
+  len = (guint64) json_array_get_int_element (shape, 0);
+  if (len > s->data_len / sizeof (float))
+    return bad (error, s->path, "tensor '%s': %" G_GUINT64_FORMAT " floats do not fit in %"
+                G_GSIZE_FORMAT " data bytes", name, len, s->data_len);
+  begin = (guint64) json_array_get_int_element (offsets, 0);
+  end = (guint64) json_array_get_int_element (offsets, 1);
+  if (end < begin || end > s->data_len || end - begin != len * sizeof (float) || begin % 4 != 0)
+    return bad (error, s->path, "tensor '%s': data_offsets [%" G_GUINT64_FORMAT ", %"
+                G_GUINT64_FORMAT "] do not hold %" G_GUINT64_FORMAT " floats in %" G_GSIZE_FORMAT
+                " data bytes", name, begin, end, len, s->data_len);
+  const float *src = (const float *) (s->data + begin);
+  g_autofree char *param = g_strndup (name, at - name);
+  for (gsize i = 0, pos = 0; i < t->n_blocks; pos += t->blocks[i]->len, i++)
+    {
+      const PsBlock *b = t->blocks[i];
+      if (strcmp (b->param, param) != 0)
+        continue;
+      guint64 lo = MAX (off, b->offset), hi = MIN (off + len, b->offset + b->len);
+      if (lo >= hi)
+        continue;
+      memcpy (out + pos + (lo - b->offset), src + (lo - off), (hi - lo) * sizeof (float));
+      covered[i] += hi - lo;
+    }
+  return TRUE;
+}
+
+/* The shard files of checkpoint `dir`, all of them, in server order. */
+static GPtrArray *
+shard_paths (const char *dir, int *servers, GError **error)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, error);
+  const char *name;
+  GPtrArray *paths;
+  int found = 0;
+
+  if (d == NULL)
+    return NULL;
+  *servers = 0;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      int i, n;
+      char tail;
+      if (sscanf (name, "server-%d-of-%d.safetensor%c", &i, &n, &tail) == 3 && tail == 's'
+          && n > 0 && n <= 100000 && i >= 0 && i < n)
+        {
+          if (*servers != 0 && n != *servers)
+            {
+              g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
+                           "%s holds shards of %d and of %d servers: a mixed checkpoint",
+                           dir, *servers, n);
+              return NULL;
+            }
+          *servers = n;
+          found++;
+        }
+    }
+  if (*servers == 0 || found != *servers)
+    {
+      g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
+                   "%s holds %d of %d server shards (server-<i>-of-<S>.safetensors): not a "
+                   "complete parameter-server checkpoint", dir, found, *servers);
+      return NULL;
+    }
+  paths = g_ptr_array_new_with_free_func (g_free);
+  for (int i = 0; i < *servers; i++)
+    g_ptr_array_add (paths, g_strdup_printf ("%s/server-%d-of-%d.safetensors", dir, i, *servers));
+  return paths;
+}
+
+gboolean
+ps_shard_load (PsDenseTable *t, const char *dir, gint64 *step, GError **error)
+{
+  KsArena **state = NULL;
+  gsize n_state = 0;
+  gint64 *opt_step = NULL, best_opt_step = 0;
+  int servers;
+  g_autoptr (GPtrArray) paths = shard_paths (dir, &servers, error);
+  gboolean ok = paths != NULL && ps_dense_table_state (t, &state, &n_state, &opt_step, error);
+  gsize n_arenas = 1 + n_state;
+  float **packed = g_new0 (float *, n_arenas);
+  gsize **covered = g_new0 (gsize *, n_arenas);
+
+  for (gsize a = 0; a < n_arenas; a++)
+    {
+      packed[a] = g_new0 (float, MAX (t->n_floats, 1));
+      covered[a] = g_new0 (gsize, MAX (t->n_blocks, 1));
+    }
+  for (guint f = 0; ok && f < paths->len; f++)
+    {
+      Shard s = { g_strdup (g_ptr_array_index (paths, f)) };
+      gint64 states, shard_step, shard_opt_step;
+      ok = shard_open (&s, error)
+           && meta_int (&s, "optimizer_states", 0, 16, &states, error)
+           && meta_int (&s, "step", 0, G_MAXINT64, &shard_step, error)
+           && meta_int (&s, "optimizer_step", 0, G_MAXINT64, &shard_opt_step, error);
+      if (ok && states != (gint64) n_state)
+        ok = bad (error, s.path, "holds %" G_GINT64_FORMAT " optimizer state arrays per "
+                  "parameter but [train] optimizer keeps %" G_GSIZE_FORMAT ": resume with the "
+                  "optimizer that wrote it", states, n_state);
+      if (ok && f > 0 && shard_step != *step)
+        ok = bad (error, s.path, "is of step %" G_GINT64_FORMAT " but the other shards of "
+                  "step %" G_GINT64_FORMAT, shard_step, *step);
+      *step = shard_step;
+      best_opt_step = MAX (best_opt_step, shard_opt_step);
+      g_autoptr (GList) names = ok ? json_object_get_members (s.header) : NULL;
+      for (GList *l = names; ok && l != NULL; l = l->next)
+        {
+          const char *name = l->data;
+          gsize a = 0;
+          JsonNode *node = json_object_get_member (s.header, name);
+          if (strcmp (name, "__metadata__") == 0)
+            continue;
+          if (!JSON_NODE_HOLDS_OBJECT (node))
+            ok = bad (error, s.path, "entry '%s' is not an object", name);
+          else if (g_str_has_prefix (name, "optim."))
+            {
+              char *end;
+              guint64 k = g_ascii_strtoull (name + 6, &end, 10);
+              if (end == name + 6 || *end != '.' || k >= n_state)
+                ok = bad (error, s.path, "tensor '%s': no such optimizer state", name);
+              a = k + 1;
+              name = end + 1;
+            }
+          ok = ok && take_tensor (t, &s, name, json_node_get_object (node), packed[a], covered[a],
+                                  error);
+        }
+      shard_clear (&s);
+    }
+  for (gsize a = 0; ok && a < n_arenas; a++)
+    for (gsize i = 0; ok && i < t->n_blocks; i++)
+      if (covered[a][i] != t->blocks[i]->len)
+        ok = bad (error, dir, "%s %s: %" G_GSIZE_FORMAT " of its %" G_GSIZE_FORMAT " floats "
+                  "found in the shards (missing, or given twice)",
+                  a == 0 ? "parameter block" : "optimizer state of block", t->blocks[i]->name,
+                  covered[a][i], t->blocks[i]->len);
+  /* everything checked: now change the table */
+  for (gsize a = 0; ok && a < n_arenas; a++)
+    ok = ps_dense_table_transfer (t, a == 0 ? ks_model_parameters (t->model) : state[a - 1],
+                                  packed[a], FALSE, error);
+  if (ok)
+    {
+      *opt_step = best_opt_step;
+      ks_model_parameters_changed (t->model);
+    }
+  for (gsize a = 0; a < n_arenas; a++)
+    {
+      g_free (packed[a]);
+      g_free (covered[a]);
+    }
+  g_free (packed);
+  g_free (covered);
+  return ok;
+}

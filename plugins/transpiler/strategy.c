@@ -1,0 +1,75 @@
+/* [strategy] (strategy.h). Paddle fleet's rule: a_sync = false, k_steps = 0 is sync;
+ * a_sync = true, k_steps = 0 async; a_sync = true, k_steps > 0 GEO; a_sync = false with
+ * k_steps > 0 an error. `mode` names the mode directly (and half_async, which Paddle's
+ * 2.x form cannot); when both forms are given they must agree. */
+#include "strategy.h"
+
+#include <string.h>
+
+static const char *const names[] = { "sync", "half_async", "async", "geo" };
+
+const char *
+ps_mode_name (PsMode mode)
+{
+  return names[mode];
+}
+
+static gboolean
+is_set (const KsConfig *c, const char *key)
+{
+  const char *value;
+  KsSource source = KS_SOURCE_DEFAULT;
+  return ks_config_lookup (c, "strategy", key, &value, &source, NULL)
+         && source != KS_SOURCE_DEFAULT;
+}
+
+static gboolean
+refuse (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+refuse (GError **error, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *m = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_set_error_literal (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, m);
+  return FALSE;
+}
+
+gboolean
+ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
+{
+  const char *mode = ks_config_get_string (c, "strategy", "mode");
+  gboolean a_sync = ks_config_get_bool (c, "strategy", "a_sync");
+  gint64 k = ks_config_get_int (c, "strategy", "k_steps");
+  PsMode from_paddle = !a_sync ? PS_MODE_SYNC : k > 0 ? PS_MODE_GEO : PS_MODE_ASYNC;
+
+  out->send_queue_size = ks_config_get_int (c, "strategy", "send_queue_size");
+  out->max_merge_var_num = ks_config_get_int (c, "strategy", "max_merge_var_num");
+  if (!a_sync && k > 0 && (strcmp (mode, "auto") == 0 || is_set (c, "a_sync")))
+    return refuse (error, "[strategy] a_sync = false with k_steps = %" G_GINT64_FORMAT ": "
+                   "k_steps > 0 means GEO, which is asynchronous; set a_sync = true (GEO) or "
+                   "k_steps = 0 (sync)", k);
+  if (strcmp (mode, "auto") == 0)
+    out->mode = from_paddle;
+  else
+    {
+      guint i = 0;
+      while (i < G_N_ELEMENTS (names) && strcmp (names[i], mode) != 0)
+        i++;
+      if (i == G_N_ELEMENTS (names))
+        return refuse (error, "[strategy] mode = %s: not a parameter-server mode (sync, "
+                       "half_async, async, geo)", mode);
+      out->mode = i;
+      if (is_set (c, "a_sync") && (a_sync != (out->mode == PS_MODE_ASYNC || out->mode == PS_MODE_GEO)))
+        return refuse (error, "[strategy] mode = %s but a_sync = %s: they disagree; set one "
+                       "of them", mode, a_sync ? "true" : "false");
+      if (out->mode != PS_MODE_GEO && k > 0)
+        return refuse (error, "[strategy] k_steps = %" G_GINT64_FORMAT " is for mode = geo, "
+                       "not mode = %s; remove it", k, mode);
+    }
+  /* Paddle 1.x's geo_sgd_need_push_nums default */
+  out->k_steps = out->mode == PS_MODE_GEO ? (k > 0 ? k : 100) : 0;
+  return TRUE;
+}

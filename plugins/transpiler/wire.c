@@ -1,0 +1,93 @@
+/* Message framing and checks (wire.h). */
+#include "wire.h"
+
+#include <string.h>
+
+void
+ps_token_digest (const char *token, guint8 out[PS_TOKEN_BYTES])
+{
+  guint8 sha[32];
+  gsize len = sizeof sha;
+  g_autoptr (GChecksum) c = g_checksum_new (G_CHECKSUM_SHA256);
+
+  memset (out, 0, PS_TOKEN_BYTES);
+  if (token == NULL || *token == '\0')
+    return;
+  g_checksum_update (c, (const guchar *) token, strlen (token));
+  g_checksum_get_digest (c, sha, &len);
+  memcpy (out, sha, PS_TOKEN_BYTES);
+}
+
+const char *
+ps_type_name (guint type)
+{
+  switch (type)
+    {
+    case PS_HELLO: return "hello";
+    case PS_PULL: return "pull";
+    case PS_PUSH_GRAD: return "push";
+    case PS_PUSH_DELTA: return "push delta";
+    case PS_SAVE: return "save";
+    case PS_STOP: return "stop";
+    case PS_REPLY_OK: return "reply";
+    case PS_REPLY_ERROR: return "error reply";
+    default: return "unknown";
+    }
+}
+
+void *
+ps_message_new (const PsHeader *header, const void *payload, gsize payload_len, gsize *len)
+{
+  guint8 *m = g_malloc (sizeof *header + payload_len);
+  PsHeader h = *header;
+
+  h.magic = PS_MAGIC;
+  h.version = PS_VERSION;
+  h.payload = payload_len;
+  memcpy (m, &h, sizeof h);
+  if (payload_len > 0)
+    memcpy (m + sizeof h, payload, payload_len);
+  *len = sizeof h + payload_len;
+  return m;
+}
+
+gboolean
+ps_message_parse (const void *data, gsize len, const guint8 *token, PsHeader *h,
+                  const void **payload, char **why)
+{
+  guint8 diff = 0;
+
+  if (len < sizeof *h)
+    {
+      *why = g_strdup_printf ("%" G_GSIZE_FORMAT " bytes, shorter than a header (%" G_GSIZE_FORMAT ")",
+                              len, sizeof *h);
+      return FALSE;
+    }
+  memcpy (h, data, sizeof *h);
+  if (h->magic != PS_MAGIC)
+    {
+      *why = g_strdup ("not a ksdist parameter-server message (bad magic)");
+      return FALSE;
+    }
+  if (h->version != PS_VERSION)
+    {
+      *why = g_strdup_printf ("protocol version %u, expected %u: a ksdist of another version",
+                              h->version, PS_VERSION);
+      return FALSE;
+    }
+  for (int i = 0; i < PS_TOKEN_BYTES; i++) /* the same time for any wrong byte */
+    diff |= h->token[i] ^ token[i];
+  if (diff != 0)
+    {
+      *why = g_strdup ("refused: wrong token (not this job's KS_STORE_TOKEN)");
+      return FALSE;
+    }
+  if (h->payload != len - sizeof *h)
+    {
+      *why = g_strdup_printf ("the header announces %" G_GUINT64_FORMAT " payload bytes but %"
+                              G_GSIZE_FORMAT " came", h->payload, len - sizeof *h);
+      return FALSE;
+    }
+  *payload = (const guint8 *) data + sizeof *h;
+  return TRUE;
+}

@@ -1,0 +1,51 @@
+/* The messages between workers and servers: one ZeroMQ frame each, a fixed header and a
+ * payload (floats, or text). Everything read from the network is checked here before
+ * use: size, magic, version, the job's token, the type and the payload's length. */
+#ifndef KS_PS_WIRE_H
+#define KS_PS_WIRE_H
+
+#include <glib.h>
+
+#define PS_MAGIC 0x5350534bu /* "KSPS" */
+#define PS_VERSION 1
+#define PS_TOKEN_BYTES 16
+
+typedef enum {
+  PS_HELLO = 1,      /* aux: layout fingerprint, arg: mode; reply step: the server's step */
+  PS_PULL = 2,       /* reply: the server's values */
+  PS_PUSH_GRAD = 3,  /* step: the worker's step; payload: gradients; reply: new values */
+  PS_PUSH_DELTA = 4, /* payload: deltas added to the values (GEO); reply: new values */
+  PS_SAVE = 5,       /* step: the job's step; payload: the directory (text) */
+  PS_STOP = 6,       /* the worker is done */
+  PS_REPLY_OK = 100,
+  PS_REPLY_ERROR = 101, /* payload: the message (text) */
+} PsType;
+
+typedef struct {
+  guint32 magic;
+  guint16 version;
+  guint16 type;
+  guint32 sender; /* worker index (requests) or server index (replies) */
+  guint32 arg;
+  guint64 id; /* a request's number, echoed by its reply */
+  gint64 step;
+  guint64 aux;
+  guint64 payload; /* bytes after the header */
+  guint8 token[PS_TOKEN_BYTES];
+} PsHeader;
+
+G_STATIC_ASSERT (sizeof (PsHeader) == 64);
+
+/* The token's digest carried in every header (all zero for an empty token). */
+void ps_token_digest (const char *token, guint8 out[PS_TOKEN_BYTES]);
+const char *ps_type_name (guint type);
+
+/* A new message (g_free) of a header and `payload`, whose length is *len. */
+void *ps_message_new (const PsHeader *header, const void *payload, gsize payload_len,
+                      gsize *len);
+/* Checks a received frame; on success *header is a copy of its header and *payload
+ * points into `data`. `token` is the expected digest. Otherwise *why says what is wrong. */
+gboolean ps_message_parse (const void *data, gsize len, const guint8 *token, PsHeader *header,
+                           const void **payload, char **why);
+
+#endif
