@@ -96,6 +96,17 @@ check_PROGRAMS += tests/test-pipe-train
 tests_test_pipe_train_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-pipe-train
 
+# Parameter-server training: server and worker processes over 127.0.0.1 (ZeroMQ).
+if HAVE_ZMQ
+check_PROGRAMS += tests/test-ps
+tests_test_ps_SOURCES = tests/test-ps.c plugins/transpiler/wire.c
+tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
+TESTS += tests/test-ps
+# it loads build-tree plugins: done before test-install relinks them (below)
+KS_PS_TEST_LOG = tests/test-ps.log
+endif
+
 # The CUDA kernels against the CPU's; skipped without a GPU.
 check_PROGRAMS += tests/test-cuda
 tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm
@@ -139,4 +150,4 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
-	tests/test-pipe-train.log
+	tests/test-pipe-train.log $(KS_PS_TEST_LOG)

@@ -29,6 +29,9 @@
 
 #define JOB_FILE "job.json"
 #define PREFIX "checkpoint-"
+/* A worker waits this much longer than [comm] timeout: a server that gives up on a
+ * missing worker after the timeout answers the others first, naming it. */
+#define ANSWER_SLACK_MS 2000
 
 typedef struct {
   KsRoleMaker *role;
@@ -127,7 +130,8 @@ transpiler_init_worker (void *p, GError **error)
     return failed (error, "transpiler: init_worker on a server (servers call init_server)");
   if ((t->client = ps_client_new (ks_role_maker_pserver_endpoints (t->role),
                                   g_getenv ("KS_STORE_TOKEN"),
-                                  ks_role_maker_worker_index (t->role), t->timeout_ms,
+                                  ks_role_maker_worker_index (t->role),
+                                  t->timeout_ms + ANSWER_SLACK_MS,
                                   t->max_message, error))
           == NULL
       || (t->worker = ps_worker_new (t->client, t->layout, &t->strategy,
@@ -136,11 +140,13 @@ transpiler_init_worker (void *p, GError **error)
                                      error))
              == NULL)
     return FALSE;
-  if (server_step != MAX (t->resumed_step, 0))
+  /* workers that resume need the servers at the same checkpoint (servers that start from
+   * [transpiler] model_dir under fresh workers are incremental training) */
+  if (t->resumed_step >= 0 && server_step != t->resumed_step)
     return failed (error, "init_worker: the servers loaded the checkpoint of step %"
                    G_GINT64_FORMAT " but the workers resume from step %" G_GINT64_FORMAT ": "
                    "start servers and workers with the same [train] checkpoint_dir and resume",
-                   server_step, MAX (t->resumed_step, 0));
+                   server_step, t->resumed_step);
   return TRUE;
 }
 

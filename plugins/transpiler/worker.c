@@ -211,10 +211,12 @@ geo_step (PsWorker *w, GError **error)
   memcpy (server, w->old, w->numel * sizeof (float)); /* padding stays as it was */
   if (!exchange (w, PS_PUSH_DELTA, delta, server, error))
     return FALSE;
-  /* local += what the others (and this worker's delta) moved the servers' values */
+  /* Paddle's GeoCommunicator: the pushed delta counts as seen (old += delta); local then
+   * takes what the others moved the servers' values, and keeps the rest of its own delta
+   * for the next push */
   for (gsize i = 0; i < w->numel; i++)
     {
-      w->host[i] += server[i] - w->old[i];
+      w->host[i] += server[i] - (w->old[i] + delta[i]);
       w->old[i] = server[i];
     }
   return params_copy (w, w->host, TRUE, error);
