@@ -44,3 +44,16 @@ bench-ddp: bench/bench-ddp
 endif
 EXTRA_DIST += bench/bench-allreduce.cc bench/run-allreduce.sh bench/allreduce-torch.py \
 	bench/run-ddp.sh bench/ddp-torch.py bench/run-pipeline.sh
+
+# Parameter servers: every transpiler mode with 1 and 2 servers beside the collective mode
+# and loopback TCP (bench/bench-ps [W], by bench/run-ps.sh).
+EXTRA_PROGRAMS += bench/bench-ps
+bench_bench_ps_SOURCES = bench/bench-ps.c
+bench_bench_ps_LDADD = libksdist.la $(GLIB_LIBS)
+CLEANFILES += bench/bench-ps
+EXTRA_DIST += bench/run-ps.sh
+if HAVE_ZMQ
+bench-ps: bench/bench-ps
+	$(SHELL) $(srcdir)/bench/run-ps.sh
+.PHONY: bench-ps
+endif

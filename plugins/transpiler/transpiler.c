@@ -260,7 +260,10 @@ transpiler_run_server (void *p, GError **error)
   c.table = t->table;
   c.save = save_shard;
   c.save_data = t;
-  return ps_server_run (&c, error);
+  gboolean ok = ps_server_run (&c, error);
+  /* served: the table goes now, while the compute it lives on surely exists */
+  g_clear_pointer (&t->table, ps_dense_table_free);
+  return ok;
 }
 
 /* ---- the distributed optimizer ---- */
