@@ -526,6 +526,19 @@ raw_send (int port, const void *data, gsize len, gboolean linger)
   close (fd);
 }
 
+/* Sends a header (announcing `payload` bytes; with `magic` when not 0) and an empty
+ * payload frame. */
+static void
+send_header (void *socket, PsHeader *h, guint64 payload, guint32 magic)
+{
+  ps_header_seal (h, 0);
+  h->payload = payload;
+  if (magic != 0)
+    h->magic = magic;
+  zmq_send (socket, h, sizeof *h, ZMQ_SNDMORE);
+  zmq_send (socket, "", 0, 0);
+}
+
 /* Garbage, a wrong token, lying lengths, strangers' worker numbers, several parts and a
  * half message to a server's port: each refused; the job finishes and learns. */
 static void
@@ -534,7 +547,6 @@ test_bad_messages (void)
   Job j = { 0 };
   guint8 token[PS_TOKEN_BYTES], wrong[PS_TOKEN_BYTES];
   PsHeader h = { 0 };
-  gsize len;
 
   if (!have_transpiler ())
     return;
@@ -554,25 +566,22 @@ test_bad_messages (void)
   ps_token_digest ("the-jobs-token", token);
   ps_token_digest ("another-token", wrong);
 
-  zmq_send (s, "garbage!", 8, 0);                    /* shorter than a header */
+  zmq_send (s, "garbage!", 8, 0);                    /* one part */
+  zmq_send (s, "garbage!", 8, ZMQ_SNDMORE);
+  zmq_send (s, "", 0, 0);                            /* a header shorter than one */
   h.type = PS_PULL;
   memcpy (h.token, wrong, sizeof wrong);
-  g_autofree void *m1 = ps_message_new (&h, NULL, 0, &len);
-  zmq_send (s, m1, len, 0);                          /* the wrong token */
+  send_header (s, &h, 0, 0);                         /* the wrong token */
   memcpy (h.token, token, sizeof token);
-  g_autofree void *m2 = ps_message_new (&h, NULL, 0, &len);
-  ((PsHeader *) m2)->payload = G_GUINT64_CONSTANT (1) << 60;
-  zmq_send (s, m2, len, 0);                          /* a payload length it does not have */
+  send_header (s, &h, G_GUINT64_CONSTANT (1) << 60, 0); /* a payload length it does not have */
   h.sender = 77;
-  g_autofree void *m3 = ps_message_new (&h, NULL, 0, &len);
-  zmq_send (s, m3, len, 0);                          /* a worker the job does not have */
+  send_header (s, &h, 0, 0);                         /* a worker the job does not have */
   zmq_send (s, "part one", 8, ZMQ_SNDMORE);
-  zmq_send (s, "part two", 8, 0);                    /* several parts */
+  zmq_send (s, "part two", 8, ZMQ_SNDMORE);
+  zmq_send (s, "part three", 10, 0);                 /* three parts */
   h.sender = 1;
   h.type = 999;
-  g_autofree void *m4 = ps_message_new (&h, NULL, 0, &len);
-  ((PsHeader *) m4)->magic = 0x12345678;
-  zmq_send (s, m4, len, 0);                          /* not the magic */
+  send_header (s, &h, 0, 0x12345678);                /* not the magic */
   zmq_close (s);
   zmq_ctx_term (ctx);
 
@@ -582,13 +591,14 @@ test_bad_messages (void)
   g_autofree char *server = read_log (&j, 2);
   g_autofree char *w0 = read_log (&j, 0);
   g_test_message ("%s", server);
-  g_assert_nonnull (strstr (server, "shorter than a header"));
+  g_assert_nonnull (strstr (server, "a message of 1 parts"));
+  g_assert_nonnull (strstr (server, "a header of 8 bytes, not 64"));
   g_assert_nonnull (strstr (server, "refused: wrong token"));
   g_assert_nonnull (strstr (server, "payload bytes but 0 came"));
   g_assert_nonnull (strstr (server, "from worker 77 of a job of 2 workers"));
-  g_assert_nonnull (strstr (server, "a message of several parts"));
+  g_assert_nonnull (strstr (server, "a message of 3 parts"));
   g_assert_nonnull (strstr (server, "bad magic"));
-  g_assert_nonnull (strstr (server, "6 refused"));
+  g_assert_nonnull (strstr (server, "7 refused"));
   g_assert_cmpfloat (value_after (w0, "eval accuracy "), >=, 0.95);
   job_free (&j);
 }

@@ -76,23 +76,52 @@ ps_client_endpoint (const PsClient *c, int server)
   return c->endpoints[server];
 }
 
+/* Receives the frames of one message into `frames` (at most 3); their count, or 0. */
+static int
+receive_frames (void *socket, zmq_msg_t *frames, int max)
+{
+  int n = 0, more = 1;
+  size_t len = sizeof more;
+  while (more)
+    {
+      zmq_msg_t *m = n < max ? &frames[n] : &frames[max]; /* the extra slot absorbs the rest */
+      zmq_msg_init (m);
+      if (zmq_msg_recv (m, socket, n == 0 ? ZMQ_DONTWAIT : 0) < 0)
+        {
+          zmq_msg_close (m);
+          return n;
+        }
+      zmq_getsockopt (socket, ZMQ_RCVMORE, &more, &len);
+      if (n < max)
+        n++;
+      else
+        {
+          zmq_msg_close (m);
+          n = max + 1;
+        }
+    }
+  return n;
+}
+
 /* Reads what server `call->server` sent; TRUE when it was the awaited reply (*done). */
 static gboolean
 take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, GError **error)
 {
-  zmq_msg_t msg;
+  zmq_msg_t frames[3];
   PsHeader h;
-  const void *payload;
   g_autofree char *why = NULL;
   gboolean ok = TRUE;
+  int n = receive_frames (c->sockets[call->server], frames, 2);
 
-  zmq_msg_init (&msg);
-  if (zmq_msg_recv (&msg, c->sockets[call->server], ZMQ_DONTWAIT) < 0)
-    {
-      zmq_msg_close (&msg);
-      return TRUE; /* nothing yet */
-    }
-  if (!ps_message_parse (zmq_msg_data (&msg), zmq_msg_size (&msg), c->token, &h, &payload, &why))
+  if (n == 0)
+    return TRUE; /* nothing yet */
+  if (n != 2)
+    why = g_strdup_printf ("a message of %d parts, not 2", n);
+  else
+    ps_header_parse (zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
+                     zmq_msg_size (&frames[1]), c->token, &h, &why);
+  const char *payload = n == 2 ? zmq_msg_data (&frames[1]) : NULL;
+  if (why != NULL)
     g_warning ("worker %u: dropped a message from server %d (%s): %s", c->worker, call->server,
                c->endpoints[call->server], why);
   else if (h.id != id)
@@ -101,7 +130,7 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
     {
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "server %d (%s) refused the %s: %.*s",
                    call->server, c->endpoints[call->server], ps_type_name (type),
-                   (int) MIN (h.payload, 4096), (const char *) payload);
+                   (int) MIN (h.payload, 4096), payload);
       ok = FALSE;
     }
   else if (h.type != PS_REPLY_OK || (call->reply != NULL && h.payload != call->reply_len))
@@ -120,7 +149,8 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
       call->reply_step = h.step;
       *done = TRUE;
     }
-  zmq_msg_close (&msg);
+  for (int i = 0; i < MIN (n, 2); i++)
+    zmq_msg_close (&frames[i]);
   return ok;
 }
 
@@ -144,9 +174,16 @@ ps_client_call (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux,
   memcpy (h.token, c->token, PS_TOKEN_BYTES);
   for (gsize i = 0; i < n; i++)
     {
-      gsize len;
-      g_autofree void *m = ps_message_new (&h, calls[i].payload, calls[i].len, &len);
-      if (zmq_send (c->sockets[calls[i].server], m, len, 0) < 0)
+      zmq_msg_t payload;
+      void *socket = c->sockets[calls[i].server];
+      ps_header_seal (&h, calls[i].len);
+      /* the payload goes without a copy: its buffer is not reused before the reply, which
+       * comes only once the server has it all */
+      if (calls[i].len > 0)
+        zmq_msg_init_data (&payload, (void *) calls[i].payload, calls[i].len, NULL, NULL);
+      else
+        zmq_msg_init (&payload);
+      if (zmq_send (socket, &h, sizeof h, ZMQ_SNDMORE) < 0 || zmq_msg_send (&payload, socket, 0) < 0)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "server %d (%s): cannot send a %s: %s",
                        calls[i].server, c->endpoints[calls[i].server], ps_type_name (type),

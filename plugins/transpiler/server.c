@@ -28,25 +28,48 @@ typedef struct {
   guint64 window_requests, window_in, window_out, window_updates;
 } Server;
 
+/* Answers a request. A `stable` payload is sent without a copy: its buffer must not change
+ * until the worker has it (sync mode's values, which change only once every worker has
+ * pushed again, after this reply). */
 static void
-send_reply (Server *s, GBytes *peer, const PsHeader *req, PsType type, gint64 step,
-            const void *payload, gsize len)
+send_reply_from (Server *s, GBytes *peer, const PsHeader *req, PsType type, gint64 step,
+                 const void *payload, gsize len, gboolean stable)
 {
   PsHeader h = { 0 };
-  gsize n, peer_len;
+  gsize peer_len;
   const void *id = g_bytes_get_data (peer, &peer_len);
+  zmq_msg_t body;
 
   h.type = type;
   h.sender = s->cfg->index;
   h.id = req->id;
   h.step = step;
   memcpy (h.token, s->token, PS_TOKEN_BYTES);
-  g_autofree void *m = ps_message_new (&h, payload, len, &n);
-  if (zmq_send (s->socket, id, peer_len, ZMQ_SNDMORE) < 0 || zmq_send (s->socket, m, n, 0) < 0)
-    g_warning ("server %d: cannot answer worker %u: %s", s->cfg->index, req->sender,
-               zmq_strerror (errno));
-  s->bytes_out += n;
-  s->window_out += n;
+  ps_header_seal (&h, len);
+  if (stable && len > 0)
+    zmq_msg_init_data (&body, (void *) payload, len, NULL, NULL);
+  else
+    {
+      zmq_msg_init_size (&body, len);
+      if (len > 0)
+        memcpy (zmq_msg_data (&body), payload, len);
+    }
+  if (zmq_send (s->socket, id, peer_len, ZMQ_SNDMORE) < 0
+      || zmq_send (s->socket, &h, sizeof h, ZMQ_SNDMORE) < 0 || zmq_msg_send (&body, s->socket, 0) < 0)
+    {
+      g_warning ("server %d: cannot answer worker %u: %s", s->cfg->index, req->sender,
+                 zmq_strerror (errno));
+      zmq_msg_close (&body);
+    }
+  s->bytes_out += sizeof h + len;
+  s->window_out += sizeof h + len;
+}
+
+static void
+send_reply (Server *s, GBytes *peer, const PsHeader *req, PsType type, gint64 step,
+            const void *payload, gsize len)
+{
+  send_reply_from (s, peer, req, type, step, payload, len, FALSE);
 }
 
 static void
@@ -117,8 +140,8 @@ sync_push (Server *s, GBytes *peer, const PsHeader *req, const float *grads, GEr
       PsHeader h = *req;
       h.id = s->pending_id[i];
       h.sender = i;
-      send_reply (s, s->pending_peer[i], &h, PS_REPLY_OK, s->round_step, s->values,
-                  s->msg_floats * sizeof (float));
+      send_reply_from (s, s->pending_peer[i], &h, PS_REPLY_OK, s->round_step, s->values,
+                       s->msg_floats * sizeof (float), TRUE);
       g_clear_pointer (&s->pending_peer[i], g_bytes_unref);
     }
   s->round_count = 0;
@@ -226,47 +249,46 @@ refuse (Server *s, const char *why)
                s->cfg->index, s->refused, why);
 }
 
-/* Receives one message (identity frame, then one data frame) and serves it. */
+/* Receives one message (identity, header and payload frames) and serves it. */
 static gboolean
 receive (Server *s, GError **error)
 {
-  zmq_msg_t id, data;
+  zmq_msg_t f[4]; /* identity, header, payload, and a slot for anything more */
   gboolean ok = TRUE;
-  int more = 0;
+  int more = 1, n = 0;
   size_t more_len = sizeof more;
+  gsize bytes = 0;
 
-  zmq_msg_init (&id);
-  zmq_msg_init (&data);
-  if (zmq_msg_recv (&id, s->socket, ZMQ_DONTWAIT) < 0)
-    goto out;
-  zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
-  if (!more || zmq_msg_recv (&data, s->socket, 0) < 0)
+  while (more)
     {
-      refuse (s, "an empty message");
-      goto out;
-    }
-  zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
-  if (more)
-    {
-      while (more) /* drain the rest of a multi-part message */
+      zmq_msg_t *m = &f[MIN (n, 3)];
+      zmq_msg_init (m);
+      if (zmq_msg_recv (m, s->socket, n == 0 ? ZMQ_DONTWAIT : 0) < 0)
         {
-          zmq_msg_t rest;
-          zmq_msg_init (&rest);
-          zmq_msg_recv (&rest, s->socket, 0);
-          zmq_msg_close (&rest);
-          zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
+          zmq_msg_close (m);
+          break;
         }
-      refuse (s, "a message of several parts");
-      goto out;
+      bytes += zmq_msg_size (m);
+      zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
+      if (n >= 3)
+        zmq_msg_close (m); /* drained */
+      n++;
     }
+  if (n == 0)
+    return TRUE;
   s->requests++;
   s->window_requests++;
-  s->bytes_in += zmq_msg_size (&data);
-  s->window_in += zmq_msg_size (&data);
+  s->bytes_in += bytes;
+  s->window_in += bytes;
   PsHeader h;
-  const void *payload;
   g_autofree char *why = NULL;
-  if (!ps_message_parse (zmq_msg_data (&data), zmq_msg_size (&data), s->token, &h, &payload, &why))
+  if (n != 3)
+    {
+      why = g_strdup_printf ("a message of %d parts, not a header and a payload", n - 1);
+      refuse (s, why);
+    }
+  else if (!ps_header_parse (zmq_msg_data (&f[1]), zmq_msg_size (&f[1]), zmq_msg_size (&f[2]),
+                             s->token, &h, &why))
     refuse (s, why);
   else if (h.sender >= (guint32) s->cfg->workers)
     {
@@ -276,13 +298,12 @@ receive (Server *s, GError **error)
     }
   else
     {
-      g_autoptr (GBytes) peer = g_bytes_new (zmq_msg_data (&id), zmq_msg_size (&id));
+      g_autoptr (GBytes) peer = g_bytes_new (zmq_msg_data (&f[0]), zmq_msg_size (&f[0]));
       s->last_seen[h.sender] = g_get_monotonic_time ();
-      ok = handle (s, peer, &h, payload, error);
+      ok = handle (s, peer, &h, zmq_msg_data (&f[2]), error);
     }
-out:
-  zmq_msg_close (&id);
-  zmq_msg_close (&data);
+  for (int i = 0; i < MIN (n, 3); i++)
+    zmq_msg_close (&f[i]);
   return ok;
 }
 

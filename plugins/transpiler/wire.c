@@ -35,31 +35,23 @@ ps_type_name (guint type)
     }
 }
 
-void *
-ps_message_new (const PsHeader *header, const void *payload, gsize payload_len, gsize *len)
+void
+ps_header_seal (PsHeader *h, gsize payload_len)
 {
-  guint8 *m = g_malloc (sizeof *header + payload_len);
-  PsHeader h = *header;
-
-  h.magic = PS_MAGIC;
-  h.version = PS_VERSION;
-  h.payload = payload_len;
-  memcpy (m, &h, sizeof h);
-  if (payload_len > 0)
-    memcpy (m + sizeof h, payload, payload_len);
-  *len = sizeof h + payload_len;
-  return m;
+  h->magic = PS_MAGIC;
+  h->version = PS_VERSION;
+  h->payload = payload_len;
 }
 
 gboolean
-ps_message_parse (const void *data, gsize len, const guint8 *token, PsHeader *h,
-                  const void **payload, char **why)
+ps_header_parse (const void *data, gsize len, gsize payload_len, const guint8 *token,
+                 PsHeader *h, char **why)
 {
   guint8 diff = 0;
 
-  if (len < sizeof *h)
+  if (len != sizeof *h)
     {
-      *why = g_strdup_printf ("%" G_GSIZE_FORMAT " bytes, shorter than a header (%" G_GSIZE_FORMAT ")",
+      *why = g_strdup_printf ("a header of %" G_GSIZE_FORMAT " bytes, not %" G_GSIZE_FORMAT,
                               len, sizeof *h);
       return FALSE;
     }
@@ -82,12 +74,11 @@ ps_message_parse (const void *data, gsize len, const guint8 *token, PsHeader *h,
       *why = g_strdup ("refused: wrong token (not this job's KS_STORE_TOKEN)");
       return FALSE;
     }
-  if (h->payload != len - sizeof *h)
+  if (h->payload != payload_len)
     {
       *why = g_strdup_printf ("the header announces %" G_GUINT64_FORMAT " payload bytes but %"
-                              G_GSIZE_FORMAT " came", h->payload, len - sizeof *h);
+                              G_GSIZE_FORMAT " came", h->payload, payload_len);
       return FALSE;
     }
-  *payload = (const guint8 *) data + sizeof *h;
   return TRUE;
 }

@@ -1,6 +1,7 @@
-/* The messages between workers and servers: one ZeroMQ frame each, a fixed header and a
- * payload (floats, or text). Everything read from the network is checked here before
- * use: size, magic, version, the job's token, the type and the payload's length. */
+/* The messages between workers and servers: two ZeroMQ frames each, a fixed header and a
+ * payload (floats, text or nothing), so the payload is sent from and received into its
+ * own buffer without a copy into a message. Everything read from the network is checked
+ * here before use: size, magic, version, the job's token and the payload's length. */
 #ifndef KS_PS_WIRE_H
 #define KS_PS_WIRE_H
 
@@ -40,12 +41,11 @@ G_STATIC_ASSERT (sizeof (PsHeader) == 64);
 void ps_token_digest (const char *token, guint8 out[PS_TOKEN_BYTES]);
 const char *ps_type_name (guint type);
 
-/* A new message (g_free) of a header and `payload`, whose length is *len. */
-void *ps_message_new (const PsHeader *header, const void *payload, gsize payload_len,
-                      gsize *len);
-/* Checks a received frame; on success *header is a copy of its header and *payload
- * points into `data`. `token` is the expected digest. Otherwise *why says what is wrong. */
-gboolean ps_message_parse (const void *data, gsize len, const guint8 *token, PsHeader *header,
-                           const void **payload, char **why);
+/* Sets the header's magic, version and payload length. */
+void ps_header_seal (PsHeader *header, gsize payload_len);
+/* Checks a received header frame of `len` bytes followed by a payload frame of
+ * `payload_len`; on success *header is a copy. Otherwise *why says what is wrong. */
+gboolean ps_header_parse (const void *data, gsize len, gsize payload_len, const guint8 *token,
+                          PsHeader *header, char **why);
 
 #endif
