@@ -26,16 +26,7 @@ static float *
 checkpoint_floats (const char *dir, gsize *n)
 {
   g_autofree char *file = g_build_filename (dir, "checkpoint-20", "model.safetensors", NULL);
-  g_autofree char *contents = NULL;
-  gsize len;
-  guint64 header;
-
-  g_assert_true (g_file_get_contents (file, &contents, &len, NULL));
-  memcpy (&header, contents, 8);
-  header = GUINT64_FROM_LE (header);
-  g_assert_cmpuint (8 + header, <=, len);
-  *n = (len - 8 - header) / sizeof (float);
-  return g_memdup2 (contents + 8 + header, *n * sizeof (float));
+  return ks_test_safetensors_floats (file, n);
 }
 
 /* The arguments that train 20 steps with the --set values `extra`, checkpointing to

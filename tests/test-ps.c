@@ -79,16 +79,7 @@ static float *
 exported_floats (const char *dir, gsize *n)
 {
   g_autofree char *file = g_build_filename (dir, "model.safetensors", NULL);
-  g_autofree char *contents = NULL;
-  gsize len;
-  guint64 header;
-
-  g_assert_true (g_file_get_contents (file, &contents, &len, NULL));
-  memcpy (&header, contents, 8);
-  header = GUINT64_FROM_LE (header);
-  g_assert_cmpuint (8 + header, <=, len);
-  *n = (len - 8 - header) / sizeof (float);
-  return g_memdup2 (contents + 8 + header, *n * sizeof (float));
+  return ks_test_safetensors_floats (file, n);
 }
 
 /* Every parameter of two exports within `rel` of each other (relative to the larger

@@ -280,3 +280,19 @@ ks_test_wait_ranks (KsTestJob *job, int *status)
     }
   return g_string_free (err, FALSE);
 }
+
+float *
+ks_test_safetensors_floats (const char *file, gsize *n)
+{
+  g_autofree char *contents = NULL;
+  gsize len;
+  guint64 header;
+
+  g_assert_true (g_file_get_contents (file, &contents, &len, NULL));
+  g_assert_cmpuint (len, >=, 8);
+  memcpy (&header, contents, 8);
+  header = GUINT64_FROM_LE (header);
+  g_assert_cmpuint (8 + header, <=, len);
+  *n = (len - 8 - header) / sizeof (float);
+  return g_memdup2 (contents + 8 + header, *n * sizeof (float));
+}

@@ -53,6 +53,10 @@ gboolean ks_test_have_openblas (void);
 /* n floats drawn uniformly from [lo, hi); g_free them. */
 float *ks_test_random_floats (GRand *rng, gsize n, double lo, double hi);
 
+/* The float32 data of a safetensors file, after its JSON header (g_free); asserts it
+ * can be read. */
+float *ks_test_safetensors_floats (const char *file, gsize *n);
+
 /* The directory of the build tree's plugin `name` (its .libs). */
 char *ks_test_build_plugin_dir (const char *name);
 

@@ -147,12 +147,13 @@ on_signal (gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
-/* A TCP port free on `host` now (the kernel's choice), or 0. */
+/* A TCP port free on `host` now (the kernel's choice), or 0; the probing socket is added
+ * to `held`, which keeps the port from being chosen twice until it is freed. */
 static int
-free_port (const char *host)
+free_port (const char *host, GPtrArray *held)
 {
   g_autoptr (GInetAddress) ip = g_inet_address_new_from_string (host);
-  g_autoptr (GSocket) socket = NULL;
+  GSocket *socket;
   g_autoptr (GSocketAddress) any = NULL, bound = NULL;
 
   if (ip == NULL
@@ -160,6 +161,7 @@ free_port (const char *host)
                                  G_SOCKET_PROTOCOL_TCP, NULL))
              == NULL)
     return 0;
+  g_ptr_array_add (held, socket);
   any = g_inet_socket_address_new (ip, 0);
   if (!g_socket_bind (socket, any, FALSE, NULL)
       || (bound = g_socket_get_local_address (socket, NULL)) == NULL)
@@ -174,10 +176,11 @@ static char *
 endpoint_list (const Launch *l, int first, int count)
 {
   GString *out = g_string_new (NULL);
+  g_autoptr (GPtrArray) held = g_ptr_array_new_with_free_func (g_object_unref);
   for (int r = first; r < first + count; r++)
     {
       const char *host = l->rv.hosts[r / l->rv.nproc];
-      int port = l->servers > 0 ? free_port (host) : 0;
+      int port = l->servers > 0 ? free_port (host, held) : 0;
       g_string_append_printf (out, "%s%s:%d", r > first ? "," : "", host,
                               port > 0 ? port : 6170 + r);
     }

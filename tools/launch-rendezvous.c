@@ -123,6 +123,8 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
       if (strcmp (kind, "tcp") != 0)
         {
           rv->store_kind = g_strdup (kind);
+          /* the file store needs none, but parameter servers admit only the job's token */
+          rv->token = random_hex (TOKEN_BYTES);
           rv->store_dir = g_dir_make_tmp ("ksdist-launch-XXXXXX", error);
           rv->store_address = g_strdup (rv->store_dir);
           return rv->store_dir != NULL;

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <zmq.h>
 
+#define ZERO_COPY_BYTES 65536
+
 struct PsClient {
   void *zctx;
   void **sockets;
@@ -177,13 +179,19 @@ ps_client_call (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux,
       zmq_msg_t payload;
       void *socket = c->sockets[calls[i].server];
       ps_header_seal (&h, calls[i].len);
-      /* the payload goes without a copy: its buffer is not reused before the reply, which
-       * comes only once the server has it all */
-      if (calls[i].len > 0)
+      /* a large payload (a worker's packed buffer) goes without a copy: the buffer is not
+       * reused before the reply, which comes only once the server has it all, and outlives
+       * the sockets (ps_client_free before the worker's buffers); a small one is copied */
+      if (calls[i].len >= ZERO_COPY_BYTES)
         zmq_msg_init_data (&payload, (void *) calls[i].payload, calls[i].len, NULL, NULL);
       else
-        zmq_msg_init (&payload);
-      if (zmq_send (socket, &h, sizeof h, ZMQ_SNDMORE) < 0 || zmq_msg_send (&payload, socket, 0) < 0)
+        {
+          zmq_msg_init_size (&payload, calls[i].len);
+          if (calls[i].len > 0)
+            memcpy (zmq_msg_data (&payload), calls[i].payload, calls[i].len);
+        }
+      if (zmq_send (socket, &h, sizeof h, ZMQ_SNDMORE) < 0
+          || (zmq_msg_send (&payload, socket, 0) < 0 && (zmq_msg_close (&payload), TRUE)))
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "server %d (%s): cannot send a %s: %s",
                        calls[i].server, c->endpoints[calls[i].server], ps_type_name (type),

@@ -21,7 +21,7 @@ typedef struct {
   /* the sync step being gathered */
   gint64 round_step, round_start;
   int round_count;
-  float *sum, *values;
+  float *sum, *values, *aligned;
   /* statistics */
   guint64 requests, refused, bytes_in, bytes_out;
   gint64 window_start;
@@ -167,6 +167,9 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
   gboolean geo = c->mode == PS_MODE_GEO;
   int w = req->sender;
 
+  /* a payload of floats where floats may be read (ZeroMQ may place a small one anywhere) */
+  if (req->payload == s->msg_floats * sizeof (float) && ((guintptr) payload % sizeof (float)) != 0)
+    payload = memcpy (s->aligned, payload, req->payload);
   if (req->type != PS_HELLO && !s->hello[w])
     {
       send_error (s, peer, req, "a %s before hello", ps_type_name (req->type));
@@ -227,6 +230,9 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           send_error (s, peer, req, "%s", e->message);
         else
           send_reply (s, peer, req, PS_REPLY_OK, req->step, NULL, 0);
+        /* the workers waited for the save, not silent */
+        for (int i = 0; i < c->workers; i++)
+          s->last_seen[i] = MAX (s->last_seen[i], g_get_monotonic_time ());
         return TRUE;
       }
     case PS_STOP:
@@ -382,11 +388,12 @@ serve (Server *s, GError **error)
           for (int w = 0; w < c->workers; w++)
             if (s->pending_peer[w] == NULL)
               g_string_append_printf (missing, "%s%d", missing->len ? ", " : "", w);
-          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
-                       "server %d (%s): worker %s sent no gradient for step %" G_GINT64_FORMAT
-                       " within %.0f s ([comm] timeout) while the others waited: it died or "
-                       "hangs; see its workerlog", c->index, c->endpoint, missing->str,
-                       s->round_step, c->timeout_ms / 1000.0);
+          g_autofree char *m = g_strdup_printf (
+              "server %d (%s): worker %s sent no gradient for step %" G_GINT64_FORMAT
+              " within %.0f s ([comm] timeout) while the others waited: it died or hangs; "
+              "see its workerlog", c->index, c->endpoint, missing->str, s->round_step,
+              c->timeout_ms / 1000.0);
+          g_set_error_literal (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT, m);
           g_string_free (missing, TRUE);
           for (int w = 0; w < c->workers; w++) /* the waiting workers learn why */
             if (s->pending_peer[w] != NULL)
@@ -395,12 +402,13 @@ serve (Server *s, GError **error)
                 h.id = s->pending_id[w];
                 h.sender = w;
                 h.type = PS_PUSH_GRAD;
-                send_reply (s, s->pending_peer[w], &h, PS_REPLY_ERROR, 0, (*error)->message,
-                            strlen ((*error)->message));
+                send_reply (s, s->pending_peer[w], &h, PS_REPLY_ERROR, 0, m, strlen (m));
               }
           return FALSE;
         }
-      g_autofree char *silent = silent_workers (s, now, start);
+      /* sync workers push every step: a silent one is gone (other modes' workers may
+       * compute long between pushes; there the launcher ends the job) */
+      g_autofree char *silent = c->mode == PS_MODE_SYNC ? silent_workers (s, now, start) : NULL;
       if (silent != NULL)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
@@ -455,6 +463,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.pending_id = g_new0 (guint64, c->workers);
   s.sum = g_new0 (float, MAX (s.msg_floats, 1));
   s.values = g_new0 (float, MAX (s.msg_floats, 1));
+  s.aligned = g_new0 (float, MAX (s.msg_floats, 1));
   ok = serve (&s, error);
   for (int w = 0; w < c->workers; w++)
     if (s.pending_peer[w] != NULL)
@@ -468,5 +477,6 @@ ps_server_run (const PsServerConfig *c, GError **error)
   g_free (s.pending_id);
   g_free (s.sum);
   g_free (s.values);
+  g_free (s.aligned);
   return ok;
 }

@@ -258,10 +258,10 @@ shard_clear (Shard *s)
 }
 
 /* Copies tensor `name` of a shard into the packed arena `out` where it overlaps the
- * table's blocks, counting the floats covered per block. */
+ * table's blocks, marking each float taken in `taken` (a float given twice is refused). */
 static gboolean
 take_tensor (PsDenseTable *t, Shard *s, const char *name, JsonObject *o, float *out,
-             gsize *covered, GError **error)
+             guint8 *taken, GError **error)
 {
   const char *at = strrchr (name, '@');
   guint64 off, begin, end, len;
@@ -296,8 +296,11 @@ take_tensor (PsDenseTable *t, Shard *s, const char *name, JsonObject *o, float *
       guint64 lo = MAX (off, b->offset), hi = MIN (off + len, b->offset + b->len);
       if (lo >= hi)
         continue;
+      for (gsize k = pos + (lo - b->offset); k < pos + (hi - b->offset); k++)
+        if (taken[k]++)
+          return bad (error, s->path, "tensor '%s' gives element %" G_GSIZE_FORMAT " of "
+                      "block %s again: overlapping ranges", name, k - pos + b->offset, b->name);
       memcpy (out + pos + (lo - b->offset), src + (lo - off), (hi - lo) * sizeof (float));
-      covered[i] += hi - lo;
     }
   return TRUE;
 }
@@ -356,17 +359,17 @@ ps_shard_load (PsDenseTable *t, const char *dir, gint64 *step, GError **error)
   gboolean ok = paths != NULL && ps_dense_table_state (t, &state, &n_state, &opt_step, error);
   gsize n_arenas = 1 + n_state;
   float **packed = g_new0 (float *, n_arenas);
-  gsize **covered = g_new0 (gsize *, n_arenas);
+  guint8 **taken = g_new0 (guint8 *, n_arenas);
 
   for (gsize a = 0; a < n_arenas; a++)
     {
       packed[a] = g_new0 (float, MAX (t->n_floats, 1));
-      covered[a] = g_new0 (gsize, MAX (t->n_blocks, 1));
+      taken[a] = g_new0 (guint8, MAX (t->n_floats, 1));
     }
   for (guint f = 0; ok && f < paths->len; f++)
     {
       Shard s = { g_strdup (g_ptr_array_index (paths, f)) };
-      gint64 states, shard_step, shard_opt_step;
+      gint64 states = 0, shard_step = 0, shard_opt_step = 0;
       ok = shard_open (&s, error)
            && meta_int (&s, "optimizer_states", 0, 16, &states, error)
            && meta_int (&s, "step", 0, G_MAXINT64, &shard_step, error)
@@ -399,18 +402,18 @@ ps_shard_load (PsDenseTable *t, const char *dir, gint64 *step, GError **error)
               a = k + 1;
               name = end + 1;
             }
-          ok = ok && take_tensor (t, &s, name, json_node_get_object (node), packed[a], covered[a],
+          ok = ok && take_tensor (t, &s, name, json_node_get_object (node), packed[a], taken[a],
                                   error);
         }
       shard_clear (&s);
     }
   for (gsize a = 0; ok && a < n_arenas; a++)
-    for (gsize i = 0; ok && i < t->n_blocks; i++)
-      if (covered[a][i] != t->blocks[i]->len)
-        ok = bad (error, dir, "%s %s: %" G_GSIZE_FORMAT " of its %" G_GSIZE_FORMAT " floats "
-                  "found in the shards (missing, or given twice)",
-                  a == 0 ? "parameter block" : "optimizer state of block", t->blocks[i]->name,
-                  covered[a][i], t->blocks[i]->len);
+    for (gsize i = 0, pos = 0; ok && i < t->n_blocks; pos += t->blocks[i]->len, i++)
+      for (gsize k = pos; ok && k < pos + t->blocks[i]->len; k++)
+        if (!taken[a][k])
+          ok = bad (error, dir, "%s %s: element %" G_GSIZE_FORMAT " is in no shard",
+                    a == 0 ? "parameter block" : "optimizer state of block",
+                    t->blocks[i]->name, k - pos + t->blocks[i]->offset);
   /* everything checked: now change the table */
   for (gsize a = 0; ok && a < n_arenas; a++)
     ok = ps_dense_table_transfer (t, a == 0 ? ks_model_parameters (t->model) : state[a - 1],
@@ -423,9 +426,9 @@ ps_shard_load (PsDenseTable *t, const char *dir, gint64 *step, GError **error)
   for (gsize a = 0; a < n_arenas; a++)
     {
       g_free (packed[a]);
-      g_free (covered[a]);
+      g_free (taken[a]);
     }
   g_free (packed);
-  g_free (covered);
+  g_free (taken);
   return ok;
 }

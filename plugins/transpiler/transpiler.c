@@ -22,6 +22,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
@@ -70,8 +71,11 @@ static void
 transpiler_destroy (void *p)
 {
   Transpiler *t = p;
-  ps_worker_free (t->worker);
+  /* the sending thread ends first, then the sockets (dropping what is unsent), then the
+   * buffers they sent from */
+  ps_worker_halt (t->worker);
   ps_client_free (t->client);
+  ps_worker_free (t->worker);
   ps_dense_table_free (t->table);
   ps_layout_free (t->layout);
   g_free (t->model_dir);
@@ -424,8 +428,28 @@ write_job_file (const char *dir, const KsTrainStatus *status, GHashTable *metada
   g_autoptr (JsonNode) root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
   json_generator_set_pretty (gen, TRUE);
-  /* g_file_set_contents writes a temporary file, fsyncs it and renames it */
-  return json_generator_to_file (gen, path, error);
+  gsize len;
+  g_autofree char *text = json_generator_to_data (gen, &len);
+  return g_file_set_contents_full (path, text, (gssize) len,
+                                   G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                   0644, error);
+}
+
+/* Makes a directory's entries durable (after files were written or renamed in it). */
+static gboolean
+fsync_dir (const char *dir, GError **error)
+{
+  int fd = open (dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0 || fsync (fd) != 0)
+    {
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno), "cannot sync %s: %s",
+                   dir, g_strerror (errno));
+      if (fd >= 0)
+        close (fd);
+      return FALSE;
+    }
+  close (fd);
+  return TRUE;
 }
 
 static void
@@ -487,7 +511,8 @@ save_job (Transpiler *t, const char *dir, const KsTrainStatus *status, GHashTabl
       return FALSE;
     }
   if (!ps_worker_save (t->worker, partial, status->step, error)
-      || !write_job_file (partial, status, metadata, ks_role_maker_server_num (t->role), error))
+      || !write_job_file (partial, status, metadata, ks_role_maker_server_num (t->role), error)
+      || !fsync_dir (partial, error))
     {
       remove_tree (partial);
       return FALSE;
@@ -504,10 +529,13 @@ save_job (Transpiler *t, const char *dir, const KsTrainStatus *status, GHashTabl
       g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
                    "cannot rename %s to %s: %s", partial, final, g_strerror (errno));
       remove_tree (partial);
+      g_rename (old, final); /* the older copy of this step comes back */
       return FALSE;
     }
   remove_tree (old);
-  keep_newest (dir, keep);
+  if (!fsync_dir (dir, error))
+    return FALSE;
+  keep_newest (dir, keep); /* only once the new one is durable */
   return TRUE;
 }
 

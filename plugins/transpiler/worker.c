@@ -16,6 +16,7 @@ struct PsWorker {
   float **send, **recv;      /* packed per server */
   float *host;               /* a host copy of an arena */
   gint64 pushes;
+  gint64 since_push;         /* GEO: local steps not pushed yet */
   float *old;                /* GEO: the values last taken from the servers */
   /* async: gradients queued for the sending thread and the values it got back */
   GThread *thread;
@@ -194,14 +195,12 @@ async_step (PsWorker *w, GError **error)
 /* ---- GEO ---- */
 
 static gboolean
-geo_step (PsWorker *w, GError **error)
+geo_exchange (PsWorker *w, GError **error)
 {
   g_autofree float *delta = NULL;
   g_autofree float *server = NULL;
 
-  if (++w->pushes % w->strategy.k_steps != 0)
-    return TRUE;
-  w->pushes--; /* exchange counts it again */
+  w->since_push = 0;
   if (!params_copy (w, w->host, FALSE, error))
     return FALSE;
   delta = g_new (float, w->numel);
@@ -220,6 +219,12 @@ geo_step (PsWorker *w, GError **error)
       w->old[i] = server[i];
     }
   return params_copy (w, w->host, TRUE, error);
+}
+
+static gboolean
+geo_step (PsWorker *w, GError **error)
+{
+  return ++w->since_push < w->strategy.k_steps || geo_exchange (w, error);
 }
 
 /* ---- the interface ---- */
@@ -247,6 +252,8 @@ gboolean
 ps_worker_flush (PsWorker *w, GError **error)
 {
   gboolean ok;
+  if (w->strategy.mode == PS_MODE_GEO) /* the local steps since the last push go too */
+    return w->since_push == 0 || geo_exchange (w, error);
   if (w->thread == NULL)
     return TRUE;
   g_mutex_lock (&w->lock);
@@ -267,12 +274,16 @@ ps_worker_save (PsWorker *w, const char *dir, gint64 step, GError **error)
          && ps_client_call (w->client, PS_SAVE, step, 0, 0, calls, w->servers, error);
 }
 
+/* Ends the sending thread; gradients still queued are dropped (ps_worker_stop flushes
+ * first, a failed job has no use for them). */
 static void
 stop_thread (PsWorker *w)
 {
   if (w->thread == NULL)
     return;
   g_mutex_lock (&w->lock);
+  while (!g_queue_is_empty (&w->queue))
+    g_queue_push_tail (&w->spare, g_queue_pop_head (&w->queue));
   w->stopping = TRUE;
   g_cond_broadcast (&w->changed);
   g_mutex_unlock (&w->lock);
@@ -290,6 +301,13 @@ ps_worker_stop (PsWorker *w, GError **error)
   for (int s = 0; s < w->servers; s++)
     calls[s] = (PsCall) { s, NULL, 0, NULL, 0, 0 };
   return ps_client_call (w->client, PS_STOP, 0, 0, 0, calls, w->servers, error);
+}
+
+void
+ps_worker_halt (PsWorker *w)
+{
+  if (w != NULL)
+    stop_thread (w);
 }
 
 PsWorker *

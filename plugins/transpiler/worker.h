@@ -16,6 +16,8 @@ typedef struct PsWorker PsWorker;
 PsWorker *ps_worker_new (PsClient *client, const PsLayout *layout, const PsStrategy *strategy,
                          int index, int workers, KsModel *model, gint64 *server_step,
                          GError **error);
+/* Ends the sending thread (dropping queued gradients); before ps_client_free. */
+void ps_worker_halt (PsWorker *w);
 void ps_worker_free (PsWorker *w);
 /* After a backward (and, in GEO, after the local update). */
 gboolean ps_worker_step (PsWorker *w, GError **error);
