@@ -93,9 +93,20 @@ ks_optimizer_pairs (const KsOptimizer *o)
   return o->pairs;
 }
 
+/* A distributed wrapper (ks_algorithm_distributed_optimizer) that leaves out a slot lends
+ * the inner optimizer's: the optimizer that answers for `field`. */
+#define SLOT_OWNER(o, field)                                                            \
+  G_STMT_START                                                                          \
+  {                                                                                     \
+    while ((o)->inner != NULL && !KS_OPS_HAS (OPS (o), KsOptimizerOps, field))          \
+      (o) = (o)->inner;                                                                 \
+  }                                                                                     \
+  G_STMT_END
+
 double
 ks_optimizer_learning_rate (KsOptimizer *o)
 {
+  SLOT_OWNER (o, learning_rate);
   if (!KS_OPS_HAS (OPS (o), KsOptimizerOps, learning_rate))
     return -1;
   return OPS (o)->learning_rate (CTX (o));
@@ -104,13 +115,15 @@ ks_optimizer_learning_rate (KsOptimizer *o)
 gboolean
 ks_optimizer_state (KsOptimizer *o, KsArena ***arenas, gsize *n, gint64 **step, GError **error)
 {
+  KsModel *model = o->model; /* minimize ran on the outermost */
+  SLOT_OWNER (o, state);
   KS_REQUIRE_SLOT (&o->instance, KsOptimizerOps, state, error);
-  if (o->model == NULL)
+  if (model == NULL)
     {
       g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
                    "optimizer %s: call ks_optimizer_minimize before saving or loading its state",
                    ks_optimizer_name (o));
       return FALSE;
     }
-  return OPS (o)->state (CTX (o), o->model, arenas, n, step, error);
+  return OPS (o)->state (CTX (o), model, arenas, n, step, error);
 }

@@ -278,8 +278,6 @@ typedef struct {
   void *inner;
 } DistOpt;
 
-#define INNER_HAS(d, field) KS_OPS_HAS ((d)->inner_ops, KsOptimizerOps, field)
-
 static void
 dist_destroy (void *p)
 {
@@ -321,37 +319,12 @@ dist_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GE
   return ps_worker_step (t->worker, error);
 }
 
-static gboolean
-dist_set_learning_rate (void *p, double lr, GError **error)
-{
-  DistOpt *d = p;
-  if (!INNER_HAS (d, set_learning_rate))
-    return ks_set_not_supported (error, "transpiler", KS_KIND_OPTIMIZER, "set_learning_rate");
-  return d->inner_ops->set_learning_rate (d->inner, lr, error);
-}
-
-static double
-dist_learning_rate (void *p)
-{
-  DistOpt *d = p;
-  return INNER_HAS (d, learning_rate) ? d->inner_ops->learning_rate (d->inner) : -1;
-}
-
-static gsize
-dist_state_per_param (void *p)
-{
-  DistOpt *d = p;
-  return INNER_HAS (d, state_per_param) ? d->inner_ops->state_per_param (d->inner) : 0;
-}
-
 static const KsOptimizerOps dist_ops = {
   .size = sizeof (KsOptimizerOps),
   .destroy = dist_destroy,
   .backward = dist_backward,
   .apply_gradients = dist_apply,
-  .set_learning_rate = dist_set_learning_rate,
-  .learning_rate = dist_learning_rate,
-  .state_per_param = dist_state_per_param,
+  /* the rest is the inner optimizer's (ks_optimizer_learning_rate, ks_optimizer_state) */
 };
 
 static gboolean

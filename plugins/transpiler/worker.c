@@ -17,7 +17,7 @@ struct PsWorker {
   float *host;               /* a host copy of an arena */
   gint64 pushes;
   gint64 since_push;         /* GEO: local steps not pushed yet */
-  float *old;                /* GEO: the values last taken from the servers */
+  float *old;                /* the values last taken from the servers */
   /* async: gradients queued for the sending thread and the values it got back */
   GThread *thread;
   GMutex lock;
@@ -238,11 +238,11 @@ ps_worker_step (PsWorker *w, GError **error)
       return async_step (w, error);
     case PS_MODE_GEO:
       return geo_step (w, error);
-    default: /* sync and half_async: push, and wait for the new values */
+    default: /* sync and half_async: push, and wait for the new values (into `old`, which
+              * holds them since the pull of init, padding included) */
       return ks_compute_copy_to_host (w->compute, w->host,
                                       ks_arena_data (ks_model_gradients (w->model)),
                                       w->numel * sizeof (float), error)
-             && params_copy (w, w->old, FALSE, error) /* the padding of the values */
              && exchange (w, PS_PUSH_GRAD, w->host, w->old, error)
              && params_copy (w, w->old, TRUE, error);
     }
@@ -270,8 +270,7 @@ ps_worker_save (PsWorker *w, const char *dir, gint64 step, GError **error)
   g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
   for (int s = 0; s < w->servers; s++)
     calls[s] = (PsCall) { s, dir, strlen (dir), NULL, 0, 0 };
-  return ps_worker_flush (w, error)
-         && ps_client_call (w->client, PS_SAVE, step, 0, 0, calls, w->servers, error);
+  return ps_client_call (w->client, PS_SAVE, step, 0, 0, calls, w->servers, error);
 }
 
 /* Ends the sending thread; gradients still queued are dropped (ps_worker_stop flushes

@@ -23,7 +23,8 @@ void ps_worker_free (PsWorker *w);
 gboolean ps_worker_step (PsWorker *w, GError **error);
 /* Async: waits until every queued gradient was sent and takes the servers' values. */
 gboolean ps_worker_flush (PsWorker *w, GError **error);
-/* Asks every server to write its shard of the checkpoint into `dir`. */
+/* Asks every server to write its shard of the checkpoint into `dir` (after every
+ * worker's ps_worker_flush). */
 gboolean ps_worker_save (PsWorker *w, const char *dir, gint64 step, GError **error);
 /* Flushes, then tells every server this worker is done. */
 gboolean ps_worker_stop (PsWorker *w, GError **error);
