@@ -107,10 +107,36 @@ ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc *keys
     }
 }
 
+/* The schema of a templated group: "table.emb" takes "table.*"'s keys (NULL if none). */
+static GPtrArray *
+template_of (const KsConfig *config, const char *group)
+{
+  const char *dot = strchr (group, '.');
+  if (dot == NULL || dot[1] == '\0')
+    return NULL;
+  g_autofree char *name = g_strdup_printf ("%.*s.*", (int) (dot - group), group);
+  return g_hash_table_lookup (config->schema, name);
+}
+
+/* Gives a group written as PREFIX.NAME the keys of PREFIX.* (a [table.NAME] per table). */
+static void
+instantiate_template (KsConfig *config, const char *group)
+{
+  GPtrArray *tmpl;
+  if (g_hash_table_contains (config->schema, group) || (tmpl = template_of (config, group)) == NULL)
+    return;
+  for (guint i = 0; i < tmpl->len; i++)
+    ks_config_add_schema (config, group, g_ptr_array_index (tmpl, i), 1);
+}
+
 static const KsKeyDesc *
 find_key (const KsConfig *config, const char *group, const char *key)
 {
   GPtrArray *list = g_hash_table_lookup (config->schema, group);
+
+  /* a templated group the config does not write: the template's defaults */
+  if (list == NULL)
+    list = template_of (config, group);
 
   for (guint i = 0; list != NULL && i < list->len; i++)
     {
@@ -593,6 +619,14 @@ gboolean
 ks_config_validate (KsConfig *config, GError **error)
 {
   for (guint i = 0; i < config->file_groups->len; i++)
+    instantiate_template (config, ((FileGroup *) g_ptr_array_index (config->file_groups, i))->group);
+  for (guint i = 0; i < config->cmdline_keys->len; i++)
+    {
+      const char *name = g_ptr_array_index (config->cmdline_keys, i);
+      g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
+      instantiate_template (config, group);
+    }
+  for (guint i = 0; i < config->file_groups->len; i++)
     {
       FileGroup *fg = g_ptr_array_index (config->file_groups, i);
       g_autofree char *where = g_strdup_printf ("%s:%d", config->path, fg->line);
@@ -610,18 +644,18 @@ ks_config_validate (KsConfig *config, GError **error)
     {
       const char *name = g_ptr_array_index (config->file_keys, i);
       FileValue *fv = g_hash_table_lookup (config->file, name);
-      g_autofree char *group = g_strndup (name, strchr (name, '.') - name);
+      g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
       g_autofree char *where = g_strdup_printf ("%s:%d", config->path, fv->line);
       if (!is_absent_plugin_group (config, group)
-          && !check_known (config, group, strchr (name, '.') + 1, where, error))
+          && !check_known (config, group, strrchr (name, '.') + 1, where, error))
         return FALSE;
     }
   for (guint i = 0; i < config->cmdline_keys->len; i++)
     {
       const char *name = g_ptr_array_index (config->cmdline_keys, i);
-      g_autofree char *group = g_strndup (name, strchr (name, '.') - name);
+      g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
       g_autofree char *where = g_strdup_printf ("--set %s", name);
-      if (!check_known (config, group, strchr (name, '.') + 1, where, error))
+      if (!check_known (config, group, strrchr (name, '.') + 1, where, error))
         return FALSE;
     }
 

@@ -1,0 +1,116 @@
+/* ksdist — sparse tables: a row per 64-bit id (a "feasign"), made on its first pull.
+ *
+ * After Paddle pslib's sparse table with its CtrCommonAccessor. A row holds
+ *   value       embed_w (1 float) and embedx_w (embedx_dim floats, made only once the
+ *               row's score reaches embedx_threshold; read as zeros before)
+ *   state       the update rule's (Adagrad: one g2sum for embed_w, one for embedx_w)
+ *   statistics  show, click, delta_score, unseen_days
+ * score = (show - click) * nonclk_coeff + click * click_coeff.
+ * A pull gives 1 + embedx_dim floats per id: [embed_w, embedx_w...]. Id 0 is "no value"
+ * (an empty field): it reads as zeros, is never made and its pushes are ignored.
+ * Initial values depend only on (seed, id), so a row is the same on any server count.
+ * A table is not thread-safe: one thread uses it at a time. */
+#ifndef KSDIST_SPARSE_H
+#define KSDIST_SPARSE_H
+
+#include <ksdist/config.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  KS_SPARSE_RULE_ADAGRAD = 0, /* pslib's: w -= lr * g * sqrt (g0 / (g0 + g2sum)) */
+  KS_SPARSE_RULE_SGD = 1,     /* w -= lr * g */
+  KS_SPARSE_RULE_ADAM = 2,    /* per element m, v and a step count per row */
+} KsSparseRule;
+
+/* A table's settings: the [table.NAME] group of a config (its keys and pslib's defaults
+ * are in the core schema, group "table.*"). */
+typedef struct {
+  int embedx_dim;                   /* 8 */
+  KsSparseRule rule;                /* adagrad */
+  double learning_rate;             /* 0.05 */
+  double initial_g2sum;             /* 3 */
+  double initial_range;             /* 1e-4: initial values uniform in [-r, r] */
+  double min_bound, max_bound;      /* -10, 10: values are clipped to them */
+  double beta1, beta2, epsilon;     /* adam: 0.9, 0.999, 1e-8 */
+  double embedx_threshold;          /* 10 */
+  double nonclk_coeff, click_coeff; /* 0.1, 1 */
+  double base_threshold;            /* 1.5 */
+  double delta_threshold;           /* 0.25 */
+  int delta_keep_days;              /* 16 */
+  double show_click_decay_rate;     /* 0.98 */
+  double delete_threshold;          /* 0.8 */
+  int delete_after_unseen_days;     /* 30 */
+  int shard_num;                    /* 64: hash tables per table (rows go by id) */
+  guint64 seed;                     /* 1: of the initial values */
+} KsSparseConfig;
+
+/* pslib's defaults (above). */
+void ks_sparse_config_defaults (KsSparseConfig *config);
+/* The [table.NAME] group of `config` (defaults for keys not given). */
+void ks_sparse_config_read (const KsConfig *config, const char *name, KsSparseConfig *out);
+
+typedef struct KsSparseTable KsSparseTable;
+
+KsSparseTable *ks_sparse_table_new (const char *name, const KsSparseConfig *config);
+void ks_sparse_table_free (KsSparseTable *table);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsSparseTable, ks_sparse_table_free)
+
+const char *ks_sparse_table_name (const KsSparseTable *table);
+const KsSparseConfig *ks_sparse_table_config (const KsSparseTable *table);
+/* Floats per id of a pull or a push: 1 + embedx_dim. */
+gsize ks_sparse_table_dim (const KsSparseTable *table);
+
+/* The values of `n` ids into out[n * dim], making the rows that do not exist. */
+void ks_sparse_table_pull (KsSparseTable *table, const guint64 *ids, gsize n, float *out);
+/* As pull, but a missing row reads as zeros and is not made (evaluation). */
+void ks_sparse_table_lookup (KsSparseTable *table, const guint64 *ids, gsize n, float *out);
+/* Updates `n` distinct ids: grads[i * dim ...] is the gradient summed over the id's
+ * shows[i] occurrences in a batch, clicks[i] of them positive. The rule steps with the
+ * mean gradient (the sum / shows[i]); show and click add up, delta_score grows by the
+ * push's score, unseen_days becomes 0, and embedx is made when the score reaches the
+ * threshold. A missing row is made first. */
+void ks_sparse_table_push (KsSparseTable *table, const guint64 *ids, gsize n,
+                           const float *grads, const float *shows, const float *clicks);
+
+/* A day's end: show and click decay by show_click_decay_rate, unseen_days grows by one,
+ * then rows with score < delete_threshold or unseen_days > delete_after_unseen_days go.
+ * Returns the rows deleted. */
+gsize ks_sparse_table_shrink (KsSparseTable *table);
+
+/* Rows held. */
+gsize ks_sparse_table_size (const KsSparseTable *table);
+/* Bytes held for the rows: values, state, statistics and the index. */
+gsize ks_sparse_table_memory (const KsSparseTable *table);
+/* Whether `id` has a row; its statistics when it has (any pointer may be NULL). */
+gboolean ks_sparse_table_row_stats (const KsSparseTable *table, guint64 id, float *show,
+                                    float *click, float *delta_score, int *unseen_days,
+                                    gboolean *has_embedx);
+
+typedef enum {
+  KS_SPARSE_SAVE_ALL = 0,   /* every row */
+  KS_SPARSE_SAVE_DELTA = 1, /* score >= base_threshold, delta_score >= delta_threshold,
+                               unseen_days <= delta_keep_days; their delta_score resets */
+  KS_SPARSE_SAVE_BASE = 2,  /* score >= base_threshold; every row's delta_score resets */
+} KsSparseSaveMode;
+
+const char *ks_sparse_save_mode_name (KsSparseSaveMode mode);
+gboolean ks_sparse_save_mode_from_name (const char *name, KsSparseSaveMode *mode);
+
+/* Writes the rows `mode` selects to `path` atomically (a temporary name, fsync, rename):
+ * a header (magic, version, the table's embedx_dim and rule, row count), the rows, and
+ * a SHA-256 of all before it. *n_rows (may be NULL) gets the rows written. */
+gboolean ks_sparse_table_save (KsSparseTable *table, const char *path, KsSparseSaveMode mode,
+                               gsize *n_rows, GError **error);
+/* Reads files of ks_sparse_table_save (of any server count) and keeps the rows with
+ * id % servers == index. With `replace` they become the table's rows; without, they go
+ * over the table's (a delta on its base). Every file is read and checked (size, magic,
+ * version, embedx_dim and rule, checksum) before the table changes: a bad file is an
+ * error naming it, and the table is as it was. *n_rows (may be NULL) gets the rows kept. */
+gboolean ks_sparse_table_load (KsSparseTable *table, const char *const *paths, gsize n_paths,
+                               int index, int servers, gboolean replace, gsize *n_rows,
+                               GError **error);
+
+G_END_DECLS
+
+#endif
