@@ -15,6 +15,13 @@ fnv1a (guint64 h, const void *data, gsize n)
 PsLayout *
 ps_layout_new (const KsArena *params, int servers, gsize min_block)
 {
+  return ps_layout_new_without (params, servers, min_block, NULL);
+}
+
+PsLayout *
+ps_layout_new_without (const KsArena *params, int servers, gsize min_block,
+                       const char *const *skip)
+{
   PsLayout *l = g_new0 (PsLayout, 1);
   GArray *blocks = g_array_new (FALSE, TRUE, sizeof (PsBlock));
   guint64 h = 1469598103934665603ull;
@@ -27,6 +34,8 @@ ps_layout_new (const KsArena *params, int servers, gsize min_block)
       const char *name;
       gsize base;
       const KsTensor *t = ks_arena_tensor_at (params, i, &name, &base);
+      if (skip != NULL && g_strv_contains (skip, name))
+        continue;
       gsize n = t->numel, parts = MIN ((gsize) servers, MAX (1, n / MAX (min_block, 1)));
       gsize size = (n + parts - 1) / parts;
       for (gsize off = 0; off < n; off += size)

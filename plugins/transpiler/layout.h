@@ -26,6 +26,10 @@ typedef struct {
  * max(1, n / min_block)) near-equal blocks, and the blocks of all parameters go to the
  * servers round-robin. */
 PsLayout *ps_layout_new (const KsArena *params, int servers, gsize min_block);
+/* As ps_layout_new, leaving out the parameters named in `skip` (NULL-terminated; the
+ * pslib mode's rows of sparse tables). */
+PsLayout *ps_layout_new_without (const KsArena *params, int servers, gsize min_block,
+                                 const char *const *skip);
 void ps_layout_free (PsLayout *layout);
 /* The indices of server `s`'s blocks, in order (g_free). */
 gsize *ps_layout_server_blocks (const PsLayout *layout, int s, gsize *n);

@@ -22,6 +22,7 @@ typedef struct {
   gint64 round_step, round_start;
   int round_count;
   float *sum, *values, *aligned;
+  GByteArray *reply; /* of an extra request */
   /* statistics */
   guint64 requests, refused, bytes_in, bytes_out;
   gint64 window_start;
@@ -240,7 +241,21 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
       send_reply (s, peer, req, PS_REPLY_OK, 0, NULL, 0);
       return TRUE;
     default:
-      send_error (s, peer, req, "unknown request type %u", req->type);
+      if (c->extra == NULL)
+        send_error (s, peer, req, "unknown request type %u", req->type);
+      else
+        {
+          g_autofree char *refusal = NULL;
+          gint64 step = 0;
+          g_byte_array_set_size (s->reply, 0);
+          if (!c->extra (c->extra_data, req, payload, s->reply, &step, &refusal))
+            send_error (s, peer, req, "%s", refusal);
+          else
+            {
+              s->window_updates += req->type == PS_PUSH_SPARSE;
+              send_reply (s, peer, req, PS_REPLY_OK, step, s->reply->data, s->reply->len);
+            }
+        }
       return TRUE;
     }
 }
@@ -464,6 +479,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.sum = g_new0 (float, MAX (s.msg_floats, 1));
   s.values = g_new0 (float, MAX (s.msg_floats, 1));
   s.aligned = g_new0 (float, MAX (s.msg_floats, 1));
+  s.reply = g_byte_array_new ();
   ok = serve (&s, error);
   for (int w = 0; w < c->workers; w++)
     if (s.pending_peer[w] != NULL)
@@ -478,5 +494,6 @@ ps_server_run (const PsServerConfig *c, GError **error)
   g_free (s.sum);
   g_free (s.values);
   g_free (s.aligned);
+  g_byte_array_unref (s.reply);
   return ok;
 }

@@ -4,6 +4,7 @@
 
 #include "strategy.h"
 #include "table.h"
+#include "wire.h"
 
 typedef struct {
   int index, servers, workers;
@@ -19,6 +20,13 @@ typedef struct {
   /* writes this server's shard of a checkpoint into `dir` */
   gboolean (*save) (void *data, const char *dir, gint64 step, GError **error);
   void *save_data;
+  /* Requests of the types the dense loop does not know (the pslib mode's sparse tables):
+   * fills `reply` (empty on entry) and *reply_step, or returns FALSE with the message of
+   * the error reply in *refusal. `payload` may be unaligned. NULL: such types are
+   * refused. */
+  gboolean (*extra) (void *data, const PsHeader *req, const void *payload, GByteArray *reply,
+                     gint64 *reply_step, char **refusal);
+  void *extra_data;
 } PsServerConfig;
 
 /* Serves until every worker has sent stop; FALSE with an error naming the worker when a

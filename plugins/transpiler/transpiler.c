@@ -17,19 +17,13 @@
 #include <ksdist/ksdist.h>
 
 #include "client.h"
+#include "job.h"
 #include "server.h"
 #include "shard.h"
 #include "worker.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <glib/gstdio.h>
-#include <json-glib/json-glib.h>
 #include <string.h>
-#include <unistd.h>
 
-#define JOB_FILE "job.json"
-#define PREFIX "checkpoint-"
 /* A worker waits this much longer than [comm] timeout: a server that gives up on a
  * missing worker after the timeout answers the others first, naming it. */
 #define ANSWER_SLACK_MS 2000
@@ -165,25 +159,6 @@ transpiler_stop_worker (void *p, GError **error)
 
 /* ---- the server ---- */
 
-/* The newest checkpoint-N under `dir` (a new string), or NULL. */
-static char *
-latest_checkpoint (const char *dir)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  const char *name;
-  gint64 best = -1;
-
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    {
-      gint64 step;
-      g_autofree char *job = g_build_filename (dir, name, JOB_FILE, NULL);
-      if (g_str_has_prefix (name, PREFIX)
-          && g_ascii_string_to_signed (name + strlen (PREFIX), 10, 0, G_MAXINT64, &step, NULL)
-          && step > best && g_file_test (job, G_FILE_TEST_IS_REGULAR))
-        best = step;
-    }
-  return best < 0 ? NULL : g_strdup_printf ("%s/" PREFIX "%" G_GINT64_FORMAT, dir, best);
-}
 
 static gboolean
 save_shard (void *data, const char *dir, gint64 step, GError **error)
@@ -215,22 +190,9 @@ transpiler_init_server (void *p, const char *model_dir, GError **error)
     return FALSE;
   if (model_dir == NULL)
     return TRUE;
-  if (!g_file_test (model_dir, G_FILE_TEST_IS_DIR))
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "init_server: the model directory %s does not exist", model_dir);
-      return FALSE;
-    }
-  g_autofree char *job = g_build_filename (model_dir, JOB_FILE, NULL);
-  g_autofree char *path = g_file_test (job, G_FILE_TEST_IS_REGULAR) ? g_strdup (model_dir)
-                                                                   : latest_checkpoint (model_dir);
+  g_autofree char *path = ps_job_resolve (model_dir, error);
   if (path == NULL)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "init_server: %s holds no parameter-server checkpoint (" PREFIX "N/" JOB_FILE
-                   " with server-<i>-of-<S>.safetensors)", model_dir);
-      return FALSE;
-    }
+    return FALSE;
   if (!ps_shard_load (t->table, path, &t->loaded_step, error))
     {
       g_prefix_error (error, "init_server: ");
@@ -361,155 +323,10 @@ transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
 
 /* ---- checkpoints ---- */
 
-/* Every worker's flag, and together: TRUE when all are set. */
 static gboolean
-all_ok (Transpiler *t, gboolean mine, GError **error)
+save_servers (void *data, const char *dir, gint64 step, GError **error)
 {
-  double in = mine, out = 0;
-  return ks_role_maker_all_reduce_worker (t->role, &in, &out, 1, KS_REDUCE_MIN, error) && out > 0;
-}
-
-static gboolean
-write_job_file (const char *dir, const KsTrainStatus *status, GHashTable *metadata,
-                int servers, GError **error)
-{
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autofree char *path = g_build_filename (dir, JOB_FILE, NULL);
-  GHashTableIter it;
-  gpointer k, v;
-
-  json_builder_begin_object (b);
-  if (metadata != NULL)
-    for (g_hash_table_iter_init (&it, metadata); g_hash_table_iter_next (&it, &k, &v);)
-      {
-        json_builder_set_member_name (b, k);
-        json_builder_add_string_value (b, v);
-      }
-#define FIELD(key, ...)                                                           \
-  G_STMT_START {                                                                  \
-    g_autofree char *v_ = g_strdup_printf (__VA_ARGS__);                          \
-    json_builder_set_member_name (b, key);                                        \
-    json_builder_add_string_value (b, v_);                                        \
-  } G_STMT_END
-  FIELD ("format", "ksdist-ps-job");
-  FIELD ("step", "%" G_GINT64_FORMAT, status->step);
-  FIELD ("epoch", "%" G_GINT64_FORMAT, status->epoch);
-  FIELD ("servers", "%d", servers);
-#undef FIELD
-  json_builder_end_object (b);
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  json_generator_set_pretty (gen, TRUE);
-  gsize len;
-  g_autofree char *text = json_generator_to_data (gen, &len);
-  return g_file_set_contents_full (path, text, (gssize) len,
-                                   G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                   0644, error);
-}
-
-/* Makes a directory's entries durable (after files were written or renamed in it). */
-static gboolean
-fsync_dir (const char *dir, GError **error)
-{
-  int fd = open (dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0 || fsync (fd) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno), "cannot sync %s: %s",
-                   dir, g_strerror (errno));
-      if (fd >= 0)
-        close (fd);
-      return FALSE;
-    }
-  close (fd);
-  return TRUE;
-}
-
-static void
-remove_tree (const char *dir)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  const char *name;
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    {
-      g_autofree char *path = g_build_filename (dir, name, NULL);
-      if (g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
-        remove_tree (path);
-      else
-        g_unlink (path);
-    }
-  g_rmdir (dir);
-}
-
-static gint
-by_step_descending (gconstpointer a, gconstpointer b)
-{
-  gint64 x = g_ascii_strtoll (*(char **) a + strlen (PREFIX), NULL, 10);
-  gint64 y = g_ascii_strtoll (*(char **) b + strlen (PREFIX), NULL, 10);
-  return x < y ? 1 : x > y ? -1 : 0;
-}
-
-static void
-keep_newest (const char *dir, guint keep)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
-  const char *name;
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (g_str_has_prefix (name, PREFIX))
-      g_ptr_array_add (names, g_strdup (name));
-  g_ptr_array_sort (names, by_step_descending);
-  for (guint i = keep; keep > 0 && i < names->len; i++)
-    {
-      g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
-      remove_tree (path);
-    }
-}
-
-/* Worker 0: the servers' shards and the job file into a hidden directory, renamed into
- * place when all are written. */
-static gboolean
-save_job (Transpiler *t, const char *dir, const KsTrainStatus *status, GHashTable *metadata,
-          guint keep, GError **error)
-{
-  g_autofree char *final = g_strdup_printf ("%s/" PREFIX "%" G_GINT64_FORMAT, dir, status->step);
-  g_autofree char *partial = g_strdup_printf ("%s/.partial-" PREFIX "%" G_GINT64_FORMAT "-%d",
-                                              dir, status->step, (int) getpid ());
-  g_autofree char *old = g_strconcat (partial, ".old", NULL);
-
-  if (g_mkdir_with_parents (partial, 0755) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
-                   "cannot create %s: %s", partial, g_strerror (errno));
-      return FALSE;
-    }
-  if (!ps_worker_save (t->worker, partial, status->step, error)
-      || !write_job_file (partial, status, metadata, ks_role_maker_server_num (t->role), error)
-      || !fsync_dir (partial, error))
-    {
-      remove_tree (partial);
-      return FALSE;
-    }
-  if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
-                   "cannot move aside %s: %s", final, g_strerror (errno));
-      remove_tree (partial);
-      return FALSE;
-    }
-  if (g_rename (partial, final) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
-                   "cannot rename %s to %s: %s", partial, final, g_strerror (errno));
-      remove_tree (partial);
-      g_rename (old, final); /* the older copy of this step comes back */
-      return FALSE;
-    }
-  remove_tree (old);
-  if (!fsync_dir (dir, error))
-    return FALSE;
-  keep_newest (dir, keep); /* only once the new one is durable */
-  return TRUE;
+  return ps_worker_save (data, dir, step, error);
 }
 
 static gboolean
@@ -518,61 +335,11 @@ transpiler_save_check_point (void *p, KsModel *model, KsOptimizer *optimizer, co
                              GError **error)
 {
   Transpiler *t = p;
-  g_autoptr (GError) mine = NULL;
-  gboolean saved = TRUE;
-
   if (t->worker == NULL)
     return failed (error, "transpiler: save_check_point before init_worker");
-  /* every worker's gradients of this step are on the servers before they write */
-  if (!ps_worker_flush (t->worker, error) || !ks_role_maker_barrier_worker (t->role, error))
-    return FALSE;
-  if (ks_role_maker_is_first_worker (t->role))
-    saved = save_job (t, dir, status, metadata, keep, &mine);
-  if (!all_ok (t, saved, error))
-    {
-      if (error != NULL && *error == NULL)
-        g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
-                     "the checkpoint of step %" G_GINT64_FORMAT " was not written%s%s",
-                     status->step, mine != NULL ? ": " : " (see worker 0's log)",
-                     mine != NULL ? mine->message : "");
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-read_job_file (const char *path, KsTrainStatus *status, GHashTable **metadata, GError **error)
-{
-  g_autofree char *file = g_build_filename (path, JOB_FILE, NULL);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  JsonObject *o;
-  const char *step, *epoch;
-
-  if (!json_parser_load_from_mapped_file (parser, file, error))
-    return FALSE;
-  if (!JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return failed (error, "%s: not a JSON object", file);
-  o = json_node_get_object (json_parser_get_root (parser));
-  g_autoptr (GList) members = json_object_get_members (o);
-  for (GList *l = members; l != NULL; l = l->next)
-    {
-      JsonNode *n = json_object_get_member (o, l->data);
-      if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
-        return failed (error, "%s: '%s' is not a string", file, (char *) l->data);
-      g_hash_table_insert (meta, g_strdup (l->data), g_strdup (json_node_get_string (n)));
-    }
-  step = g_hash_table_lookup (meta, "step");
-  epoch = g_hash_table_lookup (meta, "epoch");
-  if (g_strcmp0 (g_hash_table_lookup (meta, "format"), "ksdist-ps-job") != 0 || step == NULL
-      || epoch == NULL
-      || !g_ascii_string_to_signed (step, 10, 0, G_MAXINT64 / 2, &status->step, NULL)
-      || !g_ascii_string_to_signed (epoch, 10, -1, G_MAXINT64 / 2, &status->epoch, NULL))
-    return failed (error, "%s: not a ksdist parameter-server job file (format, step and epoch "
-                   "as decimal strings)", file);
-  if (metadata != NULL)
-    *metadata = g_steal_pointer (&meta);
-  return TRUE;
+  return ps_worker_flush (t->worker, error)
+         && ps_job_save_check_point (t->role, dir, status, metadata, keep, save_servers,
+                                     t->worker, error);
 }
 
 static gboolean
@@ -580,29 +347,7 @@ transpiler_load_check_point (void *p, KsModel *model, KsOptimizer *optimizer, co
                              KsTrainStatus *status, GHashTable **metadata, GError **error)
 {
   Transpiler *t = p;
-  g_autofree char *latest = latest_checkpoint (dir);
-  gint64 found = -1;
-  double in, out;
-
-  /* the one worker 0 finds, so all resume from the same */
-  if (latest != NULL && !read_job_file (latest, status, metadata, error))
-    return FALSE;
-  if (latest != NULL)
-    found = status->step;
-  in = ks_role_maker_is_first_worker (t->role) ? (double) found : -1;
-  if (!ks_role_maker_all_reduce_worker (t->role, &in, &out, 1, KS_REDUCE_MAX, error))
-    return FALSE;
-  if ((gint64) out != found)
-    return failed (error, "worker 0 resumes from step %.0f of %s but this worker found step %"
-                   G_GINT64_FORMAT ": give every worker the same [train] checkpoint_dir", out,
-                   dir, found);
-  if (found < 0)
-    {
-      status->epoch = -1;
-      status->step = 0;
-    }
-  t->resumed_step = found;
-  return TRUE;
+  return ps_job_load_check_point (t->role, dir, status, metadata, &t->resumed_step, error);
 }
 
 static const KsAlgorithmOps transpiler_ops = {

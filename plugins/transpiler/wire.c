@@ -29,6 +29,9 @@ ps_type_name (guint type)
     case PS_PUSH_DELTA: return "push delta";
     case PS_SAVE: return "save";
     case PS_STOP: return "stop";
+    case PS_PULL_SPARSE: return "sparse pull";
+    case PS_PUSH_SPARSE: return "sparse push";
+    case PS_SHRINK: return "shrink";
     case PS_REPLY_OK: return "reply";
     case PS_REPLY_ERROR: return "error reply";
     default: return "unknown";

@@ -18,6 +18,10 @@ typedef enum {
   PS_PUSH_DELTA = 4, /* payload: deltas added to the values (GEO); reply: new values */
   PS_SAVE = 5,       /* step: the job's step; payload: the directory (text) */
   PS_STOP = 6,       /* the worker is done */
+  /* the pslib mode's sparse tables (arg: the table's index) */
+  PS_PULL_SPARSE = 7, /* payload: ids (guint64); aux 1: make missing rows; reply: values */
+  PS_PUSH_SPARSE = 8, /* payload: per id its id, show, click and gradient; reply: nothing */
+  PS_SHRINK = 9,      /* reply step: the rows deleted */
   PS_REPLY_OK = 100,
   PS_REPLY_ERROR = 101, /* payload: the message (text) */
 } PsType;
