@@ -131,6 +131,11 @@ check_PROGRAMS += tests/test-launch
 tests_test_launch_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-launch
 
+# Criteo data, the streaming AUC and ksdist datagen ctr.
+check_PROGRAMS += tests/test-ctr
+tests_test_ctr_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-ctr
+
 check_PROGRAMS += tests/test-cli
 tests_test_cli_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-cli
@@ -150,4 +155,4 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
-	tests/test-pipe-train.log $(KS_PS_TEST_LOG)
+	tests/test-pipe-train.log tests/test-ctr.log $(KS_PS_TEST_LOG)

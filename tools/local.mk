@@ -16,6 +16,7 @@ tools_ksdist_SOURCES = \
 	tools/launch-rendezvous.c \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
+	tools/cmd-datagen.c \
 	tools/cmd-plot.c \
 	tools/cmd-bench.c \
 	tools/bench-pipeline.c
