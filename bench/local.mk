@@ -57,3 +57,18 @@ bench-ps: bench/bench-ps
 	$(SHELL) $(srcdir)/bench/run-ps.sh
 .PHONY: bench-ps
 endif
+
+# Sparse tables: create, pull, push, memory per row, save and load of N rows beside this
+# machine's memcpy bandwidth (bench/bench-sparse [N [DIR]]).
+EXTRA_PROGRAMS += bench/bench-sparse
+bench_bench_sparse_SOURCES = bench/bench-sparse.c
+bench_bench_sparse_LDADD = libksdist.la $(GLIB_LIBS)
+CLEANFILES += bench/bench-sparse
+bench-sparse: bench/bench-sparse
+	bench/bench-sparse
+# (automake takes .PHONY only under conditions: the rule itself is unconditional)
+if HAVE_ZMQ
+.PHONY: bench-sparse
+else
+.PHONY: bench-sparse
+endif

@@ -28,7 +28,8 @@ libksdist_la_SOURCES = \
 	libksdist/comm.c \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c \
-	libksdist/ctr.c
+	libksdist/ctr.c \
+	libksdist/sparse.c
 libksdist_la_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
 libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
@@ -51,5 +52,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/pipeline.h \
 	include/ksdist/optimizer.h \
 	include/ksdist/algorithm.h \
-	include/ksdist/factory.h
+	include/ksdist/factory.h \
+	include/ksdist/sparse.h \
+	include/ksdist/ctr.h
 nodist_ksdistinclude_HEADERS = include/ksdist/version.h

@@ -81,6 +81,11 @@ tests_test_checkpoint_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-optim tests/test-checkpoint
 
+# Sparse tables (pslib's): rules, admission, shrink, save modes, resharding, bad files.
+check_PROGRAMS += tests/test-sparse
+tests_test_sparse_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-sparse
+
 # Pipeline segmenters and the stage of a layer with virtual stages.
 check_PROGRAMS += tests/test-segment
 tests_test_segment_LDADD = $(KS_TEST_LDADD) -lm

@@ -19,5 +19,6 @@
 #include <ksdist/optimizer.h>
 #include <ksdist/algorithm.h>
 #include <ksdist/factory.h>
+#include <ksdist/sparse.h>
 
 #endif

@@ -1,0 +1,949 @@
+/* Sparse tables: shard_num open-addressing hash indexes (id -> record number) over
+ * fixed-size records in one growable slab per shard.
+ *
+ * A record is a RowHead (show, click, delta_score, unseen_days, flags: 16 bytes), then
+ * floats: embed_w, embedx_w[embedx_dim] (always reserved), then the rule's state
+ *   adagrad  g2sum of embed, g2sum of embedx                       (2 floats)
+ *   sgd      none
+ *   adam     m, v, step of embed; m[dim], v[dim], step of embedx   (2 * embedx_dim + 4)
+ * The id lives only in the index (keys[] beside rows[]; key 0 marks an empty slot, which
+ * is free since id 0 never has a row). Freed records form a list through their first
+ * four bytes. Both arrays grow by 3/2 (the slab by 9/8 once large) so that little
+ * capacity sits unused; slots are found by a multiply-shift of the hash, which allows any
+ * capacity.
+ *
+ * File: a 32-byte header (magic, version, embedx_dim, rule, bytes per record, rows; little
+ * endian), records (id, then the record as held), then the SHA-256 of all before it. */
+#include "ks-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAGIC "KSSPARSE"
+#define FORMAT_VERSION 1u
+#define HEADER_BYTES 32
+#define DIGEST_BYTES 32
+#define EMPTY_LIST G_MAXUINT32
+#define FLAG_EMBEDX 1u
+/* records are written as held: the format is little endian */
+G_STATIC_ASSERT (G_BYTE_ORDER == G_LITTLE_ENDIAN);
+
+typedef struct {
+  float show, click, delta_score;
+  guint16 unseen_days, flags;
+} RowHead;
+G_STATIC_ASSERT (sizeof (RowHead) == 16);
+
+typedef struct {
+  guint64 *keys;  /* 0: empty */
+  guint32 *rows;  /* record number of keys[i] */
+  guint32 cap, count;
+  guint8 *slab;   /* slab_cap records of rec_size bytes */
+  guint32 slab_cap, slab_used, free_head;
+} Shard;
+
+struct KsSparseTable {
+  char *name;
+  KsSparseConfig config;
+  gsize dim;       /* 1 + embedx_dim */
+  gsize rec_size;  /* bytes per record */
+  gsize n_state;   /* floats of rule state */
+  Shard *shards;
+  gsize size;
+  guint64 salt;    /* of the index's hash, random per table: see hash_of */
+};
+
+/* ---- settings ---- */
+
+void
+ks_sparse_config_defaults (KsSparseConfig *c)
+{
+  *c = (KsSparseConfig) {
+    .embedx_dim = 8, .rule = KS_SPARSE_RULE_ADAGRAD, .learning_rate = 0.05,
+    .initial_g2sum = 3, .initial_range = 1e-4, .min_bound = -10, .max_bound = 10,
+    .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .embedx_threshold = 10,
+    .nonclk_coeff = 0.1, .click_coeff = 1, .base_threshold = 1.5, .delta_threshold = 0.25,
+    .delta_keep_days = 16, .show_click_decay_rate = 0.98, .delete_threshold = 0.8,
+    .delete_after_unseen_days = 30, .shard_num = 64, .seed = 1,
+  };
+}
+
+void
+ks_sparse_config_read (const KsConfig *config, const char *name, KsSparseConfig *out)
+{
+  g_autofree char *g = g_strdup_printf ("table.%s", name);
+  const char *rule = ks_config_get_string (config, g, "rule");
+
+  ks_sparse_config_defaults (out);
+  out->embedx_dim = (int) ks_config_get_int (config, g, "embedx_dim");
+  out->rule = g_strcmp0 (rule, "sgd") == 0    ? KS_SPARSE_RULE_SGD
+              : g_strcmp0 (rule, "adam") == 0 ? KS_SPARSE_RULE_ADAM
+                                              : KS_SPARSE_RULE_ADAGRAD;
+#define D(key) out->key = ks_config_get_double (config, g, #key)
+  D (learning_rate); D (initial_g2sum); D (initial_range); D (min_bound); D (max_bound);
+  D (beta1); D (beta2); D (epsilon); D (embedx_threshold); D (nonclk_coeff);
+  D (click_coeff); D (base_threshold); D (delta_threshold); D (show_click_decay_rate);
+  D (delete_threshold);
+#undef D
+  out->delta_keep_days = (int) ks_config_get_int (config, g, "delta_keep_days");
+  out->delete_after_unseen_days = (int) ks_config_get_int (config, g, "delete_after_unseen_days");
+  out->shard_num = (int) ks_config_get_int (config, g, "shard_num");
+  out->seed = (guint64) ks_config_get_int (config, g, "seed");
+}
+
+const char *
+ks_sparse_save_mode_name (KsSparseSaveMode mode)
+{
+  switch (mode)
+    {
+    case KS_SPARSE_SAVE_ALL: return "all";
+    case KS_SPARSE_SAVE_DELTA: return "delta";
+    case KS_SPARSE_SAVE_BASE: return "base";
+    }
+  return NULL;
+}
+
+gboolean
+ks_sparse_save_mode_from_name (const char *name, KsSparseSaveMode *mode)
+{
+  for (int m = KS_SPARSE_SAVE_ALL; m <= KS_SPARSE_SAVE_BASE; m++)
+    if (g_strcmp0 (name, ks_sparse_save_mode_name (m)) == 0)
+      {
+        *mode = m;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+/* ---- hashing ---- */
+
+static inline guint64
+splitmix64 (guint64 x)
+{
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/* Salted per table: a file lists a shard's rows in its table's slot order, which under
+ * the same hash would pile the loading table's inserts into one long probe run. */
+static inline guint64
+hash_of (const KsSparseTable *t, guint64 id)
+{
+  return splitmix64 (id ^ t->salt);
+}
+
+/* The hash's high half picks the shard (servers already split by id % S), its low half
+ * the slot. */
+static inline guint32
+shard_of (const KsSparseTable *t, guint64 h)
+{
+  return (guint32) ((h >> 32) % (guint64) t->config.shard_num);
+}
+
+static inline guint32
+home_of (guint64 h, guint32 cap)
+{
+  return (guint32) (((h & 0xffffffffu) * cap) >> 32);
+}
+
+/* Element j of id's initial row: uniform in [-r, r), a function of (seed, id, j) only;
+ * `base` is row_base (seed, id). */
+static inline guint64
+row_base (const KsSparseConfig *c, guint64 id)
+{
+  return splitmix64 (splitmix64 (c->seed) ^ id);
+}
+
+static float
+initial_value (const KsSparseConfig *c, guint64 base, gsize j)
+{
+  guint64 r = splitmix64 (base + j * 0xD1B54A32D192ED03ull);
+  double u = (double) (r >> 40) / (double) (1ull << 24);
+  return (float) ((2 * u - 1) * c->initial_range);
+}
+
+/* ---- records ---- */
+
+static inline RowHead *
+record (const KsSparseTable *t, const Shard *s, guint32 row)
+{
+  return (RowHead *) (s->slab + (gsize) row * t->rec_size);
+}
+
+static inline float *
+values (RowHead *h)
+{
+  return (float *) (h + 1);
+}
+
+static inline float
+score (const KsSparseConfig *c, const RowHead *h)
+{
+  return (float) ((h->show - h->click) * c->nonclk_coeff + h->click * c->click_coeff);
+}
+
+static void
+make_embedx (const KsSparseTable *t, guint64 id, RowHead *h)
+{
+  float *v = values (h);
+  guint64 base = row_base (&t->config, id);
+  for (gsize j = 1; j < t->dim; j++)
+    v[j] = initial_value (&t->config, base, j);
+  h->flags |= FLAG_EMBEDX;
+}
+
+static void
+init_record (const KsSparseTable *t, guint64 id, RowHead *h)
+{
+  memset (h, 0, t->rec_size);
+  values (h)[0] = initial_value (&t->config, row_base (&t->config, id), 0);
+  if (score (&t->config, h) >= t->config.embedx_threshold)
+    make_embedx (t, id, h);
+}
+
+static guint32
+alloc_record (const KsSparseTable *t, Shard *s)
+{
+  if (s->free_head != EMPTY_LIST)
+    {
+      guint32 row = s->free_head;
+      memcpy (&s->free_head, record (t, s, row), sizeof (guint32));
+      return row;
+    }
+  if (s->slab_used == s->slab_cap)
+    {
+      /* 3/2 while small, then 9/8: at most an eighth of a slab is slack (realloc of a
+       * large block is an mremap, not a copy) */
+      guint64 grow = s->slab_cap < 256 ? s->slab_cap / 2 : s->slab_cap / 8;
+      guint64 cap = MAX ((guint64) s->slab_cap + grow, 16);
+      if (cap > G_MAXUINT32 - 1)
+        g_error ("sparse table %s: a shard holds more than 2^32 rows", t->name);
+      s->slab = g_realloc_n (s->slab, cap, t->rec_size);
+      s->slab_cap = (guint32) cap;
+    }
+  return s->slab_used++;
+}
+
+static void
+free_record (const KsSparseTable *t, Shard *s, guint32 row)
+{
+  memcpy (record (t, s, row), &s->free_head, sizeof (guint32));
+  s->free_head = row;
+}
+
+/* ---- index ---- */
+
+/* The slot holding id, or the empty slot where it would go. */
+static inline guint32
+probe (const Shard *s, guint64 id, guint64 h)
+{
+  guint32 i = home_of (h, s->cap);
+  while (s->keys[i] != 0 && s->keys[i] != id)
+    i = i + 1 == s->cap ? 0 : i + 1;
+  return i;
+}
+
+static void
+index_grow (const KsSparseTable *t, Shard *s)
+{
+  guint32 old_cap = s->cap;
+  guint64 *old_keys = s->keys;
+  guint32 *old_rows = s->rows;
+  guint64 cap = MAX ((guint64) old_cap * 3 / 2, 16);
+
+  if (cap > G_MAXUINT32)
+    g_error ("sparse table: a shard's index exceeds 2^32 slots");
+  s->cap = (guint32) cap;
+  s->keys = g_new0 (guint64, s->cap);
+  s->rows = g_new (guint32, s->cap);
+  for (guint32 i = 0; i < old_cap; i++)
+    if (old_keys[i] != 0)
+      {
+        guint32 j = probe (s, old_keys[i], hash_of (t, old_keys[i]));
+        s->keys[j] = old_keys[i];
+        s->rows[j] = old_rows[i];
+      }
+  g_free (old_keys);
+  g_free (old_rows);
+}
+
+static RowHead *
+find (const KsSparseTable *t, guint64 id)
+{
+  guint64 h = hash_of (t, id);
+  const Shard *s = &t->shards[shard_of (t, h)];
+  if (s->count == 0)
+    return NULL;
+  guint32 i = probe (s, id, h);
+  return s->keys[i] == id ? record (t, s, s->rows[i]) : NULL;
+}
+
+/* The row of id (not 0), made when missing: *made says whether it was. */
+static RowHead *
+find_or_make (KsSparseTable *t, guint64 id, gboolean *made)
+{
+  guint64 h = hash_of (t, id);
+  Shard *s = &t->shards[shard_of (t, h)];
+  if ((guint64) (s->count + 1) * 10 > (guint64) s->cap * 7)
+    index_grow (t, s);
+  guint32 i = probe (s, id, h);
+  *made = s->keys[i] != id;
+  if (*made)
+    {
+      s->keys[i] = id;
+      s->rows[i] = alloc_record (t, s);
+      s->count++;
+      t->size++;
+    }
+  return record (t, s, s->rows[i]);
+}
+
+/* Removes slot i of s, shifting back the entries after it that it would have held. */
+static void
+index_remove_slot (KsSparseTable *t, Shard *s, guint32 i)
+{
+  guint32 cap = s->cap, j = i;
+  free_record (t, s, s->rows[i]);
+  for (;;)
+    {
+      j = j + 1 == cap ? 0 : j + 1;
+      if (s->keys[j] == 0)
+        break;
+      guint32 k = home_of (hash_of (t, s->keys[j]), cap);
+      if ((j + cap - k) % cap >= (j + cap - i) % cap)
+        {
+          s->keys[i] = s->keys[j];
+          s->rows[i] = s->rows[j];
+          i = j;
+        }
+    }
+  s->keys[i] = 0;
+  s->count--;
+  t->size--;
+}
+
+static void
+shard_clear (Shard *s)
+{
+  g_free (s->keys);
+  g_free (s->rows);
+  g_free (s->slab);
+  *s = (Shard) { .free_head = EMPTY_LIST };
+}
+
+/* ---- the table ---- */
+
+KsSparseTable *
+ks_sparse_table_new (const char *name, const KsSparseConfig *config)
+{
+  g_return_val_if_fail (config != NULL && config->embedx_dim >= 0 && config->shard_num >= 1, NULL);
+  KsSparseTable *t = g_new0 (KsSparseTable, 1);
+  t->name = g_strdup (name);
+  t->config = *config;
+  t->dim = 1 + (gsize) config->embedx_dim;
+  t->n_state = config->rule == KS_SPARSE_RULE_ADAGRAD ? 2
+               : config->rule == KS_SPARSE_RULE_ADAM  ? 2 * t->dim + 2
+                                                      : 0;
+  t->rec_size = sizeof (RowHead) + (t->dim + t->n_state) * sizeof (float);
+  t->salt = (guint64) g_random_int () << 32 | g_random_int ();
+  t->shards = g_new0 (Shard, config->shard_num);
+  for (int i = 0; i < config->shard_num; i++)
+    t->shards[i].free_head = EMPTY_LIST;
+  return t;
+}
+
+void
+ks_sparse_table_free (KsSparseTable *t)
+{
+  if (t == NULL)
+    return;
+  for (int i = 0; i < t->config.shard_num; i++)
+    shard_clear (&t->shards[i]);
+  g_free (t->shards);
+  g_free (t->name);
+  g_free (t);
+}
+
+const char *
+ks_sparse_table_name (const KsSparseTable *t)
+{
+  return t->name;
+}
+
+const KsSparseConfig *
+ks_sparse_table_config (const KsSparseTable *t)
+{
+  return &t->config;
+}
+
+gsize
+ks_sparse_table_dim (const KsSparseTable *t)
+{
+  return t->dim;
+}
+
+gsize
+ks_sparse_table_size (const KsSparseTable *t)
+{
+  return t->size;
+}
+
+gsize
+ks_sparse_table_memory (const KsSparseTable *t)
+{
+  gsize bytes = sizeof *t + (gsize) t->config.shard_num * sizeof (Shard);
+  for (int i = 0; i < t->config.shard_num; i++)
+    {
+      const Shard *s = &t->shards[i];
+      bytes += (gsize) s->cap * (sizeof (guint64) + sizeof (guint32));
+      bytes += (gsize) s->slab_cap * t->rec_size;
+    }
+  return bytes;
+}
+
+gboolean
+ks_sparse_table_row_stats (const KsSparseTable *t, guint64 id, float *show, float *click,
+                           float *delta_score, int *unseen_days, gboolean *has_embedx)
+{
+  const RowHead *h = id == 0 ? NULL : find (t, id);
+  if (h == NULL)
+    return FALSE;
+  if (show)
+    *show = h->show;
+  if (click)
+    *click = h->click;
+  if (delta_score)
+    *delta_score = h->delta_score;
+  if (unseen_days)
+    *unseen_days = h->unseen_days;
+  if (has_embedx)
+    *has_embedx = (h->flags & FLAG_EMBEDX) != 0;
+  return TRUE;
+}
+
+static void
+read_row (const KsSparseTable *t, RowHead *h, float *out)
+{
+  if (h == NULL)
+    {
+      memset (out, 0, t->dim * sizeof (float));
+      return;
+    }
+  const float *v = values (h);
+  if (h->flags & FLAG_EMBEDX)
+    memcpy (out, v, t->dim * sizeof (float));
+  else
+    {
+      out[0] = v[0];
+      memset (out + 1, 0, (t->dim - 1) * sizeof (float));
+    }
+}
+
+void
+ks_sparse_table_pull (KsSparseTable *t, const guint64 *ids, gsize n, float *out)
+{
+  for (gsize i = 0; i < n; i++)
+    {
+      RowHead *h = NULL;
+      if (ids[i] != 0)
+        {
+          gboolean made;
+          h = find_or_make (t, ids[i], &made);
+          if (made)
+            init_record (t, ids[i], h);
+        }
+      read_row (t, h, out + i * t->dim);
+    }
+}
+
+void
+ks_sparse_table_lookup (KsSparseTable *t, const guint64 *ids, gsize n, float *out)
+{
+  for (gsize i = 0; i < n; i++)
+    read_row (t, ids[i] == 0 ? NULL : find (t, ids[i]), out + i * t->dim);
+}
+
+static inline float
+clip (const KsSparseConfig *c, double w)
+{
+  return (float) CLAMP (w, c->min_bound, c->max_bound);
+}
+
+/* One part (embed: n = 1, or embedx: n = embedx_dim) steps with mean gradient g. `state`
+ * is the part's: adagrad g2sum; adam m[n], v[n], step. */
+static void
+update_part (const KsSparseConfig *c, float *w, const float *g, gsize n, float *state)
+{
+  switch (c->rule)
+    {
+    case KS_SPARSE_RULE_ADAGRAD:
+      {
+        double ratio = c->learning_rate * sqrt (c->initial_g2sum / (c->initial_g2sum + state[0]));
+        double sum = 0;
+        for (gsize j = 0; j < n; j++)
+          {
+            w[j] = clip (c, w[j] - ratio * g[j]);
+            sum += (double) g[j] * g[j];
+          }
+        state[0] = (float) (state[0] + sum / (double) n);
+        break;
+      }
+    case KS_SPARSE_RULE_SGD:
+      for (gsize j = 0; j < n; j++)
+        w[j] = clip (c, w[j] - c->learning_rate * g[j]);
+      break;
+    case KS_SPARSE_RULE_ADAM:
+      {
+        float *m = state, *v = state + n, *step = state + 2 * n;
+        *step += 1;
+        double c1 = 1 - pow (c->beta1, *step), c2 = 1 - pow (c->beta2, *step);
+        for (gsize j = 0; j < n; j++)
+          {
+            m[j] = (float) (c->beta1 * m[j] + (1 - c->beta1) * g[j]);
+            v[j] = (float) (c->beta2 * v[j] + (1 - c->beta2) * (double) g[j] * g[j]);
+            double mh = m[j] / c1, vh = v[j] / c2;
+            w[j] = clip (c, w[j] - c->learning_rate * mh / (sqrt (vh) + c->epsilon));
+          }
+        break;
+      }
+    }
+}
+
+void
+ks_sparse_table_push (KsSparseTable *t, const guint64 *ids, gsize n, const float *grads,
+                      const float *shows, const float *clicks)
+{
+  const KsSparseConfig *c = &t->config;
+  const gsize dx = t->dim - 1;
+  g_autofree float *g = g_new (float, t->dim);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      if (ids[i] == 0)
+        continue;
+      gboolean made;
+      RowHead *h = find_or_make (t, ids[i], &made);
+      if (made)
+        init_record (t, ids[i], h);
+      float sh = shows[i], ck = clicks[i];
+      h->show += sh;
+      h->click += ck;
+      h->delta_score += (float) ((sh - ck) * c->nonclk_coeff + ck * c->click_coeff);
+      h->unseen_days = 0;
+
+      double inv = 1.0 / (sh > 0 ? sh : 1);
+      for (gsize j = 0; j < t->dim; j++)
+        g[j] = (float) (grads[i * t->dim + j] * inv);
+      float *w = values (h), *state = w + t->dim;
+      /* state: adagrad [g2 embed][g2 embedx]; adam [m v step]embed [m.. v.. step]embedx */
+      float *embedx_state = c->rule == KS_SPARSE_RULE_ADAM ? state + 3 : state + 1;
+      update_part (c, w, g, 1, state);
+      if (h->flags & FLAG_EMBEDX)
+        {
+          if (dx > 0)
+            update_part (c, w + 1, g + 1, dx, embedx_state);
+        }
+      else if (score (c, h) >= c->embedx_threshold)
+        make_embedx (t, ids[i], h);
+    }
+}
+
+gsize
+ks_sparse_table_shrink (KsSparseTable *t)
+{
+  const KsSparseConfig *c = &t->config;
+  g_autoptr (GArray) doomed = g_array_new (FALSE, FALSE, sizeof (guint64));
+  gsize deleted = 0;
+
+  for (int k = 0; k < c->shard_num; k++)
+    {
+      Shard *s = &t->shards[k];
+      g_array_set_size (doomed, 0);
+      for (guint32 i = 0; i < s->cap; i++)
+        if (s->keys[i] != 0)
+          {
+            RowHead *h = record (t, s, s->rows[i]);
+            h->show = (float) (h->show * c->show_click_decay_rate);
+            h->click = (float) (h->click * c->show_click_decay_rate);
+            if (h->unseen_days < G_MAXUINT16)
+              h->unseen_days++;
+            if (score (c, h) < c->delete_threshold || h->unseen_days > c->delete_after_unseen_days)
+              g_array_append_val (doomed, s->keys[i]);
+          }
+      /* deleting shifts entries back, so not while walking the slots */
+      for (guint j = 0; j < doomed->len; j++)
+        {
+          guint64 id = g_array_index (doomed, guint64, j);
+          index_remove_slot (t, s, probe (s, id, hash_of (t, id)));
+        }
+      deleted += doomed->len;
+    }
+  return deleted;
+}
+
+/* ---- save ---- */
+
+static gboolean
+selected (const KsSparseConfig *c, const RowHead *h, KsSparseSaveMode mode)
+{
+  switch (mode)
+    {
+    case KS_SPARSE_SAVE_ALL:
+      return TRUE;
+    case KS_SPARSE_SAVE_DELTA:
+      return score (c, h) >= c->base_threshold && h->delta_score >= c->delta_threshold
+             && h->unseen_days <= c->delta_keep_days;
+    case KS_SPARSE_SAVE_BASE:
+      return score (c, h) >= c->base_threshold;
+    }
+  return FALSE;
+}
+
+static gboolean
+io_error (GError **error, const char *what, const char *path)
+{
+  int saved = errno;
+  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO, "%s %s: %s", what, path,
+               g_strerror (saved));
+  return FALSE;
+}
+
+typedef struct {
+  int fd;
+  GChecksum *sum;
+  guint8 *buf;
+  gsize len, cap;
+} Writer;
+
+static gboolean
+writer_flush (Writer *w, gboolean hash)
+{
+  if (hash)
+    g_checksum_update (w->sum, w->buf, w->len);
+  for (gsize done = 0; done < w->len;)
+    {
+      ssize_t k = write (w->fd, w->buf + done, w->len - done);
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return FALSE;
+      done += (gsize) k;
+    }
+  w->len = 0;
+  return TRUE;
+}
+
+static gboolean
+writer_put (Writer *w, const void *data, gsize n)
+{
+  if (w->len + n > w->cap && !writer_flush (w, TRUE))
+    return FALSE;
+  memcpy (w->buf + w->len, data, n);
+  w->len += n;
+  return TRUE;
+}
+
+static void
+header_bytes (const KsSparseTable *t, guint64 rows, guint8 out[HEADER_BYTES])
+{
+  guint32 u[4] = { GUINT32_TO_LE (FORMAT_VERSION), GUINT32_TO_LE ((guint32) t->config.embedx_dim),
+                   GUINT32_TO_LE ((guint32) t->config.rule),
+                   GUINT32_TO_LE ((guint32) (sizeof (guint64) + t->rec_size)) };
+  guint64 r = GUINT64_TO_LE (rows);
+  memcpy (out, MAGIC, 8);
+  memcpy (out + 8, u, sizeof u);
+  memcpy (out + 24, &r, 8);
+}
+
+static gboolean
+write_rows (KsSparseTable *t, Writer *w, KsSparseSaveMode mode, guint64 rows)
+{
+  guint8 header[HEADER_BYTES];
+  header_bytes (t, rows, header);
+  if (!writer_put (w, header, sizeof header))
+    return FALSE;
+  for (int k = 0; k < t->config.shard_num; k++)
+    {
+      Shard *s = &t->shards[k];
+      for (guint32 i = 0; i < s->cap; i++)
+        if (s->keys[i] != 0)
+          {
+            RowHead *h = record (t, s, s->rows[i]);
+            guint64 id = GUINT64_TO_LE (s->keys[i]);
+            if (!selected (&t->config, h, mode))
+              continue;
+            if (!(writer_put (w, &id, sizeof id) && writer_put (w, h, t->rec_size)))
+              return FALSE;
+            /* a delta or base save resets the row's delta_score: the file holds the row
+             * as the table will be after the save, so a resume continues from it */
+            if (mode != KS_SPARSE_SAVE_ALL)
+              {
+                float zero = 0;
+                memcpy (w->buf + w->len - t->rec_size + G_STRUCT_OFFSET (RowHead, delta_score),
+                        &zero, sizeof zero);
+              }
+          }
+    }
+  guint8 digest[DIGEST_BYTES];
+  gsize dlen = sizeof digest;
+  if (!writer_flush (w, TRUE))
+    return FALSE;
+  g_checksum_get_digest (w->sum, digest, &dlen);
+  return writer_put (w, digest, dlen) && writer_flush (w, FALSE);
+}
+
+gboolean
+ks_sparse_table_save (KsSparseTable *t, const char *path, KsSparseSaveMode mode, gsize *n_rows,
+                      GError **error)
+{
+  const KsSparseConfig *c = &t->config;
+  g_autofree char *tmp = g_strdup_printf ("%s.tmp-%d", path, (int) getpid ());
+  g_autofree char *dir = g_path_get_dirname (path);
+  guint64 rows = 0;
+
+  for (int k = 0; k < c->shard_num; k++)
+    {
+      Shard *s = &t->shards[k];
+      for (guint32 i = 0; i < s->cap; i++)
+        rows += s->keys[i] != 0 && selected (c, record (t, s, s->rows[i]), mode);
+    }
+
+  int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return io_error (error, "cannot create", tmp);
+  Writer w = { fd, g_checksum_new (G_CHECKSUM_SHA256), g_malloc (4 << 20), 0, 4 << 20 };
+  gboolean ok = write_rows (t, &w, mode, rows);
+  ok = (ok || io_error (error, "cannot write", tmp))
+       && (fsync (fd) == 0 || io_error (error, "cannot fsync", tmp));
+  g_checksum_free (w.sum);
+  g_free (w.buf);
+  if (close (fd) != 0 && ok)
+    ok = io_error (error, "cannot close", tmp);
+  if (ok && g_rename (tmp, path) != 0)
+    ok = io_error (error, "cannot rename the new file to", path);
+  if (!ok)
+    {
+      g_unlink (tmp);
+      return FALSE;
+    }
+  int dfd = open (dir, O_RDONLY | O_CLOEXEC);
+  gboolean synced = dfd >= 0 && fsync (dfd) == 0;
+  if (dfd >= 0)
+    close (dfd);
+  if (!synced)
+    return io_error (error, "cannot fsync the directory", dir);
+
+  /* written: now the delta counts restart (the rows a delta took, or all for a base) */
+  if (mode != KS_SPARSE_SAVE_ALL)
+    for (int k = 0; k < c->shard_num; k++)
+      {
+        Shard *s = &t->shards[k];
+        for (guint32 i = 0; i < s->cap; i++)
+          if (s->keys[i] != 0)
+            {
+              RowHead *h = record (t, s, s->rows[i]);
+              if (mode == KS_SPARSE_SAVE_BASE || selected (c, h, mode))
+                h->delta_score = 0;
+            }
+      }
+  if (n_rows)
+    *n_rows = (gsize) rows;
+  return TRUE;
+}
+
+/* ---- load ---- */
+
+static gboolean G_GNUC_PRINTF (4, 5)
+file_error (GError **error, KsCheckpointError code, const char *path, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *msg = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_set_error (error, KS_CHECKPOINT_ERROR, code, "sparse table file %s: %s", path, msg);
+  return FALSE;
+}
+
+static gboolean
+read_full (int fd, guint8 *buf, gsize n)
+{
+  for (gsize done = 0; done < n;)
+    {
+      ssize_t k = read (fd, buf + done, n - done);
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return FALSE;
+      done += (gsize) k;
+    }
+  return TRUE;
+}
+
+static const char *
+rule_name (guint32 rule)
+{
+  static const char *const names[] = { "adagrad", "sgd", "adam" };
+  return rule < G_N_ELEMENTS (names) ? names[rule] : "unknown";
+}
+
+/* Checks one file whole and copies its rows of this server into `stage`. */
+static gboolean
+load_file (KsSparseTable *stage, const char *path, int index, int servers, GError **error)
+{
+  const gsize rec = sizeof (guint64) + stage->rec_size;
+  guint8 header[HEADER_BYTES], want[HEADER_BYTES];
+  struct stat st;
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return io_error (error, "cannot open sparse table file", path);
+  gboolean ok = FALSE;
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree guint8 *buf = NULL;
+
+  if (fstat (fd, &st) != 0)
+    {
+      io_error (error, "cannot stat sparse table file", path);
+      goto out;
+    }
+  if (st.st_size < HEADER_BYTES + DIGEST_BYTES || !read_full (fd, header, sizeof header))
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "%lld bytes, shorter than a header and checksum: truncated or not a "
+                  "sparse table; use an intact copy", (long long) st.st_size);
+      goto out;
+    }
+  if (memcmp (header, MAGIC, 8) != 0)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_FORMAT, path,
+                  "not a ksdist sparse table file (no %s magic); check the path", MAGIC);
+      goto out;
+    }
+  guint32 version, dim, rule, per;
+  guint64 rows;
+  memcpy (&version, header + 8, 4);
+  memcpy (&dim, header + 12, 4);
+  memcpy (&rule, header + 16, 4);
+  memcpy (&per, header + 20, 4);
+  memcpy (&rows, header + 24, 8);
+  version = GUINT32_FROM_LE (version), dim = GUINT32_FROM_LE (dim), rule = GUINT32_FROM_LE (rule);
+  per = GUINT32_FROM_LE (per), rows = GUINT64_FROM_LE (rows);
+  if (version != FORMAT_VERSION)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_FORMAT, path,
+                  "format version %u, this build reads version %u; load it with the ksdist "
+                  "that wrote it", version, FORMAT_VERSION);
+      goto out;
+    }
+  if (dim != (guint32) stage->config.embedx_dim || rule != (guint32) stage->config.rule)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_MISMATCH, path,
+                  "saved with embedx_dim %u and rule %s, table %s has embedx_dim %d and rule "
+                  "%s; set [table.%s] as when it was saved", dim, rule_name (rule), stage->name,
+                  stage->config.embedx_dim, rule_name (stage->config.rule), stage->name);
+      goto out;
+    }
+  header_bytes (stage, rows, want);
+  if (per != rec || memcmp (header, want, HEADER_BYTES) != 0)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "header says %u bytes per row, the table's rows take %" G_GSIZE_FORMAT
+                  "; the header is damaged: use an intact copy", per, rec);
+      goto out;
+    }
+  if (rows > (guint64) G_MAXINT64 / rec
+      || (guint64) st.st_size != HEADER_BYTES + rows * rec + DIGEST_BYTES)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "%lld bytes, but its header's %" G_GUINT64_FORMAT " rows of %" G_GSIZE_FORMAT
+                  " bytes make %" G_GUINT64_FORMAT ": truncated or damaged; use an intact copy",
+                  (long long) st.st_size, rows, rec, HEADER_BYTES + rows * rec + DIGEST_BYTES);
+      goto out;
+    }
+  g_checksum_update (sum, header, sizeof header);
+
+  const gsize per_read = MAX ((gsize) (4 << 20) / rec, 1);
+  buf = g_malloc (per_read * rec);
+  for (guint64 done = 0; done < rows;)
+    {
+      gsize k = (gsize) MIN ((guint64) per_read, rows - done);
+      if (!read_full (fd, buf, k * rec))
+        {
+          io_error (error, "cannot read sparse table file", path);
+          goto out;
+        }
+      g_checksum_update (sum, buf, k * rec);
+      for (gsize r = 0; r < k; r++)
+        {
+          guint64 id;
+          memcpy (&id, buf + r * rec, sizeof id);
+          id = GUINT64_FROM_LE (id);
+          if (id == 0 || id % (guint64) servers != (guint64) index)
+            continue;
+          gboolean made;
+          RowHead *h = find_or_make (stage, id, &made);
+          memcpy (h, buf + r * rec + sizeof id, stage->rec_size);
+        }
+      done += k;
+    }
+  guint8 digest[DIGEST_BYTES], saved[DIGEST_BYTES];
+  gsize dlen = sizeof digest;
+  g_checksum_get_digest (sum, digest, &dlen);
+  if (!read_full (fd, saved, sizeof saved))
+    {
+      io_error (error, "cannot read sparse table file", path);
+      goto out;
+    }
+  if (memcmp (digest, saved, sizeof digest) != 0)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "its rows do not match its SHA-256: the file is damaged; use an intact copy");
+      goto out;
+    }
+  ok = TRUE;
+out:
+  close (fd);
+  return ok;
+}
+
+gboolean
+ks_sparse_table_load (KsSparseTable *t, const char *const *paths, gsize n_paths, int index,
+                      int servers, gboolean replace, gsize *n_rows, GError **error)
+{
+  g_return_val_if_fail (servers >= 1 && index >= 0 && index < servers, FALSE);
+  g_autoptr (KsSparseTable) stage = ks_sparse_table_new (t->name, &t->config);
+
+  for (gsize p = 0; p < n_paths; p++)
+    if (!load_file (stage, paths[p], index, servers, error))
+      return FALSE;
+  if (n_rows)
+    *n_rows = stage->size;
+  if (replace)
+    {
+      /* the staged rows become the table's; the old ones go with the stage */
+      Shard *shards = t->shards;
+      gsize size = t->size;
+      guint64 salt = t->salt;
+      t->shards = stage->shards, t->size = stage->size, t->salt = stage->salt;
+      stage->shards = shards, stage->size = size, stage->salt = salt;
+      return TRUE;
+    }
+  for (int k = 0; k < stage->config.shard_num; k++)
+    {
+      Shard *s = &stage->shards[k];
+      for (guint32 i = 0; i < s->cap; i++)
+        if (s->keys[i] != 0)
+          {
+            gboolean made;
+            RowHead *h = find_or_make (t, s->keys[i], &made);
+            memcpy (h, record (stage, s, s->rows[i]), t->rec_size);
+          }
+    }
+  return TRUE;
+}
