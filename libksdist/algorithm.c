@@ -60,6 +60,53 @@ ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error)
 }
 
 gboolean
+ks_algorithm_has_sparse (const KsAlgorithm *algorithm)
+{
+  return KS_OPS_HAS (OPS (algorithm), KsAlgorithmOps, sparse_table);
+}
+
+gboolean
+ks_algorithm_sparse_table (KsAlgorithm *algorithm, const char *table, const char *rows_param,
+                           GError **error)
+{
+  REQUIRE (algorithm, sparse_table, error);
+  return OPS (algorithm)->sparse_table (CTX (algorithm), table, rows_param, error);
+}
+
+gboolean
+ks_algorithm_pull_sparse (KsAlgorithm *algorithm, const char *table, const guint64 *ids, gsize n,
+                          gboolean create, float *out, GError **error)
+{
+  REQUIRE (algorithm, pull_sparse, error);
+  return OPS (algorithm)->pull_sparse (CTX (algorithm), table, ids, n, create, out, error);
+}
+
+gboolean
+ks_algorithm_push_sparse (KsAlgorithm *algorithm, const char *table, gint64 step,
+                          const guint64 *ids, gsize n, const float *grads, const float *shows,
+                          const float *clicks, GError **error)
+{
+  REQUIRE (algorithm, push_sparse, error);
+  return OPS (algorithm)->push_sparse (CTX (algorithm), table, step, ids, n, grads, shows,
+                                       clicks, error);
+}
+
+gboolean
+ks_algorithm_flush_worker (KsAlgorithm *algorithm, gboolean *stopped, GError **error)
+{
+  *stopped = !KS_OPS_HAS (OPS (algorithm), KsAlgorithmOps, flush_worker);
+  return *stopped ? ks_algorithm_stop_worker (algorithm, error)
+                  : OPS (algorithm)->flush_worker (CTX (algorithm), error);
+}
+
+gboolean
+ks_algorithm_shrink (KsAlgorithm *algorithm, guint64 *deleted, GError **error)
+{
+  REQUIRE (algorithm, shrink, error);
+  return OPS (algorithm)->shrink (CTX (algorithm), deleted, error);
+}
+
+gboolean
 ks_algorithm_save_check_point (KsAlgorithm *algorithm, KsModel *model, KsOptimizer *optimizer,
                                const char *dir, const KsTrainStatus *status,
                                GHashTable *metadata, guint keep, GError **error)

@@ -35,10 +35,11 @@ static const KsKeyDesc core_schema[] = {
   { "log", "metrics", KS_VALUE_STRING, "", 1, 0, NULL,
     "File to write one JSON object per logged step to (step, loss, lr, throughput, eval "
     "metrics); empty for none" },
-  { "model", "type", KS_VALUE_CHOICE, "mlp", 1, 0, "mlp|gpt",
-    "The model `ksdist train` builds: mlp (for spirals, rings) or gpt (for text)" },
+  { "model", "type", KS_VALUE_CHOICE, "mlp", 1, 0, "mlp|gpt|ctr",
+    "The model `ksdist train` builds: mlp (for spirals, rings), gpt (for text, addition) or "
+    "ctr (for ctr: sparse slots' embeddings and integer features into an MLP)" },
   { "model", "hidden", KS_VALUE_LIST, "64,64", 1, 0, NULL,
-    "Sizes of the MLP's hidden layers, input to output" },
+    "Sizes of the MLP's hidden layers, input to output (mlp and ctr)" },
   { "model", "activation", KS_VALUE_CHOICE, "tanh", 1, 0, "relu|tanh|sigmoid|gelu",
     "Activation after each hidden layer of the MLP" },
   { "model", "dropout", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
@@ -49,15 +50,19 @@ static const KsKeyDesc core_schema[] = {
   { "model", "heads", KS_VALUE_INT, "4", 1, 256, NULL, "GPT: attention heads (divide width)" },
   { "model", "width", KS_VALUE_INT, "64", 1, 65536, NULL, "GPT: embedding width" },
   { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
-  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings|text|addition",
+  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings|text|addition|ctr",
     "spirals, rings: generated classification in the plane (mlp); text: next-character "
     "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
-    "exact match on held-out sums" },
+    "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
+    "path's train/ and test/ (ctr), scored by AUC" },
+  { "data", "bad_lines", KS_VALUE_CHOICE, "error", 1, 0, "error|skip",
+    "ctr: a malformed line of the data is an error naming its file and line, or skipped and "
+    "counted" },
   { "data", "digits", KS_VALUE_INT, "2", 1, 9, NULL,
     "Addition task: the largest number of digits of an operand" },
   { "data", "path", KS_VALUE_STRING, "/usr/share/dict/words", 1, 0, NULL,
-    "Text corpus of the text task (the last tenth is held out); by default the English word "
-    "list of Debian's wamerican" },
+    "Text corpus of the text task (the last tenth is held out; by default the English word "
+    "list of Debian's wamerican); the ctr task's directory of train/ and test/ files" },
   { "data", "samples", KS_VALUE_INT, "2048", 16, 1e8, NULL, "Training samples generated" },
   { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
   { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
@@ -153,6 +158,13 @@ static const KsKeyDesc core_schema[] = {
     "Sparse table: hash tables per server (a row goes by its id); pslib uses 1000" },
   { "table.*", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL,
     "Sparse table: seed of the initial values" },
+  { "strategy", "staleness", KS_VALUE_INT, "2", 0, 1e6, NULL,
+    "pslib: sparse pushes a worker may have unanswered when it pulls the next batch's rows "
+    "(0: each step waits for its pushes, and the dense part on the servers is sync; more: "
+    "async)" },
+  { "strategy", "dense", KS_VALUE_CHOICE, "servers", 1, 0, "servers|allreduce",
+    "pslib: where the dense part of the model trains: on the servers' dense tables, or on "
+    "the workers with its gradients averaged every step (PERSIA's hybrid)" },
   { "trace", "path", KS_VALUE_STRING, "", 1, 0, NULL,
     "A pipelined run writes a Chrome trace (Perfetto, chrome://tracing) of every stage's "
     "forwards, backwards, sends and receives here; empty for none" },

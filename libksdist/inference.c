@@ -168,6 +168,7 @@ static const int arity[] = {
   [OP_UNARY] = 1,     [OP_MEAN] = 1,      [OP_CROSS_ENTROPY] = 2, [OP_ACCURACY] = 2,
   [OP_EMBEDDING] = 2, [OP_LAYER_NORM] = 3, [OP_ATTENTION] = 1, [OP_GRAD] = -1,
   [OP_SOFTMAX] = 1,   [OP_RESHAPE] = 1,   [OP_TRANSPOSE] = 1, [OP_DROPOUT] = 1,
+  [OP_MUL] = 2,
 };
 
 static gboolean
@@ -213,6 +214,7 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
                             strcmp (s, "int64") == 0 ? KS_DTYPE_INT64 : KS_DTYPE_FLOAT32, error);
     case OP_MATMUL: return ks_matmul (in[0], in[1], error);
     case OP_ADD: return ks_add (in[0], in[1], error);
+    case OP_MUL: return ks_mul (in[0], in[1], error);
     case OP_UNARY:
       s = string_member (o, "fn");
       for (guint i = 0; s != NULL && i < G_N_ELEMENTS (unary_names); i++)

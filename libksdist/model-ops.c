@@ -15,7 +15,7 @@ ks_op_name (OpType op)
   static const char *const names[] = { "parameter", "data", "matmul", "add", "unary", "mean",
                                        "cross_entropy", "accuracy", "embedding", "layer_norm",
                                        "attention", "grad", "softmax", "reshape", "transpose",
-                                       "dropout" };
+                                       "dropout", "mul" };
   return names[op];
 }
 
@@ -90,6 +90,22 @@ ks_add (KsExpr *a, KsExpr *b, GError **error)
       return NULL;
     }
   return op_expr (OP_ADD, a, b, a->ndim, a->shape, error);
+}
+
+KsExpr *
+ks_mul (KsExpr *a, KsExpr *b, GError **error)
+{
+  g_autofree char *sa = ks_expr_shape_string (a);
+  g_autofree char *sb = ks_expr_shape_string (b);
+  if (!require_float ("mul", a, error) || !require_float ("mul", b, error))
+    return NULL;
+  if (a->ndim != b->ndim || memcmp (a->shape, b->shape, a->ndim * sizeof *a->shape) != 0)
+    {
+      ks_invalid (error, "mul: '%s' is %s and '%s' is %s; they must have one shape", a->name,
+                  sa, b->name, sb);
+      return NULL;
+    }
+  return op_expr (OP_MUL, a, b, a->ndim, a->shape, error);
 }
 
 KsExpr *
@@ -467,6 +483,9 @@ ks_op_forward (KsExpr *e, GError **error)
       return ks_compute_binary (c, KS_BINARY_ADD, F (a->value), F (b->value), F (e->value),
                                 a->numel / cols_of (a), cols_of (a), b->numel / cols_of (a),
                                 error);
+    case OP_MUL:
+      return ks_compute_binary (c, KS_BINARY_MUL, F (a->value), F (b->value), F (e->value), 1,
+                                a->numel, 1, error);
     case OP_UNARY:
       return ks_compute_unary (c, e->attr, F (a->value), F (e->value), a->numel, error);
     case OP_MEAN:
@@ -638,6 +657,18 @@ ks_op_backward (KsExpr *e, GError **error)
              && ks_compute_reduce (c, KS_REDUCE_SUM, F (e->grad), tmp, e->numel / b->numel,
                                    b->numel, 0, error)
              && add_grad (b, tmp, error);
+    case OP_MUL:
+      /* da += dc * b, db += dc * a (a square, b = a, gets both) */
+      return (!a->needs_grad
+              || ((tmp = grad_target (a, error)) != NULL
+                  && ks_compute_binary (c, KS_BINARY_MUL, F (e->grad), F (b->value), tmp, 1,
+                                        e->numel, 1, error)
+                  && grad_written (a, tmp, error)))
+             && (!b->needs_grad
+                 || ((tmp = grad_target (b, error)) != NULL
+                     && ks_compute_binary (c, KS_BINARY_MUL, F (e->grad), F (a->value), tmp, 1,
+                                           e->numel, 1, error)
+                     && grad_written (b, tmp, error)));
     case OP_UNARY:
       return (tmp = grad_target (a, error)) != NULL
              && ks_compute_unary_backward (c, e->attr, F (a->value), F (e->value), F (e->grad),

@@ -21,6 +21,7 @@ typedef enum {
   OP_RESHAPE,       /* the same elements in another shape */
   OP_TRANSPOSE,     /* dimensions permuted by perm */
   OP_DROPOUT,       /* aux: the mask of the last training-mode forward; attr: TRUE if one */
+  OP_MUL,           /* elementwise product of two tensors of one shape */
 } OpType;
 
 struct KsExpr {

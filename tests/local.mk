@@ -104,7 +104,8 @@ TESTS += tests/test-pipe-train
 # Parameter-server training: server and worker processes over 127.0.0.1 (ZeroMQ).
 if HAVE_ZMQ
 check_PROGRAMS += tests/test-ps
-tests_test_ps_SOURCES = tests/test-ps.c plugins/transpiler/wire.c
+tests_test_ps_SOURCES = tests/test-ps.c tests/ps-harness.c tests/ps-harness.h \
+	plugins/transpiler/wire.c
 tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps

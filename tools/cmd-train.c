@@ -359,10 +359,12 @@ train (Trainer *t)
     {
       double lr = ks_optimizer_learning_rate (t->optimizer);
       t->task->batch (t, step);
-      if (t->pipeline != NULL
-              ? !ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds,
-                                   &t->pipeline_loss, &error)
-              : !ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, &error))
+      if ((t->task->prepare != NULL && !t->task->prepare (t, step, &error))
+          || (t->pipeline != NULL
+                  ? !ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds,
+                                       &t->pipeline_loss, &error)
+                  : !ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, &error))
+          || (t->task->finish != NULL && !t->task->finish (t, step, &error)))
         {
           ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
           return KS_EXIT_RUNTIME;
@@ -389,8 +391,9 @@ train (Trainer *t)
           return KS_EXIT_RUNTIME;
         }
       gboolean last = step == steps;
-      /* with servers, the evaluation sees their final values (async: nothing queued) */
-      if (last && has_servers (t) && !(stopped = ks_algorithm_stop_worker (t->algorithm, &error)))
+      /* with servers, the evaluation sees their final values (async: nothing queued);
+       * a mode whose evaluation reads the servers' sparse rows stops after it */
+      if (last && has_servers (t) && !ks_algorithm_flush_worker (t->algorithm, &stopped, &error))
         {
           ks_cli_error ("stop_worker: %s", error->message);
           return KS_EXIT_RUNTIME;
@@ -404,6 +407,19 @@ train (Trainer *t)
         report (t, step, steps, loss, lr, rate, eta, last ? &eval : NULL);
       window_start = now;
       window_steps = 0;
+    }
+  /* the result; evaluated here when a resumed run had nothing left to do (with servers,
+   * before this worker stops) */
+  if (!evaluated && has_servers (t) && !stopped
+      && !ks_algorithm_flush_worker (t->algorithm, &stopped, &error))
+    {
+      ks_cli_error ("stop_worker: %s", error->message);
+      return KS_EXIT_RUNTIME;
+    }
+  if (!evaluated && !evaluate (t, &eval, &error))
+    {
+      ks_cli_error ("evaluation: %s", error->message);
+      return KS_EXIT_RUNTIME;
     }
   if (has_servers (t) && !stopped && !ks_algorithm_stop_worker (t->algorithm, &error))
     {
@@ -426,12 +442,6 @@ train (Trainer *t)
       g_autofree char *inputs = g_strjoinv (", ", (GStrv) t->inputs);
       g_message ("inference model (%s to %s) written to %s", inputs, ks_expr_name (t->logits),
                  export_dir);
-    }
-  /* the result; evaluated here when a resumed run had nothing left to do */
-  if (!evaluated && !evaluate (t, &eval, &error))
-    {
-      ks_cli_error ("evaluation: %s", error->message);
-      return KS_EXIT_RUNTIME;
     }
   printf ("eval %s %.4f (%" G_GSIZE_FORMAT " held-out %s)\n", t->task->metric, eval,
           t->eval_samples, t->task->unit);

@@ -640,16 +640,18 @@ const TrainTask *
 ks_train_task (const KsConfig *c, GError **error)
 {
   const char *task = ks_config_get_string (c, "data", "task");
-  gboolean gpt = strcmp (ks_config_get_string (c, "model", "type"), "gpt") == 0;
+  const char *model = ks_config_get_string (c, "model", "type");
+  gboolean gpt = strcmp (model, "gpt") == 0, ctr = strcmp (model, "ctr") == 0;
   gboolean text = strcmp (task, "text") == 0, addition = strcmp (task, "addition") == 0;
 
-  if (gpt != (text || addition))
+  if (gpt != (text || addition) || ctr != (strcmp (task, "ctr") == 0))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[model] type = %s does not train on [data] task = %s: mlp takes spirals or "
-                   "rings, gpt takes text or addition",
-                   ks_config_get_string (c, "model", "type"), task);
+                   "rings, gpt takes text or addition, ctr takes ctr", model, task);
       return NULL;
     }
+  if (ctr)
+    return &ks_ctr_task;
   return addition ? &addition_task : text ? &text_task : &points_task;
 }

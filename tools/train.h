@@ -27,6 +27,10 @@ typedef struct {
   /* The last epoch over the training data finished after `step` (-1: none); NULL for
    * data without epochs (windows drawn at random, generated samples). */
   gint64 (*last_epoch) (Trainer *t, gint64 step);
+  /* May be NULL: after batch, before the step (the ctr task pulls the batch's sparse
+   * rows), and after the step (it pushes their gradients). */
+  gboolean (*prepare) (Trainer *t, gint64 step, GError **error);
+  gboolean (*finish) (Trainer *t, gint64 step, GError **error);
 } TrainTask;
 
 struct Trainer {
@@ -72,6 +76,8 @@ int ks_train_command (const KsCommand *command, int argc, char **argv,
                       int (*body) (Trainer *t));
 /* Frees what a trainer holds (not its config and registry). */
 void ks_trainer_clear (Trainer *t);
+/* train-ctr.c */
+extern const TrainTask ks_ctr_task;
 /* The task of [model] type and [data] task; an error when they do not go together. */
 const TrainTask *ks_train_task (const KsConfig *config, GError **error);
 /* train-dist.c */

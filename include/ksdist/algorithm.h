@@ -54,6 +54,28 @@ typedef struct {
   gboolean (*load_check_point) (void *ctx, KsModel *model, KsOptimizer *optimizer,
                                 const char *dir, KsTrainStatus *status, GHashTable **metadata,
                                 GError **error);
+
+  /* optional, appended: the pslib mode's sparse tables (sparse.h) */
+  /* Before distributed_optimizer: model parameter `rows_param` holds, at each step, the
+   * rows a batch pulled from sparse table `table` ([table.NAME]); it is not a dense
+   * parameter (not on the servers' dense tables, not averaged). Same order everywhere. */
+  gboolean (*sparse_table) (void *ctx, const char *table, const char *rows_param,
+                            GError **error);
+  /* The values of `n` ids (1 + embedx_dim floats each) into `out`; with `create`,
+   * missing rows are made (training), else they read as zeros (evaluation). */
+  gboolean (*pull_sparse) (void *ctx, const char *table, const guint64 *ids, gsize n,
+                           gboolean create, float *out, GError **error);
+  /* The gradients of `n` distinct ids, summed over their shows in `step`'s batch (as
+   * ks_sparse_table_push); may return before the servers have them ([strategy] staleness). */
+  gboolean (*push_sparse) (void *ctx, const char *table, gint64 step, const guint64 *ids,
+                           gsize n, const float *grads, const float *shows,
+                           const float *clicks, GError **error);
+  /* Every push of this worker is on the servers, and the model holds their dense values
+   * (before an evaluation that still reads sparse rows from the servers). */
+  gboolean (*flush_worker) (void *ctx, GError **error);
+  /* A day's end on every server's sparse tables (ks_sparse_table_shrink); *deleted gets
+   * the rows deleted over all servers. */
+  gboolean (*shrink) (void *ctx, guint64 *deleted, GError **error);
 } KsAlgorithmOps;
 
 /* A distributed algorithm instance, made by ks_factory_instantiate(). */
@@ -73,6 +95,20 @@ gboolean ks_algorithm_init_worker (KsAlgorithm *algorithm, GError **error);
 gboolean ks_algorithm_init_server (KsAlgorithm *algorithm, const char *model_dir, GError **error);
 gboolean ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error);
 gboolean ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error);
+
+/* The pslib mode's sparse tables: see the slots of the same names. A mode without them
+ * answers "not supported". */
+gboolean ks_algorithm_has_sparse (const KsAlgorithm *algorithm);
+gboolean ks_algorithm_sparse_table (KsAlgorithm *algorithm, const char *table,
+                                    const char *rows_param, GError **error);
+gboolean ks_algorithm_pull_sparse (KsAlgorithm *algorithm, const char *table, const guint64 *ids,
+                                   gsize n, gboolean create, float *out, GError **error);
+gboolean ks_algorithm_push_sparse (KsAlgorithm *algorithm, const char *table, gint64 step,
+                                   const guint64 *ids, gsize n, const float *grads,
+                                   const float *shows, const float *clicks, GError **error);
+/* Before an evaluation with servers: the flush_worker slot, or else stop_worker. */
+gboolean ks_algorithm_flush_worker (KsAlgorithm *algorithm, gboolean *stopped, GError **error);
+gboolean ks_algorithm_shrink (KsAlgorithm *algorithm, guint64 *deleted, GError **error);
 
 /* OpenKS's save_check_point, called by every worker at the same step: the mode decides
  * who writes (collective: worker 0, as ks_checkpoint_save does, into

@@ -113,6 +113,8 @@ char *ks_expr_shape_string (const KsExpr *expr);
 KsExpr *ks_matmul (KsExpr *a, KsExpr *b, GError **error);
 /* a + b: b of a's shape, or one row of it broadcast over a's rows */
 KsExpr *ks_add (KsExpr *a, KsExpr *b, GError **error);
+/* a * b elementwise, of one shape */
+KsExpr *ks_mul (KsExpr *a, KsExpr *b, GError **error);
 KsExpr *ks_unary (KsUnaryOp op, KsExpr *x, GError **error);
 KsExpr *ks_relu (KsExpr *x, GError **error);
 KsExpr *ks_tanh (KsExpr *x, GError **error);

@@ -1,0 +1,633 @@
+/* The pslib algorithm: parameter servers with sparse tables (after Paddle's pslib /
+ * DownpourSGD, whose source is closed, and its CtrCommonAccessor).
+ *
+ * Servers hold the job's sparse tables (rows.c over ks_sparse_table, a row per id made on
+ * its first pull) and, by [strategy] dense, the dense parameters:
+ *   servers    on the servers' dense tables (the transpiler's), sync when staleness is 0,
+ *              else async
+ *   allreduce  on the workers, their gradients averaged every step (PERSIA's hybrid:
+ *              sparse asynchronous on servers, dense synchronous among workers)
+ * A task declares each table with the parameter that holds a batch's pulled rows
+ * (sparse_table), pulls a batch's rows before its step and pushes their gradients after it
+ * (sparse-worker.c: asynchronous, bounded by [strategy] staleness). Checkpoints are the
+ * transpiler's job directories (job.c) with each server's table files beside its dense
+ * shard; they load with any server count. */
+#include <config.h>
+#include <ksdist/ksdist.h>
+
+#include "../transpiler/client.h"
+#include "../transpiler/job.h"
+#include "../transpiler/server.h"
+#include "../transpiler/shard.h"
+#include "../transpiler/worker.h"
+#include "rows.h"
+#include "sparse-worker.h"
+
+#include <string.h>
+
+#define ANSWER_SLACK_MS 2000
+#define DENSE_DIR "dense" /* with dense = allreduce: worker 0's checkpoint of the dense part */
+
+typedef struct {
+  char *name, *rows_param;
+  KsSparseConfig config;
+  gsize dim;
+} Table;
+
+typedef struct {
+  KsRoleMaker *role;
+  gsize block_floats, max_message;
+  double log_every_s;
+  char *model_dir;
+  GPtrArray *tables; /* Table*, in declaration order */
+  GPtrArray *skip;   /* the rows parameters, NULL-terminated */
+  /* from distributed_optimizer */
+  PsStrategy dense_strategy;
+  gboolean dense_allreduce;
+  int staleness, timeout_ms;
+  const KsOptimizerOps *inner_ops;
+  void *inner;
+  const KsConfig *config; /* its [table.NAME] groups */
+  /* from the backward */
+  KsModel *model;
+  PsLayout *layout; /* of the dense parameters */
+  /* a worker's */
+  PsClient *client;
+  PsWorker *dense;
+  PsSparseWorker *sparse;
+  KsOptimizer *optimizer; /* during a save: worker 0 writes the dense part (allreduce) */
+  gint64 resumed_step;
+  /* a server's */
+  PsDenseTable *table;
+  PsRows *rows;
+  gint64 loaded_step;
+} Pslib;
+
+static void
+table_free (gpointer p)
+{
+  Table *t = p;
+  g_free (t->name);
+  g_free (t->rows_param);
+  g_free (t);
+}
+
+static void *
+pslib_create (const KsSettings *s, GError **error)
+{
+  Pslib *p = g_new0 (Pslib, 1);
+  p->block_floats = ks_settings_get_int (s, "block_floats");
+  p->max_message = (gsize) ks_settings_get_int (s, "max_message_mb") << 20;
+  p->log_every_s = ks_settings_get_double (s, "log_every_s");
+  p->model_dir = g_strdup (ks_settings_get_string (s, "model_dir"));
+  p->tables = g_ptr_array_new_with_free_func (table_free);
+  p->skip = g_ptr_array_new ();
+  g_ptr_array_add (p->skip, NULL);
+  p->resumed_step = -1;
+  return p;
+}
+
+static void
+pslib_destroy (void *ctx)
+{
+  Pslib *p = ctx;
+  ps_worker_halt (p->dense);
+  ps_sparse_worker_free (p->sparse);
+  ps_client_free (p->client);
+  ps_worker_free (p->dense);
+  ps_dense_table_free (p->table);
+  ps_rows_free (p->rows);
+  ps_layout_free (p->layout);
+  g_ptr_array_unref (p->skip);
+  g_ptr_array_unref (p->tables);
+  g_free (p->model_dir);
+  g_free (p);
+}
+
+static gboolean
+failed (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+failed (GError **error, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *m = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_set_error_literal (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED, m);
+  return FALSE;
+}
+
+static gboolean
+pslib_init (void *ctx, KsRoleMaker *role, GError **error)
+{
+  Pslib *p = ctx;
+  if (role == NULL || ks_role_maker_server_num (role) < 1)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[job] mode = pslib keeps its sparse tables on parameter servers, but this "
+                   "job has none: start it with `ksdist launch --servers S --workers W CONFIG`");
+      return FALSE;
+    }
+  p->role = role;
+  return TRUE;
+}
+
+static Table *
+find_table (Pslib *p, const char *name, guint *index)
+{
+  for (guint i = 0; i < p->tables->len; i++)
+    {
+      Table *t = g_ptr_array_index (p->tables, i);
+      if (strcmp (t->name, name) == 0)
+        {
+          if (index != NULL)
+            *index = i;
+          return t;
+        }
+    }
+  return NULL;
+}
+
+static gboolean
+pslib_sparse_table (void *ctx, const char *name, const char *rows_param, GError **error)
+{
+  Pslib *p = ctx;
+  Table *t;
+  if (p->model != NULL)
+    return failed (error, "pslib: declare sparse table %s before minimize", name);
+  if (find_table (p, name, NULL) != NULL)
+    return failed (error, "pslib: sparse table %s declared twice", name);
+  t = g_new0 (Table, 1);
+  t->name = g_strdup (name);
+  t->rows_param = g_strdup (rows_param);
+  g_ptr_array_add (p->tables, t);
+  g_ptr_array_insert (p->skip, p->skip->len - 1, t->rows_param);
+  return TRUE;
+}
+
+/* The layout's fingerprint with the tables' names and widths: hello compares it. */
+static guint64
+fingerprint (Pslib *p)
+{
+  guint64 h = p->layout->fingerprint;
+  for (guint i = 0; i < p->tables->len; i++)
+    {
+      Table *t = g_ptr_array_index (p->tables, i);
+      h = (h ^ g_str_hash (t->name)) * 1099511628211ull;
+      h = (h ^ t->dim) * 1099511628211ull;
+    }
+  return h;
+}
+
+static gboolean
+need_model (Pslib *p, const char *what, GError **error)
+{
+  return p->layout != NULL
+         || failed (error, "pslib: %s needs the model: wrap the optimizer with "
+                    "distributed_optimizer and call minimize first", what);
+}
+
+/* ---- the worker ---- */
+
+static gboolean
+pslib_init_worker (void *ctx, GError **error)
+{
+  Pslib *p = ctx;
+  const char *const *endpoints;
+  const char *token = g_getenv ("KS_STORE_TOKEN");
+  int index, timeout;
+  gint64 server_step = 0;
+  g_autofree gsize *dims = NULL;
+
+  if (!need_model (p, "init_worker", error))
+    return FALSE;
+  if (!ks_role_maker_is_worker (p->role))
+    return failed (error, "pslib: init_worker on a server (servers call init_server)");
+  endpoints = ks_role_maker_pserver_endpoints (p->role);
+  index = ks_role_maker_worker_index (p->role);
+  timeout = p->timeout_ms + ANSWER_SLACK_MS;
+  if ((p->client = ps_client_new (endpoints, token, index, timeout, p->max_message, error))
+      == NULL)
+    return FALSE;
+  if (!p->dense_allreduce
+      && (p->dense = ps_worker_new (p->client, p->layout, &p->dense_strategy, index,
+                                    ks_role_maker_worker_num (p->role), p->model, &server_step,
+                                    error))
+             == NULL)
+    return FALSE;
+  dims = g_new (gsize, MAX (p->tables->len, 1));
+  for (guint i = 0; i < p->tables->len; i++)
+    dims[i] = ((Table *) g_ptr_array_index (p->tables, i))->dim;
+  PsSparseWorkerConfig c = { endpoints, token, index, timeout, p->max_message, p->layout->fingerprint,
+                             p->dense_strategy.mode, dims, p->tables->len, p->staleness };
+  if ((p->sparse = ps_sparse_worker_new (&c, error)) == NULL)
+    return FALSE;
+  if (!p->dense_allreduce && p->resumed_step >= 0 && server_step != p->resumed_step)
+    return failed (error, "init_worker: the servers loaded the checkpoint of step %"
+                   G_GINT64_FORMAT " but the workers resume from step %" G_GINT64_FORMAT ": "
+                   "start servers and workers with the same [train] checkpoint_dir and resume",
+                   server_step, p->resumed_step);
+  return TRUE;
+}
+
+static gboolean
+flush (Pslib *p, GError **error)
+{
+  if (p->sparse == NULL)
+    return failed (error, "pslib: a worker's request before init_worker");
+  return ps_sparse_worker_flush (p->sparse, error)
+         && (p->dense == NULL || ps_worker_flush (p->dense, error));
+}
+
+static gboolean
+pslib_flush_worker (void *ctx, GError **error)
+{
+  return flush (ctx, error);
+}
+
+/* One request without payload to every server. */
+static gboolean
+tell_servers (Pslib *p, PsType type, GError **error)
+{
+  int servers = ks_role_maker_server_num (p->role);
+  g_autofree PsCall *calls = g_new0 (PsCall, servers);
+  for (int s = 0; s < servers; s++)
+    calls[s] = (PsCall) { s, NULL, 0, NULL, 0, 0 };
+  return ps_client_call (p->client, type, 0, 0, 0, calls, servers, error);
+}
+
+static gboolean
+pslib_stop_worker (void *ctx, GError **error)
+{
+  Pslib *p = ctx;
+  if (!flush (p, error))
+    return FALSE;
+  if (p->dense != NULL)
+    return ps_worker_stop (p->dense, error);
+  return tell_servers (p, PS_STOP, error);
+}
+
+static gboolean
+pslib_pull_sparse (void *ctx, const char *name, const guint64 *ids, gsize n, gboolean create,
+                   float *out, GError **error)
+{
+  Pslib *p = ctx;
+  guint index;
+  if (find_table (p, name, &index) == NULL)
+    return failed (error, "pslib: no sparse table %s was declared", name);
+  if (p->sparse == NULL)
+    return failed (error, "pslib: a pull before init_worker");
+  return ps_sparse_worker_pull (p->sparse, index, ids, n, create, out, error);
+}
+
+static gboolean
+pslib_push_sparse (void *ctx, const char *name, gint64 step, const guint64 *ids, gsize n,
+                   const float *grads, const float *shows, const float *clicks, GError **error)
+{
+  Pslib *p = ctx;
+  guint index;
+  if (find_table (p, name, &index) == NULL)
+    return failed (error, "pslib: no sparse table %s was declared", name);
+  if (p->sparse == NULL)
+    return failed (error, "pslib: a push before init_worker");
+  return ps_sparse_worker_push (p->sparse, index, step, ids, n, grads, shows, clicks, error);
+}
+
+static gboolean
+pslib_shrink (void *ctx, guint64 *deleted, GError **error)
+{
+  Pslib *p = ctx;
+  if (p->sparse == NULL)
+    return failed (error, "pslib: shrink before init_worker");
+  return ps_sparse_worker_shrink (p->sparse, deleted, error);
+}
+
+/* ---- the server ---- */
+
+static gboolean
+save_server (void *data, const char *dir, gint64 step, GError **error)
+{
+  Pslib *p = data;
+  int index = ks_role_maker_server_index (p->role), servers = ks_role_maker_server_num (p->role);
+  return (p->dense_allreduce || ps_shard_save (p->table, dir, index, servers, step, error))
+         && ps_rows_save (p->rows, dir, error);
+}
+
+static gboolean
+load_server (Pslib *p, const char *model_dir, GError **error)
+{
+  g_autofree char *path = ps_job_resolve (model_dir, error);
+  g_autoptr (GHashTable) meta = NULL;
+  KsTrainStatus status;
+  gint64 saved;
+
+  if (path == NULL || !ps_job_read (path, &status, &meta, error))
+    return FALSE;
+  if (!g_ascii_string_to_signed (g_hash_table_lookup (meta, "servers"), 10, 1, 1 << 20, &saved,
+                                 NULL))
+    return failed (error, "%s/" PS_JOB_FILE ": no valid 'servers' entry", path);
+  if ((!p->dense_allreduce && !ps_shard_load (p->table, path, &p->loaded_step, error))
+      || !ps_rows_load (p->rows, path, (int) saved, error))
+    {
+      g_prefix_error (error, "init_server: ");
+      return FALSE;
+    }
+  p->loaded_step = status.step;
+  g_message ("server %d: loaded %s (step %" G_GINT64_FORMAT ", written by %" G_GINT64_FORMAT
+             " servers)", ks_role_maker_server_index (p->role), path, status.step, saved);
+  return TRUE;
+}
+
+static gboolean
+pslib_init_server (void *ctx, const char *model_dir, GError **error)
+{
+  Pslib *p = ctx;
+  int index = ks_role_maker_server_index (p->role);
+  g_autofree char **names = g_new0 (char *, p->tables->len + 1);
+  g_autofree KsSparseConfig *configs = g_new0 (KsSparseConfig, MAX (p->tables->len, 1));
+
+  if (!need_model (p, "init_server", error))
+    return FALSE;
+  if (!ks_role_maker_is_server (p->role))
+    return failed (error, "pslib: init_server on a worker (workers call init_worker)");
+  if (model_dir == NULL && *p->model_dir != '\0')
+    model_dir = p->model_dir;
+  if ((p->table = ps_dense_table_new (ks_model_device (p->model), p->layout, index,
+                                      ks_model_parameters (p->model), p->inner_ops, p->inner,
+                                      error))
+      == NULL)
+    return FALSE;
+  for (guint i = 0; i < p->tables->len; i++)
+    {
+      Table *t = g_ptr_array_index (p->tables, i);
+      names[i] = t->name;
+      configs[i] = t->config;
+    }
+  p->rows = ps_rows_new ((const char *const *) names, configs, p->tables->len, index,
+                         ks_role_maker_server_num (p->role), p->max_message / sizeof (guint64));
+  return model_dir == NULL || load_server (p, model_dir, error);
+}
+
+static gboolean
+pslib_run_server (void *ctx, GError **error)
+{
+  Pslib *p = ctx;
+  int index = ks_role_maker_server_index (p->role);
+  PsServerConfig c = { 0 };
+  gsize rows, bytes;
+
+  if (p->table == NULL)
+    return failed (error, "pslib: run_server before init_server");
+  c.index = index;
+  c.servers = ks_role_maker_server_num (p->role);
+  c.workers = ks_role_maker_worker_num (p->role);
+  c.endpoint = ks_role_maker_pserver_endpoints (p->role)[index];
+  c.token = g_getenv ("KS_STORE_TOKEN");
+  c.mode = p->dense_strategy.mode;
+  c.timeout_ms = p->timeout_ms;
+  c.max_message = p->max_message;
+  c.log_every_s = p->log_every_s;
+  c.fingerprint = p->layout->fingerprint;
+  c.step = p->loaded_step;
+  c.table = p->table;
+  c.save = save_server;
+  c.save_data = p;
+  c.extra = ps_rows_handle;
+  c.extra_data = p->rows;
+  gboolean ok = ps_server_run (&c, error);
+  ps_rows_usage (p->rows, &rows, &bytes);
+  g_message ("server %d: %" G_GSIZE_FORMAT " sparse rows, %.1f MB (%.1f bytes per row)", index,
+             rows, bytes / 1e6, rows > 0 ? (double) bytes / rows : 0.0);
+  g_clear_pointer (&p->table, ps_dense_table_free);
+  return ok;
+}
+
+/* ---- the distributed optimizer ---- */
+
+static void
+dist_destroy (void *ctx)
+{
+}
+
+static gboolean
+dist_backward (void *ctx, KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
+               const char *const *no_grad, GArray *pairs, GError **error)
+{
+  Pslib *p = ctx;
+  const KsArena *arena;
+
+  if (!p->inner_ops->backward (p->inner, model, loss, params, n_params, no_grad, pairs, error))
+    return FALSE;
+  if ((arena = ks_model_parameters (model)) == NULL)
+    return failed (error, "pslib: the model is not initialised");
+  if (pairs->len != ks_arena_count (arena))
+    return failed (error, "pslib: every parameter must be trained; no_grad and parameter "
+                   "lists are not supported");
+  for (guint i = 0; i < p->tables->len; i++)
+    {
+      Table *t = g_ptr_array_index (p->tables, i);
+      ks_sparse_config_read (p->config, t->name, &t->config);
+      t->dim = 1 + (gsize) t->config.embedx_dim;
+      const KsTensor *rows = ks_arena_tensor (arena, t->rows_param);
+      if (rows == NULL || rows->ndim != 2 || (gsize) rows->shape[1] != t->dim)
+        return failed (error, "pslib: sparse table %s: parameter %s must be [rows, %" G_GSIZE_FORMAT
+                       "] (1 + [table.%s] embedx_dim)", t->name, t->rows_param, t->dim, t->name);
+    }
+  p->model = model;
+  ps_layout_free (p->layout);
+  p->layout = ps_layout_new_without (arena, ks_role_maker_server_num (p->role), p->block_floats,
+                                     (const char *const *) p->skip->pdata);
+  p->layout->fingerprint = fingerprint (p);
+  return TRUE;
+}
+
+static gboolean
+is_rows (Pslib *p, KsExpr *param)
+{
+  return g_strv_contains ((const char *const *) p->skip->pdata, ks_expr_name (param));
+}
+
+/* dense = allreduce: the dense gradients averaged over the workers, then the local update. */
+static gboolean
+allreduce_apply (Pslib *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs,
+                 GError **error)
+{
+  KsComm *comm = ks_role_maker_worker_comm (p->role);
+  g_autoptr (GArray) dense = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  KsArena *grads = ks_model_gradients (model);
+
+  for (gsize i = 0; i < n_pairs; i++)
+    {
+      if (is_rows (p, pairs[i].param))
+        continue;
+      g_array_append_val (dense, pairs[i]);
+      const KsTensor *g = ks_arena_tensor (grads, ks_expr_name (pairs[i].param));
+      if (comm != NULL
+          && !ks_comm_allreduce (comm, g->data, g->numel, KS_DTYPE_FLOAT32, KS_REDUCE_AVG, error))
+        return FALSE;
+    }
+  return p->inner_ops->apply_gradients (p->inner, model, (KsParamGrad *) dense->data, dense->len,
+                                        error);
+}
+
+static gboolean
+dist_apply (void *ctx, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GError **error)
+{
+  Pslib *p = ctx;
+  if (p->sparse == NULL)
+    return failed (error, "pslib: a training step before init_worker");
+  if (p->dense_allreduce)
+    return allreduce_apply (p, model, pairs, n_pairs, error);
+  return ps_worker_step (p->dense, error);
+}
+
+static const KsOptimizerOps dist_ops = {
+  .size = sizeof (KsOptimizerOps),
+  .destroy = dist_destroy,
+  .backward = dist_backward,
+  .apply_gradients = dist_apply,
+};
+
+static gboolean
+pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *inner,
+                             const KsConfig *strategy, const KsOptimizerOps **out_ops, void **out,
+                             GError **error)
+{
+  Pslib *p = ctx;
+
+  if (p->role == NULL)
+    return failed (error, "pslib: call init with the role maker before distributed_optimizer");
+  if (strcmp (ks_config_get_string (strategy, "strategy", "mode"), "auto") != 0
+      || ks_config_get_bool (strategy, "strategy", "a_sync")
+      || ks_config_get_int (strategy, "strategy", "k_steps") > 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[strategy] mode, a_sync and k_steps choose the transpiler's modes; pslib "
+                   "pushes asynchronously within [strategy] staleness (0: every step waits) "
+                   "and keeps the dense part where [strategy] dense says: remove them");
+      return FALSE;
+    }
+  p->staleness = (int) ks_config_get_int (strategy, "strategy", "staleness");
+  p->dense_allreduce = strcmp (ks_config_get_string (strategy, "strategy", "dense"), "allreduce") == 0;
+  /* the dense tables: sync when no staleness is allowed, else async one push at a time */
+  p->dense_strategy = (PsStrategy) { p->staleness == 0 ? PS_MODE_SYNC : PS_MODE_ASYNC, 0,
+                                     MAX (p->staleness, 1), 1 };
+  if (!p->dense_allreduce && ks_config_get_double (strategy, "optim", "clip_norm") > 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[optim] clip_norm with the dense part on the servers: each server would "
+                   "clip its own blocks; remove clip_norm or set [strategy] dense = allreduce");
+      return FALSE;
+    }
+  p->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
+  p->inner_ops = inner_ops;
+  p->inner = inner;
+  p->config = strategy;
+  *out_ops = &dist_ops;
+  *out = p;
+  return TRUE;
+}
+
+/* ---- checkpoints ---- */
+
+static gboolean
+save_servers (void *data, const char *dir, gint64 step, GError **error)
+{
+  Pslib *p = data;
+  int servers = ks_role_maker_server_num (p->role);
+  g_autofree PsCall *calls = g_new0 (PsCall, servers);
+  for (int s = 0; s < servers; s++)
+    calls[s] = (PsCall) { s, dir, strlen (dir), NULL, 0, 0 };
+  if (!ps_client_call (p->client, PS_SAVE, step, 0, 0, calls, servers, error))
+    return FALSE;
+  if (!p->dense_allreduce)
+    return TRUE;
+  /* the dense part lives on the workers: worker 0's copy (all are equal) */
+  g_autofree char *dense = g_build_filename (dir, DENSE_DIR, NULL);
+  return ks_checkpoint_save (dense, step, p->model, p->optimizer, NULL, 0, error);
+}
+
+static gboolean
+pslib_save_check_point (void *ctx, KsModel *model, KsOptimizer *optimizer, const char *dir,
+                        const KsTrainStatus *status, GHashTable *metadata, guint keep,
+                        GError **error)
+{
+  Pslib *p = ctx;
+  gboolean ok;
+  if (!flush (p, error))
+    return FALSE;
+  p->optimizer = optimizer;
+  ok = ps_job_save_check_point (p->role, dir, status, metadata, keep, save_servers, p, error);
+  p->optimizer = NULL;
+  return ok;
+}
+
+static gboolean
+pslib_load_check_point (void *ctx, KsModel *model, KsOptimizer *optimizer, const char *dir,
+                        KsTrainStatus *status, GHashTable **metadata, GError **error)
+{
+  Pslib *p = ctx;
+  if (!ps_job_load_check_point (p->role, dir, status, metadata, &p->resumed_step, error))
+    return FALSE;
+  if (p->resumed_step < 0 || !p->dense_allreduce)
+    return TRUE;
+  g_autofree char *job = ps_job_latest (dir);
+  g_autofree char *dense_dir = g_build_filename (job, DENSE_DIR, NULL);
+  g_autofree char *dense = ks_checkpoint_latest (dense_dir);
+  if (dense == NULL)
+    return failed (error, "%s holds no dense part (%s/checkpoint-N): was it written with "
+                   "[strategy] dense = allreduce?", job, DENSE_DIR);
+  return ks_checkpoint_load (dense, model, optimizer, NULL, NULL, error);
+}
+
+static const KsAlgorithmOps pslib_ops = {
+  .size = sizeof (KsAlgorithmOps),
+  .create = pslib_create,
+  .destroy = pslib_destroy,
+  .init = pslib_init,
+  .init_worker = pslib_init_worker,
+  .init_server = pslib_init_server,
+  .run_server = pslib_run_server,
+  .stop_worker = pslib_stop_worker,
+  .distributed_optimizer = pslib_distributed_optimizer,
+  .save_check_point = pslib_save_check_point,
+  .load_check_point = pslib_load_check_point,
+  .sparse_table = pslib_sparse_table,
+  .pull_sparse = pslib_pull_sparse,
+  .push_sparse = pslib_push_sparse,
+  .flush_worker = pslib_flush_worker,
+  .shrink = pslib_shrink,
+};
+
+static const KsImplDesc pslib_impls[] = {
+  { KS_KIND_ALGORITHM, "pslib", &pslib_ops, NULL,
+    "Parameter servers with sparse tables (a row per id, CTR statistics) and the dense part "
+    "on the servers or allreduced" },
+};
+
+static const KsKeyDesc pslib_settings[] = {
+  { NULL, "block_floats", KS_VALUE_INT, "8192", 1, 1e12, NULL,
+    "Dense part on the servers: least floats in a block (as [transpiler] block_floats)" },
+  { NULL, "max_message_mb", KS_VALUE_INT, "1024", 1, 1 << 20, NULL,
+    "Largest message a server or worker accepts, in MiB; a larger one is refused" },
+  { NULL, "log_every_s", KS_VALUE_DOUBLE, "10", 0, 1e6, NULL,
+    "Seconds between a server's log lines of request rate, bytes and updates; 0 only at the end" },
+  { NULL, "model_dir", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Servers start from this checkpoint (a checkpoint-N directory of a pslib job, or a "
+    "directory holding them; any server count); empty for new tables" },
+};
+
+static const KsPluginDesc pslib_plugin = {
+  .abi_major = KS_ABI_MAJOR,
+  .abi_minor = KS_ABI_MINOR,
+  .name = "pslib",
+  .version = PACKAGE_VERSION,
+  .description = "The pslib algorithm: sparse parameter servers over ZeroMQ",
+  .impls = pslib_impls,
+  .n_impls = G_N_ELEMENTS (pslib_impls),
+  .settings = pslib_settings,
+  .n_settings = G_N_ELEMENTS (pslib_settings),
+};
+
+KS_PLUGIN_DEFINE (pslib_plugin)

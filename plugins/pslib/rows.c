@@ -1,0 +1,228 @@
+/* A server's sparse tables and their requests (rows.h). */
+#include "rows.h"
+
+#include <math.h>
+#include <string.h>
+
+struct PsRows {
+  KsSparseTable **tables;
+  gsize n, max_ids;
+  int index, servers;
+  /* aligned copies of a request's fields */
+  guint64 *ids;
+  float *shows, *clicks, *grads;
+};
+
+PsRows *
+ps_rows_new (const char *const *names, const KsSparseConfig *configs, gsize n, int index,
+             int servers, gsize max_ids)
+{
+  PsRows *r = g_new0 (PsRows, 1);
+  gsize dim = 1;
+
+  r->n = n;
+  r->index = index;
+  r->servers = servers;
+  r->max_ids = max_ids;
+  r->tables = g_new0 (KsSparseTable *, MAX (n, 1));
+  for (gsize i = 0; i < n; i++)
+    {
+      r->tables[i] = ks_sparse_table_new (names[i], &configs[i]);
+      dim = MAX (dim, ks_sparse_table_dim (r->tables[i]));
+    }
+  r->ids = g_new (guint64, max_ids);
+  r->shows = g_new (float, max_ids);
+  r->clicks = g_new (float, max_ids);
+  r->grads = g_new (float, max_ids * dim);
+  return r;
+}
+
+void
+ps_rows_free (PsRows *r)
+{
+  if (r == NULL)
+    return;
+  for (gsize i = 0; i < r->n; i++)
+    ks_sparse_table_free (r->tables[i]);
+  g_free (r->tables);
+  g_free (r->ids);
+  g_free (r->shows);
+  g_free (r->clicks);
+  g_free (r->grads);
+  g_free (r);
+}
+
+static gboolean
+refuse (char **refusal, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+refuse (char **refusal, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  *refusal = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  return FALSE;
+}
+
+/* The request's count of records of `record` bytes, checked against the limits. */
+static gboolean
+count_records (PsRows *r, const PsHeader *req, gsize record, gsize *n, char **refusal)
+{
+  if (req->payload % record != 0)
+    return refuse (refusal, "a %s of %" G_GUINT64_FORMAT " bytes is not a whole number of "
+                   "%" G_GSIZE_FORMAT "-byte records", ps_type_name (req->type), req->payload,
+                   record);
+  *n = req->payload / record;
+  if (*n > r->max_ids)
+    return refuse (refusal, "a %s of %" G_GSIZE_FORMAT " ids, more than the %" G_GSIZE_FORMAT
+                   " a request may carry", ps_type_name (req->type), *n, r->max_ids);
+  return TRUE;
+}
+
+static gboolean
+check_ids (PsRows *r, gsize n, char **refusal)
+{
+  for (gsize i = 0; i < n; i++)
+    if (r->ids[i] != 0 && ps_row_server (r->ids[i], r->servers) != r->index)
+      return refuse (refusal, "id %" G_GUINT64_FORMAT " belongs to server %d, not %d (rows go "
+                     "to id %% servers): is every process running with the same server "
+                     "count?", r->ids[i], ps_row_server (r->ids[i], r->servers), r->index);
+  return TRUE;
+}
+
+static gboolean
+pull (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload,
+      GByteArray *reply, char **refusal)
+{
+  gsize n, dim = ks_sparse_table_dim (t);
+  if (!count_records (r, req, sizeof (guint64), &n, refusal))
+    return FALSE;
+  memcpy (r->ids, payload, n * sizeof (guint64));
+  if (!check_ids (r, n, refusal))
+    return FALSE;
+  g_byte_array_set_size (reply, n * dim * sizeof (float));
+  if (req->aux & 1)
+    ks_sparse_table_pull (t, r->ids, n, (float *) reply->data);
+  else
+    ks_sparse_table_lookup (t, r->ids, n, (float *) reply->data);
+  return TRUE;
+}
+
+static gboolean
+push (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload, char **refusal)
+{
+  gsize n, dim = ks_sparse_table_dim (t), record = PS_PUSH_RECORD (dim);
+  if (!count_records (r, req, record, &n, refusal))
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    {
+      const guint8 *p = payload + i * record;
+      float *g = r->grads + i * dim;
+      memcpy (&r->ids[i], p, sizeof (guint64));
+      memcpy (&r->shows[i], p + 8, sizeof (float));
+      memcpy (&r->clicks[i], p + 12, sizeof (float));
+      memcpy (g, p + 16, dim * sizeof (float));
+      if (!(r->shows[i] >= 0 && r->shows[i] < 1e12 && r->clicks[i] >= 0
+            && r->clicks[i] <= r->shows[i]))
+        return refuse (refusal, "id %" G_GUINT64_FORMAT ": show %g and click %g (a push needs "
+                       "0 <= click <= show)", r->ids[i], r->shows[i], r->clicks[i]);
+      for (gsize j = 0; j < dim; j++)
+        if (!isfinite (g[j]))
+          return refuse (refusal, "id %" G_GUINT64_FORMAT ": a gradient that is not finite "
+                         "(%g): the worker's training diverged", r->ids[i], g[j]);
+    }
+  if (!check_ids (r, n, refusal))
+    return FALSE;
+  ks_sparse_table_push (t, r->ids, n, r->grads, r->shows, r->clicks);
+  return TRUE;
+}
+
+gboolean
+ps_rows_handle (void *data, const PsHeader *req, const void *payload, GByteArray *reply,
+                gint64 *reply_step, char **refusal)
+{
+  PsRows *r = data;
+  KsSparseTable *t;
+
+  if (req->type == PS_SHRINK)
+    {
+      gint64 deleted = 0;
+      for (gsize i = 0; i < r->n; i++)
+        deleted += ks_sparse_table_shrink (r->tables[i]);
+      *reply_step = deleted;
+      return TRUE;
+    }
+  if (req->type != PS_PULL_SPARSE && req->type != PS_PUSH_SPARSE)
+    return refuse (refusal, "unknown request type %u", req->type);
+  if (req->arg >= r->n)
+    return refuse (refusal, "sparse table %u, but this job has %" G_GSIZE_FORMAT, req->arg, r->n);
+  t = r->tables[req->arg];
+  return req->type == PS_PULL_SPARSE ? pull (r, t, req, payload, reply, refusal)
+                                     : push (r, t, req, payload, refusal);
+}
+
+static char *
+file_name (const char *dir, const char *table, int index, int servers)
+{
+  return g_strdup_printf ("%s/sparse-%s-server-%d-of-%d.bin", dir, table, index, servers);
+}
+
+gboolean
+ps_rows_save (PsRows *r, const char *dir, GError **error)
+{
+  for (gsize i = 0; i < r->n; i++)
+    {
+      g_autofree char *path = file_name (dir, ks_sparse_table_name (r->tables[i]), r->index,
+                                         r->servers);
+      gsize rows = 0;
+      if (!ks_sparse_table_save (r->tables[i], path, KS_SPARSE_SAVE_ALL, &rows, error))
+        return FALSE;
+      g_message ("server %d: saved %" G_GSIZE_FORMAT " rows of table %s", r->index, rows,
+                 ks_sparse_table_name (r->tables[i]));
+    }
+  return TRUE;
+}
+
+gboolean
+ps_rows_load (PsRows *r, const char *dir, int saved, GError **error)
+{
+  /* every table is read and checked into staging before any is replaced: a table that
+   * loads is not undone when a later one fails, so check all files exist first */
+  for (gsize i = 0; i < r->n; i++)
+    for (int s = 0; s < saved; s++)
+      {
+        g_autofree char *path = file_name (dir, ks_sparse_table_name (r->tables[i]), s, saved);
+        if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+          {
+            g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_MISMATCH,
+                         "%s is missing: the checkpoint was written by %d servers and holds "
+                         "table %s from each", path, saved, ks_sparse_table_name (r->tables[i]));
+            return FALSE;
+          }
+      }
+  for (gsize i = 0; i < r->n; i++)
+    {
+      g_autoptr (GPtrArray) paths = g_ptr_array_new_with_free_func (g_free);
+      gsize rows = 0;
+      for (int s = 0; s < saved; s++)
+        g_ptr_array_add (paths, file_name (dir, ks_sparse_table_name (r->tables[i]), s, saved));
+      if (!ks_sparse_table_load (r->tables[i], (const char *const *) paths->pdata, paths->len,
+                                 r->index, r->servers, TRUE, &rows, error))
+        return FALSE;
+      g_message ("server %d: loaded %" G_GSIZE_FORMAT " rows of table %s from %d files",
+                 r->index, rows, ks_sparse_table_name (r->tables[i]), saved);
+    }
+  return TRUE;
+}
+
+void
+ps_rows_usage (PsRows *r, gsize *n_rows, gsize *bytes)
+{
+  *n_rows = *bytes = 0;
+  for (gsize i = 0; i < r->n; i++)
+    {
+      *n_rows += ks_sparse_table_size (r->tables[i]);
+      *bytes += ks_sparse_table_memory (r->tables[i]);
+    }
+}

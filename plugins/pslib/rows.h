@@ -1,0 +1,43 @@
+/* The pslib mode's sparse messages and a server's sparse tables.
+ *
+ * A pull carries ids (guint64) and is answered with their values (dim floats each); a
+ * push carries one record per id: the id, its show and click counts and its gradient
+ * (summed over the shows). Ids go to server id % S. Everything in a request is checked
+ * before it touches a table: the table's index, the payload's size, each id's server,
+ * finite gradients, 0 <= click <= show. */
+#ifndef KS_PSLIB_ROWS_H
+#define KS_PSLIB_ROWS_H
+
+#include "../transpiler/wire.h"
+
+#include <ksdist/ksdist.h>
+#include <ksdist/sparse.h>
+
+/* Bytes of a push record for rows of `dim` floats. */
+#define PS_PUSH_RECORD(dim) (sizeof (guint64) + 2 * sizeof (float) + (dim) * sizeof (float))
+
+/* The server a row lives on. */
+static inline int
+ps_row_server (guint64 id, int servers)
+{
+  return (int) (id % (guint64) servers);
+}
+
+typedef struct PsRows PsRows;
+
+/* Server `index` of `servers`: a table per config (names[i], configs[i]). */
+PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs, gsize n,
+                     int index, int servers, gsize max_ids);
+void ps_rows_free (PsRows *rows);
+/* A PsServerConfig.extra handler: sparse pulls, pushes and shrink. */
+gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,
+                         GByteArray *reply, gint64 *reply_step, char **refusal);
+/* Writes every table's rows (mode all) as DIR/sparse-<table>-server-<i>-of-<S>.bin. */
+gboolean ps_rows_save (PsRows *rows, const char *dir, GError **error);
+/* Loads every table from the files of checkpoint `dir`, written by `saved_servers`
+ * servers; keeps this server's rows. Nothing changes when a file is bad. */
+gboolean ps_rows_load (PsRows *rows, const char *dir, int saved_servers, GError **error);
+/* Rows and bytes held over all tables (for the log). */
+void ps_rows_usage (PsRows *rows, gsize *n_rows, gsize *bytes);
+
+#endif

@@ -1,0 +1,283 @@
+/* The harness of the parameter-server tests (test-ps.c, test-pslib.c): ksdist runs of a
+ * config, exported models compared, and jobs started by hand as fleetrun does (a process
+ * per server and worker, each with its log) to watch and fault. */
+#define _GNU_SOURCE /* memmem */
+#include "ps-harness.h"
+
+#include <arpa/inet.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+const char *ps_test_config;
+const char *const *ps_test_plugins;
+
+/* Runs ksdist with `head` (NULL-terminated), then the example config and --set `sets`. */
+int
+ps_test_run (const char *const *head, const char *const *sets, char **out, char **err)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
+  const char *common[] = { "openblas.threads=1", "comm.timeout=20" };
+
+  for (int i = 0; head[i] != NULL; i++)
+    g_ptr_array_add (args, g_strdup (head[i]));
+  g_ptr_array_add (args, g_strdup (ps_test_config));
+  for (guint i = 0; i < G_N_ELEMENTS (common); i++)
+    {
+      g_ptr_array_add (args, g_strdup ("--set"));
+      g_ptr_array_add (args, g_strdup (common[i]));
+    }
+  for (int i = 0; sets != NULL && sets[i] != NULL; i++)
+    {
+      g_ptr_array_add (args, g_strdup ("--set"));
+      g_ptr_array_add (args, g_strdup (sets[i]));
+    }
+  g_ptr_array_add (args, NULL);
+  int status = ks_test_run_ksdist ((const char *const *) args->pdata, NULL, ps_test_plugins, out, err);
+  g_test_message ("%s%s", *out, *err);
+  return status;
+}
+
+/* The value after `key` on the first line of `text` that has it (NAN when none). */
+double
+ps_test_value_after (const char *text, const char *key)
+{
+  const char *p = strstr (text, key);
+  return p != NULL ? g_ascii_strtod (p + strlen (key), NULL) : NAN;
+}
+
+/* The floats of an exported inference model's safetensors file. */
+static float *
+exported_floats (const char *dir, gsize *n)
+{
+  g_autofree char *file = g_build_filename (dir, "model.safetensors", NULL);
+  return ks_test_safetensors_floats (file, n);
+}
+
+/* Every parameter of two exports within `rel` of each other (relative to the larger
+ * magnitude, with a floor of 1e-3 for values near zero); the largest difference. */
+double
+ps_test_assert_exports_close (const char *a, const char *b, double rel)
+{
+  gsize na, nb;
+  g_autofree float *x = exported_floats (a, &na);
+  g_autofree float *y = exported_floats (b, &nb);
+  double worst = 0;
+
+  g_assert_cmpuint (na, ==, nb);
+  g_assert_cmpuint (na, >, 4000);
+  for (gsize i = 0; i < na; i++)
+    {
+      double d = fabs ((double) x[i] - y[i]) / MAX (1e-3, MAX (fabs (x[i]), fabs (y[i])));
+      worst = MAX (worst, d);
+    }
+  g_test_message ("largest relative difference %.3g over %" G_GSIZE_FORMAT " floats", worst, na);
+  g_assert_cmpfloat (worst, <=, rel);
+  return worst;
+}
+
+int
+ps_test_free_port (void)
+{
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t len = sizeof a;
+  int fd = socket (AF_INET, SOCK_STREAM, 0);
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &a, &len), ==, 0);
+  close (fd);
+  return ntohs (a.sin_port);
+}
+
+static char *
+log_path (PsTestJob *j, int p)
+{
+  return p < j->workers ? g_strdup_printf ("%s/workerlog.%d", j->dir, p)
+                        : g_strdup_printf ("%s/serverlog.%d", j->dir, p - j->workers);
+}
+
+char *
+ps_test_read_log (PsTestJob *j, int p)
+{
+  g_autofree char *path = log_path (j, p);
+  char *text = NULL;
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    text = g_strdup ("");
+  return text;
+}
+
+/* Starts S servers and W workers of the example with `sets`, meeting at a file store. */
+void
+ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *sets)
+{
+  GString *eps = g_string_new (NULL);
+  g_autofree char *plugin_path = NULL;
+  g_autofree char *config = g_strdup (ps_test_config);
+  GString *pp = g_string_new (NULL);
+
+  j->dir = ks_test_tmpdir ();
+  j->servers = servers;
+  j->workers = workers;
+  j->ports = g_new (int, servers);
+  j->proc = g_new0 (GSubprocess *, servers + workers);
+  for (int s = 0; s < servers; s++)
+    {
+      j->ports[s] = ps_test_free_port ();
+      g_string_append_printf (eps, "%s127.0.0.1:%d", s ? "," : "", j->ports[s]);
+    }
+  for (int i = 0; ps_test_plugins[i] != NULL; i++)
+    g_string_append_printf (pp, "%s%s/%s/.libs", i ? ":" : "", g_getenv ("KS_BUILD_PLUGINS"),
+                            ps_test_plugins[i]);
+  for (int p = 0; p < servers + workers; p++)
+    {
+      g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDERR_MERGE);
+      g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr (GError) error = NULL;
+      g_autofree char *path = log_path (j, p);
+      g_autofree char *store = g_build_filename (j->dir, "store", NULL);
+      g_autofree char *n = g_strdup_printf ("%d", workers);
+      g_autofree char *id = g_strdup_printf ("%d", p < workers ? p : 0);
+      g_autofree char *port = g_strdup_printf ("%d", p < workers ? 0 : j->ports[p - workers]);
+
+      g_subprocess_launcher_set_stdout_file_path (l, path);
+      g_subprocess_launcher_setenv (l, "KS_PLUGIN_PATH", pp->str, TRUE);
+      g_subprocess_launcher_setenv (l, "KS_STORE", "file", TRUE);
+      g_subprocess_launcher_setenv (l, "KS_STORE_ADDRESS", store, TRUE);
+      g_subprocess_launcher_setenv (l, "KS_JOB", "ps-test", TRUE);
+      g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN", "the-jobs-token", TRUE);
+      g_subprocess_launcher_setenv (l, "TRAINING_ROLE", p < workers ? "TRAINER" : "PSERVER", TRUE);
+      g_subprocess_launcher_setenv (l, "PADDLE_PSERVERS_IP_PORT_LIST", eps->str, TRUE);
+      g_subprocess_launcher_setenv (l, "PADDLE_TRAINERS_NUM", n, TRUE);
+      g_subprocess_launcher_setenv (l, "PADDLE_TRAINER_ID", id, TRUE);
+      g_subprocess_launcher_setenv (l, "POD_IP", "127.0.0.1", TRUE);
+      g_subprocess_launcher_setenv (l, "PADDLE_PORT", port, TRUE);
+      g_subprocess_launcher_unsetenv (l, "PADDLE_TRAINER_ENDPOINTS");
+      g_ptr_array_add (argv, g_strdup (g_getenv ("KSDIST")));
+      g_ptr_array_add (argv, g_strdup ("train"));
+      g_ptr_array_add (argv, g_strdup (config));
+      for (int i = 0; sets[i] != NULL; i++)
+        {
+          g_ptr_array_add (argv, g_strdup ("--set"));
+          g_ptr_array_add (argv, g_strdup (sets[i]));
+        }
+      g_ptr_array_add (argv, NULL);
+      j->proc[p] = g_subprocess_launcher_spawnv (l, (const char *const *) argv->pdata, &error);
+      g_assert_no_error (error);
+    }
+  g_string_free (eps, TRUE);
+  g_string_free (pp, TRUE);
+}
+
+/* Waits until process p's log has `text` (at most `seconds`). */
+gboolean
+ps_test_job_wait_log (PsTestJob *j, int p, const char *text, double seconds)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) (seconds * 1e6);
+  while (g_get_monotonic_time () < end)
+    {
+      g_autofree char *log = ps_test_read_log (j, p);
+      if (strstr (log, text) != NULL)
+        return TRUE;
+      g_usleep (50000);
+    }
+  return FALSE;
+}
+
+/* Waits for every process (at most `seconds` in all; the test fails past it); returns the
+ * seconds it took. */
+double
+ps_test_job_wait (PsTestJob *j, double seconds)
+{
+  gint64 start = g_get_monotonic_time (), end = start + (gint64) (seconds * 1e6);
+  for (int p = 0; p < j->servers + j->workers; p++)
+    {
+      /* GLib reaps a child on its worker thread; it has no identifier after that */
+      while (g_get_monotonic_time () < end && g_subprocess_get_identifier (j->proc[p]) != NULL)
+        g_usleep (20000);
+      if (g_subprocess_get_identifier (j->proc[p]) != NULL)
+        {
+          for (int q = 0; q < j->servers + j->workers; q++)
+            g_subprocess_force_exit (j->proc[q]);
+          g_autofree char *log = ps_test_read_log (j, p);
+          g_test_message ("%s", log);
+          g_error ("process %d of the job still runs after %.0f s", p, seconds);
+        }
+    }
+  return (g_get_monotonic_time () - start) / 1e6;
+}
+
+int
+ps_test_job_status (PsTestJob *j, int p)
+{
+  return g_subprocess_get_if_exited (j->proc[p]) ? g_subprocess_get_exit_status (j->proc[p])
+                                                  : 128 + g_subprocess_get_term_sig (j->proc[p]);
+}
+
+void
+ps_test_job_free (PsTestJob *j)
+{
+  for (int p = 0; p < j->servers + j->workers; p++)
+    {
+      g_autofree char *log = ps_test_read_log (j, p);
+      g_test_message ("--- %s %d:\n%s", p < j->workers ? "worker" : "server",
+                      p < j->workers ? p : p - j->workers, log);
+      g_clear_object (&j->proc[p]);
+    }
+  ks_test_rmtree (j->dir);
+  g_free (j->dir);
+  g_free (j->ports);
+  g_free (j->proc);
+}
+
+/* Sends `len` bytes on a raw TCP connection to `port`, then closes it. */
+void
+ps_test_raw_send (int port, const void *data, gsize len, gboolean linger)
+{
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK),
+                           .sin_port = htons (port) };
+  int fd = socket (AF_INET, SOCK_STREAM, 0);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  g_assert_cmpint (send (fd, data, len, MSG_NOSIGNAL), ==, (gssize) len);
+  if (linger) /* half a message, then silence */
+    g_usleep (500000);
+  close (fd);
+}
+
+/* Sends a header (announcing `payload` bytes; with `magic` when not 0) and an empty
+ * payload frame. */
+void
+ps_test_send_header (void *socket, PsHeader *h, guint64 payload, guint32 magic)
+{
+  ps_header_seal (h, 0);
+  h->payload = payload;
+  if (magic != 0)
+    h->magic = magic;
+  zmq_send (socket, h, sizeof *h, ZMQ_SNDMORE);
+  zmq_send (socket, "", 0, 0);
+}
+
+/* The pids of `launcher`'s children (GPid array). */
+GArray *
+ps_test_children_of (GPid launcher)
+{
+  GArray *pids = g_array_new (FALSE, FALSE, sizeof (GPid));
+  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+  while ((name = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree char *stat_path = g_strdup_printf ("/proc/%s/stat", name);
+      g_autofree char *stat = NULL;
+      const char *close_paren;
+      int ppid;
+      if (g_file_get_contents (stat_path, &stat, NULL, NULL)
+          && (close_paren = strrchr (stat, ')')) != NULL
+          && sscanf (close_paren + 2, "%*c %d", &ppid) == 1 && ppid == launcher)
+        {
+          GPid pid = atoi (name);
+          g_array_append_val (pids, pid);
+        }
+    }
+  return pids;
+}

@@ -1,0 +1,48 @@
+/* The harness of the parameter-server tests (ps-harness.c). */
+#ifndef KS_PS_HARNESS_H
+#define KS_PS_HARNESS_H
+
+#include "testutil.h"
+#include "../plugins/transpiler/wire.h"
+
+#include <gio/gio.h>
+
+/* Set by each test program: the config its runs use and the plugins they load. */
+extern const char *ps_test_config;
+extern const char *const *ps_test_plugins;
+
+#define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
+
+/* Runs ksdist with `head` (NULL-terminated), then the config and --set `sets`. */
+int ps_test_run (const char *const *head, const char *const *sets, char **out, char **err);
+/* The value after `key` on the first line of `text` that has it (NAN when none). */
+double ps_test_value_after (const char *text, const char *key);
+/* Every parameter of two exports within `rel` of each other; the largest difference. */
+double ps_test_assert_exports_close (const char *a, const char *b, double rel);
+int ps_test_free_port (void);
+
+typedef struct {
+  char *dir;
+  int servers, workers;
+  int *ports;
+  GSubprocess **proc; /* workers, then servers */
+} PsTestJob;
+
+/* Starts S servers and W workers of the config with `sets`, meeting at a file store. */
+void ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *sets);
+char *ps_test_read_log (PsTestJob *j, int p);
+/* Waits until process p's log has `text` (at most `seconds`). */
+gboolean ps_test_job_wait_log (PsTestJob *j, int p, const char *text, double seconds);
+/* Waits for every process (the test fails past `seconds`); the seconds it took. */
+double ps_test_job_wait (PsTestJob *j, double seconds);
+int ps_test_job_status (PsTestJob *j, int p);
+void ps_test_job_free (PsTestJob *j);
+/* Sends `len` bytes on a raw TCP connection to `port` (then silence with `linger`). */
+void ps_test_raw_send (int port, const void *data, gsize len, gboolean linger);
+/* Sends a header announcing `payload` bytes (with `magic` when not 0), then an empty
+ * payload frame. */
+void ps_test_send_header (void *socket, PsHeader *h, guint64 payload, guint32 magic);
+/* The pids of `launcher`'s children (GPid array). */
+GArray *ps_test_children_of (GPid launcher);
+
+#endif
