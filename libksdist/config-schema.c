@@ -55,6 +55,10 @@ static const KsKeyDesc core_schema[] = {
     "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
     "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
     "path's train/ and test/ (ctr), scored by AUC" },
+  { "data", "shrink_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
+    "ctr: steps between shrinks of the sparse table (a day's end: show and click decay, rows "
+    "of low score or unseen too long go; see [table.NAME]), asked by the first worker; 0 "
+    "never" },
   { "data", "bad_lines", KS_VALUE_CHOICE, "error", 1, 0, "error|skip",
     "ctr: a malformed line of the data is an error naming its file and line, or skipped and "
     "counted" },

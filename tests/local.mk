@@ -109,8 +109,14 @@ tests_test_ps_SOURCES = tests/test-ps.c tests/ps-harness.c tests/ps-harness.h \
 tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps
-# it loads build-tree plugins: done before test-install relinks them (below)
-KS_PS_TEST_LOG = tests/test-ps.log
+check_PROGRAMS += tests/test-pslib
+tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harness.h \
+	plugins/transpiler/wire.c
+tests_test_pslib_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_pslib_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
+TESTS += tests/test-pslib
+# they load build-tree plugins: done before test-install relinks them (below)
+KS_PS_TEST_LOG = tests/test-ps.log tests/test-pslib.log
 endif
 
 # The CUDA kernels against the CPU's; skipped without a GPU.

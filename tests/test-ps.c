@@ -290,8 +290,8 @@ test_bad_messages (void)
   g_assert_true (ps_test_job_wait_log (&j, 2, "listening on", 30));
 
   /* raw TCP: not even ZeroMQ's greeting; then the start of a greeting and silence */
-  ps_test_ps_test_raw_send (j.ports[0], "GET / HTTP/1.0\r\n\r\n", 18, FALSE);
-  ps_test_ps_test_raw_send (j.ports[0], "\xff\x00\x00\x00", 4, TRUE);
+  ps_test_raw_send (j.ports[0], "GET / HTTP/1.0\r\n\r\n", 18, FALSE);
+  ps_test_raw_send (j.ports[0], "\xff\x00\x00\x00", 4, TRUE);
 
   void *ctx = zmq_ctx_new (), *s = zmq_socket (ctx, ZMQ_DEALER);
   g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", j.ports[0]);
@@ -306,17 +306,17 @@ test_bad_messages (void)
   zmq_send (s, "", 0, 0);                            /* a header shorter than one */
   h.type = PS_PULL;
   memcpy (h.token, wrong, sizeof wrong);
-  ps_test_ps_test_send_header (s, &h, 0, 0);                         /* the wrong token */
+  ps_test_send_header (s, &h, 0, 0);                         /* the wrong token */
   memcpy (h.token, token, sizeof token);
-  ps_test_ps_test_send_header (s, &h, G_GUINT64_CONSTANT (1) << 60, 0); /* a payload length it does not have */
+  ps_test_send_header (s, &h, G_GUINT64_CONSTANT (1) << 60, 0); /* a payload length it does not have */
   h.sender = 77;
-  ps_test_ps_test_send_header (s, &h, 0, 0);                         /* a worker the job does not have */
+  ps_test_send_header (s, &h, 0, 0);                         /* a worker the job does not have */
   zmq_send (s, "part one", 8, ZMQ_SNDMORE);
   zmq_send (s, "part two", 8, ZMQ_SNDMORE);
   zmq_send (s, "part three", 10, 0);                 /* three parts */
   h.sender = 1;
   h.type = 999;
-  ps_test_ps_test_send_header (s, &h, 0, 0x12345678);                /* not the magic */
+  ps_test_send_header (s, &h, 0, 0x12345678);                /* not the magic */
   zmq_close (s);
   zmq_ctx_term (ctx);
 

@@ -113,7 +113,7 @@ build_model (Trainer *t, Ctr *x, GError **error)
   gint64 B = (gint64) t->batch, slots_shape[] = { B, KS_CRITEO_SLOTS },
          dense_shape[] = { B, KS_CRITEO_DENSE }, y_shape[] = { B },
          rows_shape[] = { (gint64) x->capacity, (gint64) x->dim },
-         flat[] = { B, KS_CRITEO_SLOTS * (gint64) x->dim };
+         flat[] = { B, KS_CRITEO_SLOTS * (gint64) x->dim }, wide_shape[] = { KS_CRITEO_DENSE, 2 };
   KsExpr *slots, *dense, *y, *e, *h, *wd, *wide, *fm;
   guint n_hidden = g_strv_length (hidden);
 
@@ -160,7 +160,10 @@ build_model (Trainer *t, Ctr *x, GError **error)
    * factorisation machine's */
   if ((h = ks_fc (h, 2, -1, "out", seed + 1000, error)) == NULL
       || (wide = ks_fc (e, 2, -1, "wide", seed + 2000, error)) == NULL
-      || (h = ks_add (h, wide, error)) == NULL || (fm = fm_part (t, x, e, seed, error)) == NULL
+      || (h = ks_add (h, wide, error)) == NULL
+      || (wd = ks_model_parameter (t->model, "wide.dense_w", 2, wide_shape,
+                                   (KsInit) { KS_INIT_XAVIER, 1, 0, seed + 2500 }, error)) == NULL
+      || (wd = ks_matmul (dense, wd, error)) == NULL || (h = ks_add (h, wd, error)) == NULL || (fm = fm_part (t, x, e, seed, error)) == NULL
       || (t->logits = ks_add (h, fm, error)) == NULL
       || (t->loss = ks_softmax_cross_entropy (t->logits, y, error)) == NULL
       || (x->prob = ks_softmax (t->logits, FALSE, error)) == NULL)
@@ -342,6 +345,23 @@ ctr_prepare (Trainer *t, gint64 step, GError **error)
   return fill_rows (t, x, TRUE, error);
 }
 
+/* A day's end every [data] shrink_every steps, asked by the first worker. */
+static gboolean
+shrink (Trainer *t, Ctr *x, gint64 step, GError **error)
+{
+  gint64 every = ks_config_get_int (t->config, "data", "shrink_every");
+  guint64 deleted;
+
+  if (every == 0 || step % every != 0 || t->rank > 0)
+    return TRUE;
+  if (x->local != NULL)
+    deleted = ks_sparse_table_shrink (x->local);
+  else if (!ks_algorithm_shrink (t->algorithm, &deleted, error))
+    return FALSE;
+  g_message ("step %" G_GINT64_FORMAT ": shrink deleted %" G_GUINT64_FORMAT " rows", step, deleted);
+  return TRUE;
+}
+
 static gboolean
 ctr_finish (Trainer *t, gint64 step, GError **error)
 {
@@ -356,12 +376,11 @@ ctr_finish (Trainer *t, gint64 step, GError **error)
   for (gsize i = 0; i < n; i++) /* the batch's mean -> the sum over the shows */
     grads[i] *= (float) t->batch;
   if (x->local != NULL)
-    {
-      ks_sparse_table_push (x->local, x->uniq, x->n_uniq, grads, x->shows, x->clicks);
-      return TRUE;
-    }
-  return ks_algorithm_push_sparse (t->algorithm, TABLE, step, x->uniq, x->n_uniq, grads, x->shows,
-                                   x->clicks, error);
+    ks_sparse_table_push (x->local, x->uniq, x->n_uniq, grads, x->shows, x->clicks);
+  else if (!ks_algorithm_push_sparse (t->algorithm, TABLE, step, x->uniq, x->n_uniq, grads,
+                                      x->shows, x->clicks, error))
+    return FALSE;
+  return shrink (t, x, step, error);
 }
 
 /* AUC over the test split: worker r scores samples r, r + W, ...; the counts add up. */

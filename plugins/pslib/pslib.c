@@ -385,6 +385,7 @@ pslib_run_server (void *ctx, GError **error)
   c.endpoint = ks_role_maker_pserver_endpoints (p->role)[index];
   c.token = g_getenv ("KS_STORE_TOKEN");
   c.mode = p->dense_strategy.mode;
+  c.judge_silence = TRUE; /* workers pull every step */
   c.timeout_ms = p->timeout_ms;
   c.max_message = p->max_message;
   c.log_every_s = p->log_every_s;
@@ -397,7 +398,7 @@ pslib_run_server (void *ctx, GError **error)
   c.extra_data = p->rows;
   gboolean ok = ps_server_run (&c, error);
   ps_rows_usage (p->rows, &rows, &bytes);
-  g_message ("server %d: %" G_GSIZE_FORMAT " sparse rows, %.1f MB (%.1f bytes per row)", index,
+  g_message ("server %d: holds %" G_GSIZE_FORMAT " sparse rows, %.1f MB (%.1f bytes per row)", index,
              rows, bytes / 1e6, rows > 0 ? (double) bytes / rows : 0.0);
   g_clear_pointer (&p->table, ps_dense_table_free);
   return ok;

@@ -421,9 +421,9 @@ serve (Server *s, GError **error)
               }
           return FALSE;
         }
-      /* sync workers push every step: a silent one is gone (other modes' workers may
-       * compute long between pushes; there the launcher ends the job) */
-      g_autofree char *silent = c->mode == PS_MODE_SYNC ? silent_workers (s, now, start) : NULL;
+      /* a silent worker is gone when its kind talks every step (else the launcher ends
+       * the job) */
+      g_autofree char *silent = c->judge_silence ? silent_workers (s, now, start) : NULL;
       if (silent != NULL)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,

@@ -12,6 +12,9 @@ typedef struct {
   const char *token;
   PsMode mode;
   int timeout_ms; /* a sync step or a silent worker waits this long at most */
+  /* a worker silent for the timeout ends the server: its workers talk every step (sync
+   * mode, pslib's pulls); async workers may compute long between pushes */
+  gboolean judge_silence;
   gsize max_message;
   double log_every_s;
   guint64 fingerprint; /* of the layout the workers must hold */

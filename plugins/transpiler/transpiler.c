@@ -218,6 +218,7 @@ transpiler_run_server (void *p, GError **error)
   c.endpoint = ks_role_maker_pserver_endpoints (t->role)[index];
   c.token = g_getenv ("KS_STORE_TOKEN");
   c.mode = t->strategy.mode;
+  c.judge_silence = t->strategy.mode == PS_MODE_SYNC;
   c.timeout_ms = t->timeout_ms;
   c.max_message = t->max_message;
   c.log_every_s = t->log_every_s;
