@@ -66,9 +66,15 @@ bench_bench_sparse_LDADD = libksdist.la $(GLIB_LIBS)
 CLEANFILES += bench/bench-sparse
 bench-sparse: bench/bench-sparse
 	bench/bench-sparse
-# (automake takes .PHONY only under conditions: the rule itself is unconditional)
+
+# The pslib mode: the table above at 10M rows, then CTR training with 2 workers for S = 1,
+# 2, staleness 0, 4 and the dense part on servers or allreduced (bench/run-pslib.sh).
+EXTRA_DIST += bench/run-pslib.sh
+# (automake takes .PHONY only under conditions: the rules themselves are unconditional)
 if HAVE_ZMQ
-.PHONY: bench-sparse
+bench-pslib: bench/bench-sparse tools/ksdist
+	$(SHELL) $(srcdir)/bench/run-pslib.sh
+.PHONY: bench-sparse bench-pslib
 else
 .PHONY: bench-sparse
 endif

@@ -127,10 +127,36 @@ test_unknown_group (Fixture *f, gconstpointer data)
   assert_fails (f, "[job]\nmode = collective\n\n[comn]\ntimeout = 3\n",
                 KS_CONFIG_ERROR_UNKNOWN_GROUP,
                 "@:4: unknown group [comn]; did you mean [comm]? (known: comm, compute, data, "
-                "job, log, model, pipeline, plugins, strategy, trace, train)");
+                "job, log, model, pipeline, plugins, strategy, table.*, trace, train)");
   assert_fails (f, "[zzzzzz]\n", KS_CONFIG_ERROR_UNKNOWN_GROUP,
                 "@:1: unknown group [zzzzzz]; known: comm, compute, data, job, log, model, "
-                "pipeline, plugins, strategy, trace, train");
+                "pipeline, plugins, strategy, table.*, trace, train");
+}
+
+/* [table.NAME] takes the keys of the template group table.*; a group the file does not
+ * write reads the template's defaults. */
+static void
+test_templated_group (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_test_config ("[table.emb]\nlearning_rate = 0.2\n", f->dir,
+                                                &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_cmpfloat (ks_config_get_double (config, "table.emb", "learning_rate"), ==, 0.2);
+  g_assert_cmpfloat (ks_config_get_double (config, "table.other", "learning_rate"), ==, 0.05);
+  g_assert_true (ks_config_set_override (config, "table.emb.embedx_dim=4", &error));
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_cmpint (ks_config_get_int (config, "table.emb", "embedx_dim"), ==, 4);
+  assert_fails (f, "[table.emb]\nlearnin_rate = 0.1\n", KS_CONFIG_ERROR_UNKNOWN_KEY,
+                "@:2: unknown key 'learnin_rate' in [table.emb]; did you mean 'learning_rate'? "
+                "(known: embedx_dim, rule, learning_rate, initial_g2sum, initial_range, "
+                "min_bound, max_bound, beta1, beta2, epsilon, embedx_threshold, nonclk_coeff, "
+                "click_coeff, base_threshold, delta_threshold, delta_keep_days, "
+                "show_click_decay_rate, delete_threshold, delete_after_unseen_days, shard_num, "
+                "seed)");
+  assert_fails (f, "[table.emb]\nrule = adadelta\n", KS_CONFIG_ERROR_BAD_VALUE,
+                "@:2: [table.emb] rule = 'adadelta': expected one of adagrad, sgd, adam");
 }
 
 static void
@@ -294,6 +320,7 @@ main (int argc, char **argv)
   ADD ("duplicate-key", test_duplicate_key);
   ADD ("unknown-group", test_unknown_group);
   ADD ("unknown-key", test_unknown_key);
+  ADD ("templated-group", test_templated_group);
   ADD ("bad-values", test_bad_values);
   ADD ("set-override", test_set_override);
   ADD ("bad-env-value", test_bad_env_value);

@@ -400,6 +400,12 @@ pslib_run_server (void *ctx, GError **error)
   ps_rows_usage (p->rows, &rows, &bytes);
   g_message ("server %d: holds %" G_GSIZE_FORMAT " sparse rows, %.1f MB (%.1f bytes per row)", index,
              rows, bytes / 1e6, rows > 0 ? (double) bytes / rows : 0.0);
+  guint64 pulled, pushed;
+  double pull_s, push_s;
+  ps_rows_served (p->rows, &pulled, &pull_s, &pushed, &push_s);
+  g_message ("server %d: served %" G_GUINT64_FORMAT " pulled rows (%.2f M rows/s while serving "
+             "them) and %" G_GUINT64_FORMAT " pushed rows (%.2f M rows/s)", index, pulled,
+             pulled / MAX (pull_s, 1e-9) / 1e6, pushed, pushed / MAX (push_s, 1e-9) / 1e6);
   g_clear_pointer (&p->table, ps_dense_table_free);
   return ok;
 }

@@ -11,6 +11,9 @@ struct PsRows {
   /* aligned copies of a request's fields */
   guint64 *ids;
   float *shows, *clicks, *grads;
+  /* rows served and the microseconds spent on them */
+  guint64 pulled, pushed;
+  gint64 pull_us, push_us;
 };
 
 PsRows *
@@ -158,8 +161,20 @@ ps_rows_handle (void *data, const PsHeader *req, const void *payload, GByteArray
   if (req->arg >= r->n)
     return refuse (refusal, "sparse table %u, but this job has %" G_GSIZE_FORMAT, req->arg, r->n);
   t = r->tables[req->arg];
-  return req->type == PS_PULL_SPARSE ? pull (r, t, req, payload, reply, refusal)
-                                     : push (r, t, req, payload, refusal);
+  gint64 start = g_get_monotonic_time ();
+  if (req->type == PS_PULL_SPARSE)
+    {
+      if (!pull (r, t, req, payload, reply, refusal))
+        return FALSE;
+      r->pulled += req->payload / sizeof (guint64);
+      r->pull_us += g_get_monotonic_time () - start;
+      return TRUE;
+    }
+  if (!push (r, t, req, payload, refusal))
+    return FALSE;
+  r->pushed += req->payload / PS_PUSH_RECORD (ks_sparse_table_dim (t));
+  r->push_us += g_get_monotonic_time () - start;
+  return TRUE;
 }
 
 static char *
@@ -214,6 +229,15 @@ ps_rows_load (PsRows *r, const char *dir, int saved, GError **error)
                  r->index, rows, ks_sparse_table_name (r->tables[i]), saved);
     }
   return TRUE;
+}
+
+void
+ps_rows_served (PsRows *r, guint64 *pulled, double *pull_s, guint64 *pushed, double *push_s)
+{
+  *pulled = r->pulled;
+  *pushed = r->pushed;
+  *pull_s = r->pull_us / 1e6;
+  *push_s = r->push_us / 1e6;
 }
 
 void

@@ -37,6 +37,9 @@ gboolean ps_rows_save (PsRows *rows, const char *dir, GError **error);
 /* Loads every table from the files of checkpoint `dir`, written by `saved_servers`
  * servers; keeps this server's rows. Nothing changes when a file is bad. */
 gboolean ps_rows_load (PsRows *rows, const char *dir, int saved_servers, GError **error);
+/* Rows pulled and pushed so far, and the seconds spent serving them. */
+void ps_rows_served (PsRows *rows, guint64 *pulled, double *pull_s, guint64 *pushed,
+                     double *push_s);
 /* Rows and bytes held over all tables (for the log). */
 void ps_rows_usage (PsRows *rows, gsize *n_rows, gsize *bytes);
 
