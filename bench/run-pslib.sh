@@ -23,6 +23,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "== the sparse table alone, $rows rows"
+mkdir "$work/table"
 "$top/bench/bench-sparse" "$rows" "$work/table"
 
 echo

@@ -405,10 +405,12 @@ ks_config_check_value (const KsKeyDesc *d, const char *value, char **expected)
 
 /* The effective value of a schema key and where it came from. */
 static const char *
-resolve (const KsConfig *config, const KsKeyDesc *d, KsSource *source, int *line)
+resolve (const KsConfig *config, const char *group, const KsKeyDesc *d, KsSource *source,
+         int *line)
 {
-  g_autofree char *name = full_key (d->group, d->key);
-  g_autofree char *env = ks_config_env_name (d->group, d->key);
+  /* `group`, not d->group: a templated group's keys are the template's */
+  g_autofree char *name = full_key (group, d->key);
+  g_autofree char *env = ks_config_env_name (group, d->key);
   const char *value;
   FileValue *fv;
 
@@ -427,7 +429,8 @@ resolve (const KsConfig *config, const KsKeyDesc *d, KsSource *source, int *line
 }
 
 static char *
-describe_source (const KsConfig *config, const KsKeyDesc *d, KsSource source, int line)
+describe_source (const KsConfig *config, const char *group, const KsKeyDesc *d, KsSource source,
+                 int line)
 {
   switch (source)
     {
@@ -435,7 +438,7 @@ describe_source (const KsConfig *config, const KsKeyDesc *d, KsSource source, in
       return g_strdup_printf ("%s:%d", config->path, line);
     case KS_SOURCE_ENV:
       {
-        g_autofree char *env = ks_config_env_name (d->group, d->key);
+        g_autofree char *env = ks_config_env_name (group, d->key);
         return g_strdup_printf ("env %s", env);
       }
     case KS_SOURCE_CMDLINE:
@@ -456,11 +459,11 @@ ks_config_lookup (const KsConfig *config, const char *group, const char *key,
 
   if (d == NULL)
     return FALSE;
-  *value = resolve (config, d, &src, &line);
+  *value = resolve (config, group, d, &src, &line);
   if (source != NULL)
     *source = src;
   if (where != NULL)
-    *where = describe_source (config, d, src, line);
+    *where = describe_source (config, group, d, src, line);
   return TRUE;
 }
 
@@ -489,7 +492,7 @@ checked_value (const KsConfig *config, const char *group, const char *key)
       g_critical ("ks_config: [%s] %s is not in the schema", group, key);
       return NULL;
     }
-  value = resolve (config, d, &src, &line);
+  value = resolve (config, group, d, &src, &line);
   if (value != NULL && !ks_config_check_value (d, value, &expected))
     return d->default_value;
   return value;
@@ -588,6 +591,13 @@ static gboolean
 check_known (KsConfig *config, const char *group, const char *key, const char *where,
              GError **error)
 {
+  if (strchr (group, '*') != NULL)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_UNKNOWN_GROUP,
+                   "%s: [%s] is the template of a group per name: write [%.*sNAME]", where,
+                   group, (int) (strchr (group, '*') - group), group);
+      return FALSE;
+    }
   if (!g_hash_table_contains (config->schema, group))
     {
       g_auto (GStrv) groups = ks_config_groups (config);
@@ -670,10 +680,10 @@ ks_config_validate (KsConfig *config, GError **error)
           g_autofree char *expected = NULL;
           KsSource src;
           int line;
-          const char *value = resolve (config, d, &src, &line);
+          const char *value = resolve (config, groups[g], d, &src, &line);
           if (value == NULL || ks_config_check_value (d, value, &expected))
             continue;
-          g_autofree char *where = describe_source (config, d, src, line);
+          g_autofree char *where = describe_source (config, groups[g], d, src, line);
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "%s: [%s] %s = '%s': expected %s", where, d->group, d->key, value,
                        expected);

@@ -240,6 +240,9 @@ test_refusals (void)
   g_autofree char *set_bad = DATA (bad);
   g_autofree char *set_none = g_strdup_printf ("data.path=%s/none", dir);
   g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s/ckpt", dir);
+  g_autofree char *good = g_build_filename (dir, "good", NULL);
+  g_autofree char *set_good = DATA (good);
+  g_autofree char *set_model = g_strdup_printf ("pslib.model_dir=%s", dir);
   static const char *const one[] = { "job.mode=collective", NULL };
   struct {
     const char *const *head;
@@ -254,12 +257,16 @@ test_refusals (void)
       "keeps its sparse table in memory only" },
     { ARGS ("train"), { one[0], set_none, NULL }, "has no train/ directory: make the data with" },
     { ARGS ("train"), { one[0], set_bad, NULL }, "train/part-00000:" },
+    { ARGS ("launch", "--servers", "1", "--workers", "1"),
+      { "strategy.dense=allreduce", set_model, set_good, NULL },
+      "[pslib] model_dir with [strategy] dense = allreduce" },
   };
 
   if (!have_pslib ())
     return;
   datagen (bad, ARGS ("--train", "2000", "--test", "500", "--vocab", "50", "--files", "2",
                       "--bad-lines", "3"));
+  datagen (good, ARGS ("--train", "2000", "--test", "500", "--vocab", "50", "--files", "2"));
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autofree char *o = NULL, *e = NULL;

@@ -395,7 +395,7 @@ train (Trainer *t)
        * a mode whose evaluation reads the servers' sparse rows stops after it */
       if (last && has_servers (t) && !ks_algorithm_flush_worker (t->algorithm, &stopped, &error))
         {
-          ks_cli_error ("stop_worker: %s", error->message);
+          ks_cli_error ("before the evaluation: %s", error->message);
           return KS_EXIT_RUNTIME;
         }
       if (last && !(evaluated = evaluate (t, &eval, &error)))
@@ -413,7 +413,7 @@ train (Trainer *t)
   if (!evaluated && has_servers (t) && !stopped
       && !ks_algorithm_flush_worker (t->algorithm, &stopped, &error))
     {
-      ks_cli_error ("stop_worker: %s", error->message);
+      ks_cli_error ("before the evaluation: %s", error->message);
       return KS_EXIT_RUNTIME;
     }
   if (!evaluated && !evaluate (t, &eval, &error))

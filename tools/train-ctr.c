@@ -195,6 +195,17 @@ ctr_build (Trainer *t, GError **error)
                    ks_algorithm_mode (t->algorithm));
       return FALSE;
     }
+  if (*ks_config_get_string (c, "train", "export_dir") != '\0' && worker && t->rank <= 0)
+    g_warning ("[train] export_dir: the exported model holds the dense part and emb.rows, the "
+               "rows of the last batch evaluated; the embeddings themselves stay in the sparse "
+               "table (the servers' checkpoints)");
+  if (t->algorithm == NULL && ks_config_get_double (c, "optim", "clip_norm") > 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[optim] clip_norm with the ctr task: the rows' gradients go to the sparse "
+                   "table, whose rule is not clipped; remove clip_norm");
+      return FALSE;
+    }
   if (t->algorithm == NULL && *ks_config_get_string (c, "train", "checkpoint_dir") != '\0')
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,

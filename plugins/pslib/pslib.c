@@ -25,7 +25,6 @@
 
 #include <string.h>
 
-#define ANSWER_SLACK_MS 2000
 #define DENSE_DIR "dense" /* with dense = allreduce: worker 0's checkpoint of the dense part */
 
 typedef struct {
@@ -105,20 +104,6 @@ pslib_destroy (void *ctx)
 }
 
 static gboolean
-failed (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-failed (GError **error, const char *format, ...)
-{
-  va_list ap;
-  va_start (ap, format);
-  g_autofree char *m = g_strdup_vprintf (format, ap);
-  va_end (ap);
-  g_set_error_literal (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED, m);
-  return FALSE;
-}
-
-static gboolean
 pslib_init (void *ctx, KsRoleMaker *role, GError **error)
 {
   Pslib *p = ctx;
@@ -155,9 +140,9 @@ pslib_sparse_table (void *ctx, const char *name, const char *rows_param, GError 
   Pslib *p = ctx;
   Table *t;
   if (p->model != NULL)
-    return failed (error, "pslib: declare sparse table %s before minimize", name);
+    return ps_failed (error, "pslib: declare sparse table %s before minimize", name);
   if (find_table (p, name, NULL) != NULL)
-    return failed (error, "pslib: sparse table %s declared twice", name);
+    return ps_failed (error, "pslib: sparse table %s declared twice", name);
   t = g_new0 (Table, 1);
   t->name = g_strdup (name);
   t->rows_param = g_strdup (rows_param);
@@ -184,7 +169,7 @@ static gboolean
 need_model (Pslib *p, const char *what, GError **error)
 {
   return p->layout != NULL
-         || failed (error, "pslib: %s needs the model: wrap the optimizer with "
+         || ps_failed (error, "pslib: %s needs the model: wrap the optimizer with "
                     "distributed_optimizer and call minimize first", what);
 }
 
@@ -203,10 +188,10 @@ pslib_init_worker (void *ctx, GError **error)
   if (!need_model (p, "init_worker", error))
     return FALSE;
   if (!ks_role_maker_is_worker (p->role))
-    return failed (error, "pslib: init_worker on a server (servers call init_server)");
+    return ps_failed (error, "pslib: init_worker on a server (servers call init_server)");
   endpoints = ks_role_maker_pserver_endpoints (p->role);
   index = ks_role_maker_worker_index (p->role);
-  timeout = p->timeout_ms + ANSWER_SLACK_MS;
+  timeout = p->timeout_ms + PS_ANSWER_SLACK_MS;
   if ((p->client = ps_client_new (endpoints, token, index, timeout, p->max_message, error))
       == NULL)
     return FALSE;
@@ -221,10 +206,12 @@ pslib_init_worker (void *ctx, GError **error)
     dims[i] = ((Table *) g_ptr_array_index (p->tables, i))->dim;
   PsSparseWorkerConfig c = { endpoints, token, index, timeout, p->max_message, p->layout->fingerprint,
                              p->dense_strategy.mode, dims, p->tables->len, p->staleness };
-  if ((p->sparse = ps_sparse_worker_new (&c, error)) == NULL)
+  if ((p->sparse = ps_sparse_worker_new (&c, &server_step, error)) == NULL)
     return FALSE;
-  if (!p->dense_allreduce && p->resumed_step >= 0 && server_step != p->resumed_step)
-    return failed (error, "init_worker: the servers loaded the checkpoint of step %"
+  /* workers that resume need the servers at the same checkpoint (servers that start from
+   * [pslib] model_dir under fresh workers are incremental training) */
+  if (p->resumed_step >= 0 && server_step != p->resumed_step)
+    return ps_failed (error, "init_worker: the servers loaded the checkpoint of step %"
                    G_GINT64_FORMAT " but the workers resume from step %" G_GINT64_FORMAT ": "
                    "start servers and workers with the same [train] checkpoint_dir and resume",
                    server_step, p->resumed_step);
@@ -235,15 +222,19 @@ static gboolean
 flush (Pslib *p, GError **error)
 {
   if (p->sparse == NULL)
-    return failed (error, "pslib: a worker's request before init_worker");
+    return ps_failed (error, "pslib: a worker's request before init_worker");
   return ps_sparse_worker_flush (p->sparse, error)
          && (p->dense == NULL || ps_worker_flush (p->dense, error));
 }
 
+/* Before an evaluation: every worker's pushes are on the servers, then each takes the
+ * servers' dense values, so all evaluate one model. */
 static gboolean
 pslib_flush_worker (void *ctx, GError **error)
 {
-  return flush (ctx, error);
+  Pslib *p = ctx;
+  return flush (p, error) && ks_role_maker_barrier_worker (p->role, error)
+         && (p->dense == NULL || ps_worker_pull (p->dense, error));
 }
 
 /* One request without payload to every server. */
@@ -275,9 +266,9 @@ pslib_pull_sparse (void *ctx, const char *name, const guint64 *ids, gsize n, gbo
   Pslib *p = ctx;
   guint index;
   if (find_table (p, name, &index) == NULL)
-    return failed (error, "pslib: no sparse table %s was declared", name);
+    return ps_failed (error, "pslib: no sparse table %s was declared", name);
   if (p->sparse == NULL)
-    return failed (error, "pslib: a pull before init_worker");
+    return ps_failed (error, "pslib: a pull before init_worker");
   return ps_sparse_worker_pull (p->sparse, index, ids, n, create, out, error);
 }
 
@@ -288,9 +279,9 @@ pslib_push_sparse (void *ctx, const char *name, gint64 step, const guint64 *ids,
   Pslib *p = ctx;
   guint index;
   if (find_table (p, name, &index) == NULL)
-    return failed (error, "pslib: no sparse table %s was declared", name);
+    return ps_failed (error, "pslib: no sparse table %s was declared", name);
   if (p->sparse == NULL)
-    return failed (error, "pslib: a push before init_worker");
+    return ps_failed (error, "pslib: a push before init_worker");
   return ps_sparse_worker_push (p->sparse, index, step, ids, n, grads, shows, clicks, error);
 }
 
@@ -299,7 +290,7 @@ pslib_shrink (void *ctx, guint64 *deleted, GError **error)
 {
   Pslib *p = ctx;
   if (p->sparse == NULL)
-    return failed (error, "pslib: shrink before init_worker");
+    return ps_failed (error, "pslib: shrink before init_worker");
   return ps_sparse_worker_shrink (p->sparse, deleted, error);
 }
 
@@ -326,7 +317,7 @@ load_server (Pslib *p, const char *model_dir, GError **error)
     return FALSE;
   if (!g_ascii_string_to_signed (g_hash_table_lookup (meta, "servers"), 10, 1, 1 << 20, &saved,
                                  NULL))
-    return failed (error, "%s/" PS_JOB_FILE ": no valid 'servers' entry", path);
+    return ps_failed (error, "%s/" PS_JOB_FILE ": no valid 'servers' entry", path);
   if ((!p->dense_allreduce && !ps_shard_load (p->table, path, &p->loaded_step, error))
       || !ps_rows_load (p->rows, path, (int) saved, error))
     {
@@ -350,9 +341,19 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
   if (!need_model (p, "init_server", error))
     return FALSE;
   if (!ks_role_maker_is_server (p->role))
-    return failed (error, "pslib: init_server on a worker (workers call init_worker)");
+    return ps_failed (error, "pslib: init_server on a worker (workers call init_worker)");
   if (model_dir == NULL && *p->model_dir != '\0')
-    model_dir = p->model_dir;
+    {
+      if (p->dense_allreduce)
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "[pslib] model_dir with [strategy] dense = allreduce: the servers would "
+                       "load the sparse tables but the dense part lives on the workers; resume "
+                       "the job from its [train] checkpoint_dir instead");
+          return FALSE;
+        }
+      model_dir = p->model_dir;
+    }
   if ((p->table = ps_dense_table_new (ks_model_device (p->model), p->layout, index,
                                       ks_model_parameters (p->model), p->inner_ops, p->inner,
                                       error))
@@ -365,7 +366,7 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
       configs[i] = t->config;
     }
   p->rows = ps_rows_new ((const char *const *) names, configs, p->tables->len, index,
-                         ks_role_maker_server_num (p->role), p->max_message / sizeof (guint64));
+                         ks_role_maker_server_num (p->role), p->max_message);
   return model_dir == NULL || load_server (p, model_dir, error);
 }
 
@@ -378,7 +379,7 @@ pslib_run_server (void *ctx, GError **error)
   gsize rows, bytes;
 
   if (p->table == NULL)
-    return failed (error, "pslib: run_server before init_server");
+    return ps_failed (error, "pslib: run_server before init_server");
   c.index = index;
   c.servers = ks_role_maker_server_num (p->role);
   c.workers = ks_role_maker_worker_num (p->role);
@@ -427,9 +428,9 @@ dist_backward (void *ctx, KsModel *model, KsExpr *loss, KsExpr *const *params, g
   if (!p->inner_ops->backward (p->inner, model, loss, params, n_params, no_grad, pairs, error))
     return FALSE;
   if ((arena = ks_model_parameters (model)) == NULL)
-    return failed (error, "pslib: the model is not initialised");
+    return ps_failed (error, "pslib: the model is not initialised");
   if (pairs->len != ks_arena_count (arena))
-    return failed (error, "pslib: every parameter must be trained; no_grad and parameter "
+    return ps_failed (error, "pslib: every parameter must be trained; no_grad and parameter "
                    "lists are not supported");
   for (guint i = 0; i < p->tables->len; i++)
     {
@@ -438,7 +439,7 @@ dist_backward (void *ctx, KsModel *model, KsExpr *loss, KsExpr *const *params, g
       t->dim = 1 + (gsize) t->config.embedx_dim;
       const KsTensor *rows = ks_arena_tensor (arena, t->rows_param);
       if (rows == NULL || rows->ndim != 2 || (gsize) rows->shape[1] != t->dim)
-        return failed (error, "pslib: sparse table %s: parameter %s must be [rows, %" G_GSIZE_FORMAT
+        return ps_failed (error, "pslib: sparse table %s: parameter %s must be [rows, %" G_GSIZE_FORMAT
                        "] (1 + [table.%s] embedx_dim)", t->name, t->rows_param, t->dim, t->name);
     }
   p->model = model;
@@ -483,7 +484,7 @@ dist_apply (void *ctx, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, 
 {
   Pslib *p = ctx;
   if (p->sparse == NULL)
-    return failed (error, "pslib: a training step before init_worker");
+    return ps_failed (error, "pslib: a training step before init_worker");
   if (p->dense_allreduce)
     return allreduce_apply (p, model, pairs, n_pairs, error);
   return ps_worker_step (p->dense, error);
@@ -504,7 +505,7 @@ pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *i
   Pslib *p = ctx;
 
   if (p->role == NULL)
-    return failed (error, "pslib: call init with the role maker before distributed_optimizer");
+    return ps_failed (error, "pslib: call init with the role maker before distributed_optimizer");
   if (strcmp (ks_config_get_string (strategy, "strategy", "mode"), "auto") != 0
       || ks_config_get_bool (strategy, "strategy", "a_sync")
       || ks_config_get_int (strategy, "strategy", "k_steps") > 0)
@@ -583,7 +584,7 @@ pslib_load_check_point (void *ctx, KsModel *model, KsOptimizer *optimizer, const
   g_autofree char *dense_dir = g_build_filename (job, DENSE_DIR, NULL);
   g_autofree char *dense = ks_checkpoint_latest (dense_dir);
   if (dense == NULL)
-    return failed (error, "%s holds no dense part (%s/checkpoint-N): was it written with "
+    return ps_failed (error, "%s holds no dense part (%s/checkpoint-N): was it written with "
                    "[strategy] dense = allreduce?", job, DENSE_DIR);
   return ks_checkpoint_load (dense, model, optimizer, NULL, NULL, error);
 }

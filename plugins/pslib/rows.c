@@ -4,11 +4,15 @@
 #include <math.h>
 #include <string.h>
 
+/* A mean gradient above this would only overflow a row's state (g2sum, adam's v). */
+#define MAX_MEAN_GRADIENT 1e6
+
 struct PsRows {
   KsSparseTable **tables;
-  gsize n, max_ids;
+  gsize n, max_message;
   int index, servers;
-  /* aligned copies of a request's fields */
+  /* aligned copies of a request's fields, grown to the largest request */
+  gsize capacity, dim;
   guint64 *ids;
   float *shows, *clicks, *grads;
   /* rows served and the microseconds spent on them */
@@ -18,26 +22,35 @@ struct PsRows {
 
 PsRows *
 ps_rows_new (const char *const *names, const KsSparseConfig *configs, gsize n, int index,
-             int servers, gsize max_ids)
+             int servers, gsize max_message)
 {
   PsRows *r = g_new0 (PsRows, 1);
-  gsize dim = 1;
 
   r->n = n;
   r->index = index;
   r->servers = servers;
-  r->max_ids = max_ids;
+  r->max_message = max_message;
+  r->dim = 1;
   r->tables = g_new0 (KsSparseTable *, MAX (n, 1));
   for (gsize i = 0; i < n; i++)
     {
       r->tables[i] = ks_sparse_table_new (names[i], &configs[i]);
-      dim = MAX (dim, ks_sparse_table_dim (r->tables[i]));
+      r->dim = MAX (r->dim, ks_sparse_table_dim (r->tables[i]));
     }
-  r->ids = g_new (guint64, max_ids);
-  r->shows = g_new (float, max_ids);
-  r->clicks = g_new (float, max_ids);
-  r->grads = g_new (float, max_ids * dim);
   return r;
+}
+
+/* Room for a request of n ids. */
+static void
+reserve (PsRows *r, gsize n)
+{
+  if (n <= r->capacity)
+    return;
+  r->capacity = MAX (n, r->capacity * 2);
+  r->ids = g_renew (guint64, r->ids, r->capacity);
+  r->shows = g_renew (float, r->shows, r->capacity);
+  r->clicks = g_renew (float, r->clicks, r->capacity);
+  r->grads = g_renew (float, r->grads, r->capacity * r->dim);
 }
 
 void
@@ -68,18 +81,22 @@ refuse (char **refusal, const char *format, ...)
   return FALSE;
 }
 
-/* The request's count of records of `record` bytes, checked against the limits. */
+/* The request's count of records of `record` bytes; its answer of `reply` bytes per
+ * record must fit in a message too. */
 static gboolean
-count_records (PsRows *r, const PsHeader *req, gsize record, gsize *n, char **refusal)
+count_records (PsRows *r, const PsHeader *req, gsize record, gsize reply, gsize *n,
+               char **refusal)
 {
   if (req->payload % record != 0)
     return refuse (refusal, "a %s of %" G_GUINT64_FORMAT " bytes is not a whole number of "
                    "%" G_GSIZE_FORMAT "-byte records", ps_type_name (req->type), req->payload,
                    record);
   *n = req->payload / record;
-  if (*n > r->max_ids)
-    return refuse (refusal, "a %s of %" G_GSIZE_FORMAT " ids, more than the %" G_GSIZE_FORMAT
-                   " a request may carry", ps_type_name (req->type), *n, r->max_ids);
+  if (*n > r->max_message / MAX (reply, 1) || *n * reply > G_MAXUINT)
+    return refuse (refusal, "a %s of %" G_GSIZE_FORMAT " ids: its answer would exceed the "
+                   "largest message ([pslib] max_message_mb); send fewer ids per request",
+                   ps_type_name (req->type), *n);
+  reserve (r, *n);
   return TRUE;
 }
 
@@ -99,7 +116,7 @@ pull (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload,
       GByteArray *reply, char **refusal)
 {
   gsize n, dim = ks_sparse_table_dim (t);
-  if (!count_records (r, req, sizeof (guint64), &n, refusal))
+  if (!count_records (r, req, sizeof (guint64), dim * sizeof (float), &n, refusal))
     return FALSE;
   memcpy (r->ids, payload, n * sizeof (guint64));
   if (!check_ids (r, n, refusal))
@@ -116,7 +133,7 @@ static gboolean
 push (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload, char **refusal)
 {
   gsize n, dim = ks_sparse_table_dim (t), record = PS_PUSH_RECORD (dim);
-  if (!count_records (r, req, record, &n, refusal))
+  if (!count_records (r, req, record, 0, &n, refusal))
     return FALSE;
   for (gsize i = 0; i < n; i++)
     {
@@ -126,14 +143,18 @@ push (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload, c
       memcpy (&r->shows[i], p + 8, sizeof (float));
       memcpy (&r->clicks[i], p + 12, sizeof (float));
       memcpy (g, p + 16, dim * sizeof (float));
-      if (!(r->shows[i] >= 0 && r->shows[i] < 1e12 && r->clicks[i] >= 0
-            && r->clicks[i] <= r->shows[i]))
+      /* counts of occurrences: whole, at least one, clicks among them */
+      if (!(r->shows[i] >= 1 && r->shows[i] <= 1e9 && r->shows[i] == floorf (r->shows[i])
+            && r->clicks[i] >= 0 && r->clicks[i] <= r->shows[i]
+            && r->clicks[i] == floorf (r->clicks[i])))
         return refuse (refusal, "id %" G_GUINT64_FORMAT ": show %g and click %g (a push needs "
-                       "0 <= click <= show)", r->ids[i], r->shows[i], r->clicks[i]);
+                       "whole counts, 1 <= show, 0 <= click <= show)", r->ids[i], r->shows[i],
+                       r->clicks[i]);
       for (gsize j = 0; j < dim; j++)
-        if (!isfinite (g[j]))
+        if (!isfinite (g[j]) || fabsf (g[j]) > MAX_MEAN_GRADIENT * r->shows[i])
           return refuse (refusal, "id %" G_GUINT64_FORMAT ": a gradient that is not finite "
-                         "(%g): the worker's training diverged", r->ids[i], g[j]);
+                         "or above %g per show (%g): the worker's training diverged", r->ids[i],
+                         MAX_MEAN_GRADIENT, g[j]);
     }
   if (!check_ids (r, n, refusal))
     return FALSE;

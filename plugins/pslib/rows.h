@@ -25,9 +25,10 @@ ps_row_server (guint64 id, int servers)
 
 typedef struct PsRows PsRows;
 
-/* Server `index` of `servers`: a table per config (names[i], configs[i]). */
+/* Server `index` of `servers`: a table per config (names[i], configs[i]); no request or
+ * answer may exceed `max_message` bytes. */
 PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs, gsize n,
-                     int index, int servers, gsize max_ids);
+                     int index, int servers, gsize max_message);
 void ps_rows_free (PsRows *rows);
 /* A PsServerConfig.extra handler: sparse pulls, pushes and shrink. */
 gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,
@@ -35,7 +36,8 @@ gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,
 /* Writes every table's rows (mode all) as DIR/sparse-<table>-server-<i>-of-<S>.bin. */
 gboolean ps_rows_save (PsRows *rows, const char *dir, GError **error);
 /* Loads every table from the files of checkpoint `dir`, written by `saved_servers`
- * servers; keeps this server's rows. Nothing changes when a file is bad. */
+ * servers; keeps this server's rows. A table whose file is bad is as it was (one loaded
+ * before it is not: the server then refuses to start). */
 gboolean ps_rows_load (PsRows *rows, const char *dir, int saved_servers, GError **error);
 /* Rows pulled and pushed so far, and the seconds spent serving them. */
 void ps_rows_served (PsRows *rows, guint64 *pulled, double *pull_s, guint64 *pushed,

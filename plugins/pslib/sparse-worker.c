@@ -86,20 +86,35 @@ wait_pushes (PsSparseWorker *w, guint64 left, GError **error)
   return ok;
 }
 
+/* Hello to every server; *step gets the step of the checkpoint they loaded (0: none),
+ * which must be the same on all. */
 static gboolean
-hello (PsSparseWorker *w, PsClient *c, GError **error)
+hello (PsSparseWorker *w, PsClient *c, gint64 *step, GError **error)
 {
   g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
   for (int s = 0; s < w->servers; s++)
     calls[s] = (PsCall) { s, NULL, 0, NULL, 0, 0 };
-  return ps_client_call (c, PS_HELLO, 0, w->cfg.mode, w->cfg.fingerprint, calls, w->servers,
-                         error);
+  if (!ps_client_call (c, PS_HELLO, 0, w->cfg.mode, w->cfg.fingerprint, calls, w->servers,
+                       error))
+    return FALSE;
+  *step = calls[0].reply_step;
+  for (int s = 1; s < w->servers; s++)
+    if (calls[s].reply_step != *step)
+      {
+        g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
+                     "server 0 loaded the checkpoint of step %" G_GINT64_FORMAT " but server "
+                     "%d that of step %" G_GINT64_FORMAT ": start every server from the same "
+                     "checkpoint", *step, s, calls[s].reply_step);
+        return FALSE;
+      }
+  return TRUE;
 }
 
 PsSparseWorker *
-ps_sparse_worker_new (const PsSparseWorkerConfig *cfg, GError **error)
+ps_sparse_worker_new (const PsSparseWorkerConfig *cfg, gint64 *server_step, GError **error)
 {
   PsSparseWorker *w = g_new0 (PsSparseWorker, 1);
+  gint64 other;
 
   w->cfg = *cfg;
   w->dims = g_memdup2 (cfg->dims, MAX (cfg->n_tables, 1) * sizeof (gsize));
@@ -123,7 +138,8 @@ ps_sparse_worker_new (const PsSparseWorkerConfig *cfg, GError **error)
       || (w->push_client = ps_client_new (cfg->endpoints, cfg->token, cfg->index,
                                           cfg->timeout_ms, cfg->max_message, error))
              == NULL
-      || !hello (w, w->pull_client, error) || !hello (w, w->push_client, error))
+      || !hello (w, w->pull_client, server_step, error)
+      || !hello (w, w->push_client, &other, error))
     {
       ps_sparse_worker_free (w);
       return NULL;
@@ -171,10 +187,11 @@ gboolean
 ps_sparse_worker_pull (PsSparseWorker *w, guint table, const guint64 *ids, gsize n,
                        gboolean create, float *out, GError **error)
 {
-  gsize dim = w->dims[table], k = 0;
-  g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
-
   g_return_val_if_fail (table < w->cfg.n_tables, FALSE);
+  gsize dim = w->dims[table];
+  /* ids per request: its ids and its answer each fit in a message */
+  gsize most = MAX (1, w->cfg.max_message / (MAX (dim * sizeof (float), sizeof (guint64))));
+  g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
   if (!wait_pushes (w, (guint64) w->cfg.staleness, error))
     return FALSE;
   for (int s = 0; s < w->servers; s++)
@@ -194,21 +211,31 @@ ps_sparse_worker_pull (PsSparseWorker *w, guint table, const guint64 *ids, gsize
       g_array_append_val (w->where[s], i);
     }
   for (int s = 0; s < w->servers; s++)
+    if (w->capacity[s] < w->ids[s]->len * dim)
+      {
+        w->capacity[s] = w->ids[s]->len * dim;
+        w->values[s] = g_renew (float, w->values[s], w->capacity[s]);
+      }
+  /* every server at once, in rounds of at most `most` ids each */
+  for (gsize first = 0;; first += most)
     {
-      gsize m = w->ids[s]->len;
-      if (m == 0)
-        continue;
-      if (w->capacity[s] < m * dim)
+      gsize k = 0;
+      for (int s = 0; s < w->servers; s++)
         {
-          w->capacity[s] = m * dim;
-          w->values[s] = g_renew (float, w->values[s], w->capacity[s]);
+          gsize m = w->ids[s]->len;
+          if (first >= m)
+            continue;
+          gsize part = MIN (most, m - first);
+          calls[k++] = (PsCall) { s, &g_array_index (w->ids[s], guint64, first),
+                                  part * sizeof (guint64), w->values[s] + first * dim,
+                                  part * dim * sizeof (float), 0 };
         }
-      calls[k++] = (PsCall) { s, w->ids[s]->data, m * sizeof (guint64), w->values[s],
-                              m * dim * sizeof (float), 0 };
+      if (k == 0)
+        break;
+      if (!ps_client_call (w->pull_client, PS_PULL_SPARSE, 0, table, create ? 1 : 0, calls, k,
+                           error))
+        return FALSE;
     }
-  if (k > 0 && !ps_client_call (w->pull_client, PS_PULL_SPARSE, 0, table, create ? 1 : 0, calls,
-                                k, error))
-    return FALSE;
   for (int s = 0; s < w->servers; s++)
     for (guint i = 0; i < w->where[s]->len; i++)
       memcpy (out + g_array_index (w->where[s], gsize, i) * dim, w->values[s] + i * dim,
@@ -221,32 +248,37 @@ ps_sparse_worker_push (PsSparseWorker *w, guint table, gint64 step, const guint6
                        const float *grads, const float *shows, const float *clicks,
                        GError **error)
 {
-  gsize dim = w->dims[table], record = PS_PUSH_RECORD (dim);
-  PushJob *j = g_new0 (PushJob, 1);
-
   g_return_val_if_fail (table < w->cfg.n_tables, FALSE);
-  j->step = step;
-  j->table = table;
-  j->payload = g_new (GByteArray *, w->servers);
-  for (int s = 0; s < w->servers; s++)
-    j->payload[s] = g_byte_array_new ();
-  for (gsize i = 0; i < n; i++)
+  gsize dim = w->dims[table], record = PS_PUSH_RECORD (dim);
+  /* records per message; the ids go in slices of that many, a push each */
+  gsize most = MAX (1, MIN (w->cfg.max_message, G_MAXUINT) / record);
+
+  for (gsize first = 0; first < MAX (n, 1); first += most)
     {
-      if (ids[i] == 0)
-        continue;
-      GByteArray *p = j->payload[ps_row_server (ids[i], w->servers)];
-      gsize at = p->len;
-      g_byte_array_set_size (p, at + record);
-      memcpy (p->data + at, &ids[i], sizeof (guint64));
-      memcpy (p->data + at + 8, &shows[i], sizeof (float));
-      memcpy (p->data + at + 12, &clicks[i], sizeof (float));
-      memcpy (p->data + at + 16, grads + i * dim, dim * sizeof (float));
+      PushJob *j = g_new0 (PushJob, 1);
+      j->step = step;
+      j->table = table;
+      j->payload = g_new (GByteArray *, w->servers);
+      for (int s = 0; s < w->servers; s++)
+        j->payload[s] = g_byte_array_new ();
+      for (gsize i = first; i < MIN (n, first + most); i++)
+        {
+          if (ids[i] == 0)
+            continue;
+          GByteArray *p = j->payload[ps_row_server (ids[i], w->servers)];
+          gsize at = p->len;
+          g_byte_array_set_size (p, at + record);
+          memcpy (p->data + at, &ids[i], sizeof (guint64));
+          memcpy (p->data + at + 8, &shows[i], sizeof (float));
+          memcpy (p->data + at + 12, &clicks[i], sizeof (float));
+          memcpy (p->data + at + 16, grads + i * dim, dim * sizeof (float));
+        }
+      g_mutex_lock (&w->lock);
+      g_queue_push_tail (&w->queue, j);
+      w->pushed++;
+      g_cond_broadcast (&w->changed);
+      g_mutex_unlock (&w->lock);
     }
-  g_mutex_lock (&w->lock);
-  g_queue_push_tail (&w->queue, j);
-  w->pushed++;
-  g_cond_broadcast (&w->changed);
-  g_mutex_unlock (&w->lock);
   /* the queue is bounded: a worker never runs more than staleness + 1 pushes ahead */
   return wait_pushes (w, (guint64) w->cfg.staleness + 1, error);
 }

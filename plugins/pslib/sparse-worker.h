@@ -22,8 +22,10 @@ typedef struct {
   int staleness;
 } PsSparseWorkerConfig;
 
-/* Connects and says hello to every server. */
-PsSparseWorker *ps_sparse_worker_new (const PsSparseWorkerConfig *config, GError **error);
+/* Connects and says hello to every server; *server_step gets the step of the checkpoint
+ * the servers loaded (0: none; an error when they differ). */
+PsSparseWorker *ps_sparse_worker_new (const PsSparseWorkerConfig *config, gint64 *server_step,
+                                      GError **error);
 /* Ends the sending thread (dropping queued pushes) and closes the connections. */
 void ps_sparse_worker_free (PsSparseWorker *w);
 gboolean ps_sparse_worker_pull (PsSparseWorker *w, guint table, const guint64 *ids, gsize n,

@@ -7,6 +7,10 @@
 
 #include <ksdist/ksdist.h>
 
+/* A worker waits this much longer than [comm] timeout for an answer: a server that gives
+ * up on a missing worker after the timeout answers the others first, naming it. */
+#define PS_ANSWER_SLACK_MS 2000
+
 typedef struct PsClient PsClient;
 
 /* One server's part of a call. */

@@ -1,6 +1,7 @@
 /* A parameter-server job's checkpoints (job.h). */
 #include <config.h>
 #include "job.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,20 +9,6 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 #include <unistd.h>
-
-static gboolean
-failed (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-failed (GError **error, const char *format, ...)
-{
-  va_list ap;
-  va_start (ap, format);
-  g_autofree char *m = g_strdup_vprintf (format, ap);
-  va_end (ap);
-  g_set_error_literal (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED, m);
-  return FALSE;
-}
 
 /* The newest checkpoint-N under `dir` (a new string), or NULL. */
 char *
@@ -218,14 +205,14 @@ ps_job_read (const char *path, KsTrainStatus *status, GHashTable **metadata, GEr
   if (!json_parser_load_from_mapped_file (parser, file, error))
     return FALSE;
   if (!JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return failed (error, "%s: not a JSON object", file);
+    return ps_failed (error, "%s: not a JSON object", file);
   o = json_node_get_object (json_parser_get_root (parser));
   g_autoptr (GList) members = json_object_get_members (o);
   for (GList *l = members; l != NULL; l = l->next)
     {
       JsonNode *n = json_object_get_member (o, l->data);
       if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
-        return failed (error, "%s: '%s' is not a string", file, (char *) l->data);
+        return ps_failed (error, "%s: '%s' is not a string", file, (char *) l->data);
       g_hash_table_insert (meta, g_strdup (l->data), g_strdup (json_node_get_string (n)));
     }
   step = g_hash_table_lookup (meta, "step");
@@ -234,7 +221,7 @@ ps_job_read (const char *path, KsTrainStatus *status, GHashTable **metadata, GEr
       || epoch == NULL
       || !g_ascii_string_to_signed (step, 10, 0, G_MAXINT64 / 2, &status->step, NULL)
       || !g_ascii_string_to_signed (epoch, 10, -1, G_MAXINT64 / 2, &status->epoch, NULL))
-    return failed (error, "%s: not a ksdist parameter-server job file (format, step and epoch "
+    return ps_failed (error, "%s: not a ksdist parameter-server job file (format, step and epoch "
                    "as decimal strings)", file);
   if (metadata != NULL)
     *metadata = g_steal_pointer (&meta);
@@ -292,7 +279,7 @@ ps_job_load_check_point (KsRoleMaker *role, const char *dir, KsTrainStatus *stat
   if (!ks_role_maker_all_reduce_worker (role, &in, &out, 1, KS_REDUCE_MAX, error))
     return FALSE;
   if ((gint64) out != *found)
-    return failed (error, "worker 0 resumes from step %.0f of %s but this worker found step %"
+    return ps_failed (error, "worker 0 resumes from step %.0f of %s but this worker found step %"
                    G_GINT64_FORMAT ": give every worker the same [train] checkpoint_dir", out,
                    dir, *found);
   if (*found < 0)

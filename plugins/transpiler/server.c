@@ -343,15 +343,16 @@ log_rates (Server *s, gboolean final)
   s->window_requests = s->window_in = s->window_out = s->window_updates = 0;
 }
 
-/* The workers (of those not stopped) that have been silent too long, or NULL. */
+/* The workers (of those that said hello and did not stop) that have been silent too
+ * long, or NULL. A worker may take long to load its data before its hello. */
 static char *
-silent_workers (Server *s, gint64 now, gint64 since_start)
+silent_workers (Server *s, gint64 now)
 {
   GString *who = NULL;
   for (int w = 0; w < s->cfg->workers; w++)
     {
-      gint64 seen = s->last_seen[w] > 0 ? s->last_seen[w] : since_start;
-      if (!s->stopped[w] && now - seen > (gint64) s->cfg->timeout_ms * 1000)
+      if (s->hello[w] && !s->stopped[w]
+          && now - s->last_seen[w] > (gint64) s->cfg->timeout_ms * 1000)
         {
           if (who == NULL)
             who = g_string_new (NULL);
@@ -423,7 +424,7 @@ serve (Server *s, GError **error)
         }
       /* a silent worker is gone when its kind talks every step (else the launcher ends
        * the job) */
-      g_autofree char *silent = c->judge_silence ? silent_workers (s, now, start) : NULL;
+      g_autofree char *silent = c->judge_silence ? silent_workers (s, now) : NULL;
       if (silent != NULL)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,

@@ -24,9 +24,6 @@
 
 #include <string.h>
 
-/* A worker waits this much longer than [comm] timeout: a server that gives up on a
- * missing worker after the timeout answers the others first, naming it. */
-#define ANSWER_SLACK_MS 2000
 
 typedef struct {
   KsRoleMaker *role;
@@ -77,20 +74,6 @@ transpiler_destroy (void *p)
 }
 
 static gboolean
-failed (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-failed (GError **error, const char *format, ...)
-{
-  va_list ap;
-  va_start (ap, format);
-  g_autofree char *m = g_strdup_vprintf (format, ap);
-  va_end (ap);
-  g_set_error_literal (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED, m);
-  return FALSE;
-}
-
-static gboolean
 transpiler_init (void *p, KsRoleMaker *role, GError **error)
 {
   Transpiler *t = p;
@@ -110,7 +93,7 @@ static gboolean
 need_model (Transpiler *t, const char *what, GError **error)
 {
   return t->layout != NULL
-         || failed (error, "transpiler: %s needs the model: wrap the optimizer with "
+         || ps_failed (error, "transpiler: %s needs the model: wrap the optimizer with "
                     "distributed_optimizer and call minimize first", what);
 }
 
@@ -125,11 +108,11 @@ transpiler_init_worker (void *p, GError **error)
   if (!need_model (t, "init_worker", error))
     return FALSE;
   if (!ks_role_maker_is_worker (t->role))
-    return failed (error, "transpiler: init_worker on a server (servers call init_server)");
+    return ps_failed (error, "transpiler: init_worker on a server (servers call init_server)");
   if ((t->client = ps_client_new (ks_role_maker_pserver_endpoints (t->role),
                                   g_getenv ("KS_STORE_TOKEN"),
                                   ks_role_maker_worker_index (t->role),
-                                  t->timeout_ms + ANSWER_SLACK_MS,
+                                  t->timeout_ms + PS_ANSWER_SLACK_MS,
                                   t->max_message, error))
           == NULL
       || (t->worker = ps_worker_new (t->client, t->layout, &t->strategy,
@@ -141,7 +124,7 @@ transpiler_init_worker (void *p, GError **error)
   /* workers that resume need the servers at the same checkpoint (servers that start from
    * [transpiler] model_dir under fresh workers are incremental training) */
   if (t->resumed_step >= 0 && server_step != t->resumed_step)
-    return failed (error, "init_worker: the servers loaded the checkpoint of step %"
+    return ps_failed (error, "init_worker: the servers loaded the checkpoint of step %"
                    G_GINT64_FORMAT " but the workers resume from step %" G_GINT64_FORMAT ": "
                    "start servers and workers with the same [train] checkpoint_dir and resume",
                    server_step, t->resumed_step);
@@ -153,7 +136,7 @@ transpiler_stop_worker (void *p, GError **error)
 {
   Transpiler *t = p;
   if (t->worker == NULL)
-    return failed (error, "transpiler: stop_worker before init_worker");
+    return ps_failed (error, "transpiler: stop_worker before init_worker");
   return ps_worker_stop (t->worker, error);
 }
 
@@ -178,7 +161,7 @@ transpiler_init_server (void *p, const char *model_dir, GError **error)
   if (!need_model (t, "init_server", error))
     return FALSE;
   if (!ks_role_maker_is_server (t->role))
-    return failed (error, "transpiler: init_server on a worker (workers call init_worker)");
+    return ps_failed (error, "transpiler: init_server on a worker (workers call init_worker)");
   if (model_dir == NULL && *t->model_dir != '\0')
     model_dir = t->model_dir;
   params = ks_model_parameters (t->model);
@@ -211,7 +194,7 @@ transpiler_run_server (void *p, GError **error)
   PsServerConfig c = { 0 };
 
   if (t->table == NULL)
-    return failed (error, "transpiler: run_server before init_server");
+    return ps_failed (error, "transpiler: run_server before init_server");
   c.index = index;
   c.servers = ks_role_maker_server_num (t->role);
   c.workers = ks_role_maker_worker_num (t->role);
@@ -256,9 +239,9 @@ dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsi
   if (!d->inner_ops->backward (d->inner, model, loss, params, n_params, no_grad, pairs, error))
     return FALSE;
   if (ks_model_parameters (model) == NULL)
-    return failed (error, "transpiler: the model is not initialised");
+    return ps_failed (error, "transpiler: the model is not initialised");
   if (pairs->len != ks_arena_count (ks_model_parameters (model)))
-    return failed (error, "transpiler: every parameter must be trained (the servers hold all "
+    return ps_failed (error, "transpiler: every parameter must be trained (the servers hold all "
                    "of them); no_grad and parameter lists are not supported");
   t->model = model;
   ps_layout_free (t->layout);
@@ -274,7 +257,7 @@ dist_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GE
   Transpiler *t = d->t;
 
   if (t->worker == NULL)
-    return failed (error, "transpiler: a training step before init_worker");
+    return ps_failed (error, "transpiler: a training step before init_worker");
   /* GEO trains locally; the other modes leave the update to the servers */
   if (t->strategy.mode == PS_MODE_GEO
       && !d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error))
@@ -299,7 +282,7 @@ transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
   DistOpt *d;
 
   if (t->role == NULL)
-    return failed (error, "transpiler: call init with the role maker before distributed_optimizer");
+    return ps_failed (error, "transpiler: call init with the role maker before distributed_optimizer");
   if (!ps_strategy_read (strategy, &t->strategy, error))
     return FALSE;
   if (t->strategy.mode != PS_MODE_GEO && ks_config_get_double (strategy, "optim", "clip_norm") > 0)
@@ -337,7 +320,7 @@ transpiler_save_check_point (void *p, KsModel *model, KsOptimizer *optimizer, co
 {
   Transpiler *t = p;
   if (t->worker == NULL)
-    return failed (error, "transpiler: save_check_point before init_worker");
+    return ps_failed (error, "transpiler: save_check_point before init_worker");
   return ps_worker_flush (t->worker, error)
          && ps_job_save_check_point (t->role, dir, status, metadata, keep, save_servers,
                                      t->worker, error);

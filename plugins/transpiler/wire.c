@@ -1,6 +1,8 @@
 /* Message framing and checks (wire.h). */
 #include "wire.h"
 
+#include <ksdist/ksdist.h>
+
 #include <string.h>
 
 void
@@ -16,6 +18,17 @@ ps_token_digest (const char *token, guint8 out[PS_TOKEN_BYTES])
   g_checksum_update (c, (const guchar *) token, strlen (token));
   g_checksum_get_digest (c, sha, &len);
   memcpy (out, sha, PS_TOKEN_BYTES);
+}
+
+gboolean
+ps_failed (GError **error, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *m = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_set_error_literal (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED, m);
+  return FALSE;
 }
 
 const char *

@@ -265,6 +265,17 @@ ps_worker_flush (PsWorker *w, GError **error)
 }
 
 gboolean
+ps_worker_pull (PsWorker *w, GError **error)
+{
+  /* the host copy keeps the parameters the servers do not hold */
+  if (!params_copy (w, w->old, FALSE, error) || !call_all (w, PS_PULL, 0, FALSE, error))
+    return FALSE;
+  for (int s = 0; s < w->servers; s++)
+    unpack (w, s, w->recv[s], w->old);
+  return params_copy (w, w->old, TRUE, error);
+}
+
+gboolean
 ps_worker_save (PsWorker *w, const char *dir, gint64 step, GError **error)
 {
   g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
@@ -364,14 +375,7 @@ ps_worker_new (PsClient *client, const PsLayout *layout, const PsStrategy *strat
         return NULL;
       }
   /* everyone starts from the servers' values */
-  if (!params_copy (w, w->old, FALSE, error) || !call_all (w, PS_PULL, 0, FALSE, error))
-    {
-      ps_worker_free (w);
-      return NULL;
-    }
-  for (int s = 0; s < w->servers; s++)
-    unpack (w, s, w->recv[s], w->old);
-  if (!params_copy (w, w->old, TRUE, error))
+  if (!ps_worker_pull (w, error))
     {
       ps_worker_free (w);
       return NULL;

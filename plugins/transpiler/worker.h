@@ -23,6 +23,9 @@ void ps_worker_free (PsWorker *w);
 gboolean ps_worker_step (PsWorker *w, GError **error);
 /* Async: waits until every queued gradient was sent and takes the servers' values. */
 gboolean ps_worker_flush (PsWorker *w, GError **error);
+/* The servers' values into the model (at init; after a flush, when the sending thread is
+ * idle). */
+gboolean ps_worker_pull (PsWorker *w, GError **error);
 /* Asks every server to write its shard of the checkpoint into `dir` (after every
  * worker's ps_worker_flush). */
 gboolean ps_worker_save (PsWorker *w, const char *dir, gint64 step, GError **error);
