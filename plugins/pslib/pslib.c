@@ -18,6 +18,7 @@
 #include "../transpiler/client.h"
 #include "../transpiler/job.h"
 #include "../transpiler/server.h"
+#include "../transpiler/settings.h"
 #include "../transpiler/shard.h"
 #include "../transpiler/worker.h"
 #include "rows.h"
@@ -35,9 +36,7 @@ typedef struct {
 
 typedef struct {
   KsRoleMaker *role;
-  gsize block_floats, max_message;
-  double log_every_s;
-  char *model_dir;
+  PsSettings settings;
   GPtrArray *tables; /* Table*, in declaration order */
   GPtrArray *skip;   /* the rows parameters, NULL-terminated */
   /* from distributed_optimizer */
@@ -75,10 +74,7 @@ static void *
 pslib_create (const KsSettings *s, GError **error)
 {
   Pslib *p = g_new0 (Pslib, 1);
-  p->block_floats = ks_settings_get_int (s, "block_floats");
-  p->max_message = (gsize) ks_settings_get_int (s, "max_message_mb") << 20;
-  p->log_every_s = ks_settings_get_double (s, "log_every_s");
-  p->model_dir = g_strdup (ks_settings_get_string (s, "model_dir"));
+  ps_settings_read (s, &p->settings);
   p->tables = g_ptr_array_new_with_free_func (table_free);
   p->skip = g_ptr_array_new ();
   g_ptr_array_add (p->skip, NULL);
@@ -99,7 +95,7 @@ pslib_destroy (void *ctx)
   ps_layout_free (p->layout);
   g_ptr_array_unref (p->skip);
   g_ptr_array_unref (p->tables);
-  g_free (p->model_dir);
+  ps_settings_clear (&p->settings);
   g_free (p);
 }
 
@@ -192,7 +188,7 @@ pslib_init_worker (void *ctx, GError **error)
   endpoints = ks_role_maker_pserver_endpoints (p->role);
   index = ks_role_maker_worker_index (p->role);
   timeout = p->timeout_ms + PS_ANSWER_SLACK_MS;
-  if ((p->client = ps_client_new (endpoints, token, index, timeout, p->max_message, error))
+  if ((p->client = ps_client_new (endpoints, token, index, timeout, p->settings.max_message, error))
       == NULL)
     return FALSE;
   if (!p->dense_allreduce
@@ -204,7 +200,7 @@ pslib_init_worker (void *ctx, GError **error)
   dims = g_new (gsize, MAX (p->tables->len, 1));
   for (guint i = 0; i < p->tables->len; i++)
     dims[i] = ((Table *) g_ptr_array_index (p->tables, i))->dim;
-  PsSparseWorkerConfig c = { endpoints, token, index, timeout, p->max_message, p->layout->fingerprint,
+  PsSparseWorkerConfig c = { endpoints, token, index, timeout, p->settings.max_message, p->layout->fingerprint,
                              p->dense_strategy.mode, dims, p->tables->len, p->staleness };
   if ((p->sparse = ps_sparse_worker_new (&c, &server_step, error)) == NULL)
     return FALSE;
@@ -342,7 +338,7 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
     return FALSE;
   if (!ks_role_maker_is_server (p->role))
     return ps_failed (error, "pslib: init_server on a worker (workers call init_worker)");
-  if (model_dir == NULL && *p->model_dir != '\0')
+  if (model_dir == NULL && *p->settings.model_dir != '\0')
     {
       if (p->dense_allreduce)
         {
@@ -352,7 +348,7 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
                        "the job from its [train] checkpoint_dir instead");
           return FALSE;
         }
-      model_dir = p->model_dir;
+      model_dir = p->settings.model_dir;
     }
   if ((p->table = ps_dense_table_new (ks_model_device (p->model), p->layout, index,
                                       ks_model_parameters (p->model), p->inner_ops, p->inner,
@@ -366,7 +362,7 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
       configs[i] = t->config;
     }
   p->rows = ps_rows_new ((const char *const *) names, configs, p->tables->len, index,
-                         ks_role_maker_server_num (p->role), p->max_message);
+                         ks_role_maker_server_num (p->role), p->settings.max_message);
   return model_dir == NULL || load_server (p, model_dir, error);
 }
 
@@ -375,21 +371,14 @@ pslib_run_server (void *ctx, GError **error)
 {
   Pslib *p = ctx;
   int index = ks_role_maker_server_index (p->role);
-  PsServerConfig c = { 0 };
+  PsServerConfig c;
   gsize rows, bytes;
 
   if (p->table == NULL)
     return ps_failed (error, "pslib: run_server before init_server");
-  c.index = index;
-  c.servers = ks_role_maker_server_num (p->role);
-  c.workers = ks_role_maker_worker_num (p->role);
-  c.endpoint = ks_role_maker_pserver_endpoints (p->role)[index];
-  c.token = g_getenv ("KS_STORE_TOKEN");
+  ps_server_config_init (&c, p->role, &p->settings, p->timeout_ms);
   c.mode = p->dense_strategy.mode;
   c.judge_silence = TRUE; /* workers pull every step */
-  c.timeout_ms = p->timeout_ms;
-  c.max_message = p->max_message;
-  c.log_every_s = p->log_every_s;
   c.fingerprint = p->layout->fingerprint;
   c.step = p->loaded_step;
   c.table = p->table;
@@ -444,7 +433,7 @@ dist_backward (void *ctx, KsModel *model, KsExpr *loss, KsExpr *const *params, g
     }
   p->model = model;
   ps_layout_free (p->layout);
-  p->layout = ps_layout_new_without (arena, ks_role_maker_server_num (p->role), p->block_floats,
+  p->layout = ps_layout_new_without (arena, ks_role_maker_server_num (p->role), p->settings.block_floats,
                                      (const char *const *) p->skip->pdata);
   p->layout->fingerprint = fingerprint (p);
   return TRUE;
@@ -614,17 +603,6 @@ static const KsImplDesc pslib_impls[] = {
     "on the servers or allreduced" },
 };
 
-static const KsKeyDesc pslib_settings[] = {
-  { NULL, "block_floats", KS_VALUE_INT, "8192", 1, 1e12, NULL,
-    "Dense part on the servers: least floats in a block (as [transpiler] block_floats)" },
-  { NULL, "max_message_mb", KS_VALUE_INT, "1024", 1, 1 << 20, NULL,
-    "Largest message a server or worker accepts, in MiB; a larger one is refused" },
-  { NULL, "log_every_s", KS_VALUE_DOUBLE, "10", 0, 1e6, NULL,
-    "Seconds between a server's log lines of request rate, bytes and updates; 0 only at the end" },
-  { NULL, "model_dir", KS_VALUE_STRING, "", 1, 0, NULL,
-    "Servers start from this checkpoint (a checkpoint-N directory of a pslib job, or a "
-    "directory holding them; any server count); empty for new tables" },
-};
 
 static const KsPluginDesc pslib_plugin = {
   .abi_major = KS_ABI_MAJOR,
@@ -634,8 +612,8 @@ static const KsPluginDesc pslib_plugin = {
   .description = "The pslib algorithm: sparse parameter servers over ZeroMQ",
   .impls = pslib_impls,
   .n_impls = G_N_ELEMENTS (pslib_impls),
-  .settings = pslib_settings,
-  .n_settings = G_N_ELEMENTS (pslib_settings),
+  .settings = ps_settings,
+  .n_settings = PS_N_SETTINGS,
 };
 
 KS_PLUGIN_DEFINE (pslib_plugin)

@@ -12,7 +12,8 @@ plugins_transpiler_libps_la_SOURCES = \
 	plugins/transpiler/table.c plugins/transpiler/table.h \
 	plugins/transpiler/shard.c plugins/transpiler/shard.h \
 	plugins/transpiler/worker.c plugins/transpiler/worker.h \
-	plugins/transpiler/job.c plugins/transpiler/job.h
+	plugins/transpiler/job.c plugins/transpiler/job.h \
+	plugins/transpiler/settings.c plugins/transpiler/settings.h
 plugins_transpiler_libps_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS) $(JSON_CFLAGS)
 
 pkglib_LTLIBRARIES += plugins/transpiler/transpiler.la

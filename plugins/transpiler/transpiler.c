@@ -19,6 +19,7 @@
 #include "client.h"
 #include "job.h"
 #include "server.h"
+#include "settings.h"
 #include "shard.h"
 #include "worker.h"
 
@@ -27,9 +28,7 @@
 
 typedef struct {
   KsRoleMaker *role;
-  gsize block_floats, max_message;
-  double log_every_s;
-  char *model_dir;
+  PsSettings settings;
   /* from distributed_optimizer */
   PsStrategy strategy;
   int timeout_ms;
@@ -50,10 +49,7 @@ static void *
 transpiler_create (const KsSettings *s, GError **error)
 {
   Transpiler *t = g_new0 (Transpiler, 1);
-  t->block_floats = ks_settings_get_int (s, "block_floats");
-  t->max_message = (gsize) ks_settings_get_int (s, "max_message_mb") << 20;
-  t->log_every_s = ks_settings_get_double (s, "log_every_s");
-  t->model_dir = g_strdup (ks_settings_get_string (s, "model_dir"));
+  ps_settings_read (s, &t->settings);
   t->resumed_step = -1;
   return t;
 }
@@ -69,7 +65,7 @@ transpiler_destroy (void *p)
   ps_worker_free (t->worker);
   ps_dense_table_free (t->table);
   ps_layout_free (t->layout);
-  g_free (t->model_dir);
+  ps_settings_clear (&t->settings);
   g_free (t);
 }
 
@@ -113,7 +109,7 @@ transpiler_init_worker (void *p, GError **error)
                                   g_getenv ("KS_STORE_TOKEN"),
                                   ks_role_maker_worker_index (t->role),
                                   t->timeout_ms + PS_ANSWER_SLACK_MS,
-                                  t->max_message, error))
+                                  t->settings.max_message, error))
           == NULL
       || (t->worker = ps_worker_new (t->client, t->layout, &t->strategy,
                                      ks_role_maker_worker_index (t->role),
@@ -162,8 +158,8 @@ transpiler_init_server (void *p, const char *model_dir, GError **error)
     return FALSE;
   if (!ks_role_maker_is_server (t->role))
     return ps_failed (error, "transpiler: init_server on a worker (workers call init_worker)");
-  if (model_dir == NULL && *t->model_dir != '\0')
-    model_dir = t->model_dir;
+  if (model_dir == NULL && *t->settings.model_dir != '\0')
+    model_dir = t->settings.model_dir;
   params = ks_model_parameters (t->model);
   /* the blocks start from this process's own initialisation: the same seeds as the
    * workers' give the same values */
@@ -190,21 +186,13 @@ static gboolean
 transpiler_run_server (void *p, GError **error)
 {
   Transpiler *t = p;
-  int index = ks_role_maker_server_index (t->role);
-  PsServerConfig c = { 0 };
+  PsServerConfig c;
 
   if (t->table == NULL)
     return ps_failed (error, "transpiler: run_server before init_server");
-  c.index = index;
-  c.servers = ks_role_maker_server_num (t->role);
-  c.workers = ks_role_maker_worker_num (t->role);
-  c.endpoint = ks_role_maker_pserver_endpoints (t->role)[index];
-  c.token = g_getenv ("KS_STORE_TOKEN");
+  ps_server_config_init (&c, t->role, &t->settings, t->timeout_ms);
   c.mode = t->strategy.mode;
   c.judge_silence = t->strategy.mode == PS_MODE_SYNC;
-  c.timeout_ms = t->timeout_ms;
-  c.max_message = t->max_message;
-  c.log_every_s = t->log_every_s;
   c.fingerprint = t->layout->fingerprint;
   c.step = t->loaded_step;
   c.table = t->table;
@@ -246,7 +234,7 @@ dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsi
   t->model = model;
   ps_layout_free (t->layout);
   t->layout = ps_layout_new (ks_model_parameters (model), ks_role_maker_server_num (t->role),
-                             t->block_floats);
+                             t->settings.block_floats);
   return TRUE;
 }
 
@@ -353,19 +341,6 @@ static const KsImplDesc transpiler_impls[] = {
     "Parameter servers: dense tables on the servers; sync, half_async, async or geo" },
 };
 
-static const KsKeyDesc transpiler_settings[] = {
-  { NULL, "block_floats", KS_VALUE_INT, "8192", 1, 1e12, NULL,
-    "Least floats in a block: a parameter of n floats is cut into min(servers, n / "
-    "block_floats) blocks, spread over the servers round-robin" },
-  { NULL, "max_message_mb", KS_VALUE_INT, "1024", 1, 1 << 20, NULL,
-    "Largest message a server or worker accepts, in MiB; a larger one is refused" },
-  { NULL, "log_every_s", KS_VALUE_DOUBLE, "10", 0, 1e6, NULL,
-    "Seconds between a server's log lines of request rate, bytes and updates; 0 only at the end" },
-  { NULL, "model_dir", KS_VALUE_STRING, "", 1, 0, NULL,
-    "Servers start from this checkpoint (init_server's model_dir: a checkpoint-N directory "
-    "of a parameter-server job, or a directory holding them; any server count); empty for "
-    "the initial values" },
-};
 
 static const KsPluginDesc transpiler_plugin = {
   .abi_major = KS_ABI_MAJOR,
@@ -375,8 +350,8 @@ static const KsPluginDesc transpiler_plugin = {
   .description = "The transpiler algorithm: parameter-server training over ZeroMQ",
   .impls = transpiler_impls,
   .n_impls = G_N_ELEMENTS (transpiler_impls),
-  .settings = transpiler_settings,
-  .n_settings = G_N_ELEMENTS (transpiler_settings),
+  .settings = ps_settings,
+  .n_settings = PS_N_SETTINGS,
 };
 
 KS_PLUGIN_DEFINE (transpiler_plugin)

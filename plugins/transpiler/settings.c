@@ -1,0 +1,47 @@
+/* The parameter-server plugins' shared settings (settings.h). */
+#include "settings.h"
+
+const KsKeyDesc ps_settings[PS_N_SETTINGS] = {
+  { NULL, "block_floats", KS_VALUE_INT, "8192", 1, 1e12, NULL,
+    "Least floats in a dense block: a parameter of n floats is cut into min(servers, n / "
+    "block_floats) blocks, spread over the servers round-robin" },
+  { NULL, "max_message_mb", KS_VALUE_INT, "1024", 1, 1 << 20, NULL,
+    "Largest message a server or worker accepts, in MiB; a larger one is refused" },
+  { NULL, "log_every_s", KS_VALUE_DOUBLE, "10", 0, 1e6, NULL,
+    "Seconds between a server's log lines of request rate, bytes and updates; 0 only at the end" },
+  { NULL, "model_dir", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Servers start from this checkpoint (init_server's model_dir: a checkpoint-N directory "
+    "of a parameter-server job of this mode, or a directory holding them; any server "
+    "count); empty for the initial values" },
+};
+
+void
+ps_settings_read (const KsSettings *s, PsSettings *out)
+{
+  out->block_floats = ks_settings_get_int (s, "block_floats");
+  out->max_message = (gsize) ks_settings_get_int (s, "max_message_mb") << 20;
+  out->log_every_s = ks_settings_get_double (s, "log_every_s");
+  out->model_dir = g_strdup (ks_settings_get_string (s, "model_dir"));
+}
+
+void
+ps_settings_clear (PsSettings *settings)
+{
+  g_clear_pointer (&settings->model_dir, g_free);
+}
+
+void
+ps_server_config_init (PsServerConfig *c, KsRoleMaker *role, const PsSettings *settings,
+                       int timeout_ms)
+{
+  int index = ks_role_maker_server_index (role);
+  *c = (PsServerConfig) { 0 };
+  c->index = index;
+  c->servers = ks_role_maker_server_num (role);
+  c->workers = ks_role_maker_worker_num (role);
+  c->endpoint = ks_role_maker_pserver_endpoints (role)[index];
+  c->token = g_getenv ("KS_STORE_TOKEN");
+  c->timeout_ms = timeout_ms;
+  c->max_message = settings->max_message;
+  c->log_every_s = settings->log_every_s;
+}
