@@ -7,13 +7,23 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CHECKPOINT_FORMAT "ksdist-checkpoint"
-#define CHECKPOINT_VERSION "1"
+/* 2: the SHA-256 covers the whole file (header and data) with its own value zeroed;
+ * 1 (still read): it covered the data only */
+#define CHECKPOINT_VERSION "2"
+#define SHA_KEY "sha256"
+#define OLD_SHA_KEY "data_sha256"
+#define SHA_HEX 64
 #define FILE_NAME "model.safetensors"
 #define PREFIX "checkpoint-"
+/* the largest step or optimizer step a checkpoint may give: far beyond any run, far from
+ * overflowing the arithmetic done with it */
+#define MAX_STEP (G_GINT64_CONSTANT (1) << 53)
 
 G_DEFINE_QUARK (ks-checkpoint-error-quark, ks_checkpoint_error)
 
@@ -132,12 +142,41 @@ header_json (GArray *entries, GHashTable *meta)
   return json_generator_to_data (gen, NULL);
 }
 
+/* Where the value of "sha256" starts in a header of `len` bytes, if it holds `value`
+ * there exactly once; else NULL. */
+static char *
+sha_slot (char *header, gsize len, const char *value)
+{
+  g_autofree char *key = g_strdup_printf ("\"" SHA_KEY "\":\"%s\"", value);
+  gsize klen = strlen (key);
+  char *found = NULL;
+  for (char *p = header; p + klen <= header + len; p++)
+    if (memcmp (p, key, klen) == 0)
+      {
+        if (found != NULL)
+          return NULL;
+        found = p;
+      }
+  return found != NULL ? found + strlen (SHA_KEY) + 4 : NULL;
+}
+
+/* The SHA-256 of a file's length field, header and data. */
+static char *
+file_digest (guint64 header_len_le, const char *header, gsize header_len, const guint8 *data,
+             gsize data_len)
+{
+  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+  g_checksum_update (sha, (const guint8 *) &header_len_le, 8);
+  g_checksum_update (sha, (const guint8 *) header, header_len);
+  g_checksum_update (sha, data, data_len);
+  return g_strdup (g_checksum_get_string (sha));
+}
+
 static gboolean
 write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
 {
-  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
   g_autoptr (GByteArray) data = g_byte_array_new ();
-  g_autofree char *header = NULL;
+  g_autofree char *header = NULL, *zeros = g_strnfill (SHA_HEX, '0'), *digest = NULL;
   guint64 header_len;
   FILE *f;
 
@@ -149,8 +188,7 @@ write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
       if (!ks_tensor_to_host (t, data->data + at, ks_tensor_nbytes (t), error))
         return FALSE;
     }
-  g_checksum_update (sha, data->data, data->len);
-  g_hash_table_insert (meta, g_strdup ("data_sha256"), g_strdup (g_checksum_get_string (sha)));
+  g_hash_table_insert (meta, g_strdup (SHA_KEY), g_strdup (zeros));
   header = header_json (entries, meta);
   /* safetensors: an 8-byte little-endian length, the JSON padded with spaces to 8 bytes */
   gsize padded = (strlen (header) + 7) / 8 * 8;
@@ -158,6 +196,11 @@ write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
   memset (header + strlen (header), ' ', padded - strlen (header));
   header[padded] = '\0';
   header_len = GUINT64_TO_LE (padded);
+  /* the digest of the file with the digest's place zeroed, then written there */
+  char *slot = sha_slot (header, padded, zeros);
+  g_assert (slot != NULL);
+  digest = file_digest (header_len, header, padded, data->data, data->len);
+  memcpy (slot, digest, SHA_HEX);
 
   if ((f = fopen (path, "wb")) == NULL)
     return io_error (error, "cannot create", path);
@@ -210,6 +253,40 @@ list_checkpoints (const char *dir)
   return names;
 }
 
+/* The temporary name of a directory `base` written by this process: it names the host and
+ * the process, so a later writer can tell one whose writer is gone. */
+static char *
+temporary_name (const char *parent, const char *base)
+{
+  return g_strdup_printf ("%s/.tmp-%s@%s-%d", parent, base, g_get_host_name (), (int) getpid ());
+}
+
+/* Removes the temporary directories (and their .old copies) that writers on this host
+ * left when they were killed: their process is gone. */
+static void
+remove_stale_temporaries (const char *parent)
+{
+  g_autoptr (GDir) d = g_dir_open (parent, 0, NULL);
+  g_autofree char *host = g_strdup_printf ("@%s-", g_get_host_name ());
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    {
+      const char *at = g_str_has_prefix (name, ".tmp-") ? g_strrstr (name, host) : NULL;
+      guint64 pid;
+      g_autofree char *digits = at != NULL ? g_strdup (at + strlen (host)) : NULL;
+      if (digits != NULL && g_str_has_suffix (digits, ".old"))
+        digits[strlen (digits) - 4] = '\0';
+      if (digits == NULL || !g_ascii_string_to_unsigned (digits, 10, 1, G_MAXINT32, &pid, NULL)
+          || kill ((pid_t) pid, 0) == 0 || errno != ESRCH) /* alive, or not ours to judge */
+        continue;
+      g_autofree char *path = g_build_filename (parent, name, NULL);
+      g_message ("removing %s, left by a writer (process %" G_GUINT64_FORMAT ") that is gone",
+                 path, pid);
+      remove_tree (path);
+    }
+}
+
 /* Writes `model` (and `optimizer`) with `meta` as the directory `final`: into a temporary
  * sibling, fsynced, then renamed over it; a crash leaves the old one or the new one. */
 gboolean
@@ -218,7 +295,7 @@ ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimiz
 {
   g_autofree char *parent = g_path_get_dirname (final);
   g_autofree char *base = g_path_get_basename (final);
-  g_autofree char *tmp = g_strdup_printf ("%s/.tmp-%s-%d", parent, base, (int) getpid ());
+  g_autofree char *tmp = temporary_name (parent, base);
   g_autofree char *old = g_strconcat (tmp, ".old", NULL);
   g_autofree char *file = g_build_filename (tmp, FILE_NAME, NULL);
   g_autoptr (GArray) entries = NULL;
@@ -240,6 +317,7 @@ ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimiz
   if (g_mkdir_with_parents (parent, 0755) != 0)
     return io_error (error, "cannot create the directory", parent);
   remove_tree (tmp); /* left by a crashed run of this process id */
+  remove_stale_temporaries (parent);
   if (g_mkdir (tmp, 0755) != 0)
     return io_error (error, "cannot create", tmp);
   if (!write_file (file, entries, meta, error) || !fsync_path (tmp, error))
@@ -288,22 +366,13 @@ ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *o
   return TRUE;
 }
 
+/* The newest: a newest directory that cannot be read is the caller's error to report
+ * (resuming from an older state silently would lose the user's work). */
 char *
 ks_checkpoint_latest (const char *dir)
 {
   g_autoptr (GPtrArray) names = list_checkpoints (dir);
-  for (guint i = 0; i < names->len; i++)
-    {
-      char *path = g_build_filename (dir, g_ptr_array_index (names, i), FILE_NAME, NULL);
-      if (g_file_test (path, G_FILE_TEST_IS_REGULAR))
-        {
-          char *d = g_path_get_dirname (path);
-          g_free (path);
-          return d;
-        }
-      g_free (path);
-    }
-  return NULL;
+  return names->len > 0 ? g_build_filename (dir, g_ptr_array_index (names, 0), NULL) : NULL;
 }
 
 /* ---- reading ---- */
@@ -334,49 +403,198 @@ shape_text (JsonArray *shape)
   return g_string_free (s, FALSE);
 }
 
-/* Checks that the file's tensor `e` fits the model; sets *at to its bytes. */
+/* Checks that the file's tensor `e` fits the model (the layout was checked on opening);
+ * sets *at to its bytes. */
 static gboolean
 check_entry (const char *file, JsonObject *header, const Entry *e, const guint8 *data,
-             gsize data_len, const guint8 **at, GError **error)
+             const guint8 **at, GError **error)
 {
   JsonNode *node = json_object_get_member (header, e->name);
   JsonObject *t = node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
-  JsonArray *shape = t != NULL && json_object_has_member (t, "shape")
-                         ? json_object_get_array_member (t, "shape") : NULL;
-  JsonArray *offsets = t != NULL && json_object_has_member (t, "data_offsets")
-                           ? json_object_get_array_member (t, "data_offsets") : NULL;
   g_autofree char *want = ks_tensor_shape_string (e->tensor);
-  g_autofree char *got = shape_text (shape);
+  g_autofree char *got = NULL;
 
   if (t == NULL)
     return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
                     "no tensor '%s', which the model has (shape %s)", e->name, want);
-  if (g_strcmp0 (json_object_get_string_member_with_default (t, "dtype", ""), "F32") != 0)
+  got = shape_text (json_object_get_array_member (t, "shape"));
+  if (strcmp (json_object_get_string_member (t, "dtype"), "F32") != 0)
     return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file, "tensor '%s' is not F32", e->name);
   if (strcmp (got, want) != 0)
     return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
                     "tensor '%s' has shape %s; the model's is %s", e->name, got, want);
-  if (offsets == NULL || json_array_get_length (offsets) != 2)
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "tensor '%s' has no data_offsets",
-                    e->name);
-  gint64 begin = json_array_get_int_element (offsets, 0);
-  gint64 end = json_array_get_int_element (offsets, 1);
-  if (begin < 0 || end - begin != (gint64) ks_tensor_nbytes (e->tensor) || (guint64) end > data_len)
-    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                    "tensor '%s': bytes %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT " do not fit the "
-                    "%" G_GSIZE_FORMAT " data bytes of the file",
-                    e->name, begin, end, data_len);
-  *at = data + begin;
+  *at = data + json_array_get_int_element (json_object_get_array_member (t, "data_offsets"), 0);
   return TRUE;
 }
 
-/* Reads `file` and checks its header: safetensors, ours, our version. */
+/* A JSON node that is an integer in [min, max]. */
+static gboolean
+int_in (JsonNode *n, gint64 min, gint64 max, gint64 *out)
+{
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+    return FALSE;
+  *out = json_node_get_int (n);
+  return *out >= min && *out <= max;
+}
+
+typedef struct {
+  gint64 begin, end;
+  const char *name;
+} Span;
+
+static int
+by_begin (gconstpointer a, gconstpointer b)
+{
+  const Span *x = a, *y = b;
+  return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* The safetensors rules for every tensor of the header: dtype, shape and data_offsets of
+ * the right types, offsets inside the data, sizes that match dtype and shape, and spans
+ * that cover the data exactly, without gaps or overlaps. Metadata values are strings. */
+static gboolean
+check_layout (const char *file, JsonObject *header, gsize data_len, GError **error)
+{
+  static const struct { const char *name; int size; } dtypes[] = {
+    { "F64", 8 }, { "F32", 4 }, { "F16", 2 }, { "BF16", 2 }, { "I64", 8 }, { "I32", 4 },
+    { "I16", 2 }, { "I8", 1 }, { "U8", 1 }, { "BOOL", 1 },
+  };
+  g_autoptr (GList) names = json_object_get_members (header);
+  g_autoptr (GArray) spans = g_array_new (FALSE, FALSE, sizeof (Span));
+
+  for (GList *l = names; l != NULL; l = l->next)
+    {
+      const char *name = l->data;
+      JsonNode *node = json_object_get_member (header, name);
+      if (strcmp (name, "__metadata__") == 0)
+        {
+          JsonObject *meta = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+          g_autoptr (GList) keys = meta != NULL ? json_object_get_members (meta) : NULL;
+          if (meta == NULL)
+            return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "__metadata__ is not an object");
+          for (GList *k = keys; k != NULL; k = k->next)
+            {
+              JsonNode *v = json_object_get_member (meta, k->data);
+              if (!JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING)
+                return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                                "metadata '%s' is not a string (safetensors metadata maps "
+                                "strings to strings)", (char *) k->data);
+            }
+          continue;
+        }
+      JsonObject *t = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+      JsonNode *dtype = t != NULL ? json_object_get_member (t, "dtype") : NULL;
+      JsonNode *shape = t != NULL ? json_object_get_member (t, "shape") : NULL;
+      JsonNode *offsets = t != NULL ? json_object_get_member (t, "data_offsets") : NULL;
+      int size = 0;
+      gint64 numel = 1, dim;
+      Span span = { 0, 0, name };
+
+      if (dtype != NULL && JSON_NODE_HOLDS_VALUE (dtype)
+          && json_node_get_value_type (dtype) == G_TYPE_STRING)
+        for (guint i = 0; i < G_N_ELEMENTS (dtypes); i++)
+          if (strcmp (json_node_get_string (dtype), dtypes[i].name) == 0)
+            size = dtypes[i].size;
+      if (size == 0)
+        return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                        "tensor '%s' has no known dtype", name);
+      if (shape == NULL || !JSON_NODE_HOLDS_ARRAY (shape))
+        return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "tensor '%s' has no shape", name);
+      JsonArray *dims = json_node_get_array (shape);
+      for (guint i = 0; i < json_array_get_length (dims); i++)
+        if (!int_in (json_array_get_element (dims, i), 0, (gint64) data_len, &dim)
+            || (dim > 0 && numel > (gint64) data_len / dim))
+          return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                          "tensor '%s': its shape is not sizes that fit the file", name);
+        else
+          numel *= dim;
+      JsonArray *pair = offsets != NULL && JSON_NODE_HOLDS_ARRAY (offsets)
+                            ? json_node_get_array (offsets) : NULL;
+      if (pair == NULL || json_array_get_length (pair) != 2
+          || !int_in (json_array_get_element (pair, 0), 0, (gint64) data_len, &span.begin)
+          || !int_in (json_array_get_element (pair, 1), span.begin, (gint64) data_len, &span.end))
+        return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                        "tensor '%s': data_offsets are not [begin, end] within the %"
+                        G_GSIZE_FORMAT " data bytes", name, data_len);
+      if (span.end - span.begin != numel * size)
+        return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                        "tensor '%s': data_offsets span %" G_GINT64_FORMAT " bytes, but its "
+                        "dtype and shape need %" G_GINT64_FORMAT, name, span.end - span.begin,
+                        numel * size);
+      g_array_append_val (spans, span);
+    }
+  g_array_sort (spans, by_begin);
+  gint64 next = 0;
+  for (guint i = 0; i < spans->len; i++)
+    {
+      const Span *x = &g_array_index (spans, Span, i);
+      if (x->begin != next)
+        return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                        "tensor '%s' starts at byte %" G_GINT64_FORMAT " of the data, where %s "
+                        "(data_offsets must cover the data without overlaps or gaps)", x->name,
+                        x->begin, x->begin < next ? "another tensor lies" : "a gap ends");
+      next = x->end;
+    }
+  if (next != (gint64) data_len)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "%" G_GSIZE_FORMAT " bytes of data after the last tensor", data_len - next);
+  return TRUE;
+}
+
+/* The checksum of version 2: the whole file with the value's own place zeroed. */
+static gboolean
+check_digest (const char *file, const char *bytes, guint64 header_len, gsize len,
+              JsonObject *meta, GError **error)
+{
+  const char *want = json_object_get_string_member_with_default (meta, SHA_KEY, "");
+  g_autofree char *copy = g_memdup2 (bytes + 8, header_len);
+  g_autofree char *zeros = g_strnfill (SHA_HEX, '0');
+  char *slot;
+
+  if (strlen (want) != SHA_HEX || (slot = sha_slot (copy, header_len, want)) == NULL)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "no " SHA_KEY " of 64 hex digits in its header: the file is damaged");
+  memcpy (slot, zeros, SHA_HEX);
+  g_autofree char *got = file_digest (*(const guint64 *) bytes, copy, header_len,
+                                      (const guint8 *) bytes + 8 + header_len,
+                                      len - 8 - header_len);
+  if (strcmp (got, want) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "the file does not match its SHA-256: it is damaged, truncated or edited");
+  return TRUE;
+}
+
+/* The checksum of version 1: the data only. */
+static gboolean
+check_old_digest (const char *file, const char *bytes, guint64 header_len, gsize len,
+                  JsonObject *meta, GError **error)
+{
+  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+  g_checksum_update (sha, (const guint8 *) bytes + 8 + header_len, len - 8 - header_len);
+  if (g_strcmp0 (g_checksum_get_string (sha),
+                 json_object_get_string_member_with_default (meta, OLD_SHA_KEY, "")) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
+                    "the data does not match its SHA-256: the file is damaged or truncated");
+  g_warning ("%s: written by an older ksdist (checkpoint format 1), whose checksum does not "
+             "cover the header; a new save writes format " CHECKPOINT_VERSION, file);
+  return TRUE;
+}
+
+/* Reads `file` and checks all of it: a regular file, safetensors by the rules, ours, of a
+ * version this reads, matching its checksum. */
 static gboolean
 open_checkpoint (const char *file, char **bytes, gsize *len, JsonParser *parser,
                  guint64 *header_len, JsonObject **header, JsonObject **meta, GError **error)
 {
   g_autoptr (GError) local = NULL;
+  GStatBuf st;
 
+  /* a FIFO or a device would block or never end */
+  if (g_stat (file, &st) != 0)
+    return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s (to resume from an older "
+                    "checkpoint, move this one's directory aside)", g_strerror (errno));
+  if (!S_ISREG (st.st_mode))
+    return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "not a regular file");
   if (!g_file_get_contents (file, bytes, len, &local))
     return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s", local->message);
   if (*len >= 8)
@@ -387,11 +605,15 @@ open_checkpoint (const char *file, char **bytes, gsize *len, JsonParser *parser,
   if (*len < 8 || *header_len > *len - 8)
     return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
                     "truncated: %" G_GSIZE_FORMAT " bytes, too short for its header", *len);
-  if (!json_parser_load_from_data (parser, *bytes + 8, *header_len, &local)
+  if (*header_len == 0 || (*bytes)[8] != '{' /* safetensors: the JSON starts at once */
+      || !json_parser_load_from_data (parser, *bytes + 8, *header_len, &local)
       || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "the header is not a JSON object%s%s",
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "the header is not a JSON object starting at its first byte%s%s",
                     local ? ": " : "", local ? local->message : "");
   *header = json_node_get_object (json_parser_get_root (parser));
+  if (!check_layout (file, *header, *len - 8 - *header_len, error))
+    return FALSE;
   *meta = json_object_has_member (*header, "__metadata__")
               ? json_object_get_object_member (*header, "__metadata__") : NULL;
   if (*meta == NULL || g_strcmp0 (json_object_get_string_member_with_default (*meta, "format", ""),
@@ -399,11 +621,29 @@ open_checkpoint (const char *file, char **bytes, gsize *len, JsonParser *parser,
     return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
                     "not a ksdist checkpoint (no __metadata__ format \"" CHECKPOINT_FORMAT "\")");
   const char *version = json_object_get_string_member_with_default (*meta, "version", "?");
-  if (strcmp (version, CHECKPOINT_VERSION) != 0)
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                    "checkpoint format version %s; this ksdist reads version " CHECKPOINT_VERSION,
-                    version);
-  return TRUE;
+  if (strcmp (version, CHECKPOINT_VERSION) == 0)
+    return check_digest (file, *bytes, *header_len, *len, *meta, error);
+  if (strcmp (version, "1") == 0)
+    return check_old_digest (file, *bytes, *header_len, *len, *meta, error);
+  return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                  "checkpoint format version %s; this ksdist reads versions 1 and "
+                  CHECKPOINT_VERSION, version);
+}
+
+/* Metadata `key` as an integer in [min, max]; `fallback` when absent (-1: required). */
+static gboolean
+meta_number (const char *file, JsonObject *meta, const char *key, gint64 min, gint64 max,
+             gint64 fallback, gint64 *out, GError **error)
+{
+  const char *text = json_object_get_string_member_with_default (meta, key, NULL);
+  if (text == NULL && fallback >= 0)
+    return *out = fallback, TRUE;
+  if (text != NULL && g_ascii_string_to_signed (text, 10, min, max, out, NULL))
+    return TRUE;
+  return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                  "metadata '%s' is %s%s%s, not an integer in [%" G_GINT64_FORMAT ", %"
+                  G_GINT64_FORMAT "]", key, text ? "'" : "missing", text ? text : "",
+                  text ? "'" : "", min, max);
 }
 
 static GHashTable *
@@ -450,12 +690,17 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
   if (!open_checkpoint (file, &bytes, &len, parser, &header_len, &header, &meta, error))
     return FALSE;
   const guint8 *data = (const guint8 *) bytes + 8 + header_len;
-  gsize data_len = len - 8 - header_len;
-  g_checksum_update (sha, data, data_len);
-  if (g_strcmp0 (g_checksum_get_string (sha),
-                 json_object_get_string_member_with_default (meta, "data_sha256", "")) != 0)
-    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                    "the data does not match its SHA-256: the file is damaged or truncated");
+  gint64 saved_opt_step = 0, saved_step = 0;
+  guint64 rng_state;
+  /* every number read, checked before anything changes */
+  const char *rng_text = json_object_get_string_member_with_default (meta, "rng_state", "0");
+  if (!g_ascii_string_to_unsigned (rng_text, 10, 0, G_MAXUINT64, &rng_state, NULL))
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "metadata 'rng_state' is '%s', not an unsigned 64-bit integer", rng_text);
+  if ((step != NULL && !meta_number (file, meta, "step", 0, MAX_STEP, -1, &saved_step, error))
+      || (optimizer != NULL && json_object_has_member (meta, "optimizer_step")
+          && !meta_number (file, meta, "optimizer_step", 0, MAX_STEP, -1, &saved_opt_step, error)))
+    return FALSE;
   if (optimizer != NULL && !json_object_has_member (meta, "optimizer_step"))
     return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
                     "holds no optimizer state; load it without an optimizer");
@@ -464,8 +709,7 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
     return FALSE;
   sources = g_new (const guint8 *, entries->len);
   for (guint i = 0; i < entries->len; i++)
-    if (!check_entry (file, header, &g_array_index (entries, Entry, i), data, data_len,
-                      &sources[i], error))
+    if (!check_entry (file, header, &g_array_index (entries, Entry, i), data, &sources[i], error))
       return FALSE;
 
   /* everything checked: now change the model */
@@ -477,13 +721,11 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
     }
   ks_model_parameters_changed (model);
   /* absent from checkpoints older than dropout: the counter starts at 0 */
-  ks_model_set_rng_state (model, g_ascii_strtoull (
-      json_object_get_string_member_with_default (meta, "rng_state", "0"), NULL, 10));
+  ks_model_set_rng_state (model, rng_state);
   if (opt_step != NULL)
-    *opt_step = g_ascii_strtoll (json_object_get_string_member (meta, "optimizer_step"), NULL, 10);
+    *opt_step = saved_opt_step;
   if (step != NULL)
-    *step = g_ascii_strtoll (json_object_get_string_member_with_default (meta, "step", "0"), NULL,
-                             10);
+    *step = saved_step;
   if (metadata != NULL)
     *metadata = metadata_table (meta);
   return TRUE;

@@ -4,6 +4,8 @@
 
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { N = 32 };
@@ -206,10 +208,11 @@ test_damaged (Fixture *f, gconstpointer data)
                      "@: tensor 'fc1.w' has shape [2, 8]; the model's is [2, 6]");
   assert_load_fails (f, ck, 8, TRUE, KS_CHECKPOINT_ERROR_MISMATCH,
                      "@: no tensor 'extra.w', which the model has (shape [3])");
-  /* truncated */
+  /* truncated: the last tensor no longer fits */
   g_assert_true (g_file_set_contents (file, bytes, len - 10, NULL));
   assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
-                     "@: the data does not match its SHA-256: the file is damaged or truncated");
+                     "@: tensor 'optim.1.fc2.b': data_offsets are not [begin, end] within the "
+                     "602 data bytes");
   g_assert_true (g_file_set_contents (file, bytes, 20, NULL));
   assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
                      "@: truncated: 20 bytes, too short for its header");
@@ -217,7 +220,7 @@ test_damaged (Fixture *f, gconstpointer data)
   bytes[len - 5] ^= 1;
   g_assert_true (g_file_set_contents (file, bytes, len, NULL));
   assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
-                     "@: the data does not match its SHA-256: the file is damaged or truncated");
+                     "@: the file does not match its SHA-256: it is damaged, truncated or edited");
   /* not ours */
   g_assert_true (g_file_set_contents (file, "\x08\0\0\0\0\0\0\0{}      ", 16, NULL));
   assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_FORMAT,
@@ -228,8 +231,227 @@ test_damaged (Fixture *f, gconstpointer data)
   make (f, &b, 8, FALSE);
   g_assert_false (ks_checkpoint_load (ck, b.model, NULL, NULL, NULL, &error));
   g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, "move this one's directory aside"));
   drop (&b);
-  g_assert_null (ks_checkpoint_latest (f->dir)); /* a directory without its file is skipped */
+  /* the newest is this broken one: resume must say so, not fall back to an older one */
+  g_autofree char *latest = ks_checkpoint_latest (f->dir);
+  g_assert_cmpstr (latest, ==, ck);
+}
+
+/* The file's header with `from` replaced by `to`; with `reseal` its checksum made right
+ * again (SHA-256 of the length field, the header with the value zeroed, and the data), as
+ * a careful forger would, so the rules behind the checksum are tested too. `extra` bytes
+ * are appended to the data. */
+static void
+edit_header (const char *file, const char *from, const char *to, gboolean reseal,
+             gsize extra)
+{
+  g_autofree char *bytes = NULL;
+  gsize len;
+  guint64 hlen;
+
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  memcpy (&hlen, bytes, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_autofree char *header = g_strndup (bytes + 8, hlen);
+  char *at = strstr (header, from);
+  g_assert_nonnull (at);
+  GString *h = g_string_new_len (header, at - header);
+  g_string_append (h, to);
+  g_string_append (h, at + strlen (from));
+  while (h->len % 8 != 0)
+    g_string_append_c (h, ' ');
+  gsize data_len = len - 8 - hlen + extra;
+  g_autofree guint8 *data = g_malloc0 (data_len + 1);
+  memcpy (data, bytes + 8 + hlen, len - 8 - hlen);
+  guint64 new_len = GUINT64_TO_LE (h->len);
+  char *slot = strstr (h->str, "\"sha256\":\"");
+  if (reseal && slot != NULL)
+    {
+      slot += strlen ("\"sha256\":\"");
+      memset (slot, '0', 64);
+      g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+      g_checksum_update (sha, (const guint8 *) &new_len, 8);
+      g_checksum_update (sha, (const guint8 *) h->str, h->len);
+      g_checksum_update (sha, data, data_len);
+      memcpy (slot, g_checksum_get_string (sha), 64);
+    }
+  GString *out = g_string_new_len ((const char *) &new_len, 8);
+  g_string_append_len (out, h->str, h->len);
+  g_string_append_len (out, (const char *) data, data_len);
+  g_assert_true (g_file_set_contents (file, out->str, out->len, NULL));
+  g_string_free (h, TRUE);
+  g_string_free (out, TRUE);
+}
+
+/* Edited and hostile files: every field read is checked for its type and range, an edit
+ * anywhere breaks the checksum, the safetensors rules hold even under a right checksum,
+ * a FIFO is refused at once, and the loaded model is left as it was. */
+static void
+test_hostile (Fixture *f, gconstpointer data)
+{
+  static const struct {
+    const char *from, *to;
+    gboolean reseal;
+    gsize extra;
+    int code;
+    const char *message;
+  } cases[] = {
+    { "\"optimizer_step\":\"3\"", "\"optimizer_step\":\"2\"", FALSE, 0,
+      KS_CHECKPOINT_ERROR_CORRUPT,
+      "@: the file does not match its SHA-256: it is damaged, truncated or edited" },
+    { "\"data_offsets\":[64,96]", "\"data_offsets\":[60,92]", TRUE, 0,
+      KS_CHECKPOINT_ERROR_CORRUPT, "@: tensor 'fc1.b' starts at byte 60 of the data, where "
+      "another tensor lies (data_offsets must cover the data without overlaps or gaps)" },
+    { "\"optimizer_step\":\"3\"", "\"optimizer_step\":3", TRUE, 0,
+      KS_CHECKPOINT_ERROR_FORMAT, "@: metadata 'optimizer_step' is not a string (safetensors "
+      "metadata maps strings to strings)" },
+    { "\"optimizer_step\":\"3\"", "\"optimizer_step\":\"-5\"", TRUE, 0,
+      KS_CHECKPOINT_ERROR_FORMAT, "@: metadata 'optimizer_step' is '-5', not an integer in "
+      "[0, 9007199254740992]" },
+    { "\"rng_state\":\"", "\"rng_state\":\"x", TRUE, 0, KS_CHECKPOINT_ERROR_FORMAT, NULL },
+    { "{", " {", TRUE, 0, KS_CHECKPOINT_ERROR_FORMAT,
+      "@: the header is not a JSON object starting at its first byte" },
+    { "\"dtype\":\"F32\"", "\"dtype\":\"F31\"", TRUE, 0, KS_CHECKPOINT_ERROR_FORMAT,
+      "@: tensor 'fc1.w' has no known dtype" },
+    { "\"format\"", "\"formal\"", TRUE, 4, KS_CHECKPOINT_ERROR_CORRUPT,
+      "@: 4 bytes of data after the last tensor" },
+  };
+  Trained a;
+  g_autofree char *ck = g_build_filename (f->dir, "checkpoint-3", NULL);
+  g_autofree char *file = g_build_filename (ck, "model.safetensors", NULL);
+  g_autofree char *good = NULL;
+  gsize len;
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 3);
+  g_assert_true (ks_checkpoint_save (f->dir, 3, a.model, a.opt, NULL, 0, NULL));
+  drop (&a);
+  g_assert_true (g_file_get_contents (file, &good, &len, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_assert_true (g_file_set_contents (file, good, len, NULL));
+      edit_header (file, cases[i].from, cases[i].to, cases[i].reseal, cases[i].extra);
+      if (cases[i].message != NULL)
+        assert_load_fails (f, ck, 8, FALSE, cases[i].code, cases[i].message);
+      else
+        {
+          Trained b;
+          g_autoptr (GError) error = NULL;
+          make (f, &b, 8, FALSE);
+          g_assert_false (ks_checkpoint_load (ck, b.model, b.opt, NULL, NULL, &error));
+          g_assert_error (error, KS_CHECKPOINT_ERROR, cases[i].code);
+          g_assert_nonnull (strstr (error->message, "metadata 'rng_state' is 'x"));
+          drop (&b);
+        }
+    }
+
+  /* two tensors of one size swapped: the layout holds, the checksum does not */
+  g_assert_true (g_file_set_contents (file, good, len, NULL));
+  edit_header (file, "\"fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}",
+               "\"fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}", FALSE, 0);
+  edit_header (file, "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}",
+               "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}", FALSE, 0);
+  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
+                     "@: the file does not match its SHA-256: it is damaged, truncated or edited");
+
+  /* the step: a number that is not one, negative, past 2^53, missing */
+  static const char *const bad_steps[] = { "\"abc\"", "\"-5\"", "\"99999999999999999999\"" };
+  for (guint i = 0; i <= G_N_ELEMENTS (bad_steps); i++)
+    {
+      Trained b;
+      g_autoptr (GError) error = NULL;
+      gint64 step = -7;
+      g_assert_true (g_file_set_contents (file, good, len, NULL));
+      if (i < G_N_ELEMENTS (bad_steps))
+        {
+          g_autofree char *to = g_strconcat ("\"step\":", bad_steps[i], NULL);
+          edit_header (file, "\"step\":\"3\"", to, TRUE, 0);
+        }
+      else
+        edit_header (file, "\"step\":\"3\"", "\"stop\":\"3\"", TRUE, 0);
+      make (f, &b, 8, FALSE);
+      g_assert_false (ks_checkpoint_load (ck, b.model, b.opt, &step, NULL, &error));
+      g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT);
+      g_assert_nonnull (strstr (error->message, "metadata 'step' is "));
+      g_assert_cmpint (step, ==, -7);
+      drop (&b);
+    }
+
+  /* a FIFO where the file should be: refused at once, never opened */
+  g_unlink (file);
+  g_assert_cmpint (mkfifo (file, 0600), ==, 0);
+  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_IO, "@: not a regular file");
+  g_assert_null (ks_checkpoint_metadata (ck, NULL));
+}
+
+/* A checkpoint written by format 1 (its checksum covers the data only) still loads, with
+ * a warning. */
+static void
+test_format_1 (Fixture *f, gconstpointer data)
+{
+  Trained a, b;
+  g_autofree char *ck = g_build_filename (f->dir, "checkpoint-2", NULL);
+  g_autofree char *file = g_build_filename (ck, "model.safetensors", NULL);
+  g_autofree char *bytes = NULL;
+  g_autoptr (GError) error = NULL;
+  gsize len;
+  guint64 hlen;
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 2);
+  g_assert_true (ks_checkpoint_save (f->dir, 2, a.model, a.opt, NULL, 0, NULL));
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  memcpy (&hlen, bytes, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_autofree char *sha = g_compute_checksum_for_data (G_CHECKSUM_SHA256,
+                                                      (const guint8 *) bytes + 8 + hlen,
+                                                      len - 8 - hlen);
+  g_autofree char *old = g_strconcat ("\"data_sha256\":\"", sha, "\"", NULL);
+  char *slot = strstr (bytes + 8, "\"sha256\":\"");
+  g_assert_nonnull (slot);
+  g_autofree char *was = g_strndup (slot, strlen ("\"sha256\":\"") + 65);
+  edit_header (file, was, old, FALSE, 0);
+  edit_header (file, "\"version\":\"2\"", "\"version\":\"1\"", FALSE, 0);
+  make (f, &b, 8, FALSE);
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*written by an older ksdist (checkpoint format 1)*");
+  g_assert_true (ks_checkpoint_load (ck, b.model, b.opt, NULL, NULL, &error));
+  g_test_assert_expected_messages ();
+  assert_same_parameters (&a, &b);
+  drop (&a);
+  drop (&b);
+}
+
+/* Temporary directories of killed writers on this host are removed by the next save;
+ * those of live writers stay. */
+static void
+test_stale_temporaries (Fixture *f, gconstpointer data)
+{
+  Trained a;
+  pid_t dead = fork ();
+  if (dead == 0)
+    _exit (0);
+  g_assert_cmpint (waitpid (dead, NULL, 0), ==, dead);
+  g_autofree char *gone = g_strdup_printf ("%s/.tmp-checkpoint-5@%s-%d", f->dir,
+                                           g_get_host_name (), (int) dead);
+  g_autofree char *gone_old = g_strconcat (gone, ".old", NULL);
+  g_autofree char *live = g_strdup_printf ("%s/.tmp-checkpoint-6@%s-%d", f->dir,
+                                           g_get_host_name (), (int) getppid ());
+  g_autofree char *other = g_strdup_printf ("%s/.tmp-checkpoint-7@another-host-%d", f->dir,
+                                            (int) dead);
+  const char *dirs[] = { gone, gone_old, live, other };
+  for (guint i = 0; i < G_N_ELEMENTS (dirs); i++)
+    {
+      g_assert_cmpint (g_mkdir_with_parents (dirs[i], 0755), ==, 0);
+      g_free (ks_test_write (dirs[i], "model.safetensors", "partial"));
+    }
+  make (f, &a, 4, FALSE);
+  g_assert_true (ks_checkpoint_save (f->dir, 1, a.model, NULL, NULL, 0, NULL));
+  drop (&a);
+  g_assert_false (g_file_test (gone, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (gone_old, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (live, G_FILE_TEST_IS_DIR));
+  g_assert_true (g_file_test (other, G_FILE_TEST_IS_DIR));
 }
 
 /* The graph's JSON in an inference model's metadata. */
@@ -389,8 +611,12 @@ test_inference_model (Fixture *f, gconstpointer data)
   gsize len;
   g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
   g_assert_true (g_file_set_contents (file, bytes, len - 8, NULL));
-  assert_inference_fails (f, dir, "%s: the data does not match its SHA-256: the file is "
-                                  "damaged or truncated");
+  assert_inference_fails (f, dir, "%s: tensor 'fc2.b': data_offsets are not [begin, end] "
+                                  "within the 260 data bytes");
+  bytes[len - 3] ^= 4;
+  g_assert_true (g_file_set_contents (file, bytes, len, NULL));
+  assert_inference_fails (f, dir, "%s: the file does not match its SHA-256: it is damaged, "
+                                  "truncated or edited");
   drop (&t);
 }
 
@@ -455,6 +681,9 @@ main (int argc, char **argv)
   ADD ("safetensors-layout", test_safetensors_layout);
   ADD ("keep-last", test_keep_last);
   ADD ("damaged", test_damaged);
+  ADD ("hostile", test_hostile);
+  ADD ("format-1", test_format_1);
+  ADD ("stale-temporaries", test_stale_temporaries);
   ADD ("inference-model", test_inference_model);
   ADD ("train-export", test_train_export);
   return g_test_run ();

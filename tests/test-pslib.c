@@ -9,6 +9,8 @@
 #include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zmq.h>
 
 static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo",
@@ -158,6 +160,15 @@ test_checkpoint_reshard (void)
                                           "train.log_every=20", set_a),
                                     &o1, &e1),
                        ==, 0);
+      /* what a killed worker 0 left of a save: removed by the next one */
+      pid_t dead = fork ();
+      if (dead == 0)
+        _exit (0);
+      g_assert_cmpint (waitpid (dead, NULL, 0), ==, dead);
+      g_autofree char *stale = g_strdup_printf ("%s/.partial-checkpoint-9@%s-%d", ckpt,
+                                                g_get_host_name (), (int) dead);
+      g_assert_cmpint (g_mkdir_with_parents (stale, 0755), ==, 0);
+      g_free (ks_test_write (stale, "job.json", "{}"));
       g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "1"),
                                     ARGS (set_data, dense[d], "strategy.staleness=0",
                                           "train.steps=20", "train.batch=64",
@@ -165,6 +176,7 @@ test_checkpoint_reshard (void)
                                     &o2, &e2),
                        ==, 0);
       g_assert_true (g_file_test (table, G_FILE_TEST_IS_REGULAR));
+      g_assert_false (g_file_test (stale, G_FILE_TEST_EXISTS));
       g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "3", "--workers", "1"),
                                     ARGS (set_data, dense[d], "strategy.staleness=0",
                                           "train.steps=40", "train.batch=64",
