@@ -129,6 +129,9 @@ instantiate_template (KsConfig *config, const char *group)
     ks_config_add_schema (config, group, g_ptr_array_index (tmpl, i), 1);
 }
 
+/* bytes of a value or line quoted in a message */
+#define MESSAGE_TEXT 200
+
 static const KsKeyDesc *
 find_key (const KsConfig *config, const char *group, const char *key)
 {
@@ -178,9 +181,10 @@ scan_lines (KsConfig *config, const char *path, const char *text, GHashTable *li
           char *end = strchr (row, ']');
           if (end == NULL || end[1] != '\0' || end == row + 1)
             {
+              g_autofree char *shown = ks_printable (row, MESSAGE_TEXT);
               g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
                            "%s:%d: malformed group header '%s': write it as [name]", path,
-                           line, row);
+                           line, shown);
               return FALSE;
             }
           g_free (group);
@@ -194,9 +198,10 @@ scan_lines (KsConfig *config, const char *path, const char *text, GHashTable *li
       eq = strchr (row, '=');
       if (eq == NULL || eq == row)
         {
+          g_autofree char *shown = ks_printable (row, MESSAGE_TEXT);
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
                        "%s:%d: '%s' is not a [group], a key = value line or a # comment",
-                       path, line, row);
+                       path, line, shown);
           return FALSE;
         }
       if (group == NULL)
@@ -211,9 +216,10 @@ scan_lines (KsConfig *config, const char *path, const char *text, GHashTable *li
       gpointer previous = g_hash_table_lookup (lines, name);
       if (previous != NULL)
         {
+          g_autofree char *shown = ks_printable (g_strstrip (row), MESSAGE_TEXT);
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_DUPLICATE,
                        "%s:%d: [%s] %s is set again (first set on line %d): keep one", path,
-                       line, group, g_strstrip (row), GPOINTER_TO_INT (previous));
+                       line, group, shown, GPOINTER_TO_INT (previous));
           return FALSE;
         }
       g_hash_table_insert (lines, g_steal_pointer (&name), GINT_TO_POINTER (line));
@@ -230,17 +236,30 @@ read_file (KsConfig *config, const char *path, GError **error)
   g_autoptr (GHashTable) lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_auto (GStrv) groups = NULL;
 
-  if (!g_file_get_contents (path, &text, NULL, &local))
+  gsize len;
+  const char *nul;
+  if (!g_file_get_contents (path, &text, &len, &local))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s", local->message);
+      return FALSE;
+    }
+  /* a NUL would end the text early: what follows it would never be read or checked */
+  if ((nul = memchr (text, '\0', len)) != NULL)
+    {
+      int line = 1;
+      for (const char *p = text; p < nul; p++)
+        line += *p == '\n';
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
+                   "%s:%d: a NUL byte: a config file is text (is this the right file?)", path,
+                   line);
       return FALSE;
     }
   if (!scan_lines (config, path, text, lines, error))
     return FALSE;
   if (!g_key_file_load_from_data (kf, text, -1, G_KEY_FILE_NONE, &local))
     {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX, "%s: %s", path,
-                   local->message);
+      g_autofree char *shown = ks_printable (local->message, MESSAGE_TEXT);
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX, "%s: %s", path, shown);
       return FALSE;
     }
   groups = g_key_file_get_groups (kf, NULL);
@@ -255,10 +274,11 @@ read_file (KsConfig *config, const char *path, GError **error)
           /* for a bad escape GKeyFile returns a value and sets the error too */
           if (local != NULL)
             {
+              g_autofree char *shown = ks_printable (local->message, MESSAGE_TEXT);
               g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
                            "%s:%d: [%s] %s: %s", path,
                            GPOINTER_TO_INT (g_hash_table_lookup (lines, name)), groups[g],
-                           keys[k], local->message);
+                           keys[k], shown);
               g_free (name);
               g_free (v->value);
               g_free (v);
@@ -297,9 +317,10 @@ ks_config_set_override (KsConfig *config, const char *assignment, GError **error
 
   if (eq == NULL || dot == NULL || dot > eq || dot == assignment || dot + 1 == eq)
     {
+      g_autofree char *shown = ks_printable (assignment, MESSAGE_TEXT);
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_USAGE,
                    "--set '%s': write it as group.key=value, e.g. --set comm.timeout=60",
-                   assignment);
+                   shown);
       return FALSE;
     }
   char *name = g_strndup (assignment, eq - assignment);
@@ -602,16 +623,18 @@ check_known (KsConfig *config, const char *group, const char *key, const char *w
     {
       g_auto (GStrv) groups = ks_config_groups (config);
       g_autofree char *hint = did_you_mean (group, groups, "[", "]");
+      g_autofree char *shown = ks_printable (group, MESSAGE_TEXT);
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_UNKNOWN_GROUP,
-                   "%s: unknown group [%s]; %s", where, group, hint);
+                   "%s: unknown group [%s]; %s", where, shown, hint);
       return FALSE;
     }
   if (key != NULL && find_key (config, group, key) == NULL)
     {
       g_auto (GStrv) keys = key_names (config, group);
       g_autofree char *hint = did_you_mean (key, keys, "'", "'");
+      g_autofree char *shown = ks_printable (key, MESSAGE_TEXT);
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_UNKNOWN_KEY,
-                   "%s: unknown key '%s' in [%s]; %s", where, key, group, hint);
+                   "%s: unknown key '%s' in [%s]; %s", where, shown, group, hint);
       return FALSE;
     }
   return TRUE;
@@ -684,8 +707,9 @@ ks_config_validate (KsConfig *config, GError **error)
           if (value == NULL || ks_config_check_value (d, value, &expected))
             continue;
           g_autofree char *where = describe_source (config, groups[g], d, src, line);
+          g_autofree char *shown = ks_printable (value, MESSAGE_TEXT);
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                       "%s: [%s] %s = '%s': expected %s", where, d->group, d->key, value,
+                       "%s: [%s] %s = '%s': expected %s", where, d->group, d->key, shown,
                        expected);
           return FALSE;
         }

@@ -30,6 +30,10 @@ gboolean ks_invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 
 /* suggest.c */
 /* compares two char** for g_ptr_array_sort */
 int ks_strcmp_indirect (gconstpointer a, gconstpointer b);
+/* `text` fit to quote in a message: bytes other than printable ASCII and UTF-8 as \xNN
+ * (a value from a file must not drive the terminal), cut after `max` bytes with the
+ * length said. */
+char *ks_printable (const char *text, gsize max);
 
 /* settings.c */
 KsSettings *ks_settings_new (const KsConfig *config, const char *plugin);

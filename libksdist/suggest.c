@@ -3,6 +3,32 @@
 
 #include <string.h>
 
+char *
+ks_printable (const char *text, gsize max)
+{
+  gsize len = strlen (text);
+  GString *out = g_string_new (NULL);
+  const char *p = text, *end = text + MIN (len, max);
+
+  while (p < end)
+    {
+      gunichar c = g_utf8_get_char_validated (p, end - p);
+      if (c == (gunichar) -1 || c == (gunichar) -2) /* not UTF-8: the byte itself */
+        g_string_append_printf (out, "\\x%02x", (guchar) *p++);
+      else
+        {
+          if (g_unichar_iscntrl (c)) /* C0, DEL and C1: a terminal would obey them */
+            g_string_append_printf (out, c < 0x100 ? "\\x%02x" : "\\u%04x", c);
+          else
+            g_string_append_unichar (out, c);
+          p = g_utf8_next_char (p);
+        }
+    }
+  if (len > max)
+    g_string_append_printf (out, "... (%" G_GSIZE_FORMAT " bytes)", len);
+  return g_string_free (out, FALSE);
+}
+
 static gsize
 edit_distance (const char *a, const char *b)
 {

@@ -133,6 +133,36 @@ test_unknown_group (Fixture *f, gconstpointer data)
                 "pipeline, plugins, strategy, table.*, trace, train");
 }
 
+/* Hostile bytes: a NUL ends nothing silently (the line is named), and values quoted in
+ * messages cannot drive a terminal or flood it. */
+static void
+test_hostile_bytes (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (GError) error = NULL;
+  static const char nul_text[] = "[comm]\ntimeout = 3\n\0[nonsense]\nkey = 1\n";
+
+  g_assert_true (g_file_set_contents (f->path, nul_text, sizeof nul_text - 1, NULL));
+  g_assert_false (ks_config_load_file (config, f->path, &error));
+  g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX);
+  g_autofree char *want = g_strdup_printf ("%s:3: a NUL byte: a config file is text (is this "
+                                           "the right file?)", f->path);
+  g_assert_cmpstr (error->message, ==, want);
+
+  assert_fails (f, "[comm]\ntimeout = \x1b]0;title\x07\n", KS_CONFIG_ERROR_BAD_VALUE,
+                "@:2: [comm] timeout = '\\x1b]0;title\\x07': expected a number in [0.001, 1e+06]");
+  assert_fails (f, "[comm]\ntimeout = \xc2\x9b" "31m\n", KS_CONFIG_ERROR_BAD_VALUE,
+                "@:2: [comm] timeout = '\\x9b31m': expected a number in [0.001, 1e+06]");
+  g_autofree char *long_value = g_strnfill (100000, '7');
+  g_autofree char *long_text = g_strdup_printf ("[comm]\ntimeout = %sx\n", long_value);
+  g_autoptr (GError) e2 = NULL;
+  g_autoptr (KsConfig) c2 = ks_test_config (long_text, f->dir, &e2);
+  g_assert_nonnull (c2);
+  g_assert_false (ks_config_validate (c2, &e2));
+  g_assert_cmpuint (strlen (e2->message), <, 400);
+  g_assert_nonnull (strstr (e2->message, "... (100001 bytes)"));
+}
+
 /* [table.NAME] takes the keys of the template group table.*; a group the file does not
  * write reads the template's defaults. */
 static void
@@ -321,6 +351,7 @@ main (int argc, char **argv)
   ADD ("unknown-group", test_unknown_group);
   ADD ("unknown-key", test_unknown_key);
   ADD ("templated-group", test_templated_group);
+  ADD ("hostile-bytes", test_hostile_bytes);
   ADD ("bad-values", test_bad_values);
   ADD ("set-override", test_set_override);
   ADD ("bad-env-value", test_bad_env_value);
