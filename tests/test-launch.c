@@ -417,6 +417,52 @@ test_killed_worker (void)
   ks_test_rmtree (dir);
 }
 
+/* The launcher killed by SIGKILL (it cannot stop anyone): its workers end within two
+ * seconds instead of training on alone. */
+static void
+test_killed_launcher (void)
+{
+  GPid launcher = ks_test_spawn_ksdist (ARGS ("launch", "-n", "2", "--set",
+                                              "train.steps=100000000", "--set",
+                                              "train.log_every=100000000", "--set",
+                                              "openblas.threads=1"),
+                                        NULL, plugins, NULL, NULL);
+  GPid workers[2] = { 0, 0 };
+  for (int i = 0; i < 600 && (workers[0] == 0 || workers[1] == 0); i++)
+    {
+      for (int r = 0; r < 2; r++)
+        if (workers[r] == 0)
+          workers[r] = find_worker (launcher, r);
+      g_usleep (50000);
+    }
+  g_assert_cmpint (workers[0], >, 0);
+  g_assert_cmpint (workers[1], >, 0);
+  g_usleep (500000);
+  g_assert_cmpint (kill (launcher, SIGKILL), ==, 0);
+  waitpid (launcher, NULL, 0);
+  gint64 killed_at = g_get_monotonic_time ();
+  gboolean alive = TRUE;
+  while (alive && g_get_monotonic_time () - killed_at < 10 * G_USEC_PER_SEC)
+    {
+      g_usleep (50000);
+      alive = FALSE;
+      for (int r = 0; r < 2; r++)
+        {
+          /* a worker that ended is a zombie of init until reaped, or gone */
+          g_autofree char *stat_path = g_strdup_printf ("/proc/%d/stat", workers[r]);
+          g_autofree char *stat = NULL;
+          const char *close_paren;
+          if (g_file_get_contents (stat_path, &stat, NULL, NULL)
+              && (close_paren = strrchr (stat, ')')) != NULL && close_paren[2] != 'Z')
+            alive = TRUE;
+        }
+    }
+  double took = (g_get_monotonic_time () - killed_at) / 1e6;
+  g_test_message ("the workers ended %.2f s after the launcher was killed", took);
+  g_assert_false (alive);
+  g_assert_cmpfloat (took, <, 2);
+}
+
 /* A wrong key is reported once, by the launcher, before any worker starts. */
 static void
 test_bad_config (void)
@@ -447,6 +493,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launch/equivalence", test_equivalence);
   g_test_add_func ("/launch/local-sgd-k1", test_local_sgd_k1);
   g_test_add_func ("/launch/killed-worker", test_killed_worker);
+  g_test_add_func ("/launch/killed-launcher", test_killed_launcher);
   g_test_add_func ("/launch/bad-config", test_bad_config);
   g_test_add_func ("/launch/two-nodes", test_two_nodes);
   g_test_add_func ("/launch/node-errors", test_node_errors);

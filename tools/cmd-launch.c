@@ -16,6 +16,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #define STOP_GRACE_MS 5000 /* SIGTERM, then SIGKILL after this long */
 
@@ -225,12 +227,24 @@ set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
     }
 }
 
+/* In the child before exec: it ends when the launcher dies, even by SIGKILL, instead of
+ * training on alone (Linux's parent-death signal). */
+static void
+die_with_launcher (gpointer launcher_pid)
+{
+  prctl (PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid () != GPOINTER_TO_INT (launcher_pid)) /* it died before the line above */
+    _exit (1);
+}
+
 static gboolean
 start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GError **error)
 {
   g_autoptr (GSubprocessLauncher) launcher
       = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
 
+  g_subprocess_launcher_set_child_setup (launcher, die_with_launcher,
+                                         GINT_TO_POINTER ((int) getpid ()), NULL);
   set_environment (l, w, launcher);
   if (log_dir != NULL)
     {
