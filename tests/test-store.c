@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -237,6 +238,111 @@ test_malformed (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
 }
 
+/* The hello as raw bytes: a frame of op 1, the magic, the token and the job. */
+static GByteArray *
+hello_frame (const char *token)
+{
+  GByteArray *bytes = g_byte_array_new ();
+  g_autoptr (GByteArray) hello = g_byte_array_new ();
+  guint8 op = 1;
+  const char *fields[] = { "ksdist-store-1", token, "job" };
+  g_byte_array_append (hello, &op, 1);
+  for (int i = 0; i < 3; i++)
+    {
+      guint32 n = GUINT32_TO_BE ((guint32) strlen (fields[i]));
+      g_byte_array_append (hello, (guint8 *) &n, 4);
+      g_byte_array_append (hello, (const guint8 *) fields[i], strlen (fields[i]));
+    }
+  guint32 len = GUINT32_TO_BE (hello->len);
+  g_byte_array_append (bytes, (guint8 *) &len, 4);
+  g_byte_array_append (bytes, hello->data, hello->len);
+  return bytes;
+}
+
+/* Whether the server closed `fd` within `ms` (read gives 0 or an error). */
+static gboolean
+closed_within (int fd, int ms)
+{
+  struct pollfd p = { .fd = fd, .events = POLLIN };
+  char buf[256];
+  return poll (&p, 1, ms) == 1 && read (fd, buf, sizeof buf) <= 0;
+}
+
+static int
+count_lines_with (const char *text)
+{
+  int n = 0;
+  g_mutex_lock (&log_lock);
+  for (const char *p = logged->str; (p = strstr (p, text)) != NULL; p++)
+    n++;
+  g_mutex_unlock (&log_lock);
+  return n;
+}
+
+/* Strangers (clients before their hello) get a small frame, a few seconds and a limited
+ * number of places; refusals are logged sparingly; with the token, a counter cannot
+ * overflow and a key cannot hold a NUL. */
+static void
+test_strangers (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+
+  /* a 64 MiB frame announced before the hello: refused at once, nothing buffered */
+  static const guint8 big[] = { 0x04, 0, 0, 0, 1 };
+  send_raw_and_expect_hangup (f, big, sizeof big, "a frame of 67108864 bytes, over the limit of 4096");
+
+  /* 40 silent strangers: 32 are let wait, the rest turned away at once */
+  int fds[40], turned = 0;
+  for (int i = 0; i < 40; i++)
+    fds[i] = raw_connect (f);
+  g_usleep (500000); /* the server has seen them all; well within the hello deadline */
+  for (int i = 0; i < 40; i++)
+    turned += closed_within (fds[i], 0);
+  g_assert_cmpint (turned, ==, 8);
+  g_assert_true (log_mentions ("turned away: 32 clients are already waiting to say hello"));
+  /* ... and those that wait are let go after the hello deadline */
+  gint64 start = g_get_monotonic_time ();
+  int gone = 0;
+  for (int i = 0; i < 40; i++)
+    gone += closed_within (fds[i], 8000);
+  g_assert_cmpint (gone, >=, 32);
+  g_assert_cmpfloat ((g_get_monotonic_time () - start) / 1e6, <, 8);
+  g_assert_true (log_mentions ("no answer in time"));
+  for (int i = 0; i < 40; i++)
+    close (fds[i]);
+  /* 41 refusals so far, logged 10 times and once more at the 100th at most */
+  g_assert_cmpint (count_lines_with ("tcp store: disconnected the client"), <=, 11);
+
+  /* the rightful client still gets in; its counter cannot overflow */
+  g_autoptr (KsStore) ok = client (f, "job", TOKEN, &error);
+  g_assert_no_error (error);
+  gint64 value = 0;
+  g_assert_true (ks_store_add (ok, "c", G_MAXINT64, &value, &error));
+  g_assert_false (ks_store_add (ok, "c", 1, &value, &error));
+  g_assert_nonnull (strstr (error->message, "counter 'c' would overflow"));
+  g_clear_error (&error);
+  g_assert_true (ks_store_add (ok, "c", -1, &value, &error));
+  g_assert_cmpint (value, ==, G_MAXINT64 - 1);
+
+  /* a key with a NUL byte would alias the shorter key: the client is disconnected and
+   * "k" stays unset (past ten refusals the log only counts them) */
+  g_autoptr (GByteArray) bytes = hello_frame (TOKEN);
+  static const guint8 nul_set[] = { 0, 0, 0, 13, 2, 0, 0, 0, 3, 'k', 0, 'x', 0, 0, 0, 1, 'v' };
+  g_byte_array_append (bytes, nul_set, sizeof nul_set);
+  int fd = raw_connect (f);
+  g_assert_cmpint (send (fd, bytes->data, bytes->len, 0), ==, (gssize) bytes->len);
+  char buf[256];
+  gssize got, total = 0;
+  while ((got = read (fd, buf, sizeof buf)) > 0)
+    total += got;
+  close (fd);
+  g_assert_cmpint (total, ==, 5); /* the hello's answer, then the close */
+  void *v = NULL;
+  gsize vlen;
+  g_assert_false (ks_store_get (ok, "k", 200, &v, &vlen, &error));
+  g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT);
+}
+
 /* A client whose server is gone, or never came, says where it looked. */
 static void
 test_no_server (Fixture *f, gconstpointer data)
@@ -276,5 +382,6 @@ main (int argc, char **argv)
   g_test_add ("/store/tcp/wrong-token", Fixture, NULL, setup, test_wrong_token, teardown);
   g_test_add ("/store/tcp/malformed", Fixture, NULL, setup, test_malformed, teardown);
   g_test_add ("/store/tcp/no-server", Fixture, NULL, setup, test_no_server, teardown);
+  g_test_add ("/store/tcp/strangers", Fixture, NULL, setup, test_strangers, teardown);
   return g_test_run ();
 }

@@ -20,6 +20,11 @@
 #include <unistd.h>
 
 #define MAX_WAIT_MS (24 * 3600 * 1000) /* longer waits are cut to a day */
+/* Before its hello a client is a stranger: it gets little room and little time */
+#define HELLO_MAX_FRAME 4096
+#define HELLO_DEADLINE_MS 5000
+#define MAX_STRANGERS 32     /* connections without a hello yet */
+#define MAX_CONNECTIONS 1024 /* in all: a thread each */
 
 struct TcpServer {
   int listen_fd;
@@ -29,6 +34,8 @@ struct TcpServer {
   GCond changed;           /* a value changed, a connection ended, or stop began */
   GHashTable *values;      /* "prefix\nkey" -> GBytes */
   GHashTable *connections; /* Connection * -> itself */
+  guint strangers;         /* of them, without a hello yet */
+  guint64 refused;         /* clients disconnected or turned away */
   gboolean stopping;
 };
 
@@ -50,10 +57,25 @@ describe_peer (const struct sockaddr_storage *addr, socklen_t len)
   return g_strdup_printf ("%s:%s", host, port);
 }
 
+/* The table's key of a client's key, or NULL for a key with a NUL byte (it would alias
+ * the shorter key). */
 static char *
 full_key (Connection *c, const char *key, gsize key_len)
 {
+  if (memchr (key, '\0', key_len) != NULL)
+    return NULL;
   return g_strdup_printf ("%s\n%.*s", c->prefix, (int) key_len, key);
+}
+
+/* Logs a refused client: each of the first ten, then every hundredth, with the count (a
+ * flood of strangers must not flood the log). Lock held. */
+static void
+log_refused (TcpServer *s, const char *peer, const char *why)
+{
+  s->refused++;
+  if (s->refused <= 10 || s->refused % 100 == 0)
+    g_warning ("tcp store: disconnected the client at %s: %s (%" G_GUINT64_FORMAT " refused so "
+               "far)", peer, why, s->refused);
 }
 
 static gint64
@@ -98,6 +120,8 @@ serve_request (Connection *c, WireReader *r, GByteArray *out, char **why)
         if (!wire_get_bytes (r, &key, &key_len) || !wire_get_bytes (r, &value, &value_len))
           goto malformed;
         char *k = full_key (c, (const char *) key, key_len);
+        if (k == NULL)
+          goto nul_key;
         g_mutex_lock (&s->lock);
         g_hash_table_replace (s->values, k, g_bytes_new (value, value_len));
         g_cond_broadcast (&s->changed);
@@ -110,6 +134,8 @@ serve_request (Connection *c, WireReader *r, GByteArray *out, char **why)
         if (!wire_get_bytes (r, &key, &key_len) || !wire_get_u32 (r, &timeout_ms))
           goto malformed;
         g_autofree char *k = full_key (c, (const char *) key, key_len);
+        if (k == NULL)
+          goto nul_key;
         g_mutex_lock (&s->lock);
         GBytes *found = wait_for (s, k, deadline_after (timeout_ms));
         if (found != NULL)
@@ -133,7 +159,10 @@ serve_request (Connection *c, WireReader *r, GByteArray *out, char **why)
           {
             if (!wire_get_bytes (r, &key, &key_len))
               goto malformed;
-            g_ptr_array_add (keys, full_key (c, (const char *) key, key_len));
+            char *k = full_key (c, (const char *) key, key_len);
+            if (k == NULL)
+              goto nul_key;
+            g_ptr_array_add (keys, k);
           }
         gint64 deadline = deadline_after (timeout_ms);
         g_autoptr (GString) missing = g_string_new (NULL);
@@ -154,6 +183,8 @@ serve_request (Connection *c, WireReader *r, GByteArray *out, char **why)
         char *k = full_key (c, (const char *) key, key_len);
         gint64 counter = 0;
         gboolean ok = TRUE;
+        if (k == NULL)
+          goto nul_key;
         g_mutex_lock (&s->lock);
         GBytes *old = g_hash_table_lookup (s->values, k);
         if (old != NULL)
@@ -161,7 +192,16 @@ serve_request (Connection *c, WireReader *r, GByteArray *out, char **why)
             g_autofree char *text = g_strndup (g_bytes_get_data (old, NULL), g_bytes_get_size (old));
             ok = g_ascii_string_to_signed (text, 10, G_MININT64, G_MAXINT64, &counter, NULL);
           }
-        if (ok)
+        if (ok && (delta > 0 ? counter > G_MAXINT64 - delta : counter < G_MININT64 - delta))
+          {
+            g_autofree char *message = g_strdup_printf ("counter '%.*s' would overflow (%"
+                                                        G_GINT64_FORMAT " + %" G_GINT64_FORMAT ")",
+                                                        (int) key_len, key, counter, delta);
+            reply_status (out, REPLY_ERROR);
+            wire_put_string (out, message);
+            g_free (k);
+          }
+        else if (ok)
           {
             counter += delta;
             char *text = g_strdup_printf ("%" G_GINT64_FORMAT, counter);
@@ -186,6 +226,8 @@ serve_request (Connection *c, WireReader *r, GByteArray *out, char **why)
         if (!wire_get_bytes (r, &key, &key_len))
           goto malformed;
         g_autofree char *k = full_key (c, (const char *) key, key_len);
+        if (k == NULL)
+          goto nul_key;
         g_mutex_lock (&s->lock);
         g_hash_table_remove (s->values, k);
         g_mutex_unlock (&s->lock);
@@ -198,6 +240,9 @@ serve_request (Connection *c, WireReader *r, GByteArray *out, char **why)
     }
 malformed:
   *why = g_strdup_printf ("a malformed request (op %u)", op);
+  return FALSE;
+nul_key:
+  *why = g_strdup_printf ("a key with a NUL byte (op %u)", op);
   return FALSE;
 }
 
@@ -234,21 +279,38 @@ serve_connection (gpointer data)
   TcpServer *s = c->server;
   g_autofree char *why = NULL;
 
+  gint64 hello_deadline = g_get_monotonic_time () + HELLO_DEADLINE_MS * 1000;
   for (;;)
     {
       g_autoptr (GByteArray) body = NULL;
       g_autoptr (GByteArray) out = g_byte_array_new ();
-      int status = wire_receive (c->fd, -1, &body, &why);
+      gboolean stranger = c->prefix == NULL;
+      /* a stranger gets a small frame and a few seconds for its hello */
+      int status = stranger ? wire_receive_limited (c->fd, hello_deadline, HELLO_MAX_FRAME, &body,
+                                                    &why)
+                            : wire_receive (c->fd, -1, &body, &why);
       if (status <= 0)
-        break;
+        {
+          if (status == 0 && stranger)
+            why = g_strdup ("it closed the connection without a hello");
+          break;
+        }
       WireReader r = { body->data, body->len };
-      if (c->prefix == NULL ? !check_hello (c, &r, &why)
-                            : !serve_request (c, &r, out, &why) || !wire_send (c->fd, out))
+      if (stranger ? !check_hello (c, &r, &why)
+                   : !serve_request (c, &r, out, &why) || !wire_send (c->fd, out))
         break;
+      if (stranger)
+        {
+          g_mutex_lock (&s->lock);
+          s->strangers--;
+          g_mutex_unlock (&s->lock);
+        }
     }
   g_mutex_lock (&s->lock);
+  if (c->prefix == NULL)
+    s->strangers--;
   if (why != NULL && !s->stopping)
-    g_warning ("tcp store: disconnected the client at %s: %s", c->peer, why);
+    log_refused (s, c->peer, why);
   g_hash_table_remove (s->connections, c);
   close (c->fd);
   g_free (c->peer);
@@ -286,11 +348,24 @@ accept_clients (gpointer data)
           g_mutex_unlock (&s->lock);
           return NULL;
         }
+      if (s->strangers >= MAX_STRANGERS || g_hash_table_size (s->connections) >= MAX_CONNECTIONS)
+        {
+          g_autofree char *peer = describe_peer (&addr, len);
+          log_refused (s, peer, s->strangers >= MAX_STRANGERS
+                                    ? "turned away: " G_STRINGIFY (MAX_STRANGERS) " clients "
+                                      "are already waiting to say hello"
+                                    : "turned away: " G_STRINGIFY (MAX_CONNECTIONS)
+                                      " clients are connected");
+          close (fd);
+          g_mutex_unlock (&s->lock);
+          continue;
+        }
       Connection *c = g_new0 (Connection, 1);
       c->server = s;
       c->fd = fd;
       c->peer = describe_peer (&addr, len);
       g_hash_table_add (s->connections, c);
+      s->strangers++;
       g_mutex_unlock (&s->lock);
       g_thread_unref (g_thread_new ("ks-store-client", serve_connection, c));
     }

@@ -176,14 +176,20 @@ receive_all (int fd, void *data, gsize len, gint64 deadline, char **why)
 int
 wire_receive (int fd, gint64 deadline, GByteArray **body, char **why)
 {
+  return wire_receive_limited (fd, deadline, WIRE_MAX_FRAME, body, why);
+}
+
+int
+wire_receive_limited (int fd, gint64 deadline, guint32 limit, GByteArray **body, char **why)
+{
   guint32 be, len;
   int status = receive_all (fd, &be, 4, deadline, why);
   if (status <= 0)
     return status;
   len = GUINT32_FROM_BE (be);
-  if (len > WIRE_MAX_FRAME)
+  if (len > limit)
     {
-      *why = g_strdup_printf ("a frame of %u bytes, over the limit of %u", len, WIRE_MAX_FRAME);
+      *why = g_strdup_printf ("a frame of %u bytes, over the limit of %u", len, limit);
       return -1;
     }
   *body = g_byte_array_sized_new (len);

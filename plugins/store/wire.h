@@ -51,6 +51,8 @@ gboolean wire_send (int fd, const GByteArray *body);
  * the peer closed the connection before a frame began, -1 with `why` set (timeout,
  * an I/O error, a frame longer than WIRE_MAX_FRAME, or one cut short). */
 int wire_receive (int fd, gint64 deadline, GByteArray **body, char **why);
+/* The same with a smaller limit than WIRE_MAX_FRAME (a client not yet authenticated). */
+int wire_receive_limited (int fd, gint64 deadline, guint32 limit, GByteArray **body, char **why);
 
 /* Compares a presented token with the secret in time that does not depend on where
  * they differ. */
