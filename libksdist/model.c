@@ -183,7 +183,8 @@ ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, i
   e->op = op;
   e->dtype = dtype;
   e->ndim = ndim;
-  memcpy (e->shape, shape, ndim * sizeof *shape);
+  if (ndim > 0) /* a scalar's shape may be NULL */
+    memcpy (e->shape, shape, ndim * sizeof *shape);
   e->numel = numel;
   g_ptr_array_add (model->exprs, e);
   g_hash_table_insert (model->by_name, e->name, e);

@@ -43,7 +43,8 @@ set_shape (KsTensor *t, KsDType dtype, int ndim, const gint64 *shape, gsize nume
 {
   t->dtype = dtype;
   t->ndim = ndim;
-  memcpy (t->shape, shape, ndim * sizeof *shape);
+  if (ndim > 0) /* a scalar's shape may be NULL */
+    memcpy (t->shape, shape, ndim * sizeof *shape);
   t->numel = numel;
 }
 

@@ -36,7 +36,7 @@ static char **
 split_endpoints (const char *text, const char *what, GError **error)
 {
   g_auto (GStrv) parts = g_strsplit (text, ",", -1);
-  GPtrArray *out = g_ptr_array_new ();
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
 
   for (int i = 0; parts[i] != NULL; i++)
     {
