@@ -156,6 +156,23 @@ TESTS += tests/test-cli
 dist_check_SCRIPTS += tests/test-netns.sh
 TESTS += tests/test-netns.sh
 
+# Fuzz targets (tests/fuzz, libFuzzer's interface): a bounded, seeded mutation run of each
+# over its corpus (KS_FUZZ_RUNS inputs, 3000 by default).
+check_PROGRAMS += tests/fuzz/fuzz-config tests/fuzz/fuzz-checkpoint tests/fuzz/fuzz-store
+tests_fuzz_fuzz_config_SOURCES = tests/fuzz/fuzz-config.c tests/fuzz/driver.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_config_LDADD = libksdist.la $(GLIB_LIBS)
+tests_fuzz_fuzz_checkpoint_SOURCES = tests/fuzz/fuzz-checkpoint.c tests/fuzz/driver.c \
+	tests/fuzz/fuzz.h
+tests_fuzz_fuzz_checkpoint_LDADD = libksdist.la $(GLIB_LIBS)
+tests_fuzz_fuzz_store_SOURCES = tests/fuzz/fuzz-store.c tests/fuzz/driver.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_store_LDADD = libksdist.la $(GLIB_LIBS)
+dist_check_SCRIPTS += tests/fuzz/run-config.sh tests/fuzz/run-checkpoint.sh tests/fuzz/run-store.sh
+TESTS += tests/fuzz/run-config.sh tests/fuzz/run-checkpoint.sh tests/fuzz/run-store.sh
+EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
+	tests/fuzz/corpus/checkpoint/inference.safetensors \
+	tests/fuzz/corpus/store/hello-set-get.bin tests/fuzz/corpus/store/hello-add-wait.bin \
+	tests/fuzz/corpus/store/hello-remove.bin
+
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c
@@ -167,4 +184,5 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
-	tests/test-pipe-train.log tests/test-ctr.log $(KS_PS_TEST_LOG)
+	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
+	tests/fuzz/run-store.log $(KS_PS_TEST_LOG)
