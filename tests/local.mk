@@ -10,6 +10,7 @@ AM_TESTS_ENVIRONMENT = \
 	export KSDIST=$(abs_top_builddir)/tools/ksdist; \
 	export KS_SRCDIR=$(abs_top_srcdir); \
 	export G_DEBUG=fatal-criticals; \
+	export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1; \
 	export MAKE="$(MAKE)" CC="$(CC)" KS_BUILDDIR=$(abs_top_builddir) KS_PREFIX=$(prefix) \
 		KS_LIBDIR=$(libdir) KS_BINDIR=$(bindir);
 
