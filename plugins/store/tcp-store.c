@@ -184,31 +184,41 @@ tcp_open (void *p, const char *address, const char *prefix, const char *token, G
     close (s->fd);
   g_free (s->address);
   s->address = g_strdup (address);
-  while ((s->fd = try_connect (host, port, error)) < 0)
+  for (;;)
     {
-      err = errno;
-      if (s->fd == -2)
+      g_autoptr (GError) lost = NULL;
+      while ((s->fd = try_connect (host, port, error)) < 0)
         {
-          s->fd = -1;
-          return FALSE;
+          err = errno;
+          if (s->fd == -2)
+            {
+              s->fd = -1;
+              return FALSE;
+            }
+          if (g_get_monotonic_time () >= deadline)
+            {
+              g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+                           "tcp store: cannot reach the server at %s within %d ms (%s); start "
+                           "the process that hosts it, or raise [store] connect_timeout_ms",
+                           address, s->connect_timeout_ms, g_strerror (err));
+              return FALSE;
+            }
+          g_usleep (RETRY_MS * 1000);
         }
-      if (g_get_monotonic_time () >= deadline)
+      if (say_hello (s, prefix != NULL && *prefix ? prefix : "default", token, deadline, &lost))
+        return TRUE;
+      close (s->fd);
+      s->fd = -1;
+      /* closed without an answer: a server full of strangers turns newcomers away; try
+       * again while the deadline allows (a refusal is final) */
+      if (!g_error_matches (lost, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST)
+          || g_get_monotonic_time () >= deadline)
         {
-          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
-                       "tcp store: cannot reach the server at %s within %d ms (%s); start the "
-                       "process that hosts it, or raise [store] connect_timeout_ms",
-                       address, s->connect_timeout_ms, g_strerror (err));
+          g_propagate_error (error, g_steal_pointer (&lost));
           return FALSE;
         }
       g_usleep (RETRY_MS * 1000);
     }
-  if (!say_hello (s, prefix != NULL && *prefix ? prefix : "default", token, deadline, error))
-    {
-      close (s->fd);
-      s->fd = -1;
-      return FALSE;
-    }
-  return TRUE;
 }
 
 /* A request whose reply carries nothing but OK. */
