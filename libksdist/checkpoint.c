@@ -253,18 +253,32 @@ list_checkpoints (const char *dir)
   return names;
 }
 
-/* The temporary name of a directory `base` written by this process: it names the host and
- * the process, so a later writer can tell one whose writer is gone. */
-static char *
-temporary_name (const char *parent, const char *base)
+char *
+ks_checkpoint_temporary_name (const char *parent, const char *prefix, const char *base)
 {
-  return g_strdup_printf ("%s/.tmp-%s@%s-%d", parent, base, g_get_host_name (), (int) getpid ());
+  return g_strdup_printf ("%s/%s%s@%s-%d", parent, prefix, base, g_get_host_name (),
+                          (int) getpid ());
 }
 
-/* Removes the temporary directories (and their .old copies) that writers on this host
- * left when they were killed: their process is gone. */
+/* Removes a directory and everything below it (no symlink followed). */
 static void
-remove_stale_temporaries (const char *parent)
+remove_all (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      if (g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
+        remove_all (path);
+      else
+        g_unlink (path);
+    }
+  g_rmdir (dir);
+}
+
+void
+ks_checkpoint_remove_stale (const char *parent, const char *prefix)
 {
   g_autoptr (GDir) d = g_dir_open (parent, 0, NULL);
   g_autofree char *host = g_strdup_printf ("@%s-", g_get_host_name ());
@@ -272,7 +286,7 @@ remove_stale_temporaries (const char *parent)
 
   while (d != NULL && (name = g_dir_read_name (d)) != NULL)
     {
-      const char *at = g_str_has_prefix (name, ".tmp-") ? g_strrstr (name, host) : NULL;
+      const char *at = g_str_has_prefix (name, prefix) ? g_strrstr (name, host) : NULL;
       guint64 pid;
       g_autofree char *digits = at != NULL ? g_strdup (at + strlen (host)) : NULL;
       if (digits != NULL && g_str_has_suffix (digits, ".old"))
@@ -283,7 +297,7 @@ remove_stale_temporaries (const char *parent)
       g_autofree char *path = g_build_filename (parent, name, NULL);
       g_message ("removing %s, left by a writer (process %" G_GUINT64_FORMAT ") that is gone",
                  path, pid);
-      remove_tree (path);
+      remove_all (path);
     }
 }
 
@@ -295,7 +309,7 @@ ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimiz
 {
   g_autofree char *parent = g_path_get_dirname (final);
   g_autofree char *base = g_path_get_basename (final);
-  g_autofree char *tmp = temporary_name (parent, base);
+  g_autofree char *tmp = ks_checkpoint_temporary_name (parent, ".tmp-", base);
   g_autofree char *old = g_strconcat (tmp, ".old", NULL);
   g_autofree char *file = g_build_filename (tmp, FILE_NAME, NULL);
   g_autoptr (GArray) entries = NULL;
@@ -317,7 +331,7 @@ ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimiz
   if (g_mkdir_with_parents (parent, 0755) != 0)
     return io_error (error, "cannot create the directory", parent);
   remove_tree (tmp); /* left by a crashed run of this process id */
-  remove_stale_temporaries (parent);
+  ks_checkpoint_remove_stale (parent, ".tmp-");
   if (g_mkdir (tmp, 0755) != 0)
     return io_error (error, "cannot create", tmp);
   if (!write_file (file, entries, meta, error) || !fsync_path (tmp, error))

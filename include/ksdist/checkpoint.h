@@ -31,6 +31,13 @@ gboolean ks_checkpoint_save (const char *dir, gint64 step, KsModel *model,
                              KsOptimizer *optimizer, GHashTable *metadata, guint keep,
                              GError **error);
 
+/* A hidden name in `parent` for a directory `base` being written by this process:
+ * PARENT/<prefix><base>@HOST-PID, so a later writer can tell one whose writer is gone. */
+char *ks_checkpoint_temporary_name (const char *parent, const char *prefix, const char *base);
+/* Removes the directories ks_checkpoint_temporary_name made with `prefix` in `parent`
+ * (and their ".old" copies) whose process on this host is gone (a killed writer). */
+void ks_checkpoint_remove_stale (const char *parent, const char *prefix);
+
 /* The newest checkpoint directory under `dir`, or NULL when there is none. */
 char *ks_checkpoint_latest (const char *dir);
 

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
@@ -148,32 +147,6 @@ keep_newest (const char *dir, guint keep)
     }
 }
 
-/* Removes the hidden directories of saves on this host whose process is gone (a killed
- * worker 0): `.partial-checkpoint-N@HOST-PID`, and their `.old` copies. */
-static void
-remove_stale_partials (const char *dir)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  g_autofree char *host = g_strdup_printf ("@%s-", g_get_host_name ());
-  const char *name;
-
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    {
-      const char *at = g_str_has_prefix (name, ".partial-") ? g_strrstr (name, host) : NULL;
-      g_autofree char *digits = at != NULL ? g_strdup (at + strlen (host)) : NULL;
-      guint64 pid;
-      if (digits != NULL && g_str_has_suffix (digits, ".old"))
-        digits[strlen (digits) - 4] = '\0';
-      if (digits == NULL || !g_ascii_string_to_unsigned (digits, 10, 1, G_MAXINT32, &pid, NULL)
-          || kill ((pid_t) pid, 0) == 0 || errno != ESRCH) /* alive, or not ours to judge */
-        continue;
-      g_autofree char *path = g_build_filename (dir, name, NULL);
-      g_message ("removing %s, left by a save whose process (%" G_GUINT64_FORMAT ") is gone",
-                 path, pid);
-      remove_tree (path);
-    }
-}
-
 /* Worker 0: the servers' shards and the job file into a hidden directory, renamed into
  * place when all are written. */
 gboolean
@@ -181,12 +154,11 @@ ps_job_save (const char *dir, const KsTrainStatus *status, GHashTable *metadata,
              guint keep, PsSaveServers save_servers, void *data, GError **error)
 {
   g_autofree char *final = g_strdup_printf ("%s/" PS_JOB_PREFIX "%" G_GINT64_FORMAT, dir, status->step);
-  g_autofree char *partial = g_strdup_printf ("%s/.partial-" PS_JOB_PREFIX "%" G_GINT64_FORMAT
-                                              "@%s-%d", dir, status->step, g_get_host_name (),
-                                              (int) getpid ());
+  g_autofree char *base = g_strdup_printf (PS_JOB_PREFIX "%" G_GINT64_FORMAT, status->step);
+  g_autofree char *partial = ks_checkpoint_temporary_name (dir, ".partial-", base);
   g_autofree char *old = g_strconcat (partial, ".old", NULL);
 
-  remove_stale_partials (dir);
+  ks_checkpoint_remove_stale (dir, ".partial-"); /* of a killed worker 0 */
   if (g_mkdir_with_parents (partial, 0755) != 0)
     {
       g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
