@@ -77,14 +77,15 @@ entries_of (KsModel *model, KsOptimizer *optimizer, gint64 **step, GError **erro
 
 /* ---- writing ---- */
 
-static gboolean
-io_error (GError **error, const char *what, const char *path)
+gboolean
+ks_io_error (GError **error, const char *what, const char *path)
 {
   int saved = errno;
   g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO, "%s %s: %s", what, path,
                g_strerror (saved));
   return FALSE;
 }
+
 
 static gboolean
 fsync_path (const char *path, GError **error)
@@ -93,7 +94,7 @@ fsync_path (const char *path, GError **error)
   gboolean ok = fd >= 0 && fsync (fd) == 0;
   if (fd >= 0)
     close (fd);
-  return ok || io_error (error, "cannot fsync", path);
+  return ok || ks_io_error (error, "cannot fsync", path);
 }
 
 static char *
@@ -203,13 +204,13 @@ write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
   memcpy (slot, digest, SHA_HEX);
 
   if ((f = fopen (path, "wb")) == NULL)
-    return io_error (error, "cannot create", path);
+    return ks_io_error (error, "cannot create", path);
   gboolean ok = fwrite (&header_len, 8, 1, f) == 1 && fwrite (header, 1, padded, f) == padded
                 && fwrite (data->data, 1, data->len, f) == data->len && fflush (f) == 0
                 && fsync (fileno (f)) == 0;
   if (fclose (f) != 0)
     ok = FALSE;
-  return ok || io_error (error, "cannot write", path);
+  return ok || ks_io_error (error, "cannot write", path);
 }
 
 static void
@@ -329,11 +330,11 @@ ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimiz
     }
 
   if (g_mkdir_with_parents (parent, 0755) != 0)
-    return io_error (error, "cannot create the directory", parent);
+    return ks_io_error (error, "cannot create the directory", parent);
   remove_tree (tmp); /* left by a crashed run of this process id */
   ks_checkpoint_remove_stale (parent, ".tmp-");
   if (g_mkdir (tmp, 0755) != 0)
-    return io_error (error, "cannot create", tmp);
+    return ks_io_error (error, "cannot create", tmp);
   if (!write_file (file, entries, meta, error) || !fsync_path (tmp, error))
     {
       remove_tree (tmp);
@@ -341,10 +342,10 @@ ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimiz
     }
   /* a directory written again replaces the older copy */
   if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
-    return io_error (error, "cannot move aside", final);
+    return ks_io_error (error, "cannot move aside", final);
   if (g_rename (tmp, final) != 0)
     {
-      io_error (error, "cannot rename the new checkpoint to", final);
+      ks_io_error (error, "cannot rename the new checkpoint to", final);
       remove_tree (tmp);
       return FALSE;
     }

@@ -15,6 +15,8 @@ gboolean ks_is_first_party_plugin (const char *name);
 gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n, gint64 **step,
                              GError **error);
 
+/* checkpoint.c: a KS_CHECKPOINT_ERROR_IO "WHAT PATH: strerror (errno)"; FALSE */
+gboolean ks_io_error (GError **error, const char *what, const char *path);
 /* checkpoint.c: writes a checkpoint file into the directory `final` (replaced whole);
  * adds format, version, rng_state and the optimizer's entries to `meta` */
 gboolean ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,

@@ -606,14 +606,6 @@ selected (const KsSparseConfig *c, const RowHead *h, KsSparseSaveMode mode)
   return FALSE;
 }
 
-static gboolean
-io_error (GError **error, const char *what, const char *path)
-{
-  int saved = errno;
-  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO, "%s %s: %s", what, path,
-               g_strerror (saved));
-  return FALSE;
-}
 
 typedef struct {
   int fd;
@@ -717,17 +709,17 @@ ks_sparse_table_save (KsSparseTable *t, const char *path, KsSparseSaveMode mode,
 
   int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    return io_error (error, "cannot create", tmp);
+    return ks_io_error (error, "cannot create", tmp);
   Writer w = { fd, g_checksum_new (G_CHECKSUM_SHA256), g_malloc (4 << 20), 0, 4 << 20 };
   gboolean ok = write_rows (t, &w, mode, rows);
-  ok = (ok || io_error (error, "cannot write", tmp))
-       && (fsync (fd) == 0 || io_error (error, "cannot fsync", tmp));
+  ok = (ok || ks_io_error (error, "cannot write", tmp))
+       && (fsync (fd) == 0 || ks_io_error (error, "cannot fsync", tmp));
   g_checksum_free (w.sum);
   g_free (w.buf);
   if (close (fd) != 0 && ok)
-    ok = io_error (error, "cannot close", tmp);
+    ok = ks_io_error (error, "cannot close", tmp);
   if (ok && g_rename (tmp, path) != 0)
-    ok = io_error (error, "cannot rename the new file to", path);
+    ok = ks_io_error (error, "cannot rename the new file to", path);
   if (!ok)
     {
       g_unlink (tmp);
@@ -738,7 +730,7 @@ ks_sparse_table_save (KsSparseTable *t, const char *path, KsSparseSaveMode mode,
   if (dfd >= 0)
     close (dfd);
   if (!synced)
-    return io_error (error, "cannot fsync the directory", dir);
+    return ks_io_error (error, "cannot fsync the directory", dir);
 
   /* written: now the delta counts restart (the rows a delta took, or all for a base) */
   if (mode != KS_SPARSE_SAVE_ALL)
@@ -802,14 +794,14 @@ load_file (KsSparseTable *stage, const char *path, int index, int servers, GErro
   struct stat st;
   int fd = open (path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return io_error (error, "cannot open sparse table file", path);
+    return ks_io_error (error, "cannot open sparse table file", path);
   gboolean ok = FALSE;
   g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   g_autofree guint8 *buf = NULL;
 
   if (fstat (fd, &st) != 0)
     {
-      io_error (error, "cannot stat sparse table file", path);
+      ks_io_error (error, "cannot stat sparse table file", path);
       goto out;
     }
   if (st.st_size < HEADER_BYTES + DIGEST_BYTES || !read_full (fd, header, sizeof header))
@@ -875,7 +867,7 @@ load_file (KsSparseTable *stage, const char *path, int index, int servers, GErro
       gsize k = (gsize) MIN ((guint64) per_read, rows - done);
       if (!read_full (fd, buf, k * rec))
         {
-          io_error (error, "cannot read sparse table file", path);
+          ks_io_error (error, "cannot read sparse table file", path);
           goto out;
         }
       g_checksum_update (sum, buf, k * rec);
@@ -897,7 +889,7 @@ load_file (KsSparseTable *stage, const char *path, int index, int servers, GErro
   g_checksum_get_digest (sum, digest, &dlen);
   if (!read_full (fd, saved, sizeof saved))
     {
-      io_error (error, "cannot read sparse table file", path);
+      ks_io_error (error, "cannot read sparse table file", path);
       goto out;
     }
   if (memcmp (digest, saved, sizeof digest) != 0)
