@@ -14,14 +14,6 @@ static KsCompute *compute;
 static KsModel *model;
 static KsExpr *logits;
 
-/* The code's own warnings about the bad input are expected; a critical is a bug. */
-static void
-quiet (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
-{
-  if (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_ERROR))
-    fprintf (stderr, "%s: %s\n", domain ? domain : "", message);
-}
-
 /* x [4, 2] -> fc [2, 3] -> logits, with its cross entropy: the model the seed holds. */
 static KsModel *
 small_model (void)
@@ -42,7 +34,7 @@ int
 LLVMFuzzerInitialize (int *argc, char ***argv)
 {
   const char *plugins = g_getenv ("KS_BUILD_PLUGINS");
-  g_log_set_default_handler (quiet, NULL);
+  g_log_set_default_handler (fuzz_log_handler, NULL);
   dir = g_dir_make_tmp ("ksdist-fuzz-XXXXXX", NULL);
   file = g_build_filename (dir, "model.safetensors", NULL);
   config = ks_config_new ();

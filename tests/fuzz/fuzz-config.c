@@ -3,25 +3,16 @@
 #include "fuzz.h"
 
 #include <ksdist/ksdist.h>
-#include <stdio.h>
 #include <string.h>
 
 static char *path;
-
-/* The code's own warnings about the bad input are expected; a critical is a bug. */
-static void
-quiet (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
-{
-  if (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_ERROR))
-    fprintf (stderr, "%s: %s\n", domain ? domain : "", message);
-}
 
 int
 LLVMFuzzerInitialize (int *argc, char ***argv)
 {
   g_autofree char *dir = g_dir_make_tmp ("ksdist-fuzz-XXXXXX", NULL);
   path = g_build_filename (dir, "fuzz.ini", NULL);
-  g_log_set_default_handler (quiet, NULL);
+  g_log_set_default_handler (fuzz_log_handler, NULL);
   return 0;
 }
 

@@ -19,19 +19,11 @@ static KsStore *server;
 static char *address;
 static guint64 inputs;
 
-/* The code's own warnings about the bad input are expected; a critical is a bug. */
-static void
-quiet (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
-{
-  if (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_ERROR))
-    fprintf (stderr, "%s: %s\n", domain ? domain : "", message);
-}
-
 int
 LLVMFuzzerInitialize (int *argc, char ***argv)
 {
   const char *plugins = g_getenv ("KS_BUILD_PLUGINS");
-  g_log_set_default_handler (quiet, NULL);
+  g_log_set_default_handler (fuzz_log_handler, NULL);
   if (plugins != NULL)
     {
       g_autofree char *store = g_build_filename (plugins, "store", ".libs", NULL);
