@@ -44,6 +44,7 @@ typedef struct {
   gsize n_uniq;
   guint *order;
   gint64 epoch;
+  gint64 shrink_every; /* [data] shrink_every */
 } Ctr;
 
 static gboolean
@@ -187,6 +188,7 @@ ctr_build (Trainer *t, GError **error)
   x->dim = 1 + (gsize) table.embedx_dim;
   x->capacity = 1 + ids;
   x->epoch = -1;
+  x->shrink_every = ks_config_get_int (c, "data", "shrink_every");
   if (t->algorithm != NULL && !ks_algorithm_has_sparse (t->algorithm))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -360,10 +362,9 @@ ctr_prepare (Trainer *t, gint64 step, GError **error)
 static gboolean
 shrink (Trainer *t, Ctr *x, gint64 step, GError **error)
 {
-  gint64 every = ks_config_get_int (t->config, "data", "shrink_every");
   guint64 deleted;
 
-  if (every == 0 || step % every != 0 || t->rank > 0)
+  if (x->shrink_every == 0 || step % x->shrink_every != 0 || t->rank > 0)
     return TRUE;
   if (x->local != NULL)
     deleted = ks_sparse_table_shrink (x->local);
