@@ -45,7 +45,7 @@ fi
 # examples/default.ini by two data-parallel workers (one process when Gloo is missing).
 # A plugin that fails to load is reported and does not stop it.
 KS_PLUGIN_PATH=
-for p in openblas cuda optim store roles gloo collective transpiler; do
+for p in openblas cuda optim store roles gloo segment collective transpiler pslib; do
   KS_PLUGIN_PATH="$KS_PLUGIN_PATH${KS_PLUGIN_PATH:+:}$PWD/plugins/$p/.libs"
 done
 export KS_PLUGIN_PATH
