@@ -183,9 +183,10 @@ ks_comm_size (const KsComm *comm)
 }
 
 /* After a failed collective: says in the store that this rank saw it fail, waits for the
- * others to say the same, and appends the ranks that did not. The wait is twice the
- * timeout: a rank that lost its peer fails at once, its neighbours only when their own
- * timeout expires. */
+ * others to say the same, and appends the ranks that did not. A rank that lost its peer
+ * fails at once and its neighbours only when their own timeout expires, so it waits 1.5
+ * timeouts; after a timeout the others, stuck on the same rank, time out about when this
+ * one did, so half a timeout covers their lag (a stalled rank is named after 1.5). */
 static gboolean
 name_missing_ranks (KsComm *comm, const char *op, GError **error)
 {
@@ -202,7 +203,8 @@ name_missing_ranks (KsComm *comm, const char *op, GError **error)
                                            comm->seq, me);
   if (!ks_store_set (comm->store, mine, op, strlen (op), NULL))
     return FALSE;
-  deadline = g_get_monotonic_time () + (gint64) comm->timeout_ms * 2000;
+  deadline = g_get_monotonic_time ()
+             + (gint64) comm->timeout_ms * ((*error)->code == KS_COMM_ERROR_TIMEOUT ? 500 : 1500);
   for (int r = 0; r < n; r++)
     {
       g_autofree char *key = g_strdup_printf ("ks/failed%s/%" G_GUINT64_FORMAT "/%d", comm->group,

@@ -360,6 +360,28 @@ run_rank (char **argv)
           OK (ks_comm_allreduce (comm, x, 1000, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, ERR));
         }
     }
+  else if (strcmp (scenario, "stall") == 0)
+    {
+      /* the last rank stalls (as if stopped) for 4 timeouts after the first allreduce;
+       * the others say how long their second took to fail */
+      for (int i = 0; i < 2; i++)
+        {
+          float x[1000] = { 0 };
+          gint64 start = g_get_monotonic_time ();
+          g_autoptr (GError) error = NULL;
+          if (i == 1 && rank == n - 1)
+            {
+              g_usleep ((gulong) timeout_ms * 4000);
+              _exit (0);
+            }
+          if (!ks_comm_allreduce (comm, x, 1000, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, &error))
+            {
+              g_printerr ("rank %d: failed after %d ms: %s\n", rank,
+                          (int) ((g_get_monotonic_time () - start) / 1000), error->message);
+              return 1;
+            }
+        }
+    }
   return 0;
 }
 
@@ -492,6 +514,30 @@ test_dead_rank (void)
   ks_test_rmtree (dir);
 }
 
+/* A stalled rank (alive, not answering): the others name it after 1.5 timeouts (their
+ * own, then half of one for the others to say they timed out too), not 3 as before. */
+static void
+test_stalled_rank (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  int status[8];
+  g_autofree char *err = run_job ("stall", 3, 3, dir, "job", 1000, status);
+
+  g_test_message ("%s", err);
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *want = g_strdup_printf ("rank %d: failed after ", r);
+      const char *line = strstr (err, want);
+      g_assert_false (g_spawn_check_wait_status (status[r], NULL));
+      g_assert_nonnull (line);
+      int ms = atoi (line + strlen (want));
+      g_assert_nonnull (strstr (line, "rank 2 did not reach allreduce #2 within 1000 ms"));
+      g_assert_cmpint (ms, >=, 1000);
+      g_assert_cmpint (ms, <, 2700);
+    }
+  ks_test_rmtree (dir);
+}
+
 /* ksdist bench allreduce: three ranks, every size from 4 KiB to the largest asked, no
  * wrong value, busbw = algbw · 2(n−1)/n; and the JSON form. */
 static void
@@ -560,6 +606,7 @@ main (int argc, char **argv)
   g_test_add_func ("/comm/gloo/two-jobs", test_two_jobs);
   g_test_add_func ("/comm/gloo/missing-rank", test_missing_rank);
   g_test_add_func ("/comm/gloo/dead-rank", test_dead_rank);
+  g_test_add_func ("/comm/gloo/stalled-rank", test_stalled_rank);
   g_test_add_func ("/comm/gloo/bench-allreduce", test_bench_allreduce);
   return g_test_run ();
 }

@@ -6,7 +6,8 @@
  * (launch-rendezvous.c). Output lines are prefixed with the rank and copied to
  * --log-dir/workerlog.R (serverlog.S for a server). Ctrl-C and SIGTERM are passed on.
  * When one process fails, the others are stopped and the launcher exits non-zero
- * naming it and its log. */
+ * naming it and its log. A process stopped (SIGSTOP, a debugger) for [comm] timeout is a
+ * failure too, and it is the one named when the others give up waiting for it. */
 #include "launch.h"
 
 #include <gio/gio.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #define STOP_GRACE_MS 5000 /* SIGTERM, then SIGKILL after this long */
+#define WATCH_MS 500       /* how often the processes' states are looked at */
 
 typedef struct Launch Launch;
 
@@ -32,6 +34,7 @@ typedef struct {
   FILE *log;
   char *log_path;
   gboolean output_done, exited;
+  gint64 stopped_since; /* monotonic µs when it was first seen stopped, or 0 */
 } Worker;
 
 struct Launch {
@@ -48,6 +51,7 @@ struct Launch {
   char *failure;       /* how it failed */
   gboolean stopping;   /* the workers were told to stop */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
+  double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
 };
 
 static void
@@ -94,7 +98,11 @@ kill_all (Launch *l, int sig)
 {
   for (int r = 0; r < l->n; r++)
     if (!l->workers[r].exited)
-      g_subprocess_send_signal (l->workers[r].process, sig);
+      {
+        g_subprocess_send_signal (l->workers[r].process, sig);
+        if (sig == SIGTERM) /* a stopped process acts on it only once woken */
+          g_subprocess_send_signal (l->workers[r].process, SIGCONT);
+      }
 }
 
 static gboolean
@@ -115,16 +123,85 @@ stop_all (Launch *l)
   g_timeout_add (STOP_GRACE_MS, on_grace_over, l);
 }
 
+/* Whether the process is stopped now (state T or t in /proc/PID/stat). */
+static gboolean
+is_stopped (Worker *w)
+{
+  const char *pid = g_subprocess_get_identifier (w->process);
+  g_autofree char *path = g_strdup_printf ("/proc/%s/stat", pid != NULL ? pid : "0");
+  g_autofree char *stat = NULL;
+  const char *paren;
+
+  if (!g_file_get_contents (path, &stat, NULL, NULL) || (paren = strrchr (stat, ')')) == NULL
+      || paren[1] != ' ')
+    return FALSE;
+  return paren[2] == 'T' || paren[2] == 't';
+}
+
+static void
+fail_stopped (Launch *l, Worker *w, Worker *gave_up)
+{
+  gint64 for_us = g_get_monotonic_time () - w->stopped_since;
+  l->failed = w;
+  l->failure = g_strdup_printf (
+      "was stopped (SIGSTOP, Ctrl-Z or a debugger) %.0f s ago and did not go on%s%s%s",
+      for_us / 1e6, gave_up != NULL ? ": " : "", gave_up != NULL ? gave_up->name : "",
+      gave_up != NULL ? " gave up waiting for it" : "; [comm] timeout is its limit");
+  stop_all (l);
+}
+
+/* Every WATCH_MS: notes which processes are stopped; one stopped for [comm] timeout
+ * fails the job (the others would wait for it that long, then longer to agree on it). */
+static gboolean
+on_watch (gpointer data)
+{
+  Launch *l = data;
+  gint64 now = g_get_monotonic_time ();
+
+  for (int r = 0; r < l->n; r++)
+    {
+      Worker *w = &l->workers[r];
+      if (w->exited || w->process == NULL)
+        continue;
+      if (!is_stopped (w))
+        w->stopped_since = 0;
+      else if (w->stopped_since == 0)
+        w->stopped_since = now;
+      else if (now - w->stopped_since >= (gint64) (l->timeout_s * G_USEC_PER_SEC)
+               && l->failed == NULL && !l->stopping)
+        fail_stopped (l, w, NULL);
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+/* The stopped process, if one is: the cause when another fails by timing out. */
+static Worker *
+stopped_worker (Launch *l)
+{
+  for (int r = 0; r < l->n; r++)
+    if (!l->workers[r].exited && l->workers[r].process != NULL && is_stopped (&l->workers[r]))
+      {
+        if (l->workers[r].stopped_since == 0)
+          l->workers[r].stopped_since = g_get_monotonic_time ();
+        return &l->workers[r];
+      }
+  return NULL;
+}
+
 static void
 on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
 {
   Worker *w = data;
   Launch *l = w->launch;
+  Worker *stopped;
 
   g_subprocess_wait_finish (w->process, result, NULL);
   w->exited = TRUE;
   l->running--;
-  if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping)
+  if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping
+      && (stopped = stopped_worker (l)) != NULL)
+    fail_stopped (l, stopped, w);
+  else if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping)
     {
       l->failed = w;
       if (g_subprocess_get_if_signaled (w->process))
@@ -401,6 +478,8 @@ run_launch (int argc, char **argv)
   l.workers = g_new0 (Worker, l.n);
   guint sigint = g_unix_signal_add (SIGINT, on_signal, &l);
   guint sigterm = g_unix_signal_add (SIGTERM, on_signal, &l);
+  guint watch = g_timeout_add (WATCH_MS, on_watch, &l);
+  l.timeout_s = ks_config_get_double (config, "comm", "timeout");
   for (int i = 0; i < l.n && error == NULL; i++)
     {
       Worker *w = &l.workers[i];
@@ -419,6 +498,7 @@ run_launch (int argc, char **argv)
     g_main_loop_run (l.loop);
   g_source_remove (sigint);
   g_source_remove (sigterm);
+  g_source_remove (watch);
 
   status = KS_EXIT_OK;
   if (error != NULL)
