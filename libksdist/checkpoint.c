@@ -16,7 +16,7 @@
 /* 2: the SHA-256 covers the whole file (header and data) with its own value zeroed;
  * 1 (still read): it covered the data only */
 #define CHECKPOINT_VERSION "2"
-#define SHA_KEY "sha256"
+#define SHA_KEY KS_SEAL_KEY
 #define OLD_SHA_KEY "data_sha256"
 #define SHA_HEX 64
 #define FILE_NAME "model.safetensors"
@@ -143,41 +143,11 @@ header_json (GArray *entries, GHashTable *meta)
   return json_generator_to_data (gen, NULL);
 }
 
-/* Where the value of "sha256" starts in a header of `len` bytes, if it holds `value`
- * there exactly once; else NULL. */
-static char *
-sha_slot (char *header, gsize len, const char *value)
-{
-  g_autofree char *key = g_strdup_printf ("\"" SHA_KEY "\":\"%s\"", value);
-  gsize klen = strlen (key);
-  char *found = NULL;
-  for (char *p = header; p + klen <= header + len; p++)
-    if (memcmp (p, key, klen) == 0)
-      {
-        if (found != NULL)
-          return NULL;
-        found = p;
-      }
-  return found != NULL ? found + strlen (SHA_KEY) + 4 : NULL;
-}
-
-/* The SHA-256 of a file's length field, header and data. */
-static char *
-file_digest (guint64 header_len_le, const char *header, gsize header_len, const guint8 *data,
-             gsize data_len)
-{
-  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
-  g_checksum_update (sha, (const guint8 *) &header_len_le, 8);
-  g_checksum_update (sha, (const guint8 *) header, header_len);
-  g_checksum_update (sha, data, data_len);
-  return g_strdup (g_checksum_get_string (sha));
-}
-
 static gboolean
 write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
 {
   g_autoptr (GByteArray) data = g_byte_array_new ();
-  g_autofree char *header = NULL, *zeros = g_strnfill (SHA_HEX, '0'), *digest = NULL;
+  g_autofree char *header = NULL, *zeros = g_strnfill (SHA_HEX, '0');
   guint64 header_len;
   FILE *f;
 
@@ -197,11 +167,10 @@ write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
   memset (header + strlen (header), ' ', padded - strlen (header));
   header[padded] = '\0';
   header_len = GUINT64_TO_LE (padded);
-  /* the digest of the file with the digest's place zeroed, then written there */
-  char *slot = sha_slot (header, padded, zeros);
-  g_assert (slot != NULL);
-  digest = file_digest (header_len, header, padded, data->data, data->len);
-  memcpy (slot, digest, SHA_HEX);
+  const guint8 *chunk = data->data;
+  gsize chunk_len = data->len;
+  if (!ks_seal_fill (header, padded, &chunk, &chunk_len, 1))
+    g_return_val_if_reached (FALSE);
 
   if ((f = fopen (path, "wb")) == NULL)
     return ks_io_error (error, "cannot create", path);
@@ -556,24 +525,12 @@ check_layout (const char *file, JsonObject *header, gsize data_len, GError **err
   return TRUE;
 }
 
-/* The checksum of version 2: the whole file with the value's own place zeroed. */
+/* The checksum of version 2: the file's seal. */
 static gboolean
-check_digest (const char *file, const char *bytes, guint64 header_len, gsize len,
-              JsonObject *meta, GError **error)
+check_digest (const char *file, const char *bytes, gsize len, JsonObject *meta, GError **error)
 {
   const char *want = json_object_get_string_member_with_default (meta, SHA_KEY, "");
-  g_autofree char *copy = g_memdup2 (bytes + 8, header_len);
-  g_autofree char *zeros = g_strnfill (SHA_HEX, '0');
-  char *slot;
-
-  if (strlen (want) != SHA_HEX || (slot = sha_slot (copy, header_len, want)) == NULL)
-    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                    "no " SHA_KEY " of 64 hex digits in its header: the file is damaged");
-  memcpy (slot, zeros, SHA_HEX);
-  g_autofree char *got = file_digest (*(const guint64 *) bytes, copy, header_len,
-                                      (const guint8 *) bytes + 8 + header_len,
-                                      len - 8 - header_len);
-  if (strcmp (got, want) != 0)
+  if (!ks_seal_matches (bytes, len, want))
     return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
                     "the file does not match its SHA-256: it is damaged, truncated or edited");
   return TRUE;
@@ -637,7 +594,7 @@ open_checkpoint (const char *file, char **bytes, gsize *len, JsonParser *parser,
                     "not a ksdist checkpoint (no __metadata__ format \"" CHECKPOINT_FORMAT "\")");
   const char *version = json_object_get_string_member_with_default (*meta, "version", "?");
   if (strcmp (version, CHECKPOINT_VERSION) == 0)
-    return check_digest (file, *bytes, *header_len, *len, *meta, error);
+    return check_digest (file, *bytes, *len, *meta, error);
   if (strcmp (version, "1") == 0)
     return check_old_digest (file, *bytes, *header_len, *len, *meta, error);
   return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,

@@ -20,6 +20,7 @@ libksdist_la_SOURCES = \
 	libksdist/gpt.c \
 	libksdist/data.c \
 	libksdist/checkpoint.c \
+	libksdist/seal.c \
 	libksdist/inference.c \
 	libksdist/segmenter.c \
 	libksdist/schedule.c \

@@ -187,3 +187,14 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log $(KS_PS_TEST_LOG)
+
+# The whole suite under ASan, LeakSanitizer and UBSan, in a copy of the distribution
+# configured with --enable-sanitizers (this tree keeps its own build).
+SANITIZE_DIR = sanitize-build
+check-sanitize:
+	rm -rf $(SANITIZE_DIR)
+	$(MAKE) $(AM_MAKEFLAGS) distdir distdir=$(SANITIZE_DIR)
+	cd $(SANITIZE_DIR) && ./configure --enable-sanitizers --quiet && $(MAKE) $(AM_MAKEFLAGS) check
+	rm -rf $(SANITIZE_DIR)
+clean-local:
+	rm -rf $(SANITIZE_DIR)

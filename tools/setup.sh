@@ -1,7 +1,8 @@
 #!/bin/sh
 # Sets up ksdist on Debian 12 from a fresh clone, in one command:
 #   tools/setup.sh           install packages, configure, build, train the default job
-#   tools/setup.sh --check   the same, then the whole test suite (make check, distcheck)
+#   tools/setup.sh --check   the same, then the whole test suite (make check, distcheck,
+#                            and make check-sanitize: again under ASan, LSan and UBSan)
 # Packages are installed with apt-get when run as root (or with sudo); otherwise the
 # missing ones are named and the script stops.
 set -eu
@@ -38,6 +39,7 @@ make -j"$jobs"
 if [ $check = yes ]; then
   make -j"$jobs" check
   make -j"$jobs" distcheck
+  make -j"$jobs" check-sanitize
   exit 0
 fi
 

@@ -3,8 +3,8 @@
  * A checkpoint is a directory DIR/checkpoint-<step>/ holding model.safetensors: the
  * parameters under their names, the optimizer's state as optim.<i>.<name>, and in the
  * header's __metadata__ the format ("ksdist-checkpoint"), its version, the step, the
- * model's dropout counter (rng_state, restored on load), the optimizer, a SHA-256 of the
- * data and the caller's own entries. Other tools read the
+ * model's dropout counter (rng_state, restored on load), the optimizer, the file's seal (a SHA-256
+ * of all of it, below) and the caller's own entries. Other tools read the
  * weights as plain safetensors. It is written under a temporary name, fsynced, then
  * renamed, so a crash leaves the previous checkpoints and no half-written one. */
 #ifndef KSDIST_CHECKPOINT_H
@@ -30,6 +30,16 @@ typedef enum {
 gboolean ks_checkpoint_save (const char *dir, gint64 step, KsModel *model,
                              KsOptimizer *optimizer, GHashTable *metadata, guint keep,
                              GError **error);
+
+/* Sealed files: a safetensors file whose __metadata__ holds "sha256": the SHA-256 of the
+ * whole file (length, header, data) computed with those 64 digits as '0'. */
+#define KS_SEAL_KEY "sha256"
+/* Writes the digest into `json` (the header, `json_len` bytes, holding "sha256":"0…0"
+ * once) for the data `chunks`; FALSE when the header has no such place. */
+gboolean ks_seal_fill (char *json, gsize json_len, const guint8 *const *chunks,
+                       const gsize *chunk_lens, gsize n_chunks);
+/* Whether a whole file's `len` bytes match `want`, the sealed digest its header gives. */
+gboolean ks_seal_matches (const char *bytes, gsize len, const char *want);
 
 /* A hidden name in `parent` for a directory `base` being written by this process:
  * PARENT/<prefix><base>@HOST-PID, so a later writer can tell one whose writer is gone. */
