@@ -2,6 +2,7 @@
  * considered, and selection of implementations by name or priority. */
 #include "loader.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct KsRegistry {
@@ -100,6 +101,47 @@ add_search_list (KsRegistry *registry, const char *list, const char *base_dir)
     add_search_entry (registry, entries[i], base_dir);
 }
 
+static int
+by_name (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* The plugin folders of the build tree this library was built in (plugins/<name>/.libs,
+ * where libtool puts them), when this program runs from that tree: an uninstalled build
+ * finds its own plugins, as GStreamer's does, and never those of the current
+ * directory or of an older installation. NULL for an installed program. */
+static char *
+build_tree_plugins (void)
+{
+  g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *top = realpath (KS_BUILD_DIR, NULL);
+  g_autofree char *plugins = NULL;
+  g_autoptr (GPtrArray) dirs = g_ptr_array_new_with_free_func (g_free);
+  GDir *dir;
+  const char *name;
+
+  if (exe == NULL || top == NULL || !g_str_has_prefix (exe, top) || exe[strlen (top)] != '/')
+    return NULL;
+  plugins = g_build_filename (top, "plugins", NULL);
+  if ((dir = g_dir_open (plugins, 0, NULL)) == NULL)
+    return NULL;
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      char *libs = g_build_filename (plugins, name, ".libs", NULL);
+      if (g_file_test (libs, G_FILE_TEST_IS_DIR))
+        g_ptr_array_add (dirs, libs);
+      else
+        g_free (libs);
+    }
+  g_dir_close (dir);
+  g_ptr_array_sort (dirs, by_name);
+  g_ptr_array_add (dirs, NULL);
+  return g_strjoinv (":", (char **) dirs->pdata);
+}
+
+/* KS_PLUGIN_PATH, [plugins] path, then the system's: KS_PLUGIN_SYSTEM_PATH, else the
+ * build tree's plugins for a program run from it, else the installed ones. */
 static void
 build_search_path (KsRegistry *registry, const KsConfig *config)
 {
@@ -111,7 +153,10 @@ build_search_path (KsRegistry *registry, const KsConfig *config)
   add_search_list (registry, g_getenv ("KS_PLUGIN_PATH"), NULL);
   for (int i = 0; from_config[i] != NULL; i++)
     add_search_entry (registry, from_config[i], config_dir);
-  add_search_list (registry, system != NULL ? system : KS_PLUGINDIR, NULL);
+  g_autofree char *build = system == NULL ? build_tree_plugins () : NULL;
+
+  add_search_list (registry, system != NULL ? system : build != NULL ? build : KS_PLUGINDIR,
+                   NULL);
 }
 
 /* ---- include/exclude ---- */
@@ -351,8 +396,21 @@ ks_registry_list (KsRegistry *registry, KsKind kind)
   return list;
 }
 
+char *
+ks_registry_empty_hint (const KsRegistry *registry)
+{
+  for (guint i = 0; i < registry->records->len; i++)
+    if (((KsPluginRecord *) g_ptr_array_index (registry->records, i))->state == KS_PLUGIN_LOADED)
+      return NULL;
+  g_autofree char *where = g_strjoinv (":", (char **) registry->search_path->pdata);
+  return g_strdup_printf ("no plugin loaded from the search path '%s': set KS_PLUGIN_PATH to "
+                          "the folders holding ksdist's plugins (PREFIX/lib/ksdist once "
+                          "installed, plugins/*/.libs of a build) or [plugins] path",
+                          where);
+}
+
 static char *
-describe_available (GPtrArray *list)
+describe_available (const KsRegistry *registry, GPtrArray *list)
 {
   GString *s = g_string_new (NULL);
   for (guint i = 0; i < list->len; i++)
@@ -364,7 +422,10 @@ describe_available (GPtrArray *list)
         g_string_append_printf (s, ", unavailable: %s", info->reason);
       g_string_append_c (s, ')');
     }
-  if (list->len == 0)
+  g_autofree char *hint = list->len == 0 ? ks_registry_empty_hint (registry) : NULL;
+  if (hint != NULL)
+    g_string_append_printf (s, "none (%s)", hint);
+  else if (list->len == 0)
     g_string_append (s, "none: see `ksdist plugins` for what was found and rejected");
   return g_string_free (s, FALSE);
 }
@@ -403,7 +464,7 @@ ks_registry_select (KsRegistry *registry, KsKind kind, const char *name,
       return best->impl;
     }
 
-  available = describe_available (list);
+  available = describe_available (registry, list);
   if (automatic)
     {
       g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND,

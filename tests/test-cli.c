@@ -397,6 +397,41 @@ test_train_errors (Fixture *f, gconstpointer data)
   assert_error_line (f, 2, "--set: [data] task = 'moons': expected one of spirals, rings, text, addition, ctr");
 }
 
+/* ksdist run from its build tree finds the build's plugins with nothing set, and trains
+ * the default example; with no plugin anywhere, `plugins` says where it looked and what
+ * to set, and fails. */
+static void
+test_plugins_of_the_build (Fixture *f, gconstpointer data)
+{
+  static const char *const none[] = { NULL };
+  g_autofree char *config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "default.ini",
+                                              NULL);
+  g_autofree char *openblas = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "openblas",
+                                                ".libs", "openblas.so", NULL);
+
+  if (!ks_test_have_openblas ())
+    return;
+  f->status = ks_test_run_ksdist (ARGS ("plugins"), ARGS ("KS_PLUGIN_SYSTEM_PATH"), none,
+                                  &f->out, &f->err);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, openblas));
+  g_assert_nonnull (strstr (f->out, "compute openblas: available"));
+  g_clear_pointer (&f->out, g_free);
+  g_clear_pointer (&f->err, g_free);
+  f->status = ks_test_run_ksdist (ARGS ("train", config, "--set", "train.steps=30", "--set",
+                                        "train.log_every=30"),
+                                  ARGS ("KS_PLUGIN_SYSTEM_PATH"), none, &f->out, &f->err);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "step 30/30"));
+
+  run (f, ARGS ("plugins"), ARGS ("KS_PLUGIN_PATH=", "KS_PLUGIN_SYSTEM_PATH=/nowhere"));
+  g_assert_cmpint (f->status, ==, 1);
+  g_assert_nonnull (strstr (f->out, "no plugins found"));
+  assert_error_line (f, 1, "plugins: no plugin loaded from the search path '/nowhere': set "
+                     "KS_PLUGIN_PATH to the folders holding ksdist's plugins (PREFIX/lib/ksdist "
+                     "once installed, plugins/*/.libs of a build) or [plugins] path");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -406,6 +441,7 @@ main (int argc, char **argv)
   ADD ("usage-errors", test_usage_errors);
   ADD ("plugins-lists-openblas", test_plugins_lists_openblas);
   ADD ("plugins-reports-rejections", test_plugins_reports_rejections);
+  ADD ("plugins-of-the-build", test_plugins_of_the_build);
   ADD ("config-sources", test_config_sources);
   ADD ("config-errors", test_config_errors);
   ADD ("warning-and-log-level", test_warning_and_log_level);

@@ -4,7 +4,7 @@
 # TAP output. Needs from the environment (tests/local.mk): MAKE, CC, KS_BUILDDIR,
 # KS_SRCDIR, KS_PREFIX, KS_LIBDIR, KS_BINDIR.
 set -u
-echo "1..4"
+echo "1..5"
 root=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-install-XXXXXX")
 trap 'rm -rf "$root"' EXIT
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
@@ -47,3 +47,12 @@ if [ -f "$plugdir/openblas.so" ]; then
 else
   echo "ok 4 # SKIP the OpenBLAS plugin is not built"
 fi
+
+# The examples and the man page: `ksdist train PREFIX/share/ksdist/examples/default.ini`
+# and `man ksdist` work after make install.
+for f in "$KS_PREFIX/share/ksdist/examples/default.ini" "$KS_PREFIX/share/man/man1/ksdist.1"; do
+  [ -s "$root$f" ] || fail 5 "installed $f" "$(ls -R "$root$KS_PREFIX/share" 2>&1 | head -n 20)"
+done
+grep -q '^\[model\]' "$root$KS_PREFIX/share/ksdist/examples/default.ini" \
+  || fail 5 "installed default.ini is the example"
+echo "ok 5 - examples and the man page are installed"

@@ -199,7 +199,8 @@ ksdist_environ (const char *const *env, const char *const *plugins)
   for (int i = 0; env != NULL && env[i] != NULL; i++)
     {
       g_auto (GStrv) kv = g_strsplit (env[i], "=", 2);
-      envp = g_environ_setenv (envp, kv[0], kv[1], TRUE);
+      envp = kv[1] != NULL ? g_environ_setenv (envp, kv[0], kv[1], TRUE)
+                           : g_environ_unsetenv (envp, kv[0]); /* "NAME" alone: unset */
     }
   return g_steal_pointer (&envp);
 }

@@ -213,12 +213,18 @@ run_plugins (int argc, char **argv)
     print_json (&report);
   else
     print_text (&report);
-  return report_rejections (registry);
+  g_autofree char *hint = ks_registry_empty_hint (registry);
+  if ((status = report_rejections (registry)) == KS_EXIT_OK && hint != NULL)
+    {
+      ks_cli_error ("plugins: %s", hint); /* nothing could run */
+      status = KS_EXIT_RUNTIME;
+    }
+  return status;
 }
 
 const KsCommand ks_cmd_plugins = {
   "plugins",
   "List the plugins found: loaded, rejected (and why), shadowed or excluded; exit 1 if any "
-  "was rejected",
+  "was rejected or none loaded",
   run_plugins,
 };

@@ -33,7 +33,10 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 [ -x configure ] || autoreconf -fi
-[ -f Makefile ] || ./configure
+# root installs to /usr/local; anyone else to ~/.local
+if [ ! -f Makefile ]; then
+  if [ "$(id -u)" = 0 ]; then ./configure; else ./configure --prefix="$HOME/.local"; fi
+fi
 make -j"$jobs"
 
 if [ $check = yes ]; then
@@ -43,20 +46,23 @@ if [ $check = yes ]; then
   exit 0
 fi
 
-# The default job, from this build tree: the plugins found, then an MLP trained on
-# examples/default.ini by two data-parallel workers (one process when Gloo is missing).
-# A plugin that fails to load is reported and does not stop it.
-KS_PLUGIN_PATH=
-for p in openblas cuda optim store roles gloo segment collective transpiler pslib; do
-  KS_PLUGIN_PATH="$KS_PLUGIN_PATH${KS_PLUGIN_PATH:+:}$PWD/plugins/$p/.libs"
-done
-export KS_PLUGIN_PATH
-./tools/ksdist plugins || true
-if [ -e plugins/gloo/.libs/gloo.so ]; then
-  ./tools/ksdist launch -n 2 examples/default.ini
+# Install, so that `ksdist` is on the PATH: as root to /usr/local, else to ~/.local
+# (configured so above). Then the default job with the installed ksdist: the plugins
+# found, then an MLP trained on examples/default.ini by two data-parallel workers (one
+# process when Gloo is missing).
+make install >/dev/null
+[ "$(id -u)" != 0 ] || ldconfig # libksdist.so in /usr/local/lib
+bindir=$(make -s print-bindir)
+case ":$PATH:" in
+  *":$bindir:"*) ;;
+  *) PATH="$bindir:$PATH"; export PATH
+     echo "ksdist setup: add $bindir to your PATH (e.g. in ~/.profile) to run ksdist from anywhere" ;;
+esac
+ksdist plugins || true
+if ksdist plugins --json | grep -q '"name": "gloo", "path": "[^"]*", "state": "loaded"'; then
+  ksdist launch -n 2 examples/default.ini
 else
-  ./tools/ksdist train examples/default.ini
+  ksdist train examples/default.ini
 fi
 echo
-echo "ksdist is built. Use it from here with KS_PLUGIN_PATH=$KS_PLUGIN_PATH,"
-echo "or install it: make install (plugins go to \$(libdir)/ksdist)."
+echo "ksdist is installed in $bindir (man ksdist; examples in $(dirname "$bindir")/share/ksdist/examples)."

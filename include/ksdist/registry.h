@@ -48,6 +48,9 @@ gboolean ks_registry_scan (KsRegistry *registry, KsConfig *config, GError **erro
 const GPtrArray *ks_registry_records (const KsRegistry *registry);
 /* The directories and files searched, in order. */
 const char *const *ks_registry_search_path (const KsRegistry *registry);
+/* When no plugin loaded: what to do about it, naming the search path (free it); else
+ * NULL. */
+char *ks_registry_empty_hint (const KsRegistry *registry);
 /* The record of the loaded plugin called `name`, or NULL. */
 const KsPluginRecord *ks_registry_find_plugin (const KsRegistry *registry, const char *name);
 
