@@ -172,6 +172,32 @@ test_config_errors (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (f->err, "none.ini"));
   run (f, ARGS ("config", bad_key, bad_value), NULL);
   g_assert_cmpint (f->status, ==, 2);
+
+  /* what train would refuse, config refuses too */
+  struct { const char *set, *error; } refused[] = {
+    { "model.hidden=64, x", "[model] hidden: 'x' is not a layer size" },
+    { "train.optimizer=", "no optimizer implementation named ''; available: sgd" },
+    { "compute.backend=-nan", "no compute implementation named '-nan'" },
+    { "model.type=gpt", "[model] type = gpt does not train on [data] task = spirals" },
+    { "train.resume=true", "[train] resume = true needs [train] checkpoint_dir" },
+    { "optim.schedule=cosine", NULL }, /* accepted: total_steps follows [train] steps */
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
+    {
+      run (f, ARGS ("config", "--set", refused[i].set, "--set", "optim.warmup=10"), NULL);
+      g_test_message ("%s: %d %s", refused[i].set, f->status, f->err);
+      g_assert_cmpint (f->status, ==, refused[i].error != NULL ? 2 : 0);
+      if (refused[i].error != NULL)
+        g_assert_nonnull (strstr (f->err, refused[i].error));
+      run (f, ARGS ("train", "--set", refused[i].set, "--set", "optim.warmup=10", "--set",
+                    "train.steps=20", "--set", "train.log_every=20"),
+           NULL);
+      g_assert_cmpint (f->status, ==, refused[i].error != NULL ? 2 : 0);
+      if (refused[i].error == NULL) /* the cosine reached its end at the last step */
+        g_assert_nonnull (strstr (f->out, "step 20/20 loss"));
+      if (refused[i].error == NULL)
+        g_assert_nonnull (strstr (f->out, " lr 0 "));
+    }
 }
 
 /* A group for a first-party plugin not built here is a warning, shown or not by
@@ -287,7 +313,9 @@ test_train_resume (Fixture *f, gconstpointer data)
                 "--set", set_dir),
        NULL);
   g_assert_cmpint (f->status, ==, 0);
-  g_assert_true (g_str_has_prefix (f->err, want));
+  g_assert_nonnull (strstr (f->err, want));
+  /* [optim] total_steps follows [train] steps: a longer run changes the schedule */
+  g_assert_nonnull (strstr (f->err, "resuming with optim.total_steps = 61, but "));
 }
 
 /* A GPT on a text that repeats: the next character becomes predictable, on held-out
@@ -418,11 +446,11 @@ test_plugins_of_the_build (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (f->out, "compute openblas: available"));
   g_clear_pointer (&f->out, g_free);
   g_clear_pointer (&f->err, g_free);
-  f->status = ks_test_run_ksdist (ARGS ("train", config, "--set", "train.steps=30", "--set",
-                                        "train.log_every=30"),
+  f->status = ks_test_run_ksdist (ARGS ("train", config, "--set", "train.steps=150", "--set",
+                                        "train.log_every=150"),
                                   ARGS ("KS_PLUGIN_SYSTEM_PATH"), none, &f->out, &f->err);
   g_assert_cmpint (f->status, ==, 0);
-  g_assert_nonnull (strstr (f->out, "step 30/30"));
+  g_assert_nonnull (strstr (f->out, "step 150/150"));
 
   run (f, ARGS ("plugins"), ARGS ("KS_PLUGIN_PATH=", "KS_PLUGIN_SYSTEM_PATH=/nowhere"));
   g_assert_cmpint (f->status, ==, 1);

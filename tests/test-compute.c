@@ -207,6 +207,32 @@ test_threads_setting (Fixture *f, gconstpointer data)
   g_assert_true (g_str_has_suffix (d2, ", 2 threads"));
   g_assert_false (ks_compute_set_threads (f->compute, -1, &error));
   g_assert_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID);
+
+  /* 0: what a launcher asked for, else the cores shared by this host's processes */
+  const char *vars[] = { "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "LOCAL_WORLD_SIZE",
+                         "OMPI_COMM_WORLD_LOCAL_SIZE" };
+  for (guint i = 0; i < G_N_ELEMENTS (vars); i++)
+    g_unsetenv (vars[i]);
+  int cores = (int) g_get_num_processors ();
+  struct { const char *var, *value; int want; } cases[] = {
+    { NULL, NULL, cores },
+    { "LOCAL_WORLD_SIZE", "2", MAX (1, cores / 2) },
+    { "OMPI_COMM_WORLD_LOCAL_SIZE", "4096", 1 },
+    { "OMP_NUM_THREADS", "3", 3 },
+    { "OPENBLAS_NUM_THREADS", "5", 5 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      if (cases[i].var != NULL)
+        g_setenv (cases[i].var, cases[i].value, TRUE);
+      g_assert_true (ks_compute_set_threads (f->compute, 0, NULL));
+      g_autofree char *d3 = ks_compute_describe (f->compute);
+      g_autofree char *want = g_strdup_printf (", %d threads", cases[i].want);
+      g_test_message ("%s=%s: %s", cases[i].var, cases[i].value, d3);
+      g_assert_true (g_str_has_suffix (d3, want));
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (vars); i++)
+    g_unsetenv (vars[i]);
 }
 
 /* Without a GPU the CUDA probe answers "unavailable" with the runtime's reason; with

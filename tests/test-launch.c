@@ -340,6 +340,51 @@ test_servers (void)
   g_assert_nonnull (strstr (err, "ksdist: launch: server 0 exited with status 2"));
 }
 
+/* `launch -- PROGRAM`: any program, with torchrun's variables, under torchrun's and
+ * fleetrun's spellings of the options; its failure is named as a worker's. */
+static void
+test_program (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *logs = g_build_filename (dir, "logs", NULL);
+  g_autofree char *log1 = g_build_filename (logs, "workerlog.1", NULL);
+  g_autofree char *out = NULL, *err = NULL, *text = NULL;
+  const char *say = "echo rank $RANK of $WORLD_SIZE, local $LOCAL_RANK of $LOCAL_WORLD_SIZE, "
+                    "meets at $MASTER_ADDR:$MASTER_PORT, paddle id $PADDLE_TRAINER_ID";
+  int status = ks_test_run_ksdist (ARGS ("launch", "--nproc_per_node", "2", "--log_dir", logs,
+                                         "--", "sh", "-c", say),
+                                   NULL, plugins, &out, &err);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "[rank 0] rank 0 of 2, local 0 of 2, meets at 127.0.0.1:"));
+  g_assert_nonnull (strstr (out, "[rank 1] rank 1 of 2, local 1 of 2, meets at 127.0.0.1:"));
+  g_assert_nonnull (strstr (out, "paddle id 1"));
+  g_assert_true (g_file_get_contents (log1, &text, NULL, NULL));
+  g_assert_nonnull (strstr (text, "rank 1 of 2"));
+
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "--nproc-per-node", "3", "--", "sh", "-c",
+                                     "[ $RANK != 2 ] || exit 3; sleep 30"),
+                               NULL, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 1);
+  g_assert_nonnull (strstr (err, "ksdist: launch: worker 2 exited with status 3"));
+
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "--master", "h:1", "--master-port", "2", "--",
+                                     "true"),
+                               NULL, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "give --master (or --rdzv-endpoint) or --master-addr"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "--"), NULL, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "nothing after --"));
+  ks_test_rmtree (dir);
+}
+
 /* The pid of the launcher's child whose environment says PADDLE_TRAINER_ID=`rank`. */
 static GPid
 find_worker (GPid launcher, int rank)
@@ -496,6 +541,16 @@ test_bad_config (void)
   g_assert_cmpstr (err, ==, "ksdist: --set train.stepz: unknown key 'stepz' in [train]; did you "
                             "mean 'steps'? (known: optimizer, steps, batch, log_every, seed, "
                             "checkpoint_dir, checkpoint_every, keep, export_dir, resume)\n");
+
+  /* one that only building the model finds: also once, by the launcher, exit 2 */
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", "--set", "model.hidden=64, x"), NULL,
+                               plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_cmpstr (out, ==, "");
+  g_assert_cmpstr (err, ==, "ksdist: [model] hidden: 'x' is not a layer size (an integer in "
+                            "[1, 1048576])\n");
 }
 
 int
@@ -520,6 +575,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launch/two-nodes", test_two_nodes);
   g_test_add_func ("/launch/node-errors", test_node_errors);
   g_test_add_func ("/launch/servers", test_servers);
+  g_test_add_func ("/launch/program", test_program);
   g_test_add_func ("/launch/resume", test_resume);
   g_test_add_func ("/launch/resume-missing", test_resume_missing);
   return g_test_run ();

@@ -1,5 +1,6 @@
 /* ksdist config: the effective configuration and where each value came from. */
 #include "cli.h"
+#include "train.h"
 
 #include <stdio.h>
 
@@ -43,8 +44,10 @@ run_config (int argc, char **argv)
     }
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != KS_EXIT_OK)
     return status;
+  /* printed as written, before the check sets what follows from other keys */
   print_config (config);
-  return KS_EXIT_OK;
+  fflush (stdout);
+  return ks_train_check (registry, config);
 }
 
 const KsCommand ks_cmd_config = {

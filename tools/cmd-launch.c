@@ -9,6 +9,7 @@
  * naming it and its log. A process stopped (SIGSTOP, a debugger) for [comm] timeout is a
  * failure too, and it is the one named when the others give up waiting for it. */
 #include "launch.h"
+#include "train.h"
 
 #include <gio/gio.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -52,6 +54,8 @@ struct Launch {
   gboolean stopping;   /* the workers were told to stop */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
   double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
+  char *master_addr;   /* MASTER_ADDR and MASTER_PORT given to the processes */
+  int master_port;
 };
 
 static void
@@ -266,6 +270,26 @@ endpoint_list (const Launch *l, int first, int count)
   return g_string_free (out, FALSE);
 }
 
+#define SETENV_INT(launcher, name, value)                                   \
+  G_STMT_START {                                                            \
+    g_autofree char *v_ = g_strdup_printf ("%d", (int) (value));            \
+    g_subprocess_launcher_setenv ((launcher), (name), v_, TRUE);            \
+  } G_STMT_END
+
+/* torchrun's variables, for programs written for it: the job rank and size, the rank on
+ * this node, and a MASTER_ADDR:MASTER_PORT free for the program's own rendezvous. */
+static void
+set_torch_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
+{
+  SETENV_INT (launcher, "RANK", w->rank);
+  SETENV_INT (launcher, "WORLD_SIZE", l->world);
+  SETENV_INT (launcher, "LOCAL_RANK", w->rank - l->first_rank);
+  SETENV_INT (launcher, "LOCAL_WORLD_SIZE", l->n);
+  SETENV_INT (launcher, "GROUP_RANK", l->rv.node_rank);
+  g_subprocess_launcher_setenv (launcher, "MASTER_ADDR", l->master_addr, TRUE);
+  SETENV_INT (launcher, "MASTER_PORT", l->master_port);
+}
+
 /* What the role maker and the store need to know, in the process's environment. */
 static void
 set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
@@ -284,6 +308,7 @@ set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
     g_subprocess_launcher_setenv (launcher, "KS_GLOO_HOSTNAME", l->gloo_hostname, TRUE);
   g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINER_ID", id, TRUE);
   g_subprocess_launcher_setenv (launcher, "PADDLE_TRAINERS_NUM", n, TRUE);
+  set_torch_environment (l, w, launcher);
   if (l->servers == 0)
     {
       g_subprocess_launcher_unsetenv (launcher, "TRAINING_ROLE");
@@ -414,11 +439,51 @@ child_command (const char *config_file, char **sets)
   return child;
 }
 
+/* torchrun's --master-addr and --master-port as one --master HOST:PORT. */
+static gboolean
+join_master (char **master, char *addr, int port)
+{
+  if (addr == NULL && port == 0)
+    return TRUE;
+  if (*master != NULL)
+    {
+      ks_cli_error ("launch: give --master (or --rdzv-endpoint) or --master-addr and "
+                    "--master-port, not both");
+      return FALSE;
+    }
+  if (port < 0 || port > 65535)
+    {
+      ks_cli_error ("launch: --master-port %d: a port is 1 to 65535", port);
+      return FALSE;
+    }
+  *master = g_strdup_printf ("%s:%d", addr != NULL ? addr : "127.0.0.1",
+                             port != 0 ? port : 29500);
+  return TRUE;
+}
+
+/* Where a program of its own may meet (MASTER_ADDR:MASTER_PORT): a free port here, or
+ * on several nodes the port after --master's on node 0. */
+static void
+choose_master (Launch *l)
+{
+  g_autoptr (GPtrArray) held = g_ptr_array_new_with_free_func (g_object_unref);
+  if (l->rv.nnodes > 1)
+    {
+      const char *colon = strrchr (l->rv.master, ':');
+      l->master_addr = g_strndup (l->rv.master, (gsize) (colon - l->rv.master));
+      l->master_port = atoi (colon + 1) + 1;
+      return;
+    }
+  l->master_addr = g_strdup ("127.0.0.1");
+  l->master_port = free_port (l->master_addr, held);
+}
+
 static int
 run_launch (int argc, char **argv)
 {
-  int n = 2, workers = 0;
-  g_autofree char *log_dir = NULL, *master = NULL;
+  int n = 2, workers = 0, master_port = 0;
+  g_autofree char *log_dir = NULL, *master = NULL, *master_addr = NULL;
+  char **program = NULL;
   g_auto (GStrv) sets = NULL;
   Launch l = { .rv = { .nnodes = 1 } };
   GOptionEntry entries[] = {
@@ -436,6 +501,19 @@ run_launch (int argc, char **argv)
     { "log-dir", 0, 0, G_OPTION_ARG_FILENAME, &log_dir,
       "Write each process's output to DIR/workerlog.RANK (serverlog.S) too", "DIR" },
     KS_CLI_SET_OPTION (sets),
+    /* torchrun's and fleetrun's spellings */
+    { "nproc-per-node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &n, NULL, NULL },
+    { "nproc_per_node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &n, NULL, NULL },
+    { "node_rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.rv.node_rank, NULL, NULL },
+    { "master-addr", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master_addr, NULL, NULL },
+    { "master_addr", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master_addr, NULL, NULL },
+    { "master-port", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &master_port, NULL, NULL },
+    { "master_port", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &master_port, NULL, NULL },
+    { "rdzv-endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
+    { "rdzv_endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
+    { "server_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.servers, NULL, NULL },
+    { "worker_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &workers, NULL, NULL },
+    { "log_dir", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &log_dir, NULL, NULL },
     { NULL },
   };
   g_autoptr (KsConfig) config = NULL;
@@ -443,7 +521,24 @@ run_launch (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   int status;
 
-  if (!ks_cli_parse ("launch", "[CONFIG]", ks_cmd_launch.summary, entries, &argc, &argv))
+  /* `-- PROGRAM ARGS...`: the processes run PROGRAM instead of `ksdist train` */
+  for (int i = 1; i < argc; i++)
+    if (strcmp (argv[i], "--") == 0)
+      {
+        program = argv + i + 1;
+        argv[i] = NULL;
+        argc = i;
+        break;
+      }
+  if (program != NULL && program[0] == NULL)
+    {
+      ks_cli_error ("launch: nothing after --: give the PROGRAM to run and its arguments");
+      return KS_EXIT_USAGE;
+    }
+  if (!ks_cli_parse ("launch", "[CONFIG] [-- PROGRAM ARGS...]", ks_cmd_launch.summary, entries,
+                     &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (!join_master (&master, master_addr, master_port))
     return KS_EXIT_USAGE;
   if (argc > 2)
     {
@@ -454,7 +549,8 @@ run_launch (int argc, char **argv)
     return KS_EXIT_USAGE;
   l.rv.master = master;
   /* a bad configuration is reported once, here, rather than by every process */
-  if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0)
+  if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0
+      || (program == NULL && (status = ks_train_check (registry, config)) != 0))
     return status;
   if (log_dir != NULL && g_mkdir_with_parents (log_dir, 0755) != 0)
     {
@@ -472,7 +568,9 @@ run_launch (int argc, char **argv)
     l.gloo_hostname = l.rv.hosts[l.rv.node_rank];
   l.endpoints = l.servers > 0 ? endpoint_list (&l, l.world - l.servers, l.servers)
                               : endpoint_list (&l, 0, l.world);
-  g_autoptr (GPtrArray) child = child_command (argc == 2 ? argv[1] : NULL, sets);
+  g_autoptr (GPtrArray) child = program != NULL ? NULL
+                                                 : child_command (argc == 2 ? argv[1] : NULL, sets);
+  choose_master (&l);
 
   l.loop = g_main_loop_new (NULL, FALSE);
   l.workers = g_new0 (Worker, l.n);
@@ -488,7 +586,8 @@ run_launch (int argc, char **argv)
       w->name = w->rank < l.world - l.servers
                     ? g_strdup_printf ("worker %d", w->rank)
                     : g_strdup_printf ("server %d", w->rank - (l.world - l.servers));
-      if (!start_worker (&l, w, (char **) child->pdata, log_dir, &error))
+      if (!start_worker (&l, w, program != NULL ? program : (char **) child->pdata, log_dir,
+                         &error))
         {
           ks_cli_error ("launch: cannot start %s: %s", w->name, error->message);
           stop_all (&l);
@@ -524,6 +623,7 @@ run_launch (int argc, char **argv)
   g_free (l.workers);
   g_free (l.failure);
   g_free (l.endpoints);
+  g_free (l.master_addr);
   g_main_loop_unref (l.loop);
   ks_launch_rendezvous_end (&l.rv, status == KS_EXIT_OK ? 30000 : 0);
   return status;
@@ -532,6 +632,8 @@ run_launch (int argc, char **argv)
 const KsCommand ks_cmd_launch = {
   "launch",
   "Train with N workers on this machine or on several (data parallel), or with servers and "
-  "workers (parameter server), one `ksdist train` each",
+  "workers (parameter server), one `ksdist train` each (or any PROGRAM after --). torchrun's "
+  "--nproc-per-node, --node-rank, --master-addr, --master-port, --rdzv-endpoint and "
+  "fleetrun's --server_num, --worker_num, --log_dir are understood",
   run_launch,
 };

@@ -9,6 +9,7 @@ tools_ksdist_SOURCES = \
 	tools/train.h \
 	tools/cmd-train.c \
 	tools/train-tasks.c \
+	tools/train-check.c \
 	tools/train-ctr.c \
 	tools/train-dist.c \
 	tools/train-pipeline.c \

@@ -15,6 +15,32 @@ typedef struct {
   int threads;
 } OpenblasCtx;
 
+/* A positive count from the environment variable `name`, or 0. */
+static int
+env_count (const char *name)
+{
+  const char *v = g_getenv (name);
+  guint64 n;
+  return v != NULL && g_ascii_string_to_unsigned (v, 10, 1, 4096, &n, NULL) ? (int) n : 0;
+}
+
+/* threads = 0: what a launcher asked for (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS), else
+ * this machine's cores shared by the processes the launcher started here (ksdist launch
+ * and torchrun set LOCAL_WORLD_SIZE, mpirun OMPI_COMM_WORLD_LOCAL_SIZE), so N workers on
+ * one host do not each take every core. */
+static int
+default_threads (void)
+{
+  int asked = env_count ("OPENBLAS_NUM_THREADS"), local;
+  if (asked == 0)
+    asked = env_count ("OMP_NUM_THREADS");
+  if (asked > 0)
+    return asked;
+  if ((local = env_count ("LOCAL_WORLD_SIZE")) == 0)
+    local = env_count ("OMPI_COMM_WORLD_LOCAL_SIZE");
+  return MAX (1, (int) g_get_num_processors () / MAX (local, 1));
+}
+
 static gboolean
 apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
 {
@@ -24,7 +50,7 @@ apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
                    "openblas: thread count %d is negative (0 means one per core)", n_threads);
       return FALSE;
     }
-  ctx->threads = n_threads > 0 ? n_threads : (int) g_get_num_processors ();
+  ctx->threads = n_threads > 0 ? n_threads : default_threads ();
   openblas_set_num_threads (ctx->threads);
   return TRUE;
 }
@@ -186,7 +212,8 @@ static const KsImplDesc openblas_impls[] = {
 static const KsKeyDesc openblas_settings[] = {
   { NULL, "threads", KS_VALUE_INT, "0", 0, 4096, NULL,
     "Threads for OpenBLAS and ksdist's CPU kernels (one pool, so they never oversubscribe "
-    "the cores); 0 = one per core" },
+    "the cores); 0 = OPENBLAS_NUM_THREADS or OMP_NUM_THREADS if set, else the cores "
+    "divided among the processes launched on this machine" },
 };
 
 static const KsPluginDesc openblas_plugin = {
