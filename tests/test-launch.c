@@ -179,13 +179,15 @@ test_two_nodes (void)
   g_assert_cmpfloat (max_difference (file, tcp), ==, 0);
   g_assert_cmpfloat (max_difference (file, nodes), ==, 0);
 
-  /* as torchrun or a scheduler starts them: rank 0 serves the TCP store itself */
+  /* as a scheduler starts them (torchrun's variables, no agent store): rank 0 serves the
+   * TCP store itself at MASTER_ADDR:MASTER_PORT */
   g_autofree char *env_run = g_build_filename (dir, "env", NULL);
-  g_autofree char *set_address = g_strdup_printf ("comm.store_address=%s", master);
-  g_autoptr (GPtrArray) rank0 = train_args (env_run, ARGS ("train"), 32,
-                                            ARGS ("comm.store=tcp", set_address));
-  const char *const env1[] = { "KS_STORE_TOKEN=2f9c0d41", "RANK=1", "WORLD_SIZE=2", NULL };
-  const char *const env0[] = { "KS_STORE_TOKEN=2f9c0d41", "RANK=0", "WORLD_SIZE=2", NULL };
+  g_autoptr (GPtrArray) rank0 = train_args (env_run, ARGS ("train"), 32, NULL);
+  g_autofree char *port = g_strdup_printf ("MASTER_PORT=%s", strrchr (master, ':') + 1);
+  const char *const env1[] = { "KS_STORE_TOKEN=2f9c0d41", "RANK=1", "WORLD_SIZE=2",
+                               "MASTER_ADDR=127.0.0.1", port, NULL };
+  const char *const env0[] = { "KS_STORE_TOKEN=2f9c0d41", "RANK=0", "WORLD_SIZE=2",
+                               "MASTER_ADDR=127.0.0.1", port, NULL };
   pid1 = ks_test_spawn_ksdist ((const char *const *) rank0->pdata, env1, plugins, NULL, NULL);
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
@@ -195,6 +197,80 @@ test_two_nodes (void)
     g_error ("rank 0 failed (%d):\n%s%s", status0, out, err);
   g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
   g_assert_cmpfloat (max_difference (file, env_run), ==, 0);
+  ks_test_rmtree (dir);
+}
+
+/* The argv of `launcher` ARGS ksdist train with train_args' settings into `ckpt`. */
+static GPtrArray *
+foreign_args (const char *const *launcher, const char *ckpt)
+{
+  g_autoptr (GPtrArray) settings = train_args (ckpt, ARGS ("train"), 32, NULL);
+  GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
+  for (int i = 0; launcher[i] != NULL; i++)
+    g_ptr_array_add (argv, g_strdup (launcher[i]));
+  g_ptr_array_add (argv, g_strdup (g_getenv ("KSDIST")));
+  for (guint i = 0; i < settings->len - 1; i++)
+    g_ptr_array_add (argv, g_strdup (g_ptr_array_index (settings, i)));
+  g_ptr_array_add (argv, NULL);
+  return argv;
+}
+
+/* Whether `program` is here and runs (with `probe`, an option that only prints), else
+ * skips naming the package. */
+static gboolean
+have_launcher (const char *program, const char *probe, const char *package)
+{
+  g_autofree char *path = g_find_program_in_path (program);
+  g_autofree char *out = NULL, *err = NULL;
+  int status = -1;
+  const char *argv[] = { program, probe, NULL };
+
+  if (path != NULL)
+    g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+                  &status, NULL);
+  if (path != NULL && g_spawn_check_wait_status (status, NULL))
+    return TRUE;
+  g_autofree char *why = g_strdup_printf ("%s is not installed or does not run (apt-get "
+                                          "install %s)", program, package);
+  g_test_skip (why);
+  return FALSE;
+}
+
+/* Under torchrun (its agent's store, PyTorch's protocol) and under mpirun (a file store
+ * named by mpirun's job), `ksdist train` with no extra flag ends bitwise where `ksdist
+ * launch -n 2` does. torchrun gets --redirects/--tee: with Debian 12's Python 3.11, its
+ * defaults fail before starting anything (pytorch issue 92319). */
+static void
+test_foreign_launchers (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *launched = train (dir, "launch", 2, 32, NULL);
+  g_autofree char *port = g_strdup_printf ("%d", free_port ());
+  const char *const root[] = { "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                               NULL };
+  struct {
+    const char *program, *probe, *package, *name;
+    const char *const *argv;
+  } launchers[] = {
+    { "torchrun", "--help", "python3-torch", "torchrun",
+      ARGS ("torchrun", "--nproc_per_node", "2", "--no_python", "--redirects", "1", "--tee",
+            "1", "--master_port", port) },
+    { "mpirun", "--version", "openmpi-bin", "mpirun", ARGS ("mpirun", "-n", "2", "--oversubscribe") },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (launchers); i++)
+    {
+      if (!have_launcher (launchers[i].program, launchers[i].probe, launchers[i].package))
+        continue;
+      g_autofree char *ckpt = g_build_filename (dir, launchers[i].name, NULL);
+      g_autoptr (GPtrArray) argv = foreign_args (launchers[i].argv, ckpt);
+      g_autofree char *out = NULL, *err = NULL;
+      int status = ks_test_run_program ((const char *const *) argv->pdata, root, plugins, &out,
+                                        &err);
+      g_test_message ("%s: %s%s", launchers[i].name, out, err);
+      g_assert_cmpint (status, ==, 0);
+      g_assert_cmpfloat (max_difference (launched, ckpt), ==, 0);
+    }
   ks_test_rmtree (dir);
 }
 
@@ -573,6 +649,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launch/killed-launcher", test_killed_launcher);
   g_test_add_func ("/launch/bad-config", test_bad_config);
   g_test_add_func ("/launch/two-nodes", test_two_nodes);
+  g_test_add_func ("/launch/foreign-launchers", test_foreign_launchers);
   g_test_add_func ("/launch/node-errors", test_node_errors);
   g_test_add_func ("/launch/servers", test_servers);
   g_test_add_func ("/launch/program", test_program);

@@ -221,11 +221,19 @@ ks_test_run_ksdist (const char *const *args, const char *const *env,
                     const char *const *plugins, char **out, char **err)
 {
   g_auto (GStrv) argv = ksdist_argv (args);
+  return ks_test_run_program ((const char *const *) argv, env, plugins, out, err);
+}
+
+int
+ks_test_run_program (const char *const *argv, const char *const *env,
+                     const char *const *plugins, char **out, char **err)
+{
   g_auto (GStrv) envp = ksdist_environ (env, plugins);
   g_autoptr (GError) error = NULL;
   int wait_status;
 
-  g_spawn_sync (NULL, argv, envp, G_SPAWN_DEFAULT, NULL, NULL, out, err, &wait_status, &error);
+  g_spawn_sync (NULL, (char **) argv, envp, G_SPAWN_SEARCH_PATH, NULL, NULL, out, err,
+                &wait_status, &error);
   g_assert_no_error (error);
   g_assert_true (WIFEXITED (wait_status)); /* never a crash */
   return WEXITSTATUS (wait_status);

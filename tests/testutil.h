@@ -65,7 +65,11 @@ char *ks_test_build_plugin_dir (const char *name);
  * did not crash) with stdout and stderr. */
 int ks_test_run_ksdist (const char *const *args, const char *const *env,
                         const char *const *plugins, char **out, char **err);
-/* The same, started in the background with pipes for stdout and stderr (NULL: none). */
+/* The same for any program (argv[0] searched in PATH), e.g. torchrun running ksdist. */
+int ks_test_run_program (const char *const *argv, const char *const *env,
+                         const char *const *plugins, char **out, char **err);
+/* ks_test_run_ksdist started in the background with pipes for stdout and stderr (NULL:
+ * none). */
 GPid ks_test_spawn_ksdist (const char *const *args, const char *const *env,
                            const char *const *plugins, int *out_fd, int *err_fd);
 

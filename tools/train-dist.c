@@ -57,9 +57,11 @@ ks_train_dist_setup (Trainer *t, GError **error)
     }
   /* ksdist launch hosts a TCP store and says where; without it, rank 0 serves it */
   const char *store = setting (c, "KS_STORE", "comm", "store"), *token = g_getenv ("KS_STORE_TOKEN");
+  gboolean rank0 = ks_role_maker_global_rank (t->role) == 0;
   gboolean rank0_serves = strcmp (store, "tcp") == 0 && g_getenv ("KS_STORE_ADDRESS") == NULL
-                          && ks_role_maker_global_rank (t->role) == 0;
+                          && rank0;
   g_autofree char *bound = NULL;
+  g_auto (KsMeeting) meeting = { 0 };
 
   /* a server has no rows of the data: rank -1 */
   t->rank = ks_role_maker_is_worker (t->role) ? ks_role_maker_worker_index (t->role) : -1;
@@ -83,13 +85,25 @@ ks_train_dist_setup (Trainer *t, GError **error)
     }
   if (*address == '\0')
     {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "a job of %d processes needs a place to meet: `ksdist launch` gives one; "
-                   "under mpirun or srun set [comm] store_address to a directory every "
-                   "process can reach (or [comm] store = tcp and the HOST:PORT of a store "
-                   "server), and [job] name to a name unique to this run",
-                   total);
-      return FALSE;
+      /* started by torchrun, mpirun, a scheduler: their variables may say where */
+      if (!ks_train_meeting (*job ? job : "default", rank0, &meeting, error))
+        return FALSE;
+      if (meeting.address == NULL)
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "a job of %d processes needs a place to meet: `ksdist launch` and "
+                       "torchrun give one, as does mpirun on one host; elsewhere set [comm] "
+                       "store_address to a directory every process can reach (or [comm] store "
+                       "= tcp and the HOST:PORT of a store server, or MASTER_ADDR and "
+                       "MASTER_PORT where rank 0 serves one), and [job] name to a name unique "
+                       "to this run",
+                       total);
+          return FALSE;
+        }
+      store = meeting.store;
+      address = meeting.address;
+      job = meeting.job;
+      rank0_serves = meeting.serve;
     }
   if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
       || (rank0_serves && !ks_store_serve (t->store, address, token, &bound, error))

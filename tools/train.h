@@ -84,6 +84,15 @@ void ks_trainer_clear (Trainer *t);
 extern const TrainTask ks_ctr_task;
 /* The task of [model] type and [data] task; an error when they do not go together. */
 const TrainTask *ks_train_task (const KsConfig *config, GError **error);
+/* train-meet.c: where a job another launcher started meets (store kind, address, job
+ * prefix, whether this rank serves the store); address NULL when nothing says. */
+typedef struct {
+  char *store, *address, *job;
+  gboolean serve;
+} KsMeeting;
+gboolean ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error);
+void ks_train_meeting_clear (KsMeeting *m);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (KsMeeting, ks_train_meeting_clear)
 /* train-dist.c */
 gboolean ks_train_dist_setup (Trainer *t, GError **error);
 gboolean ks_train_dist_wrap (Trainer *t, GError **error);

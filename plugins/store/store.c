@@ -248,6 +248,8 @@ static const KsImplDesc store_impls[] = {
   { KS_KIND_STORE, "tcp", &ks_tcp_store_ops, NULL,
     "Rendezvous at a server one process hosts (jobs across machines); clients need the "
     "job's token" },
+  { KS_KIND_STORE, "c10d", &ks_c10d_store_ops, NULL,
+    "Rendezvous at PyTorch's TCPStore (torchrun's agent store; torch 1.13's protocol)" },
 };
 
 static const KsKeyDesc store_settings[] = {
@@ -262,7 +264,7 @@ static const KsPluginDesc store_plugin = {
   .abi_minor = KS_ABI_MINOR,
   .name = "store",
   .version = PACKAGE_VERSION,
-  .description = "Rendezvous stores: file and TCP",
+  .description = "Rendezvous stores: file, TCP and PyTorch's c10d TCPStore (client)",
   .impls = store_impls,
   .n_impls = G_N_ELEMENTS (store_impls),
   .settings = store_settings,

@@ -48,9 +48,8 @@ tcp_destroy (void *p)
   g_free (s);
 }
 
-/* One try at a connection; -1 with errno set when it fails. */
-static int
-try_connect (const char *host, guint16 port, GError **error)
+int
+ks_tcp_connect (const char *host, guint16 port, GError **error)
 {
   struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                             .ai_flags = AI_NUMERICSERV };
@@ -187,7 +186,7 @@ tcp_open (void *p, const char *address, const char *prefix, const char *token, G
   for (;;)
     {
       g_autoptr (GError) lost = NULL;
-      while ((s->fd = try_connect (host, port, error)) < 0)
+      while ((s->fd = ks_tcp_connect (host, port, error)) < 0)
         {
           err = errno;
           if (s->fd == -2)

@@ -103,6 +103,23 @@ wire_get_string (WireReader *r, char **s)
   return TRUE;
 }
 
+gboolean
+wire_send_raw (int fd, const void *data, gsize len)
+{
+  const char *p = data;
+  while (len > 0)
+    {
+      ssize_t n = send (fd, p, len, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return FALSE;
+      p += n;
+      len -= (gsize) n;
+    }
+  return TRUE;
+}
+
 /* One sendmsg for the length and the body, so that a small frame is one TCP segment
  * (two sends would wait on Nagle's algorithm for the peer's delayed ACK). */
 gboolean
@@ -134,9 +151,8 @@ wire_send (int fd, const GByteArray *body)
   return TRUE;
 }
 
-/* Reads exactly len bytes. 1: done; 0: closed before the first byte; -1: why says. */
-static int
-receive_all (int fd, void *data, gsize len, gint64 deadline, char **why)
+int
+wire_receive_all (int fd, void *data, gsize len, gint64 deadline, char **why)
 {
   char *p = data;
   gsize got = 0;
@@ -183,7 +199,7 @@ int
 wire_receive_limited (int fd, gint64 deadline, guint32 limit, GByteArray **body, char **why)
 {
   guint32 be, len;
-  int status = receive_all (fd, &be, 4, deadline, why);
+  int status = wire_receive_all (fd, &be, 4, deadline, why);
   if (status <= 0)
     return status;
   len = GUINT32_FROM_BE (be);
@@ -194,7 +210,7 @@ wire_receive_limited (int fd, gint64 deadline, guint32 limit, GByteArray **body,
     }
   *body = g_byte_array_sized_new (len);
   g_byte_array_set_size (*body, len);
-  status = receive_all (fd, (*body)->data, len, deadline, why);
+  status = wire_receive_all (fd, (*body)->data, len, deadline, why);
   if (status <= 0)
     {
       if (status == 0) /* len > 0 here: an empty body is read at once */

@@ -59,6 +59,11 @@ int wire_receive_limited (int fd, gint64 deadline, guint32 limit, GByteArray **b
 gboolean wire_equal_secret (const char *presented, const char *secret);
 
 /* Splits host:port (or [v6]:port); the port must be 0-65535. */
+/* Reads exactly len bytes by `deadline` (monotonic µs, -1: none). 1: done; 0: closed
+ * before the first byte; -1: *why (g_free'd by the caller) says. */
+int wire_receive_all (int fd, void *data, gsize len, gint64 deadline, char **why);
+/* Writes all of `data` (no frame around it). */
+gboolean wire_send_raw (int fd, const void *data, gsize len);
 gboolean wire_parse_address (const char *address, char **host, guint16 *port, GError **error);
 
 #endif

@@ -1,0 +1,66 @@
+/* Where the processes of a job meet when another launcher started them and [comm]
+ * store_address is not set (ksdist launch always says where):
+ * - torchrun with its agent's store (TORCHELASTIC_USE_AGENT_STORE=True, the default):
+ *   PyTorch's TCPStore at MASTER_ADDR:MASTER_PORT, keys under ksdist/attempt_<restart>/
+ *   so a restarted attempt never reads an earlier one's;
+ * - RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT alone (a scheduler, torchrun with another
+ *   rendezvous): rank 0 serves ksdist's TCP store there, for clients with KS_STORE_TOKEN;
+ * - mpirun with every rank on this host: a file store in a private directory named by
+ *   mpirun's job id (PMIX_NAMESPACE). */
+#include "train.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+gboolean
+ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
+{
+  const char *addr = g_getenv ("MASTER_ADDR"), *port = g_getenv ("MASTER_PORT");
+  const char *mpi_job = g_getenv ("PMIX_NAMESPACE");
+  const char *local = g_getenv ("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char *size = g_getenv ("OMPI_COMM_WORLD_SIZE");
+
+  *m = (KsMeeting) { 0 };
+  if (g_getenv ("RANK") != NULL && addr != NULL && port != NULL)
+    {
+      m->address = g_strdup_printf ("%s:%s", addr, port);
+      if (g_strcmp0 (g_getenv ("TORCHELASTIC_USE_AGENT_STORE"), "True") == 0)
+        {
+          const char *restart = g_getenv ("TORCHELASTIC_RESTART_COUNT");
+          m->store = g_strdup ("c10d");
+          m->job = g_strdup_printf ("ksdist/attempt_%s/%s", restart != NULL ? restart : "0", job);
+          return TRUE;
+        }
+      m->store = g_strdup ("tcp");
+      m->job = g_strdup (job);
+      m->serve = rank0;
+      return TRUE;
+    }
+  if (mpi_job != NULL && local != NULL && g_strcmp0 (local, size) == 0)
+    {
+      g_autofree char *name = g_strdup_printf ("ksdist-mpirun-%s", mpi_job);
+      m->address = g_build_filename (g_get_tmp_dir (), name, NULL);
+      if (g_mkdir (m->address, 0700) != 0 && errno != EEXIST)
+        {
+          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
+                       "cannot make the job's meeting directory %s: %s", m->address,
+                       g_strerror (errno));
+          ks_train_meeting_clear (m);
+          return FALSE;
+        }
+      m->store = g_strdup ("file");
+      m->job = g_strdup (job);
+      return TRUE;
+    }
+  return TRUE; /* nowhere known: m->address stays NULL */
+}
+
+void
+ks_train_meeting_clear (KsMeeting *m)
+{
+  g_free (m->store);
+  g_free (m->address);
+  g_free (m->job);
+  *m = (KsMeeting) { 0 };
+}
