@@ -538,18 +538,22 @@ test_stalled_rank (void)
   ks_test_rmtree (dir);
 }
 
-/* ksdist bench allreduce: three ranks, every size from 4 KiB to the largest asked, no
- * wrong value, busbw = algbw · 2(n−1)/n; and the JSON form. */
+/* ksdist bench allreduce: three ranks, every size from -b to -e by -f as nccl-tests
+ * takes them, no wrong value, busbw = algbw · 2(n−1)/n, nccl-tests' closing lines with
+ * the average busbw; the JSON form; one process refused. */
 static void
 test_bench_allreduce (void)
 {
   static const char *const plugins[] = { "store", "gloo", NULL };
   g_autofree char *out = NULL, *err = NULL, *json = NULL;
   int status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "-n", "3",
-                                                           "--max-bytes", "65536", NULL },
+                                                           "-b", "2K", "-e", "64K", "-f", "2",
+                                                           "--iters", "7", "-w", "1", NULL },
                                    NULL, plugins, &out, &err);
   g_auto (GStrv) lines = NULL;
-  gsize rows = 0, want = 4096;
+  gsize rows = 0, want = 2048;
+  double busbw_sum = 0, avg;
+  const char *closing;
 
   g_test_message ("%s%s", out, err);
   g_assert_cmpint (status, ==, 0);
@@ -568,10 +572,15 @@ test_bench_allreduce (void)
       g_assert_cmpuint (wrong, ==, 0);
       g_assert_cmpfloat (us, >, 0);
       g_assert_cmpfloat (fabs (busbw - algbw * 4 / 3), <=, 0.002);
-      want *= 4;
+      busbw_sum += busbw;
+      want *= 2;
       rows++;
     }
-  g_assert_cmpuint (rows, ==, 3);
+  g_assert_cmpuint (rows, ==, 6);
+  g_assert_nonnull (strstr (out, "# Out of bounds values : 0 OK\n"));
+  g_assert_nonnull (closing = strstr (out, "# Avg bus bandwidth    : "));
+  avg = g_ascii_strtod (closing + strlen ("# Avg bus bandwidth    : "), NULL);
+  g_assert_cmpfloat (fabs (avg - busbw_sum / rows), <=, 0.002); /* the table's, rounded */
 
   status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "--json",
                                                        "--max-bytes", "16384", "--set",
@@ -582,7 +591,13 @@ test_bench_allreduce (void)
                                          "\"ranks\": 2,"));
   g_assert_nonnull (strstr (json, "{\"bytes\": 16384, \"count\": 4096, \"time_us\": "));
   g_assert_null (strstr (json, "65536"));
-  g_assert_true (g_str_has_suffix (json, "]}\n"));
+  g_assert_nonnull (strstr (json, "], \"wrong\": 0, \"avg_busbw\": "));
+
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "-n", "1", NULL },
+                               NULL, plugins, NULL, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "an allreduce needs 2 processes or more"));
 }
 
 int

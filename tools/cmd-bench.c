@@ -13,15 +13,41 @@
 typedef struct {
   int n, rank;
   gboolean json;
-  gint64 max_bytes;
-  char *address; /* the rank's: where the launcher serves the store */
+  gint64 min_bytes, max_bytes, factor;
+  int iters, warmup; /* iters 0: about 256 MiB moved per size */
+  char *address;     /* the rank's: where the launcher serves the store */
 } Bench;
 
-/* Iterations for a message: about 256 MiB moved, between 5 and 200 calls. */
+/* Iterations for a message: as asked, else about 256 MiB moved, between 5 and 200. */
 static int
-iterations (gsize bytes)
+iterations (const Bench *b, gsize bytes)
 {
-  return (int) CLAMP ((256u << 20) / bytes, 5, 200);
+  return b->iters > 0 ? b->iters : (int) CLAMP ((256u << 20) / bytes, 5, 200);
+}
+
+/* A size as nccl-tests writes it: bytes, or with K, M or G (powers of 1024). */
+static gboolean
+parse_size (const char *text, gint64 *out)
+{
+  char *end;
+  guint64 v;
+  int shift = 0;
+  if (text == NULL || !g_ascii_isdigit (*text))
+    return FALSE;
+  v = g_ascii_strtoull (text, &end, 10);
+  switch (g_ascii_toupper (*end))
+    {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    default: break;
+    }
+  if (g_ascii_toupper (*end) == 'B')
+    end++;
+  if (*end != '\0' || v > (G_MAXINT64 >> 30))
+    return FALSE;
+  *out = (gint64) (v << shift);
+  return TRUE;
 }
 
 /* Values of a sum of (rank + 1) over the ranks that are not n(n+1)/2. */
@@ -38,16 +64,16 @@ check_sum (KsComm *comm, float *buf, gsize count, int rank, int n, GError **erro
   return wrong;
 }
 
-/* Seconds per allreduce, the slowest rank's, after two warm-up calls and a barrier. The
+/* Seconds per allreduce, the slowest rank's, after the warm-up calls and a barrier. The
  * buffer is zeros, so repeated sums stay finite. */
 static double
-time_allreduce (KsComm *comm, float *buf, gsize count, GError **error)
+time_allreduce (const Bench *b, KsComm *comm, float *buf, gsize count, GError **error)
 {
-  int iters = iterations (count * sizeof (float));
+  int iters = iterations (b, count * sizeof (float));
   double seconds;
 
   memset (buf, 0, count * sizeof (float));
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < b->warmup; i++)
     if (!ks_comm_allreduce (comm, buf, count, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, error))
       return -1;
   if (!ks_comm_barrier (comm, error))
@@ -70,7 +96,8 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
   g_autoptr (KsComm) comm = NULL;
   const char *backend = ks_config_get_string (c, "comm", "backend");
   int timeout_ms = (int) (ks_config_get_double (c, "comm", "timeout") * 1000);
-  gsize wrong_total = 0;
+  gsize wrong_total = 0, sizes = 0;
+  double busbw_sum = 0;
 
   if ((store = ks_store_new (registry, c, "tcp", &error)) == NULL
       || !ks_store_open (store, b->address, "bench", g_getenv ("KS_STORE_TOKEN"), &error)
@@ -88,14 +115,15 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
     printf ("# ksdist allreduce: %d ranks, %s, float32 sum\n# %10s %10s %10s %10s %10s %6s\n",
             b->n, ks_comm_name (comm), "size (B)", "count", "time (us)", "algbw GB/s",
             "busbw GB/s", "wrong");
-  for (gsize bytes = 4096; (gint64) bytes <= b->max_bytes; bytes *= 4)
+  for (gsize bytes = b->min_bytes; (gint64) bytes <= b->max_bytes;
+       bytes = b->factor > 1 ? bytes * (gsize) b->factor : (gsize) b->max_bytes + 1)
     {
       gsize count = bytes / sizeof (float), wrong;
       g_autofree float *buf = g_new (float, count);
       double seconds;
 
       if ((wrong = check_sum (comm, buf, count, b->rank, b->n, &error)) == G_MAXSIZE
-          || (seconds = time_allreduce (comm, buf, count, &error)) < 0)
+          || (seconds = time_allreduce (b, comm, buf, count, &error)) < 0)
         {
           ks_cli_error ("bench allreduce: rank %d, %" G_GSIZE_FORMAT " bytes: %s", b->rank,
                         bytes, error->message);
@@ -103,19 +131,26 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
         }
       wrong_total += wrong;
       double algbw = bytes / seconds / 1e9, busbw = algbw * 2.0 * (b->n - 1) / b->n;
+      busbw_sum += busbw;
+      sizes++;
       if (b->rank == 0 && b->json)
         printf ("%s\n  {\"bytes\": %" G_GSIZE_FORMAT ", \"count\": %" G_GSIZE_FORMAT
                 ", \"time_us\": %.2f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %"
                 G_GSIZE_FORMAT "}",
-                bytes == 4096 ? "" : ",", bytes, count, seconds * 1e6, algbw, busbw, wrong);
+                sizes == 1 ? "" : ",", bytes, count, seconds * 1e6, algbw, busbw, wrong);
       else if (b->rank == 0)
         printf ("  %10" G_GSIZE_FORMAT " %10" G_GSIZE_FORMAT " %10.1f %10.3f %10.3f %6"
                 G_GSIZE_FORMAT "\n",
                 bytes, count, seconds * 1e6, algbw, busbw, wrong);
       fflush (stdout);
     }
+  /* nccl-tests' closing lines */
   if (b->rank == 0 && b->json)
-    printf ("\n]}\n");
+    printf ("\n], \"wrong\": %" G_GSIZE_FORMAT ", \"avg_busbw\": %.4f}\n", wrong_total,
+            busbw_sum / sizes);
+  else if (b->rank == 0)
+    printf ("# Out of bounds values : %" G_GSIZE_FORMAT " %s\n# Avg bus bandwidth    : %g \n#\n",
+            wrong_total, wrong_total == 0 ? "OK" : "FAILED", busbw_sum / sizes);
   if (wrong_total > 0)
     ks_cli_error ("bench allreduce: rank %d: %" G_GSIZE_FORMAT " values were wrong", b->rank,
                   wrong_total);
@@ -176,14 +211,24 @@ run_ranks (Bench *b, const KsConfig *c, KsRegistry *registry, char **argv, int a
 static int
 run_bench (int argc, char **argv)
 {
-  Bench b = { .n = 2, .rank = -1, .max_bytes = 64 << 20 };
+  Bench b = { .n = 2, .rank = -1, .factor = 4, .warmup = 2 };
   g_auto (GStrv) sets = NULL;
-  g_autofree char *address = NULL;
+  g_autofree char *address = NULL, *min_text = NULL, *max_text = NULL;
   GOptionEntry entries[] = {
     { "nproc", 'n', 0, G_OPTION_ARG_INT, &b.n, "Processes on this machine (default 2)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &b.json, "One JSON object instead of the table", NULL },
-    { "max-bytes", 0, 0, G_OPTION_ARG_INT64, &b.max_bytes,
-      "Largest message (default 64 MiB; sizes go up by 4 from 4 KiB)", "BYTES" },
+    { "minbytes", 'b', 0, G_OPTION_ARG_STRING, &min_text,
+      "Smallest message, e.g. 4K (default 4K; K, M, G are powers of 1024)", "SIZE" },
+    { "maxbytes", 'e', 0, G_OPTION_ARG_STRING, &max_text, "Largest message (default 64M)",
+      "SIZE" },
+    { "max-bytes", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &max_text, NULL, NULL },
+    { "stepfactor", 'f', 0, G_OPTION_ARG_INT64, &b.factor,
+      "Multiply the size by F from one line to the next (default 4)", "F" },
+    { "iters", 0, 0, G_OPTION_ARG_INT, &b.iters,
+      "Timed calls per size (nccl-tests' -n; -n is the processes here); default about "
+      "256 MiB moved", "I" },
+    { "warmup_iters", 'w', 0, G_OPTION_ARG_INT, &b.warmup, "Untimed calls first (default 2)",
+      "W" },
     { "rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &b.rank, NULL, NULL },
     { "address", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &address, NULL, NULL },
     KS_CLI_SET_OPTION (sets),
@@ -214,9 +259,22 @@ run_bench (int argc, char **argv)
         }
       return ks_bench_pipeline (b.n, argc == 3 ? argv[2] : NULL, sets, b.json);
     }
-  if (b.n < 1 || b.max_bytes < 4096)
+  if (!parse_size (min_text != NULL ? min_text : "4K", &b.min_bytes)
+      || !parse_size (max_text != NULL ? max_text : "64M", &b.max_bytes))
     {
-      ks_cli_error ("bench allreduce: -n is at least 1 and --max-bytes at least 4096");
+      ks_cli_error ("bench allreduce: -b/-e '%s': a size is bytes or a number with K, M or G",
+                    min_text != NULL && !parse_size (min_text, &b.min_bytes) ? min_text : max_text);
+      return KS_EXIT_USAGE;
+    }
+  b.min_bytes = b.min_bytes / 4 * 4; /* whole float32 values */
+  if (b.n < 2 || b.min_bytes < 4 || b.max_bytes < b.min_bytes || b.factor < 1 || b.iters < 0
+      || b.warmup < 0 || b.max_bytes > ((gint64) 1 << 34))
+    {
+      ks_cli_error ("bench allreduce: -n %d, -b %" G_GINT64_FORMAT ", -e %" G_GINT64_FORMAT
+                    ", -f %" G_GINT64_FORMAT ": an allreduce needs 2 processes or more (one "
+                    "moves nothing); sizes from 4 bytes up to 16G with -b <= -e, -f >= 1, and "
+                    "--iters, -w not negative",
+                    b.n, b.min_bytes, b.max_bytes, b.factor);
       return KS_EXIT_USAGE;
     }
   if ((status = ks_cli_load (argc == 3 ? argv[2] : NULL, sets, &config, &registry)) != 0)
@@ -233,7 +291,7 @@ run_bench (int argc, char **argv)
 const KsCommand ks_cmd_bench = {
   "bench",
   "Measure the communicator: `ksdist bench allreduce` prints time, algbw and busbw for "
-  "4 KiB to 64 MiB between -n processes; `ksdist bench pipeline` the bubble of pipeline "
-  "schedules on -n stages against the theory",
+  "4 KiB to 64 MiB (nccl-tests' -b, -e, -f, -w; --iters) between -n processes; `ksdist bench "
+  "pipeline` the bubble of pipeline schedules on -n stages against the theory",
   run_bench,
 };
