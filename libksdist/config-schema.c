@@ -76,6 +76,8 @@ static const KsKeyDesc core_schema[] = {
   { "train", "steps", KS_VALUE_INT, "1000", 1, 1e12, NULL, "Optimizer steps" },
   { "train", "batch", KS_VALUE_INT, "128", 1, 1e8, NULL, "Samples per step" },
   { "train", "log_every", KS_VALUE_INT, "100", 1, 1e12, NULL, "Steps between log lines" },
+  { "train", "eval_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
+    "Steps between held-out evaluations during training (0: only at the end)" },
   { "train", "seed", KS_VALUE_INT, "3", 0, 1e15, NULL,
     "Seed of the batch shuffling (each epoch's order depends only on it and the epoch)" },
   { "train", "checkpoint_dir", KS_VALUE_STRING, "", 1, 0, NULL,

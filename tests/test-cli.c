@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <config.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -217,7 +218,9 @@ test_warning_and_log_level (Fixture *f, gconstpointer data)
   g_assert_cmpstr (f->err, ==, "");
 }
 
-/* ksdist train, not on a terminal: plain lines, the metrics file, held-out accuracy. */
+/* ksdist train, not on a terminal: plain lines, the metrics file (wall time, the
+ * held-out accuracy every 200 steps), held-out accuracy; plotted alone and beside a
+ * second run. */
 static void
 test_train (Fixture *f, gconstpointer data)
 {
@@ -228,26 +231,33 @@ test_train (Fixture *f, gconstpointer data)
 
   run (f, ARGS ("train", "--set", "data.task=rings", "--set", "data.samples=512", "--set",
                 "train.batch=64", "--set", "train.steps=400", "--set", "train.log_every=100",
-                "--set", "optim.lr=0.01", "--set", set_metrics),
+                "--set", "optim.lr=0.01", "--set", set_metrics, "--set", "train.eval_every=200"),
        NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_auto (GStrv) lines = g_strsplit (f->out, "\n", -1);
-  g_assert_cmpuint (g_strv_length (lines), ==, 6); /* 4 steps, the result, "" */
-  for (int i = 0; i < 4; i++)
+  g_assert_cmpuint (g_strv_length (lines), ==, 7); /* 4 steps, an evaluation, the result, "" */
+  for (int i = 0, row = 0; i < 4; i++, row++)
     {
       g_autofree char *prefix = g_strdup_printf ("step %d/400 loss ", (i + 1) * 100);
-      g_assert_true (g_str_has_prefix (lines[i], prefix));
-      g_assert_nonnull (strstr (lines[i], " samples/s "));
+      if (i == 1) /* step 200's evaluation comes before its line */
+        g_assert_true (g_str_has_prefix (lines[row++], "eval accuracy "));
+      g_assert_true (g_str_has_prefix (lines[row], prefix));
+      g_assert_nonnull (strstr (lines[row], " samples/s "));
     }
-  g_assert_cmpint (sscanf (lines[4], "eval accuracy %lf (128 held-out samples)", &accuracy), ==, 1);
+  g_assert_true (g_str_has_suffix (lines[1], " at step 200 (128 held-out samples)"));
+  g_assert_cmpint (sscanf (lines[5], "eval accuracy %lf (128 held-out samples)", &accuracy), ==, 1);
   g_assert_cmpfloat (accuracy, >=, 0.95);
 
   g_assert_true (g_file_get_contents (metrics, &text, NULL, NULL));
   g_auto (GStrv) rows = g_strsplit (text, "\n", -1);
+  double wall = -1, wall_last = -1;
   g_assert_cmpuint (g_strv_length (rows), ==, 5);
-  g_assert_true (g_str_has_prefix (rows[0], "{\"step\": 100, \"loss\": "));
+  g_assert_cmpint (sscanf (rows[0], "{\"step\": 100, \"wall_s\": %lf, \"loss\": ", &wall), ==, 1);
   g_assert_null (strstr (rows[0], "eval_accuracy"));
-  g_assert_true (g_str_has_prefix (rows[3], "{\"step\": 400, \"loss\": "));
+  g_assert_nonnull (strstr (rows[1], "\"eval_accuracy\": ")); /* step 200, logged too */
+  g_assert_cmpint (sscanf (rows[3], "{\"step\": 400, \"wall_s\": %lf, \"loss\": ", &wall_last), ==, 1);
+  g_assert_cmpfloat (wall_last, >=, wall);
+  g_assert_cmpfloat (wall, >, 0);
   g_assert_nonnull (strstr (rows[3], "\"eval_accuracy\": "));
 
   /* the metrics plotted: an SVG with the four points and the held-out accuracy */
@@ -261,12 +271,35 @@ test_train (Fixture *f, gconstpointer data)
   g_assert_true (g_regex_match_simple ("<polyline [^>]*points=\"[0-9.]+,[0-9.]+( [0-9.]+,[0-9.]+){3}\"",
                                        svg, 0, 0));
   g_assert_nonnull (strstr (svg, "held-out accuracy "));
+  g_assert_nonnull (strstr (f->out, "1 run, 3 panels")); /* loss, lr, held-out accuracy */
+
+  /* two runs on one chart, each named in the legend; one point is not a curve */
+  g_autofree char *other = ks_test_write (f->dir, "other.jsonl",
+                                          "{\"step\": 10, \"loss\": 2}\n"
+                                          "{\"step\": 20, \"loss\": 1.5}\n");
+  g_autofree char *both = g_build_filename (f->dir, "both.svg", NULL);
+  g_clear_pointer (&svg, g_free);
+  run (f, ARGS ("plot", metrics, other, "-o", both), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "2 runs, 3 panels"));
+  g_assert_true (g_file_get_contents (both, &svg, NULL, NULL));
+  g_assert_nonnull (strstr (svg, ">m.jsonl (held-out accuracy "));
+  g_assert_nonnull (strstr (svg, ">other.jsonl</text>"));
+  g_autofree char *single = ks_test_write (f->dir, "one.jsonl", "{\"step\": 10, \"loss\": 2}\n");
+  g_autofree char *one_svg = g_build_filename (f->dir, "one.svg", NULL);
+  g_autofree char *one_error = g_strdup_printf ("%s: 1 logged step with a finite loss; a curve "
+                                                "needs 2 or more (log more often with [train] "
+                                                "log_every)", single);
+  run (f, ARGS ("plot", single, "-o", one_svg), NULL);
+  assert_error_line (f, 2, one_error);
+  g_assert_false (g_file_test (one_svg, G_FILE_TEST_EXISTS));
 
   /* a line that is not a metrics object: named, and no image written */
   g_autofree char *bad = ks_test_write (f->dir, "bad.jsonl", "{\"step\": 1, \"loss\": 2}\n[1, 2]\n");
   g_autofree char *bad_svg = g_build_filename (f->dir, "bad.svg", NULL);
-  g_autofree char *want = g_strdup_printf ("%s:2: not a JSON object with \"step\" and \"loss\" (a "
-                                           "[log] metrics file of `ksdist train` has one per line)",
+  g_autofree char *want = g_strdup_printf ("%s:2: not a JSON object with \"step\" and \"loss\" or "
+                                           "a held-out metric (a [log] metrics file of `ksdist "
+                                           "train` has one per line)",
                                            bad);
   run (f, ARGS ("plot", bad, "-o", bad_svg), NULL);
   assert_error_line (f, 2, want);
@@ -368,10 +401,13 @@ test_train_addition (Fixture *f, gconstpointer data)
                                               NULL);
   g_autofree char *ckpt = g_build_filename (f->dir, "ckpt", NULL);
   g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
-  double exact = 0;
+  g_autofree char *metrics = g_build_filename (f->dir, "m.jsonl", NULL);
+  g_autofree char *set_metrics = g_strdup_printf ("log.metrics=%s", metrics);
+  g_autofree char *text = NULL;
+  double exact = 0, samples = 0, tokens = 0;
 
-  run (f, ARGS ("train", config, "--set", "train.steps=1600", "--set", "optim.total_steps=1600",
-                "--set", "train.log_every=1600", "--set", "openblas.threads=1", "--set", set_ckpt),
+  run (f, ARGS ("train", config, "--set", "train.steps=1600", "--set", "train.log_every=1600",
+                "--set", "openblas.threads=1", "--set", set_ckpt, "--set", set_metrics),
        NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_auto (GStrv) lines = g_strsplit (f->out, "\n", -1);
@@ -381,6 +417,13 @@ test_train_addition (Fixture *f, gconstpointer data)
   /* 0.93-0.95 over four seeds; guessing scores about 0. At 1200 steps the same run sits
    * where accuracy still climbs fast (0.67-0.91 as rounding changed), too close to call. */
   g_assert_cmpfloat (exact, >=, 0.8);
+  /* a token task's metrics count tokens too: a row is a window of [model] context = 16 */
+  g_assert_true (g_file_get_contents (metrics, &text, NULL, NULL));
+  const char *at = strstr (text, "\"samples_per_s\": ");
+  g_assert_nonnull (at);
+  g_assert_cmpint (sscanf (at, "\"samples_per_s\": %lf, \"tokens_per_s\": %lf", &samples,
+                           &tokens), ==, 2);
+  g_assert_cmpfloat (fabs (tokens - 16 * samples), <=, 16 * 0.05 + 1e-9 * tokens);
 
   run (f, ARGS ("generate", ckpt, "--prompt", "37+58=", "-n", "3"), NULL);
   g_assert_cmpint (f->status, ==, 0);

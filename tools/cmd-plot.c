@@ -1,6 +1,8 @@
-/* ksdist plot: the loss curve of a [log] metrics file (one JSON object per logged step)
- * as an SVG image, with the held-out metric where it was evaluated. The image is written
- * to a temporary file and renamed, so a failed plot leaves no half-written file. */
+/* ksdist plot: [log] metrics files (one JSON object per logged step) as one SVG image of
+ * stacked panels sharing the step axis: the loss of every run (a legend names them), the
+ * learning rate, and the held-out metric where it was evaluated. Each panel's y range
+ * fits its data; every logged point has a marker. The image is written to a temporary
+ * file and renamed, so a failed plot leaves no half-written file. */
 #include "cli.h"
 
 #include <json-glib/json-glib.h>
@@ -9,55 +11,102 @@
 #include <string.h>
 
 typedef struct {
-  double step, loss;
+  double step, value;
 } Point;
 
-enum { WIDTH = 720, HEIGHT = 420, LEFT = 70, RIGHT = 20, TOP = 40, BOTTOM = 50, TICKS = 5 };
+/* One metrics file: its curves. */
+typedef struct {
+  char *name;
+  GArray *loss, *lr, *eval; /* of Point */
+  char *eval_name;
+} Run;
 
-/* Reads `step` and `loss` of each line; an error names the file and line. */
+enum { WIDTH = 760, PANEL = 250, LEFT = 80, RIGHT = 24, TOP = 56, GAP = 46, BOTTOM = 46,
+       TICKS = 5 };
+
+static const char *const colours[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                       "#8c564b", "#e377c2", "#17becf" };
+
+static void
+run_clear (Run *r)
+{
+  g_free (r->name);
+  g_free (r->eval_name);
+  if (r->loss != NULL)
+    g_array_unref (r->loss);
+  if (r->lr != NULL)
+    g_array_unref (r->lr);
+  if (r->eval != NULL)
+    g_array_unref (r->eval);
+}
+
+static void
+add_point (GArray *a, double step, JsonObject *o, const char *member)
+{
+  Point p = { step, json_object_get_double_member (o, member) };
+  if (isfinite (p.value))
+    g_array_append_val (a, p);
+}
+
+/* Reads a metrics file into `r`; an error names the file and line. */
 static gboolean
-read_metrics (const char *path, GArray *points, char **eval_name, double *eval, GError **error)
+read_metrics (const char *path, Run *r, GError **error)
 {
   g_autofree char *text = NULL;
   g_autoptr (JsonParser) parser = json_parser_new ();
 
+  r->name = g_path_get_basename (path);
+  r->loss = g_array_new (FALSE, FALSE, sizeof (Point));
+  r->lr = g_array_new (FALSE, FALSE, sizeof (Point));
+  r->eval = g_array_new (FALSE, FALSE, sizeof (Point));
   if (!g_file_get_contents (path, &text, NULL, error))
     return FALSE;
   g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
   for (int i = 0; lines[i] != NULL; i++)
     {
-      JsonObject *o;
+      JsonObject *o = NULL;
+      gboolean useful = FALSE;
       if (*g_strstrip (lines[i]) == '\0')
         continue;
-      if (!json_parser_load_from_data (parser, lines[i], -1, NULL)
-          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))
-          || !json_object_has_member (o = json_node_get_object (json_parser_get_root (parser)),
-                                      "step")
-          || !json_object_has_member (o, "loss"))
+      if (json_parser_load_from_data (parser, lines[i], -1, NULL)
+          && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))
+          && json_object_has_member (o = json_node_get_object (json_parser_get_root (parser)),
+                                     "step"))
+        {
+          double step = json_object_get_double_member (o, "step");
+          GList *members = json_object_get_members (o);
+          for (GList *l = members; l != NULL; l = l->next)
+            {
+              const char *m = l->data;
+              if (strcmp (m, "loss") == 0 || strcmp (m, "lr") == 0)
+                add_point (strcmp (m, "loss") == 0 ? r->loss : r->lr, step, o, m);
+              else if (g_str_has_prefix (m, "eval_")) /* the held-out metric */
+                {
+                  add_point (r->eval, step, o, m);
+                  g_free (r->eval_name);
+                  r->eval_name = g_strdup (m + 5);
+                }
+              else
+                continue;
+              useful = TRUE;
+            }
+          g_list_free (members);
+        }
+      if (!useful)
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
-                       "%s:%d: not a JSON object with \"step\" and \"loss\" (a [log] metrics "
-                       "file of `ksdist train` has one per line)", path, i + 1);
+                       "%s:%d: not a JSON object with \"step\" and \"loss\" or a held-out "
+                       "metric (a [log] metrics file of `ksdist train` has one per line)",
+                       path, i + 1);
           return FALSE;
         }
-      Point p = { json_object_get_double_member (o, "step"),
-                  json_object_get_double_member (o, "loss") };
-      if (isfinite (p.loss))
-        g_array_append_val (points, p);
-      GList *members = json_object_get_members (o);
-      for (GList *l = members; l != NULL; l = l->next)
-        if (g_str_has_prefix (l->data, "eval_")) /* the held-out metric, where evaluated */
-          {
-            g_free (*eval_name);
-            *eval_name = g_strdup ((const char *) l->data + 5);
-            *eval = json_object_get_double_member (o, l->data);
-          }
-      g_list_free (members);
     }
-  if (points->len == 0)
+  if (r->loss->len < 2)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
-                   "%s: no logged steps with a finite loss to plot", path);
+                   "%s: %u logged step%s with a finite loss; a curve needs 2 or more (log more "
+                   "often with [train] log_every)",
+                   path, r->loss->len, r->loss->len == 1 ? "" : "s");
       return FALSE;
     }
   return TRUE;
@@ -71,86 +120,160 @@ tick_step (double span)
   return power * (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10);
 }
 
-static char *
-render (const char *title, GArray *points, const char *eval_name, double eval)
-{
-  GString *svg = g_string_new (NULL);
-  double x0 = g_array_index (points, Point, 0).step, x1 = x0, y0 = 0, y1 = 0;
-  const double pw = WIDTH - LEFT - RIGHT, ph = HEIGHT - TOP - BOTTOM;
+typedef struct {
+  GString *svg;
+  double x0, x1; /* the steps, shared by the panels */
+} Chart;
 
-  for (guint i = 0; i < points->len; i++)
+/* The curves at `offset` (a GArray* field of Run) of every run, in a panel at `top`:
+ * axes fitted to the data, round ticks, a marker on each point. */
+static void
+panel (Chart *c, int top, const char *label, Run *runs, int n, gsize offset)
+{
+  const double pw = WIDTH - LEFT - RIGHT, ph = PANEL;
+  double y0 = INFINITY, y1 = -INFINITY, x0 = c->x0, x1 = c->x1;
+
+  for (int r = 0; r < n; r++)
     {
-      Point *p = &g_array_index (points, Point, i);
-      x0 = MIN (x0, p->step), x1 = MAX (x1, p->step), y1 = MAX (y1, p->loss);
-      y0 = i == 0 ? p->loss : MIN (y0, p->loss);
+      GArray *a = G_STRUCT_MEMBER (GArray *, &runs[r], offset);
+      for (guint i = 0; i < a->len; i++)
+        y0 = MIN (y0, g_array_index (a, Point, i).value),
+        y1 = MAX (y1, g_array_index (a, Point, i).value);
     }
-  y0 = MIN (y0, 0); /* losses are drawn from zero, so their scale reads honestly */
-  if (x1 <= x0)
-    x1 = x0 + 1;
-  if (y1 <= y0)
-    y1 = y0 + 1;
+  double pad = y1 > y0 ? (y1 - y0) * 0.05 : MAX (fabs (y0) * 0.1, 1e-3);
+  y0 -= pad, y1 += pad;
   double dy = tick_step (y1 - y0), dx = tick_step (x1 - x0);
-  y1 = ceil (y1 / dy) * dy;
 
 #define X(v) (LEFT + ((v) - x0) / (x1 - x0) * pw)
-#define Y(v) (TOP + ph - ((v) - y0) / (y1 - y0) * ph)
-  g_string_append_printf (svg,
+#define Y(v) (top + ph - ((v) - y0) / (y1 - y0) * ph)
+  g_string_append_printf (c->svg, "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" "
+                          "fill=\"none\" stroke=\"#999\"/>\n", LEFT, top, pw, ph);
+  for (double v = ceil (y0 / dy) * dy; v <= y1; v += dy)
+    g_string_append_printf (c->svg,
+                            "<line x1=\"%d\" x2=\"%g\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
+                            LEFT, LEFT + pw, Y (v), Y (v), LEFT - 6, Y (v) + 4,
+                            fabs (v) < dy / 1e6 ? 0 : v);
+  for (double v = ceil (x0 / dx) * dx; v <= x1 + dx / 1e6; v += dx)
+    g_string_append_printf (c->svg,
+                            "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%g\" stroke=\"#ddd\"/>"
+                            "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
+                            X (v), X (v), top, top + ph, X (v), top + ph + 16, v);
+  g_autofree char *escaped = g_markup_escape_text (label, -1);
+  g_string_append_printf (c->svg, "<text x=\"18\" y=\"%g\" transform=\"rotate(-90 18 %g)\" "
+                          "text-anchor=\"middle\">%s</text>\n",
+                          top + ph / 2, top + ph / 2, escaped);
+  for (int r = 0; r < n; r++)
+    {
+      GArray *a = G_STRUCT_MEMBER (GArray *, &runs[r], offset);
+      const char *colour = colours[r % G_N_ELEMENTS (colours)];
+      if (a->len > 1)
+        {
+          g_string_append_printf (c->svg, "<polyline fill=\"none\" stroke=\"%s\" "
+                                  "stroke-width=\"1.5\" points=\"", colour);
+          for (guint i = 0; i < a->len; i++)
+            g_string_append_printf (c->svg, "%s%.1f,%.1f", i ? " " : "",
+                                    X (g_array_index (a, Point, i).step),
+                                    Y (g_array_index (a, Point, i).value));
+          g_string_append (c->svg, "\"/>\n");
+        }
+      for (guint i = 0; i < a->len; i++)
+        g_string_append_printf (c->svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
+                                X (g_array_index (a, Point, i).step),
+                                Y (g_array_index (a, Point, i).value), colour);
+    }
+#undef X
+#undef Y
+}
+
+static gboolean
+any (Run *runs, int n, gsize offset)
+{
+  for (int r = 0; r < n; r++)
+    if (G_STRUCT_MEMBER (GArray *, &runs[r], offset)->len > 0)
+      return TRUE;
+  return FALSE;
+}
+
+static char *
+render (Run *runs, int n, int *n_panels)
+{
+  Chart c = { g_string_new (NULL), INFINITY, -INFINITY };
+  gsize offsets[] = { G_STRUCT_OFFSET (Run, loss), G_STRUCT_OFFSET (Run, lr),
+                      G_STRUCT_OFFSET (Run, eval) };
+  const char *eval_name = runs[0].eval_name;
+  g_autofree char *eval_label = NULL;
+  int panels = 0, height;
+
+  for (int r = 0; r < n; r++)
+    for (guint k = 0; k < G_N_ELEMENTS (offsets); k++)
+      {
+        GArray *a = G_STRUCT_MEMBER (GArray *, &runs[r], offsets[k]);
+        for (guint i = 0; i < a->len; i++)
+          c.x0 = MIN (c.x0, g_array_index (a, Point, i).step),
+          c.x1 = MAX (c.x1, g_array_index (a, Point, i).step);
+      }
+  if (c.x1 <= c.x0)
+    c.x1 = c.x0 + 1;
+  for (int r = 0; eval_name == NULL && r < n; r++)
+    eval_name = runs[r].eval_name;
+  eval_label = g_strdup_printf ("held-out %s", eval_name != NULL ? eval_name : "metric");
+  const char *labels[] = { "loss", "learning rate", eval_label };
+  gboolean shown[G_N_ELEMENTS (offsets)];
+  for (guint k = 0; k < G_N_ELEMENTS (offsets); k++)
+    panels += shown[k] = any (runs, n, offsets[k]);
+  height = TOP + panels * PANEL + (panels - 1) * GAP + BOTTOM;
+
+  g_string_append_printf (c.svg,
                           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                           "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
                           "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-                          WIDTH, HEIGHT, WIDTH, HEIGHT);
-  g_autofree char *escaped = g_markup_escape_text (title, -1);
-  g_string_append_printf (svg, "<text x=\"%d\" y=\"24\" font-size=\"15\">%s</text>\n", LEFT,
-                          escaped);
-  for (double v = y0; v <= y1 + dy / 2; v += dy)
-    g_string_append_printf (svg,
-                            "<line x1=\"%d\" x2=\"%g\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                            LEFT, LEFT + pw, Y (v), Y (v), LEFT - 6, Y (v) + 4, v);
-  for (double v = ceil (x0 / dx) * dx; v <= x1 + dx / 2; v += dx)
-    g_string_append_printf (svg,
-                            "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
-                            "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
-                            X (v), X (v), (double) TOP, TOP + ph, X (v), TOP + ph + 18, v);
-  g_string_append_printf (svg,
-                          "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">step</text>\n"
-                          "<text x=\"16\" y=\"%g\" transform=\"rotate(-90 16 %g)\" "
-                          "text-anchor=\"middle\">loss</text>\n"
-                          "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"",
-                          LEFT + pw / 2, HEIGHT - 10, TOP + ph / 2, TOP + ph / 2);
-  for (guint i = 0; i < points->len; i++)
+                          WIDTH, height, WIDTH, height);
+  /* the legend: each run's file in its colour, with its held-out result */
+  for (int r = 0, x = LEFT; r < n; r++)
     {
-      Point *p = &g_array_index (points, Point, i);
-      g_string_append_printf (svg, "%s%.1f,%.1f", i ? " " : "", X (p->step), Y (p->loss));
+      g_autofree char *name = g_markup_escape_text (runs[r].name, -1);
+      g_autofree char *result
+          = runs[r].eval->len > 0
+                ? g_strdup_printf (" (held-out %s %.4g)", runs[r].eval_name,
+                                   g_array_index (runs[r].eval, Point, runs[r].eval->len - 1).value)
+                : g_strdup ("");
+      g_string_append_printf (c.svg, "<rect x=\"%d\" y=\"18\" width=\"14\" height=\"4\" "
+                              "fill=\"%s\"/><text x=\"%d\" y=\"24\">%s%s</text>\n",
+                              x, colours[r % G_N_ELEMENTS (colours)], x + 18, name, result);
+      x += 40 + 7 * (int) (strlen (runs[r].name) + strlen (result));
     }
-  g_string_append (svg, "\"/>\n");
-  if (eval_name != NULL)
-    g_string_append_printf (svg, "<text x=\"%g\" y=\"24\" text-anchor=\"end\">held-out %s %.4g</text>\n",
-                            LEFT + pw, eval_name, eval);
-  g_string_append (svg, "</svg>\n");
-#undef X
-#undef Y
-  return g_string_free (svg, FALSE);
+  for (guint k = 0, top = TOP; k < G_N_ELEMENTS (offsets); k++)
+    if (shown[k])
+      {
+        panel (&c, (int) top, labels[k], runs, n, offsets[k]);
+        top += PANEL + GAP;
+      }
+  g_string_append_printf (c.svg, "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">step</text>\n"
+                          "</svg>\n", LEFT + (WIDTH - LEFT - RIGHT) / 2.0, height - 8);
+  *n_panels = panels;
+  return g_string_free (c.svg, FALSE);
 }
 
 static int
 run_plot (int argc, char **argv)
 {
-  g_autofree char *output = NULL, *eval_name = NULL, *svg = NULL, *title = NULL;
+  g_autofree char *output = NULL, *svg = NULL;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "The SVG file (default loss.svg)", "FILE" },
     { NULL },
   };
-  g_autoptr (GArray) points = g_array_new (FALSE, FALSE, sizeof (Point));
   g_autoptr (GError) error = NULL;
-  double eval = 0;
+  int n, panels, status = KS_EXIT_OK;
+  Run *runs;
 
-  if (!ks_cli_parse ("plot", "METRICS.jsonl", ks_cmd_plot.summary, entries, &argc, &argv))
+  if (!ks_cli_parse ("plot", "METRICS.jsonl...", ks_cmd_plot.summary, entries, &argc, &argv))
     return KS_EXIT_USAGE;
-  if (argc != 2)
+  if (argc < 2)
     {
-      ks_cli_error ("plot: give one METRICS.jsonl, the [log] metrics file of `ksdist train`");
+      ks_cli_error ("plot: give one METRICS.jsonl or more, [log] metrics files of `ksdist "
+                    "train`");
       return KS_EXIT_USAGE;
     }
   if (output == NULL)
@@ -160,24 +283,35 @@ run_plot (int argc, char **argv)
       ks_cli_error ("plot: -o %s: only SVG is written; name the file *.svg", output);
       return KS_EXIT_USAGE;
     }
-  if (!read_metrics (argv[1], points, &eval_name, &eval, &error))
+  n = argc - 1;
+  runs = g_new0 (Run, n);
+  for (int r = 0; r < n && status == KS_EXIT_OK; r++)
+    if (!read_metrics (argv[r + 1], &runs[r], &error))
+      {
+        ks_cli_error ("%s", error->message);
+        status = KS_EXIT_USAGE;
+      }
+  if (status == KS_EXIT_OK)
     {
-      ks_cli_error ("%s", error->message);
-      return KS_EXIT_USAGE;
+      svg = render (runs, n, &panels);
+      if (!g_file_set_contents (output, svg, -1, &error)) /* a temporary file, then rename */
+        {
+          ks_cli_error ("plot: %s", error->message);
+          status = KS_EXIT_RUNTIME;
+        }
+      else
+        printf ("%s: %d run%s, %d panel%s\n", output, n, n == 1 ? "" : "s", panels,
+                panels == 1 ? "" : "s");
     }
-  title = g_path_get_basename (argv[1]);
-  svg = render (title, points, eval_name, eval);
-  if (!g_file_set_contents (output, svg, -1, &error)) /* a temporary file, then rename */
-    {
-      ks_cli_error ("plot: %s", error->message);
-      return KS_EXIT_RUNTIME;
-    }
-  printf ("%s: %u points\n", output, points->len);
-  return KS_EXIT_OK;
+  for (int r = 0; r < n; r++)
+    run_clear (&runs[r]);
+  g_free (runs);
+  return status;
 }
 
 const KsCommand ks_cmd_plot = {
   "plot",
-  "Draw the loss curve of a [log] metrics file as SVG",
+  "Draw [log] metrics files as SVG: the loss of each run (compared, with a legend), the "
+  "learning rate and the held-out metric in panels of their own",
   run_plot,
 };

@@ -55,9 +55,24 @@ step_loss (Trainer *t, GError **error)
   return host_scalar (value, error);
 }
 
+/* A line of the [log] metrics file: the step, the wall time since the run began, then
+ * `fields` ("\"loss\": 0.5, ..."), the held-out metric when evaluated. */
+static void
+metrics_line (Trainer *t, gint64 step, double wall_s, const char *fields, const double *eval)
+{
+  if (t->metrics == NULL)
+    return;
+  fprintf (t->metrics, "{\"step\": %" G_GINT64_FORMAT ", \"wall_s\": %.3f%s%s", step, wall_s,
+           *fields ? ", " : "", fields);
+  if (eval != NULL)
+    fprintf (t->metrics, ", \"eval_%s\": %.6g", t->task->metric, *eval);
+  fputs ("}\n", t->metrics);
+  fflush (t->metrics);
+}
+
 static void
 report (Trainer *t, gint64 step, gint64 steps, float loss, double lr, double rate, double eta,
-        const double *eval)
+        double wall_s, const double *eval)
 {
   if (t->tty)
     {
@@ -72,15 +87,16 @@ report (Trainer *t, gint64 step, gint64 steps, float loss, double lr, double rat
             "eta_s %.0f\n",
             step, steps, loss, lr, rate, eta);
   fflush (stdout);
-  if (t->metrics == NULL)
-    return;
-  fprintf (t->metrics, "{\"step\": %" G_GINT64_FORMAT ", \"loss\": %.6g, \"lr\": %.6g, "
-                       "\"samples_per_s\": %.1f",
-           step, loss, lr, rate);
-  if (eval != NULL)
-    fprintf (t->metrics, ", \"eval_%s\": %.6g", t->task->metric, *eval);
-  fputs ("}\n", t->metrics);
-  fflush (t->metrics);
+  g_autofree char *fields = g_strdup_printf ("\"loss\": %.6g, \"lr\": %.6g, \"samples_per_s\": "
+                                             "%.1f", loss, lr, rate);
+  if (t->tokens_per_row > 0)
+    {
+      g_autofree char *with_tokens = g_strdup_printf ("%s, \"tokens_per_s\": %.1f", fields,
+                                                      rate * t->tokens_per_row);
+      g_free (fields);
+      fields = g_steal_pointer (&with_tokens);
+    }
+  metrics_line (t, step, wall_s, fields, eval);
 }
 
 
@@ -275,6 +291,7 @@ train (Trainer *t)
   g_autoptr (GError) error = NULL;
   gint64 steps = ks_config_get_int (c, "train", "steps");
   gint64 log_every = ks_config_get_int (c, "train", "log_every");
+  gint64 eval_every = ks_config_get_int (c, "train", "eval_every");
   const char *metrics = ks_config_get_string (c, "log", "metrics");
   const char *ckpt_dir = ks_config_get_string (c, "train", "checkpoint_dir");
   gint64 ckpt_every = ks_config_get_int (c, "train", "checkpoint_every");
@@ -379,8 +396,24 @@ train (Trainer *t)
           ks_cli_error ("step %" G_GINT64_FORMAT ": %s", step, error->message);
           return KS_EXIT_RUNTIME;
         }
+      /* a held-out evaluation during training ([train] eval_every); the last step's is below */
+      double mid_eval;
+      gboolean mid = eval_every > 0 && step % eval_every == 0 && step != steps;
+      if (mid && !evaluate (t, &mid_eval, &error))
+        {
+          ks_cli_error ("step %" G_GINT64_FORMAT ": evaluation: %s", step, error->message);
+          return KS_EXIT_RUNTIME;
+        }
+      if (mid && leader)
+        printf ("%seval %s %.4f at step %" G_GINT64_FORMAT " (%" G_GSIZE_FORMAT " held-out %s)\n",
+                t->tty ? "\n" : "", t->task->metric, mid_eval, step, t->eval_samples,
+                t->task->unit);
       if (step % log_every != 0 && step != steps)
-        continue;
+        {
+          if (mid && leader)
+            metrics_line (t, step, (g_get_monotonic_time () - run_start) / 1e6, "", &mid_eval);
+          continue;
+        }
       gint64 now = g_get_monotonic_time ();
       double rate = window_steps * t->batch * t->world / MAX (1e-6, (now - window_start) / 1e6);
       double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
@@ -404,7 +437,8 @@ train (Trainer *t)
           return KS_EXIT_RUNTIME;
         }
       if (leader)
-        report (t, step, steps, loss, lr, rate, eta, last ? &eval : NULL);
+        report (t, step, steps, loss, lr, rate, eta, (now - run_start) / 1e6,
+                last ? &eval : mid ? &mid_eval : NULL);
       window_start = now;
       window_steps = 0;
     }

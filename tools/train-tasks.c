@@ -287,6 +287,7 @@ gpt_build (Trainer *t, GptFeeds *g, gsize vocab, GError **error)
   shape->heads = ks_config_get_int (c, "model", "heads");
   shape->width = ks_config_get_int (c, "model", "width");
   shape->batch = ks_train_rows (t);
+  t->tokens_per_row = shape->context;
   shape->seed = ks_config_get_int (c, "model", "seed");
   shape->dropout = ks_config_get_double (c, "model", "dropout");
   static const char *const inputs[] = { "tokens", "positions", NULL };

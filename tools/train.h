@@ -46,6 +46,7 @@ struct Trainer {
   KsFeed feeds[3];
   gsize n_feeds;
   gsize eval_samples;
+  gsize tokens_per_row; /* a token task's window (tokens/s in the metrics), else 0 */
   const TrainTask *task;
   void *task_data;
   FILE *metrics;
