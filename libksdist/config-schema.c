@@ -49,6 +49,9 @@ static const KsKeyDesc core_schema[] = {
   { "model", "layers", KS_VALUE_INT, "2", 1, 256, NULL, "GPT: transformer blocks" },
   { "model", "heads", KS_VALUE_INT, "4", 1, 256, NULL, "GPT: attention heads (divide width)" },
   { "model", "width", KS_VALUE_INT, "64", 1, 65536, NULL, "GPT: embedding width" },
+  { "model", "skip", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "GPT: a long skip connection, the embeddings added to the last block's output (on a "
+    "pipeline it goes straight from the first stage to the last)" },
   { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
   { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings|text|addition|ctr",
     "spirals, rings: generated classification in the plane (mlp); text: next-character "

@@ -2,6 +2,8 @@
  * the embeddings, the blocks, the final norm with the head, and the loss. */
 #include "ks-private.h"
 
+#define SKIP "embeddings" /* the long skip's name, from Embedding to Head */
+
 /* x, or dropout of x when the shape asks for it */
 static KsExpr *
 maybe_dropout (KsExpr *x, const KsGptShape *s, guint64 seed, GError **error)
@@ -27,7 +29,10 @@ embeddings (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
       || (te = ks_embedding (tokens, te, error)) == NULL
       || (pe = ks_embedding (positions, pe, error)) == NULL)
     return NULL;
-  return maybe_dropout (ks_add (te, pe, error), s, s->seed + 8, error);
+  KsExpr *h = maybe_dropout (ks_add (te, pe, error), s, s->seed + 8, error);
+  if (h != NULL && s->skip && !ks_layer_stash (model, SKIP, h, error))
+    return NULL;
+  return h;
 }
 
 /* Block `index`: causal self-attention, then a GELU MLP, each added to the residual. */
@@ -58,11 +63,16 @@ block (KsModel *model, KsExpr *h, gconstpointer args, GError **error)
   return ks_add (h, a, error);
 }
 
-/* The final norm and the head: the logits [batch * context, vocab]. */
+/* The final norm and the head: the logits [batch * context, vocab]; with the long skip,
+ * the embeddings are added to the last block's output first. */
 static KsExpr *
 head (KsModel *model, KsExpr *h, gconstpointer args, GError **error)
 {
   const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
+  KsExpr *skipped;
+  if (s->skip && ((skipped = ks_layer_pop (model, SKIP, error)) == NULL
+                  || (h = ks_add (h, skipped, error)) == NULL))
+    return NULL;
   if ((h = ks_layer_norm (h, "ln_f", 1e-5f, error)) == NULL)
     return NULL;
   return ks_fc (h, s->vocab, -1, "head", s->seed + 999, error);
@@ -92,10 +102,11 @@ ks_gpt_describe (const KsGptShape *s, KsGptLayerArgs *args, KsLayerDesc *layers,
     }
   for (gsize i = 0; i <= last; i++)
     args[i] = (KsGptLayerArgs) { s, (gint64) i - 1 };
-  layers[0] = (KsLayerDesc) { "Embedding", embeddings, &args[0] };
+  static const char *const skip[] = { SKIP, NULL };
+  layers[0] = (KsLayerDesc) { "Embedding", embeddings, &args[0], .stash = s->skip ? skip : NULL };
   for (gsize i = 1; i < last; i++)
     layers[i] = (KsLayerDesc) { "Block", block, &args[i] };
-  layers[last] = (KsLayerDesc) { "Head", head, &args[last] };
+  layers[last] = (KsLayerDesc) { "Head", head, &args[last], .pop = s->skip ? skip : NULL };
   *loss = (KsLayerDesc) { "CrossEntropy", next_token_loss, &args[last] };
   return TRUE;
 }

@@ -174,6 +174,10 @@ EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 	tests/fuzz/corpus/store/hello-set-get.bin tests/fuzz/corpus/store/hello-add-wait.bin \
 	tests/fuzz/corpus/store/hello-remove.bin
 
+# Every example, run as its header says (shortened).
+dist_check_SCRIPTS += tests/test-examples.sh
+TESTS += tests/test-examples.sh
+
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c
@@ -186,7 +190,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
-	tests/fuzz/run-store.log $(KS_PS_TEST_LOG)
+	tests/fuzz/run-store.log tests/test-examples.log $(KS_PS_TEST_LOG)
 
 # The whole suite under ASan, LeakSanitizer and UBSan, in a copy of the distribution
 # configured with --enable-sanitizers (this tree keeps its own build).

@@ -541,6 +541,32 @@ test_launch_gpt (void)
   ks_test_rmtree (dir);
 }
 
+/* examples/gpt-pipeline.ini (2 stages x 2 virtual stages, interleaved, recompute, the
+ * long skip from the embeddings to the head) follows one process of the same GPT; and
+ * the skip changes the model (without it the losses differ). */
+static void
+test_gpt_pipeline_example (void)
+{
+  static const char *const steps[] = { "train.steps=30", "train.log_every=10", "optim.warmup=0",
+                                        NULL };
+  static const char *const alone[] = { "pipeline.stages=1", "pipeline.virtual_stages=1",
+                                       "pipeline.micro_batches=1", "pipeline.schedule=1f1b",
+                                       "pipeline.recompute_interval=0", NULL };
+  static const char *const no_skip[] = { "pipeline.stages=1", "pipeline.virtual_stages=1",
+                                         "pipeline.micro_batches=1", "pipeline.schedule=1f1b",
+                                         "pipeline.recompute_interval=0", "model.skip=false",
+                                         NULL };
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_auto (GStrv) one = train_example (dir, "gpt-pipeline.ini", steps, NULL, alone);
+  g_auto (GStrv) piped = train_example (dir, "gpt-pipeline.ini", steps, "2", NULL);
+  g_auto (GStrv) plain = train_example (dir, "gpt-pipeline.ini", steps, NULL, no_skip);
+
+  g_assert_cmpuint (g_strv_length (one), ==, 3);
+  assert_same_run (one, piped, "gpt-pipeline.ini on 2 stages", "eval_loss", 1e-4);
+  g_assert_cmpfloat (fabs (field (one[2], "loss") - field (plain[2], "loss")), >, 1e-4);
+  ks_test_rmtree (dir);
+}
+
 /* ksdist segment: the stage table of an MLP of six Linear layers (2-64, four 64-64,
  * 64-2: 192, 4160 x4 and 130 parameters) cut into 2 x 2 chunks, and by parameters. */
 static void
@@ -716,6 +742,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pipeline/skip-layout", test_skip_layout);
   g_test_add_func ("/pipeline/launch", test_launch);
   g_test_add_func ("/pipeline/launch-gpt", test_launch_gpt);
+  g_test_add_func ("/pipeline/gpt-pipeline-example", test_gpt_pipeline_example);
   g_test_add_func ("/pipeline/launch-errors", test_launch_errors);
   g_test_add_func ("/pipeline/bench-command", test_bench_command);
   g_test_add_func ("/pipeline/segment-command", test_segment_command);

@@ -49,6 +49,7 @@ read_info (const char *path, GptInfo *info, GError **error)
   info->shape.vocab = info->vocab_size;
   info->shape.batch = 1;
   info->shape.seed = 1; /* the initialisers' values are replaced by the checkpoint's */
+  info->shape.skip = g_strcmp0 (g_hash_table_lookup (meta, "model.skip"), "true") == 0;
   return meta_int (meta, "model.context", &info->shape.context, error)
          && meta_int (meta, "model.layers", &info->shape.layers, error)
          && meta_int (meta, "model.heads", &info->shape.heads, error)

@@ -39,7 +39,8 @@ ks_train_check (KsRegistry *registry, KsConfig *c)
                  "from");
   else if ((t.task = ks_train_task (c, &error)) != NULL
            && (t.compute = ks_compute_new (registry, c, NULL, &error)) != NULL
-           && t.task->build (&t, &error) && ks_train_has_layers (&t, &error))
+           && t.task->build (&t, &error)
+           && (!ks_train_pipelined (c) || ks_train_has_layers (&t, &error)))
     t.optimizer = ks_optimizer_new (registry, c, ks_config_get_string (c, "train", "optimizer"),
                                     &error);
   if (error != NULL)

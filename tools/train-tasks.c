@@ -290,6 +290,7 @@ gpt_build (Trainer *t, GptFeeds *g, gsize vocab, GError **error)
   t->tokens_per_row = shape->context;
   shape->seed = ks_config_get_int (c, "model", "seed");
   shape->dropout = ks_config_get_double (c, "model", "dropout");
+  shape->skip = ks_config_get_bool (c, "model", "skip");
   static const char *const inputs[] = { "tokens", "positions", NULL };
   t->inputs = inputs;
   g->args = g_new (KsGptLayerArgs, shape->layers + 2);
@@ -432,6 +433,8 @@ gpt_metadata (Trainer *t, GHashTable *meta, const guint8 *vocab, gsize vocab_siz
     g_hash_table_insert (meta, g_strconcat ("model.", keys[i], NULL),
                          g_strdup_printf ("%" G_GINT64_FORMAT,
                                           ks_config_get_int (t->config, "model", keys[i])));
+  if (ks_config_get_bool (t->config, "model", "skip")) /* absent: no skip, as before */
+    g_hash_table_insert (meta, g_strdup ("model.skip"), g_strdup ("true"));
   for (gsize i = 0; i < vocab_size; i++)
     g_string_append_printf (hex, "%02x", vocab[i]);
   g_hash_table_insert (meta, g_strdup ("vocab_hex"), g_string_free (hex, FALSE));

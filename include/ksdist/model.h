@@ -159,6 +159,7 @@ typedef struct {
   gint64 vocab, context, layers, heads, width, batch;
   guint64 seed;
   float dropout; /* rate on the embeddings and each residual branch; 0 for none */
+  gboolean skip; /* a long skip: the embeddings added to the last block's output */
 } KsGptShape;
 
 /* A GPT on `model`: data "tokens", "positions" and "targets", each int64
