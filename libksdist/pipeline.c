@@ -1014,16 +1014,17 @@ ks_pipeline_record (KsPipeline *pl, gboolean on)
     g_clear_pointer (&pl->events, g_array_unref);
 }
 
-/* This stage's events as Chrome trace events (one thread per stage), comma-led. */
+/* This stage's events as Chrome trace events (process `replica`, one thread per stage),
+ * comma-led. */
 static GString *
-trace_events (const KsPipeline *pl)
+trace_events (const KsPipeline *pl, int replica)
 {
   static const char *const category[] = { "forward", "backward", "send", "recv", "send",
                                           "recv", "shared", "optimizer" };
   GString *text = g_string_new (NULL);
 
-  g_string_append_printf (text, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
-                          "\"tid\": %d, \"args\": {\"name\": \"stage %d\"}}", pl->stage,
+  g_string_append_printf (text, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
+                          "\"tid\": %d, \"args\": {\"name\": \"stage %d\"}}", replica, pl->stage,
                           pl->stage);
   for (guint i = 0; pl->events != NULL && i < pl->events->len; i++)
     {
@@ -1031,35 +1032,37 @@ trace_events (const KsPipeline *pl)
       g_autofree char *name = ks_schedule_describe_instr (&e->instr);
       g_string_append_printf (text, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
                               "\"ts\": %" G_GINT64_FORMAT ", \"dur\": %" G_GINT64_FORMAT
-                              ", \"pid\": 0, \"tid\": %d}",
+                              ", \"pid\": %d, \"tid\": %d}",
                               name, category[e->instr.op], e->start, e->end - e->start,
-                              pl->stage);
+                              replica, pl->stage);
     }
   return text;
 }
 
 gboolean
-ks_pipeline_write_trace (KsPipeline *pl, const char *path, GError **error)
+ks_pipeline_trace_events (KsPipeline *pl, int replica, GString **events, GError **error)
 {
-  g_autoptr (GString) mine = trace_events (pl);
+  g_autoptr (GString) mine = trace_events (pl, replica);
   gint64 len = mine->len;
 
+  *events = NULL;
   if (pl->stage > 0)
     return ks_comm_send (pl->comm, &len, sizeof len, 0, tag_of (TAG_TRACE, 0, 0), error)
            && ks_comm_send (pl->comm, mine->str, len, 0, tag_of (TAG_TRACE, 0, 1), error);
-  g_autoptr (GString) all = g_string_new ("[{\"name\": \"process_name\", \"ph\": \"M\", "
-                                          "\"pid\": 0, \"args\": {\"name\": \"ksdist pipeline\"}}");
+  g_autoptr (GString) all = g_string_new (NULL);
+  g_string_append_printf (all, ",\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
+                          "\"args\": {\"name\": \"ksdist pipeline, replica %d\"}}", replica,
+                          replica);
   g_string_append_len (all, mine->str, mine->len);
   for (int s = 1; s < pl->p; s++)
     {
-      g_autofree char *part = NULL;
       if (!ks_comm_recv (pl->comm, &len, sizeof len, s, tag_of (TAG_TRACE, 0, 0), error))
         return FALSE;
-      part = g_malloc (len);
-      if (!ks_comm_recv (pl->comm, part, len, s, tag_of (TAG_TRACE, 0, 1), error))
+      gsize at = all->len;
+      g_string_set_size (all, at + len);
+      if (!ks_comm_recv (pl->comm, all->str + at, len, s, tag_of (TAG_TRACE, 0, 1), error))
         return FALSE;
-      g_string_append_len (all, part, len);
     }
-  g_string_append (all, "\n]\n");
-  return g_file_set_contents (path, all->str, all->len, error);
+  *events = g_steal_pointer (&all);
+  return TRUE;
 }

@@ -488,13 +488,16 @@ test_launch (void)
 
   g_autofree char *trace = g_build_filename (dir, "trace.json", NULL);
   g_autofree char *trace_set = g_strconcat ("trace.path=", trace, NULL);
-  g_autofree char *text = NULL;
+  g_autofree char *trace2 = g_build_filename (dir, "trace-dp.json", NULL);
+  g_autofree char *trace2_set = g_strconcat ("trace.path=", trace2, NULL);
+  g_autofree char *text = NULL, *text2 = NULL;
 
   g_assert_cmpuint (g_strv_length (one), ==, 6);
   g_assert_cmpfloat (field (one[5], "loss"), <, field (one[0], "loss") - 0.05);
   /* a trace of the 1f1b run on 2 stages: per step and stage, 4 forwards, 4 backwards,
    * their 8 transfers, the shared reduction and the optimizer */
   runs[1][2] = trace_set;
+  runs[4][3] = trace2_set; /* and of 2 replicas x 2 stages: one file, a process each */
   for (guint r = 0; r < G_N_ELEMENTS (runs); r++)
     {
       g_auto (GStrv) piped = train_example (dir, "default.ini", mlp_sets, launch_n[r], runs[r]);
@@ -510,6 +513,21 @@ test_launch (void)
   for (const char *at = text; (at = strstr (at, "\"ph\": \"X\"")) != NULL; at++)
     events++;
   g_assert_cmpuint (events, ==, 120 * 2 * 18);
+
+  g_assert_true (g_file_get_contents (trace2, &text2, NULL, NULL));
+  g_assert_nonnull (strstr (text2, "\"pid\": 1, \"args\": {\"name\": \"ksdist pipeline, replica 1\"}"));
+  gsize per_replica[2] = { 0, 0 };
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *mark = g_strdup_printf ("\"pid\": %d, \"tid\": ", r);
+      for (const char *at = text2; (at = strstr (at, "\"ph\": \"X\"")) != NULL; at++)
+        if (strstr (at, "}") > strstr (at, mark) && strstr (at, mark) != NULL)
+          per_replica[r]++;
+    }
+  g_test_message ("dp x pp trace: %zu and %zu events", per_replica[0], per_replica[1]);
+  /* per step and stage: 2 forwards, 2 backwards, 4 transfers, shared and optimizer */
+  g_assert_cmpuint (per_replica[0], ==, 120 * 2 * 10);
+  g_assert_cmpuint (per_replica[1], ==, 120 * 2 * 10);
   ks_test_rmtree (dir);
 }
 

@@ -219,6 +219,40 @@ evaluate (Trainer *t, double *value, GError **error)
   return ok;
 }
 
+/* The trace of every replica's pipeline in one file (a process per replica): each
+ * replica's stage 0 gathers its stages, replica 0's gathers the replicas and writes it. */
+static gboolean
+write_trace (Trainer *t, const char *path, GError **error)
+{
+  g_autoptr (GString) mine = NULL;
+  gint64 len;
+
+  if (!ks_pipeline_trace_events (t->pipeline, t->rank, &mine, error))
+    return FALSE;
+  if (mine == NULL)
+    return TRUE; /* a later stage: sent to its stage 0 */
+  if (t->rank > 0)
+    return (len = mine->len, ks_comm_send (t->data_comm, &len, sizeof len, 0, 1, error))
+           && ks_comm_send (t->data_comm, mine->str, len, 0, 2, error);
+  for (int r = 1; r < t->world; r++)
+    {
+      if (!ks_comm_recv (t->data_comm, &len, sizeof len, r, 1, error))
+        return FALSE;
+      if (len < 0 || len > (1 << 30))
+        return g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                            "replica %d sent a trace of %" G_GINT64_FORMAT " bytes", r, len),
+               FALSE;
+      gsize at = mine->len;
+      g_string_set_size (mine, at + len);
+      if (!ks_comm_recv (t->data_comm, mine->str + at, len, r, 2, error))
+        return FALSE;
+    }
+  g_string_overwrite (mine, 0, "["); /* in place of the first event's leading comma */
+  g_string_erase (mine, 1, 1);
+  g_string_append (mine, "\n]\n");
+  return g_file_set_contents (path, mine->str, mine->len, error);
+}
+
 /* Each stage's idle share after the first step and its peak memory, and the trace. */
 static gboolean
 pipeline_report (Trainer *t, double warm_busy, double warm_wall, const char *trace,
@@ -239,10 +273,12 @@ pipeline_report (Trainer *t, double warm_busy, double warm_wall, const char *tra
   /* what recompute saves shows here (Linux counts ru_maxrss in KiB) */
   if (getrusage (RUSAGE_SELF, &usage) == 0)
     g_message ("stage %d: peak resident memory %.1f MiB", t->stage, usage.ru_maxrss / 1024.0);
-  if (*trace == '\0' || !ks_pipeline_write_trace (t->pipeline, trace, error))
-    return *trace == '\0';
-  if (t->stage == 0)
-    g_message ("trace of %d stages written to %s", s->stages, trace);
+  if (*trace == '\0')
+    return TRUE;
+  if (!write_trace (t, trace, error))
+    return FALSE;
+  if (t->stage == 0 && t->rank == 0)
+    g_message ("trace of %d replicas x %d stages written to %s", t->world, s->stages, trace);
   return TRUE;
 }
 

@@ -220,10 +220,13 @@ const KsSchedule *ks_pipeline_schedule (const KsPipeline *pipeline);
 void ks_pipeline_timing (const KsPipeline *pipeline, double *busy, double *wall);
 /* Records every instruction's start and end from now on (off: forgets them). */
 void ks_pipeline_record (KsPipeline *pipeline, gboolean on);
-/* Every stage calls it: stage 0 writes the recorded instructions of all stages to `path`
- * as a Chrome trace (chrome://tracing, Perfetto), one track per stage; the clocks are
- * the machine's monotonic clock, so stages on other hosts are not aligned. */
-gboolean ks_pipeline_write_trace (KsPipeline *pipeline, const char *path, GError **error);
+/* Every stage calls it: stage 0 gets *events (free with g_string_free), the recorded
+ * instructions of all its pipeline's stages as Chrome trace events (chrome://tracing,
+ * Perfetto), each led by ",\n", process `replica` (named so) with a track per stage; the
+ * others get NULL. Wrapped in [ ] they are a trace file. The clocks are the machine's
+ * monotonic clock, so stages on other hosts are not aligned. */
+gboolean ks_pipeline_trace_events (KsPipeline *pipeline, int replica, GString **events,
+                                   GError **error);
 
 G_END_DECLS
 
