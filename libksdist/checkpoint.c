@@ -20,6 +20,8 @@
 #define OLD_SHA_KEY "data_sha256"
 #define SHA_HEX 64
 #define FILE_NAME "model.safetensors"
+#define PART_PREFIX "stage-" /* stage-<s>-of-<n>.safetensors: a pipeline stage's part */
+#define MAX_PARTS 4095
 #define PREFIX "checkpoint-"
 /* the largest step or optimizer step a checkpoint may give: far beyond any run, far from
  * overflowing the arithmetic done with it */
@@ -39,9 +41,11 @@ entry_clear (gpointer p)
   g_free (((Entry *) p)->name);
 }
 
-/* Everything a checkpoint of this model and optimizer holds, in a fixed order. */
+/* Everything a checkpoint of this model and optimizer holds, in a fixed order; the
+ * parameters named in `skip` (NULL-terminated, may be NULL) and their state left out. */
 static GArray *
-entries_of (KsModel *model, KsOptimizer *optimizer, gint64 **step, GError **error)
+entries_of (KsModel *model, KsOptimizer *optimizer, const char *const *skip, gint64 **step,
+            GError **error)
 {
   KsArena *params = ks_model_parameters (model);
   GArray *entries = g_array_new (FALSE, TRUE, sizeof (Entry));
@@ -67,6 +71,8 @@ entries_of (KsModel *model, KsOptimizer *optimizer, gint64 **step, GError **erro
         const char *name;
         Entry e;
         const KsTensor *t = ks_arena_tensor_at (a == 0 ? params : state[a - 1], i, &name, NULL);
+        if (skip != NULL && g_strv_contains (skip, name))
+          continue;
         e.name = a == 0 ? g_strdup (name) : g_strdup_printf ("optim.%" G_GSIZE_FORMAT ".%s", a - 1,
                                                              name);
         e.tensor = t;
@@ -182,11 +188,27 @@ write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
   return ok || ks_io_error (error, "cannot write", path);
 }
 
+/* The file of part `part` of `parts`: model.safetensors for a whole checkpoint. */
+static char *
+part_file (int part, int parts)
+{
+  return parts == 1 ? g_strdup (FILE_NAME)
+                    : g_strdup_printf (PART_PREFIX "%d-of-%d.safetensors", part, parts);
+}
+
+/* Removes a checkpoint directory: its files (none other) and then it, if empty. */
 static void
 remove_tree (const char *dir)
 {
-  g_autofree char *file = g_build_filename (dir, FILE_NAME, NULL);
-  g_unlink (file);
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    if (strcmp (name, FILE_NAME) == 0
+        || (g_str_has_prefix (name, PART_PREFIX) && g_str_has_suffix (name, ".safetensors")))
+      {
+        g_autofree char *path = g_build_filename (dir, name, NULL);
+        g_unlink (path);
+      }
   g_rmdir (dir);
 }
 
@@ -271,47 +293,111 @@ ks_checkpoint_remove_stale (const char *parent, const char *prefix)
     }
 }
 
-/* Writes `model` (and `optimizer`) with `meta` as the directory `final`: into a temporary
- * sibling, fsynced, then renamed over it; a crash leaves the old one or the new one. */
-gboolean
-ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
-                         GHashTable *meta, GError **error)
+char *
+ks_checkpoint_begin (const char *final, GError **error)
 {
   g_autofree char *parent = g_path_get_dirname (final);
   g_autofree char *base = g_path_get_basename (final);
-  g_autofree char *tmp = ks_checkpoint_temporary_name (parent, ".tmp-", base);
-  g_autofree char *old = g_strconcat (tmp, ".old", NULL);
-  g_autofree char *file = g_build_filename (tmp, FILE_NAME, NULL);
+  char *tmp = ks_checkpoint_temporary_name (parent, ".tmp-", base);
+
+  if (g_mkdir_with_parents (parent, 0755) != 0)
+    {
+      ks_io_error (error, "cannot create the directory", parent);
+      g_free (tmp);
+      return NULL;
+    }
+  remove_tree (tmp); /* left by a crashed run of this process id */
+  ks_checkpoint_remove_stale (parent, ".tmp-");
+  if (g_mkdir (tmp, 0755) != 0)
+    {
+      ks_io_error (error, "cannot create", tmp);
+      g_free (tmp);
+      return NULL;
+    }
+  return tmp;
+}
+
+gboolean
+ks_checkpoint_write_part (const char *tmp, int part, int parts, KsModel *model,
+                          KsOptimizer *optimizer, GHashTable *metadata, const char *const *skip,
+                          GError **error)
+{
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autofree char *name = part_file (part, parts);
+  g_autofree char *file = g_build_filename (tmp, name, NULL);
   g_autoptr (GArray) entries = NULL;
   gint64 *opt_step = NULL;
+  GHashTableIter it;
+  gpointer k, v;
 
-  if ((entries = entries_of (model, optimizer, &opt_step, error)) == NULL)
+  g_return_val_if_fail (parts >= 1 && parts <= MAX_PARTS && part >= 0 && part < parts, FALSE);
+  if ((entries = entries_of (model, optimizer, skip, &opt_step, error)) == NULL)
     return FALSE;
+  if (metadata != NULL)
+    {
+      g_hash_table_iter_init (&it, metadata);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
+    }
   g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
   g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
   g_hash_table_insert (meta, g_strdup ("rng_state"),
                        g_strdup_printf ("%" G_GUINT64_FORMAT, ks_model_rng_state (model)));
+  if (parts > 1)
+    {
+      g_hash_table_insert (meta, g_strdup ("part"), g_strdup_printf ("%d", part));
+      g_hash_table_insert (meta, g_strdup ("parts"), g_strdup_printf ("%d", parts));
+    }
   if (optimizer != NULL)
     {
       g_hash_table_insert (meta, g_strdup ("optimizer"), g_strdup (ks_optimizer_name (optimizer)));
       g_hash_table_insert (meta, g_strdup ("optimizer_step"),
                            g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
     }
+  if (!write_file (file, entries, meta, error))
+    {
+      g_unlink (file);
+      return FALSE;
+    }
+  return TRUE;
+}
 
-  if (g_mkdir_with_parents (parent, 0755) != 0)
-    return ks_io_error (error, "cannot create the directory", parent);
-  remove_tree (tmp); /* left by a crashed run of this process id */
-  ks_checkpoint_remove_stale (parent, ".tmp-");
-  if (g_mkdir (tmp, 0755) != 0)
-    return ks_io_error (error, "cannot create", tmp);
-  if (!write_file (file, entries, meta, error) || !fsync_path (tmp, error))
+void
+ks_checkpoint_abort (const char *tmp)
+{
+  remove_tree (tmp);
+}
+
+/* The newest `keep` checkpoints of `dir` stay (keep 0: all). */
+static void
+keep_newest (const char *dir, guint keep)
+{
+  g_autoptr (GPtrArray) names = list_checkpoints (dir);
+  for (guint i = keep; keep > 0 && i < names->len; i++)
+    {
+      g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
+      remove_tree (path);
+    }
+}
+
+gboolean
+ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **error)
+{
+  g_autofree char *parent = g_path_get_dirname (final);
+  g_autofree char *old = g_strconcat (tmp, ".old", NULL);
+
+  if (!fsync_path (tmp, error))
     {
       remove_tree (tmp);
       return FALSE;
     }
   /* a directory written again replaces the older copy */
   if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
-    return ks_io_error (error, "cannot move aside", final);
+    {
+      ks_io_error (error, "cannot move aside", final);
+      remove_tree (tmp);
+      return FALSE;
+    }
   if (g_rename (tmp, final) != 0)
     {
       ks_io_error (error, "cannot rename the new checkpoint to", final);
@@ -319,7 +405,26 @@ ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimiz
       return FALSE;
     }
   remove_tree (old);
+  keep_newest (parent, keep);
   return fsync_path (parent, error);
+}
+
+/* Writes `model` (and `optimizer`) with `meta` as the directory `final`, whole: into a
+ * temporary sibling, fsynced, then renamed over it; a crash leaves the old one or the
+ * new one. */
+gboolean
+ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
+                         GHashTable *meta, GError **error)
+{
+  g_autofree char *tmp = ks_checkpoint_begin (final, error);
+  if (tmp == NULL)
+    return FALSE;
+  if (!ks_checkpoint_write_part (tmp, 0, 1, model, optimizer, meta, NULL, error))
+    {
+      remove_tree (tmp);
+      return FALSE;
+    }
+  return ks_checkpoint_commit (tmp, final, 0, error);
 }
 
 gboolean
@@ -338,16 +443,15 @@ ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *o
         g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
     }
   g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
-  if (!ks_checkpoint_write_dir (final, model, optimizer, meta, error))
+  g_autofree char *tmp = ks_checkpoint_begin (final, error);
+  if (tmp == NULL)
     return FALSE;
-
-  g_autoptr (GPtrArray) names = list_checkpoints (dir);
-  for (guint i = keep; keep > 0 && i < names->len; i++)
+  if (!ks_checkpoint_write_part (tmp, 0, 1, model, optimizer, meta, NULL, error))
     {
-      g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
-      remove_tree (path);
+      remove_tree (tmp);
+      return FALSE;
     }
-  return TRUE;
+  return ks_checkpoint_commit (tmp, final, keep, error);
 }
 
 /* The newest: a newest directory that cannot be read is the caller's error to report
@@ -629,39 +733,117 @@ metadata_table (JsonObject *meta)
   return table;
 }
 
+/* One file of a checkpoint, read and checked whole. */
+typedef struct {
+  char *file;
+  char *bytes;
+  gsize len;
+  JsonParser *parser;
+  guint64 header_len;
+  JsonObject *header, *meta;
+} Part;
+
+static void
+part_free (gpointer p)
+{
+  Part *part = p;
+  g_free (part->file);
+  g_free (part->bytes);
+  g_clear_object (&part->parser);
+  g_free (part);
+}
+
+static Part *
+open_part (const char *dir, const char *name, GError **error)
+{
+  Part *part = g_new0 (Part, 1);
+  part->file = g_build_filename (dir, name, NULL);
+  part->parser = json_parser_new ();
+  if (!open_checkpoint (part->file, &part->bytes, &part->len, part->parser, &part->header_len,
+                        &part->header, &part->meta, error))
+    {
+      part_free (part);
+      return NULL;
+    }
+  return part;
+}
+
+/* The files of the checkpoint directory `path`, read and checked: model.safetensors, or
+ * a pipeline's stage-<s>-of-<n>.safetensors, all n of them of one step. */
+static GPtrArray *
+open_parts (const char *path, GError **error)
+{
+  g_autoptr (GPtrArray) parts = g_ptr_array_new_with_free_func (part_free);
+  g_autofree char *whole = g_build_filename (path, FILE_NAME, NULL);
+  g_autoptr (GDir) d = NULL;
+  const char *name;
+  int n = 0;
+  Part *part;
+
+  if (!g_file_test (whole, G_FILE_TEST_EXISTS) && (d = g_dir_open (path, 0, NULL)) != NULL)
+    while ((name = g_dir_read_name (d)) != NULL)
+      if (sscanf (name, PART_PREFIX "0-of-%d.safetensors", &n) == 1 && n >= 2 && n <= MAX_PARTS)
+        break;
+  if (n < 2) /* a whole checkpoint, or none: its file says which */
+    {
+      if ((part = open_part (path, FILE_NAME, error)) == NULL)
+        return NULL;
+      g_ptr_array_add (parts, part);
+      return g_steal_pointer (&parts);
+    }
+  for (int i = 0; i < n; i++)
+    {
+      g_autofree char *file = part_file (i, n);
+      gint64 index, count;
+      if ((part = open_part (path, file, error)) == NULL)
+        {
+          if (g_error_matches (*error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO))
+            g_prefix_error (error, "%s is a pipeline's checkpoint of %d stages, but part %d "
+                            "cannot be read: ", path, n, i);
+          return NULL;
+        }
+      g_ptr_array_add (parts, part);
+      if (!meta_number (part->file, part->meta, "part", i, i, -1, &index, error)
+          || !meta_number (part->file, part->meta, "parts", n, n, -1, &count, error))
+        return NULL;
+      const char *step = json_object_get_string_member_with_default (part->meta, "step", "");
+      const char *first = json_object_get_string_member_with_default (
+          ((Part *) g_ptr_array_index (parts, 0))->meta, "step", "");
+      if (strcmp (step, first) != 0)
+        {
+          corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, part->file,
+                   "step %s, but part 0 is of step %s: the parts are of different saves", step,
+                   first);
+          return NULL;
+        }
+    }
+  return g_steal_pointer (&parts);
+}
+
 GHashTable *
 ks_checkpoint_metadata (const char *path, GError **error)
 {
-  g_autofree char *file = g_build_filename (path, FILE_NAME, NULL);
-  g_autofree char *bytes = NULL;
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonObject *header, *meta;
-  guint64 header_len;
-  gsize len;
-
-  if (!open_checkpoint (file, &bytes, &len, parser, &header_len, &header, &meta, error))
+  g_autoptr (GPtrArray) parts = open_parts (path, error);
+  if (parts == NULL)
     return NULL;
-  return metadata_table (meta);
+  return metadata_table (((Part *) g_ptr_array_index (parts, 0))->meta);
 }
 
 gboolean
 ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gint64 *step,
                     GHashTable **metadata, GError **error)
 {
-  g_autofree char *file = g_build_filename (path, FILE_NAME, NULL);
-  g_autofree char *bytes = NULL;
-  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GPtrArray) parts = open_parts (path, error);
   g_autoptr (GArray) entries = NULL;
-  g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
   g_autofree const guint8 **sources = NULL;
   gint64 *opt_step = NULL;
-  JsonObject *header, *meta;
-  guint64 header_len;
-  gsize len;
 
-  if (!open_checkpoint (file, &bytes, &len, parser, &header_len, &header, &meta, error))
+  if (parts == NULL)
     return FALSE;
-  const guint8 *data = (const guint8 *) bytes + 8 + header_len;
+  /* the metadata of part 0 (a pipeline's stages saved the same step and counters) */
+  Part *first = g_ptr_array_index (parts, 0);
+  const char *file = first->file;
+  JsonObject *meta = first->meta;
   gint64 saved_opt_step = 0, saved_step = 0;
   guint64 rng_state;
   /* every number read, checked before anything changes */
@@ -677,12 +859,24 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
     return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
                     "holds no optimizer state; load it without an optimizer");
 
-  if ((entries = entries_of (model, optimizer, &opt_step, error)) == NULL)
+  if ((entries = entries_of (model, optimizer, NULL, &opt_step, error)) == NULL)
     return FALSE;
+  /* each tensor from the first part holding it (a shared one is saved once) */
   sources = g_new (const guint8 *, entries->len);
   for (guint i = 0; i < entries->len; i++)
-    if (!check_entry (file, header, &g_array_index (entries, Entry, i), data, &sources[i], error))
-      return FALSE;
+    {
+      const Entry *e = &g_array_index (entries, Entry, i);
+      Part *from = first;
+      for (guint p = 0; p < parts->len; p++)
+        if (json_object_has_member (((Part *) g_ptr_array_index (parts, p))->header, e->name))
+          {
+            from = g_ptr_array_index (parts, p);
+            break;
+          }
+      if (!check_entry (parts->len > 1 ? path : from->file, from->header, e,
+                        (const guint8 *) from->bytes + 8 + from->header_len, &sources[i], error))
+        return FALSE;
+    }
 
   /* everything checked: now change the model */
   for (guint i = 0; i < entries->len; i++)

@@ -12,13 +12,16 @@ const KsKeyDesc *ks_core_schema (gsize *n_keys);
 gboolean ks_is_first_party_plugin (const char *name);
 
 /* optimizer.c: the optimizer's state arenas and step, for checkpoints */
+/* optimizer.c: binds an optimizer to every parameter of `model` (what the first
+ * ks_optimizer_apply does), so that its state can be loaded before a step */
+void ks_optimizer_bind (KsOptimizer *optimizer, KsModel *model);
 gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n, gint64 **step,
                              GError **error);
 
 /* checkpoint.c: a KS_CHECKPOINT_ERROR_IO "WHAT PATH: strerror (errno)"; FALSE */
 gboolean ks_io_error (GError **error, const char *what, const char *path);
-/* checkpoint.c: writes a checkpoint file into the directory `final` (replaced whole);
- * adds format, version, rng_state and the optimizer's entries to `meta` */
+/* checkpoint.c: writes a checkpoint file into the directory `final` (replaced whole)
+ * with `meta` and format, version, rng_state and the optimizer's entries */
 gboolean ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
                                   GHashTable *meta, GError **error);
 

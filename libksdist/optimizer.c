@@ -67,22 +67,28 @@ ks_optimizer_step (KsOptimizer *o, const KsFeed *feeds, gsize n_feeds, GError **
                                       o->pairs->len, error);
 }
 
+void
+ks_optimizer_bind (KsOptimizer *o, KsModel *model)
+{
+  if (o->pairs != NULL)
+    return;
+  /* every parameter, as apply_gradients takes them */
+  KsArena *params = ks_model_parameters (model);
+  o->pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  o->model = model;
+  for (gsize i = 0; params != NULL && i < ks_arena_count (params); i++)
+    {
+      const char *name;
+      ks_arena_tensor_at (params, i, &name, NULL);
+      KsParamGrad pair = { ks_model_find (model, name), NULL };
+      g_array_append_val (o->pairs, pair);
+    }
+}
+
 gboolean
 ks_optimizer_apply (KsOptimizer *o, KsModel *model, GError **error)
 {
-  if (o->pairs == NULL) /* every parameter, as apply_gradients takes them */
-    {
-      KsArena *params = ks_model_parameters (model);
-      o->pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
-      o->model = model;
-      for (gsize i = 0; params != NULL && i < ks_arena_count (params); i++)
-        {
-          const char *name;
-          ks_arena_tensor_at (params, i, &name, NULL);
-          KsParamGrad pair = { ks_model_find (model, name), NULL };
-          g_array_append_val (o->pairs, pair);
-        }
-    }
+  ks_optimizer_bind (o, model);
   return OPS (o)->apply_gradients (CTX (o), model, (const KsParamGrad *) o->pairs->data,
                                    o->pairs->len, error);
 }

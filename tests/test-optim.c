@@ -208,7 +208,7 @@ test_errors (Fixture *f, gconstpointer data)
   g_assert_true (ks_config_set_override (f->cpu.config, "optim.warmup=5", NULL));
   g_assert_null (ks_optimizer_new (f->cpu.registry, f->cpu.config, "adam", &error));
   g_assert_cmpstr (error->message, ==, "optimizer 'adam' (plugin optim) could not be created: "
-                                       "[optim] schedule = cosine needs total_steps (1) greater "
+                                       "[optim] schedule = cosine needs total_steps (0) greater "
                                        "than warmup (5)");
   g_clear_error (&error);
   g_assert_true (ks_config_set_override (f->cpu.config, "optim.schedule=constant", NULL));

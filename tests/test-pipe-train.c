@@ -11,6 +11,7 @@
  * one process beside the pipeline and checks, at every step, the pipeline's loss against
  * the one-process loss and at the end its own parameters against the same-named ones
  * there. It exits non-zero with a message on stderr when one differs. */
+#define _GNU_SOURCE /* memmem */
 #include "testutil.h"
 
 #include <math.h>
@@ -585,6 +586,144 @@ test_gpt_pipeline_example (void)
   ks_test_rmtree (dir);
 }
 
+#define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
+
+/* Runs ksdist (launch -n `n`, or train when NULL) on examples/gpt-words.ini with
+ * checkpoints every 10 steps into `ckpt` and `extra` settings; returns stdout, stderr. */
+static char *
+gpt_checkpointed (const char *n, const char *ckpt, const char *const *extra)
+{
+  g_autofree char *ini = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "gpt-words.ini",
+                                           NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  const char *common[] = { "train.log_every=10", "optim.warmup=0", "optim.total_steps=30",
+                           "train.checkpoint_every=10", set_ckpt };
+  char *out = NULL, *err = NULL;
+
+  if (n != NULL)
+    {
+      g_ptr_array_add (args, "launch");
+      g_ptr_array_add (args, "-n");
+      g_ptr_array_add (args, (char *) n);
+    }
+  else
+    g_ptr_array_add (args, "train");
+  g_ptr_array_add (args, ini);
+  for (guint i = 0; i < G_N_ELEMENTS (common); i++)
+    {
+      g_ptr_array_add (args, "--set");
+      g_ptr_array_add (args, (char *) common[i]);
+    }
+  for (; extra != NULL && *extra != NULL; extra++)
+    {
+      g_ptr_array_add (args, "--set");
+      g_ptr_array_add (args, (char *) *extra);
+    }
+  g_ptr_array_add (args, NULL);
+  int status = ks_test_run_ksdist ((const char *const *) args->pdata, NULL, plugins, &out, &err);
+  if (status != 0)
+    g_error ("ksdist failed (%d):\n%s%s", status, out, err);
+  char *both = g_strconcat (out, err, NULL);
+  g_free (out);
+  g_free (err);
+  return both;
+}
+
+static GBytes *
+file_bytes (const char *dir, const char *name)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  char *text = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (path, &text, &len, NULL));
+  return g_bytes_new_take (text, len);
+}
+
+static gboolean
+holds (GBytes *bytes, const char *text)
+{
+  gsize len;
+  const char *data = g_bytes_get_data (bytes, &len);
+  return memmem (data, len, text, strlen (text)) != NULL;
+}
+
+/* The loss a run printed at `step` (stdout of train, or of launch: rank 0's line). */
+static double
+loss_at (const char *out, int step)
+{
+  g_autofree char *mark = g_strdup_printf ("step %d/30 loss ", step);
+  const char *at = strstr (out, mark);
+  g_assert_nonnull (at);
+  return g_ascii_strtod (at + strlen (mark), NULL);
+}
+
+/* Pipelined checkpoints (a GPT on 2 stages): each stage writes its part; a run with
+ * dropout stopped at step 20 and resumed ends bitwise where an uninterrupted one does;
+ * without dropout (whose masks depend on the micro-batch) the parts load into one
+ * process, and one process's checkpoint into the stages, each going on as the run it
+ * came from (to float rounding: one process sums in another order). */
+static void
+test_pipeline_checkpoints (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *whole = g_build_filename (dir, "whole", NULL);
+  g_autofree char *half = g_build_filename (dir, "half", NULL);
+  g_autofree char *one = g_build_filename (dir, "one", NULL);
+  g_autofree char *plain = g_build_filename (dir, "plain", NULL);
+  static const char *const piped_20[] = { "pipeline.stages=2", "pipeline.micro_batches=2",
+                                          "train.steps=20", "model.dropout=0.1", NULL };
+  static const char *const piped_resume[] = { "pipeline.stages=2", "pipeline.micro_batches=2",
+                                              "train.steps=30", "train.resume=true",
+                                              "model.dropout=0.1", NULL };
+  static const char *const plain_resume[] = { "pipeline.stages=2", "pipeline.micro_batches=2",
+                                              "train.steps=30", "train.resume=true", NULL };
+
+  g_free (gpt_checkpointed ("2", whole, ARGS ("pipeline.stages=2", "pipeline.micro_batches=2",
+                                              "train.steps=30", "model.dropout=0.1")));
+  g_autofree char *ck = g_build_filename (whole, "checkpoint-30", NULL);
+  g_autofree char *ck_whole_file = g_build_filename (ck, "model.safetensors", NULL);
+  g_autoptr (GBytes) part1 = file_bytes (ck, "stage-1-of-2.safetensors");
+  g_assert_true (holds (part1, "\"part\":\"1\""));
+  g_assert_true (holds (part1, "\"parts\":\"2\""));
+  g_assert_true (holds (part1, "\"head.w\""));
+  g_assert_false (holds (part1, "\"wte\"")); /* stage 0's */
+  g_assert_false (g_file_test (ck_whole_file, G_FILE_TEST_EXISTS));
+
+  g_free (gpt_checkpointed ("2", half, piped_20));
+  g_autofree char *o_half = gpt_checkpointed ("2", half, piped_resume);
+  g_assert_nonnull (strstr (o_half, "resumed from "));
+  g_autofree char *ck_half = g_build_filename (half, "checkpoint-30", NULL);
+  for (int s = 0; s < 2; s++)
+    {
+      g_autofree char *name = g_strdup_printf ("stage-%d-of-2.safetensors", s);
+      g_autoptr (GBytes) a = file_bytes (ck, name);
+      g_autoptr (GBytes) b = file_bytes (ck_half, name);
+      g_assert_true (g_bytes_equal (a, b)); /* the header (step, counters) and the tensors */
+    }
+
+  /* the stages' parts into one process: steps 21-30 go as the pipeline's went */
+  g_autofree char *o_plain = gpt_checkpointed ("2", plain, ARGS ("pipeline.stages=2",
+                                                                 "pipeline.micro_batches=2",
+                                                                 "train.steps=30"));
+  g_autofree char *plain_30 = g_build_filename (plain, "checkpoint-30", NULL);
+  ks_test_rmtree (plain_30);
+  g_autofree char *o_one_from_parts = gpt_checkpointed (NULL, plain, ARGS ("train.steps=30",
+                                                                           "train.resume=true"));
+  g_assert_nonnull (strstr (o_one_from_parts, "resumed from "));
+  g_assert_cmpfloat (fabs (loss_at (o_one_from_parts, 30) - loss_at (o_plain, 30)), <=, 1e-3);
+
+  /* one process's checkpoint into the stages */
+  g_free (gpt_checkpointed (NULL, one, ARGS ("train.steps=20")));
+  g_autofree char *o_one = gpt_checkpointed (NULL, one, ARGS ("train.steps=30", "train.resume=true"));
+  g_autofree char *one_20 = g_build_filename (one, "checkpoint-30", NULL);
+  ks_test_rmtree (one_20); /* resume the stages from step 20 */
+  g_autofree char *o_piped_from_one = gpt_checkpointed ("2", one, plain_resume);
+  g_assert_nonnull (strstr (o_piped_from_one, "resumed from "));
+  g_assert_cmpfloat (fabs (loss_at (o_piped_from_one, 30) - loss_at (o_one, 30)), <=, 1e-3);
+  ks_test_rmtree (dir);
+}
+
 /* ksdist segment: the stage table of an MLP of six Linear layers (2-64, four 64-64,
  * 64-2: 192, 4160 x4 and 130 parameters) cut into 2 x 2 chunks, and by parameters. */
 static void
@@ -680,8 +819,8 @@ test_launch_errors (void)
     { "3", "pipeline.stages=2", NULL, "[pipeline] stages = 2 but the job has 3 workers" },
     { NULL, "pipeline.micro_batches=5", NULL,
       "[pipeline] micro_batches = 5 does not divide [train] batch = 128" },
-    { NULL, "pipeline.micro_batches=2", "train.checkpoint_dir=/tmp/x",
-      "[train] checkpoint_dir: a pipelined run (see [pipeline]) cannot save" },
+    { NULL, "pipeline.micro_batches=2", "train.export_dir=/tmp/x",
+      "[train] export_dir: a pipelined run (see [pipeline]) cannot export" },
     { "2", "pipeline.stages=2", "pipeline.seg_method=0,1,9",
       "[pipeline] seg_method 0,1,9: boundaries must start at 0 and end at the layer count 3" },
     { NULL, "pipeline.micro_batches=2", "model.type=gpt",
@@ -761,6 +900,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pipeline/launch", test_launch);
   g_test_add_func ("/pipeline/launch-gpt", test_launch_gpt);
   g_test_add_func ("/pipeline/gpt-pipeline-example", test_gpt_pipeline_example);
+  g_test_add_func ("/pipeline/checkpoints", test_pipeline_checkpoints);
   g_test_add_func ("/pipeline/launch-errors", test_launch_errors);
   g_test_add_func ("/pipeline/bench-command", test_bench_command);
   g_test_add_func ("/pipeline/segment-command", test_segment_command);

@@ -25,6 +25,7 @@ ks_trainer_clear (Trainer *t)
     ks_model_free (t->model);
   ks_train_dist_clear (t); /* a server's algorithm holds tables on the compute */
   ks_compute_free (t->compute);
+  g_free (t->clip_norm_setting);
 }
 
 /* A scalar tensor's value on the host; NaN when there is none or the copy fails. */
@@ -104,8 +105,9 @@ report (Trainer *t, gint64 step, gint64 steps, float loss, double lr, double rat
  * checkpoint's metadata ("config") so that a resume with other settings is noticed. The
  * step count, logging and checkpointing may change freely. */
 static char *
-trajectory_config (const KsConfig *c)
+trajectory_config (const Trainer *t)
 {
+  const KsConfig *c = t->config;
   static const char *const groups[] = { "compute", "model", "data", "optim" };
   static const char *const train_keys[] = { "optimizer", "batch", "seed" };
   GString *out = g_string_new (NULL);
@@ -118,6 +120,9 @@ trajectory_config (const KsConfig *c)
           const KsKeyDesc *d = g_ptr_array_index (keys, i);
           const char *value = NULL;
           ks_config_lookup (c, groups[g], d->key, &value, NULL, NULL);
+          if (t->clip_norm_setting != NULL && strcmp (groups[g], "optim") == 0
+              && strcmp (d->key, "clip_norm") == 0)
+            value = t->clip_norm_setting; /* the pipeline clips in the optimizer's stead */
           g_string_append_printf (out, "%s.%s = %s\n", groups[g], d->key, value ? value : "");
         }
     }
@@ -140,11 +145,13 @@ save (Trainer *t, const char *dir, gint64 step, guint keep, GError **error)
 
   if (t->task->metadata != NULL)
     t->task->metadata (t, meta);
-  g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t->config));
+  g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t));
   if (t->algorithm != NULL)
     return ks_algorithm_save_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
                                           meta, keep, error);
   g_hash_table_insert (meta, g_strdup ("epoch"), g_strdup_printf ("%" G_GINT64_FORMAT, status.epoch));
+  if (t->pipeline != NULL) /* each stage its part */
+    return ks_pipeline_save_checkpoint (t->pipeline, t->optimizer, dir, step, meta, keep, error);
   return ks_checkpoint_save (dir, step, t->model, t->optimizer, meta, keep, error);
 }
 
@@ -154,7 +161,7 @@ static void
 compare_config (Trainer *t, GHashTable *meta, const char *checkpoint)
 {
   const char *saved = g_hash_table_lookup (meta, "config");
-  g_autofree char *now = trajectory_config (t->config);
+  g_autofree char *now = trajectory_config (t);
 
   if (saved == NULL)
     return; /* written before checkpoints kept their settings */
@@ -188,7 +195,11 @@ resume (Trainer *t, const char *dir, gint64 *first, GError **error)
       && !ks_algorithm_load_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
                                          &meta, error))
     return FALSE;
-  if (latest != NULL
+  if (latest != NULL && t->pipeline != NULL
+      && !ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, latest, &status.step, &meta,
+                                       error))
+    return FALSE;
+  if (latest != NULL && t->pipeline == NULL
       && !ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta, error))
     return FALSE;
   *first = status.step + 1;
@@ -425,7 +436,10 @@ train (Trainer *t)
       window_steps++;
       if (t->pipeline != NULL && step == first)
         ks_pipeline_timing (t->pipeline, &warm_busy, &warm_wall);
-      if ((leader || t->algorithm != NULL) && *ckpt_dir != '\0'
+      /* worker 0 saves; with servers every worker takes part, in a pipeline every stage
+       * of the first replica writes its part */
+      if ((leader || t->algorithm != NULL || (t->pipeline != NULL && t->rank == 0))
+          && *ckpt_dir != '\0'
           && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
           && !save (t, ckpt_dir, step, keep, &error))
         {

@@ -181,6 +181,8 @@ ctr_build (Trainer *t, GError **error)
   Ctr *x = t->task_data = g_new0 (Ctr, 1);
   const char *path = ks_config_get_string (c, "data", "path");
   gboolean worker = t->role == NULL || ks_role_maker_is_worker (t->role);
+  /* one process alone; not known when only checking the config (a launcher's job) */
+  gboolean alone = t->algorithm == NULL && !t->describe_only;
   KsSparseConfig table;
   gsize B = t->batch, ids = B * KS_CRITEO_SLOTS;
 
@@ -197,18 +199,19 @@ ctr_build (Trainer *t, GError **error)
                    ks_algorithm_mode (t->algorithm));
       return FALSE;
     }
-  if (*ks_config_get_string (c, "train", "export_dir") != '\0' && worker && t->rank <= 0)
+  if (*ks_config_get_string (c, "train", "export_dir") != '\0' && worker && t->rank <= 0
+      && !t->describe_only)
     g_warning ("[train] export_dir: the exported model holds the dense part and emb.rows, the "
                "rows of the last batch evaluated; the embeddings themselves stay in the sparse "
                "table (the servers' checkpoints)");
-  if (t->algorithm == NULL && ks_config_get_double (c, "optim", "clip_norm") > 0)
+  if (alone && ks_config_get_double (c, "optim", "clip_norm") > 0)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[optim] clip_norm with the ctr task: the rows' gradients go to the sparse "
                    "table, whose rule is not clipped; remove clip_norm");
       return FALSE;
     }
-  if (t->algorithm == NULL && *ks_config_get_string (c, "train", "checkpoint_dir") != '\0')
+  if (alone && *ks_config_get_string (c, "train", "checkpoint_dir") != '\0')
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[train] checkpoint_dir: a ctr model trained by one process keeps its sparse "

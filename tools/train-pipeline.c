@@ -19,8 +19,7 @@ ks_train_pipeline_check (Trainer *t, GError **error)
 {
   const KsConfig *c = t->config;
   gint64 m = ks_config_get_int (c, "pipeline", "micro_batches");
-  static const char *const refused[][2] = { { "train", "checkpoint_dir" },
-                                            { "train", "export_dir" } };
+  static const char *const refused[][2] = { { "train", "export_dir" } };
 
   gint64 stages = ks_config_get_int (c, "pipeline", "stages");
   if (stages > 1 && t->comm == NULL)
@@ -42,8 +41,8 @@ ks_train_pipeline_check (Trainer *t, GError **error)
     if (*ks_config_get_string (c, refused[i][0], refused[i][1]) != '\0')
       {
         g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                     "[%s] %s: a pipelined run (see [pipeline]) cannot save its stages' "
-                     "parts yet; leave it empty or train without [pipeline]",
+                     "[%s] %s: a pipelined run (see [pipeline]) cannot export its stages "
+                     "as one inference model yet; leave it empty or train without [pipeline]",
                      refused[i][0], refused[i][1]);
         return FALSE;
       }
@@ -146,7 +145,10 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
   /* clipped by the norm over all stages; the optimizer (made after) would clip each
    * stage by its own norm, so its clip_norm is turned off */
   double clip_norm = ks_config_get_double (c, "optim", "clip_norm");
+  const char *as_written = NULL;
   ks_pipeline_set_clip_norm (t->pipeline, clip_norm);
+  ks_config_lookup (c, "optim", "clip_norm", &as_written, NULL, NULL);
+  t->clip_norm_setting = g_strdup (as_written); /* what checkpoints record */
   if (clip_norm > 0 && !ks_config_set_override (t->config, "optim.clip_norm=0", error))
     return FALSE;
   if (!ks_pipeline_init (t->pipeline, error))

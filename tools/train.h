@@ -67,6 +67,7 @@ struct Trainer {
   double pipeline_loss; /* of the last step */
   /* ksdist segment: the task's layer list is only recorded, not built */
   gboolean describe_only;
+  char *clip_norm_setting; /* [optim] clip_norm as set, when the pipeline clips instead */
   const KsLayerDesc *layers, *loss_layer;
   gsize n_layers;
 };

@@ -48,6 +48,22 @@ char *ks_checkpoint_temporary_name (const char *parent, const char *prefix, cons
  * (and their ".old" copies) whose process on this host is gone (a killed writer). */
 void ks_checkpoint_remove_stale (const char *parent, const char *prefix);
 
+/* Checkpoints written in parts, one per process (a pipeline's stages, see
+ * ks_pipeline_save_checkpoint): one process begins the directory `final` under a
+ * temporary name (returned), each writes its part into it, stage-<part>-of-<parts>
+ * .safetensors (model.safetensors when parts is 1), leaving out the parameters named in
+ * `skip` (NULL-terminated, may be NULL: a shared one another part holds) and their state;
+ * once every part is written the first commits: fsync, rename over `final`, keep the
+ * newest `keep` checkpoints of its directory (0: all). ks_checkpoint_load reads either
+ * form into any model whose tensors the files hold: a pipeline's parts into one process,
+ * a whole checkpoint into each stage. Abort removes an unfinished directory. */
+char *ks_checkpoint_begin (const char *final, GError **error);
+gboolean ks_checkpoint_write_part (const char *tmp, int part, int parts, KsModel *model,
+                                   KsOptimizer *optimizer, GHashTable *metadata,
+                                   const char *const *skip, GError **error);
+gboolean ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **error);
+void ks_checkpoint_abort (const char *tmp);
+
 /* The newest checkpoint directory under `dir`, or NULL when there is none. */
 char *ks_checkpoint_latest (const char *dir);
 

@@ -225,6 +225,19 @@ void ks_pipeline_record (KsPipeline *pipeline, gboolean on);
  * Perfetto), each led by ",\n", process `replica` (named so) with a track per stage; the
  * others get NULL. Wrapped in [ ] they are a trace file. The clocks are the machine's
  * monotonic clock, so stages on other hosts are not aligned. */
+/* Every stage of the pipeline calls it: each writes its part of the checkpoint
+ * DIR/checkpoint-STEP (checkpoint.h: its parameters and `optimizer`'s state, a shared
+ * parameter only by the lowest stage holding it, with `metadata`) and stage 0 renames the
+ * directory into place once every part is written, keeping the newest `keep`. When one
+ * stage fails nothing is saved and every stage returns FALSE. */
+gboolean ks_pipeline_save_checkpoint (KsPipeline *pipeline, KsOptimizer *optimizer,
+                                      const char *dir, gint64 step, GHashTable *metadata,
+                                      guint keep, GError **error);
+/* Loads this stage's tensors from the checkpoint directory `path` (a pipeline's parts or a
+ * whole checkpoint, whatever its stage count) and goes on from its step. */
+gboolean ks_pipeline_load_checkpoint (KsPipeline *pipeline, KsOptimizer *optimizer,
+                                      const char *path, gint64 *step, GHashTable **metadata,
+                                      GError **error);
 gboolean ks_pipeline_trace_events (KsPipeline *pipeline, int replica, GString **events,
                                    GError **error);
 
