@@ -122,6 +122,68 @@ test_round_trip_and_resume (Fixture *f, gconstpointer data)
   drop (&b);
 }
 
+/* A checkpoint in two parts (as a pipeline's stages write it): fc1 in part 0, fc2 and
+ * the rest in part 1 (fc1 left out of it, as a shared parameter is). It loads into the
+ * whole model and goes on bitwise; nothing is there until commit; a missing part or a
+ * part of another step is refused, naming the file. */
+static void
+test_parts (Fixture *f, gconstpointer data)
+{
+  Trained a, b;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GHashTable) meta = g_hash_table_new (g_str_hash, g_str_equal);
+  const char *const part0_skip[] = { "fc2.w", "fc2.b", NULL };
+  const char *const part1_skip[] = { "fc1.w", "fc1.b", NULL };
+  g_autofree char *final = g_build_filename (f->dir, "checkpoint-5", NULL);
+  gint64 step = 0;
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 5);
+  g_hash_table_insert (meta, "step", "5");
+  g_autofree char *tmp = ks_checkpoint_begin (final, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_checkpoint_write_part (tmp, 0, 2, a.model, a.opt, meta, part0_skip, &error));
+  g_assert_true (ks_checkpoint_write_part (tmp, 1, 2, a.model, a.opt, meta, part1_skip, &error));
+  g_assert_false (g_file_test (final, G_FILE_TEST_EXISTS)); /* not until committed */
+  g_assert_true (ks_checkpoint_commit (tmp, final, 0, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (tmp, G_FILE_TEST_EXISTS));
+
+  make (f, &b, 8, FALSE);
+  g_assert_true (ks_checkpoint_load (final, b.model, b.opt, &step, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (step, ==, 5);
+  assert_same_parameters (&a, &b);
+  steps (f, &a, 3);
+  steps (f, &b, 3);
+  assert_same_parameters (&a, &b);
+
+  /* a part of another save */
+  g_autofree char *part1 = g_build_filename (final, "stage-1-of-2.safetensors", NULL);
+  g_autofree char *other = g_build_filename (f->dir, "checkpoint-6", NULL);
+  g_hash_table_insert (meta, "step", "6");
+  g_autofree char *tmp6 = ks_checkpoint_begin (other, &error);
+  g_assert_true (ks_checkpoint_write_part (tmp6, 1, 2, a.model, a.opt, meta, part1_skip, &error));
+  g_autofree char *part1_6 = g_build_filename (tmp6, "stage-1-of-2.safetensors", NULL);
+  g_assert_cmpint (g_rename (part1_6, part1), ==, 0);
+  ks_checkpoint_abort (tmp6);
+  g_assert_false (ks_checkpoint_load (final, b.model, b.opt, &step, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT);
+  g_autofree char *want = g_strdup_printf ("%s: step 6, but part 0 is of step 5: the parts are of "
+                                           "different saves", part1);
+  g_assert_cmpstr (error->message, ==, want);
+  g_clear_error (&error);
+
+  /* a part missing */
+  g_assert_cmpint (g_unlink (part1), ==, 0);
+  g_assert_false (ks_checkpoint_load (final, b.model, b.opt, &step, NULL, &error));
+  g_autofree char *prefix = g_strdup_printf ("%s is a pipeline's checkpoint of 2 stages, but part 1 "
+                                             "cannot be read: ", final);
+  g_assert_true (g_str_has_prefix (error->message, prefix));
+  drop (&a);
+  drop (&b);
+}
+
 /* Plain safetensors: 8-byte little-endian header length, then a JSON object. */
 static void
 test_safetensors_layout (Fixture *f, gconstpointer data)
@@ -680,6 +742,7 @@ main (int argc, char **argv)
   ADD ("round-trip-and-resume", test_round_trip_and_resume);
   ADD ("safetensors-layout", test_safetensors_layout);
   ADD ("keep-last", test_keep_last);
+  ADD ("parts", test_parts);
   ADD ("damaged", test_damaged);
   ADD ("hostile", test_hostile);
   ADD ("format-1", test_format_1);
