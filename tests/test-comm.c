@@ -480,6 +480,31 @@ test_two_jobs (void)
   ks_test_rmtree (dir);
 }
 
+/* A job name used again in a file store: the earlier job's records (its ranks' addresses,
+ * gone now) are removed by the first process of the new job, which says so, and the new
+ * job meets; the first job's, started before, saw nothing to remove. */
+static void
+test_reused_name (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *store = g_build_filename (dir, "job", NULL);
+  int status[8];
+  g_autofree char *first = run_job ("sum", 3, 3, dir, "job", 20000, status);
+  for (int r = 0; r < 3; r++)
+    if (!g_spawn_check_wait_status (status[r], NULL))
+      g_error ("first job, rank %d failed:\n%s", r, first);
+  g_assert_null (strstr (first, "removed"));
+  g_autofree char *again = run_job ("sum", 3, 3, dir, "job", 20000, status);
+  g_test_message ("%s", again);
+  for (int r = 0; r < 3; r++)
+    if (!g_spawn_check_wait_status (status[r], NULL))
+      g_error ("second job, rank %d failed:\n%s", r, again);
+  g_autofree char *want = g_strdup_printf ("file store %s: removed ", store);
+  g_assert_nonnull (strstr (again, want));
+  g_assert_nonnull (strstr (again, "records of an earlier job named 'job'"));
+  ks_test_rmtree (dir);
+}
+
 static void
 test_missing_rank (void)
 {
@@ -619,6 +644,7 @@ main (int argc, char **argv)
   g_test_add_func ("/comm/gloo/role-maker", test_role_maker);
   g_test_add_func ("/comm/gloo/tcp-store", test_tcp_store);
   g_test_add_func ("/comm/gloo/two-jobs", test_two_jobs);
+  g_test_add_func ("/comm/gloo/reused-name", test_reused_name);
   g_test_add_func ("/comm/gloo/missing-rank", test_missing_rank);
   g_test_add_func ("/comm/gloo/dead-rank", test_dead_rank);
   g_test_add_func ("/comm/gloo/stalled-rank", test_stalled_rank);

@@ -261,9 +261,9 @@ test_refusals (void)
     const char *sets[4];
     const char *message;
   } cases[] = {
-    { ARGS ("launch", "-n", "2"), { "job.mode=collective", set_bad, NULL },
+    { ARGS ("launch", "-n", "2"), { "job.mode=collective", set_good, NULL },
       "[data] task = ctr keeps its embeddings in a sparse table" },
-    { ARGS ("launch", "--servers", "1", "--workers", "1"), { "strategy.mode=sync", set_bad, NULL },
+    { ARGS ("launch", "--servers", "1", "--workers", "1"), { "strategy.mode=sync", set_good, NULL },
       "[strategy] mode, a_sync and k_steps choose the transpiler's modes" },
     { ARGS ("train"), { one[0], set_bad, set_ckpt, NULL },
       "keeps its sparse table in memory only" },

@@ -47,7 +47,7 @@ run_config (int argc, char **argv)
   /* printed as written, before the check sets what follows from other keys */
   print_config (config);
   fflush (stdout);
-  return ks_train_check (registry, config);
+  return ks_train_check (registry, config, TRUE);
 }
 
 const KsCommand ks_cmd_config = {

@@ -550,7 +550,7 @@ ks_train_command (const KsCommand *command, int argc, char **argv, int (*body) (
     }
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &t.config, &t.registry)) != 0)
     return status;
-  if ((status = ks_train_check (t.registry, t.config)) != 0)
+  if ((status = ks_train_check (t.registry, t.config, FALSE)) != 0)
     {
       ks_registry_free (t.registry);
       ks_config_free (t.config);

@@ -24,7 +24,7 @@ follow_steps (KsConfig *c)
 }
 
 int
-ks_train_check (KsRegistry *registry, KsConfig *c)
+ks_train_check (KsRegistry *registry, KsConfig *c, gboolean build)
 {
   g_autoptr (GError) error = NULL;
   Trainer t = { .config = c, .registry = registry, .world = 1, .describe_only = TRUE };
@@ -37,7 +37,7 @@ ks_train_check (KsRegistry *registry, KsConfig *c)
     g_set_error (&error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                  "[train] resume = true needs [train] checkpoint_dir, the directory to resume "
                  "from");
-  else if ((t.task = ks_train_task (c, &error)) != NULL
+  else if (build && (t.task = ks_train_task (c, &error)) != NULL
            && (t.compute = ks_compute_new (registry, c, NULL, &error)) != NULL
            && t.task->build (&t, &error)
            && (!ks_train_pipelined (c) || ks_train_has_layers (&t, &error)))

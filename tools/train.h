@@ -76,10 +76,11 @@ struct Trainer {
  * command line (train, segment); the trainer is cleared after. */
 int ks_train_command (const KsCommand *command, int argc, char **argv,
                       int (*body) (Trainer *t));
-/* train-check.c: builds what `train` builds before training (task, compute, model,
- * optimizer) and prints what it refuses; [optim] total_steps 0 becomes [train] steps.
+/* train-check.c: checks what settings alone decide and, with `build`, builds what
+ * `train` builds before training (task, compute, model, optimizer; train itself builds
+ * them next), printing what it refuses; [optim] total_steps 0 becomes [train] steps.
  * Returns the exit status: 0, 2 for a configuration error, 1 otherwise. */
-int ks_train_check (KsRegistry *registry, KsConfig *config);
+int ks_train_check (KsRegistry *registry, KsConfig *config, gboolean build);
 /* Frees what a trainer holds (not its config and registry). */
 void ks_trainer_clear (Trainer *t);
 /* train-ctr.c */

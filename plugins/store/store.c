@@ -16,13 +16,17 @@
 typedef struct {
   char *dir; /* <address>/<prefix> once opened */
   int poll_max_ms;
+  int lock_fd; /* DIR/.lock, held shared while the store is open */
 } FileStore;
+
+#define LOCK_NAME ".lock" /* no key's file name: escape() writes a leading '.' as %2E */
 
 static void *
 file_create (const KsSettings *settings, GError **error)
 {
   FileStore *s = g_new0 (FileStore, 1);
   s->poll_max_ms = (int) ks_settings_get_int (settings, "poll_max_ms");
+  s->lock_fd = -1;
   return s;
 }
 
@@ -30,8 +34,56 @@ static void
 file_destroy (void *p)
 {
   FileStore *s = p;
+  if (s->lock_fd >= 0)
+    close (s->lock_fd);
   g_free (s->dir);
   g_free (s);
+}
+
+/* Every process using the store holds a shared lock on DIR/.lock. The first process of a
+ * job finds no lock held: any record there was left by an earlier job of the same name
+ * (ended or killed), which would send this job's ranks to peers that are gone, so it
+ * removes them (and says so) before taking its shared lock; a process coming meanwhile
+ * waits for that. */
+static gboolean
+claim (FileStore *s, const char *job, GError **error)
+{
+  g_autofree char *lock = g_build_filename (s->dir, LOCK_NAME, NULL);
+  int fd = open (lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "file store: cannot open %s: %s",
+                   lock, g_strerror (e));
+      return FALSE;
+    }
+  if (flock (fd, LOCK_EX | LOCK_NB) == 0)
+    {
+      g_autoptr (GDir) d = g_dir_open (s->dir, 0, NULL);
+      const char *name;
+      int removed = 0;
+      while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+        if (strcmp (name, LOCK_NAME) != 0)
+          {
+            g_autofree char *path = g_build_filename (s->dir, name, NULL);
+            removed += g_unlink (path) == 0;
+          }
+      if (removed > 0)
+        g_warning ("file store %s: removed %d records of an earlier job named '%s' (no "
+                   "process of it holds the store any more); this job starts clean",
+                   s->dir, removed, job);
+    }
+  if (flock (fd, LOCK_SH) != 0) /* waits while another process clears the directory */
+    {
+      int e = errno;
+      close (fd);
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "file store: cannot lock %s: %s",
+                   lock, g_strerror (e));
+      return FALSE;
+    }
+  s->lock_fd = fd;
+  return TRUE;
 }
 
 /* Keys may hold any byte; file names get [A-Za-z0-9_.-] and %XX for the rest. */
@@ -83,6 +135,14 @@ file_open (void *p, const char *address, const char *prefix, const char *token, 
       int e = errno;
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
                    "file store: cannot create the directory %s: %s", s->dir, g_strerror (e));
+      g_clear_pointer (&s->dir, g_free);
+      return FALSE;
+    }
+  if (s->lock_fd >= 0)
+    close (s->lock_fd);
+  s->lock_fd = -1;
+  if (!claim (s, prefix != NULL && *prefix ? prefix : "default", error))
+    {
       g_clear_pointer (&s->dir, g_free);
       return FALSE;
     }
