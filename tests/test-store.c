@@ -370,6 +370,174 @@ test_no_server (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (error->message, "address 'no-port-here' is not HOST:PORT"));
 }
 
+/* ---- the c10d client against a stand-in for PyTorch's TCPStore (torch 1.13's wire) ---- */
+
+typedef struct {
+  int listener;
+  GHashTable *values; /* wire key -> GBytes */
+  GString *keys_seen;
+} FakeC10d;
+
+static gboolean
+read_exact (int fd, void *buf, gsize len)
+{
+  for (gsize got = 0; got < len;)
+    {
+      ssize_t n = read (fd, (char *) buf + got, len - got);
+      if (n <= 0)
+        return FALSE;
+      got += n;
+    }
+  return TRUE;
+}
+
+static char *
+read_string (int fd, gsize *len)
+{
+  guint64 n;
+  if (!read_exact (fd, &n, 8) || n > 4096)
+    return NULL;
+  char *s = g_malloc0 (n + 1);
+  if (!read_exact (fd, s, n))
+    return g_free (s), NULL;
+  *len = n;
+  return s;
+}
+
+/* Serves queries honestly, except for keys that script a hostile answer: "bad-wait" gets
+ * a wait answer that is not 0, "huge" a value length of 2^40, "cut" a value cut short,
+ * "never" no answer at all. */
+static gpointer
+fake_c10d (gpointer data)
+{
+  FakeC10d *fake = data;
+  int fd;
+  while ((fd = accept (fake->listener, NULL, NULL)) >= 0)
+    {
+      guint8 type;
+      while (read_exact (fd, &type, 1))
+        {
+          gsize len;
+          guint64 n = 1;
+          g_autofree char *key = NULL;
+          if (type == 5 && (!read_exact (fd, &n, 8) || n != 1)) /* WAIT: one key here */
+            break;
+          if ((key = read_string (fd, &len)) == NULL)
+            break;
+          g_string_append_printf (fake->keys_seen, "%s;", key);
+          if (type == 0) /* SET */
+            {
+              gsize vlen;
+              char *value = read_string (fd, &vlen);
+              if (value == NULL)
+                break;
+              g_hash_table_insert (fake->values, g_strdup (key), g_bytes_new_take (value, vlen));
+            }
+          else if (type == 5 && g_str_has_suffix (key, "/never"))
+            continue; /* no answer */
+          else if (type == 5)
+            {
+              guint8 answer = g_str_has_suffix (key, "/bad-wait") ? 7 : 0;
+              if (write (fd, &answer, 1) != 1)
+                break;
+            }
+          else if (type == 2) /* GET */
+            {
+              GBytes *v = g_hash_table_lookup (fake->values, key);
+              guint64 size = g_str_has_suffix (key, "/huge") ? G_GUINT64_CONSTANT (1) << 40
+                             : g_str_has_suffix (key, "/cut") ? 10
+                             : v != NULL ? g_bytes_get_size (v) : 0;
+              gboolean ok = write (fd, &size, 8) == 8;
+              if (g_str_has_suffix (key, "/cut"))
+                ok = write (fd, "abc", 3) == 3 && FALSE;
+              else if (v != NULL && ok)
+                ok = write (fd, g_bytes_get_data (v, NULL), size) == (ssize_t) size;
+              if (!ok)
+                break;
+            }
+          else if (type == 3) /* ADD */
+            {
+              gint64 delta, value;
+              if (!read_exact (fd, &delta, 8))
+                break;
+              GBytes *v = g_hash_table_lookup (fake->values, key);
+              value = (v != NULL ? g_ascii_strtoll (g_bytes_get_data (v, NULL), NULL, 10) : 0) + delta;
+              char *text = g_strdup_printf ("%" G_GINT64_FORMAT, value); /* as torch keeps it */
+              g_hash_table_insert (fake->values, g_strdup (key),
+                                   g_bytes_new_take (text, strlen (text) + 1));
+              if (write (fd, &value, 8) != 8)
+                break;
+            }
+          else
+            break;
+        }
+      close (fd);
+    }
+  return NULL;
+}
+
+static void
+test_c10d (Fixture *f, gconstpointer data)
+{
+  struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t alen = sizeof addr;
+  FakeC10d fake = { socket (AF_INET, SOCK_STREAM, 0),
+                    g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                           (GDestroyNotify) g_bytes_unref),
+                    g_string_new (NULL) };
+  g_autoptr (GError) error = NULL;
+  void *value = NULL;
+  gsize len;
+  gint64 sum = 0;
+
+  g_assert_cmpint (bind (fake.listener, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  g_assert_cmpint (listen (fake.listener, 8), ==, 0);
+  g_assert_cmpint (getsockname (fake.listener, (struct sockaddr *) &addr, &alen), ==, 0);
+  g_autofree char *where = g_strdup_printf ("127.0.0.1:%d", ntohs (addr.sin_port));
+  GThread *thread = g_thread_new ("fake-c10d", fake_c10d, &fake);
+  g_autoptr (KsStore) c = ks_store_new (f->registry, f->config, "c10d", &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_store_open (c, where, "job", NULL, &error)); /* torch's store has no token */
+
+  /* honest answers: the values come back, keys go as "/<prefix>/<key>" */
+  g_assert_true (ks_store_set (c, "k", "v\0w", 3, &error));
+  g_assert_true (ks_store_get (c, "k", 1000, &value, &len, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (value, len, "v\0w", 3);
+  g_clear_pointer (&value, g_free);
+  g_assert_true (ks_store_add (c, "n", 5, &sum, &error) && sum == 5);
+  g_assert_true (ks_store_add (c, "n", -2, &sum, &error) && sum == 3);
+  g_assert_nonnull (strstr (fake.keys_seen->str, "/job/k;"));
+
+  /* hostile answers: an error each, never a crash or a huge allocation */
+  struct { const char *key; int code; const char *message; } cases[] = {
+    { "bad-wait", KS_COMM_ERROR_PEER_LOST, "an answer to a wait that is not 'stop waiting'" },
+    { "huge", KS_COMM_ERROR_PEER_LOST, "a value longer than 64 MiB" },
+    { "cut", KS_COMM_ERROR_PEER_LOST, "the connection closed in the middle of a message" },
+    { "never", KS_COMM_ERROR_TIMEOUT, "keys 'never' did not appear within 300 ms" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_assert_false (ks_store_get (c, cases[i].key, 300, &value, &len, &error));
+      g_test_message ("%s: %s", cases[i].key, error->message);
+      g_assert_error (error, KS_COMM_ERROR, cases[i].code);
+      g_assert_nonnull (strstr (error->message, cases[i].message));
+      g_assert_null (value);
+      g_clear_error (&error);
+    }
+  /* after each, a new connection: the store works again */
+  g_assert_true (ks_store_get (c, "k", 1000, &value, &len, &error));
+  g_assert_cmpmem (value, len, "v\0w", 3);
+  g_free (value);
+
+  g_clear_pointer (&c, ks_store_free);
+  shutdown (fake.listener, SHUT_RDWR);
+  close (fake.listener);
+  g_thread_join (thread);
+  g_hash_table_unref (fake.values);
+  g_string_free (fake.keys_seen, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -383,5 +551,6 @@ main (int argc, char **argv)
   g_test_add ("/store/tcp/malformed", Fixture, NULL, setup, test_malformed, teardown);
   g_test_add ("/store/tcp/no-server", Fixture, NULL, setup, test_no_server, teardown);
   g_test_add ("/store/tcp/strangers", Fixture, NULL, setup, test_strangers, teardown);
+  g_test_add ("/store/c10d/client", Fixture, NULL, setup, test_c10d, teardown);
   return g_test_run ();
 }
