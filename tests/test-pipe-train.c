@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
+
 enum { VOCAB = 12, WIDTH = 8, BLOCKS = 6, BATCH = 16, STEPS = 6 };
 #define CLIP_NORM 4.0 /* binds in some steps, not all */
 
@@ -529,6 +531,16 @@ test_launch (void)
   /* per step and stage: 2 forwards, 2 backwards, 4 transfers, shared and optimizer */
   g_assert_cmpuint (per_replica[0], ==, 120 * 2 * 10);
   g_assert_cmpuint (per_replica[1], ==, 120 * 2 * 10);
+
+  /* drawn: a row per stage of each replica */
+  g_autofree char *svg_path = g_build_filename (dir, "trace.svg", NULL);
+  g_autofree char *out = NULL, *err = NULL, *svg = NULL;
+  g_assert_cmpint (ks_test_run_ksdist (ARGS ("plot", trace2, "-o", svg_path), NULL, plugins,
+                                       &out, &err), ==, 0);
+  g_assert_nonnull (strstr (out, ": 4 rows, 4800 events over "));
+  g_assert_true (g_file_get_contents (svg_path, &svg, NULL, NULL));
+  g_assert_nonnull (strstr (svg, ">replica 1 stage 1 ("));
+  g_assert_nonnull (strstr (svg, "fill=\"#2ca02c\"")); /* a backward */
   ks_test_rmtree (dir);
 }
 
@@ -585,8 +597,6 @@ test_gpt_pipeline_example (void)
   g_assert_cmpfloat (fabs (field (one[2], "loss") - field (plain[2], "loss")), >, 1e-4);
   ks_test_rmtree (dir);
 }
-
-#define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
 
 /* Runs ksdist (launch -n `n`, or train when NULL) on examples/gpt-words.ini with
  * checkpoints every 10 steps into `ckpt` and `extra` settings; returns stdout, stderr. */

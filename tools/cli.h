@@ -53,6 +53,9 @@ int ks_cli_load (const char *file, char **sets, KsConfig **config, KsRegistry **
 
 
 
+/* plot-trace.c: draws a pipeline trace file as SVG into `output`; the exit status. */
+int ks_plot_trace (const char *path, const char *output);
+
 /* Appends `s` as a JSON string (or null). */
 void ks_cli_json_string (GString *out, const char *s);
 /* The name of a value type: "int", "choice (a|b)", ... */

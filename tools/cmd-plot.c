@@ -256,6 +256,22 @@ render (Run *runs, int n, int *n_panels)
   return g_string_free (c.svg, FALSE);
 }
 
+/* A trace file is one JSON array; a metrics file a JSON object per line. */
+static gboolean
+is_trace (const char *path)
+{
+  char first = 0;
+  FILE *f = fopen (path, "r");
+  int c;
+  if (f == NULL)
+    return FALSE;
+  while ((c = fgetc (f)) != EOF && g_ascii_isspace (c))
+    ;
+  first = (char) c;
+  fclose (f);
+  return first == '[';
+}
+
 static int
 run_plot (int argc, char **argv)
 {
@@ -268,7 +284,8 @@ run_plot (int argc, char **argv)
   int n, panels, status = KS_EXIT_OK;
   Run *runs;
 
-  if (!ks_cli_parse ("plot", "METRICS.jsonl...", ks_cmd_plot.summary, entries, &argc, &argv))
+  if (!ks_cli_parse ("plot", "METRICS.jsonl... | TRACE.json", ks_cmd_plot.summary, entries,
+                     &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc < 2)
     {
@@ -283,6 +300,8 @@ run_plot (int argc, char **argv)
       ks_cli_error ("plot: -o %s: only SVG is written; name the file *.svg", output);
       return KS_EXIT_USAGE;
     }
+  if (argc == 2 && is_trace (argv[1]))
+    return ks_plot_trace (argv[1], output);
   n = argc - 1;
   runs = g_new0 (Run, n);
   for (int r = 0; r < n && status == KS_EXIT_OK; r++)
@@ -312,6 +331,7 @@ run_plot (int argc, char **argv)
 const KsCommand ks_cmd_plot = {
   "plot",
   "Draw [log] metrics files as SVG: the loss of each run (compared, with a legend), the "
-  "learning rate and the held-out metric in panels of their own",
+  "learning rate and the held-out metric in panels of their own; or a pipeline's [trace] "
+  "file: a row per stage, its forwards, backwards and idle time",
   run_plot,
 };

@@ -21,6 +21,7 @@ tools_ksdist_SOURCES = \
 	tools/cmd-generate.c \
 	tools/cmd-datagen.c \
 	tools/cmd-plot.c \
+	tools/plot-trace.c \
 	tools/cmd-bench.c \
 	tools/bench-pipeline.c
 tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
