@@ -318,7 +318,7 @@ ks_checkpoint_begin (const char *final, GError **error)
 }
 
 gboolean
-ks_checkpoint_write_part (const char *tmp, int part, int parts, KsModel *model,
+ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsModel *model,
                           KsOptimizer *optimizer, GHashTable *metadata, const char *const *skip,
                           GError **error)
 {
@@ -339,6 +339,8 @@ ks_checkpoint_write_part (const char *tmp, int part, int parts, KsModel *model,
       while (g_hash_table_iter_next (&it, &k, &v))
         g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
     }
+  if (step >= 0)
+    g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
   g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
   g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
   g_hash_table_insert (meta, g_strdup ("rng_state"),
@@ -409,49 +411,37 @@ ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **e
   return fsync_path (parent, error);
 }
 
-/* Writes `model` (and `optimizer`) with `meta` as the directory `final`, whole: into a
- * temporary sibling, fsynced, then renamed over it; a crash leaves the old one or the
- * new one. */
-gboolean
-ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
-                         GHashTable *meta, GError **error)
+/* Writes `model` (and `optimizer`) with `meta` (and `step` unless < 0) as the directory
+ * `final`, whole: into a temporary sibling, fsynced, then renamed over it; a crash leaves
+ * the old one or the new one. */
+static gboolean
+write_whole (const char *final, gint64 step, KsModel *model, KsOptimizer *optimizer,
+             GHashTable *meta, guint keep, GError **error)
 {
   g_autofree char *tmp = ks_checkpoint_begin (final, error);
   if (tmp == NULL)
     return FALSE;
-  if (!ks_checkpoint_write_part (tmp, 0, 1, model, optimizer, meta, NULL, error))
+  if (!ks_checkpoint_write_part (tmp, 0, 1, step, model, optimizer, meta, NULL, error))
     {
       remove_tree (tmp);
       return FALSE;
     }
-  return ks_checkpoint_commit (tmp, final, 0, error);
+  return ks_checkpoint_commit (tmp, final, keep, error);
+}
+
+gboolean
+ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
+                         GHashTable *meta, GError **error)
+{
+  return write_whole (final, -1, model, optimizer, meta, 0, error);
 }
 
 gboolean
 ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *optimizer,
                     GHashTable *metadata, guint keep, GError **error)
 {
-  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_autofree char *final = g_strdup_printf ("%s/" PREFIX "%" G_GINT64_FORMAT, dir, step);
-  GHashTableIter it;
-  gpointer k, v;
-
-  if (metadata != NULL)
-    {
-      g_hash_table_iter_init (&it, metadata);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
-    }
-  g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
-  g_autofree char *tmp = ks_checkpoint_begin (final, error);
-  if (tmp == NULL)
-    return FALSE;
-  if (!ks_checkpoint_write_part (tmp, 0, 1, model, optimizer, meta, NULL, error))
-    {
-      remove_tree (tmp);
-      return FALSE;
-    }
-  return ks_checkpoint_commit (tmp, final, keep, error);
+  return write_whole (final, step, model, optimizer, metadata, keep, error);
 }
 
 /* The newest: a newest directory that cannot be read is the caller's error to report

@@ -84,8 +84,6 @@ struct KsModel {
 KsExpr *ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, int ndim,
                            const gint64 *shape, GError **error);
 float *ks_model_scratch (KsModel *model, gsize n, GError **error);
-/* Gives `e` another name, unique in its model. */
-gboolean ks_expr_rename (KsExpr *e, const char *name, GError **error);
 /* Runs the backward sweep of `loss` unless it is current for the loss's value. */
 gboolean ks_model_sweep (KsModel *model, KsExpr *loss, GError **error);
 

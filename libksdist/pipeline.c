@@ -1138,16 +1138,9 @@ ks_pipeline_save_checkpoint (KsPipeline *pl, KsOptimizer *optimizer, const char 
                      "stage 0 could not begin %s (its message says why)", final);
     }
   /* every stage its part; stage 0 commits only when all of them wrote theirs */
-  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  GHashTableIter it;
-  gpointer k, v;
-  if (metadata != NULL)
-    for (g_hash_table_iter_init (&it, metadata); g_hash_table_iter_next (&it, &k, &v);)
-      g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
-  g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
   ok = mine == NULL
-       && ks_checkpoint_write_part (tmp, pl->stage, pl->p, pl->model, optimizer, meta,
-                                    (const char *const *) skip, &mine);
+       && ks_checkpoint_write_part (tmp, pl->stage, pl->p, step, pl->model, optimizer,
+                                    metadata, (const char *const *) skip, &mine);
   if (pl->stage == 0)
     for (int s = 1; s < pl->p; s++)
       {

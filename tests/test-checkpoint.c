@@ -139,11 +139,10 @@ test_parts (Fixture *f, gconstpointer data)
 
   make (f, &a, 8, FALSE);
   steps (f, &a, 5);
-  g_hash_table_insert (meta, "step", "5");
   g_autofree char *tmp = ks_checkpoint_begin (final, &error);
   g_assert_no_error (error);
-  g_assert_true (ks_checkpoint_write_part (tmp, 0, 2, a.model, a.opt, meta, part0_skip, &error));
-  g_assert_true (ks_checkpoint_write_part (tmp, 1, 2, a.model, a.opt, meta, part1_skip, &error));
+  g_assert_true (ks_checkpoint_write_part (tmp, 0, 2, 5, a.model, a.opt, meta, part0_skip, &error));
+  g_assert_true (ks_checkpoint_write_part (tmp, 1, 2, 5, a.model, a.opt, meta, part1_skip, &error));
   g_assert_false (g_file_test (final, G_FILE_TEST_EXISTS)); /* not until committed */
   g_assert_true (ks_checkpoint_commit (tmp, final, 0, &error));
   g_assert_no_error (error);
@@ -161,9 +160,8 @@ test_parts (Fixture *f, gconstpointer data)
   /* a part of another save */
   g_autofree char *part1 = g_build_filename (final, "stage-1-of-2.safetensors", NULL);
   g_autofree char *other = g_build_filename (f->dir, "checkpoint-6", NULL);
-  g_hash_table_insert (meta, "step", "6");
   g_autofree char *tmp6 = ks_checkpoint_begin (other, &error);
-  g_assert_true (ks_checkpoint_write_part (tmp6, 1, 2, a.model, a.opt, meta, part1_skip, &error));
+  g_assert_true (ks_checkpoint_write_part (tmp6, 1, 2, 6, a.model, a.opt, meta, part1_skip, &error));
   g_autofree char *part1_6 = g_build_filename (tmp6, "stage-1-of-2.safetensors", NULL);
   g_assert_cmpint (g_rename (part1_6, part1), ==, 0);
   ks_checkpoint_abort (tmp6);
@@ -704,13 +702,14 @@ test_train_export (Fixture *f, gconstpointer data)
                               NULL },
       NULL, (const char *const[]) { "openblas", "optim", NULL }, &out, &err);
   g_assert_cmpint (status, ==, 0);
-  g_assert_nonnull (strstr (err, "inference model (x to add_"));
+  g_assert_nonnull (strstr (err, "inference model (x to logits) written to "));
   g_assert_nonnull (g_strrstr (out, "eval accuracy "));
   want = g_ascii_strtod (g_strrstr (out, "eval accuracy ") + strlen ("eval accuracy "), NULL);
 
   g_autoptr (KsModel) model = ks_load_inference_model (dir, f->cpu.c, &feeds, &targets, &error);
   g_assert_no_error (error);
   g_assert_cmpstrv (feeds, ((const char *[]) { "x", NULL }));
+  g_assert_cmpstrv (targets, ((const char *[]) { "logits", NULL }));
   KsExpr *out_expr = ks_model_find (model, targets[0]);
   /* new points of the same task: about as accurate as the run's held-out score */
   ks_task_generate (KS_TASK_RINGS, BATCH, 0.02, 99, xs, ys);

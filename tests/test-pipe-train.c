@@ -400,6 +400,23 @@ static const char *const mlp_sets[] = { "train.steps=120", "train.log_every=20",
 static const char *const gpt_sets[] = { "train.steps=60", "train.log_every=10",
                                         "optim.warmup=0", NULL };
 
+/* The start of a command line: `launch -n N INI`, or `train INI` when n is NULL. */
+static GPtrArray *
+command_line (const char *n, const char *ini)
+{
+  GPtrArray *args = g_ptr_array_new ();
+  if (n != NULL)
+    {
+      g_ptr_array_add (args, "launch");
+      g_ptr_array_add (args, "-n");
+      g_ptr_array_add (args, (char *) n);
+    }
+  else
+    g_ptr_array_add (args, "train");
+  g_ptr_array_add (args, (char *) ini);
+  return args;
+}
+
 /* Runs ksdist on examples/`example`, its `sets` and then `extra` --set lines added;
  * returns the metrics file's lines. */
 static GStrv
@@ -409,18 +426,9 @@ train_example (const char *dir, const char *example, const char *const *sets,
   g_autofree char *ini = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", example, NULL);
   g_autofree char *metrics = g_build_filename (dir, "metrics.jsonl", NULL);
   g_autofree char *metrics_set = g_strconcat ("log.metrics=", metrics, NULL);
-  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_autoptr (GPtrArray) args = command_line (launch_n, ini);
   g_autofree char *out = NULL, *err = NULL, *text = NULL;
 
-  if (launch_n != NULL)
-    {
-      g_ptr_array_add (args, "launch");
-      g_ptr_array_add (args, "-n");
-      g_ptr_array_add (args, (char *) launch_n);
-    }
-  else
-    g_ptr_array_add (args, "train");
-  g_ptr_array_add (args, ini);
   g_ptr_array_add (args, "--set");
   g_ptr_array_add (args, metrics_set);
   for (const char *const *set = sets; *set != NULL; set++)
@@ -606,20 +614,11 @@ gpt_checkpointed (const char *n, const char *ckpt, const char *const *extra)
   g_autofree char *ini = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "gpt-words.ini",
                                            NULL);
   g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
-  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_autoptr (GPtrArray) args = command_line (n, ini);
   const char *common[] = { "train.log_every=10", "optim.warmup=0", "optim.total_steps=30",
                            "train.checkpoint_every=10", set_ckpt };
   char *out = NULL, *err = NULL;
 
-  if (n != NULL)
-    {
-      g_ptr_array_add (args, "launch");
-      g_ptr_array_add (args, "-n");
-      g_ptr_array_add (args, (char *) n);
-    }
-  else
-    g_ptr_array_add (args, "train");
-  g_ptr_array_add (args, ini);
   for (guint i = 0; i < G_N_ELEMENTS (common); i++)
     {
       g_ptr_array_add (args, "--set");

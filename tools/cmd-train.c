@@ -518,7 +518,9 @@ train (Trainer *t)
   const char *export_dir = ks_config_get_string (c, "train", "export_dir");
   if (leader && *export_dir != '\0')
     {
-      if (!ks_save_inference_model (export_dir, t->model, t->inputs, &t->logits, 1, &error))
+      /* the output goes by what it is, not by the op that made it last */
+      if (!ks_expr_rename (t->logits, "logits", &error)
+          || !ks_save_inference_model (export_dir, t->model, t->inputs, &t->logits, 1, &error))
         {
           ks_cli_error ("exporting the inference model: %s", error->message);
           return KS_EXIT_RUNTIME;

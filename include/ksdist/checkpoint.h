@@ -58,9 +58,10 @@ void ks_checkpoint_remove_stale (const char *parent, const char *prefix);
  * form into any model whose tensors the files hold: a pipeline's parts into one process,
  * a whole checkpoint into each stage. Abort removes an unfinished directory. */
 char *ks_checkpoint_begin (const char *final, GError **error);
-gboolean ks_checkpoint_write_part (const char *tmp, int part, int parts, KsModel *model,
-                                   KsOptimizer *optimizer, GHashTable *metadata,
-                                   const char *const *skip, GError **error);
+gboolean ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step,
+                                   KsModel *model, KsOptimizer *optimizer,
+                                   GHashTable *metadata, const char *const *skip,
+                                   GError **error);
 gboolean ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **error);
 void ks_checkpoint_abort (const char *tmp);
 

@@ -103,6 +103,9 @@ const KsTensor *ks_expr_value (KsExpr *expr, GError **error);
  * on the updated parameters (which would also draw new dropout masks). */
 const KsTensor *ks_expr_last_value (const KsExpr *expr);
 const char *ks_expr_name (const KsExpr *expr);
+/* Gives `expr` another name, unique in its model (an error if another has it): what an
+ * exported output is called, say "logits" rather than "add_65". */
+gboolean ks_expr_rename (KsExpr *expr, const char *name, GError **error);
 KsModel *ks_expr_model (const KsExpr *expr);
 /* "[2, 3]" */
 char *ks_expr_shape_string (const KsExpr *expr);
