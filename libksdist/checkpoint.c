@@ -785,11 +785,13 @@ open_parts (const char *path, GError **error)
     {
       g_autofree char *file = part_file (i, n);
       gint64 index, count;
-      if ((part = open_part (path, file, error)) == NULL)
+      GError *local = NULL;
+      if ((part = open_part (path, file, &local)) == NULL)
         {
-          if (g_error_matches (*error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO))
-            g_prefix_error (error, "%s is a pipeline's checkpoint of %d stages, but part %d "
+          if (g_error_matches (local, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO))
+            g_prefix_error (&local, "%s is a pipeline's checkpoint of %d stages, but part %d "
                             "cannot be read: ", path, n, i);
+          g_propagate_error (error, local);
           return NULL;
         }
       g_ptr_array_add (parts, part);

@@ -1058,6 +1058,9 @@ ks_pipeline_trace_events (KsPipeline *pl, int replica, GString **events, GError 
     {
       if (!ks_comm_recv (pl->comm, &len, sizeof len, s, tag_of (TAG_TRACE, 0, 0), error))
         return FALSE;
+      if (len < 0 || len > (1 << 30))
+        return ks_invalid (error, "pipeline: stage %d sent a trace of %" G_GINT64_FORMAT
+                           " bytes", s, len);
       gsize at = all->len;
       g_string_set_size (all, at + len);
       if (!ks_comm_recv (pl->comm, all->str + at, len, s, tag_of (TAG_TRACE, 0, 1), error))
@@ -1120,7 +1123,11 @@ ks_pipeline_save_checkpoint (KsPipeline *pl, KsOptimizer *optimizer, const char 
         if (!ks_comm_send (pl->comm, &len, sizeof len, s, tag_of (TAG_CHECKPOINT, 0, 0), error)
             || (len > 0
                 && !ks_comm_send (pl->comm, tmp, len, s, tag_of (TAG_CHECKPOINT, 0, 1), error)))
-          return FALSE;
+          {
+            if (tmp != NULL)
+              ks_checkpoint_abort (tmp);
+            return FALSE;
+          }
     }
   else
     {
@@ -1146,7 +1153,11 @@ ks_pipeline_save_checkpoint (KsPipeline *pl, KsOptimizer *optimizer, const char 
       {
         guint8 theirs = 0;
         if (!ks_comm_recv (pl->comm, &theirs, 1, s, tag_of (TAG_CHECKPOINT, 0, 2), error))
-          return FALSE;
+          {
+            if (tmp != NULL)
+              ks_checkpoint_abort (tmp);
+            return FALSE;
+          }
         if (!theirs && ok)
           {
             ok = FALSE;

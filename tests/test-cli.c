@@ -294,6 +294,24 @@ test_train (Fixture *f, gconstpointer data)
   assert_error_line (f, 2, one_error);
   g_assert_false (g_file_test (one_svg, G_FILE_TEST_EXISTS));
 
+  /* odd input ends: steps beyond float precision, a metric name with markup, a trace
+   * event with a number for its category */
+  g_autofree char *odd = ks_test_write (f->dir, "odd.jsonl",
+                                        "{\"step\": 1e17, \"loss\": 2, \"eval_<b>\": 1}\n"
+                                        "{\"step\": 100000000000000016, \"loss\": 1.5}\n");
+  g_autofree char *odd_svg = g_build_filename (f->dir, "odd.svg", NULL);
+  g_autofree char *odd_text = NULL;
+  run (f, ARGS ("plot", odd, "-o", odd_svg), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_file_get_contents (odd_svg, &odd_text, NULL, NULL));
+  g_assert_null (strstr (odd_text, "<b>"));
+  g_autofree char *trace = ks_test_write (f->dir, "t.json",
+                                          "[{\"ph\": \"X\", \"pid\": 0, \"tid\": 1, \"ts\": 5, "
+                                          "\"dur\": 2, \"cat\": 5}]\n");
+  run (f, ARGS ("plot", trace, "-o", odd_svg), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "1 rows, 1 events"));
+
   /* a line that is not a metrics object: named, and no image written */
   g_autofree char *bad = ks_test_write (f->dir, "bad.jsonl", "{\"step\": 1, \"loss\": 2}\n[1, 2]\n");
   g_autofree char *bad_svg = g_build_filename (f->dir, "bad.svg", NULL);

@@ -116,7 +116,9 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
             b->n, ks_comm_name (comm), "size (B)", "count", "time (us)", "algbw GB/s",
             "busbw GB/s", "wrong");
   for (gsize bytes = b->min_bytes; (gint64) bytes <= b->max_bytes;
-       bytes = b->factor > 1 ? bytes * (gsize) b->factor : (gsize) b->max_bytes + 1)
+       bytes = b->factor > 1 && (gint64) bytes <= b->max_bytes / b->factor
+                   ? bytes * (gsize) b->factor
+                   : (gsize) b->max_bytes + 1)
     {
       gsize count = bytes / sizeof (float), wrong;
       g_autofree float *buf = g_new (float, count);

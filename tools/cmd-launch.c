@@ -178,17 +178,17 @@ on_watch (gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
-/* The stopped process, if one is: the cause when another fails by timing out. */
+/* The process stopped for half a timeout or more, if one is: the cause when another
+ * fails by timing out (one stopped just now did not make anyone time out). */
 static Worker *
 stopped_worker (Launch *l)
 {
+  gint64 now = g_get_monotonic_time ();
   for (int r = 0; r < l->n; r++)
-    if (!l->workers[r].exited && l->workers[r].process != NULL && is_stopped (&l->workers[r]))
-      {
-        if (l->workers[r].stopped_since == 0)
-          l->workers[r].stopped_since = g_get_monotonic_time ();
-        return &l->workers[r];
-      }
+    if (!l->workers[r].exited && l->workers[r].process != NULL && is_stopped (&l->workers[r])
+        && l->workers[r].stopped_since != 0
+        && now - l->workers[r].stopped_since >= (gint64) (l->timeout_s * G_USEC_PER_SEC / 2))
+      return &l->workers[r];
   return NULL;
 }
 
@@ -470,8 +470,12 @@ choose_master (Launch *l)
   if (l->rv.nnodes > 1)
     {
       const char *colon = strrchr (l->rv.master, ':');
-      l->master_addr = g_strndup (l->rv.master, (gsize) (colon - l->rv.master));
-      l->master_port = atoi (colon + 1) + 1;
+      const char *host = l->rv.master;
+      gsize len = (gsize) (colon - l->rv.master);
+      if (len >= 2 && host[0] == '[' && host[len - 1] == ']') /* [v6]: torch wants it bare */
+        host++, len -= 2;
+      l->master_addr = g_strndup (host, len);
+      l->master_port = atoi (colon + 1) < 65535 ? atoi (colon + 1) + 1 : 65534;
       return;
     }
   l->master_addr = g_strdup ("127.0.0.1");

@@ -148,17 +148,28 @@ panel (Chart *c, int top, const char *label, Run *runs, int n, gsize offset)
 #define Y(v) (top + ph - ((v) - y0) / (y1 - y0) * ph)
   g_string_append_printf (c->svg, "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" "
                           "fill=\"none\" stroke=\"#999\"/>\n", LEFT, top, pw, ph);
-  for (double v = ceil (y0 / dy) * dy; v <= y1; v += dy)
-    g_string_append_printf (c->svg,
-                            "<line x1=\"%d\" x2=\"%g\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
-                            LEFT, LEFT + pw, Y (v), Y (v), LEFT - 6, Y (v) + 4,
-                            fabs (v) < dy / 1e6 ? 0 : v);
-  for (double v = ceil (x0 / dx) * dx; v <= x1 + dx / 1e6; v += dx)
-    g_string_append_printf (c->svg,
-                            "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%g\" stroke=\"#ddd\"/>"
-                            "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
-                            X (v), X (v), top, top + ph, X (v), top + ph + 16, v);
+  /* the ticks counted, so a step below the values' precision cannot loop for ever */
+  for (int k = 0; k <= 4 * TICKS; k++)
+    {
+      double v = ceil (y0 / dy) * dy + k * dy;
+      if (v > y1)
+        break;
+      g_string_append_printf (c->svg,
+                              "<line x1=\"%d\" x2=\"%g\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                              "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
+                              LEFT, LEFT + pw, Y (v), Y (v), LEFT - 6, Y (v) + 4,
+                              fabs (v) < dy / 1e6 ? 0 : v);
+    }
+  for (int k = 0; k <= 4 * TICKS; k++)
+    {
+      double v = ceil (x0 / dx) * dx + k * dx;
+      if (v > x1 + dx / 1e6)
+        break;
+      g_string_append_printf (c->svg,
+                              "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%g\" stroke=\"#ddd\"/>"
+                              "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
+                              X (v), X (v), top, top + ph, X (v), top + ph + 16, v);
+    }
   g_autofree char *escaped = g_markup_escape_text (label, -1);
   g_string_append_printf (c->svg, "<text x=\"18\" y=\"%g\" transform=\"rotate(-90 18 %g)\" "
                           "text-anchor=\"middle\">%s</text>\n",
@@ -234,9 +245,10 @@ render (Run *runs, int n, int *n_panels)
   for (int r = 0, x = LEFT; r < n; r++)
     {
       g_autofree char *name = g_markup_escape_text (runs[r].name, -1);
+      g_autofree char *metric = g_markup_escape_text (runs[r].eval_name ? runs[r].eval_name : "", -1);
       g_autofree char *result
           = runs[r].eval->len > 0
-                ? g_strdup_printf (" (held-out %s %.4g)", runs[r].eval_name,
+                ? g_strdup_printf (" (held-out %s %.4g)", metric,
                                    g_array_index (runs[r].eval, Point, runs[r].eval->len - 1).value)
                 : g_strdup ("");
       g_string_append_printf (c.svg, "<rect x=\"%d\" y=\"18\" width=\"14\" height=\"4\" "

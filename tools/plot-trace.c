@@ -85,6 +85,8 @@ ks_plot_trace (const char *path, const char *output)
                 json_object_get_double_member_with_default (e, "ts", NAN),
                 json_object_get_double_member_with_default (e, "dur", NAN),
                 json_object_get_string_member_with_default (e, "cat", "") };
+      if (b.cat == NULL) /* not a string */
+        b.cat = "";
       if (!isfinite (b.start) || !isfinite (b.dur) || b.dur < 0)
         {
           ks_cli_error ("%s: event %u has no finite \"ts\" and \"dur\"", path, i);

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 gboolean
 ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
@@ -41,11 +43,22 @@ ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
     {
       g_autofree char *name = g_strdup_printf ("ksdist-mpirun-%s", mpi_job);
       m->address = g_build_filename (g_get_tmp_dir (), name, NULL);
+      GStatBuf st;
       if (g_mkdir (m->address, 0700) != 0 && errno != EEXIST)
         {
           g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
                        "cannot make the job's meeting directory %s: %s", m->address,
                        g_strerror (errno));
+          ks_train_meeting_clear (m);
+          return FALSE;
+        }
+      /* made by another user, or open to others: not a safe place to meet */
+      if (g_lstat (m->address, &st) != 0 || !S_ISDIR (st.st_mode) || st.st_uid != getuid ()
+          || (st.st_mode & 077) != 0)
+        {
+          g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_PERM,
+                       "the job's meeting directory %s is not a directory of yours that only "
+                       "you can use: remove it, or set [comm] store_address", m->address);
           ks_train_meeting_clear (m);
           return FALSE;
         }

@@ -148,6 +148,8 @@ exchange (C10dStore *s, GByteArray *q, void *reply, gsize reply_len, int wait_ms
       *timed_out = TRUE; /* the server keeps our waiter: a new connection forgets it */
       close (s->fd);
       s->fd = -1;
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+                   "c10d store at %s: no answer within %d ms", s->address, wait_ms);
       return FALSE;
     }
   return lost (s, got == 0 ? "closed by the server" : why, error);
@@ -170,9 +172,10 @@ wait_keys (C10dStore *s, const char *const *keys, int timeout_ms, GError **error
         return TRUE;
       return lost (s, "an answer to a wait that is not 'stop waiting'", error);
     }
-  if (timed_out)
+  if (timed_out && error != NULL)
     {
       g_autofree char *list = g_strjoinv ("', '", (char **) keys);
+      g_clear_error (error);
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                    "c10d store at %s: keys '%s' did not appear within %d ms", s->address, list,
                    timeout_ms);
@@ -255,9 +258,7 @@ int_query (C10dStore *s, GByteArray *q, const char *what, gint64 *result, GError
   gboolean ok = exchange (s, q, &value, 8, ANSWER_GRACE_MS, &timed_out, error);
   g_mutex_unlock (&s->lock);
   if (!ok && timed_out)
-    g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
-                 "c10d store at %s: no answer to %s within %d ms", s->address, what,
-                 ANSWER_GRACE_MS);
+    g_prefix_error (error, "%s: ", what);
   if (ok && result != NULL)
     *result = value;
   return ok;

@@ -58,7 +58,17 @@ claim (FileStore *s, const char *job, GError **error)
                    lock, g_strerror (e));
       return FALSE;
     }
-  if (flock (fd, LOCK_EX | LOCK_NB) == 0)
+  int got = flock (fd, LOCK_EX | LOCK_NB), why = errno;
+  if (got != 0 && why != EWOULDBLOCK)
+    {
+      /* a file system without flock: no cleaning, and no lock to hold */
+      g_warning ("file store %s: cannot lock %s (%s): records of an earlier job with this "
+                 "name are not detected; give each job its own [job] name", s->dir, lock,
+                 g_strerror (why));
+      s->lock_fd = fd;
+      return TRUE;
+    }
+  if (got == 0)
     {
       g_autoptr (GDir) d = g_dir_open (s->dir, 0, NULL);
       const char *name;

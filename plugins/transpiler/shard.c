@@ -243,12 +243,12 @@ shard_open (Shard *s, GError **error)
   s->meta = json_node_get_object (m);
   const char *version = json_object_get_string_member_with_default (s->meta, "version", "");
   if (g_strcmp0 (json_object_get_string_member_with_default (s->meta, "format", ""), SHARD_FORMAT) != 0
-      || (strcmp (version, SHARD_VERSION) != 0 && strcmp (version, "1") != 0))
+      || (g_strcmp0 (version, SHARD_VERSION) != 0 && g_strcmp0 (version, "1") != 0))
     return bad (error, s->path, "not a ksdist parameter-server shard of version 1 or "
                 SHARD_VERSION);
   s->data = (const guint8 *) s->bytes + 8 + header_len;
   s->data_len = s->len - 8 - header_len;
-  if (strcmp (version, SHARD_VERSION) == 0)
+  if (g_strcmp0 (version, SHARD_VERSION) == 0)
     {
       if (!ks_seal_matches (s->bytes, s->len,
                             json_object_get_string_member_with_default (s->meta, KS_SEAL_KEY, "")))
