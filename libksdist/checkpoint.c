@@ -93,8 +93,8 @@ ks_io_error (GError **error, const char *what, const char *path)
 }
 
 
-static gboolean
-fsync_path (const char *path, GError **error)
+gboolean
+ks_checkpoint_fsync (const char *path, GError **error)
 {
   int fd = open (path, O_RDONLY);
   gboolean ok = fd >= 0 && fsync (fd) == 0;
@@ -252,9 +252,8 @@ ks_checkpoint_temporary_name (const char *parent, const char *prefix, const char
                           (int) getpid ());
 }
 
-/* Removes a directory and everything below it (no symlink followed). */
-static void
-remove_all (const char *dir)
+void
+ks_checkpoint_remove_all (const char *dir)
 {
   g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
   const char *name;
@@ -262,7 +261,7 @@ remove_all (const char *dir)
     {
       g_autofree char *path = g_build_filename (dir, name, NULL);
       if (g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
-        remove_all (path);
+        ks_checkpoint_remove_all (path);
       else
         g_unlink (path);
     }
@@ -289,7 +288,7 @@ ks_checkpoint_remove_stale (const char *parent, const char *prefix)
       g_autofree char *path = g_build_filename (parent, name, NULL);
       g_message ("removing %s, left by a writer (process %" G_GUINT64_FORMAT ") that is gone",
                  path, pid);
-      remove_all (path);
+      ks_checkpoint_remove_all (path);
     }
 }
 
@@ -388,7 +387,7 @@ ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **e
   g_autofree char *parent = g_path_get_dirname (final);
   g_autofree char *old = g_strconcat (tmp, ".old", NULL);
 
-  if (!fsync_path (tmp, error))
+  if (!ks_checkpoint_fsync (tmp, error))
     {
       remove_tree (tmp);
       return FALSE;
@@ -408,7 +407,7 @@ ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **e
     }
   remove_tree (old);
   keep_newest (parent, keep);
-  return fsync_path (parent, error);
+  return ks_checkpoint_fsync (parent, error);
 }
 
 /* Writes `model` (and `optimizer`) with `meta` (and `step` unless < 0) as the directory

@@ -41,6 +41,11 @@ gboolean ks_seal_fill (char *json, gsize json_len, const guint8 *const *chunks,
 /* Whether a whole file's `len` bytes match `want`, the sealed digest its header gives. */
 gboolean ks_seal_matches (const char *bytes, gsize len, const char *want);
 
+/* Makes a file, or a directory's entries, durable; an error names the path. */
+gboolean ks_checkpoint_fsync (const char *path, GError **error);
+/* Removes a directory and everything below it (no symlink followed). */
+void ks_checkpoint_remove_all (const char *dir);
+
 /* A hidden name in `parent` for a directory `base` being written by this process:
  * PARENT/<prefix><base>@HOST-PID, so a later writer can tell one whose writer is gone. */
 char *ks_checkpoint_temporary_name (const char *parent, const char *prefix, const char *base);

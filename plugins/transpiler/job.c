@@ -89,39 +89,6 @@ write_job_file (const char *dir, const KsTrainStatus *status, GHashTable *metada
                                    0644, error);
 }
 
-/* Makes a directory's entries durable (after files were written or renamed in it). */
-static gboolean
-fsync_dir (const char *dir, GError **error)
-{
-  int fd = open (dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0 || fsync (fd) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno), "cannot sync %s: %s",
-                   dir, g_strerror (errno));
-      if (fd >= 0)
-        close (fd);
-      return FALSE;
-    }
-  close (fd);
-  return TRUE;
-}
-
-static void
-remove_tree (const char *dir)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  const char *name;
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    {
-      g_autofree char *path = g_build_filename (dir, name, NULL);
-      if (g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
-        remove_tree (path);
-      else
-        g_unlink (path);
-    }
-  g_rmdir (dir);
-}
-
 static gint
 by_step_descending (gconstpointer a, gconstpointer b)
 {
@@ -143,7 +110,7 @@ keep_newest (const char *dir, guint keep)
   for (guint i = keep; keep > 0 && i < names->len; i++)
     {
       g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
-      remove_tree (path);
+      ks_checkpoint_remove_all (path);
     }
 }
 
@@ -167,28 +134,28 @@ ps_job_save (const char *dir, const KsTrainStatus *status, GHashTable *metadata,
     }
   if (!save_servers (data, partial, status->step, error)
       || !write_job_file (partial, status, metadata, servers, error)
-      || !fsync_dir (partial, error))
+      || !ks_checkpoint_fsync (partial, error))
     {
-      remove_tree (partial);
+      ks_checkpoint_remove_all (partial);
       return FALSE;
     }
   if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
     {
       g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
                    "cannot move aside %s: %s", final, g_strerror (errno));
-      remove_tree (partial);
+      ks_checkpoint_remove_all (partial);
       return FALSE;
     }
   if (g_rename (partial, final) != 0)
     {
       g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
                    "cannot rename %s to %s: %s", partial, final, g_strerror (errno));
-      remove_tree (partial);
+      ks_checkpoint_remove_all (partial);
       g_rename (old, final); /* the older copy of this step comes back */
       return FALSE;
     }
-  remove_tree (old);
-  if (!fsync_dir (dir, error))
+  ks_checkpoint_remove_all (old);
+  if (!ks_checkpoint_fsync (dir, error))
     return FALSE;
   keep_newest (dir, keep); /* only once the new one is durable */
   return TRUE;

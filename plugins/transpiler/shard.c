@@ -24,20 +24,6 @@ io_error (GError **error, const char *what, const char *path)
   return FALSE;
 }
 
-static gboolean
-fsync_path (const char *path, GError **error)
-{
-  int fd = open (path, O_RDONLY);
-  if (fd < 0 || fsync (fd) != 0)
-    {
-      if (fd >= 0)
-        close (fd);
-      return io_error (error, "cannot sync", path);
-    }
-  close (fd);
-  return TRUE;
-}
-
 /* The packed host copies of the values and of each state arena. */
 static float **
 read_arenas (PsDenseTable *t, gsize *n_arenas, gint64 **opt_step, GError **error)
@@ -168,7 +154,7 @@ ps_shard_save (PsDenseTable *t, const char *dir, int server, int servers, gint64
       g_unlink (tmp);
       return FALSE;
     }
-  return fsync_path (dir, error);
+  return ks_checkpoint_fsync (dir, error);
 }
 
 /* ---- loading ---- */
