@@ -20,6 +20,11 @@
 #define OLD_SHA_KEY "data_sha256"
 #define SHA_HEX 64
 #define FILE_NAME "model.safetensors"
+/* the optimizer's state beside the weights: optimizer.safetensors, or a stage's
+ * optimizer-stage-<s>-of-<n>.safetensors; it names the weights file it goes with */
+#define OPTIM_FILE "optimizer.safetensors"
+#define OPTIM_PREFIX "optimizer-"
+#define MODEL_SEAL_KEY "model_sha256"
 #define PART_PREFIX "stage-" /* stage-<s>-of-<n>.safetensors: a pipeline stage's part */
 #define MAX_PARTS 4095
 #define PREFIX "checkpoint-"
@@ -41,11 +46,12 @@ entry_clear (gpointer p)
   g_free (((Entry *) p)->name);
 }
 
-/* Everything a checkpoint of this model and optimizer holds, in a fixed order; the
- * parameters named in `skip` (NULL-terminated, may be NULL) and their state left out. */
+/* The parameters (with `params`) and the optimizer's state (unless `optimizer` is NULL)
+ * of a checkpoint, in a fixed order; the parameters named in `skip` (NULL-terminated, may
+ * be NULL) and their state left out. */
 static GArray *
-entries_of (KsModel *model, KsOptimizer *optimizer, const char *const *skip, gint64 **step,
-            GError **error)
+entries_of (KsModel *model, gboolean params_too, KsOptimizer *optimizer,
+            const char *const *skip, gint64 **step, GError **error)
 {
   KsArena *params = ks_model_parameters (model);
   GArray *entries = g_array_new (FALSE, TRUE, sizeof (Entry));
@@ -65,7 +71,7 @@ entries_of (KsModel *model, KsOptimizer *optimizer, const char *const *skip, gin
       g_array_unref (entries);
       return NULL;
     }
-  for (gsize a = 0; a <= n_state; a++)
+  for (gsize a = params_too ? 0 : 1; a <= n_state; a++)
     for (gsize i = 0; i < ks_arena_count (params); i++)
       {
         const char *name;
@@ -149,8 +155,9 @@ header_json (GArray *entries, GHashTable *meta)
   return json_generator_to_data (gen, NULL);
 }
 
+/* Writes one sealed file; *seal (unless NULL) receives its SHA-256. */
 static gboolean
-write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
+write_file (const char *path, GArray *entries, GHashTable *meta, char **seal, GError **error)
 {
   g_autoptr (GByteArray) data = g_byte_array_new ();
   g_autofree char *header = NULL, *zeros = g_strnfill (SHA_HEX, '0');
@@ -177,6 +184,8 @@ write_file (const char *path, GArray *entries, GHashTable *meta, GError **error)
   gsize chunk_len = data->len;
   if (!ks_seal_fill (header, padded, &chunk, &chunk_len, 1))
     g_return_val_if_reached (FALSE);
+  if (seal != NULL)
+    *seal = g_strndup (strstr (header, "\"" SHA_KEY "\":\"") + strlen (SHA_KEY) + 4, SHA_HEX);
 
   if ((f = fopen (path, "wb")) == NULL)
     return ks_io_error (error, "cannot create", path);
@@ -196,6 +205,13 @@ part_file (int part, int parts)
                     : g_strdup_printf (PART_PREFIX "%d-of-%d.safetensors", part, parts);
 }
 
+static char *
+optim_file (int part, int parts)
+{
+  g_autofree char *model = part_file (part, parts);
+  return parts == 1 ? g_strdup (OPTIM_FILE) : g_strconcat (OPTIM_PREFIX, model, NULL);
+}
+
 /* Removes a checkpoint directory: its files (none other) and then it, if empty. */
 static void
 remove_tree (const char *dir)
@@ -203,8 +219,9 @@ remove_tree (const char *dir)
   g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
   const char *name;
   while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (strcmp (name, FILE_NAME) == 0
-        || (g_str_has_prefix (name, PART_PREFIX) && g_str_has_suffix (name, ".safetensors")))
+    if (strcmp (name, FILE_NAME) == 0 || strcmp (name, OPTIM_FILE) == 0
+        || ((g_str_has_prefix (name, PART_PREFIX) || g_str_has_prefix (name, OPTIM_PREFIX))
+            && g_str_has_suffix (name, ".safetensors")))
       {
         g_autofree char *path = g_build_filename (dir, name, NULL);
         g_unlink (path);
@@ -316,25 +333,17 @@ ks_checkpoint_begin (const char *final, GError **error)
   return tmp;
 }
 
-gboolean
-ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsModel *model,
-                          KsOptimizer *optimizer, GHashTable *metadata, const char *const *skip,
-                          GError **error)
+/* The metadata every file of a checkpoint carries: `extra`, the step, the format. */
+static GHashTable *
+file_metadata (GHashTable *extra, gint64 step, int part, int parts)
 {
-  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  g_autofree char *name = part_file (part, parts);
-  g_autofree char *file = g_build_filename (tmp, name, NULL);
-  g_autoptr (GArray) entries = NULL;
-  gint64 *opt_step = NULL;
+  GHashTable *meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   GHashTableIter it;
   gpointer k, v;
 
-  g_return_val_if_fail (parts >= 1 && parts <= MAX_PARTS && part >= 0 && part < parts, FALSE);
-  if ((entries = entries_of (model, optimizer, skip, &opt_step, error)) == NULL)
-    return FALSE;
-  if (metadata != NULL)
+  if (extra != NULL)
     {
-      g_hash_table_iter_init (&it, metadata);
+      g_hash_table_iter_init (&it, extra);
       while (g_hash_table_iter_next (&it, &k, &v))
         g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
     }
@@ -342,21 +351,50 @@ ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsM
     g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
   g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
   g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
-  g_hash_table_insert (meta, g_strdup ("rng_state"),
-                       g_strdup_printf ("%" G_GUINT64_FORMAT, ks_model_rng_state (model)));
   if (parts > 1)
     {
       g_hash_table_insert (meta, g_strdup ("part"), g_strdup_printf ("%d", part));
       g_hash_table_insert (meta, g_strdup ("parts"), g_strdup_printf ("%d", parts));
     }
-  if (optimizer != NULL)
+  return meta;
+}
+
+gboolean
+ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsModel *model,
+                          KsOptimizer *optimizer, GHashTable *metadata, const char *const *skip,
+                          GError **error)
+{
+  g_autoptr (GHashTable) meta = file_metadata (metadata, step, part, parts);
+  g_autofree char *name = part_file (part, parts), *optim_name = optim_file (part, parts);
+  g_autofree char *file = g_build_filename (tmp, name, NULL);
+  g_autofree char *optim_path = g_build_filename (tmp, optim_name, NULL);
+  g_autofree char *seal = NULL;
+  g_autoptr (GArray) params = NULL, state = NULL;
+  gint64 *opt_step = NULL;
+
+  g_return_val_if_fail (parts >= 1 && parts <= MAX_PARTS && part >= 0 && part < parts, FALSE);
+  if ((params = entries_of (model, TRUE, NULL, skip, NULL, error)) == NULL
+      || (optimizer != NULL
+          && (state = entries_of (model, FALSE, optimizer, skip, &opt_step, error)) == NULL))
+    return FALSE;
+  g_hash_table_insert (meta, g_strdup ("rng_state"),
+                       g_strdup_printf ("%" G_GUINT64_FORMAT, ks_model_rng_state (model)));
+  if (!write_file (file, params, meta, &seal, error))
     {
-      g_hash_table_insert (meta, g_strdup ("optimizer"), g_strdup (ks_optimizer_name (optimizer)));
-      g_hash_table_insert (meta, g_strdup ("optimizer_step"),
-                           g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
+      g_unlink (file);
+      return FALSE;
     }
-  if (!write_file (file, entries, meta, error))
+  if (optimizer == NULL)
+    return TRUE;
+  /* the weights file stays what any safetensors reader expects; the state names it */
+  g_autoptr (GHashTable) optim_meta = file_metadata (NULL, step, part, parts);
+  g_hash_table_insert (optim_meta, g_strdup ("optimizer"), g_strdup (ks_optimizer_name (optimizer)));
+  g_hash_table_insert (optim_meta, g_strdup ("optimizer_step"),
+                       g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
+  g_hash_table_insert (optim_meta, g_strdup (MODEL_SEAL_KEY), g_steal_pointer (&seal));
+  if (!write_file (optim_path, state, optim_meta, NULL, error))
     {
+      g_unlink (optim_path);
       g_unlink (file);
       return FALSE;
     }
@@ -811,6 +849,48 @@ open_parts (const char *path, GError **error)
   return g_steal_pointer (&parts);
 }
 
+/* The optimizer files beside the weights `parts` of `path`, read and checked, each
+ * naming its weights file's seal; an empty array when there are none (a checkpoint
+ * saved without an optimizer, or one before the split, whose weights files hold it). */
+static GPtrArray *
+open_optim_parts (const char *path, GPtrArray *parts, GError **error)
+{
+  g_autoptr (GPtrArray) optim = g_ptr_array_new_with_free_func (part_free);
+  int n = parts->len;
+
+  for (int i = 0; i < n; i++)
+    {
+      g_autofree char *name = optim_file (i, n);
+      g_autofree char *file = g_build_filename (path, name, NULL);
+      Part *weights = g_ptr_array_index (parts, i), *part;
+      GError *local = NULL;
+
+      if (i == 0 && !g_file_test (file, G_FILE_TEST_EXISTS))
+        return g_steal_pointer (&optim);
+      if ((part = open_part (path, name, &local)) == NULL)
+        {
+          if (g_error_matches (local, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO))
+            g_prefix_error (&local, "%s: the optimizer's state of part %d of %d cannot be read: ",
+                            path, i, n);
+          g_propagate_error (error, local);
+          return NULL;
+        }
+      g_ptr_array_add (optim, part);
+      if (g_strcmp0 (json_object_get_string_member_with_default (part->meta, MODEL_SEAL_KEY, ""),
+                     json_object_get_string_member_with_default (weights->meta, SHA_KEY, "-"))
+          != 0)
+        {
+          g_autofree char *base = g_path_get_basename (weights->file);
+          corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, part->file,
+                   "its " MODEL_SEAL_KEY " is not the SHA-256 of %s: the optimizer's state and "
+                   "the weights are of different saves (copy the whole checkpoint directory)",
+                   base);
+          return NULL;
+        }
+    }
+  return g_steal_pointer (&optim);
+}
+
 GHashTable *
 ks_checkpoint_metadata (const char *path, GError **error)
 {
@@ -820,12 +900,30 @@ ks_checkpoint_metadata (const char *path, GError **error)
   return metadata_table (((Part *) g_ptr_array_index (parts, 0))->meta);
 }
 
+/* Checks that the first of `parts` holding the tensor `e` (the first part when none
+ * does) fits the model; sets *at to its bytes. */
+static gboolean
+find_entry (const char *path, GPtrArray *parts, const Entry *e, const guint8 **at,
+            GError **error)
+{
+  Part *from = g_ptr_array_index (parts, 0);
+  for (guint p = 0; p < parts->len; p++)
+    if (json_object_has_member (((Part *) g_ptr_array_index (parts, p))->header, e->name))
+      {
+        from = g_ptr_array_index (parts, p);
+        break;
+      }
+  return check_entry (parts->len > 1 ? path : from->file, from->header, e,
+                      (const guint8 *) from->bytes + 8 + from->header_len, at, error);
+}
+
 gboolean
 ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gint64 *step,
                     GHashTable **metadata, GError **error)
 {
   g_autoptr (GPtrArray) parts = open_parts (path, error);
-  g_autoptr (GArray) entries = NULL;
+  g_autoptr (GPtrArray) optim = NULL;
+  g_autoptr (GArray) params = NULL, state = NULL;
   g_autofree const guint8 **sources = NULL;
   gint64 *opt_step = NULL;
 
@@ -843,36 +941,40 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
     return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
                     "metadata 'rng_state' is '%s', not an unsigned 64-bit integer", rng_text);
   if ((step != NULL && !meta_number (file, meta, "step", 0, MAX_STEP, -1, &saved_step, error))
-      || (optimizer != NULL && json_object_has_member (meta, "optimizer_step")
-          && !meta_number (file, meta, "optimizer_step", 0, MAX_STEP, -1, &saved_opt_step, error)))
+      || (optimizer != NULL && (optim = open_optim_parts (path, parts, error)) == NULL))
     return FALSE;
-  if (optimizer != NULL && !json_object_has_member (meta, "optimizer_step"))
+  /* the optimizer's own file, or the weights file of a checkpoint before the split */
+  GPtrArray *state_parts = optim != NULL && optim->len > 0 ? optim : parts;
+  Part *optim_first = g_ptr_array_index (state_parts, 0);
+  if (optimizer != NULL && !json_object_has_member (optim_first->meta, "optimizer_step"))
     return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
-                    "holds no optimizer state; load it without an optimizer");
+                    "holds no optimizer state (no " OPTIM_FILE " beside it); load it without "
+                    "an optimizer");
+  if (optimizer != NULL
+      && !meta_number (optim_first->file, optim_first->meta, "optimizer_step", 0, MAX_STEP, -1,
+                       &saved_opt_step, error))
+    return FALSE;
 
-  if ((entries = entries_of (model, optimizer, NULL, &opt_step, error)) == NULL)
+  if ((params = entries_of (model, TRUE, NULL, NULL, NULL, error)) == NULL
+      || (optimizer != NULL
+          && (state = entries_of (model, FALSE, optimizer, NULL, &opt_step, error)) == NULL))
     return FALSE;
   /* each tensor from the first part holding it (a shared one is saved once) */
-  sources = g_new (const guint8 *, entries->len);
-  for (guint i = 0; i < entries->len; i++)
-    {
-      const Entry *e = &g_array_index (entries, Entry, i);
-      Part *from = first;
-      for (guint p = 0; p < parts->len; p++)
-        if (json_object_has_member (((Part *) g_ptr_array_index (parts, p))->header, e->name))
-          {
-            from = g_ptr_array_index (parts, p);
-            break;
-          }
-      if (!check_entry (parts->len > 1 ? path : from->file, from->header, e,
-                        (const guint8 *) from->bytes + 8 + from->header_len, &sources[i], error))
-        return FALSE;
-    }
+  guint n_state = state != NULL ? state->len : 0;
+  sources = g_new (const guint8 *, params->len + n_state);
+  for (guint i = 0; i < params->len; i++)
+    if (!find_entry (path, parts, &g_array_index (params, Entry, i), &sources[i], error))
+      return FALSE;
+  for (guint i = 0; i < n_state; i++)
+    if (!find_entry (path, state_parts, &g_array_index (state, Entry, i),
+                     &sources[params->len + i], error))
+      return FALSE;
 
   /* everything checked: now change the model */
-  for (guint i = 0; i < entries->len; i++)
+  for (guint i = 0; i < params->len + n_state; i++)
     {
-      const KsTensor *t = g_array_index (entries, Entry, i).tensor;
+      const KsTensor *t = i < params->len ? g_array_index (params, Entry, i).tensor
+                                           : g_array_index (state, Entry, i - params->len).tensor;
       if (!ks_tensor_from_host ((KsTensor *) t, sources[i], ks_tensor_nbytes (t), error))
         return FALSE;
     }
@@ -884,6 +986,14 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
   if (step != NULL)
     *step = saved_step;
   if (metadata != NULL)
-    *metadata = metadata_table (meta);
+    {
+      *metadata = metadata_table (meta);
+      if (optimizer != NULL) /* what the optimizer's file says of it */
+        for (const char *const *key = (const char *const[]) { "optimizer", "optimizer_step", NULL };
+             *key != NULL; key++)
+          g_hash_table_insert (*metadata, g_strdup (*key),
+                               g_strdup (json_object_get_string_member_with_default (
+                                   optim_first->meta, *key, "")));
+    }
   return TRUE;
 }

@@ -78,7 +78,8 @@ tests_test_kernels_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_tensor_LDADD = $(KS_TEST_LDADD)
 tests_test_model_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_optim_LDADD = $(KS_TEST_LDADD) -lm
-tests_test_checkpoint_LDADD = $(KS_TEST_LDADD)
+tests_test_checkpoint_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
+tests_test_checkpoint_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-optim tests/test-checkpoint
 

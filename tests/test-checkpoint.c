@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -194,6 +195,8 @@ test_safetensors_layout (Fixture *f, gconstpointer data)
   make (f, &a, 4, FALSE);
   g_assert_true (ks_checkpoint_save (f->dir, 1, a.model, NULL, NULL, 0, NULL));
   g_autofree char *file = g_build_filename (f->dir, "checkpoint-1", "model.safetensors", NULL);
+  g_autofree char *optim = g_build_filename (f->dir, "checkpoint-1", "optimizer.safetensors", NULL);
+  g_assert_false (g_file_test (optim, G_FILE_TEST_EXISTS)); /* no optimizer given, none saved */
   g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
   memcpy (&header_len, bytes, 8);
   header_len = GUINT64_FROM_LE (header_len);
@@ -201,9 +204,28 @@ test_safetensors_layout (Fixture *f, gconstpointer data)
   g_autofree char *header = g_strndup (bytes + 8, header_len);
   g_assert_true (header[0] == '{');
   g_assert_nonnull (strstr (header, "\"fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}"));
-  g_assert_null (strstr (header, "optim.0.")); /* no optimizer given, none saved */
+  g_assert_null (strstr (header, "optim."));
   /* parameters only: 2x4 + 4 + 4x3 + 3 floats */
   g_assert_cmpuint (len - 8 - header_len, ==, (8 + 4 + 12 + 3) * sizeof (float));
+
+  /* with an optimizer the weights file is the same, and its state is in a file beside
+   * it naming the weights file's seal */
+  g_autofree char *bytes2 = NULL, *optim_bytes = NULL;
+  gsize len2, optim_len;
+  g_assert_true (ks_checkpoint_save (f->dir, 2, a.model, a.opt, NULL, 0, NULL));
+  g_autofree char *file2 = g_build_filename (f->dir, "checkpoint-2", "model.safetensors", NULL);
+  g_autofree char *optim2 = g_build_filename (f->dir, "checkpoint-2", "optimizer.safetensors", NULL);
+  g_assert_true (g_file_get_contents (file2, &bytes2, &len2, NULL));
+  g_assert_cmpuint (len2, ==, len);
+  g_assert_null (g_strstr_len (bytes2 + 8, len2 - 8, "optim."));
+  g_assert_true (g_file_get_contents (optim2, &optim_bytes, &optim_len, NULL));
+  g_assert_nonnull (g_strstr_len (optim_bytes + 8, optim_len - 8,
+                                  "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,4],"
+                                  "\"data_offsets\":[0,32]}"));
+  g_assert_nonnull (g_strstr_len (optim_bytes + 8, optim_len - 8, "\"optimizer\":\"adam\""));
+  g_autofree char *names = g_strdup_printf ("\"model_sha256\":\"%.64s\"",
+                                            strstr (bytes2 + 8, "\"sha256\":\"") + 10);
+  g_assert_nonnull (g_strstr_len (optim_bytes + 8, optim_len - 8, names));
   drop (&a);
 }
 
@@ -228,12 +250,12 @@ test_keep_last (Fixture *f, gconstpointer data)
 /* Loads `path` into a fresh model and expects `code` with `message` ("@" = the file);
  * the model's parameters must be as they were. */
 static void
-assert_load_fails (Fixture *f, const char *path, gint64 hidden, gboolean extra, int code,
-                   const char *message)
+assert_load_fails_in (Fixture *f, const char *path, const char *name, gint64 hidden,
+                      gboolean extra, int code, const char *message)
 {
   Trained b;
   g_autoptr (GError) error = NULL;
-  g_autofree char *file = g_build_filename (path, "model.safetensors", NULL);
+  g_autofree char *file = g_build_filename (path, name, NULL);
   g_auto (GStrv) parts = g_strsplit (message, "@", -1);
   g_autofree char *want = g_strjoinv (file, parts);
 
@@ -249,6 +271,13 @@ assert_load_fails (Fixture *f, const char *path, gint64 hidden, gboolean extra, 
 }
 
 static void
+assert_load_fails (Fixture *f, const char *path, gint64 hidden, gboolean extra, int code,
+                   const char *message)
+{
+  assert_load_fails_in (f, path, "model.safetensors", hidden, extra, code, message);
+}
+
+static void
 test_damaged (Fixture *f, gconstpointer data)
 {
   Trained a;
@@ -260,8 +289,36 @@ test_damaged (Fixture *f, gconstpointer data)
   make (f, &a, 8, FALSE);
   steps (f, &a, 3);
   g_assert_true (ks_checkpoint_save (f->dir, 3, a.model, a.opt, NULL, 0, NULL));
+  steps (f, &a, 1);
+  g_assert_true (ks_checkpoint_save (f->dir, 4, a.model, a.opt, NULL, 0, NULL));
   drop (&a);
   g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+
+  /* the optimizer's file: damaged, of another save, missing */
+  g_autofree char *optim = g_build_filename (ck, "optimizer.safetensors", NULL);
+  g_autofree char *optim4 = g_build_filename (f->dir, "checkpoint-4", "optimizer.safetensors", NULL);
+  g_autofree char *optim_bytes = NULL, *optim4_bytes = NULL;
+  gsize optim_len, optim4_len;
+  g_assert_true (g_file_get_contents (optim, &optim_bytes, &optim_len, NULL));
+  g_assert_true (g_file_get_contents (optim4, &optim4_bytes, &optim4_len, NULL));
+  optim_bytes[optim_len - 1] ^= 1;
+  g_assert_true (g_file_set_contents (optim, optim_bytes, optim_len, NULL));
+  assert_load_fails_in (f, ck, "optimizer.safetensors", 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
+                        "@: the file does not match its SHA-256: it is damaged, truncated or "
+                        "edited");
+  optim_bytes[optim_len - 1] ^= 1;
+  g_assert_true (g_file_set_contents (optim, optim4_bytes, optim4_len, NULL));
+  assert_load_fails_in (f, ck, "optimizer.safetensors", 8, FALSE, KS_CHECKPOINT_ERROR_MISMATCH,
+                        "@: its model_sha256 is not the SHA-256 of model.safetensors: the "
+                        "optimizer's state and the weights are of different saves (copy the "
+                        "whole checkpoint directory)");
+  g_assert_cmpint (g_unlink (optim), ==, 0);
+  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_MISMATCH,
+                     "@: holds no optimizer state (no optimizer.safetensors beside it); load it "
+                     "without an optimizer");
+  g_assert_true (g_file_set_contents (optim, optim_bytes, optim_len, NULL));
+  g_autofree char *ck4 = g_build_filename (f->dir, "checkpoint-4", NULL);
+  ks_checkpoint_remove_all (ck4);
 
   /* other shapes, a tensor the file lacks */
   assert_load_fails (f, ck, 6, FALSE, KS_CHECKPOINT_ERROR_MISMATCH,
@@ -271,8 +328,8 @@ test_damaged (Fixture *f, gconstpointer data)
   /* truncated: the last tensor no longer fits */
   g_assert_true (g_file_set_contents (file, bytes, len - 10, NULL));
   assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
-                     "@: tensor 'optim.1.fc2.b': data_offsets are not [begin, end] within the "
-                     "602 data bytes");
+                     "@: tensor 'fc2.b': data_offsets are not [begin, end] within the "
+                     "194 data bytes");
   g_assert_true (g_file_set_contents (file, bytes, 20, NULL));
   assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
                      "@: truncated: 20 bytes, too short for its header");
@@ -351,7 +408,7 @@ static void
 test_hostile (Fixture *f, gconstpointer data)
 {
   static const struct {
-    const char *from, *to;
+    const char *from, *to; /* in optimizer.safetensors when `from` is optimizer_step */
     gboolean reseal;
     gsize extra;
     int code;
@@ -380,20 +437,26 @@ test_hostile (Fixture *f, gconstpointer data)
   Trained a;
   g_autofree char *ck = g_build_filename (f->dir, "checkpoint-3", NULL);
   g_autofree char *file = g_build_filename (ck, "model.safetensors", NULL);
-  g_autofree char *good = NULL;
-  gsize len;
+  g_autofree char *optim = g_build_filename (ck, "optimizer.safetensors", NULL);
+  g_autofree char *good = NULL, *good_optim = NULL;
+  gsize len, optim_len;
 
   make (f, &a, 8, FALSE);
   steps (f, &a, 3);
   g_assert_true (ks_checkpoint_save (f->dir, 3, a.model, a.opt, NULL, 0, NULL));
   drop (&a);
   g_assert_true (g_file_get_contents (file, &good, &len, NULL));
+  g_assert_true (g_file_get_contents (optim, &good_optim, &optim_len, NULL));
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
+      gboolean in_optim = strstr (cases[i].from, "optimizer_step") != NULL;
       g_assert_true (g_file_set_contents (file, good, len, NULL));
-      edit_header (file, cases[i].from, cases[i].to, cases[i].reseal, cases[i].extra);
+      g_assert_true (g_file_set_contents (optim, good_optim, optim_len, NULL));
+      edit_header (in_optim ? optim : file, cases[i].from, cases[i].to, cases[i].reseal,
+                   cases[i].extra);
       if (cases[i].message != NULL)
-        assert_load_fails (f, ck, 8, FALSE, cases[i].code, cases[i].message);
+        assert_load_fails_in (f, ck, in_optim ? "optimizer.safetensors" : "model.safetensors", 8,
+                              FALSE, cases[i].code, cases[i].message);
       else
         {
           Trained b;
@@ -408,12 +471,15 @@ test_hostile (Fixture *f, gconstpointer data)
 
   /* two tensors of one size swapped: the layout holds, the checksum does not */
   g_assert_true (g_file_set_contents (file, good, len, NULL));
-  edit_header (file, "\"fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}",
-               "\"fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}", FALSE, 0);
-  edit_header (file, "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}",
-               "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}", FALSE, 0);
-  assert_load_fails (f, ck, 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
-                     "@: the file does not match its SHA-256: it is damaged, truncated or edited");
+  g_assert_true (g_file_set_contents (optim, good_optim, optim_len, NULL));
+  edit_header (optim, "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}",
+               "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}", FALSE, 0);
+  edit_header (optim, "\"optim.1.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}",
+               "\"optim.1.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}", FALSE, 0);
+  assert_load_fails_in (f, ck, "optimizer.safetensors", 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
+                        "@: the file does not match its SHA-256: it is damaged, truncated or "
+                        "edited");
+  g_assert_true (g_file_set_contents (optim, good_optim, optim_len, NULL));
 
   /* the step: a number that is not one, negative, past 2^53, missing */
   static const char *const bad_steps[] = { "\"abc\"", "\"-5\"", "\"99999999999999999999\"" };
@@ -445,6 +511,96 @@ test_hostile (Fixture *f, gconstpointer data)
   g_assert_null (ks_checkpoint_metadata (ck, NULL));
 }
 
+/* A file's header (parsed) and data. */
+static JsonObject *
+read_safetensors (const char *file, char **bytes, gsize *len, const char **data, gsize *data_len)
+{
+  guint64 hlen;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_assert_true (g_file_get_contents (file, bytes, len, NULL));
+  memcpy (&hlen, *bytes, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_assert_true (json_parser_load_from_data (parser, *bytes + 8, hlen, NULL));
+  *data = *bytes + 8 + hlen;
+  *data_len = *len - 8 - hlen;
+  return json_object_ref (json_node_get_object (json_parser_get_root (parser)));
+}
+
+/* Rewrites the checkpoint `ck` as ksdist wrote it before the optimizer's state had its
+ * own file: one model.safetensors holding the state as optim.<i>.<name> too, and the
+ * optimizer's name and step in its metadata; sealed. */
+static void
+merge_optimizer_into_weights (const char *ck)
+{
+  g_autofree char *file = g_build_filename (ck, "model.safetensors", NULL);
+  g_autofree char *optim = g_build_filename (ck, "optimizer.safetensors", NULL);
+  g_autofree char *mbytes = NULL, *obytes = NULL;
+  const char *mdata, *odata;
+  gsize mlen, olen, mdata_len, odata_len;
+  g_autoptr (JsonObject) model = read_safetensors (file, &mbytes, &mlen, &mdata, &mdata_len);
+  g_autoptr (JsonObject) state = read_safetensors (optim, &obytes, &olen, &odata, &odata_len);
+  JsonObject *meta = json_object_get_object_member (model, "__metadata__");
+  JsonObject *ometa = json_object_get_object_member (state, "__metadata__");
+  g_autoptr (GList) names = json_object_get_members (state);
+
+  json_object_set_string_member (meta, "optimizer", json_object_get_string_member (ometa, "optimizer"));
+  json_object_set_string_member (meta, "optimizer_step",
+                                 json_object_get_string_member (ometa, "optimizer_step"));
+  json_object_set_string_member (meta, "sha256", "0000000000000000000000000000000000000000000000000000000000000000");
+  for (GList *n = names; n != NULL; n = n->next)
+    if (strcmp (n->data, "__metadata__") != 0)
+      {
+        JsonObject *t = json_object_get_object_member (state, n->data);
+        JsonArray *offsets = json_object_get_array_member (t, "data_offsets");
+        JsonArray *moved = json_array_new ();
+        for (guint k = 0; k < 2; k++)
+          json_array_add_int_element (moved, json_array_get_int_element (offsets, k) + mdata_len);
+        json_object_set_array_member (t, "data_offsets", moved);
+        json_object_set_object_member (model, n->data, json_object_ref (t));
+      }
+  g_autoptr (JsonNode) root = json_node_init_object (json_node_alloc (), model);
+  g_autofree char *json = json_to_string (root, FALSE);
+  GString *header = g_string_new (json);
+  while (header->len % 8 != 0)
+    g_string_append_c (header, ' ');
+  guint64 hlen = GUINT64_TO_LE (header->len);
+  GString *out = g_string_new_len ((const char *) &hlen, 8);
+  g_string_append_len (out, header->str, header->len);
+  g_string_append_len (out, mdata, mdata_len);
+  g_string_append_len (out, odata, odata_len);
+  g_assert_true (g_file_set_contents (file, out->str, out->len, NULL));
+  g_assert_cmpint (g_unlink (optim), ==, 0);
+  g_string_free (header, TRUE);
+  g_string_free (out, TRUE);
+  edit_header (file, "\"format\"", "\"format\"", TRUE, 0); /* seals it */
+}
+
+/* A checkpoint from before the optimizer's state had its own file loads, and goes on
+ * bitwise. */
+static void
+test_one_file_layout (Fixture *f, gconstpointer data)
+{
+  Trained a, b;
+  g_autofree char *ck = g_build_filename (f->dir, "checkpoint-2", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GHashTable) meta = NULL;
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 2);
+  g_assert_true (ks_checkpoint_save (f->dir, 2, a.model, a.opt, NULL, 0, NULL));
+  merge_optimizer_into_weights (ck);
+  make (f, &b, 8, FALSE);
+  g_assert_true (ks_checkpoint_load (ck, b.model, b.opt, NULL, &meta, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (g_hash_table_lookup (meta, "optimizer"), ==, "adam");
+  assert_same_parameters (&a, &b);
+  steps (f, &a, 3);
+  steps (f, &b, 3);
+  assert_same_parameters (&a, &b);
+  drop (&a);
+  drop (&b);
+}
+
 /* A checkpoint written by format 1 (its checksum covers the data only) still loads, with
  * a warning. */
 static void
@@ -461,6 +617,7 @@ test_format_1 (Fixture *f, gconstpointer data)
   make (f, &a, 8, FALSE);
   steps (f, &a, 2);
   g_assert_true (ks_checkpoint_save (f->dir, 2, a.model, a.opt, NULL, 0, NULL));
+  merge_optimizer_into_weights (ck); /* as format 1 was */
   g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
   memcpy (&hlen, bytes, 8);
   hlen = GUINT64_FROM_LE (hlen);
@@ -745,6 +902,7 @@ main (int argc, char **argv)
   ADD ("damaged", test_damaged);
   ADD ("hostile", test_hostile);
   ADD ("format-1", test_format_1);
+  ADD ("one-file-layout", test_one_file_layout);
   ADD ("stale-temporaries", test_stale_temporaries);
   ADD ("inference-model", test_inference_model);
   ADD ("train-export", test_train_export);

@@ -1,11 +1,12 @@
 /* ksdist — checkpoints: a model's parameters and its optimizer's state.
  *
  * A checkpoint is a directory DIR/checkpoint-<step>/ holding model.safetensors: the
- * parameters under their names, the optimizer's state as optim.<i>.<name>, and in the
- * header's __metadata__ the format ("ksdist-checkpoint"), its version, the step, the
- * model's dropout counter (rng_state, restored on load), the optimizer, the file's seal (a SHA-256
- * of all of it, below) and the caller's own entries. Other tools read the
- * weights as plain safetensors. It is written under a temporary name, fsynced, then
+ * parameters under their names, and in the header's __metadata__ the format
+ * ("ksdist-checkpoint"), its version, the step, the model's dropout counter (rng_state,
+ * restored on load), the file's seal (a SHA-256 of all of it, below) and the caller's own
+ * entries; and beside it optimizer.safetensors: the optimizer's state as
+ * optim.<i>.<name>, the optimizer, its step and the weights file's seal (model_sha256).
+ * Other tools read the weights as plain safetensors. It is written under a temporary name, fsynced, then
  * renamed, so a crash leaves the previous checkpoints and no half-written one. */
 #ifndef KSDIST_CHECKPOINT_H
 #define KSDIST_CHECKPOINT_H
