@@ -190,11 +190,24 @@ double_member (JsonObject *o, const char *name, double fallback)
   return n != NULL ? json_node_get_double (n) : fallback;
 }
 
+/* The batch the graph was saved with and the one it is built for: every op computed
+ * from the feeds has a first dimension `saved` times some unit, built as `want` times it
+ * (the feeds [batch, ...] or a GPT's [batch * context]). */
+typedef struct {
+  gint64 saved, want;
+} Batch;
+
+static gint64
+batch_scaled (const Batch *b, gint64 n)
+{
+  return b->saved > 0 && n % b->saved == 0 ? n / b->saved * b->want : n;
+}
+
 /* One op of the file, built through the layer functions (which check its inputs); the
  * caller names the op in an error. */
 static KsExpr *
 build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *name, int ndim,
-          const gint64 *shape, GError **error)
+          const gint64 *shape, const Batch *batch, GError **error)
 {
   KsInit zero = { KS_INIT_CONSTANT, 0, 0, 0 }; /* the checkpoint's values replace it */
   gint64 perm64[KS_TENSOR_MAX_DIMS];
@@ -228,7 +241,7 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
     case OP_LAYER_NORM:
       return ks_layer_norm_with (in[0], in[1], in[2], double_member (o, "eps", 1e-5), error);
     case OP_ATTENTION:
-      return ks_causal_self_attention (in[0], double_member (o, "batch", 0),
+      return ks_causal_self_attention (in[0], batch_scaled (batch, double_member (o, "batch", 0)),
                                        double_member (o, "heads", 0), error);
     case OP_SOFTMAX:
       {
@@ -251,17 +264,39 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
   return NULL;
 }
 
-/* A model on `compute` from the graph's JSON text; its feeds and targets names. */
+/* The shape recorded for an op computed from the feeds, for the batch wanted. */
+static gboolean
+scale_shape (const Batch *batch, const Where *w, JsonObject *o, OpType op, int ndim,
+             gint64 *shape, GError **error)
+{
+  gint64 perm0 = 0;
+  KsTensor recorded = { .ndim = ndim };
+  memcpy (recorded.shape, shape, ndim * sizeof *shape);
+  g_autofree char *text = ks_tensor_shape_string (&recorded);
+  if (op == OP_TRANSPOSE)
+    ints_member (o, "perm", &perm0, 1);
+  if (ndim == 0 || shape[0] % batch->saved != 0 || perm0 != 0)
+    return bad_graph (error, w, "computed from the feeds, its shape %s does not keep the batch "
+                      "(%" G_GINT64_FORMAT ") in its first dimension: this graph runs only "
+                      "with the batch it was saved with", text, batch->saved);
+  shape[0] = batch_scaled (batch, shape[0]);
+  return TRUE;
+}
+
+/* A model on `compute` from the graph's JSON text, for `want` rows a batch (0: as saved);
+ * its feeds and targets names. */
 static KsModel *
-model_from_graph (KsCompute *compute, const char *text, const char *file, GStrv *feeds,
-                  GStrv *targets, GError **error)
+model_from_graph (KsCompute *compute, const char *text, const char *file, gint64 want,
+                  GStrv *feeds, GStrv *targets, GError **error)
 {
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (KsModel) model = ks_model_new (compute);
   g_autoptr (GError) local = NULL;
+  g_autoptr (GHashTable) from_feeds = g_hash_table_new (NULL, NULL);
   Where w = { file, 0, NULL };
+  Batch batch = { 0, 0 };
   JsonObject *root;
-  JsonNode *ops;
+  JsonNode *ops, *saved;
 
   if (!json_parser_load_from_data (parser, text, -1, &local)
       || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
@@ -272,6 +307,17 @@ model_from_graph (KsCompute *compute, const char *text, const char *file, GStrv 
       || (*feeds = names_member (root, "feeds")) == NULL
       || (*targets = names_member (root, "targets")) == NULL)
     return bad_graph (error, &w, "it needs the arrays ops, feeds and targets"), NULL;
+  if ((saved = member (root, "batch", G_TYPE_INT64, JSON_NODE_VALUE)) != NULL)
+    batch.saved = batch.want = json_node_get_int (saved);
+  if (saved != NULL && batch.saved < 1)
+    return bad_graph (error, &w, "its batch is not a positive integer"), NULL;
+  if (want > 0 && want != batch.saved)
+    {
+      if (saved == NULL)
+        return bad_graph (error, &w, "saved by an older ksdist, without its batch: it runs "
+                          "only with the batch it was saved with (export it again)"), NULL;
+      batch.want = want;
+    }
   JsonArray *list = json_node_get_array (ops);
   for (w.index = 0; w.index < json_array_get_length (list); w.index++)
     {
@@ -297,11 +343,17 @@ model_from_graph (KsCompute *compute, const char *text, const char *file, GStrv 
       if (g_strv_length (in_names) != (guint) arity[op])
         return bad_graph (error, &w, "%s takes %d inputs, not %u", op_name, arity[op],
                           g_strv_length (in_names)), NULL;
+      gboolean batched = op == OP_DATA;
       for (int k = 0; k < arity[op]; k++)
         if ((in[k] = ks_model_find (model, in_names[k])) == NULL)
           return bad_graph (error, &w, "input '%s' is not defined before it", in_names[k]),
                  NULL;
-      if ((e = build_op (model, op, o, in, w.name, ndim, shape, &local)) == NULL)
+        else if (g_hash_table_contains (from_feeds, in[k]))
+          batched = TRUE;
+      if (batched && batch.want != batch.saved
+          && !scale_shape (&batch, &w, o, op, ndim, shape, error))
+        return NULL;
+      if ((e = build_op (model, op, o, in, w.name, ndim, shape, &batch, &local)) == NULL)
         return local != NULL ? bad_graph (error, &w, "%s", local->message), NULL : NULL;
       if (e->ndim != ndim || memcmp (e->shape, shape, ndim * sizeof *shape) != 0)
         {
@@ -311,6 +363,8 @@ model_from_graph (KsCompute *compute, const char *text, const char *file, GStrv 
         }
       if (!ks_expr_rename (e, w.name, &local))
         return bad_graph (error, &w, "%s", local->message), NULL;
+      if (batched)
+        g_hash_table_add (from_feeds, e);
     }
   w.name = NULL;
   for (char **f = *feeds; *f != NULL; f++)
@@ -326,6 +380,20 @@ model_from_graph (KsCompute *compute, const char *text, const char *file, GStrv 
 }
 
 /* ---- saving ---- */
+
+/* The batch of the ops `needed`: an attention's, which knows it, else the first feed's
+ * first dimension. */
+static gint64
+graph_batch (KsModel *model, const gboolean *needed, const KsExpr *first_feed)
+{
+  for (guint i = 0; i < model->exprs->len; i++)
+    {
+      const KsExpr *e = g_ptr_array_index (model->exprs, i);
+      if (needed[i] && e->op == OP_ATTENTION)
+        return e->batch;
+    }
+  return first_feed != NULL && first_feed->ndim > 0 ? first_feed->shape[0] : 1;
+}
 
 static gboolean
 graph_text (KsModel *model, const char *const *feeds, KsExpr *const *targets, gsize n_targets,
@@ -375,6 +443,8 @@ graph_text (KsModel *model, const char *const *feeds, KsExpr *const *targets, gs
           needed[e->in[k]->id] = TRUE;
       }
   json_builder_begin_object (b);
+  json_builder_set_member_name (b, "batch");
+  json_builder_add_int_value (b, graph_batch (model, needed, feed_exprs[0]));
   add_names (b, "feeds", feed_exprs, n_feeds);
   add_names (b, "targets", targets, n_targets);
   json_builder_set_member_name (b, "ops");
@@ -394,6 +464,15 @@ gboolean
 ks_save_inference_model (const char *dir, KsModel *model, const char *const *feeds,
                          KsExpr *const *targets, gsize n_targets, GError **error)
 {
+  return ks_save_inference_model_with_metadata (dir, model, feeds, targets, n_targets, NULL,
+                                                error);
+}
+
+gboolean
+ks_save_inference_model_with_metadata (const char *dir, KsModel *model,
+                                       const char *const *feeds, KsExpr *const *targets,
+                                       gsize n_targets, GHashTable *metadata, GError **error)
+{
   g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_autofree char *text = NULL;
   g_autofree char *file = g_build_filename (dir, FILE_NAME, NULL);
@@ -403,8 +482,8 @@ ks_save_inference_model (const char *dir, KsModel *model, const char *const *fee
   if (!model->initialised)
     return ks_invalid (error, "save_inference_model: the model is not initialised");
   if (!graph_text (model, feeds, targets, n_targets, &text, error)
-      || (pruned = model_from_graph (model->compute, text, file, &feed_names, &target_names,
-                                     error)) == NULL
+      || (pruned = model_from_graph (model->compute, text, file, 0, &feed_names,
+                                     &target_names, error)) == NULL
       || !ks_model_init (pruned, error))
     return FALSE;
   /* the pruned model's parameters take the trained values */
@@ -419,6 +498,14 @@ ks_save_inference_model (const char *dir, KsModel *model, const char *const *fee
           || !ks_tensor_from_host (p->value, host, p->numel * sizeof (float), error))
         return FALSE;
     }
+  if (metadata != NULL)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+      g_hash_table_iter_init (&it, metadata);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
+    }
   g_hash_table_insert (meta, g_strdup (GRAPH_KEY), g_steal_pointer (&text));
   return ks_checkpoint_write_dir (dir, pruned, NULL, meta, error);
 }
@@ -428,6 +515,13 @@ ks_save_inference_model (const char *dir, KsModel *model, const char *const *fee
 KsModel *
 ks_load_inference_model (const char *dir, KsCompute *compute, char ***feeds, char ***targets,
                          GError **error)
+{
+  return ks_load_inference_model_with_batch (dir, compute, 0, feeds, targets, error);
+}
+
+KsModel *
+ks_load_inference_model_with_batch (const char *dir, KsCompute *compute, gint64 batch,
+                                    char ***feeds, char ***targets, GError **error)
 {
   g_autofree char *file = g_build_filename (dir, FILE_NAME, NULL);
   g_autoptr (GHashTable) meta = ks_checkpoint_metadata (dir, error);
@@ -444,7 +538,8 @@ ks_load_inference_model (const char *dir, KsCompute *compute, char ***feeds, cha
                    "its metadata): write one with ks_save_inference_model", file);
       return NULL;
     }
-  if ((model = model_from_graph (compute, text, file, &feed_names, &target_names, error)) == NULL
+  if ((model = model_from_graph (compute, text, file, batch, &feed_names, &target_names,
+                                 error)) == NULL
       || !ks_model_init (model, error)
       || !ks_checkpoint_load (dir, model, NULL, NULL, NULL, error))
     return NULL;

@@ -4,6 +4,7 @@
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -758,6 +759,12 @@ test_inference_model (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   g_assert_true (ks_tensor_to_host (ks_expr_value (out, NULL), got, N * 3 * 4, &error));
   g_assert_cmpmem (got, N * 3 * 4, want, N * 3 * 4);
+  /* its transposes move the batch to the second dimension: no other batch */
+  g_assert_null (ks_load_inference_model_with_batch (dir, f->cpu.c, 5, NULL, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT);
+  g_assert_nonnull (strstr (error->message, "computed from the feeds, its shape [8, 32] does "
+                                            "not keep the batch (32) in its first dimension"));
+  g_clear_error (&error);
   /* pruned: the labels, the loss and the unused layer are not in it */
   g_assert_nonnull (ks_model_find (loaded, "fc1.w"));
   g_assert_nonnull (ks_model_find (loaded, "ln.gamma"));
@@ -812,7 +819,8 @@ test_inference_model (Fixture *f, gconstpointer data)
       "perm[1] = 1, but perm must order its dimensions 0 .. 1, each once" },
     { "\"targets\":[\"", "\"targets\":[\"no",
       "%s: inference graph: target 'nosoftmax_17' is not in the graph" },
-    { "{\"feeds\"", "[{\"feeds\"", "%s: inference graph: not a JSON object: ..." },
+    { "{\"batch\"", "[{\"batch\"", "%s: inference graph: not a JSON object: ..." },
+    { "\"batch\":32", "\"batch\":-3", "%s: inference graph: its batch is not a positive integer" },
     { "\"ops\":[", "\"ops\":[1,", "%s: inference graph, op 0 '?': each op needs a name, a "
       "shape (at most 8 integers) and its inputs" },
   };
@@ -835,6 +843,88 @@ test_inference_model (Fixture *f, gconstpointer data)
   assert_inference_fails (f, dir, "%s: the file does not match its SHA-256: it is damaged, "
                                   "truncated or edited");
   drop (&t);
+}
+
+/* Runs `target` of `model` on `feeds`, into `out` (n floats). */
+static void
+run_into (KsModel *model, const char *target, const KsFeed *feeds, gsize n_feeds, float *out,
+          gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  KsExpr *e = ks_model_find (model, target);
+  g_assert_nonnull (e);
+  g_assert_true (ks_model_run (model, feeds, n_feeds, &e, 1, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (ks_expr_value (e, NULL)->numel, ==, n);
+  g_assert_true (ks_tensor_to_host (ks_expr_value (e, NULL), out, n * sizeof (float), &error));
+}
+
+static void
+assert_close (const float *got, const float *want, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    g_assert_cmpfloat_with_epsilon (got[i], want[i], 1e-5 * (1 + fabsf (want[i])));
+}
+
+/* An inference model saved with one batch runs with another: an MLP's rows and a GPT's
+ * sequences give what the saved batch gave them. */
+static void
+test_inference_free_batch (Fixture *f, gconstpointer data)
+{
+  enum { B = 4, T = 8, V = 11 };
+  const gint64 xshape[] = { N, 2 };
+  g_autoptr (GError) error = NULL;
+  g_autofree char *mlp_dir = g_build_filename (f->dir, "mlp", NULL);
+  g_autofree char *gpt_dir = g_build_filename (f->dir, "gpt", NULL);
+  g_autofree float *want = g_new (float, B * T * V), *got = g_new (float, B * T * V);
+
+  /* an MLP saved with batch N, run on 5 rows and on 1 */
+  g_autoptr (KsModel) mlp = ks_model_new (f->cpu.c);
+  KsExpr *x = ks_model_data (mlp, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *probs = ks_softmax (ks_fc (ks_fc (x, 8, KS_UNARY_TANH, "fc1", 1, &error), 3, -1, "fc2",
+                                     2, &error), FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (mlp, &error));
+  g_assert_true (ks_save_inference_model (mlp_dir, mlp, (const char *[]) { "x", NULL }, &probs,
+                                          1, &error));
+  g_assert_no_error (error);
+  run_into (mlp, ks_expr_name (probs), f->feeds, 1, want, N * 3);
+  for (gint64 rows = 5; rows >= 1; rows -= 4)
+    {
+      g_auto (GStrv) targets = NULL;
+      g_autoptr (KsModel) loaded = ks_load_inference_model_with_batch (mlp_dir, f->cpu.c, rows,
+                                                                       NULL, &targets, &error);
+      g_assert_no_error (error);
+      KsFeed feed = { "x", f->xs, rows * 2 * sizeof (float) };
+      run_into (loaded, targets[0], &feed, 1, got, rows * 3);
+      assert_close (got, want, rows * 3);
+    }
+
+  /* a GPT saved with batch B, run on its third sequence alone */
+  KsGptShape shape = { .vocab = V, .context = T, .layers = 2, .heads = 2, .width = 8,
+                       .batch = B, .seed = 3 };
+  g_autoptr (KsModel) gpt = ks_model_new (f->cpu.c);
+  KsExpr *logits, *loss;
+  g_autofree gint64 *tokens = g_new (gint64, B * T), *positions = g_new (gint64, B * T);
+  for (gint64 i = 0; i < B * T; i++)
+    tokens[i] = (i * 7 + 3) % V, positions[i] = i % T;
+  g_assert_true (ks_gpt_build (gpt, &shape, &logits, &loss, &error));
+  g_assert_true (ks_model_init (gpt, &error));
+  g_assert_true (ks_save_inference_model (gpt_dir, gpt, (const char *[]) { "tokens", "positions",
+                                                                           NULL },
+                                          &logits, 1, &error));
+  g_assert_no_error (error);
+  KsFeed feeds[] = { { "tokens", tokens, B * T * sizeof (gint64) },
+                     { "positions", positions, B * T * sizeof (gint64) } };
+  run_into (gpt, ks_expr_name (logits), feeds, 2, want, B * T * V);
+  g_auto (GStrv) targets = NULL;
+  g_autoptr (KsModel) one = ks_load_inference_model_with_batch (gpt_dir, f->cpu.c, 1, NULL,
+                                                                &targets, &error);
+  g_assert_no_error (error);
+  KsFeed third[] = { { "tokens", tokens + 2 * T, T * sizeof (gint64) },
+                     { "positions", positions + 2 * T, T * sizeof (gint64) } };
+  run_into (one, targets[0], third, 2, got, T * V);
+  assert_close (got, want + 2 * T * V, T * V);
 }
 
 /* `ksdist train` with [train] export_dir: the MLP it trained loads as an inference
@@ -905,6 +995,7 @@ main (int argc, char **argv)
   ADD ("one-file-layout", test_one_file_layout);
   ADD ("stale-temporaries", test_stale_temporaries);
   ADD ("inference-model", test_inference_model);
+  ADD ("inference-free-batch", test_inference_free_batch);
   ADD ("train-export", test_train_export);
   return g_test_run ();
 }

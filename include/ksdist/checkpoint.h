@@ -91,6 +91,11 @@ GHashTable *ks_checkpoint_metadata (const char *path, GError **error);
  * targets need data not among the feeds, or a gradient. */
 gboolean ks_save_inference_model (const char *dir, KsModel *model, const char *const *feeds,
                                    KsExpr *const *targets, gsize n_targets, GError **error);
+/* The same with `metadata` (string to string, may be NULL) in the file's __metadata__. */
+gboolean ks_save_inference_model_with_metadata (const char *dir, KsModel *model,
+                                                const char *const *feeds,
+                                                KsExpr *const *targets, gsize n_targets,
+                                                GHashTable *metadata, GError **error);
 
 /* Loads an inference model onto `compute`: a new initialised model in evaluation mode,
  * runnable without the program or config that built it. *feeds and *targets (either may
@@ -99,6 +104,14 @@ gboolean ks_save_inference_model (const char *dir, KsModel *model, const char *c
  * file, and the op or tensor. */
 KsModel *ks_load_inference_model (const char *dir, KsCompute *compute, char ***feeds,
                                   char ***targets, GError **error);
+
+/* The same, built for `batch` rows at a time (0: the batch it was saved with): every op
+ * computed from the feeds has the saved batch in its first dimension ([batch, ...], or a
+ * GPT's [batch * context]) and is built with `batch` there. A graph that moves the batch
+ * elsewhere or reduces over it runs only with its own batch: an error naming the op. */
+KsModel *ks_load_inference_model_with_batch (const char *dir, KsCompute *compute,
+                                             gint64 batch, char ***feeds, char ***targets,
+                                             GError **error);
 
 G_END_DECLS
 
