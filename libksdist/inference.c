@@ -7,7 +7,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#define GRAPH_KEY "inference_graph"
+#define GRAPH_KEY KS_INFERENCE_GRAPH_KEY
 #define FILE_NAME "model.safetensors"
 
 static const char *const unary_names[] = { "relu", "tanh", "sigmoid", "gelu",

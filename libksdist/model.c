@@ -147,6 +147,18 @@ ks_expr_shape_string (const KsExpr *e)
   return ks_tensor_shape_string (&t);
 }
 
+KsDType
+ks_expr_dtype (const KsExpr *e)
+{
+  return e->dtype;
+}
+
+gsize
+ks_expr_numel (const KsExpr *e)
+{
+  return e->numel;
+}
+
 /* ---- building ---- */
 
 KsExpr *

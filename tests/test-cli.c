@@ -381,12 +381,15 @@ test_train_gpt (Fixture *f, gconstpointer data)
   g_autofree char *set_path = g_strdup_printf ("data.path=%s", path);
   g_autofree char *ckpt = g_build_filename (f->dir, "ckpt", NULL);
   g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_autofree char *export = g_build_filename (f->dir, "export", NULL);
+  g_autofree char *set_export = g_strdup_printf ("train.export_dir=%s", export);
   double first = 0, last = 0, eval = 0;
 
   run (f, ARGS ("train", "--set", "model.type=gpt", "--set", "data.task=text", "--set", set_path,
                 "--set", "model.context=16", "--set", "model.layers=1", "--set", "model.width=32",
                 "--set", "model.heads=2", "--set", "train.batch=8", "--set", "train.steps=200",
-                "--set", "train.log_every=50", "--set", "optim.lr=0.01", "--set", set_ckpt),
+                "--set", "train.log_every=50", "--set", "optim.lr=0.01", "--set", set_ckpt,
+                "--set", set_export),
        NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_auto (GStrv) lines = g_strsplit (f->out, "\n", -1);
@@ -403,6 +406,10 @@ test_train_gpt (Fixture *f, gconstpointer data)
 
   /* the checkpoint carries the shape and vocabulary: generate needs no config */
   run (f, ARGS ("generate", ckpt, "--prompt", "the quick", "-n", "35"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_cmpstr (f->out, ==, "the quick brown fox jumps over the lazy dog.\n");
+  /* the export (saved with batch 8, built for one sequence) says the same */
+  run (f, ARGS ("generate", export, "--prompt", "the quick", "-n", "35"), NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_assert_cmpstr (f->out, ==, "the quick brown fox jumps over the lazy dog.\n");
   run (f, ARGS ("generate", ckpt, "--prompt", "the Quick"), NULL);
@@ -451,6 +458,100 @@ test_train_addition (Fixture *f, gconstpointer data)
   assert_error_line (f, 2, "[model] context = 9 cannot hold a problem of [data] digits = 2 (it "
                            "needs 10, e.g. \"a+b=c\" and a newline): raise the context or lower "
                            "the digits");
+}
+
+/* Reads `text`'s lines of numbers into one array; the count of lines in *lines. */
+static GArray *
+numbers_of (const char *text, guint *lines)
+{
+  GArray *values = g_array_new (FALSE, FALSE, sizeof (double));
+  g_auto (GStrv) rows = g_strsplit (text, "\n", -1);
+  *lines = 0;
+  for (char **r = rows; *r != NULL && **r != '\0'; r++, (*lines)++)
+    {
+      g_auto (GStrv) words = g_strsplit (*r, " ", -1);
+      for (char **w = words; *w != NULL; w++)
+        {
+          double v = g_ascii_strtod (*w, NULL);
+          g_array_append_val (values, v);
+        }
+    }
+  return values;
+}
+
+/* `ksdist infer` on an MLP's export: rows from a file in any chunking give the same
+ * logits, their classes score about as the run's held-out accuracy, and bad rows are
+ * refused naming the file and line. */
+static void
+test_infer (Fixture *f, gconstpointer data)
+{
+  enum { ROWS = 300 };
+  g_autofree char *export = g_build_filename (f->dir, "export", NULL);
+  g_autofree char *set_export = g_strdup_printf ("train.export_dir=%s", export);
+  float xs[ROWS * 2];
+  gint64 ys[ROWS];
+  double want = 0, correct = 0;
+  guint lines;
+
+  run (f, ARGS ("train", "--set", "data.task=rings", "--set", "train.steps=1000", "--set",
+                "train.batch=64", "--set", "train.log_every=1000", "--set", "optim.lr=0.01",
+                "--set", set_export),
+       NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  want = g_ascii_strtod (g_strrstr (f->out, "eval accuracy ") + strlen ("eval accuracy "), NULL);
+  ks_task_generate (KS_TASK_RINGS, ROWS, 0.02, 99, xs, ys);
+  g_autoptr (GString) text = g_string_new ("# x0, x1\n");
+  for (int r = 0; r < ROWS; r++)
+    g_string_append_printf (text, "%.9g%s%.9g\n", xs[2 * r], r % 2 ? ", " : " ", xs[2 * r + 1]);
+  g_autofree char *rows = ks_test_write (f->dir, "rows.txt", text->str);
+
+  run (f, ARGS ("infer", export, "--input", rows, "--argmax"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_autoptr (GArray) classes = numbers_of (f->out, &lines);
+  g_assert_cmpuint (lines, ==, ROWS);
+  g_assert_cmpuint (classes->len, ==, ROWS);
+  for (int r = 0; r < ROWS; r++)
+    correct += g_array_index (classes, double, r) == ys[r];
+  g_test_message ("infer on %d new points: accuracy %.3f (the run's held-out: %.3f)", ROWS,
+                  correct / ROWS, want);
+  g_assert_cmpfloat (want, >, 0.8);
+  g_assert_cmpfloat (correct / ROWS, >, want - 0.15);
+
+  /* chunks of 256 (and 44), of 7, and all at once: the same logits */
+  run (f, ARGS ("infer", export, "--input", rows), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_autoptr (GArray) logits = numbers_of (f->out, &lines);
+  g_assert_cmpuint (lines, ==, ROWS);
+  g_assert_cmpuint (logits->len, ==, ROWS * 3);
+  for (int r = 0; r < ROWS; r++)
+    {
+      int best = 0;
+      for (int k = 1; k < 3; k++)
+        best = g_array_index (logits, double, 3 * r + k) > g_array_index (logits, double, 3 * r + best)
+                   ? k : best;
+      g_assert_cmpfloat (best, ==, g_array_index (classes, double, r));
+    }
+  for (guint b = 0; b < 2; b++)
+    {
+      run (f, ARGS ("infer", export, "--input", rows, "--batch", b == 0 ? "7" : "300"), NULL);
+      g_assert_cmpint (f->status, ==, 0);
+      g_autoptr (GArray) again = numbers_of (f->out, &lines);
+      g_assert_cmpuint (again->len, ==, logits->len);
+      for (guint i = 0; i < logits->len; i++)
+        g_assert_cmpfloat_with_epsilon (g_array_index (again, double, i),
+                                        g_array_index (logits, double, i),
+                                        1e-5 * (1 + fabs (g_array_index (logits, double, i))));
+    }
+
+  /* bad rows, and not an export */
+  g_autofree char *bad = ks_test_write (f->dir, "bad.txt", "0.5 0.5\n0.5 0.5 0.5\n");
+  run (f, ARGS ("infer", export, "--input", bad), NULL);
+  assert_error_line (f, 2, "@/bad.txt:2: 3 values; a row of this model is 2: x (2 float32)");
+  g_autofree char *nan = ks_test_write (f->dir, "nan.txt", "0.5 nan\n");
+  run (f, ARGS ("infer", export, "--input", nan), NULL);
+  assert_error_line (f, 2, "@/nan.txt:1: 'nan' is not a finite float32 (feed 'x')");
+  run (f, ARGS ("infer", rows), NULL);
+  assert_error_line (f, 2, "@/rows.txt is not a directory: give the [train] export_dir of a run");
 }
 
 /* A checkpoint of the MLP cannot be generated from. */
@@ -539,6 +640,7 @@ main (int argc, char **argv)
   ADD ("train-gpt", test_train_gpt);
   ADD ("train-addition", test_train_addition);
   ADD ("generate-needs-gpt", test_generate_needs_gpt);
+  ADD ("infer", test_infer);
   ADD ("train-errors", test_train_errors);
   return g_test_run ();
 }

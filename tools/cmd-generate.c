@@ -1,6 +1,7 @@
-/* ksdist generate: text from a GPT checkpoint of `ksdist train`. The checkpoint's metadata
- * gives the model's shape and vocabulary, so no config is needed; a batch-1 GPT loads
- * the weights and extends the prompt one character at a time. */
+/* ksdist generate: text from a GPT checkpoint or export of `ksdist train`. Its metadata
+ * gives the model's shape and vocabulary, so no config is needed; a batch-1 GPT (built,
+ * or the export's graph built for one sequence) extends the prompt one character at a
+ * time. */
 #include "cli.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@ typedef struct {
   KsGptShape shape;
   guint8 vocab[256];
   gsize vocab_size;
+  gboolean export; /* an inference model, not a checkpoint */
 } GptInfo;
 
 static gboolean
@@ -43,6 +45,7 @@ read_info (const char *path, GptInfo *info, GError **error)
                    "and vocabulary in its metadata)", path);
       return FALSE;
     }
+  info->export = g_hash_table_contains (meta, KS_INFERENCE_GRAPH_KEY);
   info->vocab_size = strlen (hex) / 2;
   for (gsize i = 0; i < info->vocab_size; i++)
     info->vocab[i] = (g_ascii_xdigit_value (hex[2 * i]) << 4) | g_ascii_xdigit_value (hex[2 * i + 1]);
@@ -79,6 +82,40 @@ encode (const GptInfo *info, const char *prompt, GArray *tokens, GError **error)
   return TRUE;
 }
 
+/* The GPT of a checkpoint (built from its metadata, then loaded), or of an export ([train]
+ * export_dir: its graph, built for one sequence); its logits in *logits. */
+static KsModel *
+load_gpt (KsCompute *compute, const char *path, const GptInfo *info, KsExpr **logits,
+          GError **error)
+{
+  static const char *const gpt_feeds[] = { "tokens", "positions", NULL };
+  g_auto (GStrv) feeds = NULL, targets = NULL;
+  g_autoptr (KsModel) model = NULL;
+  KsExpr *loss;
+
+  if (!info->export)
+    {
+      model = ks_model_new (compute);
+      if (!ks_gpt_build (model, &info->shape, logits, &loss, error) || !ks_model_init (model, error)
+          || !ks_checkpoint_load (path, model, NULL, NULL, NULL, error))
+        return NULL;
+      return g_steal_pointer (&model);
+    }
+  if ((model = ks_load_inference_model_with_batch (path, compute, 1, &feeds, &targets, error))
+      == NULL)
+    return NULL;
+  if (!g_strv_equal ((const char *const *) feeds, gpt_feeds) || g_strv_length (targets) != 1
+      || ks_expr_numel (*logits = ks_model_find (model, targets[0]))
+             != (gsize) (info->shape.context * info->shape.vocab))
+    {
+      g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
+                   "%s: its graph is not a GPT's (feeds tokens and positions, one target of "
+                   "context x vocabulary logits)", path);
+      return NULL;
+    }
+  return g_steal_pointer (&model);
+}
+
 /* The next token from the logits of the last position: the most likely one at
  * temperature 0, else a draw from softmax (logits / temperature). */
 static gint64
@@ -108,7 +145,7 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
   g_autoptr (GArray) tokens = g_array_new (FALSE, FALSE, sizeof (gint64));
   g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) seed);
   GptInfo info = { 0 };
-  KsExpr *logits, *loss;
+  KsExpr *logits = NULL;
 
   if (!read_info (path, &info, &error) || !encode (&info, prompt, tokens, &error))
     {
@@ -117,10 +154,9 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
     }
   gsize T = info.shape.context, V = info.vocab_size;
   g_autoptr (KsCompute) compute = ks_compute_new (registry, config, NULL, &error);
-  g_autoptr (KsModel) model = compute != NULL ? ks_model_new (compute) : NULL;
-  if (model == NULL || !ks_gpt_build (model, &info.shape, &logits, &loss, &error)
-      || !ks_model_init (model, &error)
-      || !ks_checkpoint_load (path, model, NULL, NULL, NULL, &error))
+  g_autoptr (KsModel) model = compute != NULL ? load_gpt (compute, path, &info, &logits, &error)
+                                              : NULL;
+  if (model == NULL)
     {
       ks_cli_error ("%s", error->message);
       return KS_EXIT_RUNTIME;
@@ -178,9 +214,9 @@ run_generate (int argc, char **argv)
     return KS_EXIT_USAGE;
   if (argc != 2 || prompt == NULL || *prompt == '\0' || n_new < 0 || temperature < 0)
     {
-      ks_cli_error ("generate: give one CHECKPOINT (a checkpoint-N directory or the "
-                    "checkpoint_dir holding them), a non-empty --prompt, tokens >= 0 and "
-                    "temperature >= 0 (see ksdist help generate)");
+      ks_cli_error ("generate: give one CHECKPOINT (a checkpoint-N directory, the "
+                    "checkpoint_dir holding them, or an export_dir), a non-empty --prompt, "
+                    "tokens >= 0 and temperature >= 0 (see ksdist help generate)");
       return KS_EXIT_USAGE;
     }
   /* a checkpoint directory, or the directory of checkpoints: its newest */
@@ -194,6 +230,6 @@ run_generate (int argc, char **argv)
 
 const KsCommand ks_cmd_generate = {
   "generate",
-  "Continue a prompt with a GPT checkpoint of `ksdist train`",
+  "Continue a prompt with a GPT checkpoint or export of `ksdist train`",
   run_generate,
 };

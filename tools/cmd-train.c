@@ -518,9 +518,15 @@ train (Trainer *t)
   const char *export_dir = ks_config_get_string (c, "train", "export_dir");
   if (leader && *export_dir != '\0')
     {
-      /* the output goes by what it is, not by the op that made it last */
+      /* the output goes by what it is, not by the op that made it last; the task's
+       * metadata lets `ksdist generate` use a GPT's export */
+      g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                           g_free);
+      if (t->task->metadata != NULL)
+        t->task->metadata (t, meta);
       if (!ks_expr_rename (t->logits, "logits", &error)
-          || !ks_save_inference_model (export_dir, t->model, t->inputs, &t->logits, 1, &error))
+          || !ks_save_inference_model_with_metadata (export_dir, t->model, t->inputs,
+                                                     &t->logits, 1, meta, &error))
         {
           ks_cli_error ("exporting the inference model: %s", error->message);
           return KS_EXIT_RUNTIME;

@@ -19,6 +19,7 @@ tools_ksdist_SOURCES = \
 	tools/launch-rendezvous.c \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
+	tools/cmd-infer.c \
 	tools/cmd-datagen.c \
 	tools/cmd-plot.c \
 	tools/plot-trace.c \

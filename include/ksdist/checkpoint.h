@@ -84,6 +84,9 @@ gboolean ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *opti
 /* The __metadata__ of a checkpoint directory (a new string table), without loading it. */
 GHashTable *ks_checkpoint_metadata (const char *path, GError **error);
 
+/* The metadata key of an inference model's graph: a checkpoint without it is not one. */
+#define KS_INFERENCE_GRAPH_KEY "inference_graph"
+
 /* Saves an inference model as the directory `dir` (replaced whole; written under a
  * temporary name, fsynced, renamed): the ops `targets` need, computed from the data named
  * in `feeds` (NULL-terminated), with their parameters, in DIR/model.safetensors, the graph

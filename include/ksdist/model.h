@@ -109,6 +109,9 @@ gboolean ks_expr_rename (KsExpr *expr, const char *name, GError **error);
 KsModel *ks_expr_model (const KsExpr *expr);
 /* "[2, 3]" */
 char *ks_expr_shape_string (const KsExpr *expr);
+/* Its element type, and its element count (what a feed of it holds). */
+KsDType ks_expr_dtype (const KsExpr *expr);
+gsize ks_expr_numel (const KsExpr *expr);
 
 /* ---- layer functions ---- */
 

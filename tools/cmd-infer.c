@@ -1,0 +1,296 @@
+/* ksdist infer: an exported inference model ([train] export_dir) run on rows read from a
+ * file. Each line is one row: the values of every feed for it, in the feeds' order,
+ * separated by spaces or commas; each output line is the targets' values for that row
+ * (or, with --argmax, the index of the largest value in each group of the last
+ * dimension: the class). The export runs with any batch, so rows go through in chunks. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* One feed: its values for a row, and for all rows read. */
+typedef struct {
+  const char *name;
+  KsDType dtype;
+  gsize per_row;
+  GArray *values; /* float or gint64 */
+} Feed;
+
+static void
+feeds_clear (Feed *feeds, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    g_clear_pointer (&feeds[i].values, g_array_unref);
+}
+
+/* "x (2 float32), y (1 int64)" */
+static char *
+row_layout (const Feed *feeds, guint n)
+{
+  GString *s = g_string_new (NULL);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (s, "%s%s (%" G_GSIZE_FORMAT " %s)", i ? ", " : "", feeds[i].name,
+                            feeds[i].per_row, ks_dtype_name (feeds[i].dtype));
+  return g_string_free (s, FALSE);
+}
+
+/* Appends one value of `text` to `feed`; FALSE if it is not a number of its type. */
+static gboolean
+parse_value (Feed *feed, const char *text)
+{
+  char *end = NULL;
+  if (feed->dtype == KS_DTYPE_INT64)
+    {
+      gint64 v;
+      if (!g_ascii_string_to_signed (text, 10, G_MININT64, G_MAXINT64, &v, NULL))
+        return FALSE;
+      g_array_append_val (feed->values, v);
+      return TRUE;
+    }
+  errno = 0;
+  double d = g_ascii_strtod (text, &end);
+  float v = (float) d;
+  if (end == text || *end != '\0' || errno == ERANGE || !isfinite (v))
+    return FALSE;
+  g_array_append_val (feed->values, v);
+  return TRUE;
+}
+
+/* Reads every row of `in` (named `name`) into the feeds; the count in *rows. */
+static gboolean
+read_rows (FILE *in, const char *name, Feed *feeds, guint n_feeds, gsize *rows, GError **error)
+{
+  gsize per_row = 0, cap = 0;
+  ssize_t len;
+  char *line = NULL;
+  gsize line_no = 0;
+
+  for (guint i = 0; i < n_feeds; i++)
+    per_row += feeds[i].per_row;
+  *rows = 0;
+  while ((len = getline (&line, &cap, in)) >= 0)
+    {
+      g_auto (GStrv) words = g_strsplit_set (g_strstrip (line), " \t,", -1);
+      gsize n = 0;
+      line_no++;
+      if (line[0] == '\0' || line[0] == '#')
+        continue;
+      for (char **w = words; *w != NULL; w++)
+        if (**w != '\0')
+          n++;
+      if (n != per_row)
+        {
+          g_autofree char *layout = row_layout (feeds, n_feeds);
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "%s:%" G_GSIZE_FORMAT ": %" G_GSIZE_FORMAT " values; a row of this model "
+                       "is %" G_GSIZE_FORMAT ": %s", name, line_no, n, per_row, layout);
+          free (line);
+          return FALSE;
+        }
+      guint f = 0;
+      gsize in_feed = 0;
+      for (char **w = words; *w != NULL; w++)
+        {
+          if (**w == '\0')
+            continue;
+          if (!parse_value (&feeds[f], *w))
+            {
+              g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                           "%s:%" G_GSIZE_FORMAT ": '%s' is not %s (feed '%s')", name, line_no,
+                           *w, feeds[f].dtype == KS_DTYPE_INT64 ? "an integer"
+                                                                : "a finite float32",
+                           feeds[f].name);
+              free (line);
+              return FALSE;
+            }
+          if (++in_feed == feeds[f].per_row)
+            f++, in_feed = 0;
+        }
+      (*rows)++;
+    }
+  free (line);
+  if (ferror (in))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, "reading %s: %s", name,
+                   g_strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Prints rows [0, rows) of the targets' values, or their classes. */
+static gboolean
+print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, GError **error)
+{
+  g_autofree const float **values = g_new (const float *, n_targets);
+  g_autofree gsize *per_row = g_new (gsize, n_targets), *group = g_new (gsize, n_targets);
+  g_autoptr (GPtrArray) host = g_ptr_array_new_with_free_func (g_free);
+
+  for (guint t = 0; t < n_targets; t++)
+    {
+      const KsTensor *v = ks_expr_value (targets[t], error);
+      if (v == NULL)
+        return FALSE;
+      if (v->dtype != KS_DTYPE_FLOAT32)
+        {
+          g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                       "target '%s' is not float32", ks_expr_name (targets[t]));
+          return FALSE;
+        }
+      float *copy = g_new (float, v->numel);
+      g_ptr_array_add (host, copy);
+      if (!ks_tensor_to_host (v, copy, v->numel * sizeof (float), error))
+        return FALSE;
+      values[t] = copy;
+      per_row[t] = v->numel / rows;
+      group[t] = v->ndim > 0 ? (gsize) v->shape[v->ndim - 1] : 1;
+    }
+  for (gsize r = 0; r < rows; r++)
+    {
+      for (guint t = 0; t < n_targets; t++)
+        {
+          const float *x = values[t] + r * per_row[t];
+          if (!argmax)
+            for (gsize j = 0; j < per_row[t]; j++)
+              printf ("%s%.9g", t + j ? " " : "", x[j]);
+          else
+            for (gsize g = 0; g < per_row[t] / group[t]; g++)
+              {
+                gsize best = 0;
+                for (gsize j = 1; j < group[t]; j++)
+                  best = x[g * group[t] + j] > x[g * group[t] + best] ? j : best;
+                printf ("%s%" G_GSIZE_FORMAT, t + g ? " " : "", best);
+              }
+        }
+      putchar ('\n');
+    }
+  return TRUE;
+}
+
+static int
+infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name, gsize chunk,
+       gboolean argmax)
+{
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) feed_names = NULL, target_names = NULL;
+  /* batch 1 first: the feeds' values per row */
+  g_autoptr (KsModel) model = ks_load_inference_model_with_batch (dir, compute, 1, &feed_names,
+                                                                  &target_names, &error);
+  guint n_feeds = feed_names != NULL ? g_strv_length (feed_names) : 0;
+  g_autofree Feed *feeds = g_new0 (Feed, MAX (n_feeds, 1));
+  gsize rows = 0, model_rows = 1;
+
+  if (model == NULL)
+    {
+      ks_cli_error ("%s", error->message);
+      return KS_EXIT_USAGE;
+    }
+  for (guint i = 0; i < n_feeds; i++)
+    {
+      KsExpr *e = ks_model_find (model, feed_names[i]);
+      KsDType dtype = ks_expr_dtype (e);
+      feeds[i] = (Feed) { feed_names[i], dtype, ks_expr_numel (e), NULL };
+      feeds[i].values = g_array_new (FALSE, FALSE, dtype == KS_DTYPE_INT64 ? sizeof (gint64)
+                                                                          : sizeof (float));
+    }
+  if (!read_rows (in, in_name, feeds, n_feeds, &rows, &error))
+    {
+      ks_cli_error ("%s", error->message);
+      feeds_clear (feeds, n_feeds);
+      return KS_EXIT_USAGE;
+    }
+  guint n_targets = g_strv_length (target_names);
+  g_autofree KsExpr **targets = g_new (KsExpr *, n_targets);
+  g_autofree KsFeed *batch = g_new (KsFeed, MAX (n_feeds, 1));
+  int status = KS_EXIT_OK;
+  for (gsize at = 0; at < rows && status == KS_EXIT_OK; at += chunk)
+    {
+      gsize n = MIN (chunk, rows - at);
+      if (n != model_rows) /* the chunk size, then the last chunk's */
+        {
+          g_clear_pointer (&model, ks_model_free);
+          model = ks_load_inference_model_with_batch (dir, compute, n, NULL, NULL, &error);
+          model_rows = n;
+        }
+      for (guint t = 0; model != NULL && t < n_targets; t++)
+        targets[t] = ks_model_find (model, target_names[t]);
+      for (guint i = 0; i < n_feeds; i++)
+        {
+          gsize size = g_array_get_element_size (feeds[i].values) * feeds[i].per_row;
+          batch[i] = (KsFeed) { feeds[i].name, feeds[i].values->data + at * size, n * size };
+        }
+      if (model == NULL || !ks_model_run (model, batch, n_feeds, targets, n_targets, &error)
+          || !print_rows (targets, n_targets, n, argmax, &error))
+        {
+          ks_cli_error ("%s: %s", dir, error->message);
+          status = KS_EXIT_RUNTIME;
+        }
+    }
+  feeds_clear (feeds, n_feeds);
+  return status;
+}
+
+static int
+run_infer (int argc, char **argv)
+{
+  g_auto (GStrv) sets = NULL;
+  g_autofree char *input = NULL;
+  gboolean argmax = FALSE;
+  gint chunk = 256;
+  GOptionEntry entries[] = {
+    { "input", 'i', 0, G_OPTION_ARG_FILENAME, &input,
+      "Rows to run, one a line (default: standard input)", "FILE" },
+    { "argmax", 0, 0, G_OPTION_ARG_NONE, &argmax,
+      "Print the index of each row's largest output (the class), not the values", NULL },
+    { "batch", 'b', 0, G_OPTION_ARG_INT, &chunk, "Rows run at a time (default 256)", "N" },
+    KS_CLI_SET_OPTION (sets),
+    { NULL },
+  };
+  g_autoptr (KsConfig) config = NULL;
+  g_autoptr (KsRegistry) registry = NULL;
+  g_autoptr (GError) error = NULL;
+  int status;
+
+  if (!ks_cli_parse ("infer", "EXPORT", ks_cmd_infer.summary, entries, &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (argc != 2 || chunk < 1)
+    {
+      ks_cli_error ("infer: give one EXPORT (the [train] export_dir of a run) and --batch >= 1 "
+                    "(see ksdist help infer)");
+      return KS_EXIT_USAGE;
+    }
+  if (!g_file_test (argv[1], G_FILE_TEST_IS_DIR))
+    {
+      ks_cli_error ("%s is not a directory: give the [train] export_dir of a run", argv[1]);
+      return KS_EXIT_USAGE;
+    }
+  FILE *in = input == NULL || strcmp (input, "-") == 0 ? stdin : fopen (input, "r");
+  if (in == NULL)
+    {
+      ks_cli_error ("cannot open %s: %s", input, g_strerror (errno));
+      return KS_EXIT_USAGE;
+    }
+  if ((status = ks_cli_load (NULL, sets, &config, &registry)) == KS_EXIT_OK)
+    {
+      g_autoptr (KsCompute) compute = ks_compute_new (registry, config, NULL, &error);
+      if (compute == NULL)
+        {
+          ks_cli_error ("%s", error->message);
+          status = KS_EXIT_RUNTIME;
+        }
+      else
+        status = infer (compute, argv[1], in, in == stdin ? "(standard input)" : input, chunk,
+                        argmax);
+    }
+  if (in != stdin)
+    fclose (in);
+  return status;
+}
+
+const KsCommand ks_cmd_infer = {
+  "infer",
+  "Run an exported inference model on rows from a file",
+  run_infer,
+};
