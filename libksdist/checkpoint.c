@@ -694,8 +694,7 @@ open_checkpoint (const char *file, char **bytes, gsize *len, JsonParser *parser,
 
   /* a FIFO or a device would block or never end */
   if (g_stat (file, &st) != 0)
-    return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s (to resume from an older "
-                    "checkpoint, move this one's directory aside)", g_strerror (errno));
+    return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s", g_strerror (errno));
   if (!S_ISREG (st.st_mode))
     return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "not a regular file");
   if (!g_file_get_contents (file, bytes, len, &local))
@@ -889,6 +888,79 @@ open_optim_parts (const char *path, GPtrArray *parts, GError **error)
         }
     }
   return g_steal_pointer (&optim);
+}
+
+void
+ks_saved_tensor_free (KsSavedTensor *t)
+{
+  if (t == NULL)
+    return;
+  g_free (t->name);
+  g_free (t->data);
+  g_free (t);
+}
+
+static int
+by_offset_in (gconstpointer a, gconstpointer b, gpointer header)
+{
+  JsonObject *h = header;
+  gint64 x = json_array_get_int_element (
+      json_object_get_array_member (json_object_get_object_member (h, *(const char *const *) a),
+                                    "data_offsets"), 0);
+  gint64 y = json_array_get_int_element (
+      json_object_get_array_member (json_object_get_object_member (h, *(const char *const *) b),
+                                    "data_offsets"), 0);
+  return x < y ? -1 : x > y;
+}
+
+GPtrArray *
+ks_checkpoint_read_tensors (const char *path, GError **error)
+{
+  g_autoptr (GPtrArray) parts = open_parts (path, error);
+  g_autoptr (GPtrArray) tensors = g_ptr_array_new_with_free_func ((GDestroyNotify) ks_saved_tensor_free);
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+
+  if (parts == NULL)
+    return NULL;
+  for (guint p = 0; p < parts->len; p++)
+    {
+      Part *part = g_ptr_array_index (parts, p);
+      g_autoptr (GList) members = json_object_get_members (part->header);
+      g_autoptr (GPtrArray) names = g_ptr_array_new ();
+      for (GList *m = members; m != NULL; m = m->next)
+        if (strcmp (m->data, "__metadata__") != 0)
+          g_ptr_array_add (names, m->data);
+      g_ptr_array_sort_with_data (names, by_offset_in, part->header);
+      for (guint i = 0; i < names->len; i++)
+        {
+          const char *name = g_ptr_array_index (names, i);
+          JsonObject *t = json_object_get_object_member (part->header, name);
+          JsonArray *shape = json_object_get_array_member (t, "shape");
+          KsSavedTensor *out;
+          if (g_hash_table_contains (seen, name)) /* a shared one, saved once */
+            continue;
+          if (strcmp (json_object_get_string_member (t, "dtype"), "F32") != 0
+              || json_array_get_length (shape) > KS_TENSOR_MAX_DIMS)
+            {
+              corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, part->file,
+                       "tensor '%s' is not F32 of at most %d dimensions", name, KS_TENSOR_MAX_DIMS);
+              return NULL;
+            }
+          out = g_new0 (KsSavedTensor, 1);
+          out->name = g_strdup (name);
+          out->ndim = json_array_get_length (shape);
+          out->numel = 1;
+          for (int d = 0; d < out->ndim; d++)
+            out->numel *= out->shape[d] = json_array_get_int_element (shape, d);
+          gint64 begin = json_array_get_int_element (
+              json_object_get_array_member (t, "data_offsets"), 0);
+          out->data = g_memdup2 (part->bytes + 8 + part->header_len + begin,
+                                 out->numel * sizeof (float));
+          g_ptr_array_add (tensors, out);
+          g_hash_table_add (seen, out->name);
+        }
+    }
+  return g_steal_pointer (&tensors);
 }
 
 GHashTable *

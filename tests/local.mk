@@ -179,6 +179,11 @@ EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 dist_check_SCRIPTS += tests/test-examples.sh
 TESTS += tests/test-examples.sh
 
+# ksdist export --torch loaded by PyTorch (python3-torch; skipped without it).
+dist_check_SCRIPTS += tests/test-export-torch.sh
+EXTRA_DIST += tests/torch-load.py
+TESTS += tests/test-export-torch.sh
+
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c
@@ -191,7 +196,8 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
-	tests/fuzz/run-store.log tests/test-examples.log $(KS_PS_TEST_LOG)
+	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
+	$(KS_PS_TEST_LOG)
 
 # The whole suite under ASan, LeakSanitizer and UBSan, in a copy of the distribution
 # configured with --enable-sanitizers (this tree keeps its own build).

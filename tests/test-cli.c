@@ -367,6 +367,19 @@ test_train_resume (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (f->err, want));
   /* [optim] total_steps follows [train] steps: a longer run changes the schedule */
   g_assert_nonnull (strstr (f->err, "resuming with optim.total_steps = 61, but "));
+
+  /* the newest checkpoint damaged: the error says how to take an older one */
+  g_autofree char *newest = g_build_filename (dir, "checkpoint-61", "optimizer.safetensors", NULL);
+  g_assert_true (g_file_set_contents (newest, "short", 5, NULL));
+  run (f, ARGS ("train", "--set", "data.samples=300", "--set", "train.batch=32", "--set",
+                "model.dropout=0.2", "--set", "train.steps=62", "--set", "train.resume=true",
+                "--set", set_dir),
+       NULL);
+  g_autofree char *damaged = g_strdup_printf (
+      "ksdist: resuming from the newest checkpoint (to resume from an older one, move this one's "
+      "directory aside): %s: truncated: 5 bytes, too short for its header\n", newest);
+  g_assert_cmpint (f->status, ==, 1);
+  g_assert_cmpstr (f->err, ==, damaged);
 }
 
 /* A GPT on a text that repeats: the next character becomes predictable, on held-out
@@ -552,6 +565,19 @@ test_infer (Fixture *f, gconstpointer data)
   assert_error_line (f, 2, "@/nan.txt:1: 'nan' is not a finite float32 (feed 'x')");
   run (f, ARGS ("infer", rows), NULL);
   assert_error_line (f, 2, "@/rows.txt is not a directory: give the [train] export_dir of a run");
+
+  /* export --torch: nothing written from what is not a checkpoint; the flag is needed */
+  g_autofree char *torch = g_build_filename (f->dir, "torch.safetensors", NULL);
+  run (f, ARGS ("export", "--torch", rows, "-o", torch), NULL);
+  assert_error_line (f, 2, "@/rows.txt/model.safetensors: Not a directory");
+  g_assert_false (g_file_test (torch, G_FILE_TEST_EXISTS));
+  run (f, ARGS ("export", export, "-o", torch), NULL);
+  assert_error_line (f, 2, "export: give --torch, one CHECKPOINT (a checkpoint-N directory, the "
+                           "checkpoint_dir holding them, or an export_dir) and -o "
+                           "FILE.safetensors (see ksdist help export)");
+  run (f, ARGS ("export", "--torch", export, "-o", torch), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_file_test (torch, G_FILE_TEST_IS_REGULAR));
 }
 
 /* A checkpoint of the MLP cannot be generated from. */

@@ -21,6 +21,7 @@ extern const KsCommand ks_cmd_config;
 extern const KsCommand ks_cmd_train;
 extern const KsCommand ks_cmd_generate;
 extern const KsCommand ks_cmd_infer;
+extern const KsCommand ks_cmd_export;
 extern const KsCommand ks_cmd_datagen;
 extern const KsCommand ks_cmd_plot;
 extern const KsCommand ks_cmd_launch;

@@ -195,13 +195,16 @@ resume (Trainer *t, const char *dir, gint64 *first, GError **error)
       && !ks_algorithm_load_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
                                          &meta, error))
     return FALSE;
-  if (latest != NULL && t->pipeline != NULL
-      && !ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, latest, &status.step, &meta,
-                                       error))
-    return FALSE;
-  if (latest != NULL && t->pipeline == NULL
-      && !ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta, error))
-    return FALSE;
+  if (latest != NULL
+      && !(t->pipeline != NULL
+               ? ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, latest, &status.step,
+                                              &meta, error)
+               : ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta, error)))
+    {
+      g_prefix_error (error, "resuming from the newest checkpoint (to resume from an older "
+                      "one, move this one's directory aside): ");
+      return FALSE;
+    }
   *first = status.step + 1;
   if (meta == NULL)
     {
@@ -519,11 +522,12 @@ train (Trainer *t)
   if (leader && *export_dir != '\0')
     {
       /* the output goes by what it is, not by the op that made it last; the task's
-       * metadata lets `ksdist generate` use a GPT's export */
+       * metadata lets `ksdist generate` use a GPT's export, the settings tell its shape */
       g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                                            g_free);
       if (t->task->metadata != NULL)
         t->task->metadata (t, meta);
+      g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t));
       if (!ks_expr_rename (t->logits, "logits", &error)
           || !ks_save_inference_model_with_metadata (export_dir, t->model, t->inputs,
                                                      &t->logits, 1, meta, &error))

@@ -20,6 +20,7 @@ tools_ksdist_SOURCES = \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
 	tools/cmd-infer.c \
+	tools/cmd-export.c \
 	tools/cmd-datagen.c \
 	tools/cmd-plot.c \
 	tools/plot-trace.c \

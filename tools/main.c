@@ -6,8 +6,9 @@
 #include <string.h>
 
 static const KsCommand *const commands[] = {
-  &ks_cmd_train, &ks_cmd_launch, &ks_cmd_segment, &ks_cmd_generate, &ks_cmd_infer, &ks_cmd_datagen,
-  &ks_cmd_plot, &ks_cmd_bench, &ks_cmd_plugins, &ks_cmd_config, NULL,
+  &ks_cmd_train,   &ks_cmd_launch, &ks_cmd_segment, &ks_cmd_generate, &ks_cmd_infer,
+  &ks_cmd_export,  &ks_cmd_datagen, &ks_cmd_plot,   &ks_cmd_bench,    &ks_cmd_plugins,
+  &ks_cmd_config,  NULL,
 };
 
 static void

@@ -84,6 +84,21 @@ gboolean ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *opti
 /* The __metadata__ of a checkpoint directory (a new string table), without loading it. */
 GHashTable *ks_checkpoint_metadata (const char *path, GError **error);
 
+/* A tensor of a checkpoint's weights, read without a model: float32 on the host. */
+typedef struct {
+  char *name;
+  int ndim;
+  gint64 shape[KS_TENSOR_MAX_DIMS];
+  gsize numel;
+  float *data;
+} KsSavedTensor;
+void ks_saved_tensor_free (KsSavedTensor *tensor);
+
+/* The weights of a checkpoint or inference model directory (a pipeline's parts merged,
+ * a shared tensor once), each file checked as a load checks it, in file order: a new
+ * array of KsSavedTensor. */
+GPtrArray *ks_checkpoint_read_tensors (const char *path, GError **error);
+
 /* The metadata key of an inference model's graph: a checkpoint without it is not one. */
 #define KS_INFERENCE_GRAPH_KEY "inference_graph"
 
