@@ -285,6 +285,36 @@ test_train (Fixture *f, gconstpointer data)
   g_assert_true (g_file_get_contents (both, &svg, NULL, NULL));
   g_assert_nonnull (strstr (svg, ">m.jsonl (held-out accuracy "));
   g_assert_nonnull (strstr (svg, ">other.jsonl</text>"));
+
+  /* the same as PNG (with librsvg): a PNG of the SVG's size, far from blank; other
+   * names refused */
+  g_autofree char *png = g_build_filename (f->dir, "both.png", NULL);
+  run (f, ARGS ("plot", metrics, other, "-o", png), NULL);
+#ifdef HAVE_RSVG
+  g_autofree char *png_bytes = NULL;
+  gsize png_len = 0;
+  int svg_width = 0, svg_height = 0;
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_file_get_contents (png, &png_bytes, &png_len, NULL));
+  g_assert_cmpuint (png_len, >, 10000); /* a white page of that size is about 2 KB */
+  g_assert_cmpmem (png_bytes, 8, "\x89PNG\r\n\x1a\n", 8);
+  g_assert_cmpmem (png_bytes + 12, 4, "IHDR", 4);
+  g_assert_cmpint (sscanf (strstr (svg, "<svg "), "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                           "width=\"%d\" height=\"%d\"", &svg_width, &svg_height), ==, 2);
+  g_assert_cmpint (GUINT32_FROM_BE (*(guint32 *) (png_bytes + 16)), ==, svg_width);
+  g_assert_cmpint (GUINT32_FROM_BE (*(guint32 *) (png_bytes + 20)), ==, svg_height);
+  g_autofree char *gif = g_build_filename (f->dir, "both.gif", NULL);
+  g_autofree char *gif_error = g_strdup_printf ("plot: -o %s: the file's name says the format: "
+                                                "*.svg or *.png", gif);
+  run (f, ARGS ("plot", metrics, "-o", gif), NULL);
+  assert_error_line (f, 2, gif_error);
+#else
+  g_autofree char *png_error = g_strdup_printf ("plot: -o %s: this ksdist was built without "
+                                                "librsvg, so it writes SVG only; name the file "
+                                                "*.svg (or apt-get install librsvg2-dev and "
+                                                "build again)", png);
+  assert_error_line (f, 2, png_error);
+#endif
   g_autofree char *single = ks_test_write (f->dir, "one.jsonl", "{\"step\": 10, \"loss\": 2}\n");
   g_autofree char *one_svg = g_build_filename (f->dir, "one.svg", NULL);
   g_autofree char *one_error = g_strdup_printf ("%s: 1 logged step with a finite loss; a curve "

@@ -57,6 +57,10 @@ int ks_cli_load (const char *file, char **sets, KsConfig **config, KsRegistry **
 
 /* plot-trace.c: draws a pipeline trace file as SVG into `output`; the exit status. */
 int ks_plot_trace (const char *path, const char *output);
+/* plot-write.c: whether `output` names a format ksdist writes (*.svg; *.png with
+ * librsvg); writes `svg` there as that format, through a temporary file. */
+gboolean ks_plot_check_output (const char *output, GError **error);
+gboolean ks_plot_write (const char *output, const char *svg, GError **error);
 
 /* Appends `s` as a JSON string (or null). */
 void ks_cli_json_string (GString *out, const char *s);

@@ -289,7 +289,7 @@ run_plot (int argc, char **argv)
 {
   g_autofree char *output = NULL, *svg = NULL;
   GOptionEntry entries[] = {
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "The SVG file (default loss.svg)", "FILE" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "The picture: *.svg (default loss.svg) or *.png", "FILE" },
     { NULL },
   };
   g_autoptr (GError) error = NULL;
@@ -307,9 +307,9 @@ run_plot (int argc, char **argv)
     }
   if (output == NULL)
     output = g_strdup ("loss.svg");
-  if (!g_str_has_suffix (output, ".svg"))
+  if (!ks_plot_check_output (output, &error))
     {
-      ks_cli_error ("plot: -o %s: only SVG is written; name the file *.svg", output);
+      ks_cli_error ("plot: %s", error->message);
       return KS_EXIT_USAGE;
     }
   if (argc == 2 && is_trace (argv[1]))
@@ -325,7 +325,7 @@ run_plot (int argc, char **argv)
   if (status == KS_EXIT_OK)
     {
       svg = render (runs, n, &panels);
-      if (!g_file_set_contents (output, svg, -1, &error)) /* a temporary file, then rename */
+      if (!ks_plot_write (output, svg, &error))
         {
           ks_cli_error ("plot: %s", error->message);
           status = KS_EXIT_RUNTIME;

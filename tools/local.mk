@@ -24,7 +24,8 @@ tools_ksdist_SOURCES = \
 	tools/cmd-datagen.c \
 	tools/cmd-plot.c \
 	tools/plot-trace.c \
+	tools/plot-write.c \
 	tools/cmd-bench.c \
 	tools/bench-pipeline.c
-tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
-tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) -lm
+tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(RSVG_CFLAGS)
+tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) $(RSVG_LIBS) -lm

@@ -154,7 +154,7 @@ ks_plot_trace (const char *path, const char *output)
   g_string_append_printf (svg, "<text x=\"%d\" y=\"%d\">0</text><text x=\"%d\" y=\"%d\" "
                           "text-anchor=\"end\">%.1f ms</text>\n</svg>\n",
                           LEFT, height - 20, WIDTH - RIGHT, height - 20, span / 1000);
-  if (!g_file_set_contents (output, svg->str, svg->len, &error)) /* temporary, then rename */
+  if (!ks_plot_write (output, svg->str, &error))
     {
       ks_cli_error ("plot: %s", error->message);
       return KS_EXIT_RUNTIME;
