@@ -46,7 +46,7 @@ entry_clear (gpointer p)
   g_free (((Entry *) p)->name);
 }
 
-/* The parameters (with `params`) and the optimizer's state (unless `optimizer` is NULL)
+/* The parameters (with `params_too`) and the optimizer's state (unless `optimizer` is NULL)
  * of a checkpoint, in a fixed order; the parameters named in `skip` (NULL-terminated, may
  * be NULL) and their state left out. */
 static GArray *

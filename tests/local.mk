@@ -11,6 +11,7 @@ AM_TESTS_ENVIRONMENT = \
 	export KS_SRCDIR=$(abs_top_srcdir); \
 	export G_DEBUG=fatal-criticals; \
 	export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1; \
+	export LSAN_OPTIONS=suppressions=$(abs_top_srcdir)/tests/lsan.supp:print_suppressions=0; \
 	export MAKE="$(MAKE)" CC="$(CC)" KS_BUILDDIR=$(abs_top_builddir) KS_PREFIX=$(prefix) \
 		KS_LIBDIR=$(libdir) KS_BINDIR=$(bindir);
 
@@ -181,7 +182,7 @@ TESTS += tests/test-examples.sh
 
 # ksdist export --torch loaded by PyTorch (python3-torch; skipped without it).
 dist_check_SCRIPTS += tests/test-export-torch.sh
-EXTRA_DIST += tests/torch-load.py
+EXTRA_DIST += tests/torch-load.py tests/lsan.supp
 TESTS += tests/test-export-torch.sh
 
 # Out-of-tree plugin: install to a temporary root, build against it, load.
