@@ -137,6 +137,11 @@ check_PROGRAMS += tests/test-comm
 tests_test_comm_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-comm
 
+# The shared-memory communicator, one process per rank.
+check_PROGRAMS += tests/test-shm
+tests_test_shm_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-shm
+
 check_PROGRAMS += tests/test-roles
 tests_test_roles_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-roles
@@ -194,7 +199,8 @@ TESTS += tests/test-install.sh
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
-	tests/test-cuda.log tests/test-comm.log tests/test-roles.log tests/test-store.log \
+	tests/test-cuda.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
+	tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \

@@ -721,8 +721,16 @@ make_ops ()
 
 const KsCommOps gloo_ops = make_ops ();
 
+/* Above shm (0): `auto` means Gloo, which joins ranks on any hosts; shared memory is
+ * chosen by name, by a caller that knows every rank is on this host. */
+int
+gloo_query (char **reason)
+{
+  return 1;
+}
+
 const KsImplDesc gloo_impls[] = {
-  { KS_KIND_COMM, "gloo", &gloo_ops, NULL, "Collectives over TCP with Gloo (CPU memory)" },
+  { KS_KIND_COMM, "gloo", &gloo_ops, gloo_query, "Collectives over TCP with Gloo (CPU memory)" },
 };
 
 const KsKeyDesc gloo_settings[] = {

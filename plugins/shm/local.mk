@@ -1,0 +1,5 @@
+# The shared-memory communicator for the ranks of one host (POSIX shm and futexes).
+pkglib_LTLIBRARIES += plugins/shm/shm.la
+plugins_shm_shm_la_SOURCES = plugins/shm/shm.c
+plugins_shm_shm_la_LDFLAGS = $(KS_PLUGIN_LDFLAGS)
+plugins_shm_shm_la_LIBADD = $(KS_PLUGIN_LIBADD) -lrt

@@ -1,0 +1,341 @@
+/* The shared-memory communicator, with real processes on this host meeting at a file
+ * store. Each case starts this program again once per rank (`test-shm --rank SCENARIO R
+ * N DIR TIMEOUT_MS`); a rank checks its results against values computed here and exits
+ * non-zero with a message on stderr when one is wrong. No case leaves a segment in
+ * /dev/shm. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *self;
+
+#define CHECK(cond, ...) KS_RANK_CHECK ("rank", rank, cond, __VA_ARGS__)
+#define OK(call) KS_RANK_OK ("rank", rank, call)
+
+/* ---- one rank ---- */
+
+/* What rank r contributes at index i: distinct per rank, exact in every type (products
+ * of up to 4 ranks stay below 2^24). */
+static double
+value (int r, gsize i)
+{
+  return (double) ((r + 1) * 3 + (gint64) (i % 7)) * (i % 2 ? 1 : -1);
+}
+
+static double
+expect (KsReduceOp op, int n, gsize i)
+{
+  double acc = value (0, i);
+  for (int r = 1; r < n; r++)
+    {
+      double v = value (r, i);
+      acc = op == KS_REDUCE_MIN ? MIN (acc, v)
+            : op == KS_REDUCE_MAX ? MAX (acc, v)
+            : op == KS_REDUCE_PROD ? acc * v
+                                   : acc + v;
+    }
+  return op == KS_REDUCE_AVG ? acc / n : acc;
+}
+
+static void
+fill (void *buf, KsDType t, int r, gsize n, gsize from)
+{
+  for (gsize i = 0; i < n; i++)
+    switch (t)
+      {
+      case KS_DTYPE_FLOAT32: ((float *) buf)[i] = value (r, from + i); break;
+      case KS_DTYPE_FLOAT64: ((double *) buf)[i] = value (r, from + i); break;
+      case KS_DTYPE_INT32: ((gint32 *) buf)[i] = value (r, from + i); break;
+      default: ((gint64 *) buf)[i] = value (r, from + i); break;
+      }
+}
+
+static double
+at (const void *buf, KsDType t, gsize i)
+{
+  switch (t)
+    {
+    case KS_DTYPE_FLOAT32: return ((const float *) buf)[i];
+    case KS_DTYPE_FLOAT64: return ((const double *) buf)[i];
+    case KS_DTYPE_INT32: return ((const gint32 *) buf)[i];
+    default: return ((const gint64 *) buf)[i];
+    }
+}
+
+static void
+check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize count)
+{
+  g_autofree void *buf = g_malloc (count * 8);
+  fill (buf, t, rank, count, 0);
+  OK (ks_comm_allreduce (comm, buf, count, t, op, ERR));
+  for (gsize i = 0; i < count; i++)
+    CHECK (fabs (at (buf, t, i) - expect (op, n, i)) <= 1e-6 * fabs (expect (op, n, i)),
+           "allreduce %s %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
+           ks_reduce_op_name (op), ks_dtype_name (t), count, i, at (buf, t, i),
+           expect (op, n, i));
+}
+
+/* Every operation, type and reduction; counts of one element, odd ones, and ones that
+ * take several rounds of the 1 MiB chunk. */
+static void
+scenario_collectives (KsComm *comm, int rank, int n)
+{
+  static const KsDType types[] = { KS_DTYPE_FLOAT32, KS_DTYPE_FLOAT64, KS_DTYPE_INT32,
+                                   KS_DTYPE_INT64 };
+  static const KsReduceOp ops[] = { KS_REDUCE_SUM, KS_REDUCE_MIN, KS_REDUCE_MAX, KS_REDUCE_AVG,
+                                    KS_REDUCE_PROD };
+  static const gsize counts[] = { 1, 37, 262147, 700001 };
+
+  for (guint t = 0; t < G_N_ELEMENTS (types); t++)
+    for (guint o = 0; o < G_N_ELEMENTS (ops); o++)
+      for (guint c = 0; c < G_N_ELEMENTS (counts); c++)
+        if ((c < 2 || o == 0 || (o == 3 && t == 0)) /* an average is of floats */
+            && (ops[o] != KS_REDUCE_AVG || t < 2))
+          check_allreduce (comm, rank, n, types[t], ops[o], counts[c]);
+
+  /* broadcast from the last rank: 5 values, and 300000 (several rounds) */
+  for (gsize count = 5; count <= 300000; count *= 60000)
+    {
+      g_autofree gint64 *b = g_new (gint64, count);
+      for (gsize i = 0; i < count; i++)
+        b[i] = rank == n - 1 ? (gint64) (100 + i) : -1;
+      OK (ks_comm_broadcast (comm, b, count, KS_DTYPE_INT64, n - 1, ERR));
+      for (gsize i = 0; i < count; i++)
+        CHECK (b[i] == (gint64) (100 + i), "broadcast of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT
+               "] = %" G_GINT64_FORMAT, count, i, b[i]);
+    }
+
+  /* allgather: rank r's block is r * 1e6 + i; 3 values, and 300001 each */
+  for (gsize count = 3; count <= 300001; count = count * 100000 + 1)
+    {
+      g_autofree float *mine = g_new (float, count), *all = g_new (float, count * n);
+      for (gsize i = 0; i < count; i++)
+        mine[i] = rank * 1e6 + i;
+      OK (ks_comm_allgather (comm, mine, all, count, KS_DTYPE_FLOAT32, ERR));
+      for (int r = 0; r < n; r++)
+        for (gsize i = 0; i < count; i++)
+          CHECK (all[r * count + i] == (float) (r * 1e6 + i), "allgather of %" G_GSIZE_FORMAT
+                 ": block %d [%" G_GSIZE_FORMAT "] = %g", count, r, i, all[r * count + i]);
+    }
+
+  /* back to back, each round's values new: a fast rank's next round must not land in a
+   * slow rank's result of this one */
+  for (gint64 round = 0; round < 300; round++)
+    {
+      gint64 v = round * 100 + rank, values[8];
+      OK (ks_comm_allgather (comm, &v, values, 1, KS_DTYPE_INT64, ERR));
+      for (int r = 0; r < n; r++)
+        CHECK (values[r] == round * 100 + r, "allgather round %" G_GINT64_FORMAT ": [%d] = %"
+               G_GINT64_FORMAT, round, r, values[r]);
+      OK (ks_comm_allreduce (comm, &v, 1, KS_DTYPE_INT64, KS_REDUCE_SUM, ERR));
+      CHECK (v == round * 100 * n + n * (n - 1) / 2, "allreduce round %" G_GINT64_FORMAT
+             ": %" G_GINT64_FORMAT, round, v);
+    }
+
+  /* allgatherv, uneven: rank r gives r * 150000 + 1 values of r (one rank one value, the
+   * others several rounds) */
+  g_autofree gsize *sizes = g_new (gsize, n);
+  gsize total = 0;
+  for (int r = 0; r < n; r++)
+    total += sizes[r] = r * 150000 + 1;
+  g_autofree gint32 *part = g_new (gint32, sizes[rank]), *gathered = g_new (gint32, total);
+  for (gsize i = 0; i < sizes[rank]; i++)
+    part[i] = rank * 1000000 + i;
+  OK (ks_comm_allgatherv (comm, part, gathered, sizes, KS_DTYPE_INT32, ERR));
+  for (int r = 0, k = 0; r < n; r++)
+    for (gsize i = 0; i < sizes[r]; i++, k++)
+      CHECK (gathered[k] == (gint32) (r * 1000000 + i), "allgatherv: [%d] = %d", k, gathered[k]);
+
+  /* reduce-scatter: block r of the reduction, 2 and 300001 elements a block */
+  for (gsize count = 2; count <= 300001; count = count * 150000 + 1)
+    for (guint o = 0; o < G_N_ELEMENTS (ops); o += 3)
+      {
+        g_autofree double *send = g_new (double, count * n), *got = g_new (double, count);
+        fill (send, KS_DTYPE_FLOAT64, rank, count * n, 0);
+        OK (ks_comm_reduce_scatter (comm, send, got, count, KS_DTYPE_FLOAT64, ops[o], ERR));
+        for (gsize i = 0; i < count; i++)
+          CHECK (got[i] == expect (ops[o], n, rank * count + i), "reduce_scatter %s of %"
+                 G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
+                 ks_reduce_op_name (ops[o]), count, i, got[i], expect (ops[o], n, rank * count + i));
+      }
+
+  OK (ks_comm_barrier (comm, ERR));
+
+  /* a type shared memory does not move: refused, naming it */
+  {
+    g_autoptr (GError) e_ = NULL;
+    guint16 h[4] = { 0 };
+    CHECK (!ks_comm_allreduce (comm, h, 4, KS_DTYPE_FLOAT16, KS_REDUCE_SUM, ERR)
+               && g_error_matches (e_, KS_COMM_ERROR, KS_COMM_ERROR_INVALID)
+               && strstr (e_->message, "allreduce of float16") != NULL,
+           "float16: %s", e_ != NULL ? e_->message : "accepted");
+  }
+  OK (ks_comm_barrier (comm, ERR));
+}
+
+static int
+run_rank (char **argv)
+{
+  const char *scenario = argv[2];
+  int rank = atoi (argv[3]), n = atoi (argv[4]), timeout_ms = atoi (argv[6]);
+  g_autofree char *shm = ks_test_build_plugin_dir ("shm");
+  g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
+  g_autofree char *path = g_strdup_printf ("%s:%s", shm, store_dir);
+  g_autoptr (KsConfig) config = ks_config_new ();
+  g_autoptr (KsRegistry) registry = ks_test_scan (config, path);
+  g_autoptr (KsStore) store = NULL;
+  g_autoptr (KsComm) comm = NULL;
+
+  OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
+  OK (ks_store_open (store, argv[5], "job", NULL, ERR));
+  OK ((comm = ks_comm_new (registry, config, "shm", ERR)) != NULL);
+  OK (ks_comm_connect (comm, store, rank, n, timeout_ms, ERR));
+  CHECK (ks_comm_rank (comm) == rank && ks_comm_size (comm) == n, "wrong rank or size");
+  if (strcmp (scenario, "collectives") == 0)
+    scenario_collectives (comm, rank, n);
+  else if (strcmp (scenario, "big") == 0)
+    check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 16 << 20); /* 64 MiB */
+  else if (strcmp (scenario, "die") == 0 || strcmp (scenario, "stall") == 0)
+    {
+      /* the last rank dies (or stalls for 4 timeouts) after the first allreduce; the
+       * others say how long their second took to fail, and why */
+      for (int i = 0; i < 2; i++)
+        {
+          float x[1000] = { 0 };
+          gint64 start = g_get_monotonic_time ();
+          g_autoptr (GError) error = NULL;
+          if (i == 1 && rank == n - 1)
+            {
+              if (strcmp (scenario, "stall") == 0)
+                g_usleep ((gulong) timeout_ms * 4000);
+              _exit (0);
+            }
+          if (!ks_comm_allreduce (comm, x, 1000, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, &error))
+            {
+              g_printerr ("rank %d: failed after %d ms: %s\n", rank,
+                          (int) ((g_get_monotonic_time () - start) / 1000), error->message);
+              return 1;
+            }
+        }
+    }
+  return 0;
+}
+
+/* ---- the test cases ---- */
+
+/* The names of the segments in /dev/shm that ksdist made. */
+static char *
+segments (void)
+{
+  g_autoptr (GDir) d = g_dir_open ("/dev/shm", 0, NULL);
+  GString *names = g_string_new (NULL);
+  const char *name;
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    if (g_str_has_prefix (name, "ksdist-"))
+      g_string_append_printf (names, "%s ", name);
+  return g_string_free (names, FALSE);
+}
+
+/* Runs `scenario` with n ranks; their stderr, and their statuses in `status`. */
+static char *
+run_job (const char *scenario, int n, int timeout_ms, int *status)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ns = g_strdup_printf ("%d", n), *ts = g_strdup_printf ("%d", timeout_ms);
+  g_autofree char *before = segments ();
+  const char *argv[] = { self, "--rank", scenario, "R", ns, dir, ts, NULL };
+  KsTestJob job;
+
+  ks_test_start_ranks (&job, argv, 3, n);
+  char *err = ks_test_wait_ranks (&job, status);
+  g_autofree char *after = segments ();
+  g_assert_cmpstr (after, ==, before); /* nothing left in /dev/shm */
+  ks_test_rmtree (dir);
+  return err;
+}
+
+static void
+assert_job_ok (const char *scenario, int n)
+{
+  int status[8];
+  g_autofree char *err = run_job (scenario, n, 20000, status);
+  for (int r = 0; r < n; r++)
+    if (!g_spawn_check_wait_status (status[r], NULL))
+      g_error ("rank %d of %d failed:\n%s", r, n, err);
+}
+
+static void
+test_collectives (gconstpointer data)
+{
+  assert_job_ok ("collectives", GPOINTER_TO_INT (data));
+}
+
+static void
+test_big (void)
+{
+  assert_job_ok ("big", 2);
+}
+
+/* A rank whose process is gone: the others fail at once (they look every 100 ms), not
+ * after their timeout, naming it. */
+static void
+test_dead_rank (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("die", 3, 2000, status);
+
+  g_test_message ("%s", err);
+  g_assert_true (g_spawn_check_wait_status (status[2], NULL));
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *want = g_strdup_printf ("rank %d: failed after ", r);
+      const char *line = strstr (err, want);
+      g_assert_false (g_spawn_check_wait_status (status[r], NULL));
+      g_assert_nonnull (line);
+      g_assert_nonnull (strstr (line, "shm: allreduce on rank"));
+      g_assert_nonnull (strstr (line, ": rank 2 (process "));
+      g_assert_nonnull (strstr (line, ") is gone"));
+      /* the others' reports, then half a timeout and more for the dead one's */
+      g_assert_cmpint (atoi (line + strlen (want)), <, 2000 * 2);
+    }
+}
+
+/* A stalled rank (alive, not answering): the others name it after their timeout. */
+static void
+test_stalled_rank (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("stall", 3, 1000, status);
+
+  g_test_message ("%s", err);
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *want = g_strdup_printf ("rank %d: failed after ", r);
+      const char *line = strstr (err, want);
+      g_assert_false (g_spawn_check_wait_status (status[r], NULL));
+      g_assert_nonnull (line);
+      g_assert_nonnull (strstr (line, "rank 2 did not arrive within 1000 ms"));
+      g_assert_cmpint (atoi (line + strlen (want)), >=, 1000);
+      g_assert_cmpint (atoi (line + strlen (want)), <, 2700);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  self = argv[0];
+  if (argc > 1 && strcmp (argv[1], "--rank") == 0)
+    return run_rank (argv);
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_data_func ("/shm/collectives-2", GINT_TO_POINTER (2), test_collectives);
+  g_test_add_data_func ("/shm/collectives-3", GINT_TO_POINTER (3), test_collectives);
+  g_test_add_data_func ("/shm/collectives-4", GINT_TO_POINTER (4), test_collectives);
+  g_test_add_func ("/shm/allreduce-64MiB", test_big);
+  g_test_add_func ("/shm/dead-rank", test_dead_rank);
+  g_test_add_func ("/shm/stalled-rank", test_stalled_rank);
+  return g_test_run ();
+}
