@@ -407,9 +407,9 @@ train (Trainer *t)
     g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"
                G_GSIZE_FORMAT " rows per step each", t->rank, t->world, t->batch);
   else if (t->world > 1)
-    g_message ("worker %d of %d (%s mode, %s), %" G_GSIZE_FORMAT " rows per step each",
+    g_message ("worker %d of %d (%s mode, %s by %s), %" G_GSIZE_FORMAT " rows per step each",
                t->rank, t->world, ks_algorithm_mode (t->algorithm), ks_comm_name (t->comm),
-               t->batch);
+               t->comm_why, t->batch);
   if (leader)
     g_message ("training %s with %s on %s", t->task->describe (t),
                ks_optimizer_name (t->optimizer), device);

@@ -20,6 +20,34 @@ setting (const KsConfig *c, const char *env, const char *group, const char *key)
   return v != NULL && *v != '\0' ? v : ks_config_get_string (c, group, key);
 }
 
+/* [comm] backend = auto: shared memory when the launcher says every rank is on this host
+ * (LOCAL_WORLD_SIZE = WORLD_SIZE, as ksdist launch and torchrun set them) and the job
+ * needs only collectives (data parallel: shm has no point-to-point or sub-groups yet);
+ * else the available one of highest priority (Gloo). */
+static const char *
+comm_backend (Trainer *t, int total, const char **why)
+{
+  const KsConfig *c = t->config;
+  const char *backend = ks_config_get_string (c, "comm", "backend");
+  const char *local = g_getenv ("LOCAL_WORLD_SIZE"), *world = g_getenv ("WORLD_SIZE");
+
+  *why = "[comm] backend";
+  if (strcmp (backend, "auto") != 0)
+    return backend;
+  *why = "auto: ranks on several hosts, or not known to share one";
+  if (local == NULL || world == NULL || strcmp (local, world) != 0 || atoi (world) != total)
+    return backend;
+  *why = "auto: a pipeline or parameter servers need point-to-point messages";
+  if (ks_train_pipelined (c)
+      || strcmp (ks_config_get_string (c, "job", "mode"), KS_MODE_COLLECTIVE) != 0)
+    return backend;
+  *why = "auto: the shm plugin is not loaded";
+  if (ks_registry_select (t->registry, KS_KIND_COMM, "shm", NULL, NULL) == NULL)
+    return backend;
+  *why = "auto: every rank on this host";
+  return "shm";
+}
+
 gboolean
 ks_train_dist_setup (Trainer *t, GError **error)
 {
@@ -27,6 +55,7 @@ ks_train_dist_setup (Trainer *t, GError **error)
   const char *address = setting (c, "KS_STORE_ADDRESS", "comm", "store_address");
   const char *job = setting (c, "KS_JOB", "job", "name");
   int timeout_ms = (int) (ks_config_get_double (c, "comm", "timeout") * 1000);
+  const char *why = NULL;
   int total;
 
   const char *role_maker = ks_config_get_string (c, "job", "role_maker");
@@ -108,13 +137,12 @@ ks_train_dist_setup (Trainer *t, GError **error)
   if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
       || (rank0_serves && !ks_store_serve (t->store, address, token, &bound, error))
       || !ks_store_open (t->store, address, *job ? job : "default", token, error)
-      || (t->comm = ks_comm_new (t->registry, c, ks_config_get_string (c, "comm", "backend"),
-                                 error))
-             == NULL
+      || (t->comm = ks_comm_new (t->registry, c, comm_backend (t, total, &why), error)) == NULL
       || !ks_comm_connect (t->comm, t->store, ks_role_maker_global_rank (t->role), total,
                            timeout_ms, error)
       || !ks_role_maker_set_comm (t->role, t->comm, error))
     return FALSE;
+  t->comm_why = why;
   if (ks_train_pipelined (c))
     /* the stages talk through the pipeline, not an algorithm; replicas through their
      * stage's data-parallel group */

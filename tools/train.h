@@ -57,6 +57,7 @@ struct Trainer {
   KsRoleMaker *role;
   KsStore *store;
   KsComm *comm;
+  const char *comm_why; /* why this communicator: the setting, or auto's reason */
   KsAlgorithm *algorithm;
   /* pipeline parallel (train-pipeline.c): this worker's stage; the pipeline owns model;
    * with data parallel replicas (rank and world above count them) its pipeline's and its
