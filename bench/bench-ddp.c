@@ -1,11 +1,13 @@
 /* A data-parallel training step: the MLP 784-1024-1024-10 (ReLU), batch 128 per rank,
  * SGD, on N processes of this machine with one thread each, gradients averaged by the
- * collective algorithm over Gloo ([collective] and [gloo] at their defaults: overlapped
- * 4 MiB buckets, auto). Prints ms/step: the slowest rank's best of 3 rounds of 20 steps
+ * collective algorithm over [comm] backend (shm, the one `auto` takes for ranks of one
+ * host, unless set: gloo; [collective] at its defaults: overlapped 4 MiB buckets). Prints
+ * ms/step: the slowest rank's best of 3 rounds of 20 steps
  * after 3 warm-up steps. bench/run-ddp.sh runs it beside PyTorch DDP.
  *   bench/bench-ddp [N] [--set GROUP.KEY=VALUE ...]   (N = 2 by default; KS_PLUGIN_PATH
  *                                                      must reach openblas, optim,
- *                                                      store, roles, gloo, collective) */
+ *                                                      store, roles, shm or gloo,
+ *                                                      collective) */
 #include <ksdist/ksdist.h>
 
 #include <stdio.h>
@@ -44,7 +46,9 @@ run_rank (int argc, char **argv)
 
   g_autoptr (KsStore) store = ks_store_new (registry, config, "file", &error);
   CHECK (store != NULL && ks_store_open (store, g_getenv ("BENCH_STORE"), "ddp", NULL, &error));
-  g_autoptr (KsComm) comm = ks_comm_new (registry, config, "gloo", &error);
+  const char *backend = ks_config_get_string (config, "comm", "backend");
+  g_autoptr (KsComm) comm = ks_comm_new (registry, config,
+                                         strcmp (backend, "auto") == 0 ? "shm" : backend, &error);
   CHECK (comm != NULL && ks_comm_connect (comm, store, rank, n, 60000, &error));
   g_autoptr (KsRoleMaker) role = ks_role_maker_new (registry, config, "env", &error);
   CHECK (role != NULL && ks_role_maker_set_comm (role, comm, &error));

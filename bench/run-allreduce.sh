@@ -1,9 +1,11 @@
 #!/bin/sh
 # Allreduce, float32 sums of 4 KiB to 64 MiB between N processes on this machine, in one
-# run: `ksdist bench allreduce` beside raw Gloo (bench/bench-allreduce, the best of its
-# algorithm classes per size) and PyTorch's gloo backend (Debian's python3-torch; its
-# column is left out when /usr/bin/python3 has no torch). Ratios are speeds (the
-# reference's time over ksdist's): above 1, ksdist is faster. From the build tree:
+# run: `ksdist bench allreduce` through shared memory (the shm plugin, what `auto` takes
+# for ranks of one host) and through Gloo, beside raw Gloo (bench/bench-allreduce, the
+# best of its algorithm classes per size), PyTorch's gloo backend (Debian's python3-torch)
+# and Open MPI (bench/allreduce-mpi.c, built with mpicc when libopenmpi-dev is there; on
+# one host it uses shared memory). A column is left out when its tool is missing. Ratios
+# are speeds (the reference's time over ksdist shm's): above 1, ksdist is faster.
 #   bench/run-allreduce.sh [N]          (default 2; PYTHON names another interpreter)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,15 +13,25 @@ src=$(cd "$(dirname "$0")" && pwd)
 n=${1:-2} python=${PYTHON:-/usr/bin/python3}
 out=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-allreduce-XXXXXX")
 trap 'rm -rf "$out"' EXIT
-export KS_PLUGIN_PATH="$top/plugins/store/.libs:$top/plugins/gloo/.libs" KS_PLUGIN_SYSTEM_PATH=
+export KS_PLUGIN_PATH="$top/plugins/store/.libs:$top/plugins/gloo/.libs:$top/plugins/shm/.libs" KS_PLUGIN_SYSTEM_PATH=
+sizes="-b 4K -e 64M -f 4"
 
 [ -x "$top/bench/bench-allreduce" ] || make -C "$top" bench/bench-allreduce >/dev/null
-"$top/tools/ksdist" bench allreduce -n "$n" --json >"$out/ksdist.json"
+"$top/tools/ksdist" bench allreduce -n "$n" $sizes --json --set comm.backend=shm >"$out/shm.json"
+"$top/tools/ksdist" bench allreduce -n "$n" $sizes --json --set comm.backend=gloo >"$out/ksdist.json"
 "$top/bench/bench-allreduce" "$n" --json >"$out/raw.json"
 if "$python" -c "import torch.distributed" 2>/dev/null; then
   "$python" "$src/allreduce-torch.py" "$n" --json >"$out/torch.json"
 else
   echo "# no torch in $python: the PyTorch column is left out" >&2
+fi
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
+  mpicc -O2 "$src/allreduce-mpi.c" -o "$out/allreduce-mpi" 2>/dev/null; then
+  root=
+  [ "$(id -u)" -ne 0 ] || root=--allow-run-as-root
+  mpirun $root --oversubscribe -n "$n" "$out/allreduce-mpi" >"$out/mpi.json"
+else
+  echo "# no mpicc/mpirun with Open MPI's headers (libopenmpi-dev): the Open MPI column is left out" >&2
 fi
 "$python" - "$out" <<'PY'
 import json, os, sys
@@ -30,20 +42,17 @@ def load(name):
         return None
     with open(path) as f:
         return {r["bytes"]: r for r in json.load(f)["results"]}
-ks, raw, torch = load("ksdist"), load("raw"), load("torch")
-print("# allreduce, float32 sum: time in us, busbw in GB/s; x raw, x torch = ksdist speed over theirs")
-cols = "%10s %9s %7s %-16s %9s %7s %7s" % ("size (B)", "ksdist", "busbw", "raw Gloo best",
-                                            "time", "busbw", "x raw")
-if torch:
-    cols += " %9s %7s %7s" % ("torch", "busbw", "x torch")
-print("# " + cols)
-for b in sorted(ks):
-    k, r = ks[b], raw[b]
-    line = "%10d %9.1f %7.3f %-16s %9.1f %7.3f %7.2f" % (
-        b, k["time_us"], k["busbw"], r["algorithm"], r["time_us"], r["busbw"],
-        r["time_us"] / k["time_us"])
-    if torch:
-        t = torch[b]
-        line += " %9.1f %7.3f %7.2f" % (t["time_us"], t["busbw"], t["time_us"] / k["time_us"])
+shm, ks, raw, torch, mpi = (load(n) for n in ("shm", "ksdist", "raw", "torch", "mpi"))
+print("# allreduce, float32 sum: time in us, busbw in GB/s; x REF = ksdist shm's speed over REF's")
+refs = [("ksdist gloo", ks), ("raw Gloo", raw), ("torch gloo", torch), ("Open MPI", mpi)]
+refs = [(name, r) for name, r in refs if r]
+print("# %10s %9s %7s" % ("size (B)", "shm us", "busbw") +
+      "".join(" %9s %7s" % (name.split()[0] + " us", "busbw") for name, _ in refs) +
+      "".join(" %8s" % ("x " + name.split()[0]) for name, _ in refs))
+for b in sorted(shm):
+    k = shm[b]
+    line = "%10d %9.1f %7.3f" % (b, k["time_us"], k["busbw"])
+    line += "".join(" %9.1f %7.3f" % (r[b]["time_us"], r[b]["busbw"]) for _, r in refs)
+    line += "".join(" %8.2f" % (r[b]["time_us"] / k["time_us"]) for _, r in refs)
     print("  " + line)
 PY

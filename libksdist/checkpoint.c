@@ -190,7 +190,9 @@ write_file (const char *path, GArray *entries, GHashTable *meta, char **seal, GE
   if ((f = fopen (path, "wb")) == NULL)
     return ks_io_error (error, "cannot create", path);
   gboolean ok = fwrite (&header_len, 8, 1, f) == 1 && fwrite (header, 1, padded, f) == padded
-                && fwrite (data->data, 1, data->len, f) == data->len && fflush (f) == 0
+                && (data->len == 0 /* an optimizer without state: SGD */
+                    || fwrite (data->data, 1, data->len, f) == data->len)
+                && fflush (f) == 0
                 && fsync (fileno (f)) == 0;
   if (fclose (f) != 0)
     ok = FALSE;

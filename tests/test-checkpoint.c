@@ -47,7 +47,7 @@ teardown (Fixture *f, gconstpointer data)
 /* The same model every time (hidden width and an extra parameter vary it on purpose),
  * with dropout, so a resume must also continue the model's mask counter. */
 static void
-make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
+make_with (Fixture *f, Trained *t, gint64 hidden, gboolean extra, const char *optimizer)
 {
   const gint64 xshape[] = { N, 2 }, yshape[] = { N }, eshape[] = { 3 };
   g_autoptr (GError) error = NULL;
@@ -62,8 +62,14 @@ make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
     ks_model_parameter (t->model, "extra.w", 1, eshape, zero, &error);
   g_assert_no_error (error);
   g_assert_true (ks_model_init (t->model, &error));
-  t->opt = ks_optimizer_new (f->cpu.registry, f->cpu.config, "adam", &error);
+  t->opt = ks_optimizer_new (f->cpu.registry, f->cpu.config, optimizer, &error);
   g_assert_true (ks_optimizer_minimize (t->opt, t->model, t->loss, NULL, 0, NULL, &error));
+}
+
+static void
+make (Fixture *f, Trained *t, gint64 hidden, gboolean extra)
+{
+  make_with (f, t, hidden, extra, "adam");
 }
 
 static void
@@ -119,6 +125,32 @@ test_round_trip_and_resume (Fixture *f, gconstpointer data)
   /* both go on: with Adam's moments and step restored they stay bitwise equal */
   steps (f, &a, 7);
   steps (f, &b, 7);
+  assert_same_parameters (&a, &b);
+  drop (&a);
+  drop (&b);
+}
+
+/* An optimizer without state (SGD): its file holds its name and step, no tensors. */
+static void
+test_stateless_optimizer (Fixture *f, gconstpointer data)
+{
+  Trained a, b;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GHashTable) meta = NULL;
+  g_autofree char *ck = g_build_filename (f->dir, "checkpoint-4", NULL);
+
+  make_with (f, &a, 8, FALSE, "sgd");
+  steps (f, &a, 4);
+  g_assert_true (ks_checkpoint_save (f->dir, 4, a.model, a.opt, NULL, 0, &error));
+  g_assert_no_error (error);
+  make_with (f, &b, 8, FALSE, "sgd");
+  g_assert_true (ks_checkpoint_load (ck, b.model, b.opt, NULL, &meta, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (g_hash_table_lookup (meta, "optimizer"), ==, "sgd");
+  g_assert_cmpstr (g_hash_table_lookup (meta, "optimizer_step"), ==, "4");
+  assert_same_parameters (&a, &b);
+  steps (f, &a, 2);
+  steps (f, &b, 2);
   assert_same_parameters (&a, &b);
   drop (&a);
   drop (&b);
@@ -988,6 +1020,7 @@ main (int argc, char **argv)
   ADD ("round-trip-and-resume", test_round_trip_and_resume);
   ADD ("safetensors-layout", test_safetensors_layout);
   ADD ("keep-last", test_keep_last);
+  ADD ("stateless-optimizer", test_stateless_optimizer);
   ADD ("parts", test_parts);
   ADD ("damaged", test_damaged);
   ADD ("hostile", test_hostile);

@@ -101,6 +101,17 @@ fail (GError **error, int code, const char *format, ...)
 
 /* ---- waiting ---- */
 
+/* A hint to the core that this thread spins (and to its sibling hyperthread). */
+static inline void
+cpu_relax (void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause ();
+#elif defined(__aarch64__)
+  __asm__ volatile ("yield");
+#endif
+}
+
 static void
 futex (atomic_uint *word, int op, unsigned value, const struct timespec *timeout)
 {
@@ -172,7 +183,7 @@ wait_all (Shm *s, guint64 target, const char *what, GError **error)
     if (all_arrived (s, target))
       return TRUE;
     else
-      __builtin_ia32_pause ();
+      cpu_relax ();
   for (;;)
     {
       unsigned seen = atomic_load (&s->h->wake);
