@@ -24,7 +24,8 @@ for _ in $(seq "$rounds"); do
   shm=$("$top/bench/bench-ddp" "$n" --set comm.backend=shm)
   gloo=$("$top/bench/bench-ddp" "$n" --set comm.backend=gloo)
   if [ $have_torch = yes ]; then
-    torch=$("$python" "$src/ddp-torch.py" "$n")
+    torch=$(timeout 180 "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) || torch=-
+    [ "$torch" = - ] && { printf "  %10s %10s %10s %9s %9s\n" "$shm" "$gloo" "(hung)" - -; continue; }
     printf "  %10s %10s %10s %9.2f %9.2f\n" "$shm" "$gloo" "$torch" \
       "$(echo "$torch $shm" | awk '{print $1 / $2}')" "$(echo "$torch $gloo" | awk '{print $1 / $2}')"
   else
