@@ -939,7 +939,9 @@ ks_checkpoint_read_tensors (const char *path, GError **error)
           JsonObject *t = json_object_get_object_member (part->header, name);
           JsonArray *shape = json_object_get_array_member (t, "shape");
           KsSavedTensor *out;
-          if (g_hash_table_contains (seen, name)) /* a shared one, saved once */
+          /* a shared one is saved once; the optimizer's state of a checkpoint from before
+           * optimizer.safetensors is not a weight */
+          if (g_hash_table_contains (seen, name) || g_str_has_prefix (name, "optim."))
             continue;
           if (strcmp (json_object_get_string_member (t, "dtype"), "F32") != 0
               || json_array_get_length (shape) > KS_TENSOR_MAX_DIMS)

@@ -197,10 +197,20 @@ typedef struct {
   gint64 saved, want;
 } Batch;
 
+/* n for the batch wanted; the caller checked that n / saved * want fits (scale_shape). */
 static gint64
 batch_scaled (const Batch *b, gint64 n)
 {
   return b->saved > 0 && n % b->saved == 0 ? n / b->saved * b->want : n;
+}
+
+/* An integer member in [1, 2^31), or 0. */
+static gint64
+count_member (JsonObject *o, const char *name)
+{
+  JsonNode *n = member (o, name, G_TYPE_INT64, JSON_NODE_VALUE);
+  gint64 v = n != NULL ? json_node_get_int (n) : 0;
+  return v >= 1 && v <= G_MAXINT32 ? v : 0;
 }
 
 /* One op of the file, built through the layer functions (which check its inputs); the
@@ -241,8 +251,11 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
     case OP_LAYER_NORM:
       return ks_layer_norm_with (in[0], in[1], in[2], double_member (o, "eps", 1e-5), error);
     case OP_ATTENTION:
-      return ks_causal_self_attention (in[0], batch_scaled (batch, double_member (o, "batch", 0)),
-                                       double_member (o, "heads", 0), error);
+      if (count_member (o, "batch") == 0 || count_member (o, "heads") == 0)
+        return ks_invalid (error, "attention needs a batch and heads, integers in [1, 2^31)"),
+               NULL;
+      return ks_causal_self_attention (in[0], batch_scaled (batch, count_member (o, "batch")),
+                                       count_member (o, "heads"), error);
     case OP_SOFTMAX:
       {
         JsonNode *n = member (o, "log", G_TYPE_BOOLEAN, JSON_NODE_VALUE);
@@ -269,13 +282,14 @@ static gboolean
 scale_shape (const Batch *batch, const Where *w, JsonObject *o, OpType op, int ndim,
              gint64 *shape, GError **error)
 {
-  gint64 perm0 = 0;
+  gint64 perm[KS_TENSOR_MAX_DIMS] = { 0 };
   KsTensor recorded = { .ndim = ndim };
   memcpy (recorded.shape, shape, ndim * sizeof *shape);
   g_autofree char *text = ks_tensor_shape_string (&recorded);
-  if (op == OP_TRANSPOSE)
-    ints_member (o, "perm", &perm0, 1);
-  if (ndim == 0 || shape[0] % batch->saved != 0 || perm0 != 0)
+  if (op == OP_TRANSPOSE && ints_member (o, "perm", perm, KS_TENSOR_MAX_DIMS) < 1)
+    perm[0] = -1;
+  if (ndim == 0 || shape[0] % batch->saved != 0 || perm[0] != 0
+      || shape[0] / batch->saved > G_MAXINT32 / batch->want)
     return bad_graph (error, w, "computed from the feeds, its shape %s does not keep the batch "
                       "(%" G_GINT64_FORMAT ") in its first dimension: this graph runs only "
                       "with the batch it was saved with", text, batch->saved);

@@ -80,7 +80,7 @@ check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize 
 }
 
 /* Every operation, type and reduction; counts of one element, odd ones, and ones that
- * take several rounds of the 1 MiB chunk. */
+ * take several rounds of the 256 KiB chunk. */
 static void
 scenario_collectives (KsComm *comm, int rank, int n)
 {
@@ -227,16 +227,21 @@ run_rank (char **argv)
 
 /* ---- the test cases ---- */
 
-/* The names of the segments in /dev/shm that ksdist made. */
+/* The names of the segments in /dev/shm that the ranks of `job` made (rank 0's process
+ * id is in the name; other tests may make their own meanwhile). */
 static char *
-segments (void)
+segments (const KsTestJob *job, int n)
 {
   g_autoptr (GDir) d = g_dir_open ("/dev/shm", 0, NULL);
   GString *names = g_string_new (NULL);
   const char *name;
   while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (g_str_has_prefix (name, "ksdist-"))
-      g_string_append_printf (names, "%s ", name);
+    for (int r = 0; r < n; r++)
+      {
+        g_autofree char *prefix = g_strdup_printf ("ksdist-%d-", (int) job->pid[r]);
+        if (g_str_has_prefix (name, prefix))
+          g_string_append_printf (names, "%s ", name);
+      }
   return g_string_free (names, FALSE);
 }
 
@@ -246,14 +251,13 @@ run_job (const char *scenario, int n, int timeout_ms, int *status)
 {
   g_autofree char *dir = ks_test_tmpdir ();
   g_autofree char *ns = g_strdup_printf ("%d", n), *ts = g_strdup_printf ("%d", timeout_ms);
-  g_autofree char *before = segments ();
   const char *argv[] = { self, "--rank", scenario, "R", ns, dir, ts, NULL };
   KsTestJob job;
 
   ks_test_start_ranks (&job, argv, 3, n);
   char *err = ks_test_wait_ranks (&job, status);
-  g_autofree char *after = segments ();
-  g_assert_cmpstr (after, ==, before); /* nothing left in /dev/shm */
+  g_autofree char *left = segments (&job, n);
+  g_assert_cmpstr (left, ==, ""); /* nothing left in /dev/shm */
   ks_test_rmtree (dir);
   return err;
 }

@@ -85,7 +85,7 @@ torch_file (GPtrArray *tensors, GHashTable *meta, gboolean gpt)
       transpose = transpose && t->ndim == 2;
       g_byte_array_set_size (data, at + t->numel * sizeof (float));
       float *out = (float *) (data->data + at);
-      if (!transpose)
+      if (!transpose && t->numel > 0)
         memcpy (out, t->data, t->numel * sizeof (float));
       else
         for (gint64 r = 0; r < t->shape[0]; r++)
@@ -168,9 +168,6 @@ run_export (int argc, char **argv)
     if (!g_strv_contains (dropped, k))
       g_hash_table_insert (meta, k, v);
   g_hash_table_insert (meta, "format", "pt");
-  for (guint i = tensors->len; i-- > 0;) /* a checkpoint from before optimizer.safetensors */
-    if (g_str_has_prefix (((KsSavedTensor *) g_ptr_array_index (tensors, i))->name, "optim."))
-      g_ptr_array_remove_index (tensors, i);
   gboolean gpt = g_strcmp0 (g_hash_table_lookup (source, "model.type"), "gpt") == 0;
   g_autoptr (GBytes) bytes = torch_file (tensors, meta, gpt);
   gsize len;

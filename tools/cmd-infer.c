@@ -145,7 +145,7 @@ print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, GErr
         return FALSE;
       values[t] = copy;
       per_row[t] = v->numel / rows;
-      group[t] = v->ndim > 0 ? (gsize) v->shape[v->ndim - 1] : 1;
+      group[t] = v->ndim > 0 && v->shape[v->ndim - 1] > 0 ? (gsize) v->shape[v->ndim - 1] : 1;
     }
   for (gsize r = 0; r < rows; r++)
     {

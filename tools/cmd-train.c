@@ -191,18 +191,23 @@ resume (Trainer *t, const char *dir, gint64 *first, GError **error)
   g_autoptr (GHashTable) meta = NULL;
   KsTrainStatus status = { -1, 0 };
 
-  if (t->algorithm != NULL
-      && !ks_algorithm_load_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
-                                         &meta, error))
-    return FALSE;
-  if (latest != NULL
-      && !(t->pipeline != NULL
-               ? ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, latest, &status.step,
-                                              &meta, error)
-               : ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta, error)))
+  gboolean ok = t->algorithm != NULL
+                    ? ks_algorithm_load_check_point (t->algorithm, t->model, t->optimizer, dir,
+                                                     &status, &meta, error)
+                : latest == NULL ? TRUE
+                : t->pipeline != NULL
+                    ? ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, latest,
+                                                   &status.step, &meta, error)
+                    : ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta,
+                                          error);
+  if (!ok)
     {
-      g_prefix_error (error, "resuming from the newest checkpoint (to resume from an older "
-                      "one, move this one's directory aside): ");
+      /* a damaged newest checkpoint: an older one may still serve (one of another model
+       * would not) */
+      if (error != NULL && *error != NULL && (*error)->domain == KS_CHECKPOINT_ERROR
+          && (*error)->code != KS_CHECKPOINT_ERROR_MISMATCH)
+        g_prefix_error (error, "resuming from the newest checkpoint (to resume from an older "
+                        "one, move this one's directory aside): ");
       return FALSE;
     }
   *first = status.step + 1;

@@ -2,8 +2,8 @@
  * segment every rank maps (after DeepSpeed's CPU shm allreduce and Open MPI's coll/sm).
  *
  * Rank 0 creates the segment (shm_open, a random name given to the others through the
- * store) and unlinks it once every rank has it mapped, so nothing stays in /dev/shm after
- * a crash. An operation runs in rounds of at most `chunk` bytes per rank, alternating
+ * store) and unlinks it once every rank has it mapped, so a crash after connect leaves
+ * nothing in /dev/shm (one during connect, only if rank 0 itself is killed then). An operation runs in rounds of at most `chunk` bytes per rank, alternating
  * between two sets of slots: in a round each rank writes its slot, arrives, waits for
  * every rank's arrival, and reads. A rank writes a set again two rounds later, only after
  * every rank arrived in the round between, which each did after reading this one; so one
@@ -45,7 +45,6 @@ typedef struct {
 typedef struct {
   guint32 magic, size;
   guint64 chunk;
-  atomic_uint attached;
   _Alignas (64) atomic_uint wake;  /* the futex word: bumped by every arrival */
   atomic_uint sleepers;
   RankLine ranks[];
@@ -63,6 +62,7 @@ typedef struct {
   guint64 rounds;   /* which set of slots the next round uses */
   guint64 pid_ns;
   gboolean yield;   /* the ranks outnumber the cores: give the core away while waiting */
+  gboolean broken;  /* an operation failed: the ranks' arrivals no longer line up */
   GMutex lock;      /* one operation at a time from this process's threads */
 } Shm;
 
@@ -217,15 +217,22 @@ wait_all (Shm *s, guint64 target, const char *what, GError **error)
     }
 }
 
-/* This rank's next arrival, and the wait for every other rank's. */
+/* This rank's next arrival, and the wait for every other rank's. After a failure the
+ * communicator refuses every operation: a later arrival would pair with the wrong one. */
 static gboolean
 arrive_and_wait (Shm *s, const char *what, GError **error)
 {
+  if (s->broken)
+    return fail (error, KS_COMM_ERROR_FAILED, "%s on rank %d of %d: an earlier operation "
+                 "failed, so the ranks are out of step; make a new communicator", what, s->rank,
+                 s->size);
   atomic_store_explicit (&s->h->ranks[s->rank].arrived, ++s->arrivals, memory_order_release);
   atomic_fetch_add (&s->h->wake, 1);
   if (atomic_load (&s->h->sleepers) > 0)
     futex (&s->h->wake, FUTEX_WAKE, INT_MAX, NULL);
-  return wait_all (s, s->arrivals, what, error);
+  if (!wait_all (s, s->arrivals, what, error))
+    return s->broken = TRUE, FALSE;
+  return TRUE;
 }
 
 /* ---- element types and reductions ---- */
@@ -493,15 +500,20 @@ create_segment (Shm *s, const KsStoreOps *ops, void *store, const char *key, GEr
       if (fd < 0)
         return fail (error, KS_COMM_ERROR_FAILED, "cannot create %s in /dev/shm: %s", s->name,
                      g_strerror (errno));
-      gboolean ok = ftruncate (fd, s->map_len) == 0;
-      if (ok)
+      /* allocated now: tmpfs would grant a bigger ftruncate, then kill the process with
+       * SIGBUS at the first write past what /dev/shm holds */
+      int err = posix_fallocate (fd, 0, s->map_len);
+      if (err == 0)
         s->base = mmap (NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      else
+        errno = err;
       close (fd);
-      if (!ok || s->base == MAP_FAILED)
+      if (err != 0 || s->base == MAP_FAILED)
         {
           s->base = NULL;
-          return fail (error, KS_COMM_ERROR_FAILED, "cannot size or map %s (%" G_GSIZE_FORMAT
-                       " bytes; is /dev/shm full?): %s", s->name, s->map_len, g_strerror (errno));
+          return fail (error, KS_COMM_ERROR_FAILED, "cannot allocate or map %s (%" G_GSIZE_FORMAT
+                       " bytes): %s (make /dev/shm larger, lower [shm] chunk_kib, or set [comm] "
+                       "backend = gloo)", s->name, s->map_len, g_strerror (errno));
         }
       s->h = (Header *) s->base;
       s->h->size = s->size;
@@ -552,7 +564,6 @@ static gboolean
 shm_connect (void *p, const KsStoreOps *ops, void *store, int rank, int size, int timeout_ms,
              GError **error)
 {
-  static int joins; /* every rank of a job joins its communicators in one order */
   Shm *s = p;
   g_autofree char *key = NULL, *host_key = NULL, *host = host_id (), *first = NULL;
   gsize len;
@@ -565,8 +576,9 @@ shm_connect (void *p, const KsStoreOps *ops, void *store, int rank, int size, in
   s->timeout_ms = timeout_ms;
   s->yield = g_get_num_processors () < (guint) size;
   s->map_len = header_bytes (size) + 2 * (size + 1) * s->chunk;
-  key = g_strdup_printf ("ks/shm/%d/segment", joins);
-  host_key = g_strdup_printf ("ks/shm/%d/host", joins++);
+  /* one shared-memory communicator per store prefix, as Gloo's "ks/gloo" */
+  key = g_strdup ("ks/shm/segment");
+  host_key = g_strdup ("ks/shm/host");
   /* every rank on rank 0's host, or this one says where it is */
   if ((rank == 0 && !ops->set (store, host_key, host, strlen (host) + 1, error))
       || (rank > 0 && !ops->get (store, host_key, timeout_ms, (void **) &first, &len, error)))
@@ -582,7 +594,6 @@ shm_connect (void *p, const KsStoreOps *ops, void *store, int rank, int size, in
   s->data = s->base + header_bytes (size);
   s->h->ranks[rank].pid_ns = s->pid_ns;
   atomic_store (&s->h->ranks[rank].pid, (int) getpid ());
-  atomic_fetch_add (&s->h->attached, 1);
   /* every rank has it: rank 0 unlinks it, and nothing is left behind after a crash */
   if (!arrive_and_wait (s, "connect", error))
     return FALSE;
