@@ -31,64 +31,18 @@ open_store (KsRegistry *registry, KsConfig *config, const char *prefix, int rank
   return store;
 }
 
-/* What rank r contributes at index i: distinct per rank, exact in every type. */
-static double
-value (int r, gsize i)
-{
-  return (double) ((r + 1) * 3 + (gint64) (i % 7)) * (i % 2 ? 1 : -1);
-}
-
-static double
-expect (KsReduceOp op, int n, gsize i)
-{
-  double acc = value (0, i);
-  for (int r = 1; r < n; r++)
-    {
-      double v = value (r, i);
-      acc = op == KS_REDUCE_MIN ? MIN (acc, v)
-            : op == KS_REDUCE_MAX ? MAX (acc, v)
-            : op == KS_REDUCE_PROD ? acc * v
-                                   : acc + v;
-    }
-  return op == KS_REDUCE_AVG ? acc / n : acc;
-}
-
-static void
-fill (void *buf, KsDType t, int r, gsize n)
-{
-  for (gsize i = 0; i < n; i++)
-    switch (t)
-      {
-      case KS_DTYPE_FLOAT32: ((float *) buf)[i] = value (r, i); break;
-      case KS_DTYPE_FLOAT64: ((double *) buf)[i] = value (r, i); break;
-      case KS_DTYPE_INT32: ((gint32 *) buf)[i] = value (r, i); break;
-      default: ((gint64 *) buf)[i] = value (r, i); break;
-      }
-}
-
-static double
-at (const void *buf, KsDType t, gsize i)
-{
-  switch (t)
-    {
-    case KS_DTYPE_FLOAT32: return ((const float *) buf)[i];
-    case KS_DTYPE_FLOAT64: return ((const double *) buf)[i];
-    case KS_DTYPE_INT32: return ((const gint32 *) buf)[i];
-    default: return ((const gint64 *) buf)[i];
-    }
-}
-
 static void
 check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize count)
 {
   g_autofree void *buf = g_malloc (count * 8);
-  fill (buf, t, rank, count);
+  ks_test_fill_rank (buf, t, rank, count);
   OK (ks_comm_allreduce (comm, buf, count, t, op, ERR));
   for (gsize i = 0; i < count; i++)
-    CHECK (fabs (at (buf, t, i) - expect (op, n, i)) <= 1e-5 * fabs (expect (op, n, i)),
+    CHECK (fabs (ks_test_element (buf, t, i) - ks_test_reduced (op, n, i))
+               <= 1e-5 * fabs (ks_test_reduced (op, n, i)),
            "allreduce %s %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
-           ks_reduce_op_name (op), ks_dtype_name (t), count, i, at (buf, t, i),
-           expect (op, n, i));
+           ks_reduce_op_name (op), ks_dtype_name (t), count, i, ks_test_element (buf, t, i),
+           ks_test_reduced (op, n, i));
 }
 
 static KsComm *
@@ -165,11 +119,11 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
   /* reduce-scatter: block r of the sum */
   double send[8 * 2], got[2];
   for (int i = 0; i < n * 2; i++)
-    send[i] = value (rank, i);
+    send[i] = ks_test_rank_value (rank, i);
   OK (ks_comm_reduce_scatter (comm, send, got, 2, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, ERR));
   for (int i = 0; i < 2; i++)
-    CHECK (got[i] == expect (KS_REDUCE_SUM, n, rank * 2 + i), "reduce_scatter: [%d] = %g", i,
-           got[i]);
+    CHECK (got[i] == ks_test_reduced (KS_REDUCE_SUM, n, rank * 2 + i),
+           "reduce_scatter: [%d] = %g", i, got[i]);
 
   OK (ks_comm_barrier (comm, ERR));
 

@@ -18,65 +18,18 @@ static const char *self;
 
 /* ---- one rank ---- */
 
-/* What rank r contributes at index i: distinct per rank, exact in every type (products
- * of up to 4 ranks stay below 2^24). */
-static double
-value (int r, gsize i)
-{
-  return (double) ((r + 1) * 3 + (gint64) (i % 7)) * (i % 2 ? 1 : -1);
-}
-
-static double
-expect (KsReduceOp op, int n, gsize i)
-{
-  double acc = value (0, i);
-  for (int r = 1; r < n; r++)
-    {
-      double v = value (r, i);
-      acc = op == KS_REDUCE_MIN ? MIN (acc, v)
-            : op == KS_REDUCE_MAX ? MAX (acc, v)
-            : op == KS_REDUCE_PROD ? acc * v
-                                   : acc + v;
-    }
-  return op == KS_REDUCE_AVG ? acc / n : acc;
-}
-
-static void
-fill (void *buf, KsDType t, int r, gsize n, gsize from)
-{
-  for (gsize i = 0; i < n; i++)
-    switch (t)
-      {
-      case KS_DTYPE_FLOAT32: ((float *) buf)[i] = value (r, from + i); break;
-      case KS_DTYPE_FLOAT64: ((double *) buf)[i] = value (r, from + i); break;
-      case KS_DTYPE_INT32: ((gint32 *) buf)[i] = value (r, from + i); break;
-      default: ((gint64 *) buf)[i] = value (r, from + i); break;
-      }
-}
-
-static double
-at (const void *buf, KsDType t, gsize i)
-{
-  switch (t)
-    {
-    case KS_DTYPE_FLOAT32: return ((const float *) buf)[i];
-    case KS_DTYPE_FLOAT64: return ((const double *) buf)[i];
-    case KS_DTYPE_INT32: return ((const gint32 *) buf)[i];
-    default: return ((const gint64 *) buf)[i];
-    }
-}
-
 static void
 check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize count)
 {
   g_autofree void *buf = g_malloc (count * 8);
-  fill (buf, t, rank, count, 0);
+  ks_test_fill_rank (buf, t, rank, count);
   OK (ks_comm_allreduce (comm, buf, count, t, op, ERR));
   for (gsize i = 0; i < count; i++)
-    CHECK (fabs (at (buf, t, i) - expect (op, n, i)) <= 1e-6 * fabs (expect (op, n, i)),
+    CHECK (fabs (ks_test_element (buf, t, i) - ks_test_reduced (op, n, i))
+               <= 1e-6 * fabs (ks_test_reduced (op, n, i)),
            "allreduce %s %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
-           ks_reduce_op_name (op), ks_dtype_name (t), count, i, at (buf, t, i),
-           expect (op, n, i));
+           ks_reduce_op_name (op), ks_dtype_name (t), count, i, ks_test_element (buf, t, i),
+           ks_test_reduced (op, n, i));
 }
 
 /* Every operation, type and reduction; counts of one element, odd ones, and ones that
@@ -155,12 +108,14 @@ scenario_collectives (KsComm *comm, int rank, int n)
     for (guint o = 0; o < G_N_ELEMENTS (ops); o += 3)
       {
         g_autofree double *send = g_new (double, count * n), *got = g_new (double, count);
-        fill (send, KS_DTYPE_FLOAT64, rank, count * n, 0);
+        ks_test_fill_rank (send, KS_DTYPE_FLOAT64, rank, count * n);
         OK (ks_comm_reduce_scatter (comm, send, got, count, KS_DTYPE_FLOAT64, ops[o], ERR));
         for (gsize i = 0; i < count; i++)
-          CHECK (got[i] == expect (ops[o], n, rank * count + i), "reduce_scatter %s of %"
-                 G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
-                 ks_reduce_op_name (ops[o]), count, i, got[i], expect (ops[o], n, rank * count + i));
+          {
+            double want = ks_test_reduced (ops[o], n, rank * count + i);
+            CHECK (got[i] == want, "reduce_scatter %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT
+                   "] = %g, want %g", ks_reduce_op_name (ops[o]), count, i, got[i], want);
+          }
       }
 
   OK (ks_comm_barrier (comm, ERR));

@@ -305,3 +305,49 @@ ks_test_safetensors_floats (const char *file, gsize *n)
   *n = (len - 8 - header) / sizeof (float);
   return g_memdup2 (contents + 8 + header, *n * sizeof (float));
 }
+
+double
+ks_test_rank_value (int r, gsize i)
+{
+  return (double) ((r + 1) * 3 + (gint64) (i % 7)) * (i % 2 ? 1 : -1);
+}
+
+double
+ks_test_reduced (KsReduceOp op, int n, gsize i)
+{
+  double acc = ks_test_rank_value (0, i);
+  for (int r = 1; r < n; r++)
+    {
+      double v = ks_test_rank_value (r, i);
+      acc = op == KS_REDUCE_MIN ? MIN (acc, v)
+            : op == KS_REDUCE_MAX ? MAX (acc, v)
+            : op == KS_REDUCE_PROD ? acc * v
+                                   : acc + v;
+    }
+  return op == KS_REDUCE_AVG ? acc / n : acc;
+}
+
+void
+ks_test_fill_rank (void *buf, KsDType t, int r, gsize count)
+{
+  for (gsize i = 0; i < count; i++)
+    switch (t)
+      {
+      case KS_DTYPE_FLOAT32: ((float *) buf)[i] = ks_test_rank_value (r, i); break;
+      case KS_DTYPE_FLOAT64: ((double *) buf)[i] = ks_test_rank_value (r, i); break;
+      case KS_DTYPE_INT32: ((gint32 *) buf)[i] = ks_test_rank_value (r, i); break;
+      default: ((gint64 *) buf)[i] = ks_test_rank_value (r, i); break;
+      }
+}
+
+double
+ks_test_element (const void *buf, KsDType t, gsize i)
+{
+  switch (t)
+    {
+    case KS_DTYPE_FLOAT32: return ((const float *) buf)[i];
+    case KS_DTYPE_FLOAT64: return ((const double *) buf)[i];
+    case KS_DTYPE_INT32: return ((const gint32 *) buf)[i];
+    default: return ((const gint64 *) buf)[i];
+    }
+}

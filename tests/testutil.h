@@ -57,6 +57,15 @@ float *ks_test_random_floats (GRand *rng, gsize n, double lo, double hi);
  * can be read. */
 float *ks_test_safetensors_floats (const char *file, gsize *n);
 
+/* Collective tests: what rank r contributes at index i (distinct per rank, exact in
+ * float32, float64, int32 and int64, products of up to 4 ranks below 2^24), the
+ * reduction `op` of n ranks' values there, a buffer of type t filled with rank r's
+ * first `count` values, and element i of such a buffer as a double. */
+double ks_test_rank_value (int r, gsize i);
+double ks_test_reduced (KsReduceOp op, int n, gsize i);
+void ks_test_fill_rank (void *buf, KsDType t, int r, gsize count);
+double ks_test_element (const void *buf, KsDType t, gsize i);
+
 /* The directory of the build tree's plugin `name` (its .libs). */
 char *ks_test_build_plugin_dir (const char *name);
 

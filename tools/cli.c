@@ -124,3 +124,10 @@ ks_cli_type_text (const KsKeyDesc *d)
     return g_strdup_printf ("%s in [%g, %g]", name, d->min, d->max);
   return g_strdup (name);
 }
+
+char *
+ks_cli_checkpoint_path (const char *arg)
+{
+  char *newest = ks_checkpoint_latest (arg);
+  return newest != NULL ? newest : g_strdup (arg);
+}

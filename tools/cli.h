@@ -47,6 +47,10 @@ gboolean ks_cli_parse (const char *name, const char *parameters, const char *sum
  * validated once the plugins have added their settings. Returns an exit status. */
 int ks_cli_load (const char *file, char **sets, KsConfig **config, KsRegistry **registry);
 
+/* What a CHECKPOINT argument names: a checkpoint-N (or export) directory, or the
+ * checkpoint_dir holding them, whose newest it takes. */
+char *ks_cli_checkpoint_path (const char *arg);
+
 /* The GOptionEntry of "--set group.key=value", repeatable. */
 #define KS_CLI_SET_OPTION(sets)                                                          \
   { "set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &(sets),                                   \

@@ -145,9 +145,7 @@ run_export (int argc, char **argv)
                     "(see ksdist help export)");
       return KS_EXIT_USAGE;
     }
-  path = ks_checkpoint_latest (argv[1]);
-  if (path == NULL)
-    path = g_strdup (argv[1]);
+  path = ks_cli_checkpoint_path (argv[1]);
   g_autoptr (GHashTable) source = ks_checkpoint_metadata (path, &error);
   g_autoptr (GPtrArray) tensors = source != NULL ? ks_checkpoint_read_tensors (path, &error)
                                                  : NULL;

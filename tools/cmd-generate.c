@@ -219,10 +219,7 @@ run_generate (int argc, char **argv)
                     "tokens >= 0 and temperature >= 0 (see ksdist help generate)");
       return KS_EXIT_USAGE;
     }
-  /* a checkpoint directory, or the directory of checkpoints: its newest */
-  path = ks_checkpoint_latest (argv[1]);
-  if (path == NULL)
-    path = g_strdup (argv[1]);
+  path = ks_cli_checkpoint_path (argv[1]);
   if ((status = ks_cli_load (NULL, sets, &config, &registry)) != KS_EXIT_OK)
     return status;
   return generate (registry, config, path, prompt, n_new, temperature, seed);
