@@ -31,19 +31,6 @@ open_store (KsRegistry *registry, KsConfig *config, const char *prefix, int rank
   return store;
 }
 
-static void
-check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize count)
-{
-  g_autofree void *buf = g_malloc (count * 8);
-  ks_test_fill_rank (buf, t, rank, count);
-  OK (ks_comm_allreduce (comm, buf, count, t, op, ERR));
-  for (gsize i = 0; i < count; i++)
-    CHECK (fabs (ks_test_element (buf, t, i) - ks_test_reduced (op, n, i))
-               <= 1e-5 * fabs (ks_test_reduced (op, n, i)),
-           "allreduce %s %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
-           ks_reduce_op_name (op), ks_dtype_name (t), count, i, ks_test_element (buf, t, i),
-           ks_test_reduced (op, n, i));
-}
 
 static KsComm *
 join (KsRegistry *registry, KsConfig *config, KsStore *store, int rank, int n, int timeout_ms)
@@ -65,13 +52,13 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
 
   for (guint t = 0; t < G_N_ELEMENTS (types); t++)
     for (guint o = 0; o < G_N_ELEMENTS (ops); o++)
-      check_allreduce (comm, rank, n, types[t], ops[o], 37);
-  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_AVG, 1000);
-  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, 3);
+      ks_test_check_allreduce (comm, rank, n, types[t], ops[o], 37, 1e-5);
+  ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_AVG, 1000, 1e-5);
+  ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, 3, 1e-5);
   /* twice the same signature: the cached algorithm object runs again on new data */
-  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 37);
+  ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 37, 1e-5);
   /* above auto's threshold: halving-doubling */
-  check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 100003);
+  ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 100003, 1e-5);
 
   /* broadcast from the last rank */
   gint64 b[5];
@@ -92,17 +79,7 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
 
   /* allgathers back to back, each round's values new: a fast rank's next round must not
    * land in a slow rank's result of this one (Gloo's AllgatherRing let it) */
-  for (gint64 round = 0; round < 300; round++)
-    {
-      gint64 value = round * 100 + rank, values[8];
-      OK (ks_comm_allgather (comm, &value, values, 1, KS_DTYPE_INT64, ERR));
-      for (int r = 0; r < n; r++)
-        CHECK (values[r] == round * 100 + r, "allgather round %" G_GINT64_FORMAT ": [%d] = %"
-               G_GINT64_FORMAT, round, r, values[r]);
-      OK (ks_comm_allreduce (comm, &value, 1, KS_DTYPE_INT64, KS_REDUCE_SUM, ERR));
-      CHECK (value == round * 100 * n + n * (n - 1) / 2, "allreduce round %" G_GINT64_FORMAT
-             ": %" G_GINT64_FORMAT, round, value);
-    }
+  ks_test_check_rounds (comm, rank, n);
 
   /* allgatherv: rank r gives r + 1 values of r */
   gsize counts[8], total = 0;
@@ -204,8 +181,8 @@ scenario_collectives (KsRegistry *registry, KsConfig *config, KsComm *comm, int 
       g_autofree char *prefix = g_strdup_printf ("%s-%s", g_getenv ("KS_TEST_PREFIX"), algorithms[a]);
       g_autoptr (KsStore) store = open_store (registry, config, prefix, rank);
       g_autoptr (KsComm) c = join (registry, config, store, rank, n, 20000);
-      check_allreduce (c, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 10007);
-      check_allreduce (c, rank, n, KS_DTYPE_INT64, KS_REDUCE_MAX, 5);
+      ks_test_check_allreduce (c, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 10007, 1e-5);
+      ks_test_check_allreduce (c, rank, n, KS_DTYPE_INT64, KS_REDUCE_MAX, 5, 1e-5);
     }
 
   /* last, for it breaks the communicator (Gloo closes a pair whose operation timed out):

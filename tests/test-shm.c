@@ -18,19 +18,6 @@ static const char *self;
 
 /* ---- one rank ---- */
 
-static void
-check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize count)
-{
-  g_autofree void *buf = g_malloc (count * 8);
-  ks_test_fill_rank (buf, t, rank, count);
-  OK (ks_comm_allreduce (comm, buf, count, t, op, ERR));
-  for (gsize i = 0; i < count; i++)
-    CHECK (fabs (ks_test_element (buf, t, i) - ks_test_reduced (op, n, i))
-               <= 1e-6 * fabs (ks_test_reduced (op, n, i)),
-           "allreduce %s %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
-           ks_reduce_op_name (op), ks_dtype_name (t), count, i, ks_test_element (buf, t, i),
-           ks_test_reduced (op, n, i));
-}
 
 /* Every operation, type and reduction; counts of one element, odd ones, and ones that
  * take several rounds of the 256 KiB chunk. */
@@ -48,7 +35,7 @@ scenario_collectives (KsComm *comm, int rank, int n)
       for (guint c = 0; c < G_N_ELEMENTS (counts); c++)
         if ((c < 2 || o == 0 || (o == 3 && t == 0)) /* an average is of floats */
             && (ops[o] != KS_REDUCE_AVG || t < 2))
-          check_allreduce (comm, rank, n, types[t], ops[o], counts[c]);
+          ks_test_check_allreduce (comm, rank, n, types[t], ops[o], counts[c], 1e-6);
 
   /* broadcast from the last rank: 5 values, and 300000 (several rounds) */
   for (gsize count = 5; count <= 300000; count *= 60000)
@@ -77,17 +64,7 @@ scenario_collectives (KsComm *comm, int rank, int n)
 
   /* back to back, each round's values new: a fast rank's next round must not land in a
    * slow rank's result of this one */
-  for (gint64 round = 0; round < 300; round++)
-    {
-      gint64 v = round * 100 + rank, values[8];
-      OK (ks_comm_allgather (comm, &v, values, 1, KS_DTYPE_INT64, ERR));
-      for (int r = 0; r < n; r++)
-        CHECK (values[r] == round * 100 + r, "allgather round %" G_GINT64_FORMAT ": [%d] = %"
-               G_GINT64_FORMAT, round, r, values[r]);
-      OK (ks_comm_allreduce (comm, &v, 1, KS_DTYPE_INT64, KS_REDUCE_SUM, ERR));
-      CHECK (v == round * 100 * n + n * (n - 1) / 2, "allreduce round %" G_GINT64_FORMAT
-             ": %" G_GINT64_FORMAT, round, v);
-    }
+  ks_test_check_rounds (comm, rank, n);
 
   /* allgatherv, uneven: rank r gives r * 150000 + 1 values of r (one rank one value, the
    * others several rounds) */
@@ -153,7 +130,8 @@ run_rank (char **argv)
   if (strcmp (scenario, "collectives") == 0)
     scenario_collectives (comm, rank, n);
   else if (strcmp (scenario, "big") == 0)
-    check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 16 << 20); /* 64 MiB */
+    ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 16 << 20,
+                             1e-6); /* 64 MiB */
   else if (strcmp (scenario, "die") == 0 || strcmp (scenario, "stall") == 0)
     {
       /* the last rank dies (or stalls for 4 timeouts) after the first allreduce; the

@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -349,5 +350,38 @@ ks_test_element (const void *buf, KsDType t, gsize i)
     case KS_DTYPE_FLOAT64: return ((const double *) buf)[i];
     case KS_DTYPE_INT32: return ((const gint32 *) buf)[i];
     default: return ((const gint64 *) buf)[i];
+    }
+}
+
+void
+ks_test_check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op, gsize count,
+                         double tolerance)
+{
+  g_autofree void *buf = g_malloc (count * 8);
+  ks_test_fill_rank (buf, t, rank, count);
+  KS_RANK_OK ("rank", rank, ks_comm_allreduce (comm, buf, count, t, op, ERR));
+  for (gsize i = 0; i < count; i++)
+    KS_RANK_CHECK ("rank", rank,
+                   fabs (ks_test_element (buf, t, i) - ks_test_reduced (op, n, i))
+                       <= tolerance * fabs (ks_test_reduced (op, n, i)),
+                   "allreduce %s %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT "] = %g, want %g",
+                   ks_reduce_op_name (op), ks_dtype_name (t), count, i,
+                   ks_test_element (buf, t, i), ks_test_reduced (op, n, i));
+}
+
+void
+ks_test_check_rounds (KsComm *comm, int rank, int n)
+{
+  for (gint64 round = 0; round < 300; round++)
+    {
+      gint64 v = round * 100 + rank, values[64];
+      KS_RANK_OK ("rank", rank, ks_comm_allgather (comm, &v, values, 1, KS_DTYPE_INT64, ERR));
+      for (int r = 0; r < n; r++)
+        KS_RANK_CHECK ("rank", rank, values[r] == round * 100 + r, "allgather round %"
+                       G_GINT64_FORMAT ": [%d] = %" G_GINT64_FORMAT, round, r, values[r]);
+      KS_RANK_OK ("rank", rank,
+                  ks_comm_allreduce (comm, &v, 1, KS_DTYPE_INT64, KS_REDUCE_SUM, ERR));
+      KS_RANK_CHECK ("rank", rank, v == round * 100 * n + n * (n - 1) / 2, "allreduce round %"
+                     G_GINT64_FORMAT ": %" G_GINT64_FORMAT, round, v);
     }
 }

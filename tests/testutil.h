@@ -66,6 +66,14 @@ double ks_test_reduced (KsReduceOp op, int n, gsize i);
 void ks_test_fill_rank (void *buf, KsDType t, int r, gsize count);
 double ks_test_element (const void *buf, KsDType t, gsize i);
 
+/* In a rank of a collective test (exits with a message when wrong): an allreduce of
+ * `count` rank values against ks_test_reduced, within `tolerance` relative; and 300
+ * rounds back to back of a one-value allgather and allreduce, each round's values new, so
+ * a fast rank's next round landing in a slow rank's result of this one is caught. */
+void ks_test_check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduceOp op,
+                              gsize count, double tolerance);
+void ks_test_check_rounds (KsComm *comm, int rank, int n);
+
 /* The directory of the build tree's plugin `name` (its .libs). */
 char *ks_test_build_plugin_dir (const char *name);
 
