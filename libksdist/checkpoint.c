@@ -335,20 +335,28 @@ ks_checkpoint_begin (const char *final, GError **error)
   return tmp;
 }
 
+GHashTable *
+ks_string_table_copy (GHashTable *from)
+{
+  GHashTable *table = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  GHashTableIter it;
+  gpointer k, v;
+
+  if (from != NULL)
+    {
+      g_hash_table_iter_init (&it, from);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (table, g_strdup (k), g_strdup (v));
+    }
+  return table;
+}
+
 /* The metadata every file of a checkpoint carries: `extra`, the step, the format. */
 static GHashTable *
 file_metadata (GHashTable *extra, gint64 step, int part, int parts)
 {
-  GHashTable *meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  GHashTableIter it;
-  gpointer k, v;
+  GHashTable *meta = ks_string_table_copy (extra);
 
-  if (extra != NULL)
-    {
-      g_hash_table_iter_init (&it, extra);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
-    }
   if (step >= 0)
     g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
   g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));

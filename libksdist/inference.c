@@ -487,7 +487,7 @@ ks_save_inference_model_with_metadata (const char *dir, KsModel *model,
                                        const char *const *feeds, KsExpr *const *targets,
                                        gsize n_targets, GHashTable *metadata, GError **error)
 {
-  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autoptr (GHashTable) meta = NULL;
   g_autofree char *text = NULL;
   g_autofree char *file = g_build_filename (dir, FILE_NAME, NULL);
   g_auto (GStrv) feed_names = NULL, target_names = NULL;
@@ -512,14 +512,7 @@ ks_save_inference_model_with_metadata (const char *dir, KsModel *model,
           || !ks_tensor_from_host (p->value, host, p->numel * sizeof (float), error))
         return FALSE;
     }
-  if (metadata != NULL)
-    {
-      GHashTableIter it;
-      gpointer k, v;
-      g_hash_table_iter_init (&it, metadata);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        g_hash_table_insert (meta, g_strdup (k), g_strdup (v));
-    }
+  meta = ks_string_table_copy (metadata);
   g_hash_table_insert (meta, g_strdup (GRAPH_KEY), g_steal_pointer (&text));
   return ks_checkpoint_write_dir (dir, pruned, NULL, meta, error);
 }

@@ -18,6 +18,8 @@ void ks_optimizer_bind (KsOptimizer *optimizer, KsModel *model);
 gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n, gint64 **step,
                              GError **error);
 
+/* checkpoint.c: a new string-to-string table holding a copy of `from` (may be NULL) */
+GHashTable *ks_string_table_copy (GHashTable *from);
 /* checkpoint.c: a KS_CHECKPOINT_ERROR_IO "WHAT PATH: strerror (errno)"; FALSE */
 gboolean ks_io_error (GError **error, const char *what, const char *path);
 /* checkpoint.c: writes a checkpoint file into the directory `final` (replaced whole)
