@@ -730,7 +730,8 @@ gloo_query (char **reason)
 }
 
 const KsImplDesc gloo_impls[] = {
-  { KS_KIND_COMM, "gloo", &gloo_ops, gloo_query, "Collectives over TCP with Gloo (CPU memory)" },
+  { KS_KIND_COMM, "gloo", &gloo_ops, gloo_query, "Collectives over TCP with Gloo (CPU memory); what auto takes across hosts, and for "
+    "pipelines and parameter servers" },
 };
 
 const KsKeyDesc gloo_settings[] = {

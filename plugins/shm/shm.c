@@ -655,7 +655,8 @@ shm_query (char **reason)
 
 static const KsImplDesc shm_impls[] = {
   { KS_KIND_COMM, "shm", &shm_ops, shm_query,
-    "Collectives between the ranks of one host through shared memory" },
+    "Collectives between the ranks of one host through shared memory; what auto takes "
+    "for a data-parallel job whose ranks share a host" },
 };
 
 static const KsKeyDesc shm_settings[] = {
