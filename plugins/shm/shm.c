@@ -182,6 +182,7 @@ static gboolean
 wait_all (Shm *s, guint64 target, const char *what, GError **error)
 {
   gint64 deadline = g_get_monotonic_time () + (gint64) s->timeout_ms * 1000;
+  gint64 next_look = 0; /* for ended processes: at most every SLEEP_MS, not every wake-up */
 
   for (int i = 0; i < SPINS; i++)
     if (all_arrived (s, target))
@@ -195,8 +196,10 @@ wait_all (Shm *s, guint64 target, const char *what, GError **error)
       unsigned seen = atomic_load (&s->h->wake);
       if (all_arrived (s, target))
         return TRUE;
-      gint64 left = deadline - g_get_monotonic_time ();
-      int dead = dead_rank (s, target);
+      gint64 now = g_get_monotonic_time (), left = deadline - now;
+      int dead = now >= next_look ? dead_rank (s, target) : -1;
+      if (now >= next_look)
+        next_look = now + SLEEP_MS * 1000;
       if (dead >= 0)
         return fail (error, KS_COMM_ERROR_PEER_LOST, "%s on rank %d of %d: rank %d (process %d) "
                      "is gone", what, s->rank, s->size, dead, atomic_load (&s->h->ranks[dead].pid));
