@@ -109,6 +109,125 @@ scenario_collectives (KsComm *comm, int rank, int n)
   OK (ks_comm_barrier (comm, ERR));
 }
 
+/* Rank r's message number k: `bytes` bytes, each a function of (r, k, i). */
+static guint8 *
+message (int r, int k, gsize bytes)
+{
+  guint8 *m = g_malloc (bytes);
+  for (gsize i = 0; i < bytes; i++)
+    m[i] = (guint8) (r * 31 + k * 7 + i * 13 + i / 251);
+  return m;
+}
+
+#define CHECK_MESSAGE(got, r, k, bytes)                                                   \
+  G_STMT_START                                                                            \
+  {                                                                                       \
+    g_autofree guint8 *want_ = message ((r), (k), (bytes));                               \
+    CHECK (memcmp ((got), want_, (bytes)) == 0, "message %d of rank %d (%" G_GSIZE_FORMAT \
+           " bytes) arrived wrong", (k), (r), (gsize) (bytes));                           \
+  }                                                                                       \
+  G_STMT_END
+
+/* Tagged messages: around the ring, small (in the descriptor) and large (read from the
+ * sender), tags received in another order than sent, one tag in order, more messages in
+ * flight than an inbox holds, and a size the receiver did not expect. */
+static void
+scenario_p2p (KsComm *comm, int rank, int n)
+{
+  static const gsize sizes[] = { 0, 16, 192, 193, 3 << 20 };
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+
+  for (guint k = 0; k < G_N_ELEMENTS (sizes); k++)
+    {
+      g_autofree guint8 *out = message (rank, k, sizes[k]), *in = g_malloc (sizes[k] + 1);
+      KsCommRequest *r;
+      OK ((r = ks_comm_isend (comm, out, sizes[k], next, k, ERR)) != NULL);
+      OK (ks_comm_recv (comm, in, sizes[k], prev, k, ERR));
+      OK (ks_comm_wait (r, ERR));
+      CHECK_MESSAGE (in, prev, (int) k, sizes[k]);
+    }
+  if (rank == 0)
+    {
+      /* tags 1, 2, 3 (large, small, large) sent in order, received 3, 1, 2 */
+      g_autofree guint8 *a = message (0, 1, 100000), *b = message (0, 2, 40),
+                        *c = message (0, 3, 70000);
+      KsCommRequest *r[3];
+      OK ((r[0] = ks_comm_isend (comm, a, 100000, 1, 1, ERR)) != NULL);
+      OK ((r[1] = ks_comm_isend (comm, b, 40, 1, 2, ERR)) != NULL);
+      OK ((r[2] = ks_comm_isend (comm, c, 70000, 1, 3, ERR)) != NULL);
+      for (int i = 0; i < 3; i++)
+        OK (ks_comm_wait (r[i], ERR));
+      /* 2500 messages of one tag, more than an inbox holds */
+      for (guint32 k = 0; k < 2500; k++)
+        OK (ks_comm_send (comm, &k, sizeof k, 1, 9, ERR));
+      OK (ks_comm_send (comm, &rank, sizeof rank, 1, 77, ERR));
+    }
+  else if (rank == 1)
+    {
+      g_autofree guint8 *a = g_malloc (100000), *b = g_malloc (40), *c = g_malloc (70000);
+      KsCommRequest *r[3];
+      OK ((r[2] = ks_comm_irecv (comm, c, 70000, 0, 3, ERR)) != NULL);
+      OK ((r[0] = ks_comm_irecv (comm, a, 100000, 0, 1, ERR)) != NULL);
+      OK ((r[1] = ks_comm_irecv (comm, b, 40, 0, 2, ERR)) != NULL);
+      OK (ks_comm_wait (r[2], ERR));
+      OK (ks_comm_wait (r[0], ERR));
+      OK (ks_comm_wait (r[1], ERR));
+      CHECK_MESSAGE (a, 0, 1, 100000);
+      CHECK_MESSAGE (b, 0, 2, 40);
+      CHECK_MESSAGE (c, 0, 3, 70000);
+      for (guint32 k = 0; k < 2500; k++)
+        {
+          guint32 got = G_MAXUINT32;
+          OK (ks_comm_recv (comm, &got, sizeof got, 0, 9, ERR));
+          CHECK (got == k, "message %u of tag 9 arrived as %u", k, got);
+        }
+      g_autoptr (GError) e_ = NULL;
+      gint64 wide[2];
+      CHECK (!ks_comm_recv (comm, wide, sizeof wide, 0, 77, ERR)
+                 && strstr (e_->message, "receive of 16 bytes with tag 77 from rank 0 on rank 1: "
+                                         "the message has 4 bytes") != NULL,
+             "a message of the wrong size: %s", e_ != NULL ? e_->message : "accepted");
+    }
+}
+
+/* Sub-groups: the even and the odd ranks, twice each (two groups of the same ranks are
+ * apart), used for collectives and messages; and a group of this rank alone. */
+static void
+scenario_groups (KsComm *comm, int rank, int n)
+{
+  g_autofree int *members = g_new (int, n);
+  int m = 0, alone[1] = { rank };
+  for (int r = rank % 2; r < n; r += 2)
+    members[m++] = r;
+  g_autoptr (KsComm) g1 = NULL, g2 = NULL, solo = NULL;
+  OK ((g1 = ks_comm_subgroup (comm, members, m, ERR)) != NULL);
+  OK ((g2 = ks_comm_subgroup (comm, members, m, ERR)) != NULL);
+  OK ((solo = ks_comm_subgroup (comm, alone, 1, ERR)) != NULL);
+  CHECK (ks_comm_size (g1) == m && ks_comm_rank (g1) == rank / 2, "group rank %d of %d",
+         ks_comm_rank (g1), ks_comm_size (g1));
+  for (int round = 0; round < 3; round++)
+    {
+      double x = rank + round, y = 10 * rank + round, want_x = 0, want_y = 0;
+      for (int i = 0; i < m; i++)
+        want_x += members[i] + round, want_y += 10 * members[i] + round;
+      OK (ks_comm_allreduce (g2, &y, 1, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, ERR));
+      OK (ks_comm_allreduce (g1, &x, 1, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, ERR));
+      OK (ks_comm_allreduce (solo, &y, 1, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, ERR));
+      CHECK (x == want_x && y == want_y, "group sums %g %g, want %g %g", x, y, want_x, want_y);
+    }
+  if (m > 1)
+    {
+      int me = ks_comm_rank (g1), to = (me + 1) % m, from = (me + m - 1) % m;
+      g_autofree guint8 *out = message (rank, 5, 50000), *in = g_malloc (50000);
+      KsCommRequest *r;
+      OK ((r = ks_comm_isend (g1, out, 50000, to, 4, ERR)) != NULL);
+      OK (ks_comm_recv (g1, in, 50000, from, 4, ERR));
+      OK (ks_comm_wait (r, ERR));
+      CHECK_MESSAGE (in, members[from], 5, 50000);
+    }
+  OK (ks_comm_barrier (comm, ERR));
+}
+
 static int
 run_rank (char **argv)
 {
@@ -129,6 +248,25 @@ run_rank (char **argv)
   CHECK (ks_comm_rank (comm) == rank && ks_comm_size (comm) == n, "wrong rank or size");
   if (strcmp (scenario, "collectives") == 0)
     scenario_collectives (comm, rank, n);
+  else if (strcmp (scenario, "p2p") == 0)
+    scenario_p2p (comm, rank, n);
+  else if (strcmp (scenario, "groups") == 0)
+    scenario_groups (comm, rank, n);
+  else if (strcmp (scenario, "die-recv") == 0)
+    {
+      /* the last rank ends at once; rank 0 waits for its message */
+      g_autoptr (GError) error = NULL;
+      gint64 start = g_get_monotonic_time ();
+      char byte;
+      if (rank == n - 1)
+        _exit (0);
+      if (rank == 0 && !ks_comm_recv (comm, &byte, 1, n - 1, 3, &error))
+        {
+          g_printerr ("rank %d: failed after %d ms: %s\n", rank,
+                      (int) ((g_get_monotonic_time () - start) / 1000), error->message);
+          return 1;
+        }
+    }
   else if (strcmp (scenario, "big") == 0)
     ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 16 << 20,
                              1e-6); /* 64 MiB */
@@ -217,6 +355,34 @@ test_big (void)
   assert_job_ok ("big", 2);
 }
 
+static void
+test_p2p (gconstpointer data)
+{
+  assert_job_ok ("p2p", GPOINTER_TO_INT (data));
+}
+
+static void
+test_groups (gconstpointer data)
+{
+  assert_job_ok ("groups", GPOINTER_TO_INT (data));
+}
+
+/* A receive from a rank whose process is gone fails at once, naming it. */
+static void
+test_dead_sender (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("die-recv", 2, 5000, status);
+  const char *line = strstr (err, "rank 0: failed after ");
+
+  g_test_message ("%s", err);
+  g_assert_nonnull (line);
+  g_assert_nonnull (strstr (line, "shm: receive of 1 bytes with tag 3 from rank 1 on rank 0 "
+                                  "of 2: rank 1 (process "));
+  g_assert_nonnull (strstr (line, ") is gone"));
+  g_assert_cmpint (atoi (line + strlen ("rank 0: failed after ")), <, 2000);
+}
+
 /* A rank whose process is gone: the others fail at once (they look every 100 ms), not
  * after their timeout, naming it. */
 static void
@@ -272,6 +438,11 @@ main (int argc, char **argv)
   g_test_add_data_func ("/shm/collectives-3", GINT_TO_POINTER (3), test_collectives);
   g_test_add_data_func ("/shm/collectives-4", GINT_TO_POINTER (4), test_collectives);
   g_test_add_func ("/shm/allreduce-64MiB", test_big);
+  g_test_add_data_func ("/shm/p2p-2", GINT_TO_POINTER (2), test_p2p);
+  g_test_add_data_func ("/shm/p2p-3", GINT_TO_POINTER (3), test_p2p);
+  g_test_add_data_func ("/shm/groups-4", GINT_TO_POINTER (4), test_groups);
+  g_test_add_data_func ("/shm/groups-3", GINT_TO_POINTER (3), test_groups);
+  g_test_add_func ("/shm/dead-sender", test_dead_sender);
   g_test_add_func ("/shm/dead-rank", test_dead_rank);
   g_test_add_func ("/shm/stalled-rank", test_stalled_rank);
   return g_test_run ();

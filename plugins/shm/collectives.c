@@ -1,0 +1,227 @@
+/* The shared-memory collectives. An operation runs in rounds of at most `chunk` bytes per
+ * rank, alternating between two sets of slots: in a round each rank writes its slot,
+ * arrives, waits for every rank's arrival, and reads. A rank writes a set again two
+ * rounds later, only after every rank arrived in the round between, which each did after
+ * reading this one; so one arrival per round suffices (allreduce has two: its reduced
+ * result is shared too). */
+#include "shm.h"
+
+#include <string.h>
+
+/* ---- element types and reductions ---- */
+
+static gsize
+dtype_size (KsDType dtype)
+{
+  switch (dtype)
+    {
+    case KS_DTYPE_FLOAT32: case KS_DTYPE_INT32: return 4;
+    case KS_DTYPE_FLOAT64: case KS_DTYPE_INT64: return 8;
+    default: return 0;
+    }
+}
+
+#define REDUCE_INTO(T)                                                                     \
+  static void reduce_##T (T *acc, const T *x, gsize n, KsReduceOp op)                      \
+  {                                                                                        \
+    switch (op)                                                                            \
+      {                                                                                    \
+      case KS_REDUCE_MIN: for (gsize i = 0; i < n; i++) acc[i] = x[i] < acc[i] ? x[i] : acc[i]; break; \
+      case KS_REDUCE_MAX: for (gsize i = 0; i < n; i++) acc[i] = x[i] > acc[i] ? x[i] : acc[i]; break; \
+      case KS_REDUCE_PROD: for (gsize i = 0; i < n; i++) acc[i] *= x[i]; break;           \
+      default: for (gsize i = 0; i < n; i++) acc[i] += x[i]; break;                        \
+      }                                                                                    \
+  }                                                                                        \
+
+REDUCE_INTO (float)
+REDUCE_INTO (double)
+REDUCE_INTO (gint32)
+REDUCE_INTO (gint64)
+
+/* acc = op(acc, x) over n elements. */
+static void
+reduce (void *acc, const void *x, gsize n, KsDType dtype, KsReduceOp op)
+{
+  switch (dtype)
+    {
+    case KS_DTYPE_FLOAT32: reduce_float (acc, x, n, op); break;
+    case KS_DTYPE_FLOAT64: reduce_double (acc, x, n, op); break;
+    case KS_DTYPE_INT32: reduce_gint32 (acc, x, n, op); break;
+    default: reduce_gint64 (acc, x, n, op); break;
+    }
+}
+
+/* An average (the core takes it of floats only): the sum divided by the ranks. */
+static void
+divide (void *acc, gsize n, KsDType dtype, int by)
+{
+  for (gsize i = 0; i < n; i++)
+    if (dtype == KS_DTYPE_FLOAT32)
+      ((float *) acc)[i] /= by;
+    else
+      ((double *) acc)[i] /= by;
+}
+
+/* The reduction over every rank's slot of round `round`, elements [lo, hi), into `out`. */
+static void
+reduce_slots (Shm *s, guint64 round, gsize offset, gsize lo, gsize hi, void *out, KsDType dtype,
+              KsReduceOp op)
+{
+  gsize es = dtype_size (dtype);
+  if (hi <= lo)
+    return;
+  memcpy (out, shm_slot (s, round, 0) + offset + lo * es, (hi - lo) * es);
+  for (int r = 1; r < s->size; r++)
+    reduce (out, shm_slot (s, round, r) + offset + lo * es, hi - lo, dtype, op);
+  if (op == KS_REDUCE_AVG)
+    divide (out, hi - lo, dtype, s->size);
+}
+
+static gboolean
+check_dtype (const char *what, KsDType dtype, GError **error)
+{
+  if (dtype_size (dtype) > 0)
+    return TRUE;
+  return shm_fail (error, KS_COMM_ERROR_INVALID, "%s of %s: shared memory reduces and moves "
+               "float32, float64, int32 and int64", what, ks_dtype_name (dtype));
+}
+
+/* ---- collectives ---- */
+
+gboolean
+shm_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GError **error)
+{
+  Shm *s = p;
+  gsize es = dtype_size (dtype);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
+  if (!check_dtype ("allreduce", dtype, error))
+    return FALSE;
+  gsize per_round = s->chunk / es;
+  for (gsize at = 0; at < count; at += per_round)
+    {
+      gsize n = MIN (per_round, count - at), share = (n + s->size - 1) / s->size;
+      gsize lo = MIN (n, share * s->rank), hi = MIN (n, lo + share);
+      guint64 round = s->rounds++;
+      guint8 *result = shm_slot (s, round, s->size);
+      memcpy (shm_slot (s, round, s->rank), (guint8 *) buf + at * es, n * es);
+      if (!shm_arrive_and_wait (s, "allreduce", error))
+        return FALSE;
+      reduce_slots (s, round, 0, lo, hi, result + lo * es, dtype, op);
+      if (!shm_arrive_and_wait (s, "allreduce", error))
+        return FALSE;
+      memcpy ((guint8 *) buf + at * es, result, n * es);
+    }
+  return TRUE;
+}
+
+gboolean
+shm_broadcast (void *p, void *buf, gsize count, KsDType dtype, int root, GError **error)
+{
+  Shm *s = p;
+  gsize bytes = count * dtype_size (dtype);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
+  if (!check_dtype ("broadcast", dtype, error))
+    return FALSE;
+  if (root < 0 || root >= s->size)
+    return shm_fail (error, KS_COMM_ERROR_INVALID, "broadcast from rank %d of %d", root, s->size);
+  for (gsize at = 0; at < bytes; at += s->chunk)
+    {
+      gsize n = MIN (s->chunk, bytes - at);
+      guint64 round = s->rounds++;
+      if (s->rank == root)
+        memcpy (shm_slot (s, round, root), (guint8 *) buf + at, n);
+      if (!shm_arrive_and_wait (s, "broadcast", error))
+        return FALSE;
+      if (s->rank != root)
+        memcpy ((guint8 *) buf + at, shm_slot (s, round, root), n);
+    }
+  return TRUE;
+}
+
+gboolean
+shm_barrier (void *p, GError **error)
+{
+  Shm *s = p;
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
+  return shm_arrive_and_wait (s, "barrier", error);
+}
+
+/* Rank r gives counts[r] elements (bytes[r] bytes at displacement[r] of recv). */
+static gboolean
+gather (Shm *s, const void *send, void *recv, const gsize *counts, gsize es, const char *what,
+        GError **error)
+{
+  gsize most = 0, at_rank = 0;
+  g_autofree gsize *displacement = g_new (gsize, s->size);
+  for (int r = 0; r < s->size; r++)
+    {
+      displacement[r] = at_rank;
+      at_rank += counts[r] * es;
+      most = MAX (most, counts[r] * es);
+    }
+  for (gsize at = 0; at < most; at += s->chunk)
+    {
+      guint64 round = s->rounds++;
+      gsize mine = counts[s->rank] * es;
+      if (at < mine)
+        memcpy (shm_slot (s, round, s->rank), (const guint8 *) send + at, MIN (s->chunk, mine - at));
+      if (!shm_arrive_and_wait (s, what, error))
+        return FALSE;
+      for (int r = 0; r < s->size; r++)
+        if (at < counts[r] * es)
+          memcpy ((guint8 *) recv + displacement[r] + at, shm_slot (s, round, r),
+                  MIN (s->chunk, counts[r] * es - at));
+    }
+  return TRUE;
+}
+
+gboolean
+shm_allgather (void *p, const void *send, void *recv, gsize count, KsDType dtype,
+               GError **error)
+{
+  Shm *s = p;
+  g_autofree gsize *counts = g_new (gsize, s->size);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
+  if (!check_dtype ("allgather", dtype, error))
+    return FALSE;
+  for (int r = 0; r < s->size; r++)
+    counts[r] = count;
+  return gather (s, send, recv, counts, dtype_size (dtype), "allgather", error);
+}
+
+gboolean
+shm_allgatherv (void *p, const void *send, void *recv, const gsize *counts, KsDType dtype,
+                GError **error)
+{
+  Shm *s = p;
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
+  return check_dtype ("allgatherv", dtype, error)
+         && gather (s, send, recv, counts, dtype_size (dtype), "allgatherv", error);
+}
+
+/* Each round, every rank puts a piece of each block side by side in its slot and reduces
+ * its own block's pieces from every slot: no rank computes what it does not keep. */
+gboolean
+shm_reduce_scatter (void *p, const void *send, void *recv, gsize recv_count, KsDType dtype,
+                    KsReduceOp op, GError **error)
+{
+  Shm *s = p;
+  gsize es = dtype_size (dtype);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
+  if (!check_dtype ("reduce_scatter", dtype, error))
+    return FALSE;
+  gsize per_round = s->chunk / es / s->size;
+  for (gsize at = 0; at < recv_count; at += per_round)
+    {
+      gsize n = MIN (per_round, recv_count - at);
+      guint64 round = s->rounds++;
+      guint8 *mine = shm_slot (s, round, s->rank);
+      for (int b = 0; b < s->size; b++)
+        memcpy (mine + b * n * es, (const guint8 *) send + (b * recv_count + at) * es, n * es);
+      if (!shm_arrive_and_wait (s, "reduce_scatter", error))
+        return FALSE;
+      reduce_slots (s, round, s->rank * n * es, 0, n, (guint8 *) recv + at * es, dtype, op);
+    }
+  return TRUE;
+}
+
