@@ -10,7 +10,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 p=${1:-2}
 out=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-pipeline-XXXXXX")
 trap 'rm -rf "$out"' EXIT
-export KS_PLUGIN_PATH=$(for x in openblas optim store roles gloo segment; do
+export KS_PLUGIN_PATH=$(for x in openblas optim store roles gloo shm segment; do
   printf "%s:" "$top/plugins/$x/.libs"; done) KS_PLUGIN_SYSTEM_PATH= OPENBLAS_NUM_THREADS=1
 hidden=1024,1024,1024,1024,1024,1024,1024,1024,1024
 

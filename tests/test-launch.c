@@ -16,7 +16,7 @@
 #include <glib/gstdio.h>
 #include <unistd.h>
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo",
+static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
                                        "collective", NULL };
 
 #define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
@@ -91,8 +91,8 @@ max_difference (const char *a, const char *b)
 
 /* Parameters and Adam's moments after 20 steps: 3 workers of 32 rows against one process
  * of 96. They differ only by the order of float sums. The same with 1 KiB buckets (two
- * here, the first averaged on the communication thread while backward goes on) and
- * without overlap. */
+ * here, the first averaged on the communication thread while backward goes on), without
+ * overlap, and through Gloo instead of shared memory (auto's choice on one host). */
 static void
 test_equivalence (void)
 {
@@ -101,12 +101,14 @@ test_equivalence (void)
   g_autofree char *three = train (dir, "three", 3, 32, NULL);
   g_autofree char *buckets = train (dir, "buckets", 3, 32, ARGS ("collective.bucket_kb=1"));
   g_autofree char *serial = train (dir, "serial", 3, 32, ARGS ("collective.overlap=false"));
+  g_autofree char *gloo = train (dir, "gloo", 3, 32, ARGS ("comm.backend=gloo"));
   double diff = max_difference (one, three), diff_buckets = max_difference (one, buckets);
-  double diff_serial = max_difference (one, serial);
+  double diff_serial = max_difference (one, serial), diff_gloo = max_difference (one, gloo);
 
   g_test_message ("largest difference of a parameter or moment: %g (1 KiB buckets %g, no "
-                  "overlap %g)", diff, diff_buckets, diff_serial);
+                  "overlap %g, Gloo %g)", diff, diff_buckets, diff_serial, diff_gloo);
   g_assert_cmpfloat (diff, <=, 1e-5);
+  g_assert_cmpfloat (diff_gloo, <=, 1e-5);
   g_assert_cmpfloat (diff_buckets, <=, 1e-5);
   g_assert_cmpfloat (diff_serial, <=, 1e-5);
   g_assert_cmpfloat (diff, >=, 0); /* compared something */

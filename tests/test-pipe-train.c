@@ -149,7 +149,9 @@ run_stage (char **argv)
   g_autofree char *optim = ks_test_build_plugin_dir ("optim");
   g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
   g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
-  g_autofree char *paths = g_strdup_printf ("%s:%s:%s:%s", openblas, optim, store_dir, gloo);
+  g_autofree char *shm = ks_test_build_plugin_dir ("shm");
+  g_autofree char *paths = g_strdup_printf ("%s:%s:%s:%s:%s", openblas, optim, store_dir, gloo,
+                                            shm);
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = NULL;
   g_autoptr (KsCompute) compute = NULL;
@@ -174,7 +176,7 @@ run_stage (char **argv)
     {
       OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
       OK (ks_store_open (store, dir, "pipe", NULL, ERR));
-      OK ((comm = ks_comm_new (registry, config, "gloo", ERR)) != NULL);
+      OK ((comm = ks_comm_new (registry, config, argv[10], ERR)) != NULL);
       OK (ks_comm_connect (comm, store, rank, p * d, 30000, ERR));
       OK (ks_pipeline_groups (comm, p, &pipe_comm, &data_comm, ERR));
       if (ks_comm_rank (pipe_comm) != stage || ks_comm_rank (data_comm) != replica)
@@ -361,6 +363,7 @@ typedef struct {
   int p, v, m;
   const char *schedule;
   int recompute, d;
+  const char *comm; /* the communicator's plugin */
 } Case;
 
 /* Runs every stage of every replica of one configuration; fails the test with their
@@ -372,7 +375,8 @@ run_job (const Case *c)
   g_autofree char *ps = g_strdup_printf ("%d", c->p), *vs = g_strdup_printf ("%d", c->v);
   g_autofree char *ms = g_strdup_printf ("%d", c->m), *rs = g_strdup_printf ("%d", c->recompute);
   g_autofree char *ds = g_strdup_printf ("%d", c->d);
-  const char *argv[] = { self, "--rank", "R", ps, vs, ms, c->schedule, rs, ds, dir, NULL };
+  const char *argv[] = { self, "--rank", "R", ps, vs, ms, c->schedule, rs, ds, dir, c->comm,
+                         NULL };
   KsTestJob job;
   int status[8];
 
@@ -380,15 +384,15 @@ run_job (const Case *c)
   g_autofree char *err = ks_test_wait_ranks (&job, status);
   for (int r = 0; r < c->p * c->d; r++)
     if (!g_spawn_check_wait_status (status[r], NULL))
-      g_error ("p=%d v=%d m=%d %s recompute %d d=%d: rank %d failed:\n%s", c->p, c->v, c->m,
-               c->schedule, c->recompute, c->d, r, err);
+      g_error ("p=%d v=%d m=%d %s recompute %d d=%d %s: rank %d failed:\n%s", c->p, c->v,
+               c->m, c->schedule, c->recompute, c->d, c->comm, r, err);
   ks_test_rmtree (dir);
 }
 
 /* ---- ksdist train and launch with [pipeline] ---- */
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "segment",
-                                       NULL };
+static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
+                                       "segment", NULL };
 
 /* The MLP of examples/default.ini for 120 steps with three hidden layers (four Linear
  * layers) */
@@ -456,6 +460,31 @@ field (const char *line, const char *key)
   const char *at = strstr (line, pattern);
   g_assert_nonnull (at);
   return g_ascii_strtod (at + strlen (pattern), NULL);
+}
+
+/* The stages of one host meet through shared memory unless told otherwise, and say so. */
+static void
+test_launch_comm (void)
+{
+  g_autofree char *ini = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "default.ini",
+                                           NULL);
+  static const char *const said[][2] = {
+    { "comm.backend=auto", ", through shm by auto: every rank on this host" },
+    { "comm.backend=gloo", ", through gloo by [comm] backend" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (said); i++)
+    {
+      g_autofree char *out = NULL, *err = NULL;
+      const char *args[] = { "launch", "-n", "2", ini, "--set", "pipeline.stages=2",
+                             "--set", "train.steps=2", "--set", "optim.warmup=0", "--set",
+                             said[i][0], NULL };
+      int status = ks_test_run_ksdist (args, NULL, plugins, &out, &err);
+      g_autofree char *all = g_strconcat (out, err, NULL);
+      if (status != 0 || strstr (all, said[i][1]) == NULL
+          || strstr (all, "stage 1 of 2 (1f1b schedule") == NULL)
+        g_error ("%s: want '%s' from each stage (status %d):\n%s", said[i][0], said[i][1],
+                 status, all);
+    }
 }
 
 /* A pipelined run against the one-process run: the same loss at every log line (to
@@ -881,19 +910,22 @@ int
 main (int argc, char **argv)
 {
   static const Case cases[] = {
-    { 1, 1, 4, "fthenb", 0, 1 },      { 1, 2, 2, "interleaved", 0, 1 },
-    { 2, 1, 4, "fthenb", 0, 1 },      { 2, 1, 4, "1f1b", 0, 1 },
-    { 2, 1, 4, "1f1b", 1, 1 },        { 2, 2, 4, "interleaved", 0, 1 },
-    { 2, 2, 2, "interleaved", 2, 1 }, { 4, 1, 8, "1f1b", 0, 1 },
-    { 4, 1, 4, "fthenb", 3, 1 },      { 4, 2, 4, "interleaved", 0, 1 },
-    { 4, 2, 8, "interleaved", 1, 1 },
+    { 1, 1, 4, "fthenb", 0, 1, "gloo" },      { 1, 2, 2, "interleaved", 0, 1, "gloo" },
+    { 2, 1, 4, "fthenb", 0, 1, "gloo" },      { 2, 1, 4, "1f1b", 0, 1, "gloo" },
+    { 2, 1, 4, "1f1b", 1, 1, "gloo" },        { 2, 2, 4, "interleaved", 0, 1, "gloo" },
+    { 2, 2, 2, "interleaved", 2, 1, "gloo" }, { 4, 1, 8, "1f1b", 0, 1, "gloo" },
+    { 4, 1, 4, "fthenb", 3, 1, "gloo" },      { 4, 2, 4, "interleaved", 0, 1, "gloo" },
+    { 4, 2, 8, "interleaved", 1, 1, "gloo" },
     /* data parallel across pipelines: dp x pp ranks */
-    { 1, 1, 2, "fthenb", 0, 2 },      { 2, 1, 4, "1f1b", 0, 2 },
-    { 2, 2, 2, "interleaved", 1, 2 }, { 2, 1, 2, "fthenb", 0, 4 },
+    { 1, 1, 2, "fthenb", 0, 2, "gloo" },      { 2, 1, 4, "1f1b", 0, 2, "gloo" },
+    { 2, 2, 2, "interleaved", 1, 2, "gloo" }, { 2, 1, 2, "fthenb", 0, 4, "gloo" },
+    /* through shared memory: the stages' messages and the replicas' sub-groups */
+    { 2, 1, 4, "1f1b", 0, 1, "shm" },         { 4, 2, 8, "interleaved", 1, 1, "shm" },
+    { 2, 2, 2, "interleaved", 1, 2, "shm" },
   };
 
   self = argv[0];
-  if (argc == 10 && strcmp (argv[1], "--rank") == 0)
+  if (argc == 11 && strcmp (argv[1], "--rank") == 0)
     return run_stage (argv);
   g_test_init (&argc, &argv, NULL);
   if (!ks_test_have_openblas ())
@@ -901,12 +933,14 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       const Case *c = &cases[i];
-      g_autofree char *path = g_strdup_printf ("/pipeline/train/p%d-v%d-m%d-%s-recompute%d-dp%d",
-                                               c->p, c->v, c->m, c->schedule, c->recompute, c->d);
+      g_autofree char *path = g_strdup_printf ("/pipeline/train/p%d-v%d-m%d-%s-recompute%d-dp%d%s",
+                                               c->p, c->v, c->m, c->schedule, c->recompute, c->d,
+                                               strcmp (c->comm, "shm") == 0 ? "-shm" : "");
       g_test_add_data_func (path, c, (GTestDataFunc) run_job);
     }
   g_test_add_func ("/pipeline/skip-layout", test_skip_layout);
   g_test_add_func ("/pipeline/launch", test_launch);
+  g_test_add_func ("/pipeline/launch-comm", test_launch_comm);
   g_test_add_func ("/pipeline/launch-gpt", test_launch_gpt);
   g_test_add_func ("/pipeline/gpt-pipeline-example", test_gpt_pipeline_example);
   g_test_add_func ("/pipeline/checkpoints", test_pipeline_checkpoints);

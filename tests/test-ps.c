@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo",
+static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
                                        "collective", "transpiler", NULL };
 
 static gboolean

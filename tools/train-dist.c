@@ -21,9 +21,8 @@ setting (const KsConfig *c, const char *env, const char *group, const char *key)
 }
 
 /* [comm] backend = auto: shared memory when the launcher says every rank is on this host
- * (LOCAL_WORLD_SIZE = WORLD_SIZE, as ksdist launch and torchrun set them) and the job
- * needs only collectives (data parallel: shm has no point-to-point or sub-groups yet);
- * else the available one of highest priority (Gloo). */
+ * (LOCAL_WORLD_SIZE = WORLD_SIZE, as ksdist launch and torchrun set them), whatever the
+ * mode; else the available one of highest priority (Gloo). */
 static const char *
 comm_backend (Trainer *t, int total, const char **why)
 {
@@ -36,10 +35,6 @@ comm_backend (Trainer *t, int total, const char **why)
     return backend;
   *why = "auto: ranks on several hosts, or not known to share one";
   if (local == NULL || world == NULL || strcmp (local, world) != 0 || atoi (world) != total)
-    return backend;
-  *why = "auto: a pipeline or parameter servers need point-to-point messages";
-  if (ks_train_pipelined (c)
-      || strcmp (ks_config_get_string (c, "job", "mode"), KS_MODE_COLLECTIVE) != 0)
     return backend;
   *why = "auto: the shm plugin is not loaded";
   if (ks_registry_select (t->registry, KS_KIND_COMM, "shm", NULL, NULL) == NULL)
