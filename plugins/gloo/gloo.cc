@@ -730,8 +730,8 @@ gloo_query (char **reason)
 }
 
 const KsImplDesc gloo_impls[] = {
-  { KS_KIND_COMM, "gloo", &gloo_ops, gloo_query, "Collectives over TCP with Gloo (CPU memory); what auto takes across hosts, and for "
-    "pipelines and parameter servers" },
+  { KS_KIND_COMM, "gloo", &gloo_ops, gloo_query, "Collectives over TCP with Gloo (CPU memory); what auto takes when the ranks are on "
+    "several hosts, or not known to share one" },
 };
 
 const KsKeyDesc gloo_settings[] = {
