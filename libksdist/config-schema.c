@@ -14,6 +14,10 @@ static const KsKeyDesc core_schema[] = {
     "one of highest priority" },
   { "comm", "backend", KS_VALUE_STRING, "auto", 1, 0, NULL,
     "Communicator implementation, a name listed by `ksdist plugins`, or auto" },
+  { "comm", "hierarchical", KS_VALUE_CHOICE, "auto", 1, 0, "auto|true|false",
+    "Allreduce inside each host through shared memory, between hosts among one rank per "
+    "host, then inside the host again (Paddle's use_hierarchical_allreduce); auto: when "
+    "backend is auto and the launcher says this host has several ranks but not all" },
   { "comm", "timeout", KS_VALUE_DOUBLE, "300", 0.001, 1e6, NULL,
     "Seconds a collective may wait before it fails, naming the ranks that did not answer" },
   { "comm", "store", KS_VALUE_STRING, "file", 1, 0, NULL,

@@ -27,6 +27,8 @@ libksdist_la_SOURCES = \
 	libksdist/pipeline.c \
 	libksdist/layers.c \
 	libksdist/comm.c \
+	libksdist/comm-hier.c \
+	libksdist/comm-private.h \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c \
 	libksdist/ctr.c \

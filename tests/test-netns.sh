@@ -3,7 +3,10 @@
 # own address (10.211.0.1 and .2) and no route to the other's loopback. A job of two
 # nodes x two workers, one ksdist launch per namespace meeting at node 0's TCP store,
 # must end with exactly the parameters of `ksdist launch -n 4` on 127.0.0.1: so the
-# launchers found their own addresses and Gloo listened on them. Skipped where
+# launchers found their own addresses and Gloo listened on them. Then the same job with
+# the shm plugin loaded goes hierarchical (shared memory inside each namespace, Gloo
+# between them) and ends within float rounding of one process with the 4 workers'
+# batch. Skipped where
 # namespaces cannot be made (no root, no iproute2, a container without CAP_SYS_ADMIN).
 # TAP output. Needs KSDIST and KS_BUILD_PLUGINS from the environment (tests/local.mk).
 set -u
@@ -26,7 +29,7 @@ if ! ip netns add "$ns0" 2>"$dir/netns.err" || ! ip netns add "$ns1" 2>>"$dir/ne
   echo "1..0 # SKIP cannot make network namespaces here: $(head -n 1 "$dir/netns.err")"
   exit 0
 fi
-echo "1..3"
+echo "1..5"
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
 
 ip link add "ksv$id" type veth peer name "ksw$id" \
@@ -42,7 +45,7 @@ path=
 for p in openblas optim store roles gloo collective; do path=$path${path:+:}$KS_BUILD_PLUGINS/$p/.libs; done
 export KS_PLUGIN_PATH=$path KS_PLUGIN_SYSTEM_PATH= KS_STORE_TOKEN=6d1f0c9e2a7b4853
 sets() {
-  for s in train.steps=20 train.log_every=20 log.level=warning openblas.threads=1 \
+  for s in train.steps=20 train.log_every=20 log.level=${level:-warning} openblas.threads=1 \
       train.batch=16 comm.timeout=60 "train.checkpoint_dir=$dir/$1"; do
     printf -- '--set %s ' "$s"
   done
@@ -59,22 +62,51 @@ timeout 120 "$KSDIST" launch -n 4 $(sets one-host) >"$dir/one-host.log" 2>&1 \
   || fail 2 "ksdist launch -n 4 on 127.0.0.1" "$(tail -n 20 "$dir/one-host.log")"
 echo "ok 2 - ksdist launch -n 4 on 127.0.0.1"
 
+# node NS RANK RUN: one node of the two-host job RUN (its checkpoints in $dir/RUN)
 node() {
   # shellcheck disable=SC2046
   ip netns exec "$1" timeout 120 "$KSDIST" launch -n 2 --nnodes 2 --node-rank "$2" \
-    --master 10.211.0.1:29500 $(sets two-hosts) >"$dir/node$2.log" 2>&1
+    --master 10.211.0.1:29500 $(sets "$3") >"$dir/$3-node$2.log" 2>&1
 }
-node "$ns1" 1 &
-node1=$!
-node "$ns0" 0
-status0=$?
-wait $node1
-status1=$?
-[ $status0 -eq 0 ] || fail 3 "node 0 in $ns0 (exit $status0)" "$(tail -n 20 "$dir/node0.log")"
-[ $status1 -eq 0 ] || fail 3 "node 1 in $ns1 (exit $status1)" "$(tail -n 20 "$dir/node1.log")"
+# two_hosts TEST RUN: both nodes; fails TEST when one does
+two_hosts() {
+  node "$ns1" 1 "$2" &
+  node1=$!
+  node "$ns0" 0 "$2"
+  status0=$?
+  wait $node1
+  status1=$?
+  [ $status0 -eq 0 ] || fail "$1" "node 0 in $ns0 (exit $status0)" "$(tail -n 20 "$dir/$2-node0.log")"
+  [ $status1 -eq 0 ] || fail "$1" "node 1 in $ns1 (exit $status1)" "$(tail -n 20 "$dir/$2-node1.log")"
+}
+two_hosts 3 two-hosts
 floats one-host >"$dir/one-host.bin"
 floats two-hosts >"$dir/two-hosts.bin"
 [ -s "$dir/one-host.bin" ] && cmp -s "$dir/one-host.bin" "$dir/two-hosts.bin" \
   || fail 3 "two hosts end with the parameters of one" \
     "$(wc -c "$dir/one-host.bin" "$dir/two-hosts.bin")"
 echo "ok 3 - 2 hosts x 2 workers over 10.211.0.0/24 end bitwise where one host's 4 workers do"
+
+# The same with the shm plugin: auto makes the allreduce hierarchical.
+export KS_PLUGIN_PATH=$path:$KS_BUILD_PLUGINS/shm/.libs
+level=info # for the start-up lines
+two_hosts 4 hierarchical
+grep -q "worker 0 of 4 (collective mode, hierarchical by auto: several hosts with several ranks each)" \
+  "$dir/hierarchical-node0.log" \
+  || fail 4 "worker 0 says the allreduce is hierarchical" "$(grep "worker 0" "$dir/hierarchical-node0.log")"
+echo "ok 4 - 2 hosts x 2 workers, hierarchical: shared memory in each host, Gloo between them"
+
+# One process with the batch of the four workers (4 x 16 rows) ends where they did, but
+# for the order of float sums.
+# shellcheck disable=SC2046
+timeout 120 "$KSDIST" train $(sets one-process) --set train.batch=64 >"$dir/one-process.log" 2>&1 \
+  || fail 5 "ksdist train with batch 64" "$(tail -n 20 "$dir/one-process.log")"
+floats one-process | od -An -v -t f4 | tr -s ' ' '\n' | sed '/^$/d' >"$dir/one-process.txt"
+floats hierarchical | od -An -v -t f4 | tr -s ' ' '\n' | sed '/^$/d' >"$dir/hierarchical.txt"
+worst=$(paste "$dir/one-process.txt" "$dir/hierarchical.txt" | awk '
+  { d = $1 - $2; if (d < 0) d = -d; if (d > worst) worst = d; n++ }
+  END { if (n < 1000) print "none"; else printf "%.3g\n", worst }')
+[ "$worst" != none ] && awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' \
+  || fail 5 "hierarchical against one process: largest difference $worst (want <= 1e-5)" \
+    "$(wc -l "$dir/one-process.txt" "$dir/hierarchical.txt")"
+echo "ok 5 - hierarchical ends within $worst of one process with batch 64"

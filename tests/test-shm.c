@@ -228,6 +228,63 @@ scenario_groups (KsComm *comm, int rank, int n)
   OK (ks_comm_barrier (comm, ERR));
 }
 
+/* Hierarchical allreduce over Gloo between two "hosts" (told apart by name here; both
+ * are this machine, so shared memory joins each host's ranks): ranks below n/2 are host
+ * A, the others host B; every reduction against the computed one, and the operations
+ * passed through to Gloo. */
+static void
+scenario_hier (KsRegistry *registry, KsConfig *config, KsStore *store, int rank, int n,
+               int timeout_ms)
+{
+  static const KsReduceOp ops[] = { KS_REDUCE_SUM, KS_REDUCE_MIN, KS_REDUCE_MAX, KS_REDUCE_AVG,
+                                    KS_REDUCE_PROD };
+  static const gsize counts[] = { 1, 37, 262147 };
+  KsComm *world = NULL;
+  g_autoptr (KsComm) comm = NULL;
+
+  OK ((world = ks_comm_new (registry, config, "gloo", ERR)) != NULL);
+  OK (ks_comm_connect (world, store, rank, n, timeout_ms, ERR));
+  OK ((comm = ks_comm_hierarchical (registry, config, world, rank < n / 2 ? "A" : "B", "shm",
+                                    ERR)) != NULL);
+  CHECK (strcmp (ks_comm_name (comm), "hierarchical") == 0 && ks_comm_rank (comm) == rank
+             && ks_comm_size (comm) == n, "%s rank %d of %d", ks_comm_name (comm),
+         ks_comm_rank (comm), ks_comm_size (comm));
+  for (guint o = 0; o < G_N_ELEMENTS (ops); o++)
+    for (guint c = 0; c < G_N_ELEMENTS (counts); c++)
+      {
+        ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, ops[o], counts[c], 1e-6);
+        if (ops[o] != KS_REDUCE_AVG)
+          ks_test_check_allreduce (comm, rank, n, KS_DTYPE_INT64, ops[o], counts[c], 0);
+      }
+  ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, 1000, 1e-12);
+  ks_test_check_rounds (comm, rank, n);
+
+  /* passed through: broadcast, allgather, a sub-group's allreduce, messages */
+  gint64 b[3] = { rank, rank, rank }, all[8], sum = rank, want = 0;
+  OK (ks_comm_broadcast (comm, b, 3, KS_DTYPE_INT64, n - 1, ERR));
+  CHECK (b[0] == n - 1 && b[2] == n - 1, "broadcast gave %" G_GINT64_FORMAT, b[0]);
+  OK (ks_comm_allgather (comm, &sum, all, 1, KS_DTYPE_INT64, ERR));
+  for (int r = 0; r < n; r++)
+    CHECK (all[r] == r, "allgather [%d] = %" G_GINT64_FORMAT, r, all[r]);
+  int pair[2] = { 0, n - 1 };
+  if (rank == 0 || rank == n - 1)
+    {
+      g_autoptr (KsComm) ends = NULL;
+      OK ((ends = ks_comm_subgroup (comm, pair, 2, ERR)) != NULL);
+      OK (ks_comm_allreduce (ends, &sum, 1, KS_DTYPE_INT64, KS_REDUCE_SUM, ERR));
+      want = n - 1;
+      CHECK (sum == want, "sub-group sum %" G_GINT64_FORMAT, sum);
+      int peer = rank == 0 ? n - 1 : 0;
+      int got = -1;
+      KsCommRequest *r;
+      OK ((r = ks_comm_isend (comm, &rank, sizeof rank, peer, 5, ERR)) != NULL);
+      OK (ks_comm_recv (comm, &got, sizeof got, peer, 5, ERR));
+      OK (ks_comm_wait (r, ERR));
+      CHECK (got == peer, "message from %d said %d", peer, got);
+    }
+  OK (ks_comm_barrier (comm, ERR));
+}
+
 static int
 run_rank (char **argv)
 {
@@ -235,7 +292,8 @@ run_rank (char **argv)
   int rank = atoi (argv[3]), n = atoi (argv[4]), timeout_ms = atoi (argv[6]);
   g_autofree char *shm = ks_test_build_plugin_dir ("shm");
   g_autofree char *store_dir = ks_test_build_plugin_dir ("store");
-  g_autofree char *path = g_strdup_printf ("%s:%s", shm, store_dir);
+  g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
+  g_autofree char *path = g_strdup_printf ("%s:%s:%s", shm, store_dir, gloo);
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_test_scan (config, path);
   g_autoptr (KsStore) store = NULL;
@@ -243,6 +301,11 @@ run_rank (char **argv)
 
   OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
   OK (ks_store_open (store, argv[5], "job", NULL, ERR));
+  if (strcmp (scenario, "hier") == 0)
+    {
+      scenario_hier (registry, config, store, rank, n, timeout_ms);
+      return 0;
+    }
   OK ((comm = ks_comm_new (registry, config, "shm", ERR)) != NULL);
   OK (ks_comm_connect (comm, store, rank, n, timeout_ms, ERR));
   CHECK (ks_comm_rank (comm) == rank && ks_comm_size (comm) == n, "wrong rank or size");
@@ -367,6 +430,12 @@ test_groups (gconstpointer data)
   assert_job_ok ("groups", GPOINTER_TO_INT (data));
 }
 
+static void
+test_hier (gconstpointer data)
+{
+  assert_job_ok ("hier", GPOINTER_TO_INT (data));
+}
+
 /* A receive from a rank whose process is gone fails at once, naming it. */
 static void
 test_dead_sender (void)
@@ -443,6 +512,8 @@ main (int argc, char **argv)
   g_test_add_data_func ("/shm/groups-4", GINT_TO_POINTER (4), test_groups);
   g_test_add_data_func ("/shm/groups-3", GINT_TO_POINTER (3), test_groups);
   g_test_add_func ("/shm/dead-sender", test_dead_sender);
+  g_test_add_data_func ("/shm/hierarchical-4", GINT_TO_POINTER (4), test_hier);
+  g_test_add_data_func ("/shm/hierarchical-3", GINT_TO_POINTER (3), test_hier);
   g_test_add_func ("/shm/dead-rank", test_dead_rank);
   g_test_add_func ("/shm/stalled-rank", test_stalled_rank);
   return g_test_run ();

@@ -43,6 +43,42 @@ comm_backend (Trainer *t, int total, const char **why)
   return "shm";
 }
 
+/* [comm] hierarchical: with auto, when the backend is auto, the launcher says this host
+ * has several of the job's ranks but not all, and the shm plugin is loaded. */
+static gboolean
+hierarchical (Trainer *t, int total, const char **why)
+{
+  const KsConfig *c = t->config;
+  const char *want = ks_config_get_string (c, "comm", "hierarchical");
+  const char *local = g_getenv ("LOCAL_WORLD_SIZE"), *world = g_getenv ("WORLD_SIZE");
+
+  if (strcmp (want, "auto") != 0)
+    {
+      *why = "[comm] hierarchical";
+      return strcmp (want, "true") == 0;
+    }
+  *why = "auto: several hosts with several ranks each";
+  return strcmp (ks_config_get_string (c, "comm", "backend"), "auto") == 0 && local != NULL
+         && world != NULL && atoi (local) > 1 && atoi (local) < atoi (world)
+         && atoi (world) == total
+         && ks_registry_select (t->registry, KS_KIND_COMM, "shm", NULL, NULL) != NULL;
+}
+
+/* The world's communicator made hierarchical: shared memory inside this host (told
+ * apart by its name and the launcher's node rank), the world's backend between hosts. */
+static gboolean
+make_hierarchical (Trainer *t, GError **error)
+{
+  const char *node = g_getenv ("GROUP_RANK");
+  g_autofree char *host = g_strdup_printf ("%s node %s", g_get_host_name (),
+                                           node != NULL ? node : "?");
+  KsComm *comm = ks_comm_hierarchical (t->registry, t->config, t->comm, host, "shm", error);
+  if (comm == NULL)
+    return FALSE;
+  t->comm = comm;
+  return TRUE;
+}
+
 gboolean
 ks_train_dist_setup (Trainer *t, GError **error)
 {
@@ -50,7 +86,7 @@ ks_train_dist_setup (Trainer *t, GError **error)
   const char *address = setting (c, "KS_STORE_ADDRESS", "comm", "store_address");
   const char *job = setting (c, "KS_JOB", "job", "name");
   int timeout_ms = (int) (ks_config_get_double (c, "comm", "timeout") * 1000);
-  const char *why = NULL;
+  const char *why = NULL, *hier_why = NULL;
   int total;
 
   const char *role_maker = ks_config_get_string (c, "job", "role_maker");
@@ -135,8 +171,11 @@ ks_train_dist_setup (Trainer *t, GError **error)
       || (t->comm = ks_comm_new (t->registry, c, comm_backend (t, total, &why), error)) == NULL
       || !ks_comm_connect (t->comm, t->store, ks_role_maker_global_rank (t->role), total,
                            timeout_ms, error)
+      || (hierarchical (t, total, &hier_why) && !make_hierarchical (t, error))
       || !ks_role_maker_set_comm (t->role, t->comm, error))
     return FALSE;
+  if (strcmp (ks_comm_name (t->comm), "hierarchical") == 0)
+    why = hier_why;
   t->comm_why = why;
   if (ks_train_pipelined (c))
     /* the stages talk through the pipeline, not an algorithm; replicas through their

@@ -154,6 +154,14 @@ gboolean ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error);
 /* A communicator over `ranks` of this one (sorted, with this rank); every member calls
  * it with the same list. Free it before its parent. */
 KsComm *ks_comm_subgroup (KsComm *comm, const int *ranks, int n_ranks, GError **error);
+/* A communicator over `world`'s ranks whose allreduce goes in three legs: inside each host
+ * through a `local_backend` communicator of that host's ranks (e.g. "shm"), among one
+ * leader per host through `world`, and inside the host again (Horovod's hierarchical
+ * allreduce). Every other operation goes through `world`. `host` names this rank's host:
+ * the ranks that give the same string form one. Every rank of `world` calls it. On
+ * success the result owns `world`; on failure the caller keeps it. */
+KsComm *ks_comm_hierarchical (KsRegistry *registry, const KsConfig *config, KsComm *world,
+                              const char *host, const char *local_backend, GError **error);
 
 G_END_DECLS
 

@@ -124,7 +124,8 @@ struct Gloo {
   std::unique_ptr<gloo::Algorithm> barrier;
   std::map<std::string, std::unique_ptr<Entry>> cache;
   std::string group; /* store prefix of this communicator */
-  int rank = 0, size = 1, timeout_ms = 0, n_subgroups = 0;
+  int rank = 0, size = 1, timeout_ms = 0;
+  std::map<std::string, int> subgroups; /* a rank list -> how many groups of it were made */
   guint32 next_tag = 0; /* of allgather(v), the same sequence on every rank */
 };
 
@@ -650,7 +651,8 @@ gloo_subgroup (void *p, const int *ranks, int n_ranks, GError **error)
       if (ranks[i] == g->rank)
         index = i;
     }
-  /* every rank counts its sub-group calls alike, so the prefix is the same everywhere */
+  /* the members count the groups of their list alike (the other ranks need not take
+   * part), so the prefix is the same on every member */
   Gloo *sub = new Gloo ();
   sub->settings = g->settings;
   sub->store = g->store;
@@ -658,7 +660,7 @@ gloo_subgroup (void *p, const int *ranks, int n_ranks, GError **error)
   sub->rank = index;
   sub->size = n_ranks;
   sub->timeout_ms = g->timeout_ms;
-  sub->group = g->group + "/sub" + std::to_string (g->n_subgroups++) + "/" + members;
+  sub->group = g->group + "/sub" + std::to_string (g->subgroups[members]++) + "/" + members;
   auto what = [&] { return format ("sub-group {%s}", members.c_str ()); };
   if (!guarded (g, what, error, [&] { join (sub); }))
     {
