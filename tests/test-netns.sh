@@ -29,7 +29,7 @@ if ! ip netns add "$ns0" 2>"$dir/netns.err" || ! ip netns add "$ns1" 2>>"$dir/ne
   echo "1..0 # SKIP cannot make network namespaces here: $(head -n 1 "$dir/netns.err")"
   exit 0
 fi
-echo "1..5"
+echo "1..6"
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
 
 ip link add "ksv$id" type veth peer name "ksw$id" \
@@ -46,7 +46,7 @@ for p in openblas optim store roles gloo collective; do path=$path${path:+:}$KS_
 export KS_PLUGIN_PATH=$path KS_PLUGIN_SYSTEM_PATH= KS_STORE_TOKEN=6d1f0c9e2a7b4853
 sets() {
   for s in train.steps=20 train.log_every=20 log.level=${level:-warning} openblas.threads=1 \
-      train.batch=16 comm.timeout=60 "train.checkpoint_dir=$dir/$1"; do
+      train.batch=16 comm.timeout=${timeout:-60} "train.checkpoint_dir=$dir/$1"; do
     printf -- '--set %s ' "$s"
   done
 }
@@ -62,11 +62,14 @@ timeout 120 "$KSDIST" launch -n 4 $(sets one-host) >"$dir/one-host.log" 2>&1 \
   || fail 2 "ksdist launch -n 4 on 127.0.0.1" "$(tail -n 20 "$dir/one-host.log")"
 echo "ok 2 - ksdist launch -n 4 on 127.0.0.1"
 
-# node NS RANK RUN: one node of the two-host job RUN (its checkpoints in $dir/RUN)
+# node NS RANK RUN [COMMAND...]: one node of the two-host job RUN (its checkpoints in
+# $dir/RUN), started through COMMAND when given
 node() {
+  ns=$1 rank=$2 run=$3
+  shift 3
   # shellcheck disable=SC2046
-  ip netns exec "$1" timeout 120 "$KSDIST" launch -n 2 --nnodes 2 --node-rank "$2" \
-    --master 10.211.0.1:29500 $(sets "$3") >"$dir/$3-node$2.log" 2>&1
+  ip netns exec "$ns" "$@" timeout 120 "$KSDIST" launch -n 2 --nnodes 2 --node-rank "$rank" \
+    --master 10.211.0.1:29500 $(sets "$run") ${extra:-} >"$dir/$run-node$rank.log" 2>&1
 }
 # two_hosts TEST RUN: both nodes; fails TEST when one does
 two_hosts() {
@@ -110,3 +113,19 @@ worst=$(paste "$dir/one-process.txt" "$dir/hierarchical.txt" | awk '
   || fail 5 "hierarchical against one process: largest difference $worst (want <= 1e-5)" \
     "$(wc -l "$dir/one-process.txt" "$dir/hierarchical.txt")"
 echo "ok 5 - hierarchical ends within $worst of one process with batch 64"
+
+# Shared memory asked for by name across hosts: node 1 gets a host name of its own (a UTS
+# namespace), and its first rank refuses, naming both hosts, instead of mapping a
+# segment it cannot share.
+if unshare --uts true 2>/dev/null; then
+  timeout=5 extra="--set comm.backend=shm"
+  node "$ns1" 1 across unshare --uts sh -c 'hostname ksdist-other-host && exec "$0" "$@"' &
+  node1=$!
+  node "$ns0" 0 across
+  wait $node1
+  grep -q "shm: rank 2 is on host ksdist-other-host, rank 0 on another" "$dir/across-node1.log" \
+    || fail 6 "shm across hosts is refused, naming them" "$(tail -n 5 "$dir/across-node1.log")"
+  echo "ok 6 - shm across two host names is refused: $(grep -o "rank 2 is on host [^:(]*" "$dir/across-node1.log" | head -n 1)"
+else
+  echo "ok 6 # SKIP unshare --uts is not allowed here"
+fi
