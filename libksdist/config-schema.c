@@ -14,10 +14,6 @@ static const KsKeyDesc core_schema[] = {
     "one of highest priority" },
   { "comm", "backend", KS_VALUE_STRING, "auto", 1, 0, NULL,
     "Communicator implementation, a name listed by `ksdist plugins`, or auto" },
-  { "comm", "hierarchical", KS_VALUE_CHOICE, "auto", 1, 0, "auto|true|false",
-    "Allreduce inside each host through shared memory, between hosts among one rank per "
-    "host, then inside the host again (Paddle's use_hierarchical_allreduce); auto: when "
-    "backend is auto and the launcher says this host has several ranks but not all" },
   { "comm", "timeout", KS_VALUE_DOUBLE, "300", 0.001, 1e6, NULL,
     "Seconds a collective may wait before it fails, naming the ranks that did not answer" },
   { "comm", "store", KS_VALUE_STRING, "file", 1, 0, NULL,
@@ -26,6 +22,10 @@ static const KsKeyDesc core_schema[] = {
   { "comm", "store_address", KS_VALUE_STRING, "", 1, 0, NULL,
     "Where the ranks of a job meet: the file store's directory, or the TCP store's "
     "HOST:PORT. KS_STORE_ADDRESS overrides it; ksdist launch sets that" },
+  { "comm", "hierarchical", KS_VALUE_CHOICE, "auto", 1, 0, "auto|true|false",
+    "Allreduce inside each host through shared memory, between hosts among one rank per "
+    "host, then inside the host again (Paddle's use_hierarchical_allreduce); auto: when "
+    "backend is auto and the launcher says this host has several ranks but not all" },
   { "job", "mode", KS_VALUE_STRING, "collective", 1, 0, NULL,
     "Distributed algorithm: collective, transpiler, pslib (or one a plugin provides)" },
   { "job", "name", KS_VALUE_STRING, "", 1, 0, NULL,

@@ -162,7 +162,7 @@ test_config_errors (Fixture *f, gconstpointer data)
 
   run (f, ARGS ("config", bad_key), NULL);
   assert_error_line (f, 2, "@/a.ini:2: unknown key 'timout' in [comm]; did you mean 'timeout'? "
-                           "(known: backend, timeout, store, store_address)");
+                           "(known: backend, timeout, store, store_address, hierarchical)");
   g_assert_cmpstr (f->out, ==, "");
   run (f, ARGS ("config", bad_value), NULL);
   assert_error_line (f, 2, "@/b.ini:2: [openblas] threads = 'many': expected an integer in "

@@ -194,7 +194,7 @@ test_unknown_key (Fixture *f, gconstpointer data)
 {
   assert_fails (f, "[comm]\ntimeout = 3\ntimout = 4\n", KS_CONFIG_ERROR_UNKNOWN_KEY,
                 "@:3: unknown key 'timout' in [comm]; did you mean 'timeout'? (known: backend, "
-                "timeout, store, store_address)");
+                "timeout, store, store_address, hierarchical)");
 }
 
 static void
@@ -229,7 +229,7 @@ test_set_override (Fixture *f, gconstpointer data)
   g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_UNKNOWN_KEY);
   g_assert_cmpstr (error->message, ==,
                    "--set comm.timeot: unknown key 'timeot' in [comm]; did you mean 'timeout'? "
-                   "(known: backend, timeout, store, store_address)");
+                   "(known: backend, timeout, store, store_address, hierarchical)");
 }
 
 static void

@@ -123,7 +123,8 @@ shm_broadcast (void *p, void *buf, gsize count, KsDType dtype, int root, GError 
   if (!check_dtype ("broadcast", dtype, error))
     return FALSE;
   if (root < 0 || root >= s->size)
-    return shm_fail (error, KS_COMM_ERROR_INVALID, "broadcast from rank %d of %d", root, s->size);
+    return shm_fail (error, KS_COMM_ERROR_INVALID, "broadcast from rank %d of %d", root,
+                     s->size);
   for (gsize at = 0; at < bytes; at += s->chunk)
     {
       gsize n = MIN (s->chunk, bytes - at);
@@ -164,7 +165,8 @@ gather (Shm *s, const void *send, void *recv, const gsize *counts, gsize es, con
       guint64 round = s->rounds++;
       gsize mine = counts[s->rank] * es;
       if (at < mine)
-        memcpy (shm_slot (s, round, s->rank), (const guint8 *) send + at, MIN (s->chunk, mine - at));
+        memcpy (shm_slot (s, round, s->rank), (const guint8 *) send + at,
+                MIN (s->chunk, mine - at));
       if (!shm_arrive_and_wait (s, what, error))
         return FALSE;
       for (int r = 0; r < s->size; r++)

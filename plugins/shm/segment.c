@@ -314,9 +314,10 @@ create_segment (Shm *s, const KsStoreOps *ops, void *store, const char *key, GEr
       if (err != 0 || s->base == MAP_FAILED)
         {
           s->base = NULL;
-          return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot allocate or map %s (%" G_GSIZE_FORMAT
-                       " bytes): %s (make /dev/shm larger, lower [shm] chunk_kib, or set [comm] "
-                       "backend = gloo)", s->name, s->map_len, g_strerror (errno));
+          return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot allocate or map %s (%"
+                           G_GSIZE_FORMAT " bytes): %s (make /dev/shm larger, lower [shm] "
+                           "chunk_kib, or set [comm] backend = gloo)", s->name, s->map_len,
+                           g_strerror (errno));
         }
       s->h = (Header *) s->base;
       s->h->size = s->size;
