@@ -386,6 +386,17 @@ ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error)
   return TRUE;
 }
 
+void *
+ks_comm_alloc_shared (KsComm *comm, gsize nbytes, GError **error)
+{
+  if (!KS_OPS_HAS (COMM_OPS (comm), KsCommOps, alloc_shared))
+    {
+      ks_set_not_supported (error, comm->instance.plugin->name, KS_KIND_COMM, "alloc_shared");
+      return NULL;
+    }
+  return COMM_OPS (comm)->alloc_shared (CTX (comm), nbytes, error);
+}
+
 KsComm *
 ks_comm_subgroup (KsComm *comm, const int *ranks, int n_ranks, GError **error)
 {

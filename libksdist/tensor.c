@@ -134,6 +134,7 @@ struct KsArena {
   GArray *entries; /* ArenaEntry */
   gsize numel;     /* floats, padding included */
   float *data;
+  gboolean borrowed; /* data is someone else's (ks_arena_move) */
 };
 
 static void
@@ -157,7 +158,8 @@ ks_arena_free (KsArena *arena)
 {
   if (arena == NULL)
     return;
-  ks_compute_free_memory (arena->compute, arena->data);
+  if (!arena->borrowed)
+    ks_compute_free_memory (arena->compute, arena->data);
   g_array_unref (arena->entries);
   g_free (arena);
 }
@@ -200,6 +202,25 @@ ks_arena_allocate (KsArena *arena, GError **error)
       ks_compute_free_memory (arena->compute, g_steal_pointer (&arena->data));
       return FALSE;
     }
+  for (guint i = 0; i < arena->entries->len; i++)
+    {
+      ArenaEntry *e = &g_array_index (arena->entries, ArenaEntry, i);
+      e->view.data = arena->data + e->offset;
+    }
+  return TRUE;
+}
+
+gboolean
+ks_arena_move (KsArena *arena, float *memory, GError **error)
+{
+  g_return_val_if_fail (arena->data != NULL, FALSE);
+  if (!ks_compute_copy_to_host (arena->compute, memory, arena->data,
+                                MAX (arena->numel, 1) * sizeof (float), error))
+    return FALSE;
+  if (!arena->borrowed)
+    ks_compute_free_memory (arena->compute, arena->data);
+  arena->data = memory;
+  arena->borrowed = TRUE;
   for (guint i = 0; i < arena->entries->len; i++)
     {
       ArenaEntry *e = &g_array_index (arena->entries, ArenaEntry, i);

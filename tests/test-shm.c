@@ -228,6 +228,67 @@ scenario_groups (KsComm *comm, int rank, int n)
   OK (ks_comm_barrier (comm, ERR));
 }
 
+/* Allreduce in memory from alloc_shared (no staging copies): every type and reduction,
+ * at an offset, across several chunks; the same bits as through the slots (private
+ * buffers), the values as computed; then ranks that disagree on where their buffer is
+ * are refused. */
+static void
+scenario_shared (KsComm *comm, int rank, int n)
+{
+  static const KsDType types[] = { KS_DTYPE_FLOAT32, KS_DTYPE_FLOAT64, KS_DTYPE_INT32,
+                                   KS_DTYPE_INT64 };
+  static const KsReduceOp ops[] = { KS_REDUCE_SUM, KS_REDUCE_MIN, KS_REDUCE_MAX, KS_REDUCE_AVG,
+                                    KS_REDUCE_PROD };
+  static const gsize counts[] = { 1, 37, 300001 };
+  const gsize at = 3, most = 300001 + at;
+  guint8 *shared, *other;
+
+  OK ((shared = ks_comm_alloc_shared (comm, most * 8, ERR)) != NULL);
+  OK ((other = ks_comm_alloc_shared (comm, 100, ERR)) != NULL);
+  memset (shared, 0xab, most * 8); /* all of it this rank's to write */
+  memset (other, 0xcd, 100);
+  for (guint t = 0; t < G_N_ELEMENTS (types); t++)
+    for (guint o = 0; o < G_N_ELEMENTS (ops); o++)
+      for (guint c = 0; c < G_N_ELEMENTS (counts); c++)
+        {
+          gsize count = counts[c], es = ks_dtype_size (types[t]);
+          g_autofree guint8 *private = g_malloc (count * es);
+          guint8 *mine = shared + at * es;
+          if (ops[o] == KS_REDUCE_AVG && t >= 2)
+            continue;
+          ks_test_fill_rank (private, types[t], rank, count);
+          ks_test_fill_rank (mine, types[t], rank, count);
+          OK (ks_comm_allreduce (comm, private, count, types[t], ops[o], ERR));
+          OK (ks_comm_allreduce (comm, mine, count, types[t], ops[o], ERR));
+          CHECK (memcmp (private, mine, count * es) == 0, "%s %s of %" G_GSIZE_FORMAT
+                 " in shared memory: not the bits of the slots'", ks_dtype_name (types[t]),
+                 ks_reduce_op_name (ops[o]), count);
+          for (gsize i = 0; i < count; i += 997)
+            {
+              double got = ks_test_element (mine, types[t], i);
+              double want = ks_test_reduced (ops[o], n, i);
+              CHECK (fabs (got - want) <= 1e-6 * fabs (want), "%s %s [%" G_GSIZE_FORMAT "] = %g, "
+                     "want %g", ks_dtype_name (types[t]), ks_reduce_op_name (ops[o]), i, got,
+                     want);
+            }
+        }
+  CHECK (other[0] == 0xcd && other[99] == 0xcd, "the other region was written");
+  OK (ks_comm_barrier (comm, ERR));
+
+  /* rank 0 reduces in shared memory, the others in private memory */
+  {
+    g_autoptr (GError) e_ = NULL;
+    float x[4] = { 0 };
+    CHECK (!ks_comm_allreduce (comm, rank == 0 ? (void *) shared : x, 4, KS_DTYPE_FLOAT32,
+                               KS_REDUCE_SUM, ERR)
+               && strstr (e_->message, rank == 0 ? "rank 1's buffer is in private memory, this "
+                                                   "rank's in shared"
+                                                 : "rank 0's buffer is in shared memory, this "
+                                                   "rank's in private") != NULL,
+           "mixed buffers: %s", e_ != NULL ? e_->message : "accepted");
+  }
+}
+
 /* Hierarchical allreduce over Gloo between two "hosts" (told apart by name here; both
  * are this machine, so shared memory joins each host's ranks): ranks below n/2 are host
  * A, the others host B; every reduction against the computed one, and the operations
@@ -313,6 +374,8 @@ run_rank (char **argv)
     scenario_collectives (comm, rank, n);
   else if (strcmp (scenario, "p2p") == 0)
     scenario_p2p (comm, rank, n);
+  else if (strcmp (scenario, "shared") == 0)
+    scenario_shared (comm, rank, n);
   else if (strcmp (scenario, "groups") == 0)
     scenario_groups (comm, rank, n);
   else if (strcmp (scenario, "die-recv") == 0)
@@ -425,6 +488,12 @@ test_p2p (gconstpointer data)
 }
 
 static void
+test_shared (gconstpointer data)
+{
+  assert_job_ok ("shared", GPOINTER_TO_INT (data));
+}
+
+static void
 test_groups (gconstpointer data)
 {
   assert_job_ok ("groups", GPOINTER_TO_INT (data));
@@ -509,6 +578,8 @@ main (int argc, char **argv)
   g_test_add_func ("/shm/allreduce-64MiB", test_big);
   g_test_add_data_func ("/shm/p2p-2", GINT_TO_POINTER (2), test_p2p);
   g_test_add_data_func ("/shm/p2p-3", GINT_TO_POINTER (3), test_p2p);
+  g_test_add_data_func ("/shm/shared-2", GINT_TO_POINTER (2), test_shared);
+  g_test_add_data_func ("/shm/shared-3", GINT_TO_POINTER (3), test_shared);
   g_test_add_data_func ("/shm/groups-4", GINT_TO_POINTER (4), test_groups);
   g_test_add_data_func ("/shm/groups-3", GINT_TO_POINTER (3), test_groups);
   g_test_add_func ("/shm/dead-sender", test_dead_sender);

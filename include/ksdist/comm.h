@@ -79,6 +79,11 @@ typedef struct {
                   GError **error);
   void *(*irecv) (void *ctx, void *buf, gsize nbytes, int peer, guint32 tag, GError **error);
   gboolean (*wait) (void *ctx, void *request, GError **error);
+  /* Memory every rank of the group maps: `nbytes` of this rank's own, which the others
+   * read and write during a collective on it, so that an allreduce of a buffer in it
+   * moves no copies through staging. Every rank calls it with the same size; it lives
+   * as long as the communicator. */
+  void *(*alloc_shared) (void *ctx, gsize nbytes, GError **error);
 } KsCommOps;
 
 /* ---- the core's handles on a store and a communicator ---- */
@@ -154,6 +159,10 @@ gboolean ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error);
 /* A communicator over `ranks` of this one (sorted, with this rank); every member calls
  * it with the same list. Free it before its parent. */
 KsComm *ks_comm_subgroup (KsComm *comm, const int *ranks, int n_ranks, GError **error);
+/* This rank's part of memory every rank maps (see KsCommOps.alloc_shared); NULL and
+ * KS_PLUGIN_ERROR_NOT_SUPPORTED where the plugin has none. Every rank calls it. */
+void *ks_comm_alloc_shared (KsComm *comm, gsize nbytes, GError **error);
+
 /* A communicator over `world`'s ranks whose allreduce goes in three legs: inside each host
  * through a `local_backend` communicator of that host's ranks (e.g. "shm"), among one
  * leader per host through `world`, and inside the host again (Horovod's hierarchical

@@ -54,6 +54,12 @@ gboolean ks_arena_add (KsArena *arena, const char *name, int ndim, const gint64 
 /* Allocates the buffer (zeroed). Each tensor starts on a 64-byte boundary; the padding
  * between tensors is zero and stays zero under elementwise updates. */
 gboolean ks_arena_allocate (KsArena *arena, GError **error);
+/* Moves the buffer's contents into `memory` (host memory of ks_arena_numel floats, for a
+ * backend that computes in host memory) and uses it from now on, without ever freeing
+ * it: its owner keeps it alive as long as the arena. Views taken before stay on the old
+ * buffer, so move an arena before anything takes views of it (a model's gradients:
+ * before its backward is built). */
+gboolean ks_arena_move (KsArena *arena, float *memory, GError **error);
 /* A new allocated arena with the same layout (for gradients or optimizer state). */
 KsArena *ks_arena_new_like (const KsArena *layout, GError **error);
 

@@ -8,8 +8,10 @@
  * starts from the same point. Averages go in buckets of bucket_kb, one allreduce each,
  * so a large model never needs one huge message. With overlap (the default), a bucket
  * of gradients is averaged on a communication thread as soon as backward has finished
- * it, while backward goes on (buckets.c); the update waits for the last. There are no servers in this mode:
- * init_server, run_server, init_worker and stop_worker only warn. */
+ * it, while backward goes on (buckets.c); the update waits for the last. Through shared
+ * memory the gradients live in memory every worker maps, so averaging copies nothing in
+ * or out. There are no servers in this mode: init_server, run_server, init_worker and
+ * stop_worker only warn. */
 #include <config.h>
 #include <ksdist/ksdist.h>
 
@@ -109,6 +111,7 @@ typedef struct {
   gint64 updates;
   KsModel *model;
   Buckets *buckets; /* grad_allreduce with overlap, once backward has made the pairs */
+  gboolean shared;  /* the gradients were offered shared memory */
 } DistOpt;
 
 static KsComm *
@@ -143,6 +146,26 @@ dist_destroy (void *p)
   g_free (d);
 }
 
+/* Where the communicator has memory every worker maps (shm), the gradients move there
+ * before backward takes views of them: then averaging a bucket reads every worker's
+ * gradients where backward wrote them and writes the average back, with no copies in and
+ * out of staging. */
+static gboolean
+share_gradients (KsComm *comm, KsModel *model, GError **error)
+{
+  KsArena *grads = ks_model_gradients (model);
+  g_autoptr (GError) local = NULL;
+  float *memory = ks_comm_alloc_shared (comm, ks_arena_numel (grads) * sizeof (float), &local);
+
+  if (memory != NULL)
+    return ks_arena_move (grads, memory, error);
+  if (g_error_matches (local, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_SUPPORTED))
+    return TRUE;
+  g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                              "collective: sharing the gradients' memory: ");
+  return FALSE;
+}
+
 static gboolean
 dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
                const char *const *no_grad, GArray *pairs, GError **error)
@@ -151,6 +174,9 @@ dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsi
   KsComm *comm = workers (d);
   KsArena *weights = ks_model_parameters (model);
 
+  if (comm != NULL && ks_comm_size (comm) > 1 && !d->algorithm->local_sgd && !d->shared
+      && !(d->shared = TRUE, share_gradients (comm, model, error)))
+    return FALSE;
   if (!d->inner_ops->backward (d->inner, model, loss, params, n_params, no_grad, pairs, error))
     return FALSE;
   /* everyone starts from worker 0's parameters */

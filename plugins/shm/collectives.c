@@ -88,15 +88,91 @@ check_dtype (const char *what, KsDType dtype, GError **error)
 
 /* ---- collectives ---- */
 
+/* The shared region holding this rank's [buf, buf + bytes) and the offset there, or -1. */
+static int
+shared_region (Shm *s, const void *buf, gsize bytes, gsize *offset)
+{
+  for (guint i = 0; i < s->regions->len; i++)
+    {
+      const SharedRegion *r = &g_array_index (s->regions, SharedRegion, i);
+      const guint8 *mine = r->base + s->rank * r->stride, *at = buf;
+      if (at >= mine && at + bytes <= mine + r->len)
+        return *offset = at - mine, (int) i;
+    }
+  return -1;
+}
+
+/* Says where this rank's allreduce buffer is (0: private memory), for same_buffers. */
+static guint64
+buffer_id (int region, gsize offset, gsize count)
+{
+  if (region < 0)
+    return 0;
+  return ((guint64) (region + 1) * 0x9E3779B97F4A7C15ull) ^ (offset * 0xC2B2AE3D27D4EB4Full)
+         ^ count;
+}
+
+/* After the first arrival: whether every rank's buffer is where this one's is (the two
+ * ways of reducing must not meet). */
+static gboolean
+same_buffers (Shm *s, guint64 id, GError **error)
+{
+  for (int r = 0; r < s->size; r++)
+    if (s->h->ranks[r].allreduce_at != id)
+      {
+        const char *theirs = s->h->ranks[r].allreduce_at != 0 ? "shared" : "private";
+        s->broken = TRUE;
+        return shm_fail (error, KS_COMM_ERROR_INVALID, "allreduce on rank %d of %d: rank %d's "
+                         "buffer is in %s memory, this rank's in %s memory%s: give every rank "
+                         "its part of the same memory from alloc_shared at the same offset, or "
+                         "none", s->rank, s->size, r, theirs, id != 0 ? "shared" : "private",
+                         (id != 0) == (*theirs == 's') ? " at another offset or count" : "");
+      }
+  return TRUE;
+}
+
+/* Without staging: each rank reduces its share of the elements straight from every rank's
+ * part of the region (in rank order, as the slots are, so the sums are the same bits) and
+ * writes the result into every part. */
+static gboolean
+allreduce_shared (Shm *s, int region, gsize offset, gsize count, KsDType dtype,
+                  KsReduceOp op, GError **error)
+{
+  const SharedRegion *r = &g_array_index (s->regions, SharedRegion, region);
+  gsize es = dtype_size (dtype), share = (count + s->size - 1) / s->size;
+  gsize lo = MIN (count, share * s->rank), hi = MIN (count, lo + share), per = s->chunk / es;
+  guint64 id = buffer_id (region, offset, count);
+
+  s->h->ranks[s->rank].allreduce_at = id;
+  if (!shm_arrive_and_wait (s, "allreduce", error) || !same_buffers (s, id, error))
+    return FALSE;
+  for (gsize at = lo; at < hi; at += per)
+    {
+      gsize n = MIN (per, hi - at), from = offset + at * es;
+      memcpy (s->scratch, r->base + from, n * es);
+      for (int q = 1; q < s->size; q++)
+        reduce (s->scratch, r->base + q * r->stride + from, n, dtype, op);
+      if (op == KS_REDUCE_AVG)
+        divide (s->scratch, n, dtype, s->size);
+      for (int q = 0; q < s->size; q++)
+        memcpy (r->base + q * r->stride + from, s->scratch, n * es);
+    }
+  return shm_arrive_and_wait (s, "allreduce", error);
+}
+
 gboolean
 shm_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GError **error)
 {
   Shm *s = p;
-  gsize es = dtype_size (dtype);
+  gsize es = dtype_size (dtype), offset;
   g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
   if (!check_dtype ("allreduce", dtype, error))
     return FALSE;
+  int region = count > 0 ? shared_region (s, buf, count * es, &offset) : -1;
+  if (region >= 0)
+    return allreduce_shared (s, region, offset, count, dtype, op, error);
   gsize per_round = s->chunk / es;
+  s->h->ranks[s->rank].allreduce_at = 0;
   for (gsize at = 0; at < count; at += per_round)
     {
       gsize n = MIN (per_round, count - at), share = (n + s->size - 1) / s->size;
@@ -104,7 +180,7 @@ shm_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GE
       guint64 round = s->rounds++;
       guint8 *result = shm_slot (s, round, s->size);
       memcpy (shm_slot (s, round, s->rank), (guint8 *) buf + at * es, n * es);
-      if (!shm_arrive_and_wait (s, "allreduce", error))
+      if (!shm_arrive_and_wait (s, "allreduce", error) || (at == 0 && !same_buffers (s, 0, error)))
         return FALSE;
       reduce_slots (s, round, 0, lo, hi, result + lo * es, dtype, op);
       if (!shm_arrive_and_wait (s, "allreduce", error))

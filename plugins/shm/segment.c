@@ -255,6 +255,8 @@ shm_new (gsize chunk)
   s->chunk = chunk;
   s->pid_ns = pid_namespace ();
   s->subgroups = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  s->regions = g_array_new (FALSE, FALSE, sizeof (SharedRegion));
+  s->scratch = g_malloc (chunk);
   g_mutex_init (&s->lock);
   return s;
 }
@@ -273,6 +275,13 @@ shm_destroy (void *p)
     shm_unlink (s->name);
   if (s->base != NULL)
     munmap (s->base, s->map_len);
+  for (guint i = 0; i < s->regions->len; i++)
+    {
+      SharedRegion *r = &g_array_index (s->regions, SharedRegion, i);
+      munmap (r->base, r->stride * s->size);
+    }
+  g_array_unref (s->regions);
+  g_free (s->scratch);
   g_free (s->name);
   g_free (s->prefix);
   g_hash_table_unref (s->subgroups);
@@ -289,78 +298,83 @@ host_id (void)
   return g_strdup_printf ("%s %s", g_get_host_name (), boot != NULL ? g_strstrip (boot) : "");
 }
 
-/* Rank 0 makes the segment and tells the others its name. */
+/* Rank 0 makes a segment of `len` bytes under a random name and maps it at *base; *name
+ * keeps it until it is unlinked. */
 static gboolean
-create_segment (Shm *s, const KsStoreOps *ops, void *store, const char *key, GError **error)
+create_mapping (Shm *s, gsize len, char **name, guint8 **base, GError **error)
 {
   for (int attempt = 0; attempt < 8; attempt++)
     {
-      g_free (s->name);
-      s->name = g_strdup_printf ("/ksdist-%d-%08x", (int) getpid (), g_random_int ());
-      int fd = shm_open (s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+      g_free (*name);
+      *name = g_strdup_printf ("/ksdist-%d-%08x", (int) getpid (), g_random_int ());
+      int fd = shm_open (*name, O_RDWR | O_CREAT | O_EXCL, 0600);
       if (fd < 0 && errno == EEXIST)
         continue;
       if (fd < 0)
-        return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot create %s in /dev/shm: %s", s->name,
-                     g_strerror (errno));
+        return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot create %s in /dev/shm: %s", *name,
+                         g_strerror (errno));
       /* allocated now: tmpfs would grant a bigger ftruncate, then kill the process with
        * SIGBUS at the first write past what /dev/shm holds */
-      int err = posix_fallocate (fd, 0, s->map_len);
+      int err = posix_fallocate (fd, 0, len);
       if (err == 0)
-        s->base = mmap (NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        *base = mmap (NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       else
         errno = err;
       close (fd);
-      if (err != 0 || s->base == MAP_FAILED)
+      if (err != 0 || *base == MAP_FAILED)
         {
-          s->base = NULL;
+          *base = NULL;
+          shm_unlink (*name);
           return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot allocate or map %s (%"
                            G_GSIZE_FORMAT " bytes): %s (make /dev/shm larger, lower [shm] "
-                           "chunk_kib, or set [comm] backend = gloo)", s->name, s->map_len,
+                           "chunk_kib, or set [comm] backend = gloo)", *name, len,
                            g_strerror (errno));
         }
-      s->h = (Header *) s->base;
-      s->h->size = s->size;
-      s->h->chunk = s->chunk;
-      s->h->magic = MAGIC;
-      return ops->set (store, key, s->name, strlen (s->name) + 1, error);
+      return TRUE;
     }
   return shm_fail (error, KS_COMM_ERROR_FAILED, "no free name in /dev/shm after 8 tries");
 }
 
+/* Tells the other ranks the segment's name, once it is ready for them. */
 static gboolean
-open_segment (Shm *s, const KsStoreOps *ops, void *store, const char *key, GError **error)
+publish (Shm *s, const char *key, const char *name, GError **error)
+{
+  return s->store_ops->set (s->store, key, name, strlen (name) + 1, error);
+}
+
+/* The other ranks map rank 0's segment of `len` bytes named under `key`. */
+static gboolean
+open_mapping (Shm *s, const char *key, gsize len, guint8 **base, GError **error)
 {
   g_autofree char *name = NULL;
-  gsize len;
+  gsize name_len;
   struct stat st;
 
-  if (!ops->get (store, key, s->timeout_ms, (void **) &name, &len, error))
+  if (!s->store_ops->get (s->store, key, s->timeout_ms, (void **) &name, &name_len, error))
     return FALSE;
-  if (len < 2 || name[len - 1] != '\0' || name[0] != '/' || strchr (name + 1, '/') != NULL)
+  if (name_len < 2 || name[name_len - 1] != '\0' || name[0] != '/'
+      || strchr (name + 1, '/') != NULL)
     return shm_fail (error, KS_COMM_ERROR_INVALID, "the store's %s is not a segment's name", key);
   int fd = shm_open (name, O_RDWR, 0);
   if (fd < 0)
     return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot open rank 0's segment %s: %s (are all "
-                 "ranks on one host, in one IPC namespace?)", name, g_strerror (errno));
-  if (fstat (fd, &st) != 0 || (gsize) st.st_size != s->map_len)
+                     "ranks on one host, in one IPC namespace?)", name, g_strerror (errno));
+  if (fstat (fd, &st) != 0 || (gsize) st.st_size != len)
     {
       close (fd);
-      return shm_fail (error, KS_COMM_ERROR_INVALID, "rank 0's segment %s is %lld bytes, not the %"
-                   G_GSIZE_FORMAT " this rank expects: give every rank the same [shm] chunk_kib",
-                   name, (long long) st.st_size, s->map_len);
+      return shm_fail (error, KS_COMM_ERROR_INVALID, "rank 0's segment %s is %lld bytes, not the "
+                       "%" G_GSIZE_FORMAT " this rank expects: give every rank the same [shm] "
+                       "chunk_kib (and, to alloc_shared, the same size)", name,
+                       (long long) st.st_size, len);
     }
-  s->base = mmap (NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  *base = mmap (NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close (fd);
-  if (s->base == MAP_FAILED)
+  if (*base == MAP_FAILED)
     {
-      s->base = NULL;
-      return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot map %s: %s", name, g_strerror (errno));
+      *base = NULL;
+      return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot map %s: %s", name,
+                       g_strerror (errno));
     }
-  s->h = (Header *) s->base;
-  if (s->h->magic != MAGIC || s->h->size != (guint32) s->size || s->h->chunk != s->chunk)
-    return shm_fail (error, KS_COMM_ERROR_INVALID, "%s is not the segment of this job of %d ranks",
-                 name, s->size);
   return TRUE;
 }
 
@@ -402,9 +416,21 @@ join (Shm *s, int rank, int size, int timeout_ms, GError **error)
                      "(%s): shared memory joins the ranks of one host; set [comm] backend = "
                      "gloo (or auto) for a job across hosts", rank, g_get_host_name (),
                      len > 0 && first[len - 1] == '\0' ? first : "?");
-  if (!(rank == 0 ? create_segment (s, ops, s->store, key, error)
-                  : open_segment (s, ops, s->store, key, error)))
+  if (!(rank == 0 ? create_mapping (s, s->map_len, &s->name, &s->base, error)
+                  : open_mapping (s, key, s->map_len, &s->base, error)))
     return FALSE;
+  s->h = (Header *) s->base;
+  if (rank == 0)
+    {
+      s->h->size = size;
+      s->h->chunk = s->chunk;
+      s->h->magic = MAGIC;
+      if (!publish (s, key, s->name, error))
+        return FALSE;
+    }
+  else if (s->h->magic != MAGIC || s->h->size != (guint32) size || s->h->chunk != s->chunk)
+    return shm_fail (error, KS_COMM_ERROR_INVALID, "the segment of %s is not one of this job "
+                     "of %d ranks", key, size);
   s->inboxes = (Inbox *) (s->base + header_bytes (size));
   s->data = s->base + header_bytes (size) + inbox_bytes (size);
   s->h->ranks[rank].pid_ns = s->pid_ns;
@@ -463,6 +489,37 @@ shm_subgroup (void *p, const int *ranks, int n_ranks, GError **error)
   return sub;
 }
 
+/* Each rank's part is `nbytes` rounded up to pages, side by side in one segment made as
+ * the communicator's is; collectives.c reduces a buffer in it without staging copies. */
+static void *
+shm_alloc_shared (void *p, gsize nbytes, GError **error)
+{
+  Shm *s = p;
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
+  g_autofree char *key = g_strdup_printf ("%s/shared%u", s->prefix, s->regions->len);
+  g_autofree char *name = NULL;
+  SharedRegion r = { NULL, round_up (MAX (nbytes, 1)), nbytes };
+  gboolean ok;
+
+  if (!shm_usable (s, "alloc_shared", error))
+    return NULL;
+  ok = s->rank == 0 ? create_mapping (s, r.stride * s->size, &name, &r.base, error)
+                         && publish (s, key, name, error)
+                    : open_mapping (s, key, r.stride * s->size, &r.base, error);
+  /* every rank has it mapped: rank 0 unlinks it, as the communicator's segment */
+  ok = ok && shm_arrive_and_wait (s, "alloc_shared", error);
+  if (name != NULL)
+    shm_unlink (name);
+  if (!ok)
+    {
+      if (r.base != NULL)
+        munmap (r.base, r.stride * s->size);
+      return NULL;
+    }
+  g_array_append_val (s->regions, r);
+  return r.base + s->rank * r.stride;
+}
+
 static gboolean
 shm_set_timeout (void *p, int timeout_ms, GError **error)
 {
@@ -499,6 +556,7 @@ static const KsCommOps shm_ops = {
   .isend = shm_isend,
   .irecv = shm_irecv,
   .wait = shm_wait_request,
+  .alloc_shared = shm_alloc_shared,
   .set_timeout = shm_set_timeout,
   .rank = shm_rank,
   .world_size = shm_size,

@@ -18,6 +18,7 @@ typedef struct {
   _Alignas (64) atomic_uint_least64_t arrived; /* its arrivals so far */
   atomic_int pid;
   guint64 pid_ns; /* its pid namespace: a pid means something only in ours */
+  guint64 allreduce_at; /* its allreduce's buffer: region, offset and count, or 0 */
 } RankLine;
 
 typedef struct {
@@ -47,6 +48,12 @@ typedef struct {
   Message slots[INBOX];
 } Inbox;
 
+/* Memory of alloc_shared: rank r's part at base + r * stride, `len` bytes of it asked. */
+typedef struct {
+  guint8 *base;
+  gsize stride, len;
+} SharedRegion;
+
 typedef struct {
   gsize chunk;
   int rank, size, timeout_ms;
@@ -67,6 +74,8 @@ typedef struct {
   void *store;
   char *prefix;           /* of this group's store keys */
   GHashTable *subgroups;  /* a rank list -> how many groups of it were made */
+  GArray *regions;        /* SharedRegion, of alloc_shared */
+  guint8 *scratch;        /* a chunk, for reducing in shared regions */
 } Shm;
 
 gboolean shm_fail (GError **error, int code, const char *format, ...) G_GNUC_PRINTF (3, 4);
