@@ -469,40 +469,17 @@ assert_job_ok (const char *scenario, int n)
       g_error ("rank %d of %d failed:\n%s", r, n, err);
 }
 
-static void
-test_collectives (gconstpointer data)
-{
-  assert_job_ok ("collectives", GPOINTER_TO_INT (data));
-}
+/* A scenario that ends well on every rank. */
+typedef struct {
+  const char *path, *scenario;
+  int n;
+} Job;
 
 static void
-test_big (void)
+test_job (gconstpointer data)
 {
-  assert_job_ok ("big", 2);
-}
-
-static void
-test_p2p (gconstpointer data)
-{
-  assert_job_ok ("p2p", GPOINTER_TO_INT (data));
-}
-
-static void
-test_shared (gconstpointer data)
-{
-  assert_job_ok ("shared", GPOINTER_TO_INT (data));
-}
-
-static void
-test_groups (gconstpointer data)
-{
-  assert_job_ok ("groups", GPOINTER_TO_INT (data));
-}
-
-static void
-test_hier (gconstpointer data)
-{
-  assert_job_ok ("hier", GPOINTER_TO_INT (data));
+  const Job *job = data;
+  assert_job_ok (job->scenario, job->n);
 }
 
 /* A receive from a rank whose process is gone fails at once, naming it. */
@@ -572,19 +549,17 @@ main (int argc, char **argv)
   if (argc > 1 && strcmp (argv[1], "--rank") == 0)
     return run_rank (argv);
   g_test_init (&argc, &argv, NULL);
-  g_test_add_data_func ("/shm/collectives-2", GINT_TO_POINTER (2), test_collectives);
-  g_test_add_data_func ("/shm/collectives-3", GINT_TO_POINTER (3), test_collectives);
-  g_test_add_data_func ("/shm/collectives-4", GINT_TO_POINTER (4), test_collectives);
-  g_test_add_func ("/shm/allreduce-64MiB", test_big);
-  g_test_add_data_func ("/shm/p2p-2", GINT_TO_POINTER (2), test_p2p);
-  g_test_add_data_func ("/shm/p2p-3", GINT_TO_POINTER (3), test_p2p);
-  g_test_add_data_func ("/shm/shared-2", GINT_TO_POINTER (2), test_shared);
-  g_test_add_data_func ("/shm/shared-3", GINT_TO_POINTER (3), test_shared);
-  g_test_add_data_func ("/shm/groups-4", GINT_TO_POINTER (4), test_groups);
-  g_test_add_data_func ("/shm/groups-3", GINT_TO_POINTER (3), test_groups);
+  static const Job jobs[] = {
+    { "/shm/collectives-2", "collectives", 2 }, { "/shm/collectives-3", "collectives", 3 },
+    { "/shm/collectives-4", "collectives", 4 }, { "/shm/allreduce-64MiB", "big", 2 },
+    { "/shm/p2p-2", "p2p", 2 },                 { "/shm/p2p-3", "p2p", 3 },
+    { "/shm/shared-2", "shared", 2 },           { "/shm/shared-3", "shared", 3 },
+    { "/shm/groups-4", "groups", 4 },           { "/shm/groups-3", "groups", 3 },
+    { "/shm/hierarchical-4", "hier", 4 },       { "/shm/hierarchical-3", "hier", 3 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (jobs); i++)
+    g_test_add_data_func (jobs[i].path, &jobs[i], test_job);
   g_test_add_func ("/shm/dead-sender", test_dead_sender);
-  g_test_add_data_func ("/shm/hierarchical-4", GINT_TO_POINTER (4), test_hier);
-  g_test_add_data_func ("/shm/hierarchical-3", GINT_TO_POINTER (3), test_hier);
   g_test_add_func ("/shm/dead-rank", test_dead_rank);
   g_test_add_func ("/shm/stalled-rank", test_stalled_rank);
   return g_test_run ();
