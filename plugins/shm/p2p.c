@@ -155,7 +155,10 @@ receive (Shm *s, const Request *r, GError **error)
                        G_GUINT64_FORMAT " bytes", what, s->rank, m->nbytes);
     }
   if (m->nbytes <= INLINE_BYTES)
-    memcpy (r->buf, m->inline_data, m->nbytes);
+    {
+      if (m->nbytes > 0) /* a buffer of no bytes may be NULL */
+        memcpy (r->buf, m->inline_data, m->nbytes);
+    }
   else if (!copy_from_sender (s, m, r->buf, error))
     return s->broken = TRUE, FALSE;
   atomic_store_explicit (&m->done, match.found + 1, memory_order_release);
