@@ -166,7 +166,8 @@ ks_comm_size (const KsComm *comm)
 }
 
 /* After a failed collective: says in the store that this rank saw it fail, waits for the
- * others to say the same, and appends the ranks that did not. A rank that lost its peer
+ * others to say the same, and appends the ranks that did not (and, at once, those the
+ * plugin knows to have ended). A rank that lost its peer
  * fails at once and its neighbours only when their own timeout expires, so it waits 1.5
  * timeouts; after a timeout the others, stuck on the same rank, time out about when this
  * one did, so half a timeout covers their lag (a stalled rank is named after 1.5). */
@@ -174,7 +175,8 @@ static gboolean
 name_missing_ranks (KsComm *comm, const char *op, GError **error)
 {
   int me = ks_comm_rank (comm), n = ks_comm_size (comm);
-  g_autoptr (GString) missing = g_string_new (NULL);
+  g_autoptr (GString) missing = g_string_new (NULL), gone = g_string_new (NULL);
+  g_autofree gboolean *ended = g_new0 (gboolean, n);
   gint64 deadline;
 
   if (error == NULL || *error == NULL || comm->store == NULL
@@ -186,6 +188,8 @@ name_missing_ranks (KsComm *comm, const char *op, GError **error)
                                            comm->seq, me);
   if (!ks_store_set (comm->store, mine, op, strlen (op), NULL))
     return FALSE;
+  if (KS_OPS_HAS (COMM_OPS (comm), KsCommOps, ended_ranks))
+    COMM_OPS (comm)->ended_ranks (CTX (comm), ended);
   deadline = g_get_monotonic_time ()
              + (gint64) comm->timeout_ms * ((*error)->code == KS_COMM_ERROR_TIMEOUT ? 500 : 1500);
   for (int r = 0; r < n; r++)
@@ -195,13 +199,18 @@ name_missing_ranks (KsComm *comm, const char *op, GError **error)
       g_autofree void *data = NULL;
       gsize len;
       int left = MAX (1, (int) ((deadline - g_get_monotonic_time ()) / 1000));
-      if (r != me && !ks_store_get (comm->store, key, left, &data, &len, NULL))
+      if (r != me && ended[r]) /* it will never say so */
+        g_string_append_printf (gone, "%s%d", gone->len > 0 ? ", " : "", comm->world[r]);
+      else if (r != me && !ks_store_get (comm->store, key, left, &data, &len, NULL))
         g_string_append_printf (missing, "%s%d", missing->len > 0 ? ", " : "", comm->world[r]);
     }
   if (missing->len > 0)
     g_prefix_error (error, "rank %s did not reach %s #%" G_GUINT64_FORMAT
                     " within %d ms (the others did): ",
                     missing->str, op, comm->seq, comm->timeout_ms);
+  if (gone->len > 0)
+    g_prefix_error (error, "rank %s ended before %s #%" G_GUINT64_FORMAT "%s: ", gone->str, op,
+                    comm->seq, missing->len > 0 ? "" : " (the others reached it)");
   return TRUE;
 }
 

@@ -84,6 +84,10 @@ typedef struct {
    * moves no copies through staging. Every rank calls it with the same size; it lives
    * as long as the communicator. */
   void *(*alloc_shared) (void *ctx, gsize nbytes, GError **error);
+  /* After a failed operation: sets ended[r] for each rank r of the group whose process
+   * this communicator knows to have ended (the core then names it at once instead of
+   * waiting for it to report). */
+  void (*ended_ranks) (void *ctx, gboolean *ended);
 } KsCommOps;
 
 /* ---- the core's handles on a store and a communicator ---- */

@@ -520,6 +520,19 @@ shm_alloc_shared (void *p, gsize nbytes, GError **error)
   return r.base + s->rank * r.stride;
 }
 
+/* The ranks whose processes have ended (in our pid namespace). */
+static void
+shm_ended_ranks (void *p, gboolean *ended)
+{
+  Shm *s = p;
+  for (int r = 0; r < s->size; r++)
+    {
+      RankLine *line = &s->h->ranks[r];
+      int pid = atomic_load (&line->pid);
+      ended[r] = r != s->rank && pid > 0 && line->pid_ns == s->pid_ns && process_ended (pid);
+    }
+}
+
 static gboolean
 shm_set_timeout (void *p, int timeout_ms, GError **error)
 {
@@ -557,6 +570,7 @@ static const KsCommOps shm_ops = {
   .irecv = shm_irecv,
   .wait = shm_wait_request,
   .alloc_shared = shm_alloc_shared,
+  .ended_ranks = shm_ended_ranks,
   .set_timeout = shm_set_timeout,
   .rank = shm_rank,
   .world_size = shm_size,
