@@ -404,12 +404,13 @@ train (Trainer *t)
   if (t->pipeline != NULL)
     {
       const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+      g_autofree char *through = t->comm != NULL ? g_strdup_printf (", through %s by %s",
+                                                                    ks_comm_name (t->comm),
+                                                                    t->comm_why)
+                                                 : g_strdup ("");
       g_message ("stage %d of %d (%s schedule, %d virtual stages, %d micro-batches of %"
-                 G_GSIZE_FORMAT " rows)%s%s%s%s", t->stage, s->stages,
-                 ks_schedule_kind_name (s->kind), s->virtual_stages, s->micro_batches,
-                 ks_train_rows (t), t->comm != NULL ? ", through " : "",
-                 t->comm != NULL ? ks_comm_name (t->comm) : "", t->comm != NULL ? " by " : "",
-                 t->comm != NULL ? t->comm_why : "");
+                 G_GSIZE_FORMAT " rows)%s", t->stage, s->stages, ks_schedule_kind_name (s->kind),
+                 s->virtual_stages, s->micro_batches, ks_train_rows (t), through);
     }
   if (t->world > 1 && t->pipeline != NULL)
     g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"

@@ -145,18 +145,23 @@ process_ended (int pid)
   return state != NULL && (state[2] == 'Z' || state[2] == 'X');
 }
 
-/* An awaited rank whose process has ended (in our pid namespace), or -1. */
+/* Whether rank r's process has ended (one in our pid namespace: a pid means something
+ * only there). */
+static gboolean
+rank_ended (Shm *s, int r)
+{
+  RankLine *line = &s->h->ranks[r];
+  int pid = atomic_load (&line->pid);
+  return pid > 0 && line->pid_ns == s->pid_ns && process_ended (pid);
+}
+
+/* An awaited rank whose process has ended, or -1. */
 static int
 dead_rank (Shm *s, int peer, guint64 target)
 {
   for (int r = 0; r < s->size; r++)
-    {
-      RankLine *line = &s->h->ranks[r];
-      int pid = atomic_load (&line->pid);
-      if (awaited (s, r, peer, target) && pid > 0 && line->pid_ns == s->pid_ns
-          && process_ended (pid))
-        return r;
-    }
+    if (awaited (s, r, peer, target) && rank_ended (s, r))
+      return r;
   return -1;
 }
 
@@ -520,17 +525,12 @@ shm_alloc_shared (void *p, gsize nbytes, GError **error)
   return r.base + s->rank * r.stride;
 }
 
-/* The ranks whose processes have ended (in our pid namespace). */
 static void
 shm_ended_ranks (void *p, gboolean *ended)
 {
   Shm *s = p;
   for (int r = 0; r < s->size; r++)
-    {
-      RankLine *line = &s->h->ranks[r];
-      int pid = atomic_load (&line->pid);
-      ended[r] = r != s->rank && pid > 0 && line->pid_ns == s->pid_ns && process_ended (pid);
-    }
+    ended[r] = r != s->rank && rank_ended (s, r);
 }
 
 static gboolean
