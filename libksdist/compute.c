@@ -298,3 +298,66 @@ ks_compute_dropout_mask (KsCompute *compute, float *mask, gsize n, float p, guin
     return ks_invalid (error, "dropout: rate %g; it is in [0, 1)", p);
   return OPS (compute)->dropout_mask (CTX (compute), mask, n, p, seed, error);
 }
+
+/* Whether s describes windows that fit: positive sizes, and oh x ow as the formula gives. */
+static gboolean
+conv_shape_valid (const KsConvShape *s, GError **error)
+{
+  if (s->n > 0 && s->h > 0 && s->w > 0 && s->c > 0 && s->kh > 0 && s->kw > 0 && s->stride > 0
+      && s->pad >= 0 && s->h + 2 * s->pad >= s->kh && s->w + 2 * s->pad >= s->kw
+      && s->oh == (s->h + 2 * s->pad - s->kh) / s->stride + 1
+      && s->ow == (s->w + 2 * s->pad - s->kw) / s->stride + 1)
+    return TRUE;
+  return ks_invalid (error, "window %dx%d, stride %d, pad %d over %d images of %dx%dx%d giving "
+                     "%dx%d: not a valid shape", s->kh, s->kw, s->stride, s->pad, s->n, s->h,
+                     s->w, s->c, s->oh, s->ow);
+}
+
+gboolean
+ks_compute_im2col (KsCompute *compute, const float *x, float *col, const KsConvShape *s,
+                   GError **error)
+{
+  REQUIRE (compute, im2col, error);
+  return conv_shape_valid (s, error) && OPS (compute)->im2col (CTX (compute), x, col, s, error);
+}
+
+gboolean
+ks_compute_col2im (KsCompute *compute, const float *col, float *dx, const KsConvShape *s,
+                   GError **error)
+{
+  REQUIRE (compute, col2im, error);
+  return conv_shape_valid (s, error) && OPS (compute)->col2im (CTX (compute), col, dx, s, error);
+}
+
+gboolean
+ks_compute_max_pool (KsCompute *compute, const float *x, float *y, gint64 *argmax,
+                     const KsConvShape *s, GError **error)
+{
+  REQUIRE (compute, max_pool, error);
+  if (s->pad != 0)
+    return ks_invalid (error, "max pool: padding %d; its windows must lie inside the image",
+                       s->pad);
+  return conv_shape_valid (s, error)
+         && OPS (compute)->max_pool (CTX (compute), x, y, argmax, s, error);
+}
+
+gboolean
+ks_compute_batch_norm (KsCompute *compute, const float *x, const float *gamma, const float *beta,
+                       float *y, float *mean, float *var, gsize rows, gsize cols, float eps,
+                       gboolean training, GError **error)
+{
+  REQUIRE (compute, batch_norm, error);
+  return OPS (compute)->batch_norm (CTX (compute), x, gamma, beta, y, mean, var, rows, cols, eps,
+                                    training, error);
+}
+
+gboolean
+ks_compute_batch_norm_backward (KsCompute *compute, const float *x, const float *gamma,
+                                const float *mean, const float *var, const float *dy, float *dx,
+                                float *dgamma, float *dbeta, gsize rows, gsize cols, float eps,
+                                gboolean training, GError **error)
+{
+  REQUIRE (compute, batch_norm_backward, error);
+  return OPS (compute)->batch_norm_backward (CTX (compute), x, gamma, mean, var, dy, dx, dgamma,
+                                             dbeta, rows, cols, eps, training, error);
+}

@@ -76,6 +76,16 @@ add_op (JsonBuilder *b, const KsExpr *e)
       json_builder_set_member_name (b, "rate");
       json_builder_add_double_value (b, e->rate);
       break;
+    case OP_CONV2D:
+    case OP_MAX_POOL:
+      add_ints (b, "window", 3, NULL, (const int[]) { e->conv.kh, e->conv.stride, e->conv.pad });
+      break;
+    case OP_BATCH_NORM:
+      json_builder_set_member_name (b, "eps");
+      json_builder_add_double_value (b, e->eps);
+      json_builder_set_member_name (b, "momentum");
+      json_builder_add_double_value (b, e->momentum);
+      break;
     default:
       break;
     }
@@ -168,7 +178,7 @@ static const int arity[] = {
   [OP_UNARY] = 1,     [OP_MEAN] = 1,      [OP_CROSS_ENTROPY] = 2, [OP_ACCURACY] = 2,
   [OP_EMBEDDING] = 2, [OP_LAYER_NORM] = 3, [OP_ATTENTION] = 1, [OP_GRAD] = -1,
   [OP_SOFTMAX] = 1,   [OP_RESHAPE] = 1,   [OP_TRANSPOSE] = 1, [OP_DROPOUT] = 1,
-  [OP_MUL] = 2,
+  [OP_MUL] = 2,       [OP_CONV2D] = 3,    [OP_MAX_POOL] = 1,  [OP_BATCH_NORM] = 5,
 };
 
 static gboolean
@@ -220,7 +230,7 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
           const gint64 *shape, const Batch *batch, GError **error)
 {
   KsInit zero = { KS_INIT_CONSTANT, 0, 0, 0 }; /* the checkpoint's values replace it */
-  gint64 perm64[KS_TENSOR_MAX_DIMS];
+  gint64 perm64[KS_TENSOR_MAX_DIMS], window[3];
   int perm[KS_TENSOR_MAX_DIMS];
   const char *s;
 
@@ -271,6 +281,18 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
       return ks_transpose (in[0], perm, error);
     case OP_DROPOUT: /* inference never drops; the rate is kept for the record */
       return ks_dropout (in[0], double_member (o, "rate", 0), 0, error);
+    case OP_CONV2D:
+    case OP_MAX_POOL:
+      if (ints_member (o, "window", window, 3) != 3 || window[0] < 1 || window[0] > 4096
+          || window[1] < 1 || window[1] > 4096 || window[2] < 0 || window[2] > 4096)
+        return ks_invalid (error, "window must be [kernel, stride, pad], each in [0, 4096]"),
+               NULL;
+      if (op == OP_MAX_POOL)
+        return ks_max_pool (in[0], window[0], window[1], error);
+      return ks_conv2d_with (in[0], in[1], in[2], window[0], window[1], window[2], error);
+    case OP_BATCH_NORM:
+      return ks_batch_norm_with (in[0], in + 1, double_member (o, "momentum", 0.1),
+                                 double_member (o, "eps", 1e-5), error);
     case OP_GRAD:
       break;
     }
@@ -341,7 +363,7 @@ model_from_graph (KsCompute *compute, const char *text, const char *file, gint64
       g_auto (GStrv) in_names = names_member (o, "in");
       gint64 shape[KS_TENSOR_MAX_DIMS];
       int ndim = ints_member (o, "shape", shape, KS_TENSOR_MAX_DIMS);
-      KsExpr *in[3] = { NULL }, *e;
+      KsExpr *in[5] = { NULL }, *e;
       OpType op;
 
       w.name = string_member (o, "name");

@@ -16,6 +16,7 @@ libksdist_la_SOURCES = \
 	libksdist/model-private.h \
 	libksdist/model.c \
 	libksdist/model-ops.c \
+	libksdist/model-conv.c \
 	libksdist/optimizer.c \
 	libksdist/gpt.c \
 	libksdist/data.c \

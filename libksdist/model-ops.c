@@ -15,29 +15,38 @@ ks_op_name (OpType op)
   static const char *const names[] = { "parameter", "data", "matmul", "add", "unary", "mean",
                                        "cross_entropy", "accuracy", "embedding", "layer_norm",
                                        "attention", "grad", "softmax", "reshape", "transpose",
-                                       "dropout", "mul" };
+                                       "dropout", "mul", "conv2d", "max_pool",
+                                       "batch_norm" };
   return names[op];
 }
 
 /* ---- building ---- */
 
+KsExpr *
+ks_op_expr_n (OpType op, KsExpr *const *in, guint n_in, int ndim, const gint64 *shape,
+              GError **error)
+{
+  KsExpr *e;
+  for (guint k = 1; k < n_in; k++)
+    if (in[k]->model != in[0]->model)
+      {
+        ks_invalid (error, "%s: '%s' and '%s' belong to different models", ks_op_name (op),
+                    in[0]->name, in[k]->name);
+        return NULL;
+      }
+  e = ks_model_add_expr (in[0]->model, op, NULL, KS_DTYPE_FLOAT32, ndim, shape, error);
+  if (e == NULL)
+    return NULL;
+  memcpy (e->in, in, n_in * sizeof *in);
+  e->n_in = n_in;
+  return e;
+}
+
 static KsExpr *
 op_expr (OpType op, KsExpr *a, KsExpr *b, int ndim, const gint64 *shape, GError **error)
 {
-  KsExpr *e;
-  if (b != NULL && b->model != a->model)
-    {
-      ks_invalid (error, "%s: '%s' and '%s' belong to different models", ks_op_name (op),
-                  a->name, b->name);
-      return NULL;
-    }
-  e = ks_model_add_expr (a->model, op, NULL, KS_DTYPE_FLOAT32, ndim, shape, error);
-  if (e == NULL)
-    return NULL;
-  e->in[0] = a;
-  e->in[1] = b;
-  e->n_in = b != NULL ? 2 : 1;
-  return e;
+  KsExpr *in[] = { a, b };
+  return ks_op_expr_n (op, in, b != NULL ? 2 : 1, ndim, shape, error);
 }
 
 static gboolean
@@ -534,6 +543,10 @@ ks_op_forward (KsExpr *e, GError **error)
                                    error);
     case OP_DROPOUT:
       return dropout_forward (e, error);
+    case OP_CONV2D:
+    case OP_MAX_POOL:
+    case OP_BATCH_NORM:
+      return ks_conv_op_forward (e, error);
     case OP_PARAMETER:
     case OP_DATA:
       break;
@@ -737,6 +750,10 @@ ks_op_backward (KsExpr *e, GError **error)
              && ks_compute_binary (c, KS_BINARY_MUL, F (e->grad), F (e->aux), tmp, 1, e->numel,
                                    1, error)
              && grad_written (a, tmp, error);
+    case OP_CONV2D:
+    case OP_MAX_POOL:
+    case OP_BATCH_NORM:
+      return ks_conv_op_backward (e, error);
     case OP_ACCURACY:
     case OP_GRAD:
     case OP_PARAMETER:

@@ -22,6 +22,9 @@ typedef enum {
   OP_TRANSPOSE,     /* dimensions permuted by perm */
   OP_DROPOUT,       /* aux: the mask of the last training-mode forward; attr: TRUE if one */
   OP_MUL,           /* elementwise product of two tensors of one shape */
+  OP_CONV2D,        /* in: x, w, b (NHWC); aux: x's patches (im2col) */
+  OP_MAX_POOL,      /* aux: the index in x of each output's maximum (int64) */
+  OP_BATCH_NORM,    /* in: x, gamma, beta, running mean, running var; aux: the batch's mean, var */
 } OpType;
 
 struct KsExpr {
@@ -29,10 +32,13 @@ struct KsExpr {
   guint id;   /* position in the model: inputs always have smaller ids */
   char *name;
   OpType op;
-  KsExpr *in[3];
+  KsExpr *in[5];
   guint n_in;
   int attr;   /* KsUnaryOp of OP_UNARY; log of OP_SOFTMAX */
-  float eps;  /* OP_LAYER_NORM */
+  float eps;  /* OP_LAYER_NORM, OP_BATCH_NORM */
+  float momentum; /* OP_BATCH_NORM: the running statistics' update weight */
+  KsConvShape conv; /* OP_CONV2D, OP_MAX_POOL: the window (n, h, w, c of the input) */
+  gboolean buffer;  /* OP_PARAMETER: state without a gradient (running statistics) */
   gint64 batch, heads; /* OP_ATTENTION */
   int perm[KS_TENSOR_MAX_DIMS]; /* OP_TRANSPOSE */
   float rate;       /* OP_DROPOUT */
@@ -125,6 +131,18 @@ gboolean ks_op_backward (KsExpr *expr, GError **error);
 /* Zeroes x's gradient if nothing has written it yet in this sweep. */
 gboolean ks_op_grad_zeroed (KsExpr *x, GError **error);
 const char *ks_op_name (OpType op);
+/* model-conv.c: the ops of convolutional networks */
+gboolean ks_conv_op_forward (KsExpr *e, GError **error);
+gboolean ks_conv_op_backward (KsExpr *e, GError **error);
+/* ks_conv2d and ks_batch_norm with given parameters (state: gamma, beta, running mean,
+ * running var), for graphs read back from a file */
+KsExpr *ks_conv2d_with (KsExpr *x, KsExpr *w, KsExpr *b, int kernel, int stride, int pad,
+                        GError **error);
+KsExpr *ks_batch_norm_with (KsExpr *x, KsExpr *const *state, float momentum, float eps,
+                            GError **error);
+/* Adds an op of `op` on inputs in[0 .. n_in - 1] (model-ops.c) */
+KsExpr *ks_op_expr_n (OpType op, KsExpr *const *in, guint n_in, int ndim, const gint64 *shape,
+                      GError **error);
 /* ks_layer_norm with given parameters (for graphs read back from a file) */
 KsExpr *ks_layer_norm_with (KsExpr *x, KsExpr *gamma, KsExpr *beta, float eps, GError **error);
 

@@ -80,7 +80,7 @@ ks_model_set_training (KsModel *model, gboolean training)
   for (guint i = 0; i < model->exprs->len; i++)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, i);
-      if (e->op == OP_DROPOUT)
+      if (e->op == OP_DROPOUT || e->op == OP_BATCH_NORM)
         e->version = 0; /* its value depends on the mode: stale */
     }
 }
@@ -578,6 +578,15 @@ ks_model_backward (KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_
         }
       if (no_grad != NULL && g_strv_contains (no_grad, p->name))
         continue;
+      if (p->buffer)
+        {
+          if (params == NULL)
+            continue;
+          g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                       "backward: '%s' is a running statistic, not trained by gradients",
+                       p->name);
+          return FALSE;
+        }
       g_autofree char *name = g_strdup_printf ("%s@GRAD", p->name);
       KsExpr *g = ks_model_add_expr (model, OP_GRAD, name, KS_DTYPE_FLOAT32, p->ndim, p->shape,
                                      error);

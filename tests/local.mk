@@ -73,16 +73,17 @@ tests_test_factory_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-settings tests/test-factory
 
 check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
-	tests/test-optim tests/test-checkpoint
+	tests/test-conv tests/test-optim tests/test-checkpoint
 tests_test_compute_LDADD = $(KS_TEST_LDADD)
 tests_test_kernels_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_tensor_LDADD = $(KS_TEST_LDADD)
 tests_test_model_LDADD = $(KS_TEST_LDADD) -lm
+tests_test_conv_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_optim_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_checkpoint_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
 tests_test_checkpoint_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
-	tests/test-optim tests/test-checkpoint
+	tests/test-conv tests/test-optim tests/test-checkpoint
 
 # Sparse tables (pslib's): rules, admission, shrink, save modes, resharding, bad files.
 check_PROGRAMS += tests/test-sparse
@@ -198,7 +199,7 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
+	tests/test-model.log tests/test-conv.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \

@@ -20,54 +20,6 @@ teardown (Fixture *f, gconstpointer data)
   ks_test_cpu_teardown (f);
 }
 
-static float
-scalar (KsExpr *e)
-{
-  float v;
-  g_assert_true (ks_tensor_to_host (ks_expr_value (e, NULL), &v, sizeof v, NULL));
-  return v;
-}
-
-/* Every parameter's gradient (already computed into the gradient arena) against central
- * finite differences of `loss`; returns how many elements were checked. Each evaluation
- * starts from the model's RNG counter at entry, so dropout keeps one mask. */
-static gsize
-check_parameter_gradients (KsModel *model, KsExpr *loss, double tol)
-{
-  KsArena *params = ks_model_parameters (model);
-  float *p = ks_arena_data (params);
-  g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
-                                   ks_arena_numel (params) * sizeof (float));
-  guint64 rng = ks_model_rng_state (model);
-  gsize checked = 0;
-
-  for (gsize t = 0; t < ks_arena_count (params); t++)
-    {
-      const char *name;
-      gsize offset;
-      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
-      for (gsize i = offset; i < offset + view->numel; i++, checked++)
-        {
-          const double h = 1e-2;
-          float saved = p[i];
-          p[i] = saved + (float) h;
-          ks_model_parameters_changed (model);
-          ks_model_set_rng_state (model, rng);
-          double up = scalar (loss);
-          p[i] = saved - (float) h;
-          ks_model_parameters_changed (model);
-          ks_model_set_rng_state (model, rng);
-          double down = scalar (loss);
-          p[i] = saved;
-          double want = (up - down) / (2 * h);
-          if (fabs (g[i] - want) > tol * (1 + fabs (want)))
-            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
-                     "%.6g", name, i - offset, g[i], want);
-        }
-    }
-  ks_model_parameters_changed (model);
-  return checked;
-}
 
 /* A small graph using every op with a gradient:
  * loss = CE (fc2 (gelu (tanh (fc1 (x)) + r)), y) + mean (sigmoid (relu (fc3 (x)))) */
@@ -129,7 +81,7 @@ test_gradients (Fixture *f, gconstpointer data)
   g_assert_cmpuint (pairs->len, ==, 6); /* fc1..fc3, w and b each */
   feed_all (&n);
 
-  gsize checked = check_parameter_gradients (n.model, n.loss, 2e-3);
+  gsize checked = ks_test_check_parameter_gradients (n.model, n.loss, 1e-2, 2e-3);
   g_assert_cmpuint (checked, ==, 3 * 5 + 5 + 5 * 4 + 4 + 3 * 2 + 2);
   ks_model_free (n.model);
 }
@@ -166,7 +118,7 @@ test_embedding_layer_norm_gradients (Fixture *f, gconstpointer data)
                                &error));
   g_assert_no_error (error);
 
-  gsize checked = check_parameter_gradients (model, loss, 3e-3);
+  gsize checked = ks_test_check_parameter_gradients (model, loss, 1e-2, 3e-3);
   g_assert_cmpuint (checked, ==, VOCAB * DIM + DIM + DIM + DIM * CLASSES + CLASSES);
 
   ids[3] = VOCAB; /* out of the table */
@@ -202,7 +154,8 @@ test_softmax_reshape_gradients (Fixture *f, gconstpointer data)
   g_assert_true (ks_model_run (model, feeds, 2, &g_array_index (pairs, KsParamGrad, 0).grad, 1,
                                &error));
   g_assert_no_error (error);
-  g_assert_cmpuint (check_parameter_gradients (model, loss, 3e-3), ==, 4 * 6 + 6 + 9 * 5 + 5);
+  g_assert_cmpuint (ks_test_check_parameter_gradients (model, loss, 1e-2, 3e-3), ==,
+                    4 * 6 + 6 + 9 * 5 + 5);
 
   g_assert_null (ks_reshape (x, 2, bad, &error));
   g_assert_cmpstr (error->message, ==, "reshape: 'x' [6, 4] has 24 elements; the new shape (2 "
@@ -257,7 +210,8 @@ test_dropout_transpose (Fixture *f, gconstpointer data)
   g_assert_cmpuint (zeros, >, 4);
   g_assert_cmpuint (zeros, <, 28);
   ks_model_set_rng_state (model, 0);
-  g_assert_cmpuint (check_parameter_gradients (model, loss, 3e-3), ==, 6 * 8 + 8 + 4 * 3 + 3);
+  g_assert_cmpuint (ks_test_check_parameter_gradients (model, loss, 1e-2, 3e-3), ==,
+                    6 * 8 + 8 + 4 * 3 + 3);
 
   /* the next counter draws another mask; counter 0 again draws the first */
   ks_model_set_rng_state (model, 1);
@@ -315,7 +269,7 @@ test_attention (Fixture *f, gconstpointer data)
                                &error));
   g_assert_no_error (error);
 
-  g_assert_cmpuint (check_parameter_gradients (model, loss, 3e-3), ==,
+  g_assert_cmpuint (ks_test_check_parameter_gradients (model, loss, 1e-2, 3e-3), ==,
                     C * 3 * C + 3 * C + C * CLASSES + CLASSES);
 
   /* causality: change the last token of the first sequence */
@@ -456,15 +410,15 @@ test_lazy_value (Fixture *f, gconstpointer data)
   build (f, &n);
   g_assert_true (ks_model_init (n.model, &error));
   feed_all (&n);
-  float first = scalar (n.loss);
+  float first = ks_test_scalar (n.loss);
   guint64 before = ks_model_ops_executed (n.model);
-  g_assert_cmpfloat (scalar (n.loss), ==, first); /* up to date: nothing runs */
+  g_assert_cmpfloat (ks_test_scalar (n.loss), ==, first); /* up to date: nothing runs */
   g_assert_cmpuint (ks_model_ops_executed (n.model), ==, before);
 
   n.xs[0] += 1; /* a new input: the value follows */
   KsFeed x = { "x", n.xs, sizeof n.xs };
   g_assert_true (ks_model_run (n.model, &x, 1, &n.x, 1, &error));
-  g_assert_cmpfloat (scalar (n.loss), !=, first);
+  g_assert_cmpfloat (ks_test_scalar (n.loss), !=, first);
   g_assert_cmpuint (ks_model_ops_executed (n.model), >, before);
   ks_model_free (n.model);
 }
@@ -577,14 +531,14 @@ test_mlp_learns (Fixture *f, gconstpointer data)
       /* one gradient as target runs the sweep that fills every gradient */
       g_assert_true (ks_model_run (model, feeds, 2, step_targets, 2, &error));
       if (adam.step == 1)
-        first_loss = scalar (loss);
+        first_loss = ks_test_scalar (loss);
       g_assert_true (ks_compute_update (f->c, &adam, ks_arena_data (params), ks_arena_data (grads),
                                         ks_arena_data (m1), ks_arena_data (m2),
                                         ks_arena_numel (params), &error));
       ks_model_parameters_changed (model);
     }
   g_assert_true (ks_model_run (model, feeds, 2, &acc, 1, &error));
-  float accuracy = scalar (acc), last_loss = scalar (loss);
+  float accuracy = ks_test_scalar (acc), last_loss = ks_test_scalar (loss);
   g_test_message ("spirals: loss %.4f -> %.4f, accuracy %.3f", first_loss, last_loss, accuracy);
   g_assert_cmpfloat (last_loss, <, first_loss / 4);
   g_assert_cmpfloat (accuracy, >, 0.95);

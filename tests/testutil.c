@@ -385,3 +385,51 @@ ks_test_check_rounds (KsComm *comm, int rank, int n)
                      G_GINT64_FORMAT ": %" G_GINT64_FORMAT, round, v);
     }
 }
+
+float
+ks_test_scalar (KsExpr *e)
+{
+  float v;
+  g_assert_true (ks_tensor_to_host (ks_expr_value (e, NULL), &v, sizeof v, NULL));
+  return v;
+}
+
+/* dropout keeps one mask: every evaluation starts from the same RNG counter */
+gsize
+ks_test_check_parameter_gradients (KsModel *model, KsExpr *loss, double h, double tol)
+{
+  KsArena *params = ks_model_parameters (model);
+  float *p = ks_arena_data (params);
+  g_autofree float *g = g_memdup2 (ks_arena_data (ks_model_gradients (model)),
+                                   ks_arena_numel (params) * sizeof (float));
+  guint64 rng = ks_model_rng_state (model);
+  gsize checked = 0;
+
+  for (gsize t = 0; t < ks_arena_count (params); t++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *view = ks_arena_tensor_at (params, t, &name, &offset);
+      if (g_str_has_suffix (name, ".running_mean") || g_str_has_suffix (name, ".running_var"))
+        continue; /* batch norm's statistics: no gradient */
+      for (gsize i = offset; i < offset + view->numel; i++, checked++)
+        {
+          float saved = p[i];
+          p[i] = saved + (float) h;
+          ks_model_parameters_changed (model);
+          ks_model_set_rng_state (model, rng);
+          double up = ks_test_scalar (loss);
+          p[i] = saved - (float) h;
+          ks_model_parameters_changed (model);
+          ks_model_set_rng_state (model, rng);
+          double down = ks_test_scalar (loss);
+          p[i] = saved;
+          double want = (up - down) / (2 * h);
+          if (fabs (g[i] - want) > tol * (1 + fabs (want)))
+            g_error ("d loss / d %s[%" G_GSIZE_FORMAT "]: backward %.6g, finite differences "
+                     "%.6g", name, i - offset, g[i], want);
+        }
+    }
+  ks_model_parameters_changed (model);
+  return checked;
+}

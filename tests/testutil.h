@@ -50,6 +50,15 @@ void ks_test_cpu_teardown (CpuFixture *f);
 /* FALSE, with the program's run marked skipped, when the OpenBLAS plugin was not built. */
 gboolean ks_test_have_openblas (void);
 
+/* A scalar expression's value, computed if stale. */
+float ks_test_scalar (KsExpr *e);
+/* Every parameter's gradient (already computed into the gradient arena) against central
+ * finite differences of `loss` (steps of h, relative tolerance `tol`); returns how
+ * many elements were checked. Parameters without a gradient (running statistics) are
+ * skipped. Each evaluation starts from the model's RNG counter at entry. */
+gsize ks_test_check_parameter_gradients (KsModel *model, KsExpr *loss, double h,
+                                         double tol);
+
 /* n floats drawn uniformly from [lo, hi); g_free them. */
 float *ks_test_random_floats (GRand *rng, gsize n, double lo, double hi);
 

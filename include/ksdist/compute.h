@@ -46,6 +46,15 @@ typedef struct {
   gint64 step; /* 1-based, for Adam's bias correction */
 } KsUpdateArgs;
 
+/* The shape of a convolution or pooling window over NHWC images: n images of h x w x c,
+ * windows of kh x kw moved by `stride`, `pad` zero pixels around each side, giving
+ * oh x ow outputs ((h + 2 pad - kh) / stride + 1, likewise for w). */
+typedef struct {
+  int n, h, w, c;
+  int kh, kw, stride, pad;
+  int oh, ow;
+} KsConvShape;
+
 typedef struct {
   gsize size; /* sizeof (KsComputeOps) the plugin was built with */
 
@@ -122,6 +131,32 @@ typedef struct {
   /* mask[i] = 1 / (1 - p) where ks_dropout_uniform (seed, i) >= p, else 0 */
   gboolean (*dropout_mask) (void *ctx, float *mask, gsize n, float p, guint64 seed,
                             GError **error);
+
+  /* Images are NHWC: n images of h x w pixels, c channels innermost. */
+  /* col = the patches of x, one row per output pixel (image, oy, ox) and one column per
+   * (ky, kx, channel); pixels outside x (padding) are 0. */
+  gboolean (*im2col) (void *ctx, const float *x, float *col, const KsConvShape *s,
+                      GError **error);
+  /* dx = the sum of each col entry back onto the pixel it came from (dx is written) */
+  gboolean (*col2im) (void *ctx, const float *col, float *dx, const KsConvShape *s,
+                      GError **error);
+  /* y = the maximum of each window (ky, kx) of x, per channel; argmax[i] = the index in x
+   * of y[i]'s maximum, for the backward (an embedding_backward of dim 1); windows lie
+   * inside x (no padding) */
+  gboolean (*max_pool) (void *ctx, const float *x, float *y, gint64 *argmax,
+                        const KsConvShape *s, GError **error);
+  /* Batch normalisation of x [rows, cols] per column: training computes each column's
+   * mean and (biased) variance into mean and var; otherwise they are read. y = (x - mean)
+   * / sqrt (var + eps) * gamma + beta. */
+  gboolean (*batch_norm) (void *ctx, const float *x, const float *gamma, const float *beta,
+                          float *y, float *mean, float *var, gsize rows, gsize cols, float eps,
+                          gboolean training, GError **error);
+  /* dx is written (training: through the batch's statistics too); dgamma and dbeta (each
+   * may be NULL) are added to */
+  gboolean (*batch_norm_backward) (void *ctx, const float *x, const float *gamma,
+                                   const float *mean, const float *var, const float *dy,
+                                   float *dx, float *dgamma, float *dbeta, gsize rows,
+                                   gsize cols, float eps, gboolean training, GError **error);
 } KsComputeOps;
 
 #ifdef __CUDACC__
@@ -214,6 +249,20 @@ gboolean ks_compute_transpose (KsCompute *compute, const float *x, float *y, int
                                const gint64 *shape, const int *perm, GError **error);
 gboolean ks_compute_dropout_mask (KsCompute *compute, float *mask, gsize n, float p, guint64 seed,
                                   GError **error);
+gboolean ks_compute_im2col (KsCompute *compute, const float *x, float *col, const KsConvShape *s,
+                            GError **error);
+gboolean ks_compute_col2im (KsCompute *compute, const float *col, float *dx, const KsConvShape *s,
+                            GError **error);
+gboolean ks_compute_max_pool (KsCompute *compute, const float *x, float *y, gint64 *argmax,
+                              const KsConvShape *s, GError **error);
+gboolean ks_compute_batch_norm (KsCompute *compute, const float *x, const float *gamma,
+                                const float *beta, float *y, float *mean, float *var, gsize rows,
+                                gsize cols, float eps, gboolean training, GError **error);
+gboolean ks_compute_batch_norm_backward (KsCompute *compute, const float *x, const float *gamma,
+                                         const float *mean, const float *var, const float *dy,
+                                         float *dx, float *dgamma, float *dbeta, gsize rows,
+                                         gsize cols, float eps, gboolean training,
+                                         GError **error);
 
 G_END_DECLS
 

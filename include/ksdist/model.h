@@ -159,6 +159,29 @@ KsExpr *ks_softmax_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error
 /* The fraction of rows whose largest logit is the label: a scalar (no gradient). */
 KsExpr *ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error);
 
+/* ---- convolutional layers: images are NHWC, [batch, height, width, channels] ---- */
+
+/* A 2-d convolution of x [n, h, w, c] by `filters` kernels of kernel x kernel, moved by
+ * `stride`, with `pad` zero pixels on each side: [n, oh, ow, filters] where
+ * oh = (h + 2 pad - kernel) / stride + 1. Parameters <name>.w [kernel * kernel * c,
+ * filters] (rows in (ky, kx, channel) order; Glorot uniform as TensorFlow's conv2d, seeded)
+ * and <name>.b [filters] (zero). */
+KsExpr *ks_conv2d (KsExpr *x, gint64 filters, int kernel, int stride, int pad,
+                   const char *name, guint64 seed, GError **error);
+/* The maximum of each kernel x kernel window moved by `stride`, per channel (no padding):
+ * [n, (h - kernel) / stride + 1, ..., c]. */
+KsExpr *ks_max_pool (KsExpr *x, int kernel, int stride, GError **error);
+/* Batch normalisation per channel (the last dimension) over every other one. Training
+ * mode uses the batch's mean and variance and moves the running statistics toward them
+ * by `momentum` (the variance unbiased, as PyTorch); evaluation mode uses the running
+ * ones. Parameters <name>.gamma (ones) and <name>.beta (zeros); the running statistics
+ * <name>.running_mean (zeros) and <name>.running_var (ones) are parameters without a
+ * gradient, so checkpoints keep them and optimizers leave them alone. */
+KsExpr *ks_batch_norm (KsExpr *x, const char *name, float momentum, float eps,
+                       GError **error);
+/* [n, ...] -> [n, the product of the rest] */
+KsExpr *ks_flatten (KsExpr *x, GError **error);
+
 /* ---- models built from layers ---- */
 
 typedef struct {

@@ -41,4 +41,20 @@ gboolean ks_openblas_transpose (void *ctx, const float *x, float *y, int ndim,
 gboolean ks_openblas_dropout_mask (void *ctx, float *mask, gsize n, float p, guint64 seed,
                                    GError **error);
 
+/* conv.c */
+gboolean ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConvShape *s,
+                             GError **error);
+gboolean ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsConvShape *s,
+                             GError **error);
+gboolean ks_openblas_max_pool (void *ctx, const float *x, float *y, gint64 *argmax,
+                               const KsConvShape *s, GError **error);
+gboolean ks_openblas_batch_norm (void *ctx, const float *x, const float *gamma, const float *beta,
+                                 float *y, float *mean, float *var, gsize rows, gsize cols,
+                                 float eps, gboolean training, GError **error);
+gboolean ks_openblas_batch_norm_backward (void *ctx, const float *x, const float *gamma,
+                                          const float *mean, const float *var, const float *dy,
+                                          float *dx, float *dgamma, float *dbeta, gsize rows,
+                                          gsize cols, float eps, gboolean training,
+                                          GError **error);
+
 #endif

@@ -195,6 +195,11 @@ static const KsComputeOps openblas_ops = {
   .axpby = ks_openblas_axpby,
   .transpose = ks_openblas_transpose,
   .dropout_mask = ks_openblas_dropout_mask,
+  .im2col = ks_openblas_im2col,
+  .col2im = ks_openblas_col2im,
+  .max_pool = ks_openblas_max_pool,
+  .batch_norm = ks_openblas_batch_norm,
+  .batch_norm_backward = ks_openblas_batch_norm_backward,
 };
 
 static int

@@ -1,0 +1,354 @@
+/* The ops of convolutional networks on NHWC images: conv2d (im2col, then one sgemm over
+ * every output pixel of the batch), max pooling and batch normalisation. Like the other
+ * ops (model-ops.c), a backward adds into its inputs' gradients. */
+#include "model-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#define DEV(e) ((e)->model->compute)
+#define F(t) ((float *) (t)->data)
+
+/* ---- building ---- */
+
+static gboolean
+require_image (const char *op, const KsExpr *x, GError **error)
+{
+  g_autofree char *sx = ks_expr_shape_string (x);
+  if (x->dtype == KS_DTYPE_FLOAT32 && x->ndim == 4 && x->shape[1] <= G_MAXINT32
+      && x->shape[2] <= G_MAXINT32 && x->shape[3] <= G_MAXINT32)
+    return TRUE;
+  return ks_invalid (error, "%s: '%s' is %s %s; it takes float32 images [batch, height, width, "
+                     "channels]", op, x->name, ks_dtype_name (x->dtype), sx);
+}
+
+/* The window of `kernel` moved by `stride` with `pad` over x; FALSE with the reason when
+ * it does not fit. */
+static gboolean
+window_over (const char *op, const KsExpr *x, int kernel, int stride, int pad, KsConvShape *s,
+             GError **error)
+{
+  *s = (KsConvShape) { (int) x->shape[0], (int) x->shape[1], (int) x->shape[2],
+                       (int) x->shape[3], kernel, kernel, stride, pad, 0, 0 };
+  if (kernel < 1 || stride < 1 || pad < 0 || pad >= kernel || x->shape[1] + 2 * pad < kernel
+      || x->shape[2] + 2 * pad < kernel || x->shape[0] > G_MAXINT32)
+    {
+      g_autofree char *sx = ks_expr_shape_string (x);
+      return ks_invalid (error, "%s of '%s' %s: kernel %d, stride %d, pad %d do not fit (kernel "
+                         "and stride at least 1, pad in [0, kernel), the padded image at "
+                         "least a kernel wide)", op, x->name, sx, kernel, stride, pad);
+    }
+  s->oh = (s->h + 2 * pad - kernel) / stride + 1;
+  s->ow = (s->w + 2 * pad - kernel) / stride + 1;
+  return TRUE;
+}
+
+static KsExpr *
+conv2d_on (KsExpr *x, KsExpr *w, KsExpr *b, const KsConvShape *s, GError **error)
+{
+  KsExpr *in[] = { x, w, b };
+  gint64 k = (gint64) s->kh * s->kw * s->c;
+  KsExpr *e;
+
+  if (w->dtype != KS_DTYPE_FLOAT32 || b->dtype != KS_DTYPE_FLOAT32 || w->ndim != 2 || w->shape[0] != k || b->numel != (gsize) w->shape[1])
+    {
+      g_autofree char *sw = ks_expr_shape_string (w), *sb = ks_expr_shape_string (b);
+      ks_invalid (error, "conv2d: weight '%s' %s and bias '%s' %s; a %dx%d kernel over %d "
+                  "channels needs [%" G_GINT64_FORMAT ", filters] and [filters]", w->name, sw,
+                  b->name, sb, s->kh, s->kw, s->c, k);
+      return NULL;
+    }
+  const gint64 shape[] = { s->n, s->oh, s->ow, w->shape[1] };
+  if ((e = ks_op_expr_n (OP_CONV2D, in, 3, 4, shape, error)) != NULL)
+    e->conv = *s;
+  return e;
+}
+
+KsExpr *
+ks_conv2d_with (KsExpr *x, KsExpr *w, KsExpr *b, int kernel, int stride, int pad,
+                GError **error)
+{
+  KsConvShape s;
+  if (!require_image ("conv2d", x, error) || !window_over ("conv2d", x, kernel, stride, pad, &s,
+                                                         error))
+    return NULL;
+  return conv2d_on (x, w, b, &s, error);
+}
+
+KsExpr *
+ks_conv2d (KsExpr *x, gint64 filters, int kernel, int stride, int pad, const char *name,
+           guint64 seed, GError **error)
+{
+  KsConvShape s;
+  KsExpr *w, *b;
+
+  if (!require_image ("conv2d", x, error) || !window_over ("conv2d", x, kernel, stride, pad, &s,
+                                                         error))
+    return NULL;
+  if (filters < 1 || filters > G_MAXINT32)
+    return ks_invalid (error, "conv2d '%s': %" G_GINT64_FORMAT " filters; at least 1", name,
+                       filters), NULL;
+  gint64 k = (gint64) kernel * kernel * s.c;
+  /* TensorFlow's glorot_uniform for a conv kernel counts the window in both fans */
+  double limit = sqrt (6.0 / ((double) k + (double) kernel * kernel * filters));
+  const gint64 wshape[] = { k, filters }, bshape[] = { filters };
+  g_autofree char *wname = g_strdup_printf ("%s.w", name);
+  g_autofree char *bname = g_strdup_printf ("%s.b", name);
+  KsInit glorot = { KS_INIT_UNIFORM, -limit, limit, seed }, zero = { KS_INIT_CONSTANT, 0, 0, 0 };
+  if ((w = ks_model_parameter (x->model, wname, 2, wshape, glorot, error)) == NULL
+      || (b = ks_model_parameter (x->model, bname, 1, bshape, zero, error)) == NULL)
+    return NULL;
+  return conv2d_on (x, w, b, &s, error);
+}
+
+KsExpr *
+ks_max_pool (KsExpr *x, int kernel, int stride, GError **error)
+{
+  KsConvShape s;
+  KsExpr *e;
+
+  if (!require_image ("max pool", x, error)
+      || !window_over ("max pool", x, kernel, stride, 0, &s, error))
+    return NULL;
+  const gint64 shape[] = { s.n, s.oh, s.ow, s.c };
+  if ((e = ks_op_expr_n (OP_MAX_POOL, &x, 1, 4, shape, error)) != NULL)
+    e->conv = s;
+  return e;
+}
+
+/* Whether batch norm can normalise x; the reason when not. */
+static gboolean
+batch_norm_fits (const char *name, const KsExpr *x, float momentum, float eps, GError **error)
+{
+  if (x->dtype != KS_DTYPE_FLOAT32 || x->ndim < 2)
+    {
+      g_autofree char *sx = ks_expr_shape_string (x);
+      return ks_invalid (error, "batch norm '%s': '%s' is %s %s; it takes float32 of at least "
+                         "2 dimensions, channels last", name, x->name,
+                         ks_dtype_name (x->dtype), sx);
+    }
+  if (!(momentum >= 0 && momentum <= 1) || !(eps > 0))
+    return ks_invalid (error, "batch norm '%s': momentum %g must be in [0, 1] and eps %g "
+                       "above 0", name, momentum, eps);
+  return TRUE;
+}
+
+KsExpr *
+ks_batch_norm_with (KsExpr *x, KsExpr *const *state, float momentum, float eps, GError **error)
+{
+  KsExpr *in[5] = { x, state[0], state[1], state[2], state[3] };
+  KsExpr *e;
+
+  if (!batch_norm_fits (x->name, x, momentum, eps, error))
+    return NULL;
+  for (int i = 1; i < 5; i++)
+    if (in[i]->op != OP_PARAMETER || in[i]->ndim != 1
+        || in[i]->shape[0] != x->shape[x->ndim - 1])
+      {
+        g_autofree char *sp = ks_expr_shape_string (in[i]);
+        return ks_invalid (error, "batch norm of '%s': '%s' %s must be a parameter of one "
+                           "value per channel", x->name, in[i]->name, sp), NULL;
+      }
+  if ((e = ks_op_expr_n (OP_BATCH_NORM, in, 5, x->ndim, x->shape, error)) == NULL)
+    return NULL;
+  e->momentum = momentum, e->eps = eps;
+  in[3]->buffer = in[4]->buffer = TRUE;
+  return e;
+}
+
+KsExpr *
+ks_batch_norm (KsExpr *x, const char *name, float momentum, float eps, GError **error)
+{
+  static const char *const suffixes[] = { "gamma", "beta", "running_mean", "running_var" };
+  static const double fills[] = { 1, 0, 0, 1 };
+  KsExpr *state[4];
+
+  if (!batch_norm_fits (name, x, momentum, eps, error))
+    return NULL;
+  const gint64 shape[] = { x->shape[x->ndim - 1] };
+  for (int i = 0; i < 4; i++)
+    {
+      g_autofree char *pname = g_strdup_printf ("%s.%s", name, suffixes[i]);
+      KsInit fill = { KS_INIT_CONSTANT, fills[i], 0, 0 };
+      if ((state[i] = ks_model_parameter (x->model, pname, 1, shape, fill, error)) == NULL)
+        return NULL;
+    }
+  return ks_batch_norm_with (x, state, momentum, eps, error);
+}
+
+KsExpr *
+ks_flatten (KsExpr *x, GError **error)
+{
+  if (x->ndim < 1)
+    return ks_invalid (error, "flatten: '%s' is a scalar", x->name), NULL;
+  const gint64 shape[] = { x->shape[0], x->shape[0] > 0 ? (gint64) x->numel / x->shape[0] : 0 };
+  return ks_reshape (x, 2, shape, error);
+}
+
+/* ---- running ---- */
+
+static gboolean
+ensure_aux (KsExpr *e, KsDType dtype, gsize n, GError **error)
+{
+  const gint64 shape[] = { (gint64) n };
+  return e->aux != NULL || (e->aux = ks_tensor_new (DEV (e), dtype, 1, shape, error)) != NULL;
+}
+
+/* Rows (pixels of the batch) and columns (channels) of a channels-last tensor. */
+static gsize
+channels (const KsExpr *e)
+{
+  return (gsize) e->shape[e->ndim - 1];
+}
+
+static gboolean
+conv2d_forward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  const KsExpr *w = e->in[1], *b = e->in[2];
+  gsize k = w->shape[0], pixels = e->numel / channels (e);
+
+  return ensure_aux (e, KS_DTYPE_FLOAT32, pixels * k, error)
+         && ks_compute_im2col (c, F (e->in[0]->value), F (e->aux), &e->conv, error)
+         && ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_N, pixels, channels (e), k, 1, F (e->aux),
+                              k, F (w->value), channels (e), 0, F (e->value), channels (e),
+                              error)
+         && ks_compute_binary (c, KS_BINARY_ADD, F (e->value), F (b->value), F (e->value),
+                               pixels, channels (e), 1, error);
+}
+
+/* The running statistics move toward the batch's: r = (1 - m) r + m batch, the variance
+ * unbiased (n / (n - 1)) as PyTorch keeps it. They feed only evaluation mode, which
+ * recomputes when the mode changes (ks_model_set_training), so their version stays. */
+static gboolean
+batch_norm_forward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  gsize cols = channels (e), rows = e->numel / cols;
+  KsExpr *x = e->in[0], *gamma = e->in[1], *beta = e->in[2];
+  float *run_mean = F (e->in[3]->value), *run_var = F (e->in[4]->value);
+  gboolean training = e->model->training;
+  double unbias = rows > 1 ? (double) rows / (rows - 1) : 1;
+
+  if (!ensure_aux (e, KS_DTYPE_FLOAT32, 2 * cols, error))
+    return FALSE;
+  e->attr = training; /* backward follows the mode of this forward */
+  float *mean = training ? F (e->aux) : run_mean, *var = training ? F (e->aux) + cols : run_var;
+  return ks_compute_batch_norm (c, F (x->value), F (gamma->value), F (beta->value),
+                                F (e->value), mean, var, rows, cols, e->eps, training, error)
+         && (!training
+             || (ks_compute_axpby (c, e->momentum, mean, 1 - e->momentum, run_mean, cols, error)
+                 && ks_compute_axpby (c, (float) (e->momentum * unbias), var, 1 - e->momentum,
+                                      run_var, cols, error)));
+}
+
+gboolean
+ks_conv_op_forward (KsExpr *e, GError **error)
+{
+  switch (e->op)
+    {
+    case OP_CONV2D:
+      return conv2d_forward (e, error);
+    case OP_MAX_POOL:
+      return ensure_aux (e, KS_DTYPE_INT64, e->numel, error)
+             && ks_compute_max_pool (DEV (e), F (e->in[0]->value), F (e->value), e->aux->data,
+                                     &e->conv, error);
+    case OP_BATCH_NORM:
+      return batch_norm_forward (e, error);
+    default:
+      return ks_invalid (error, "%s is not an op of model-conv.c", ks_op_name (e->op));
+    }
+}
+
+/* The first contribution to a gradient writes it, later ones add (model-ops.c). */
+static float
+grad_beta (KsExpr *x)
+{
+  float beta = x->grad_fresh ? 0 : 1;
+  x->grad_fresh = FALSE;
+  return beta;
+}
+
+/* x's gradient += what a kernel wrote to `from` (its own gradient if it was fresh). */
+static gboolean
+settle_grad (KsExpr *x, const float *from, GError **error)
+{
+  if (from == F (x->grad))
+    return grad_beta (x), TRUE;
+  return ks_compute_axpby (DEV (x), 1, from, grad_beta (x), F (x->grad), x->numel, error);
+}
+
+static gboolean
+conv2d_backward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  KsExpr *x = e->in[0], *w = e->in[1], *b = e->in[2];
+  gsize k = w->shape[0], f = channels (e), pixels = e->numel / f;
+  const float *dy = F (e->grad);
+  /* scratch: the bias's sums, then the patches' gradient, then x's if not fresh */
+  gsize n_dcol = x->needs_grad ? pixels * k : 0;
+  gsize n_dx = x->needs_grad && !x->grad_fresh ? x->numel : 0;
+  float *scratch = ks_model_scratch (e->model, f + n_dcol + n_dx, error);
+
+  if (scratch == NULL)
+    return FALSE;
+  float *db = scratch, *dcol = scratch + f, *dx = n_dx > 0 ? dcol + n_dcol : NULL;
+  /* dW += col^T dy; db += the sum of dy's rows; dcol = dy W^T, folded back onto x */
+  if (w->needs_grad
+      && !ks_compute_sgemm (c, KS_TRANS_T, KS_TRANS_N, k, f, pixels, 1, F (e->aux), k, dy, f,
+                            grad_beta (w), F (w->grad), f, error))
+    return FALSE;
+  if (b->needs_grad
+      && (!ks_compute_reduce (c, KS_REDUCE_SUM, dy, db, pixels, f, 0, error)
+          || !ks_compute_axpby (c, 1, db, grad_beta (b), F (b->grad), f, error)))
+    return FALSE;
+  if (!x->needs_grad)
+    return TRUE;
+  if (dx == NULL)
+    dx = F (x->grad);
+  return ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, pixels, k, f, 1, dy, f, F (w->value), f,
+                           0, dcol, k, error)
+         && ks_compute_col2im (c, dcol, dx, &e->conv, error) && settle_grad (x, dx, error);
+}
+
+static gboolean
+batch_norm_backward (KsExpr *e, GError **error)
+{
+  KsExpr *x = e->in[0], *gamma = e->in[1], *beta = e->in[2];
+  gsize cols = channels (e), rows = e->numel / cols;
+  gboolean training = e->attr;
+  const float *mean = training ? F (e->aux) : F (e->in[3]->value);
+  const float *var = training ? F (e->aux) + cols : F (e->in[4]->value);
+  float *dx = !x->needs_grad || !x->grad_fresh ? ks_model_scratch (e->model, x->numel, error)
+                                               : F (x->grad);
+
+  /* dgamma and dbeta (parameters: their gradients start zeroed) are added to by the
+   * kernel; dx is written */
+  return dx != NULL
+         && ks_compute_batch_norm_backward (DEV (e), F (x->value), F (gamma->value), mean, var,
+                                            F (e->grad), dx,
+                                            gamma->needs_grad ? F (gamma->grad) : NULL,
+                                            beta->needs_grad ? F (beta->grad) : NULL, rows,
+                                            cols, e->eps, training, error)
+         && (!x->needs_grad || settle_grad (x, dx, error));
+}
+
+gboolean
+ks_conv_op_backward (KsExpr *e, GError **error)
+{
+  KsExpr *x = e->in[0];
+  switch (e->op)
+    {
+    case OP_CONV2D:
+      return conv2d_backward (e, error);
+    case OP_MAX_POOL: /* each output's gradient goes to the pixel that was its maximum */
+      return !x->needs_grad
+             || (ks_op_grad_zeroed (x, error)
+                 && ks_compute_embedding_backward (DEV (e), F (e->grad), e->aux->data,
+                                                   F (x->grad), x->numel, e->numel, 1, error));
+    case OP_BATCH_NORM:
+      return batch_norm_backward (e, error);
+    default:
+      return ks_invalid (error, "%s is not an op of model-conv.c", ks_op_name (e->op));
+    }
+}
