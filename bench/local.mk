@@ -1,6 +1,8 @@
 # Benchmarks: not tests (timings on shared machines are noisy); `make bench` runs them.
 if HAVE_OPENBLAS
-EXTRA_PROGRAMS += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-ddp
+EXTRA_PROGRAMS += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv bench/bench-ddp
+bench_bench_conv_SOURCES = bench/bench-conv.c bench/step-timing.h
+bench_bench_conv_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_ddp_SOURCES = bench/bench-ddp.c
 bench_bench_ddp_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_gpt_SOURCES = bench/bench-gpt.c bench/step-timing.h
@@ -10,17 +12,18 @@ bench_bench_mlp_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_sgemm_SOURCES = bench/bench-sgemm.c
 bench_bench_sgemm_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS)
 bench_bench_sgemm_LDADD = libksdist.la $(GLIB_LIBS) $(OPENBLAS_LIBS)
-CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-ddp
-EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/torch_step_timing.py \
-	bench/run-vs-torch.sh bench/bench-overlap.sh
+CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv bench/bench-ddp
+EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/bench-conv-torch.py \
+	bench/torch_step_timing.py bench/run-vs-torch.sh bench/bench-overlap.sh
 
-bench: bench/bench-sgemm bench/bench-mlp bench/bench-gpt
+bench: bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv
 	KS_PLUGIN_PATH=$(abs_top_builddir)/plugins/openblas/.libs KS_PLUGIN_SYSTEM_PATH= \
 		bench/bench-sgemm 1
 	KS_PLUGIN_PATH=$(abs_top_builddir)/plugins/openblas/.libs KS_PLUGIN_SYSTEM_PATH= \
 		bench/bench-sgemm
 	$(SHELL) $(srcdir)/bench/run-vs-torch.sh mlp
 	$(SHELL) $(srcdir)/bench/run-vs-torch.sh gpt
+	$(SHELL) $(srcdir)/bench/run-vs-torch.sh conv
 .PHONY: bench
 endif
 

@@ -20,6 +20,7 @@ libksdist_la_SOURCES = \
 	libksdist/optimizer.c \
 	libksdist/gpt.c \
 	libksdist/data.c \
+	libksdist/images.c \
 	libksdist/checkpoint.c \
 	libksdist/seal.c \
 	libksdist/inference.c \
@@ -34,8 +35,8 @@ libksdist_la_SOURCES = \
 	libksdist/algorithm.c \
 	libksdist/ctr.c \
 	libksdist/sparse.c
-libksdist_la_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
-libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) -lm
+libksdist_la_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(PIXBUF_CFLAGS)
+libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) $(PIXBUF_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
 
 ksdistincludedir = $(includedir)/ksdist
@@ -49,6 +50,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/tensor.h \
 	include/ksdist/model.h \
 	include/ksdist/data.h \
+	include/ksdist/images.h \
 	include/ksdist/checkpoint.h \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \

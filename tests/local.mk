@@ -85,6 +85,12 @@ tests_test_checkpoint_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint
 
+# Few-shot image readers on sets made by ksdist datagen.
+check_PROGRAMS += tests/test-images
+tests_test_images_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
+tests_test_images_LDADD = $(KS_TEST_LDADD) $(PIXBUF_LIBS) -lm
+TESTS += tests/test-images
+
 # Sparse tables (pslib's): rules, admission, shrink, save modes, resharding, bad files.
 check_PROGRAMS += tests/test-sparse
 tests_test_sparse_LDADD = $(KS_TEST_LDADD) -lm
@@ -199,7 +205,7 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-conv.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
+	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \

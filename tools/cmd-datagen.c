@@ -15,7 +15,7 @@
  * carry most of the signal. a1..a3 give the three terms 55%, 20% and 25% of the variance
  * on a calibration sample; then g is set by bisection for an expected AUC of 0.78 and the
  * bias for a mean click probability of 0.25. label ~ Bernoulli (sigmoid (logit)). */
-#include "cli.h"
+#include "datagen.h"
 #include <ksdist/ctr.h>
 
 #include <errno.h>
@@ -31,63 +31,6 @@ enum { SLOTS = KS_CRITEO_SLOTS, DENSE = KS_CRITEO_DENSE, CALIBRATION = 20000 };
 #define DAMP_RANK 50.0
 #define MAX_VOCAB 10000000
 #define MAX_FACTORS 64
-
-/* ---- randomness: xoshiro256** for draws, splitmix64 for hashes (both fixed forever,
- * so a seed gives the same bytes on every machine) ---- */
-
-static inline guint64
-mix64 (guint64 z)
-{
-  z += G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
-  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-typedef struct {
-  guint64 s[4];
-} Rng;
-
-static void
-rng_seed (Rng *r, guint64 seed, guint64 stream)
-{
-  guint64 z = mix64 (seed) ^ mix64 (stream + 0x1234);
-  for (int i = 0; i < 4; i++)
-    r->s[i] = z = mix64 (z);
-}
-
-static inline guint64
-rotl (guint64 x, int k)
-{
-  return (x << k) | (x >> (64 - k));
-}
-
-static inline guint64
-rng_next (Rng *r)
-{
-  guint64 *s = r->s, result = rotl (s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl (s[3], 45);
-  return result;
-}
-
-/* uniform in [0, 1) */
-static inline double
-rng_uniform (Rng *r)
-{
-  return (rng_next (r) >> 11) * 0x1.0p-53;
-}
-
-static inline double
-rng_normal (Rng *r)
-{
-  double u1 = 1.0 - rng_uniform (r), u2 = rng_uniform (r);
-  return sqrt (-2.0 * log (u1)) * cos (2 * G_PI * u2);
-}
 
 /* A standard normal-like value from a hash: four 16-bit uniforms summed (Irwin-Hall),
  * mean 0 and variance 1; cheap enough for 130 per sample. */
@@ -608,6 +551,38 @@ out:
   return status;
 }
 
+/* ksdist datagen glyphs|images DIR */
+static int
+run_datagen_image_set (int argc, char **argv)
+{
+  gboolean glyphs = strcmp (argv[1], "glyphs") == 0;
+  DatagenImageOptions o = { 1, 20, 0, 0, FALSE };
+  GOptionEntry entries[] = {
+    { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed, "Seed of the drawings (default 1)", "S" },
+    { "per-class", 0, 0, G_OPTION_ARG_INT, &o.per_class, "Images of each class (default 20)",
+      "N" },
+    { glyphs ? "alphabets" : "classes", 0, 0, G_OPTION_ARG_INT, &o.alphabets,
+      glyphs ? "Scripts to use (default: every one the fonts here can draw)"
+             : "Classes in all (default 100)", "N" },
+    { glyphs ? "characters" : NULL, 0, 0, G_OPTION_ARG_INT, &o.classes,
+      "Characters of each script at most (default 40)", "N" },
+    { "force", 0, 0, G_OPTION_ARG_NONE, &o.force, "Replace DIR's train, val and test", NULL },
+    { NULL },
+  };
+  g_autofree char *parameters = g_strdup_printf ("%s DIR", argv[1]);
+
+  if (!ks_cli_parse ("datagen", parameters, ks_cmd_datagen.summary, entries, &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (argc != 3 || o.per_class < 1 || o.per_class > 100000 || o.alphabets < 0
+      || o.alphabets > 100000 || o.classes < 0)
+    {
+      ks_cli_error ("datagen: give one DIR, 1 <= --per-class <= 100000 and a count >= 0, as "
+                    "in `ksdist datagen %s DIR` (see ksdist help datagen)", argv[1]);
+      return KS_EXIT_USAGE;
+    }
+  return glyphs ? datagen_glyphs (argv[2], &o) : datagen_images (argv[2], &o);
+}
+
 static int
 run_datagen (int argc, char **argv)
 {
@@ -629,12 +604,15 @@ run_datagen (int argc, char **argv)
     { NULL },
   };
 
-  if (!ks_cli_parse ("datagen", "ctr DIR", ks_cmd_datagen.summary, entries, &argc, &argv))
+  if (argc >= 2 && (strcmp (argv[1], "glyphs") == 0 || strcmp (argv[1], "images") == 0))
+    return run_datagen_image_set (argc, argv);
+  if (!ks_cli_parse ("datagen", "ctr|glyphs|images DIR", ks_cmd_datagen.summary, entries,
+                     &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc != 3 || strcmp (argv[1], "ctr") != 0)
     {
-      ks_cli_error ("datagen: give the kind of data, ctr (the only one), and a DIR, as in "
-                    "`ksdist datagen ctr DIR` (see ksdist help datagen)");
+      ks_cli_error ("datagen: give the kind of data, ctr, glyphs or images, and a DIR, as in "
+                    "`ksdist datagen glyphs DIR` (see ksdist help datagen)");
       return KS_EXIT_USAGE;
     }
   if (o.train < 1 || o.test < 1 || o.files < 1 || o.files > o.train || o.vocab < 1
@@ -652,6 +630,7 @@ run_datagen (int argc, char **argv)
 
 const KsCommand ks_cmd_datagen = {
   "datagen",
-  "Write synthetic click data (Criteo format) from a hidden teacher",
+  "Write synthetic data: click logs (Criteo format) from a hidden teacher, or few-shot "
+  "image sets (glyphs of this machine's fonts, coloured shapes)",
   run_datagen,
 };

@@ -21,11 +21,14 @@ tools_ksdist_SOURCES = \
 	tools/cmd-generate.c \
 	tools/cmd-infer.c \
 	tools/cmd-export.c \
+	tools/datagen.h \
 	tools/cmd-datagen.c \
+	tools/datagen-glyphs.c \
+	tools/datagen-images.c \
 	tools/cmd-plot.c \
 	tools/plot-trace.c \
 	tools/plot-write.c \
 	tools/cmd-bench.c \
 	tools/bench-pipeline.c
-tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(RSVG_CFLAGS)
-tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) $(RSVG_LIBS) -lm
+tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(RSVG_CFLAGS) $(PIXBUF_CFLAGS) $(GLYPHS_CFLAGS)
+tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) $(RSVG_LIBS) $(PIXBUF_LIBS) $(GLYPHS_LIBS) -lm

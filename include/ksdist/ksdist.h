@@ -11,6 +11,7 @@
 #include <ksdist/tensor.h>
 #include <ksdist/model.h>
 #include <ksdist/data.h>
+#include <ksdist/images.h>
 #include <ksdist/checkpoint.h>
 #include <ksdist/comm.h>
 #include <ksdist/rolemaker.h>
