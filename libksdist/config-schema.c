@@ -62,6 +62,38 @@ static const KsKeyDesc core_schema[] = {
     "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
     "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
     "path's train/ and test/ (ctr), scored by AUC" },
+  { "data", "images", KS_VALUE_CHOICE, "characters", 1, 0, "characters|colour",
+    "Few-shot image set at [data] path (train, val, test; a folder of images per class): "
+    "characters, 28x28 grey with rotations as more training classes (Omniglot; `ksdist "
+    "datagen glyphs`), or colour, 84x84 RGB (Mini-ImageNet; `ksdist datagen images`)" },
+  { "data", "cache_mb", KS_VALUE_INT, "512", 0, 1e7, NULL,
+    "Decoded images kept in memory after their first read, in MiB" },
+  { "data", "bad_images", KS_VALUE_CHOICE, "error", 1, 0, "error|skip",
+    "A file of the image set that does not decode is an error naming it, or skipped and "
+    "counted" },
+  { "meta", "algorithm", KS_VALUE_CHOICE, "none", 1, 0, "none|reptile",
+    "Meta-learning: reptile trains on few-shot tasks of the image set at [data] path ([train] "
+    "steps meta-steps, [train] optimizer in the inner loop); none trains as [model] says" },
+  { "meta", "ways", KS_VALUE_INT, "5", 2, 1000, NULL, "Classes of a task" },
+  { "meta", "shots", KS_VALUE_INT, "5", 1, 10000, NULL, "Training images of each class of a task" },
+  { "meta", "inner_batch", KS_VALUE_INT, "5", 1, 100000, NULL, "Images per inner step" },
+  { "meta", "inner_iters", KS_VALUE_INT, "20", 1, 1e6, NULL, "Inner steps on a training task" },
+  { "meta", "meta_step", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,
+    "Meta step size at the first meta-step (the fraction of the way to the tasks' weights)" },
+  { "meta", "meta_step_final", KS_VALUE_DOUBLE, "0", 0, 1, NULL,
+    "Meta step size at the last meta-step (linear in between)" },
+  { "meta", "meta_batch", KS_VALUE_INT, "1", 1, 100000, NULL,
+    "Tasks per meta-step on each worker (ksdist launch -n N: N times as many in all)" },
+  { "meta", "eval_inner_batch", KS_VALUE_INT, "5", 1, 100000, NULL,
+    "Images per fine-tuning step on an evaluation task's shots" },
+  { "meta", "eval_inner_iters", KS_VALUE_INT, "50", 1, 1e6, NULL,
+    "Fine-tuning steps on an evaluation task" },
+  { "meta", "eval_tasks", KS_VALUE_INT, "1000", 1, 1e7, NULL,
+    "Test tasks of the final evaluation (held-out classes); [train] eval_every evaluates "
+    "on a tenth as many of val" },
+  { "meta", "filters", KS_VALUE_INT, "64", 1, 4096, NULL,
+    "Filters of each of the 4 convolutions (supervised-reptile: 64 for characters, 32 for "
+    "colour)" },
   { "data", "shrink_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
     "ctr: steps between shrinks of the sparse table (a day's end: show and click decay, rows "
     "of low score or unseen too long go; see [table.NAME]), asked by the first worker; 0 "

@@ -21,6 +21,7 @@ libksdist_la_SOURCES = \
 	libksdist/gpt.c \
 	libksdist/data.c \
 	libksdist/images.c \
+	libksdist/reptile.c \
 	libksdist/checkpoint.c \
 	libksdist/seal.c \
 	libksdist/inference.c \
@@ -51,6 +52,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/model.h \
 	include/ksdist/data.h \
 	include/ksdist/images.h \
+	include/ksdist/meta.h \
 	include/ksdist/checkpoint.h \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \

@@ -356,6 +356,8 @@ train (Trainer *t)
   double eval;
   gboolean evaluated = FALSE, stopped = FALSE, leader;
 
+  if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)
+    return ks_train_meta (t);
   t->batch = ks_config_get_int (c, "train", "batch");
   if ((t->task = ks_train_task (c, &error)) == NULL)
     {

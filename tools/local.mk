@@ -14,6 +14,7 @@ tools_ksdist_SOURCES = \
 	tools/train-dist.c \
 	tools/train-meet.c \
 	tools/train-pipeline.c \
+	tools/train-meta.c \
 	tools/cmd-segment.c \
 	tools/launch.h \
 	tools/launch-rendezvous.c \

@@ -99,6 +99,8 @@ void ks_train_meeting_clear (KsMeeting *m);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (KsMeeting, ks_train_meeting_clear)
 /* train-dist.c */
 gboolean ks_train_dist_setup (Trainer *t, GError **error);
+/* train-meta.c: the whole run of [meta] algorithm = reptile; the exit status */
+int ks_train_meta (Trainer *t);
 gboolean ks_train_dist_wrap (Trainer *t, GError **error);
 gboolean ks_train_dist_mean (Trainer *t, double *value, GError **error);
 void ks_train_dist_clear (Trainer *t);

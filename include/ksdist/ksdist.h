@@ -12,6 +12,7 @@
 #include <ksdist/model.h>
 #include <ksdist/data.h>
 #include <ksdist/images.h>
+#include <ksdist/meta.h>
 #include <ksdist/checkpoint.h>
 #include <ksdist/comm.h>
 #include <ksdist/rolemaker.h>
