@@ -91,6 +91,11 @@ tests_test_images_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
 tests_test_images_LDADD = $(KS_TEST_LDADD) $(PIXBUF_LIBS) -lm
 TESTS += tests/test-images
 
+# Reptile through ksdist train and launch on a glyph set.
+check_PROGRAMS += tests/test-meta
+tests_test_meta_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-meta
+
 # Sparse tables (pslib's): rules, admission, shrink, save modes, resharding, bad files.
 check_PROGRAMS += tests/test-sparse
 tests_test_sparse_LDADD = $(KS_TEST_LDADD) -lm
@@ -205,7 +210,7 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
+	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \

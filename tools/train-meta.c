@@ -128,8 +128,8 @@ ks_train_meta (Trainer *t)
             printf ("meta-step %" G_GINT64_FORMAT "  val accuracy %.4f +- %.4f (%d tasks)\n",
                     step, acc, ci, MAX (1, eval_tasks / 10));
         }
-      if (t->rank == 0 && *ckpt_dir != '\0' && ckpt_every > 0
-          && (step % ckpt_every == 0 || step == steps)
+      if (t->rank == 0 && *ckpt_dir != '\0'
+          && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
           && !ks_checkpoint_save (ckpt_dir, step, ks_reptile_model (reptile), NULL, NULL,
                                   ks_config_get_int (c, "train", "keep"), &error))
         {
