@@ -32,7 +32,13 @@ for ini in $examples; do
     args=${command#ksdist }
     args=$(printf '%s' "$args" | sed "s|examples/|$KS_SRCDIR/examples/|g")
     case $args in
-      train*|launch*) args="$args --set train.steps=20 --set train.log_every=10 --set optim.warmup=0" ;;
+      train*|launch*) args="$args --set train.steps=20 --set train.log_every=10 --set optim.warmup=0"
+        # few-shot: a few evaluation tasks
+        if grep -q '^\[meta\]' "$ini"; then
+          args="$args --set meta.eval_tasks=10 --set meta.eval_inner_iters=5"
+        fi ;;
+      datagen\ glyphs*) args="$args --alphabets 6 --characters 8 --per-class 6" ;;
+      datagen\ images*) args="$args --classes 10 --per-class 8" ;;
       datagen*) args="$args --train 4000 --test 1000" ;;
     esac
     if ! (cd "$dir" && eval "\"$KSDIST\" $args") >"$log" 2>&1; then

@@ -51,9 +51,9 @@ run_reptile (const char *const *command, const char *set, const char *const *ext
 static double
 test_accuracy (const char *out)
 {
-  const char *line = strstr (out, "test accuracy ");
+  const char *line = strstr (out, "eval accuracy ");
   g_assert_nonnull (line);
-  return g_ascii_strtod (line + strlen ("test accuracy "), NULL);
+  return g_ascii_strtod (line + strlen ("eval accuracy "), NULL);
 }
 
 /* The inner loss of the log line after `after` (the first one: NULL). */

@@ -125,8 +125,8 @@ ks_train_meta (Trainer *t)
               return KS_EXIT_RUNTIME;
             }
           if (t->rank == 0)
-            printf ("meta-step %" G_GINT64_FORMAT "  val accuracy %.4f +- %.4f (%d tasks)\n",
-                    step, acc, ci, MAX (1, eval_tasks / 10));
+            printf ("eval accuracy %.4f at meta-step %" G_GINT64_FORMAT " (+- %.4f for 95%%; "
+                    "%d tasks of the val classes)\n", acc, step, ci, MAX (1, eval_tasks / 10));
         }
       if (t->rank == 0 && *ckpt_dir != '\0'
           && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
@@ -143,8 +143,8 @@ ks_train_meta (Trainer *t)
       return KS_EXIT_RUNTIME;
     }
   if (t->rank == 0)
-    printf ("test accuracy %.4f +- %.4f (95%% interval, %d tasks of held-out classes, %d-way "
-            "%d-shot; chance %.4f)\n", acc, ci, eval_tasks, o.ways, o.shots, 1.0 / o.ways);
+    printf ("eval accuracy %.4f (+- %.4f for 95%%; %d held-out tasks, %d-way %d-shot, of the "
+            "test classes; chance %.4f)\n", acc, ci, eval_tasks, o.ways, o.shots, 1.0 / o.ways);
   if (ks_image_set_skipped (set) > 0)
     g_message ("%u image files did not decode and were skipped", ks_image_set_skipped (set));
   return KS_EXIT_OK;
