@@ -50,7 +50,8 @@ conv2d_on (KsExpr *x, KsExpr *w, KsExpr *b, const KsConvShape *s, GError **error
   gint64 k = (gint64) s->kh * s->kw * s->c;
   KsExpr *e;
 
-  if (w->dtype != KS_DTYPE_FLOAT32 || b->dtype != KS_DTYPE_FLOAT32 || w->ndim != 2 || w->shape[0] != k || b->numel != (gsize) w->shape[1])
+  if (w->dtype != KS_DTYPE_FLOAT32 || b->dtype != KS_DTYPE_FLOAT32 || w->ndim != 2
+      || w->shape[0] != k || b->numel != (gsize) w->shape[1])
     {
       g_autofree char *sw = ks_expr_shape_string (w), *sb = ks_expr_shape_string (b);
       ks_invalid (error, "conv2d: weight '%s' %s and bias '%s' %s; a %dx%d kernel over %d "

@@ -127,9 +127,9 @@ test_unknown_group (Fixture *f, gconstpointer data)
   assert_fails (f, "[job]\nmode = collective\n\n[comn]\ntimeout = 3\n",
                 KS_CONFIG_ERROR_UNKNOWN_GROUP,
                 "@:4: unknown group [comn]; did you mean [comm]? (known: comm, compute, data, "
-                "job, log, model, pipeline, plugins, strategy, table.*, trace, train)");
+                "job, log, meta, model, pipeline, plugins, strategy, table.*, trace, train)");
   assert_fails (f, "[zzzzzz]\n", KS_CONFIG_ERROR_UNKNOWN_GROUP,
-                "@:1: unknown group [zzzzzz]; known: comm, compute, data, job, log, model, "
+                "@:1: unknown group [zzzzzz]; known: comm, compute, data, job, log, meta, model, "
                 "pipeline, plugins, strategy, table.*, trace, train");
 }
 

@@ -265,7 +265,7 @@ datagen_glyphs (const char *dir, const DatagenImageOptions *o)
       else
         g_array_free (a.fonts, TRUE);
     }
-  if (alphabets->len < 3 || (o->alphabets > 0 && alphabets->len < (guint) MIN (o->alphabets, 3)))
+  if (alphabets->len < 3)
     {
       ks_cli_error ("datagen glyphs: only %u scripts have %d fonts or more on this machine; "
                     "install more fonts (apt-get install fonts-noto-core)", alphabets->len,
@@ -283,6 +283,12 @@ datagen_glyphs (const char *dir, const DatagenImageOptions *o)
       g_array_index (alphabets, Alphabet, j) = t;
     }
   guint n = o->alphabets > 0 ? MIN ((guint) o->alphabets, alphabets->len) : alphabets->len;
+  if (n < 3)
+    {
+      ks_cli_error ("datagen glyphs: --alphabets %u; at least 3 (one for each split)", n);
+      status = KS_EXIT_USAGE;
+      goto out;
+    }
   guint n_val = MAX (1, n * 15 / 100), n_test = MAX (1, n / 4), n_train = n - n_val - n_test;
   if (!datagen_prepare_image_dir (dir, o->force))
     goto out;
