@@ -303,10 +303,12 @@ ks_compute_dropout_mask (KsCompute *compute, float *mask, gsize n, float p, guin
 static gboolean
 conv_shape_valid (const KsConvShape *s, GError **error)
 {
+  /* in 64 bits: sizes near 2^31 must not wrap; a pad below the kernel keeps every window
+   * partly on the image */
+  gint64 ph = (gint64) s->h + 2 * (gint64) s->pad, pw = (gint64) s->w + 2 * (gint64) s->pad;
   if (s->n > 0 && s->h > 0 && s->w > 0 && s->c > 0 && s->kh > 0 && s->kw > 0 && s->stride > 0
-      && s->pad >= 0 && s->h + 2 * s->pad >= s->kh && s->w + 2 * s->pad >= s->kw
-      && s->oh == (s->h + 2 * s->pad - s->kh) / s->stride + 1
-      && s->ow == (s->w + 2 * s->pad - s->kw) / s->stride + 1)
+      && s->pad >= 0 && s->pad < s->kh && s->pad < s->kw && ph >= s->kh && pw >= s->kw
+      && s->oh == (ph - s->kh) / s->stride + 1 && s->ow == (pw - s->kw) / s->stride + 1)
     return TRUE;
   return ks_invalid (error, "window %dx%d, stride %d, pad %d over %d images of %dx%dx%d giving "
                      "%dx%d: not a valid shape", s->kh, s->kw, s->stride, s->pad, s->n, s->h,

@@ -10,6 +10,9 @@
 
 static const char *const split_names[] = { "train", "val", "test" };
 
+/* Larger images are refused before they are decoded (a photo is about 12 megapixels). */
+#define MAX_IMAGE_PIXELS (64 << 20)
+
 typedef struct {
   char *name;
   GPtrArray *files; /* paths; shared by a class's rotated copies */
@@ -188,12 +191,14 @@ ks_image_set_channels (const KsImageSet *set)
 gsize
 ks_image_set_n_classes (const KsImageSet *set, KsSplit split)
 {
+  g_return_val_if_fail (split <= KS_SPLIT_TEST, 0);
   return set->classes[split]->len;
 }
 
 static const ImageClass *
 class_at (const KsImageSet *set, KsSplit split, gsize i)
 {
+  g_return_val_if_fail (split <= KS_SPLIT_TEST && i < set->classes[split]->len, NULL);
   return g_ptr_array_index (set->classes[split], i);
 }
 
@@ -221,11 +226,21 @@ static float *
 decode (const KsImageSet *set, const char *path, GError **error)
 {
   g_autoptr (GError) local = NULL;
-  g_autoptr (GdkPixbuf) raw = gdk_pixbuf_new_from_file (path, &local);
+  g_autoptr (GdkPixbuf) raw = NULL;
   g_autoptr (GdkPixbuf) pb = NULL;
-  int size = set->options.size;
+  int size = set->options.size, width = 0, height = 0;
 
-  if (raw == NULL)
+  /* the header's size first: a small file may declare a huge image */
+  if (gdk_pixbuf_get_file_info (path, &width, &height) != NULL
+      && ((gint64) width * height > MAX_IMAGE_PIXELS))
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "%s: a %dx%d image, over the %d megapixels an image may have here; shrink "
+                   "it, or set [data] bad_images = skip to skip such files", path, width,
+                   height, MAX_IMAGE_PIXELS >> 20);
+      return NULL;
+    }
+  if ((raw = gdk_pixbuf_new_from_file (path, &local)) == NULL)
     {
       g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
                    "%s: not an image gdk-pixbuf can read (%s); remove it, or set [data] "
@@ -327,6 +342,8 @@ ks_image_set_sample (KsImageSet *set, KsSplit split, gsize i, gsize n, GRand *rn
                      GError **error)
 {
   const ImageClass *c = class_at (set, split, i);
+  if (c == NULL)
+    return ks_invalid (error, "no class %" G_GSIZE_FORMAT " in split %d", i, split), -1;
   g_autofree guint *order = draw (rng, c->files->len, c->files->len);
   gsize floats = ks_image_set_image_floats (set), got = 0;
 

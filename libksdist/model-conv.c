@@ -30,16 +30,18 @@ window_over (const char *op, const KsExpr *x, int kernel, int stride, int pad, K
 {
   *s = (KsConvShape) { (int) x->shape[0], (int) x->shape[1], (int) x->shape[2],
                        (int) x->shape[3], kernel, kernel, stride, pad, 0, 0 };
-  if (kernel < 1 || stride < 1 || pad < 0 || pad >= kernel || x->shape[1] + 2 * pad < kernel
-      || x->shape[2] + 2 * pad < kernel || x->shape[0] > G_MAXINT32)
+  if (kernel < 1 || stride < 1 || pad < 0 || pad >= kernel
+      || x->shape[1] + 2 * (gint64) pad < kernel || x->shape[2] + 2 * (gint64) pad < kernel
+      || x->shape[1] + 2 * (gint64) pad > G_MAXINT32
+      || x->shape[2] + 2 * (gint64) pad > G_MAXINT32 || x->shape[0] > G_MAXINT32)
     {
       g_autofree char *sx = ks_expr_shape_string (x);
       return ks_invalid (error, "%s of '%s' %s: kernel %d, stride %d, pad %d do not fit (kernel "
                          "and stride at least 1, pad in [0, kernel), the padded image at "
                          "least a kernel wide)", op, x->name, sx, kernel, stride, pad);
     }
-  s->oh = (s->h + 2 * pad - kernel) / stride + 1;
-  s->ow = (s->w + 2 * pad - kernel) / stride + 1;
+  s->oh = (int) ((x->shape[1] + 2 * (gint64) pad - kernel) / stride + 1);
+  s->ow = (int) ((x->shape[2] + 2 * (gint64) pad - kernel) / stride + 1);
   return TRUE;
 }
 
@@ -188,11 +190,12 @@ ks_flatten (KsExpr *x, GError **error)
 
 /* ---- running ---- */
 
+/* Per-op scratch of rows x cols (2-D, so the tensor's own size check sees the product). */
 static gboolean
-ensure_aux (KsExpr *e, KsDType dtype, gsize n, GError **error)
+ensure_aux (KsExpr *e, KsDType dtype, gsize rows, gsize cols, GError **error)
 {
-  const gint64 shape[] = { (gint64) n };
-  return e->aux != NULL || (e->aux = ks_tensor_new (DEV (e), dtype, 1, shape, error)) != NULL;
+  const gint64 shape[] = { (gint64) rows, (gint64) cols };
+  return e->aux != NULL || (e->aux = ks_tensor_new (DEV (e), dtype, 2, shape, error)) != NULL;
 }
 
 /* Rows (pixels of the batch) and columns (channels) of a channels-last tensor. */
@@ -209,7 +212,7 @@ conv2d_forward (KsExpr *e, GError **error)
   const KsExpr *w = e->in[1], *b = e->in[2];
   gsize k = w->shape[0], pixels = e->numel / channels (e);
 
-  return ensure_aux (e, KS_DTYPE_FLOAT32, pixels * k, error)
+  return ensure_aux (e, KS_DTYPE_FLOAT32, pixels, k, error)
          && ks_compute_im2col (c, F (e->in[0]->value), F (e->aux), &e->conv, error)
          && ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_N, pixels, channels (e), k, 1, F (e->aux),
                               k, F (w->value), channels (e), 0, F (e->value), channels (e),
@@ -231,7 +234,7 @@ batch_norm_forward (KsExpr *e, GError **error)
   gboolean training = e->model->training;
   double unbias = rows > 1 ? (double) rows / (rows - 1) : 1;
 
-  if (!ensure_aux (e, KS_DTYPE_FLOAT32, 2 * cols, error))
+  if (!ensure_aux (e, KS_DTYPE_FLOAT32, 2, cols, error))
     return FALSE;
   e->attr = training; /* backward follows the mode of this forward */
   float *mean = training ? F (e->aux) : run_mean, *var = training ? F (e->aux) + cols : run_var;
@@ -251,7 +254,7 @@ ks_conv_op_forward (KsExpr *e, GError **error)
     case OP_CONV2D:
       return conv2d_forward (e, error);
     case OP_MAX_POOL:
-      return ensure_aux (e, KS_DTYPE_INT64, e->numel, error)
+      return ensure_aux (e, KS_DTYPE_INT64, e->numel, 1, error)
              && ks_compute_max_pool (DEV (e), F (e->in[0]->value), F (e->value), e->aux->data,
                                      &e->conv, error);
     case OP_BATCH_NORM:
@@ -259,24 +262,6 @@ ks_conv_op_forward (KsExpr *e, GError **error)
     default:
       return ks_invalid (error, "%s is not an op of model-conv.c", ks_op_name (e->op));
     }
-}
-
-/* The first contribution to a gradient writes it, later ones add (model-ops.c). */
-static float
-grad_beta (KsExpr *x)
-{
-  float beta = x->grad_fresh ? 0 : 1;
-  x->grad_fresh = FALSE;
-  return beta;
-}
-
-/* x's gradient += what a kernel wrote to `from` (its own gradient if it was fresh). */
-static gboolean
-settle_grad (KsExpr *x, const float *from, GError **error)
-{
-  if (from == F (x->grad))
-    return grad_beta (x), TRUE;
-  return ks_compute_axpby (DEV (x), 1, from, grad_beta (x), F (x->grad), x->numel, error);
 }
 
 static gboolean
@@ -297,11 +282,11 @@ conv2d_backward (KsExpr *e, GError **error)
   /* dW += col^T dy; db += the sum of dy's rows; dcol = dy W^T, folded back onto x */
   if (w->needs_grad
       && !ks_compute_sgemm (c, KS_TRANS_T, KS_TRANS_N, k, f, pixels, 1, F (e->aux), k, dy, f,
-                            grad_beta (w), F (w->grad), f, error))
+                            ks_op_grad_beta (w), F (w->grad), f, error))
     return FALSE;
   if (b->needs_grad
       && (!ks_compute_reduce (c, KS_REDUCE_SUM, dy, db, pixels, f, 0, error)
-          || !ks_compute_axpby (c, 1, db, grad_beta (b), F (b->grad), f, error)))
+          || !ks_compute_axpby (c, 1, db, ks_op_grad_beta (b), F (b->grad), f, error)))
     return FALSE;
   if (!x->needs_grad)
     return TRUE;
@@ -309,7 +294,7 @@ conv2d_backward (KsExpr *e, GError **error)
     dx = F (x->grad);
   return ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, pixels, k, f, 1, dy, f, F (w->value), f,
                            0, dcol, k, error)
-         && ks_compute_col2im (c, dcol, dx, &e->conv, error) && settle_grad (x, dx, error);
+         && ks_compute_col2im (c, dcol, dx, &e->conv, error) && ks_op_grad_written (x, dx, error);
 }
 
 static gboolean
@@ -331,7 +316,7 @@ batch_norm_backward (KsExpr *e, GError **error)
                                             gamma->needs_grad ? F (gamma->grad) : NULL,
                                             beta->needs_grad ? F (beta->grad) : NULL, rows,
                                             cols, e->eps, training, error)
-         && (!x->needs_grad || settle_grad (x, dx, error));
+         && (!x->needs_grad || ks_op_grad_written (x, dx, error));
 }
 
 gboolean

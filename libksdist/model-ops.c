@@ -599,8 +599,8 @@ attention_backward (KsExpr *e, float beta, GError **error)
 
 /* Contributions to a gradient: the sweep does not zero an activation's gradient, so
  * the first contribution writes it (beta 0) and later ones add (beta 1). */
-static float
-grad_beta (KsExpr *x)
+float
+ks_op_grad_beta (KsExpr *x)
 {
   float beta = x->grad_fresh ? 0 : 1;
   x->grad_fresh = FALSE;
@@ -620,7 +620,7 @@ ks_op_grad_zeroed (KsExpr *x, GError **error)
 static gboolean
 add_grad (KsExpr *x, const float *src, GError **error)
 {
-  return ks_compute_axpby (DEV (x), 1, src, grad_beta (x), F (x->grad), x->numel, error);
+  return ks_compute_axpby (DEV (x), 1, src, ks_op_grad_beta (x), F (x->grad), x->numel, error);
 }
 
 /* Where a kernel that writes (does not add) its result for x's gradient puts it: the
@@ -632,10 +632,10 @@ grad_target (KsExpr *x, GError **error)
 }
 
 /* Completes a grad_target write. */
-static gboolean
-grad_written (KsExpr *x, const float *target, GError **error)
+gboolean
+ks_op_grad_written (KsExpr *x, const float *target, GError **error)
 {
-  return target == F (x->grad) ? (grad_beta (x), TRUE) : add_grad (x, target, error);
+  return target == F (x->grad) ? (ks_op_grad_beta (x), TRUE) : add_grad (x, target, error);
 }
 
 gboolean
@@ -653,10 +653,10 @@ ks_op_backward (KsExpr *e, GError **error)
         /* dA += dC B^T, dB += A^T dC */
         return (!a->needs_grad
                 || ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, m, k, n, 1, F (e->grad), n,
-                                     F (b->value), n, grad_beta (a), F (a->grad), k, error))
+                                     F (b->value), n, ks_op_grad_beta (a), F (a->grad), k, error))
                && (!b->needs_grad
                    || ks_compute_sgemm (c, KS_TRANS_T, KS_TRANS_N, k, n, m, 1, F (a->value), k,
-                                        F (e->grad), n, grad_beta (b), F (b->grad), n, error));
+                                        F (e->grad), n, ks_op_grad_beta (b), F (b->grad), n, error));
       }
     case OP_ADD:
       if (a->needs_grad && !add_grad (a, F (e->grad), error))
@@ -676,17 +676,17 @@ ks_op_backward (KsExpr *e, GError **error)
               || ((tmp = grad_target (a, error)) != NULL
                   && ks_compute_binary (c, KS_BINARY_MUL, F (e->grad), F (b->value), tmp, 1,
                                         e->numel, 1, error)
-                  && grad_written (a, tmp, error)))
+                  && ks_op_grad_written (a, tmp, error)))
              && (!b->needs_grad
                  || ((tmp = grad_target (b, error)) != NULL
                      && ks_compute_binary (c, KS_BINARY_MUL, F (e->grad), F (a->value), tmp, 1,
                                            e->numel, 1, error)
-                     && grad_written (b, tmp, error)));
+                     && ks_op_grad_written (b, tmp, error)));
     case OP_UNARY:
       return (tmp = grad_target (a, error)) != NULL
              && ks_compute_unary_backward (c, e->attr, F (a->value), F (e->value), F (e->grad),
                                            tmp, e->numel, error)
-             && grad_written (a, tmp, error);
+             && ks_op_grad_written (a, tmp, error);
     case OP_MEAN:
       /* dx += dy / n, the scalar broadcast on the device */
       return (tmp = ks_model_scratch (e->model, 1, error)) != NULL
@@ -704,10 +704,10 @@ ks_op_backward (KsExpr *e, GError **error)
         tmp = a->grad_fresh ? F (a->grad) : scale - n;
         return ks_compute_axpby (c, 1.0f / rows, F (e->grad), 0, scale, 1, error)
                && with_scalar (c, KS_BINARY_MUL, F (e->aux), scale, tmp, n, error)
-               && grad_written (a, tmp, error);
+               && ks_op_grad_written (a, tmp, error);
       }
     case OP_ATTENTION:
-      return !a->needs_grad || attention_backward (e, grad_beta (a), error);
+      return !a->needs_grad || attention_backward (e, ks_op_grad_beta (a), error);
     case OP_EMBEDDING: /* the ids have no gradient; the table's rows add up */
       return !a->needs_grad
              || (ks_op_grad_zeroed (a, error)
@@ -725,13 +725,13 @@ ks_op_backward (KsExpr *e, GError **error)
                                                   b->needs_grad ? F (b->grad) : NULL,
                                                   beta->needs_grad ? F (beta->grad) : NULL, rows,
                                                   cols, error)
-               && (!a->needs_grad || grad_written (a, tmp, error));
+               && (!a->needs_grad || ks_op_grad_written (a, tmp, error));
       }
     case OP_SOFTMAX:
       return (tmp = grad_target (a, error)) != NULL
              && ks_compute_softmax_backward (c, F (e->value), F (e->grad), tmp,
                                              e->numel / cols_of (e), cols_of (e), e->attr, error)
-             && grad_written (a, tmp, error);
+             && ks_op_grad_written (a, tmp, error);
     case OP_RESHAPE:
       return add_grad (a, F (e->grad), error);
     case OP_TRANSPOSE:
@@ -741,7 +741,7 @@ ks_op_backward (KsExpr *e, GError **error)
           inverse[e->perm[i]] = i;
         return (tmp = grad_target (a, error)) != NULL
                && ks_compute_transpose (c, F (e->grad), tmp, e->ndim, e->shape, inverse, error)
-               && grad_written (a, tmp, error);
+               && ks_op_grad_written (a, tmp, error);
       }
     case OP_DROPOUT:
       if (!e->attr)
@@ -749,7 +749,7 @@ ks_op_backward (KsExpr *e, GError **error)
       return (tmp = grad_target (a, error)) != NULL
              && ks_compute_binary (c, KS_BINARY_MUL, F (e->grad), F (e->aux), tmp, 1, e->numel,
                                    1, error)
-             && grad_written (a, tmp, error);
+             && ks_op_grad_written (a, tmp, error);
     case OP_CONV2D:
     case OP_MAX_POOL:
     case OP_BATCH_NORM:

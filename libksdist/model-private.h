@@ -128,6 +128,12 @@ KsExpr *ks_skip_take (KsModel *model, const char *name);
 /* model-ops.c */
 gboolean ks_op_forward (KsExpr *expr, GError **error);
 gboolean ks_op_backward (KsExpr *expr, GError **error);
+/* The beta of a contribution to x's gradient: 0 for the first of a sweep (writes it), 1
+ * after (adds). */
+float ks_op_grad_beta (KsExpr *x);
+/* Completes a kernel's write of x's gradient contribution to `target`: x's gradient
+ * itself when it was fresh, else scratch added to it. */
+gboolean ks_op_grad_written (KsExpr *x, const float *target, GError **error);
 /* Zeroes x's gradient if nothing has written it yet in this sweep. */
 gboolean ks_op_grad_zeroed (KsExpr *x, GError **error);
 const char *ks_op_name (OpType op);

@@ -101,15 +101,30 @@ ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute
                 KsImageSet *set, const char *optimizer, KsComm *comm,
                 const KsReptileOptions *options, GError **error)
 {
-  g_autoptr (KsReptile) r = g_new0 (KsReptile, 1);
+  g_autoptr (KsReptile) r = NULL;
   const KsReptileOptions *o = options;
-  int task_rows = o->ways * (o->shots + 1);
+  static const char *const splits[] = { "train", "val", "test" };
 
   if (o->ways < 2 || o->shots < 1 || o->inner_batch < 1 || o->inner_iters < 1
       || o->eval_inner_batch < 1 || o->eval_inner_iters < 1 || o->meta_batch < 1
       || o->filters < 1 || o->meta_iters < 1)
     return ks_invalid (error, "reptile: ways (%d) at least 2; shots, batches, iterations and "
                        "filters at least 1", o->ways), NULL;
+  /* a task of every split must be drawable: found now, not after the training */
+  for (KsSplit s = KS_SPLIT_TRAIN; s <= KS_SPLIT_TEST; s++)
+    if (ks_image_set_n_classes (set, s) < (gsize) o->ways)
+      return ks_invalid (error, "reptile: %d-way tasks, but the %s split has %" G_GSIZE_FORMAT
+                         " classes; lower [meta] ways or add classes", o->ways, splits[s],
+                         ks_image_set_n_classes (set, s)), NULL;
+  /* the host buffers of a task: at most 1 GiB */
+  gint64 task_rows = (gint64) o->ways * (o->shots + 1);
+  gint64 batch_rows = MAX (task_rows, MAX (o->inner_batch, o->eval_inner_batch));
+  if (batch_rows * (gint64) ks_image_set_image_floats (set) * 4 > (G_GINT64_CONSTANT (1) << 30))
+    return ks_invalid (error, "reptile: a task of %d ways x %d shots (or a batch of %d) of %"
+                       G_GSIZE_FORMAT "-float images needs over 1 GiB; use fewer", o->ways,
+                       o->shots + 1, MAX (o->inner_batch, o->eval_inner_batch),
+                       ks_image_set_image_floats (set)), NULL;
+  r = g_new0 (KsReptile, 1);
   r->compute = compute;
   r->set = set;
   r->comm = comm;
@@ -117,9 +132,8 @@ ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute
   r->image_floats = ks_image_set_image_floats (set);
   r->images = g_new (float, (gsize) task_rows * r->image_floats);
   r->labels = g_new (gint64, task_rows);
-  r->batch = g_new (float, (gsize) MAX (task_rows, MAX (o->inner_batch, o->eval_inner_batch))
-                               * r->image_floats);
-  r->batch_labels = g_new (gint64, MAX (task_rows, MAX (o->inner_batch, o->eval_inner_batch)));
+  r->batch = g_new (float, (gsize) batch_rows * r->image_floats);
+  r->batch_labels = g_new (gint64, batch_rows);
   if (!build_net (r, &r->train, o->inner_batch, registry, config, optimizer, error)
       || !build_net (r, &r->tune, o->eval_inner_batch, registry, config, optimizer, error)
       || !build_net (r, &r->predict, o->ways * o->shots + 1, registry, config, NULL, error))

@@ -118,6 +118,40 @@ write_file (const char *path, const void *data, gsize len)
   g_assert_true (g_file_set_contents (path, data, len, NULL));
 }
 
+/* CRC-32 of PNG chunks (ISO 3309), bit by bit */
+static guint32
+crc32_of (const guint8 *p, gsize n)
+{
+  guint32 c = 0xffffffffu;
+  for (gsize i = 0; i < n; i++)
+    {
+      c ^= p[i];
+      for (int k = 0; k < 8; k++)
+        c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+    }
+  return c ^ 0xffffffffu;
+}
+
+/* A valid PNG header declaring a 60000 x 60000 RGB image (10 GiB decoded), then the
+ * start of its pixels (an IDAT chunk of 8 zero bytes, where a reader learns the size): 53
+ * bytes. */
+static void
+png_bomb (guint8 out[53])
+{
+  static const guint8 head[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
+                                 'I', 'H', 'D', 'R', 0, 0, 0xea, 0x60, 0, 0, 0xea, 0x60,
+                                 8, 2, 0, 0, 0 };
+  memcpy (out, head, sizeof head);
+  guint32 crc = crc32_of (head + 12, 17);
+  static const guint8 idat[] = { 0, 0, 0, 8, 'I', 'D', 'A', 'T', 0, 0, 0, 0, 0, 0, 0, 0 };
+  for (int k = 0; k < 4; k++)
+    out[29 + k] = (guint8) (crc >> (24 - 8 * k));
+  memcpy (out + 33, idat, sizeof idat);
+  crc = crc32_of (idat + 4, 12);
+  for (int k = 0; k < 4; k++)
+    out[49 + k] = (guint8) (crc >> (24 - 8 * k));
+}
+
 static void
 test_colour_and_bad_files (void)
 {
@@ -150,13 +184,19 @@ test_colour_and_bad_files (void)
       }
   g_assert_cmpint (matched, ==, 2);
 
-  /* broken files: each an error naming it, or skipped and counted */
+  /* broken files (empty, text, a truncated PNG, a PNG declaring a huge image): each an
+   * error naming it, or skipped and counted */
   static const guint8 png_head[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
                                      'I', 'H', 'D', 'R', 0, 0, 0, 84 };
-  const char *const names[] = { "05.png", "06.png", "07.png" };
-  const char *const contents[] = { "", "not an image\n", (const char *) png_head };
-  const gsize lengths[] = { 0, 13, sizeof png_head };
-  for (int i = 0; i < 3; i++)
+  guint8 bomb[53];
+  png_bomb (bomb);
+  const char *const names[] = { "05.png", "06.png", "07.png", "08.png" };
+  const char *const contents[] = { "", "not an image\n", (const char *) png_head,
+                                   (const char *) bomb };
+  const char *const reasons[] = { "not an image", "not an image", "not an image",
+                                  "a 60000x60000 image, over the 64 megapixels" };
+  const gsize lengths[] = { 0, 13, sizeof png_head, sizeof bomb };
+  for (int i = 0; i < 4; i++)
     {
       g_autofree char *broken_dir = g_build_filename (dir, "val", NULL);
       g_autoptr (GDir) d = g_dir_open (broken_dir, 0, NULL);
@@ -170,6 +210,8 @@ test_colour_and_bad_files (void)
       g_assert_cmpint (ks_image_set_sample (strict, KS_SPLIT_VAL, 0, 10, r, all, &error), ==,
                        -1);
       g_assert_nonnull (strstr (error->message, path));
+      if (strstr (error->message, reasons[i]) == NULL)
+        g_error ("file %d: %s", i, error->message);
       g_assert_nonnull (strstr (error->message, "bad_images = skip"));
       g_clear_error (&error);
 

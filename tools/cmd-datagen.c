@@ -561,12 +561,13 @@ run_datagen_image_set (int argc, char **argv)
     { "seed", 0, 0, G_OPTION_ARG_INT64, &o.seed, "Seed of the drawings (default 1)", "S" },
     { "per-class", 0, 0, G_OPTION_ARG_INT, &o.per_class, "Images of each class (default 20)",
       "N" },
+    { "force", 0, 0, G_OPTION_ARG_NONE, &o.force, "Replace DIR's train, val and test", NULL },
     { glyphs ? "alphabets" : "classes", 0, 0, G_OPTION_ARG_INT, &o.alphabets,
       glyphs ? "Scripts to use (default: every one the fonts here can draw)"
              : "Classes in all (default 100)", "N" },
+    /* the table ends at the first entry without a name: glyphs' last one */
     { glyphs ? "characters" : NULL, 0, 0, G_OPTION_ARG_INT, &o.classes,
       "Characters of each script at most (default 40)", "N" },
-    { "force", 0, 0, G_OPTION_ARG_NONE, &o.force, "Replace DIR's train, val and test", NULL },
     { NULL },
   };
   g_autofree char *parameters = g_strdup_printf ("%s DIR", argv[1]);

@@ -117,6 +117,7 @@ has_ink (FT_Face face, gunichar c)
 {
   FT_UInt g = FT_Get_Char_Index (face, c);
   return g != 0 && FT_Load_Glyph (face, g, FT_LOAD_RENDER) == 0
+         && face->glyph->bitmap.pixel_mode == FT_PIXEL_MODE_GRAY
          && face->glyph->bitmap.width > 2 && face->glyph->bitmap.rows > 2;
 }
 
@@ -142,14 +143,24 @@ make_alphabet (FT_Library lib, GArray *fonts, const Script *script, Alphabet *a)
     }
   if (a->fonts->len < MIN_FONTS)
     return FALSE;
+  /* a font FreeType cannot open or scale (a fixed-size one) is left out */
   FT_Face *faces = g_new0 (FT_Face, a->fonts->len);
-  gboolean ok = TRUE;
-  for (guint i = 0; i < a->fonts->len && ok; i++)
+  guint kept = 0;
+  for (guint i = 0; i < a->fonts->len; i++)
     {
-      const Font *f = &g_array_index (fonts, Font, g_array_index (a->fonts, guint, i));
-      ok = FT_New_Face (lib, f->file, f->index, &faces[i]) == 0
-           && FT_Set_Pixel_Sizes (faces[i], 0, 48) == 0;
+      guint index = g_array_index (a->fonts, guint, i);
+      const Font *f = &g_array_index (fonts, Font, index);
+      if (FT_New_Face (lib, f->file, f->index, &faces[kept]) != 0)
+        continue;
+      if (FT_Set_Pixel_Sizes (faces[kept], 0, 48) != 0)
+        {
+          FT_Done_Face (faces[kept]);
+          continue;
+        }
+      g_array_index (a->fonts, guint, kept++) = index;
     }
+  g_array_set_size (a->fonts, kept);
+  gboolean ok = kept >= MIN_FONTS;
   for (gunichar c = script->first; ok && c <= script->last && a->n_chars < MAX_CHARS;
        c += script->step)
     {
@@ -159,9 +170,8 @@ make_alphabet (FT_Library lib, GArray *fonts, const Script *script, Alphabet *a)
       if (all)
         a->chars[a->n_chars++] = c;
     }
-  for (guint i = 0; i < a->fonts->len; i++)
-    if (faces[i] != NULL)
-      FT_Done_Face (faces[i]);
+  for (guint i = 0; i < kept; i++)
+    FT_Done_Face (faces[i]);
   g_free (faces);
   return ok && a->n_chars >= 10;
 }

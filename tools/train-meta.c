@@ -78,8 +78,10 @@ ks_train_meta (Trainer *t)
                                     &error)) == NULL)
     {
       ks_cli_error ("%s", error->message);
+      /* a setting nothing here can follow (a name, a task too big for the set) */
       return error->domain == KS_CONFIG_ERROR
                      || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
+                     || g_error_matches (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID)
                  ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
     }
   if (*ckpt_dir != '\0' && ks_config_get_bool (c, "train", "resume")

@@ -31,8 +31,9 @@ typedef struct {
 typedef struct KsReptile KsReptile;
 
 /* The network of supervised-reptile for `set`'s images: characters, 4 x [conv 3x3 stride
- * 2, batch norm, ReLU]; colour, 4 x [conv 3x3, batch norm, max pool 2x2, ReLU]; then a
- * fully connected layer to `ways` logits. Batch norm always normalises by the batch, as
+ * 2, batch norm, ReLU]; colour, 4 x [conv 3x3, batch norm, max pool 2x2, ReLU] (the pool
+ * unpadded: 84 -> 5 where TensorFlow's padded one gives 6); then a fully connected layer
+ * to `ways` logits. Batch norm always normalises by the batch, as
  * there. `optimizer` names the inner loop's ([train] optimizer, adam in the paper), made
  * with `config`'s settings; `comm` may be NULL. */
 KsReptile *ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute,

@@ -26,7 +26,7 @@ ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConvShape *s,
     for (int oy = 0; oy < s->oh; oy++)
       for (int ox = 0; ox < s->ow; ox++)
         {
-          float *dst = col + ((gsize) (n * s->oh + oy) * s->ow + ox) * row_len;
+          float *dst = col + (((gsize) n * s->oh + oy) * s->ow + ox) * row_len;
           int y0, y1, x0, x1;
           taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
           taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
@@ -59,7 +59,7 @@ ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsConvShape *s
     for (int oy = 0; oy < s->oh; oy++)
       for (int ox = 0; ox < s->ow; ox++)
         {
-          const float *src = col + ((gsize) (n * s->oh + oy) * s->ow + ox) * row_len;
+          const float *src = col + (((gsize) n * s->oh + oy) * s->ow + ox) * row_len;
           int y0, y1, x0, x1;
           taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
           taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
@@ -90,9 +90,10 @@ ks_openblas_max_pool (void *ctx, const float *x, float *y, gint64 *argmax, const
                 gsize in = (((gsize) n * s->h + oy * s->stride + ky) * s->w + ox * s->stride + kx)
                            * s->c;
                 for (int j = 0; j < s->c; j++)
-                  /* the first tap sets it; later ones win when larger (or NaN, which then
-                   * propagates as in PyTorch) */
-                  if ((ky == 0 && kx == 0) || !(x[in + j] <= y[out + j]))
+                  /* the first tap sets it; later ones win when larger; a NaN wins and
+                   * stays (NaN > y and y > NaN are both false), as in PyTorch */
+                  if ((ky == 0 && kx == 0) || x[in + j] > y[out + j]
+                      || (isnan (x[in + j]) && !isnan (y[out + j])))
                     {
                       y[out + j] = x[in + j];
                       argmax[out + j] = (gint64) (in + j);
