@@ -16,21 +16,15 @@ main (int argc, char **argv)
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_registry_new ();
   g_autoptr (GError) error = NULL;
-  g_autofree char *threads = g_strdup_printf ("openblas.threads=%s", argc > 1 ? argv[1] : "1");
   gint64 batch = argc > 3 ? g_ascii_strtoll (argv[3], NULL, 10) : 5;
   const gint64 xshape[] = { batch, SIDE, SIDE, 1 }, yshape[] = { batch };
   gsize n = batch * SIDE * SIDE;
 
   if (batch < 1)
     g_error ("bench-conv: batch %s; it is a positive number", argv[3]);
-  if (!ks_config_set_override (config, threads, &error)
-      || !ks_config_set_override (config, "optim.lr=0.001", &error)
-      || !ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
-    g_error ("%s", error->message);
-  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, argc > 2 ? argv[2] : "openblas", &error);
-  g_autoptr (KsModel) model = compute ? ks_model_new (compute) : NULL;
-  if (model == NULL)
-    g_error ("%s", error->message);
+  const char *const sets[] = { "optim.lr=0.001", NULL };
+  g_autoptr (KsCompute) compute = ks_bench_compute (argc, argv, sets, config, registry);
+  g_autoptr (KsModel) model = ks_model_new (compute);
   KsExpr *h = ks_model_data (model, "x", 4, xshape, KS_DTYPE_FLOAT32, &error);
   KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
   for (int i = 0; i < LAYERS; i++)

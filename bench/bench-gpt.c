@@ -13,7 +13,6 @@ main (int argc, char **argv)
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_registry_new ();
   g_autoptr (GError) error = NULL;
-  g_autofree char *threads = g_strdup_printf ("openblas.threads=%s", argc > 1 ? argv[1] : "1");
   KsGptShape shape = { 65, 64, 4, 4, 128, 16, 1 };
   gsize n = shape.batch * shape.context;
   g_autofree gint64 *tokens = g_new (gint64, n);
@@ -21,14 +20,10 @@ main (int argc, char **argv)
   g_autofree gint64 *targets = g_new (gint64, n);
   KsExpr *logits, *loss;
 
-  if (!ks_config_set_override (config, threads, &error)
-      || !ks_config_set_override (config, "optim.lr=0.0003", &error)
-      || !ks_config_set_override (config, "optim.weight_decay=0.01", &error)
-      || !ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
-    g_error ("%s", error->message);
-  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, argc > 2 ? argv[2] : "openblas", &error);
-  g_autoptr (KsModel) model = compute ? ks_model_new (compute) : NULL;
-  if (model == NULL || !ks_gpt_build (model, &shape, &logits, &loss, &error)
+  const char *const sets[] = { "optim.lr=0.0003", "optim.weight_decay=0.01", NULL };
+  g_autoptr (KsCompute) compute = ks_bench_compute (argc, argv, sets, config, registry);
+  g_autoptr (KsModel) model = ks_model_new (compute);
+  if (!ks_gpt_build (model, &shape, &logits, &loss, &error)
       || !ks_model_init (model, &error))
     g_error ("%s", error->message);
   g_autoptr (KsOptimizer) adamw = ks_optimizer_new (registry, config, "adamw", &error);

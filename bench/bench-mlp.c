@@ -13,19 +13,13 @@ main (int argc, char **argv)
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_registry_new ();
   g_autoptr (GError) error = NULL;
-  g_autofree char *threads = g_strdup_printf ("openblas.threads=%s", argc > 1 ? argv[1] : "1");
   const gint64 xshape[] = { BATCH, IN }, yshape[] = { BATCH };
   g_autofree float *xs = g_new (float, BATCH * IN);
   gint64 ys[BATCH];
 
-  if (!ks_config_set_override (config, threads, &error)
-      || !ks_config_set_override (config, "optim.lr=0.01", &error)
-      || !ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
-    g_error ("%s", error->message);
-  g_autoptr (KsCompute) compute = ks_compute_new (registry, config, argc > 2 ? argv[2] : "openblas", &error);
-  g_autoptr (KsModel) model = compute ? ks_model_new (compute) : NULL;
-  if (model == NULL)
-    g_error ("%s", error->message);
+  const char *const sets[] = { "optim.lr=0.01", NULL };
+  g_autoptr (KsCompute) compute = ks_bench_compute (argc, argv, sets, config, registry);
+  g_autoptr (KsModel) model = ks_model_new (compute);
   KsExpr *x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, &error);
   KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
   KsExpr *h = ks_fc (x, HIDDEN, KS_UNARY_RELU, NULL, 1, &error);

@@ -16,13 +16,8 @@ static const char *const plugins[] = { "openblas", "optim", "store", "roles", "g
 static char *
 make_glyphs (const char *dir)
 {
-  char *set = g_build_filename (dir, "glyphs", NULL);
-  g_autofree char *out = NULL, *err = NULL;
-  const char *const none[] = { NULL };
-  if (ks_test_run_ksdist (ARGS ("datagen", "glyphs", set, "--alphabets", "6", "--characters",
-                                "8", "--per-class", "6"), NULL, none, &out, &err) != 0)
-    g_error ("datagen: %s", err);
-  return set;
+  return ks_test_datagen ("glyphs", dir, ARGS ("--alphabets", "6", "--characters", "8",
+                                               "--per-class", "6"));
 }
 
 /* Runs `command` (train or launch -n N) with reptile on `set` and the --set lines

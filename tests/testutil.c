@@ -433,3 +433,20 @@ ks_test_check_parameter_gradients (KsModel *model, KsExpr *loss, double h, doubl
   ks_model_parameters_changed (model);
   return checked;
 }
+
+char *
+ks_test_datagen (const char *kind, const char *dir, const char *const *extra)
+{
+  char *set = g_build_filename (dir, kind, NULL);
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  g_auto (GStrv) args = NULL;
+  g_autofree char *out = NULL, *err = NULL;
+  const char *const no_plugins[] = { NULL };
+
+  g_strv_builder_add_many (b, "datagen", kind, set, NULL);
+  g_strv_builder_addv (b, (const char **) extra);
+  args = g_strv_builder_end (b);
+  if (ks_test_run_ksdist ((const char *const *) args, NULL, no_plugins, &out, &err) != 0)
+    g_error ("ksdist datagen %s: %s", kind, err);
+  return set;
+}

@@ -83,6 +83,9 @@ void ks_test_check_allreduce (KsComm *comm, int rank, int n, KsDType t, KsReduce
                               gsize count, double tolerance);
 void ks_test_check_rounds (KsComm *comm, int rank, int n);
 
+/* DIR/KIND written by `ksdist datagen KIND` with the options `extra`; asserts it worked. */
+char *ks_test_datagen (const char *kind, const char *dir, const char *const *extra);
+
 /* The directory of the build tree's plugin `name` (its .libs). */
 char *ks_test_build_plugin_dir (const char *name);
 
