@@ -1,5 +1,5 @@
 /* The optimizer as the core calls it: minimize once, then a step per batch. */
-#include "ks-private.h"
+#include "model-private.h"
 
 #define OPS(o) KS_INSTANCE_OPS (&(o)->instance, KsOptimizerOps)
 #define CTX(o) ((o)->instance.ctx)
@@ -72,7 +72,8 @@ ks_optimizer_bind (KsOptimizer *o, KsModel *model)
 {
   if (o->pairs != NULL)
     return;
-  /* every parameter, as apply_gradients takes them */
+  /* every trained parameter, as apply_gradients takes them (running statistics have no
+   * gradient: weight decay must not shrink them) */
   KsArena *params = ks_model_parameters (model);
   o->pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
   o->model = model;
@@ -81,7 +82,8 @@ ks_optimizer_bind (KsOptimizer *o, KsModel *model)
       const char *name;
       ks_arena_tensor_at (params, i, &name, NULL);
       KsParamGrad pair = { ks_model_find (model, name), NULL };
-      g_array_append_val (o->pairs, pair);
+      if (!pair.param->buffer)
+        g_array_append_val (o->pairs, pair);
     }
 }
 
