@@ -287,6 +287,51 @@ test_batch_norm (Fixture *f, gconstpointer data)
   ks_test_rmtree (dir);
 }
 
+/* An exported conv net (evaluation mode: batch norm by its running statistics) loads
+ * back and computes the same logits, also built for another batch. */
+static void
+test_export (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GRand) rng = g_rand_new_with_seed (31);
+  const gint64 shape[] = { 3, 8, 8, 2 };
+  const gsize n = 3 * 8 * 8 * 2;
+  KsExpr *x = ks_model_data (model, "x", 4, shape, KS_DTYPE_FLOAT32, &error);
+  KsExpr *h = ks_relu (ks_batch_norm (ks_conv2d (x, 4, 3, 2, 1, "c", 1, &error), "bn", 0.5f,
+                                      1e-5f, &error), &error);
+  KsExpr *logits = ks_fc (ks_flatten (ks_max_pool (h, 2, 1, &error), &error), 3, -1, "fc", 2,
+                          &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (model, &error));
+  g_autofree float *xs = ks_test_random_floats (rng, 2 * n, -1, 1);
+  KsFeed feed = { "x", xs, n * sizeof (float) };
+  g_assert_true (ks_model_run (model, &feed, 1, &logits, 1, &error)); /* moves the stats */
+  ks_model_set_training (model, FALSE);
+  g_assert_true (ks_model_run (model, &feed, 1, &logits, 1, &error));
+  g_autofree float *want = host_copy (logits);
+
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *path = g_build_filename (dir, "export", NULL);
+  const char *const feeds[] = { "x", NULL };
+  g_assert_true (ks_save_inference_model (path, model, feeds, &logits, 1, &error));
+  g_assert_no_error (error);
+  for (gint64 batch = 3; batch <= 5; batch += 2)
+    {
+      g_auto (GStrv) in = NULL, out = NULL;
+      g_autoptr (KsModel) loaded = ks_load_inference_model_with_batch (path, f->c, batch, &in,
+                                                                       &out, &error);
+      g_assert_no_error (error);
+      KsExpr *y = ks_model_find (loaded, out[0]);
+      KsFeed lf = { in[0], xs, batch * (n / 3) * sizeof (float) };
+      g_assert_true (ks_model_run (loaded, &lf, 1, &y, 1, &error));
+      g_autofree float *got = host_copy (y);
+      for (int i = 0; i < 9; i++) /* the first 3 rows: the saved model's batch */
+        g_assert_cmpfloat_with_epsilon (got[i], want[i], 1e-6);
+    }
+  ks_test_rmtree (dir);
+}
+
 static void
 test_errors (Fixture *f, gconstpointer data)
 {
@@ -335,6 +380,7 @@ main (int argc, char **argv)
   ADD ("max-pool", test_max_pool);
   ADD ("gradients", test_gradients);
   ADD ("batch-norm", test_batch_norm);
+  ADD ("export", test_export);
   ADD ("errors", test_errors);
   return g_test_run ();
 }
