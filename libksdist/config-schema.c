@@ -76,6 +76,9 @@ static const KsKeyDesc core_schema[] = {
     "steps meta-steps, [train] optimizer in the inner loop); none trains as [model] says" },
   { "meta", "ways", KS_VALUE_INT, "5", 2, 1000, NULL, "Classes of a task" },
   { "meta", "shots", KS_VALUE_INT, "5", 1, 10000, NULL, "Training images of each class of a task" },
+  { "meta", "train_shots", KS_VALUE_INT, "0", 0, 10000, NULL,
+    "Images of each class in a training task (supervised-reptile's --train-shots: its "
+    "Omniglot runs train on 10 or 15 and test on 5 or 1); 0: shots" },
   { "meta", "inner_batch", KS_VALUE_INT, "5", 1, 100000, NULL, "Images per inner step" },
   { "meta", "inner_iters", KS_VALUE_INT, "20", 1, 1e6, NULL, "Inner steps on a training task" },
   { "meta", "meta_step", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,

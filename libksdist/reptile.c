@@ -105,7 +105,8 @@ ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute
   const KsReptileOptions *o = options;
   static const char *const splits[] = { "train", "val", "test" };
 
-  if (o->ways < 2 || o->shots < 1 || o->inner_batch < 1 || o->inner_iters < 1
+  if (o->ways < 2 || o->shots < 1 || o->train_shots < 0 || o->inner_batch < 1
+      || o->inner_iters < 1
       || o->eval_inner_batch < 1 || o->eval_inner_iters < 1 || o->meta_batch < 1
       || o->filters < 1 || o->meta_iters < 1)
     return ks_invalid (error, "reptile: ways (%d) at least 2; shots, batches, iterations and "
@@ -116,13 +117,26 @@ ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute
       return ks_invalid (error, "reptile: %d-way tasks, but the %s split has %" G_GSIZE_FORMAT
                          " classes; lower [meta] ways or add classes", o->ways, splits[s],
                          ks_image_set_n_classes (set, s)), NULL;
+  for (KsSplit s = KS_SPLIT_TRAIN; s <= KS_SPLIT_TEST; s++)
+    {
+      gsize need = s == KS_SPLIT_TRAIN ? (gsize) (o->train_shots > 0 ? o->train_shots : o->shots)
+                                       : (gsize) o->shots + 1;
+      for (gsize i = 0; i < ks_image_set_n_classes (set, s); i++)
+        if (ks_image_set_class_size (set, s, i) < need)
+          return ks_invalid (error, "reptile: class %s of the %s split has %" G_GSIZE_FORMAT
+                             " images; its tasks take %" G_GSIZE_FORMAT " of a class (shots, "
+                             "and one more to test; train_shots in training)",
+                             ks_image_set_class_name (set, s, i), splits[s],
+                             ks_image_set_class_size (set, s, i), need), NULL;
+    }
   /* the host buffers of a task: at most 1 GiB */
-  gint64 task_rows = (gint64) o->ways * (o->shots + 1);
+  gint64 task_rows = (gint64) o->ways * MAX (o->shots + 1, o->train_shots);
   gint64 batch_rows = MAX (task_rows, MAX (o->inner_batch, o->eval_inner_batch));
   if (batch_rows * (gint64) ks_image_set_image_floats (set) * 4 > (G_GINT64_CONSTANT (1) << 30))
     return ks_invalid (error, "reptile: a task of %d ways x %d shots (or a batch of %d) of %"
                        G_GSIZE_FORMAT "-float images needs over 1 GiB; use fewer", o->ways,
-                       o->shots + 1, MAX (o->inner_batch, o->eval_inner_batch),
+                       MAX (o->shots + 1, o->train_shots),
+                       MAX (o->inner_batch, o->eval_inner_batch),
                        ks_image_set_image_floats (set)), NULL;
   r = g_new0 (KsReptile, 1);
   r->compute = compute;
@@ -250,7 +264,7 @@ ks_reptile_step (KsReptile *r, gint64 iter, double *loss, GError **error)
 {
   int rank = r->comm != NULL ? ks_comm_rank (r->comm) : 0;
   int size = r->comm != NULL ? ks_comm_size (r->comm) : 1;
-  int rows = r->o.ways * r->o.shots;
+  int shots = r->o.train_shots > 0 ? r->o.train_shots : r->o.shots, rows = r->o.ways * shots;
   double frac = (double) iter / r->o.meta_iters, loss_sum = 0;
   double step = frac * r->o.meta_step_final + (1 - frac) * r->o.meta_step;
 
@@ -263,7 +277,7 @@ ks_reptile_step (KsReptile *r, gint64 iter, double *loss, GError **error)
       double task_loss = 0;
       /* moves += (trained - start) */
       if ((j > 0 && !set_weights (r, &r->train, r->start, error))
-          || !ks_image_set_task (r->set, KS_SPLIT_TRAIN, r->o.ways, r->o.shots, rng, r->images,
+          || !ks_image_set_task (r->set, KS_SPLIT_TRAIN, r->o.ways, shots, rng, r->images,
                                  r->labels, error)
           || !train_on (r, &r->train, rows, r->o.inner_iters, rng, &task_loss, error)
           || !ks_compute_axpby (r->compute, 1, weights (&r->train), 1, r->moves, r->n_params,

@@ -37,7 +37,7 @@ for ini in $examples; do
         if grep -q '^\[meta\]' "$ini"; then
           args="$args --set meta.eval_tasks=10 --set meta.eval_inner_iters=5"
         fi ;;
-      datagen\ glyphs*) args="$args --alphabets 6 --characters 8 --per-class 6" ;;
+      datagen\ glyphs*) args="$args --alphabets 6 --characters 8 --per-class 12" ;;
       datagen\ images*) args="$args --classes 10 --per-class 8" ;;
       datagen*) args="$args --train 4000 --test 1000" ;;
     esac

@@ -180,6 +180,12 @@ test_errors (void)
   g_assert_cmpint (run_reptile (ARGS ("train"), set, ARGS ("train.steps=100000", "meta.ways=9"),
                                 &out2, &err2), ==, 2);
   g_assert_nonnull (strstr (err2, "reptile: 9-way tasks, but the val split has 8 classes"));
+  /* classes of 6 images: training tasks of 7 a class cannot be drawn */
+  g_autofree char *out3 = NULL, *err3 = NULL;
+  g_assert_cmpint (run_reptile (ARGS ("train"), set, ARGS ("train.steps=100000",
+                                "meta.train_shots=7"), &out3, &err3), ==, 2);
+  g_assert_nonnull (strstr (err3, "of the train split has 6 images; its tasks take 7 of a "
+                            "class"));
   ks_test_rmtree (dir);
 }
 

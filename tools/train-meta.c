@@ -13,6 +13,7 @@ reptile_options (const KsConfig *c, KsImageKind kind)
   KsReptileOptions o = {
     .ways = ks_config_get_int (c, "meta", "ways"),
     .shots = ks_config_get_int (c, "meta", "shots"),
+    .train_shots = ks_config_get_int (c, "meta", "train_shots"),
     .inner_batch = ks_config_get_int (c, "meta", "inner_batch"),
     .inner_iters = ks_config_get_int (c, "meta", "inner_iters"),
     .eval_inner_batch = ks_config_get_int (c, "meta", "eval_inner_batch"),

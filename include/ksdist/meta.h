@@ -19,6 +19,7 @@ G_BEGIN_DECLS
 
 typedef struct {
   int ways, shots;
+  int train_shots;                        /* of the training tasks; 0: shots */
   int inner_batch, inner_iters;           /* training tasks */
   int eval_inner_batch, eval_inner_iters; /* fine-tuning on an evaluation task's shots */
   int meta_batch;                         /* tasks per meta-step on each rank */
