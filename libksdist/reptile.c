@@ -96,6 +96,31 @@ build_net (KsReptile *r, Net *net, int batch, KsRegistry *registry, const KsConf
   return TRUE;
 }
 
+/* Whether a task of every split can be drawn (ways classes, each with the images a task
+ * takes): found now, not after the training. */
+static gboolean
+splits_fit (KsImageSet *set, const KsReptileOptions *o, GError **error)
+{
+  static const char *const splits[] = { "train", "val", "test" };
+  for (KsSplit s = KS_SPLIT_TRAIN; s <= KS_SPLIT_TEST; s++)
+    {
+      gsize need = s == KS_SPLIT_TRAIN ? (gsize) (o->train_shots > 0 ? o->train_shots : o->shots)
+                                       : (gsize) o->shots + 1;
+      if (ks_image_set_n_classes (set, s) < (gsize) o->ways)
+        return ks_invalid (error, "reptile: %d-way tasks, but the %s split has %"
+                           G_GSIZE_FORMAT " classes; lower [meta] ways or add classes", o->ways,
+                           splits[s], ks_image_set_n_classes (set, s));
+      for (gsize i = 0; i < ks_image_set_n_classes (set, s); i++)
+        if (ks_image_set_class_size (set, s, i) < need)
+          return ks_invalid (error, "reptile: class %s of the %s split has %" G_GSIZE_FORMAT
+                             " images; its tasks take %" G_GSIZE_FORMAT " of a class (shots, "
+                             "and one more to test; train_shots in training)",
+                             ks_image_set_class_name (set, s, i), splits[s],
+                             ks_image_set_class_size (set, s, i), need);
+    }
+  return TRUE;
+}
+
 KsReptile *
 ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute,
                 KsImageSet *set, const char *optimizer, KsComm *comm,
@@ -103,32 +128,14 @@ ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute
 {
   g_autoptr (KsReptile) r = NULL;
   const KsReptileOptions *o = options;
-  static const char *const splits[] = { "train", "val", "test" };
 
   if (o->ways < 2 || o->shots < 1 || o->train_shots < 0 || o->inner_batch < 1
-      || o->inner_iters < 1
-      || o->eval_inner_batch < 1 || o->eval_inner_iters < 1 || o->meta_batch < 1
+      || o->inner_iters < 1 || o->eval_inner_batch < 1 || o->eval_inner_iters < 1 || o->meta_batch < 1
       || o->filters < 1 || o->meta_iters < 1)
     return ks_invalid (error, "reptile: ways (%d) at least 2; shots, batches, iterations and "
                        "filters at least 1", o->ways), NULL;
-  /* a task of every split must be drawable: found now, not after the training */
-  for (KsSplit s = KS_SPLIT_TRAIN; s <= KS_SPLIT_TEST; s++)
-    if (ks_image_set_n_classes (set, s) < (gsize) o->ways)
-      return ks_invalid (error, "reptile: %d-way tasks, but the %s split has %" G_GSIZE_FORMAT
-                         " classes; lower [meta] ways or add classes", o->ways, splits[s],
-                         ks_image_set_n_classes (set, s)), NULL;
-  for (KsSplit s = KS_SPLIT_TRAIN; s <= KS_SPLIT_TEST; s++)
-    {
-      gsize need = s == KS_SPLIT_TRAIN ? (gsize) (o->train_shots > 0 ? o->train_shots : o->shots)
-                                       : (gsize) o->shots + 1;
-      for (gsize i = 0; i < ks_image_set_n_classes (set, s); i++)
-        if (ks_image_set_class_size (set, s, i) < need)
-          return ks_invalid (error, "reptile: class %s of the %s split has %" G_GSIZE_FORMAT
-                             " images; its tasks take %" G_GSIZE_FORMAT " of a class (shots, "
-                             "and one more to test; train_shots in training)",
-                             ks_image_set_class_name (set, s, i), splits[s],
-                             ks_image_set_class_size (set, s, i), need), NULL;
-    }
+  if (!splits_fit (set, o, error))
+    return NULL;
   /* the host buffers of a task: at most 1 GiB */
   gint64 task_rows = (gint64) o->ways * MAX (o->shots + 1, o->train_shots);
   gint64 batch_rows = MAX (task_rows, MAX (o->inner_batch, o->eval_inner_batch));
