@@ -69,7 +69,7 @@ ks_train_meta (Trainer *t)
 
   if ((set = ks_image_set_open (path, &io, &error)) == NULL)
     {
-      ks_cli_error ("[data] path = %s: %s", path, error->message);
+      ks_cli_error ("[data] path: %s", error->message);
       return KS_EXIT_USAGE;
     }
   if (!ks_train_dist_setup (t, &error)
