@@ -1,13 +1,16 @@
 """The same step as bench-gpt.c in PyTorch: a GPT of the same shape (pre-norm blocks,
 causal attention, GELU tanh MLP of 4x width), AdamW. Prints ms/step (best of rounds) and
-peak RSS in MiB. Run with Debian's /usr/bin/python3 and OPENBLAS_NUM_THREADS set."""
+peak RSS in MiB. Run with Debian's /usr/bin/python3 and OPENBLAS_NUM_THREADS set; the
+third argument is the context (64 by default)."""
 import math
+import sys
 import torch
 
 from torch_step_timing import DEVICE, time_steps
 from torch import nn
 
-VOCAB, CONTEXT, LAYERS, HEADS, WIDTH, BATCH = 65, 64, 4, 4, 128, 16
+VOCAB, LAYERS, HEADS, WIDTH, BATCH = 65, 4, 4, 128, 16
+CONTEXT = int(sys.argv[3]) if len(sys.argv) > 3 else 64
 WARMUP, STEPS, ROUNDS = 2, 5, 3
 
 

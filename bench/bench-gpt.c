@@ -1,8 +1,8 @@
 /* One training step of the GPT of the issue (vocabulary 65, context 64, 4 layers, 4 heads,
  * width 128, batch 16, AdamW) on a compute backend: prints ms/step (best of several timed
  * runs) and peak RSS. bench/run-vs-torch.sh gpt runs it beside PyTorch.
- *   bench/bench-gpt THREADS [BACKEND]   (openblas by default; KS_PLUGIN_PATH must reach
- *                                        the backend and optim) */
+ *   bench/bench-gpt THREADS [BACKEND [CONTEXT]]   (openblas and 64 by default;
+ *                        KS_PLUGIN_PATH must reach the backend and optim) */
 #include "step-timing.h"
 
 enum { WARMUP = 2, STEPS = 5, ROUNDS = 3 };
@@ -13,12 +13,16 @@ main (int argc, char **argv)
   g_autoptr (KsConfig) config = ks_config_new ();
   g_autoptr (KsRegistry) registry = ks_registry_new ();
   g_autoptr (GError) error = NULL;
-  KsGptShape shape = { 65, 64, 4, 4, 128, 16, 1 };
+  KsGptShape shape = { 65, argc > 3 ? g_ascii_strtoll (argv[3], NULL, 10) : 64, 4, 4, 128, 16,
+                       1 };
   gsize n = shape.batch * shape.context;
   g_autofree gint64 *tokens = g_new (gint64, n);
   g_autofree gint64 *positions = g_new (gint64, n);
   g_autofree gint64 *targets = g_new (gint64, n);
   KsExpr *logits, *loss;
+
+  if (shape.context < 1)
+    g_error ("bench-gpt: CONTEXT %s; it is a positive number of tokens", argv[3]);
 
   const char *const sets[] = { "optim.lr=0.0003", "optim.weight_decay=0.01", NULL };
   g_autoptr (KsCompute) compute = ks_bench_compute (argc, argv, sets, config, registry);

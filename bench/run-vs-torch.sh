@@ -4,7 +4,8 @@
 # speed-up of ksdist over PyTorch (PyTorch ms / ksdist ms). From the build tree:
 #   bench/run-vs-torch.sh mlp|gpt|conv [THREADS...]  (default: 1 and the number of cores)
 #   mlp: MLP 784-1024-1024-10, batch 128, SGD
-#   gpt: GPT vocab 65, context 64, 4 layers, 4 heads, width 128, batch 16, AdamW
+#   gpt: GPT vocab 65, 4 layers, 4 heads, width 128, batch 16, AdamW, at each context of
+#        CONTEXTS (default 64; 512 is where attention dominates)
 #   conv: Reptile's Omniglot model (28x28x1 images, 4 x conv 3x3/64/stride 2, batch norm,
 #         ReLU; fc to 5), Adam, at each batch of BATCHES (default 5 25 100; Reptile's
 #         inner batch is 5)
@@ -25,13 +26,14 @@ export KS_PLUGIN_PATH="$top/plugins/$backend/.libs:$top/plugins/optim/.libs" KS_
 have_torch=yes
 "$python" -c "import torch" 2>/dev/null || have_torch=no
 [ $# -gt 0 ] || set -- 1 "$(nproc)"
-# conv takes the batch as its third argument; mlp and gpt have theirs built in ("-").
+# conv takes the batch as its third argument, gpt the context; mlp has its built in ("-").
 case $name in
-  conv) batches=${BATCHES:-5 25 100} ;;
-  *) batches=- ;;
+  conv) batches=${BATCHES:-5 25 100} size=batch ;;
+  gpt) batches=${CONTEXTS:-64} size=context ;;
+  *) batches=- size=- ;;
 esac
-printf "# %s on %s\n# %7s %6s %12s %10s %12s %10s %8s\n" "$name" \
-  "$device" threads batch "ksdist ms" "RSS MiB" "torch ms" "RSS MiB" speedup
+printf "# %s on %s\n# %7s %7s %12s %10s %12s %10s %8s\n" "$name" \
+  "$device" threads $size "ksdist ms" "RSS MiB" "torch ms" "RSS MiB" speedup
 for t in "$@"; do
   for b in $batches; do
     arg=${b#-}  # an unquoted empty $arg passes no argument
@@ -39,10 +41,10 @@ for t in "$@"; do
     ks_ms=$1 ks_rss=$2
     if [ $have_torch = yes ]; then
       set -- $(OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$python" "$src/bench-$name-torch.py" "$t" "$device" $arg)
-      printf "  %7s %6s %12s %10s %12s %10s %8.2f\n" "$t" "$b" "$ks_ms" "$ks_rss" "$1" "$2" \
+      printf "  %7s %7s %12s %10s %12s %10s %8.2f\n" "$t" "$b" "$ks_ms" "$ks_rss" "$1" "$2" \
         "$(echo "$1 / $ks_ms" | bc -l)"
     else
-      printf "  %7s %6s %12s %10s %12s %10s %8s\n" "$t" "$b" "$ks_ms" "$ks_rss" "-" "-" \
+      printf "  %7s %7s %12s %10s %12s %10s %8s\n" "$t" "$b" "$ks_ms" "$ks_rss" "-" "-" \
         "(no python3-torch)"
     fi
   done

@@ -363,3 +363,40 @@ ks_compute_batch_norm_backward (KsCompute *compute, const float *x, const float 
   return OPS (compute)->batch_norm_backward (CTX (compute), x, gamma, mean, var, dy, dx, dgamma,
                                              dbeta, rows, cols, eps, training, error);
 }
+
+gboolean
+ks_compute_has_attention (KsCompute *compute)
+{
+  return KS_OPS_HAS (OPS (compute), KsComputeOps, attention)
+         && KS_OPS_HAS (OPS (compute), KsComputeOps, attention_backward);
+}
+
+static gboolean
+attention_shape_valid (const KsAttentionShape *s, GError **error)
+{
+  if (s->batch > 0 && s->tokens > 0 && s->heads > 0 && s->head_size > 0
+      && (gint64) s->batch * s->tokens * 3 * s->heads * s->head_size <= G_MAXINT)
+    return TRUE;
+  return ks_invalid (error, "attention: batch %d, %d tokens, %d heads of %d: not a valid shape",
+                     s->batch, s->tokens, s->heads, s->head_size);
+}
+
+gboolean
+ks_compute_attention (KsCompute *compute, const float *qkv, float *out, float *lse,
+                      const KsAttentionShape *s, GError **error)
+{
+  REQUIRE (compute, attention, error);
+  return attention_shape_valid (s, error)
+         && OPS (compute)->attention (CTX (compute), qkv, out, lse, s, error);
+}
+
+gboolean
+ks_compute_attention_backward (KsCompute *compute, const float *qkv, const float *lse,
+                               const float *dout, float *dqkv, float beta,
+                               const KsAttentionShape *s, GError **error)
+{
+  REQUIRE (compute, attention_backward, error);
+  return attention_shape_valid (s, error)
+         && OPS (compute)->attention_backward (CTX (compute), qkv, lse, dout, dqkv, beta, s,
+                                               error);
+}

@@ -376,6 +376,12 @@ attention_shape (const KsExpr *e)
   return s;
 }
 
+static KsAttentionShape
+fused_shape (const AttentionShape *s)
+{
+  return (KsAttentionShape) { s->B, s->T, s->H, s->d, s->scale };
+}
+
 static gboolean
 attention_forward (KsExpr *e, GError **error)
 {
@@ -384,6 +390,17 @@ attention_forward (KsExpr *e, GError **error)
   gsize probs = (gsize) s.B * s.H * s.T * s.T;
   const float *qkv = F (e->in[0]->value);
 
+  if (ks_compute_has_attention (c))
+    {
+      /* aux: each query's log-sum-exp, all the backward needs */
+      const gint64 shape[] = { (gint64) s.B * s.H * s.T };
+      KsAttentionShape fs = fused_shape (&s);
+      if (e->aux == NULL
+          && (e->aux = ks_tensor_new (c, KS_DTYPE_FLOAT32, 1, shape, error)) == NULL)
+        return FALSE;
+      return ks_compute_attention (c, qkv, F (e->value), F (e->aux), &fs, error);
+    }
+  /* composed: aux holds the probabilities and the mask */
   if (e->aux == NULL)
     {
       /* the mask: 0 where a token may look, -inf after it */
@@ -564,9 +581,15 @@ attention_backward (KsExpr *e, float beta, GError **error)
   AttentionShape s = attention_shape (e);
   const float *qkv = F (e->in[0]->value);
   float *dqkv = F (e->in[0]->grad);
-  float *datt = ks_model_scratch (e->model, (gsize) s.H * s.T * s.T, error);
+  float *datt;
 
-  if (datt == NULL)
+  if (ks_compute_has_attention (c))
+    {
+      KsAttentionShape fs = fused_shape (&s);
+      return ks_compute_attention_backward (c, qkv, F (e->aux), F (e->grad), dqkv, beta, &fs,
+                                            error);
+    }
+  if ((datt = ks_model_scratch (e->model, (gsize) s.H * s.T * s.T, error)) == NULL)
     return FALSE;
   for (int b = 0; b < s.B; b++)
     {

@@ -566,6 +566,108 @@ test_dropout_mask (Fixture *f, gconstpointer data)
   g_assert_cmpstr (error->message, ==, "dropout: rate 1; it is in [0, 1)");
 }
 
+/* ---- fused causal attention ---- */
+
+typedef struct {
+  KsAttentionShape shape;
+  const float *w; /* the weights of the outputs in the loss */
+} AttentionCase;
+
+static gsize
+attention_out_size (const KsAttentionShape *s)
+{
+  return (gsize) s->batch * s->tokens * s->heads * s->head_size;
+}
+
+static double
+attention_loss (Fixture *f, const float *qkv, gpointer data)
+{
+  AttentionCase *a = data;
+  gsize n_out = attention_out_size (&a->shape);
+  g_autofree float *out = g_new (float, n_out);
+  g_autofree float *lse = g_new (float, (gsize) a->shape.batch * a->shape.heads * a->shape.tokens);
+  g_assert_true (ks_compute_attention (f->c, qkv, out, lse, &a->shape, NULL));
+  return weighted_sum (a->w, out, n_out);
+}
+
+/* The forward in double, query by query: softmax over the keys up to it, as written. */
+static void
+reference_attention (const KsAttentionShape *s, const float *qkv, double *out, double *lse)
+{
+  int T = s->tokens, d = s->head_size, C = s->heads * d;
+  g_autofree double *score = g_new (double, T);
+  for (int b = 0; b < s->batch; b++)
+    for (int h = 0; h < s->heads; h++)
+      for (int i = 0; i < T; i++)
+        {
+          const float *q = qkv + ((gsize) b * T + i) * 3 * C + h * d;
+          double max = -INFINITY, sum = 0;
+          for (int j = 0; j <= i; j++)
+            {
+              const float *k = qkv + ((gsize) b * T + j) * 3 * C + C + h * d;
+              score[j] = 0;
+              for (int c = 0; c < d; c++)
+                score[j] += (double) q[c] * k[c] * s->scale;
+              max = fmax (max, score[j]);
+            }
+          for (int j = 0; j <= i; j++)
+            sum += exp (score[j] - max);
+          for (int c = 0; c < d; c++)
+            {
+              double o = 0;
+              for (int j = 0; j <= i; j++)
+                o += exp (score[j] - max) / sum * qkv[((gsize) b * T + j) * 3 * C + 2 * C + h * d + c];
+              out[((gsize) b * T + i) * C + h * d + c] = o;
+            }
+          lse[((gsize) b * s->heads + h) * T + i] = max + log (sum);
+        }
+}
+
+/* The fused kernel against the double forward; its backward by finite differences, and
+ * with beta 1 adding onto what was there. Shapes: a head size below a vector (5) and
+ * one of two (16); a last block of queries that is partial; keys not a multiple of 8. */
+static void
+test_attention (Fixture *f, gconstpointer data)
+{
+  const KsAttentionShape shapes[] = { { 2, 13, 3, 5, 0.45f }, { 1, 37, 2, 16, 0.25f } };
+  g_autoptr (GError) error = NULL;
+
+  for (gsize k = 0; k < G_N_ELEMENTS (shapes); k++)
+    {
+      const KsAttentionShape *s = &shapes[k];
+      gsize n_in = (gsize) s->batch * s->tokens * 3 * s->heads * s->head_size;
+      gsize n_out = attention_out_size (s), n_lse = (gsize) s->batch * s->heads * s->tokens;
+      g_autofree float *qkv = g_new (float, n_in), *w = g_new (float, n_out);
+      g_autofree float *out = g_new (float, n_out), *lse = g_new (float, n_lse);
+      g_autofree float *grad = g_new (float, n_in), *twice = g_new (float, n_in);
+      g_autofree double *want = g_new (double, n_out), *want_lse = g_new (double, n_lse);
+      for (gsize i = 0; i < n_in; i++)
+        qkv[i] = (float) g_rand_double_range (f->rng, -2, 2);
+      for (gsize i = 0; i < n_out; i++)
+        w[i] = (float) g_rand_double_range (f->rng, -1, 1);
+
+      g_assert_true (ks_compute_attention (f->c, qkv, out, lse, s, &error));
+      g_assert_no_error (error);
+      reference_attention (s, qkv, want, want_lse);
+      for (gsize i = 0; i < n_out; i++)
+        assert_close ("attention", i, out[i], want[i], 1e-5);
+      for (gsize i = 0; i < n_lse; i++)
+        assert_close ("attention lse", i, lse[i], want_lse[i], 1e-5);
+
+      g_assert_true (ks_compute_attention_backward (f->c, qkv, lse, w, grad, 0, s, &error));
+      AttentionCase a = { *s, w };
+      check_gradient (f, "attention_backward", attention_loss, &a, qkv, n_in, grad, 1e-2, 5e-3);
+      memcpy (twice, grad, n_in * sizeof (float));
+      g_assert_true (ks_compute_attention_backward (f->c, qkv, lse, w, twice, 1, s, &error));
+      for (gsize i = 0; i < n_in; i++)
+        assert_close ("attention_backward beta 1", i, twice[i], 2.0 * grad[i], 1e-6);
+    }
+  const KsAttentionShape bad = { 1, 4, 0, 8, 1 };
+  g_assert_false (ks_compute_attention (f->c, NULL, NULL, NULL, &bad, &error));
+  g_assert_cmpstr (error->message, ==, "attention: batch 1, 4 tokens, 0 heads of 8: not a "
+                                       "valid shape");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -585,5 +687,6 @@ main (int argc, char **argv)
   ADD ("update-errors", test_update_errors);
   ADD ("transpose", test_transpose);
   ADD ("dropout-mask", test_dropout_mask);
+  ADD ("attention", test_attention);
   return g_test_run ();
 }

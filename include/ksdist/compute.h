@@ -55,6 +55,14 @@ typedef struct {
   int oh, ow;
 } KsConvShape;
 
+/* Causal self-attention over qkv [batch * tokens, 3 * heads * head_size]: each row holds
+ * the token's queries, keys and values side by side, the heads side by side within each;
+ * the output is [batch * tokens, heads * head_size]. Scores are scaled by `scale`. */
+typedef struct {
+  int batch, tokens, heads, head_size;
+  float scale;
+} KsAttentionShape;
+
 typedef struct {
   gsize size; /* sizeof (KsComputeOps) the plugin was built with */
 
@@ -157,6 +165,15 @@ typedef struct {
                                    const float *mean, const float *var, const float *dy,
                                    float *dx, float *dgamma, float *dbeta, gsize rows,
                                    gsize cols, float eps, gboolean training, GError **error);
+  /* Fused causal self-attention: out as above, and lse [batch, heads, tokens] the log of
+   * each query's softmax denominator, for the backward. The masked half of the scores is
+   * never computed and no tokens x tokens matrix is stored. */
+  gboolean (*attention) (void *ctx, const float *qkv, float *out, float *lse,
+                         const KsAttentionShape *s, GError **error);
+  /* Its gradient from the forward's lse: dqkv = beta dqkv + d(attention)/d(qkv) dout */
+  gboolean (*attention_backward) (void *ctx, const float *qkv, const float *lse,
+                                  const float *dout, float *dqkv, float beta,
+                                  const KsAttentionShape *s, GError **error);
 } KsComputeOps;
 
 #ifdef __CUDACC__
@@ -263,6 +280,14 @@ gboolean ks_compute_batch_norm_backward (KsCompute *compute, const float *x, con
                                          float *dx, float *dgamma, float *dbeta, gsize rows,
                                          gsize cols, float eps, gboolean training,
                                          GError **error);
+/* Whether the backend fuses attention; without it the model composes it from sgemm and
+ * softmax. */
+gboolean ks_compute_has_attention (KsCompute *compute);
+gboolean ks_compute_attention (KsCompute *compute, const float *qkv, float *out, float *lse,
+                               const KsAttentionShape *s, GError **error);
+gboolean ks_compute_attention_backward (KsCompute *compute, const float *qkv, const float *lse,
+                                        const float *dout, float *dqkv, float beta,
+                                        const KsAttentionShape *s, GError **error);
 
 G_END_DECLS
 

@@ -14,14 +14,7 @@
 
 #include <ksdist/tensor.h>
 
-/* The elementwise kernels are built twice, for x86-64-v3 (AVX2 and FMA: twice the
- * vector width) and for the baseline, and the loader picks one for the machine. Results
- * can differ in the last bit between the two (FMA rounds once), never between runs. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KS_VECTOR_KERNEL __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define KS_VECTOR_KERNEL
-#endif
+#include "vector.h"
 
 #include <math.h>
 #include <string.h>
@@ -61,27 +54,6 @@ fast_tanh (float x)
   q = q * v2 + 2.26843463243900e-03f;
   q = q * v2 + 4.89352518554385e-03f;
   return v * p / q;
-}
-
-/* e^x for x <= 0 (softmax and cross entropy subtract the row's maximum first):
- * 2^n e^r with n = round (x / ln 2) and |r| <= ln 2 / 2, e^r by its degree-6 Taylor
- * polynomial (error below 2e-7 relative), 2^n put straight into the exponent bits. No
- * calls and no branches, so loops of it vectorise; below -87 it returns 0. */
-static inline float
-fast_exp_neg (float x)
-{
-  x = x < -87.0f ? -87.0f : x;
-  float n = __builtin_roundevenf (x * 1.44269504088896341f);
-  float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f; /* ln 2, split */
-  float p = 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1;
-  p = p * r + 1;
-  union { float f; gint32 i; } scale = { .i = ((gint32) n + 127) << 23 };
-  return x <= -87.0f ? 0 : p * scale.f;
 }
 
 static inline float

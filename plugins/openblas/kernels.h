@@ -57,4 +57,11 @@ gboolean ks_openblas_batch_norm_backward (void *ctx, const float *x, const float
                                           gsize cols, float eps, gboolean training,
                                           GError **error);
 
+/* attention.c */
+gboolean ks_openblas_attention (void *ctx, const float *qkv, float *out, float *lse,
+                                const KsAttentionShape *s, GError **error);
+gboolean ks_openblas_attention_backward (void *ctx, const float *qkv, const float *lse,
+                                         const float *dout, float *dqkv, float beta,
+                                         const KsAttentionShape *s, GError **error);
+
 #endif

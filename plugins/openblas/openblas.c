@@ -200,6 +200,8 @@ static const KsComputeOps openblas_ops = {
   .max_pool = ks_openblas_max_pool,
   .batch_norm = ks_openblas_batch_norm,
   .batch_norm_backward = ks_openblas_batch_norm_backward,
+  .attention = ks_openblas_attention,
+  .attention_backward = ks_openblas_attention_backward,
 };
 
 static int
