@@ -668,6 +668,66 @@ test_attention (Fixture *f, gconstpointer data)
                                        "valid shape");
 }
 
+/* Every kernel that splits its work over threads, on sizes large enough to split, gives
+ * the same bits on 1 thread and on 3 (elements, rows or columns are split; never a
+ * partial sum). */
+enum { ROWS_T = 512, COLS_T = 96, N_T = ROWS_T * COLS_T };
+
+typedef struct {
+  float y[N_T], dx[N_T], mean[ROWS_T], rstd[ROWS_T], dgamma[COLS_T], dbeta[COLS_T];
+  float losses[ROWS_T], param[N_T], state1[N_T], state2[N_T], mask[N_T];
+  float att[N_T / 3], lse[ROWS_T * 4], dqkv[N_T];
+} ThreadResults;
+
+static void
+run_threaded_kernels (Fixture *f, const float *x, const float *w, const gint64 *labels,
+                      ThreadResults *r)
+{
+  KsCompute *c = f->c;
+  const KsAttentionShape att = { 4, ROWS_T / 4, 4, COLS_T / 12, 0.3f };
+  KsUpdateArgs adamw = { sizeof adamw, KS_UPDATE_ADAMW, 0.01f, 0, 0.9f, 0.999f, 1e-8f, 0.1f,
+                         FALSE, 3 };
+  memset (r, 0, sizeof *r);
+  memcpy (r->param, x, sizeof r->param);
+  g_assert_true (ks_compute_unary (c, KS_UNARY_GELU, x, r->y, N_T, NULL));
+  g_assert_true (ks_compute_unary_backward (c, KS_UNARY_GELU, x, NULL, w, r->dx, N_T, NULL));
+  g_assert_true (ks_compute_binary (c, KS_BINARY_ADD, r->y, w, r->y, ROWS_T, COLS_T, 1, NULL));
+  g_assert_true (ks_compute_binary (c, KS_BINARY_MUL, r->y, w, r->y, 1, N_T, 1, NULL));
+  g_assert_true (ks_compute_axpby (c, 0.5f, w, 2, r->dx, N_T, NULL));
+  g_assert_true (ks_compute_softmax (c, x, r->y, ROWS_T, COLS_T, FALSE, NULL));
+  g_assert_true (ks_compute_softmax_backward (c, r->y, w, r->dx, ROWS_T, COLS_T, FALSE, NULL));
+  g_assert_true (ks_compute_layer_norm (c, x, w, w + COLS_T, r->y, r->mean, r->rstd, ROWS_T,
+                                        COLS_T, 1e-5f, NULL));
+  g_assert_true (ks_compute_layer_norm_backward (c, x, w, r->mean, r->rstd, w, r->dx, r->dgamma,
+                                                 r->dbeta, ROWS_T, COLS_T, NULL));
+  g_assert_true (ks_compute_cross_entropy (c, x, labels, r->losses, r->y, ROWS_T, COLS_T, NULL));
+  for (int step = 0; step < 3; step++)
+    g_assert_true (ks_compute_update (c, &adamw, r->param, w, r->state1, r->state2, N_T, NULL));
+  g_assert_true (ks_compute_dropout_mask (c, r->mask, N_T, 0.3f, 7, NULL));
+  g_assert_true (ks_compute_attention (c, x, r->att, r->lse, &att, NULL));
+  g_assert_true (ks_compute_attention_backward (c, x, r->lse, w, r->dqkv, 0, &att, NULL));
+}
+
+static void
+test_threads (Fixture *f, gconstpointer data)
+{
+  g_autofree float *x = g_new (float, N_T), *w = g_new (float, N_T);
+  g_autofree gint64 *labels = g_new (gint64, ROWS_T);
+  g_autofree ThreadResults *one = g_new (ThreadResults, 1), *three = g_new (ThreadResults, 1);
+  for (gsize i = 0; i < N_T; i++)
+    {
+      x[i] = (float) g_rand_double_range (f->rng, -3, 3);
+      w[i] = (float) g_rand_double_range (f->rng, -1, 1);
+    }
+  for (gsize r = 0; r < ROWS_T; r++)
+    labels[r] = g_rand_int_range (f->rng, 0, COLS_T);
+  g_assert_true (ks_compute_set_threads (f->c, 1, NULL));
+  run_threaded_kernels (f, x, w, labels, one);
+  g_assert_true (ks_compute_set_threads (f->c, 3, NULL));
+  run_threaded_kernels (f, x, w, labels, three);
+  g_assert_cmpmem (one, sizeof *one, three, sizeof *three);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -688,5 +748,6 @@ main (int argc, char **argv)
   ADD ("transpose", test_transpose);
   ADD ("dropout-mask", test_dropout_mask);
   ADD ("attention", test_attention);
+  ADD ("threads", test_threads);
   return g_test_run ();
 }

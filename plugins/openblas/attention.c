@@ -3,7 +3,8 @@
  * query's row of scores (at most `tokens` floats, in L1 or L2) gets an exact softmax and
  * is used at once. The backward recomputes the probabilities from the forward's
  * log-sum-exp. Nothing of size tokens x tokens is stored, and the masked half of the
- * scores is never computed (beyond the diagonal's block of ROWS). */
+ * scores is never computed (beyond the diagonal's block of ROWS). The (sequence, head)
+ * pairs are shared among the plugin's threads. */
 #include <config.h>
 
 /* see kernels.c: -O3 vectorises the loops that may alias, no-trapping-math the selects */
@@ -240,15 +241,19 @@ gboolean
 ks_openblas_attention (void *ctx, const float *qkv, float *out, float *lse,
                        const KsAttentionShape *s, GError **error)
 {
-  Scratch *w = scratch_new (s, FALSE);
-  for (int b = 0; b < s->batch; b++)
-    for (int h = 0; h < s->heads; h++)
+  KS_PARALLEL (ctx, (gsize) s->batch * s->tokens * s->heads * s->tokens)
+  {
+    Scratch *w = scratch_new (s, FALSE);
+    KsShare share = ks_share_rows ((gsize) s->batch * s->heads);
+    for (int bh = share.begin; bh < (int) (share.begin + share.n); bh++)
       {
+        int b = bh / s->heads, h = bh % s->heads;
         gsize row = (gsize) b * s->tokens;
         forward_head (qkv + row * w->ld + (gsize) h * w->d, out + row * w->C + (gsize) h * w->d,
-                      lse + ((gsize) b * s->heads + h) * s->tokens, w, s->scale);
+                      lse + (gsize) bh * s->tokens, w, s->scale);
       }
-  scratch_free (w);
+    scratch_free (w);
+  }
   return TRUE;
 }
 
@@ -317,14 +322,18 @@ ks_openblas_attention_backward (void *ctx, const float *qkv, const float *lse, c
                                 float *dqkv, float beta, const KsAttentionShape *s,
                                 GError **error)
 {
-  Scratch *w = scratch_new (s, TRUE);
-  for (int b = 0; b < s->batch; b++)
-    for (int h = 0; h < s->heads; h++)
+  KS_PARALLEL (ctx, (gsize) s->batch * s->tokens * s->heads * s->tokens)
+  {
+    Scratch *w = scratch_new (s, TRUE);
+    KsShare share = ks_share_rows ((gsize) s->batch * s->heads);
+    for (int bh = share.begin; bh < (int) (share.begin + share.n); bh++)
       {
+        int b = bh / s->heads, h = bh % s->heads;
         gsize row = (gsize) b * s->tokens, col = (gsize) h * w->d;
-        backward_head (qkv + row * w->ld + col, lse + ((gsize) b * s->heads + h) * s->tokens,
+        backward_head (qkv + row * w->ld + col, lse + (gsize) bh * s->tokens,
                        dout + row * w->C + col, dqkv + row * w->ld + col, beta, w, s->scale);
       }
-  scratch_free (w);
+    scratch_free (w);
+  }
   return TRUE;
 }

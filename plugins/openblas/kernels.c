@@ -1,7 +1,9 @@
 /* The CPU kernels of training: elementwise, reductions, softmax, layer norm, embedding,
  * cross entropy and the fused optimizer update. Row-major; every kernel may run in
- * place (output == input) unless its comment says otherwise. Single-threaded for now:
- * the sgemm calls carry the heavy work. Sums accumulate in double. */
+ * place (output == input) unless its comment says otherwise. Sums accumulate in double.
+ * Each public kernel splits its work over the plugin's threads (KS_PARALLEL, vector.h):
+ * elementwise ones by ranges, row-wise ones by rows, column sums by columns, so that no
+ * result depends on the thread count. */
 #include <config.h>
 
 /* The loops here may run in place (y == x), so GCC's -O2 vectoriser, which adds no
@@ -64,8 +66,8 @@ sigmoid (float x)
 
 /* One loop per operation, the switch outside it, so the compiler vectorises the cheap
  * ones (relu, neg) and calls libm once per element for the others. */
-KS_VECTOR_KERNEL gboolean
-ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n, GError **error)
+KS_VECTOR_KERNEL static void
+unary_part (KsUnaryOp op, const float *x, float *y, gsize n)
 {
   switch (op)
     {
@@ -80,15 +82,26 @@ ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n, G
     case KS_UNARY_LOG: for (gsize i = 0; i < n; i++) y[i] = logf (x[i]); break;
     case KS_UNARY_NEG: for (gsize i = 0; i < n; i++) y[i] = -x[i]; break;
     case KS_UNARY_SQRT: for (gsize i = 0; i < n; i++) y[i] = sqrtf (x[i]); break;
-    default: return bad_op (error, "unary", op);
     }
+}
+
+gboolean
+ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n, GError **error)
+{
+  if ((guint) op > KS_UNARY_SQRT)
+    return bad_op (error, "unary", op);
+  KS_PARALLEL (ctx, n)
+  {
+    KsShare s = ks_share (n);
+    unary_part (op, x + s.begin, y + s.begin, s.n);
+  }
   return TRUE;
 }
 
 /* dx = dy * f'(x); y = f(x) when given, else recomputed */
-KS_VECTOR_KERNEL gboolean
-ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float *y,
-                            const float *dy, float *dx, gsize n, GError **error)
+KS_VECTOR_KERNEL static void
+unary_backward_part (KsUnaryOp op, const float *x, const float *y, const float *dy, float *dx,
+                     gsize n)
 {
   switch (op)
     {
@@ -128,17 +141,28 @@ ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float
       for (gsize i = 0; i < n; i++)
         dx[i] = dy[i] * 0.5f / (y != NULL ? y[i] : sqrtf (x[i]));
       break;
-    default: return bad_op (error, "unary_backward", op);
     }
+}
+
+gboolean
+ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float *y,
+                            const float *dy, float *dx, gsize n, GError **error)
+{
+  if ((guint) op > KS_UNARY_SQRT)
+    return bad_op (error, "unary_backward", op);
+  KS_PARALLEL (ctx, n)
+  {
+    KsShare s = ks_share (n);
+    unary_backward_part (op, x + s.begin, y != NULL ? y + s.begin : NULL, dy + s.begin,
+                         dx + s.begin, s.n);
+  }
   return TRUE;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_binary (void *ctx, KsBinaryOp op, const float *a, const float *b, float *c,
-                    gsize rows, gsize cols, gsize b_rows, GError **error)
+KS_VECTOR_KERNEL static void
+binary_part (KsBinaryOp op, const float *a, const float *b, float *c, gsize rows, gsize cols,
+             gsize b_rows)
 {
-  if ((guint) op > KS_BINARY_DIV)
-    return bad_op (error, "binary", op);
   for (gsize r = 0; r < rows; r++)
     {
       const float *ar = a + r * cols, *br = b + (b_rows == 1 ? 0 : r * cols);
@@ -151,6 +175,29 @@ ks_openblas_binary (void *ctx, KsBinaryOp op, const float *a, const float *b, fl
         case KS_BINARY_DIV: for (gsize j = 0; j < cols; j++) cr[j] = ar[j] / br[j]; break;
         }
     }
+}
+
+gboolean
+ks_openblas_binary (void *ctx, KsBinaryOp op, const float *a, const float *b, float *c,
+                    gsize rows, gsize cols, gsize b_rows, GError **error)
+{
+  if ((guint) op > KS_BINARY_DIV)
+    return bad_op (error, "binary", op);
+  if (b_rows != 1 || rows == 1) /* b is as large as a: one row of rows * cols */
+    cols *= rows, rows = b_rows = 1;
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    if (rows == 1) /* split the row */
+      {
+        KsShare s = ks_share (cols);
+        binary_part (op, a + s.begin, b + s.begin, c + s.begin, 1, s.n, 1);
+      }
+    else /* split the rows; b is the one row broadcast */
+      {
+        KsShare s = ks_share_rows (rows);
+        binary_part (op, a + s.begin * cols, b, c + s.begin * cols, s.n, cols, 1);
+      }
+  }
   return TRUE;
 }
 
@@ -241,9 +288,8 @@ exp_sum (const float *x, float max, float *out, gsize n)
   return sum;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_softmax (void *ctx, const float *x, float *y, gsize rows, gsize cols,
-                     gboolean log_softmax, GError **error)
+KS_VECTOR_KERNEL static void
+softmax_part (const float *x, float *y, gsize rows, gsize cols, gboolean log_softmax)
 {
   g_autofree float *terms = log_softmax ? g_new (float, cols) : NULL; /* y may be x */
 
@@ -265,12 +311,23 @@ ks_openblas_softmax (void *ctx, const float *x, float *y, gsize rows, gsize cols
             yr[j] *= scale;
         }
     }
+}
+
+gboolean
+ks_openblas_softmax (void *ctx, const float *x, float *y, gsize rows, gsize cols,
+                     gboolean log_softmax, GError **error)
+{
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare s = ks_share_rows (rows);
+    softmax_part (x + s.begin * cols, y + s.begin * cols, s.n, cols, log_softmax);
+  }
   return TRUE;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float *dx, gsize rows,
-                              gsize cols, gboolean log_softmax, GError **error)
+KS_VECTOR_KERNEL static void
+softmax_backward_part (const float *y, const float *dy, float *dx, gsize rows, gsize cols,
+                       gboolean log_softmax)
 {
   for (gsize r = 0; r < rows; r++)
     {
@@ -283,13 +340,24 @@ ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float 
       for (gsize j = 0; j < cols; j++)
         dxr[j] = (float) (log_softmax ? dyr[j] - exp (yr[j]) * dot : yr[j] * (dyr[j] - dot));
     }
+}
+
+gboolean
+ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float *dx, gsize rows,
+                              gsize cols, gboolean log_softmax, GError **error)
+{
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare s = ks_share_rows (rows);
+    gsize at = s.begin * cols;
+    softmax_backward_part (y + at, dy + at, dx + at, s.n, cols, log_softmax);
+  }
   return TRUE;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_layer_norm (void *ctx, const float *x, const float *gamma, const float *beta,
-                        float *y, float *mean, float *rstd, gsize rows, gsize cols, float eps,
-                        GError **error)
+KS_VECTOR_KERNEL static void
+layer_norm_part (const float *x, const float *gamma, const float *beta, float *y, float *mean,
+                 float *rstd, gsize rows, gsize cols, float eps)
 {
   for (gsize r = 0; r < rows; r++)
     {
@@ -309,13 +377,27 @@ ks_openblas_layer_norm (void *ctx, const float *x, const float *gamma, const flo
       if (rstd != NULL)
         rstd[r] = (float) s;
     }
+}
+
+gboolean
+ks_openblas_layer_norm (void *ctx, const float *x, const float *gamma, const float *beta,
+                        float *y, float *mean, float *rstd, gsize rows, gsize cols, float eps,
+                        GError **error)
+{
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare s = ks_share_rows (rows);
+    gsize at = s.begin * cols;
+    layer_norm_part (x + at, gamma, beta, y + at, mean != NULL ? mean + s.begin : NULL,
+                     rstd != NULL ? rstd + s.begin : NULL, s.n, cols, eps);
+  }
   return TRUE;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, const float *mean,
-                                 const float *rstd, const float *dy, float *dx, float *dgamma,
-                                 float *dbeta, gsize rows, gsize cols, GError **error)
+/* dx of rows of layer norm */
+KS_VECTOR_KERNEL static void
+layer_norm_dx_part (const float *x, const float *gamma, const float *mean, const float *rstd,
+                    const float *dy, float *dx, gsize rows, gsize cols)
 {
   for (gsize r = 0; r < rows; r++)
     {
@@ -328,10 +410,6 @@ ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, 
           double g = dyr[j] * (gamma ? gamma[j] : 1);
           mean_g += g;
           mean_gx += g * xhat;
-          if (dgamma != NULL)
-            dgamma[j] += (float) (dyr[j] * xhat);
-          if (dbeta != NULL)
-            dbeta[j] += dyr[j];
         }
       mean_g /= cols;
       mean_gx /= cols;
@@ -342,6 +420,40 @@ ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, 
           dxr[j] = (float) (rstd[r] * (g - mean_g - xhat * mean_gx));
         }
     }
+}
+
+/* dgamma[j] += sum_r dy[r][j] xhat[r][j] and dbeta[j] += sum_r dy[r][j] for the columns
+ * [c0, c0 + n): each thread owns columns, so the sums do not depend on the thread count */
+KS_VECTOR_KERNEL static void
+layer_norm_params_part (const float *x, const float *mean, const float *rstd, const float *dy,
+                        float *dgamma, float *dbeta, gsize rows, gsize cols, gsize c0, gsize n)
+{
+  for (gsize r = 0; r < rows; r++)
+    {
+      const float *xr = x + r * cols + c0, *dyr = dy + r * cols + c0;
+      float m = mean[r], s = rstd[r];
+      if (dgamma != NULL)
+        for (gsize j = 0; j < n; j++)
+          dgamma[c0 + j] += dyr[j] * ((xr[j] - m) * s);
+      if (dbeta != NULL)
+        for (gsize j = 0; j < n; j++)
+          dbeta[c0 + j] += dyr[j];
+    }
+}
+
+gboolean
+ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, const float *mean,
+                                 const float *rstd, const float *dy, float *dx, float *dgamma,
+                                 float *dbeta, gsize rows, gsize cols, GError **error)
+{
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare s = ks_share_rows (rows), c = ks_share (cols);
+    gsize at = s.begin * cols;
+    layer_norm_dx_part (x + at, gamma, mean + s.begin, rstd + s.begin, dy + at, dx + at, s.n,
+                        cols);
+    layer_norm_params_part (x, mean, rstd, dy, dgamma, dbeta, rows, cols, c.begin, c.n);
+  }
   return TRUE;
 }
 
@@ -384,19 +496,10 @@ ks_openblas_embedding_backward (void *ctx, const float *dout, const gint64 *ids,
   return TRUE;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_cross_entropy (void *ctx, const float *logits, const gint64 *labels, float *losses,
-                           float *dlogits, gsize rows, gsize cols, GError **error)
+KS_VECTOR_KERNEL static void
+cross_entropy_part (const float *logits, const gint64 *labels, float *losses, float *dlogits,
+                    gsize rows, gsize cols)
 {
-  for (gsize r = 0; r < rows; r++)
-    if (labels[r] < 0 || (guint64) labels[r] >= cols)
-      {
-        g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                     "cross_entropy: labels[%" G_GSIZE_FORMAT "] = %" G_GINT64_FORMAT
-                     " is not a class in [0, %" G_GSIZE_FORMAT ")",
-                     r, labels[r], cols);
-        return FALSE;
-      }
   g_autofree float *terms = dlogits == NULL ? g_new (float, cols) : NULL;
   for (gsize r = 0; r < rows; r++)
     {
@@ -413,12 +516,32 @@ ks_openblas_cross_entropy (void *ctx, const float *logits, const gint64 *labels,
           dr[labels[r]] -= 1;
         }
     }
+}
+
+gboolean
+ks_openblas_cross_entropy (void *ctx, const float *logits, const gint64 *labels, float *losses,
+                           float *dlogits, gsize rows, gsize cols, GError **error)
+{
+  for (gsize r = 0; r < rows; r++)
+    if (labels[r] < 0 || (guint64) labels[r] >= cols)
+      {
+        g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                     "cross_entropy: labels[%" G_GSIZE_FORMAT "] = %" G_GINT64_FORMAT
+                     " is not a class in [0, %" G_GSIZE_FORMAT ")",
+                     r, labels[r], cols);
+        return FALSE;
+      }
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare s = ks_share_rows (rows);
+    cross_entropy_part (logits + s.begin * cols, labels + s.begin, losses + s.begin,
+                        dlogits != NULL ? dlogits + s.begin * cols : NULL, s.n, cols);
+  }
   return TRUE;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, float *s1,
-                    float *s2, gsize n, GError **error)
+KS_VECTOR_KERNEL static void
+update_part (const KsUpdateArgs *a, float *p, const float *g, float *s1, float *s2, gsize n)
 {
   double bias1 = 1, bias2 = 1;
 
@@ -428,9 +551,11 @@ ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, 
       bias2 = 1 - pow (a->beta2, (double) a->step);
     }
   /* Weight decay is L2 in the gradient, except AdamW's decoupled form (PyTorch's rules).
-   * One loop per rule, in float, so each vectorises. */
+   * One loop per rule, in float, so each vectorises. Adam's bias corrections fold into
+   * two constants (as PyTorch's step size and sqrt of bias2): one division per element. */
   const float lr = a->lr, wd = a->weight_decay, mu = a->momentum, eps = a->eps;
-  const float b1 = a->beta1, b2 = a->beta2, c1 = (float) bias1, c2 = (float) bias2;
+  const float b1 = a->beta1, b2 = a->beta2;
+  const float step = (float) (a->lr / bias1), inv_sqrt_c2 = (float) (1 / sqrt (bias2));
   switch (a->rule)
     {
     case KS_UPDATE_SGD:
@@ -464,16 +589,27 @@ ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, 
             gi += wd * p[i];
           s1[i] = b1 * s1[i] + (1 - b1) * gi;
           s2[i] = b2 * s2[i] + (1 - b2) * gi * gi;
-          p[i] -= lr * (s1[i] / c1) / (sqrtf (s2[i] / c2) + eps);
+          p[i] -= step * s1[i] / (sqrtf (s2[i]) * inv_sqrt_c2 + eps);
         }
       break;
     }
+}
+
+gboolean
+ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, float *s1,
+                    float *s2, gsize n, GError **error)
+{
+  KS_PARALLEL (ctx, n)
+  {
+    KsShare s = ks_share (n);
+    update_part (a, p + s.begin, g + s.begin, s1 != NULL ? s1 + s.begin : NULL,
+                 s2 != NULL ? s2 + s.begin : NULL, s.n);
+  }
   return TRUE;
 }
 
-KS_VECTOR_KERNEL gboolean
-ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y, gsize n,
-                   GError **error)
+KS_VECTOR_KERNEL static void
+axpby_part (float alpha, const float *x, float beta, float *y, gsize n)
 {
   if (beta == 0)
     for (gsize i = 0; i < n; i++)
@@ -481,6 +617,17 @@ ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y,
   else
     for (gsize i = 0; i < n; i++)
       y[i] = alpha * x[i] + beta * y[i];
+}
+
+gboolean
+ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y, gsize n,
+                   GError **error)
+{
+  KS_PARALLEL (ctx, n)
+  {
+    KsShare s = ks_share (n);
+    axpby_part (alpha, x + s.begin, beta, y + s.begin, s.n);
+  }
   return TRUE;
 }
 
@@ -525,7 +672,11 @@ gboolean
 ks_openblas_dropout_mask (void *ctx, float *mask, gsize n, float p, guint64 seed, GError **error)
 {
   float scale = 1 / (1 - p);
-  for (gsize i = 0; i < n; i++)
-    mask[i] = ks_dropout_uniform (seed, i) >= p ? scale : 0;
+  KS_PARALLEL (ctx, n)
+  {
+    KsShare s = ks_share (n);
+    for (gsize i = s.begin; i < s.begin + s.n; i++)
+      mask[i] = ks_dropout_uniform (seed, i) >= p ? scale : 0;
+  }
   return TRUE;
 }

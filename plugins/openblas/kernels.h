@@ -4,6 +4,9 @@
 
 #include <ksdist/compute.h>
 
+/* The threads the plugin's kernels may use: its `threads` setting (openblas.c) */
+int ks_openblas_threads (void *ctx);
+
 gboolean ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n,
                             GError **error);
 gboolean ks_openblas_unary_backward (void *ctx, KsUnaryOp op, const float *x, const float *y,

@@ -55,6 +55,12 @@ apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
   return TRUE;
 }
 
+int
+ks_openblas_threads (void *ctx)
+{
+  return ((OpenblasCtx *) ctx)->threads;
+}
+
 static void *
 openblas_create (const KsSettings *settings, GError **error)
 {

@@ -34,4 +34,51 @@ fast_exp_neg (float x)
   return x <= -87.0f ? 0 : p * scale.f;
 }
 
+/* The block after KS_PARALLEL (ctx, work) runs on each of the plugin's threads when the
+ * work (elements touched) is worth waking them, else once on the caller's; ks_share
+ * gives each its part. With OpenBLAS's OpenMP build, OpenMP's one pool serves both
+ * OpenBLAS and these kernels, which never run at the same time: no core is asked for
+ * twice. Without OpenMP the block runs once, over everything. */
+enum { KS_PARALLEL_MIN = 1 << 15 };
+#ifdef _OPENMP
+#include <omp.h>
+#define KS_PRAGMA(x) _Pragma (#x)
+#define KS_PARALLEL(ctx, work)                                                              \
+  KS_PRAGMA (omp parallel if ((work) >= KS_PARALLEL_MIN) num_threads (ks_openblas_threads (ctx)))
+#else
+#define KS_PARALLEL(ctx, work)
+#endif
+
+typedef struct {
+  gsize begin, n;
+} KsShare;
+
+/* This thread's part of n items, in pieces of `align` */
+static inline KsShare
+ks_share_aligned (gsize n, gsize align)
+{
+#ifdef _OPENMP
+  gsize threads = omp_get_num_threads (), me = omp_get_thread_num ();
+#else
+  gsize threads = 1, me = 0;
+#endif
+  gsize per = (n + threads - 1) / threads;
+  per = (per + align - 1) / align * align;
+  gsize begin = MIN (n, me * per);
+  return (KsShare) { begin, MIN (n, begin + per) - begin };
+}
+
+/* of elements: whole cache lines (16 floats) to each thread */
+static inline KsShare
+ks_share (gsize n)
+{
+  return ks_share_aligned (n, 16);
+}
+
+static inline KsShare
+ks_share_rows (gsize rows)
+{
+  return ks_share_aligned (rows, 1);
+}
+
 #endif
