@@ -355,6 +355,34 @@ ks_openblas_softmax_backward (void *ctx, const float *y, const float *dy, float 
   return TRUE;
 }
 
+/* Layer norm's row sums in eight float lanes, folded in double at the end (as exp_sum):
+ * the loops vectorise, where double sums converted every element. With m = 0 and s = 1,
+ * sums[0] = sum a[j]; else, for g = a gamma and xhat = (x - m) s, sums[0] = sum g and
+ * sums[1] = sum g xhat. */
+static inline void
+lane_sums (const float *a, const float *gamma, const float *x, float m, float s, gsize n,
+           double sums[2])
+{
+  float l0[8] = { 0 }, l1[8] = { 0 };
+  gsize j;
+  sums[0] = sums[1] = 0;
+  for (j = 0; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; k++)
+      {
+        float g = a[j + k] * (gamma != NULL ? gamma[j + k] : 1);
+        l0[k] += g;
+        l1[k] += x != NULL ? g * ((x[j + k] - m) * s) : 0;
+      }
+  for (; j < n; j++)
+    {
+      float g = a[j] * (gamma != NULL ? gamma[j] : 1);
+      sums[0] += g;
+      sums[1] += x != NULL ? g * ((x[j] - m) * s) : 0;
+    }
+  for (int k = 0; k < 8; k++)
+    sums[0] += l0[k], sums[1] += l1[k];
+}
+
 KS_VECTOR_KERNEL static void
 layer_norm_part (const float *x, const float *gamma, const float *beta, float *y, float *mean,
                  float *rstd, gsize rows, gsize cols, float eps)
@@ -363,19 +391,21 @@ layer_norm_part (const float *x, const float *gamma, const float *beta, float *y
     {
       const float *xr = x + r * cols;
       float *yr = y + r * cols;
-      double m = 0, var = 0;
+      double sums[2];
+      lane_sums (xr, NULL, NULL, 0, 1, cols, sums);
+      float m = (float) (sums[0] / cols);
+      /* the centred values go through y (y may be x), so the variance is a sum of
+       * squares */
       for (gsize j = 0; j < cols; j++)
-        m += xr[j];
-      m /= cols;
+        yr[j] = xr[j] - m;
+      lane_sums (yr, yr, NULL, 0, 1, cols, sums);
+      float s = (float) (1 / sqrt (sums[0] / cols + eps));
       for (gsize j = 0; j < cols; j++)
-        var += (xr[j] - m) * (xr[j] - m);
-      double s = 1 / sqrt (var / cols + eps);
-      for (gsize j = 0; j < cols; j++)
-        yr[j] = (float) ((xr[j] - m) * s * (gamma ? gamma[j] : 1) + (beta ? beta[j] : 0));
+        yr[j] = yr[j] * s * (gamma ? gamma[j] : 1) + (beta ? beta[j] : 0);
       if (mean != NULL)
-        mean[r] = (float) m;
+        mean[r] = m;
       if (rstd != NULL)
-        rstd[r] = (float) s;
+        rstd[r] = s;
     }
 }
 
@@ -403,22 +433,12 @@ layer_norm_dx_part (const float *x, const float *gamma, const float *mean, const
     {
       const float *xr = x + r * cols, *dyr = dy + r * cols;
       float *dxr = dx + r * cols;
-      double mean_g = 0, mean_gx = 0; /* means of dxhat and dxhat * xhat */
+      float m = mean[r], s = rstd[r];
+      double sums[2]; /* of dxhat = dy gamma and of dxhat * xhat */
+      lane_sums (dyr, gamma, xr, m, s, cols, sums);
+      float mean_g = (float) (sums[0] / cols), mean_gx = (float) (sums[1] / cols);
       for (gsize j = 0; j < cols; j++)
-        {
-          double xhat = (xr[j] - mean[r]) * rstd[r];
-          double g = dyr[j] * (gamma ? gamma[j] : 1);
-          mean_g += g;
-          mean_gx += g * xhat;
-        }
-      mean_g /= cols;
-      mean_gx /= cols;
-      for (gsize j = 0; j < cols; j++)
-        {
-          double xhat = (xr[j] - mean[r]) * rstd[r];
-          double g = dyr[j] * (gamma ? gamma[j] : 1);
-          dxr[j] = (float) (rstd[r] * (g - mean_g - xhat * mean_gx));
-        }
+        dxr[j] = s * (dyr[j] * (gamma ? gamma[j] : 1) - mean_g - (xr[j] - m) * s * mean_gx);
     }
 }
 
@@ -450,9 +470,12 @@ ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, 
   {
     KsShare s = ks_share_rows (rows), c = ks_share (cols);
     gsize at = s.begin * cols;
+    /* the parameters' sums read every row: all of them before any dx is written (dx may
+     * be x or dy) */
+    layer_norm_params_part (x, mean, rstd, dy, dgamma, dbeta, rows, cols, c.begin, c.n);
+    KS_BARRIER;
     layer_norm_dx_part (x + at, gamma, mean + s.begin, rstd + s.begin, dy + at, dx + at, s.n,
                         cols);
-    layer_norm_params_part (x, mean, rstd, dy, dgamma, dbeta, rows, cols, c.begin, c.n);
   }
   return TRUE;
 }

@@ -45,8 +45,10 @@ enum { KS_PARALLEL_MIN = 1 << 15 };
 #define KS_PRAGMA(x) _Pragma (#x)
 #define KS_PARALLEL(ctx, work)                                                              \
   KS_PRAGMA (omp parallel if ((work) >= KS_PARALLEL_MIN) num_threads (ks_openblas_threads (ctx)))
+#define KS_BARRIER KS_PRAGMA (omp barrier)
 #else
 #define KS_PARALLEL(ctx, work)
+#define KS_BARRIER
 #endif
 
 typedef struct {
