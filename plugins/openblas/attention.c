@@ -67,12 +67,12 @@ scratch_free (Scratch *w)
   g_free (w);
 }
 
-/* t[c][j] = x[j * ld + c] for the first `tokens` rows */
+/* t[c][j] = x[j * ld + c] for the first `tokens` rows: t is written in order */
 static void
 transpose_in (const float *x, int ld, const Scratch *w, float *t)
 {
-  for (int j = 0; j < w->tokens; j++)
-    for (int c = 0; c < w->d; c++)
+  for (int c = 0; c < w->d; c++)
+    for (int j = 0; j < w->tokens; j++)
       t[(gsize) c * w->padded + j] = x[(gsize) j * ld + c];
 }
 
@@ -199,12 +199,16 @@ exp_row (float *s, int n, int padded, double *sum)
   return max;
 }
 
-/* y[c] = beta y[c] + scale x[c] */
+/* y[c] = beta y[c] + scale x[c]; beta 0 never reads y */
 static inline void
 add_scaled (float *y, float beta, float scale, const float *x, int n)
 {
-  for (int c = 0; c < n; c++)
-    y[c] = (beta != 0 ? beta * y[c] : 0) + scale * x[c];
+  if (beta == 0)
+    for (int c = 0; c < n; c++)
+      y[c] = scale * x[c];
+  else
+    for (int c = 0; c < n; c++)
+      y[c] = beta * y[c] + scale * x[c];
 }
 
 static void
