@@ -1,5 +1,5 @@
-/* One training step of the GPT of the issue (vocabulary 65, context 64, 4 layers, 4 heads,
- * width 128, batch 16, AdamW) on a compute backend: prints ms/step (best of several timed
+/* One training step of the GPT of the issue (vocabulary 65, context 64 unless CONTEXT, 4
+ * layers, 4 heads, width 128, batch 16, AdamW) on a compute backend: prints ms/step (best of several timed
  * runs) and peak RSS. bench/run-vs-torch.sh gpt runs it beside PyTorch.
  *   bench/bench-gpt THREADS [BACKEND [CONTEXT]]   (openblas and 64 by default;
  *                        KS_PLUGIN_PATH must reach the backend and optim) */

@@ -374,8 +374,14 @@ ks_compute_has_attention (KsCompute *compute)
 static gboolean
 attention_shape_valid (const KsAttentionShape *s, GError **error)
 {
-  if (s->batch > 0 && s->tokens > 0 && s->heads > 0 && s->head_size > 0
-      && (gint64) s->batch * s->tokens * 3 * s->heads * s->head_size <= G_MAXINT)
+  /* each factor within what is left of G_MAXINT, so no product can overflow */
+  gint64 room = G_MAXINT / 3;
+  const int factors[] = { s->batch, s->tokens, s->heads, s->head_size };
+  gboolean valid = TRUE;
+  for (gsize i = 0; i < G_N_ELEMENTS (factors) && valid; i++)
+    if ((valid = factors[i] > 0 && factors[i] <= room))
+      room /= factors[i];
+  if (valid)
     return TRUE;
   return ks_invalid (error, "attention: batch %d, %d tokens, %d heads of %d: not a valid shape",
                      s->batch, s->tokens, s->heads, s->head_size);

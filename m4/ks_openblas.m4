@@ -28,7 +28,15 @@ AC_DEFUN([KS_CHECK_OPENBLAS], [
     dnl side. ksdist's kernels share OpenMP's thread pool with the OpenMP build; with
     dnl pthreads they stay single-threaded, as two pools would fight over the cores.
     ks_openblas_openmp=no
-    AS_IF([test $ks_have_openblas = yes && test "x$with_openblas" = xauto && test -n "$PKG_CONFIG"], [
+    AS_IF([test $ks_have_openblas = yes], [
+      AC_LANG_PUSH([C])
+      AC_OPENMP
+      AC_LANG_POP([C])])
+    AS_IF([test $ks_have_openblas = yes && test -n "$PKG_CONFIG" && test "x$enable_openmp" != xno \
+           && test "x$ac_cv_prog_c_openmp" != xunsupported],
+      [AS_CASE([$with_openblas], [yes|auto], [ks_try_openmp=yes], [ks_try_openmp=no])],
+      [ks_try_openmp=no])
+    AS_IF([test $ks_try_openmp = yes], [
       ks_pc_dir=`$PKG_CONFIG --variable=libdir openblas 2>/dev/null`
       ks_omp_dir=`echo "$ks_pc_dir" | sed 's,openblas-pthread/*$,openblas-openmp,'`
       AS_IF([test "$ks_omp_dir" != "$ks_pc_dir" && test -f "$ks_omp_dir/libopenblas.so"],
@@ -37,15 +45,12 @@ AC_DEFUN([KS_CHECK_OPENBLAS], [
          AS_IF([test -f "`echo $ks_omp_include | sed 's,^-I,,;s, .*,,'`/cblas.h"],
            [OPENBLAS_CFLAGS=$ks_omp_include])])])
     AS_IF([test $ks_have_openblas = yes], [
-      AC_LANG_PUSH([C])
-      AC_OPENMP
-      AC_LANG_POP([C])
       AC_MSG_CHECKING([whether OpenBLAS is the OpenMP build])
       ks_save_CPPFLAGS=$CPPFLAGS; ks_save_LIBS=$LIBS
       CPPFLAGS="$CPPFLAGS $OPENBLAS_CFLAGS"; LIBS="$OPENBLAS_LIBS $LIBS"
       AC_RUN_IFELSE([AC_LANG_PROGRAM([[#include <cblas.h>]],
           [[return openblas_get_parallel () == 2 ? 0 : 1;]])],
-        [ks_openblas_openmp=yes], [], [])
+        [ks_openblas_openmp=yes], [], [ks_openblas_openmp=no])
       CPPFLAGS=$ks_save_CPPFLAGS; LIBS=$ks_save_LIBS
       AC_MSG_RESULT([$ks_openblas_openmp])
       AS_IF([test $ks_openblas_openmp = yes && test -n "$OPENMP_CFLAGS"],
@@ -55,7 +60,7 @@ AC_DEFUN([KS_CHECK_OPENBLAS], [
     AS_IF([test $ks_have_openblas = yes && test $ks_openblas_openmp = yes],
       [ks_openblas_summary="yes, OpenMP build: one thread pool with ksdist's kernels"],
       [test $ks_have_openblas = yes],
-      [ks_openblas_summary="yes, not the OpenMP build: ksdist's kernels single-threaded (apt-get install libopenblas-openmp-dev)"])
+      [ks_openblas_summary="yes, without OpenMP's shared pool: ksdist's kernels single-threaded (libopenblas-openmp-dev and OpenMP give one pool)"])
     AS_IF([test $ks_have_openblas = yes], [:],
       [ks_openblas_summary="no: OpenBLAS not found (apt-get install libopenblas-dev)"
        AS_IF([test "x$with_openblas" != xauto],

@@ -670,11 +670,11 @@ test_attention (Fixture *f, gconstpointer data)
 
 /* Every kernel that splits its work over threads, on sizes large enough to split, gives
  * the same bits on 1 thread and on 3 (elements, rows or columns are split; never a
- * partial sum). */
+ * partial sum). Without OpenBLAS's OpenMP build both runs use one thread. */
 enum { ROWS_T = 512, COLS_T = 96, N_T = ROWS_T * COLS_T };
 
 typedef struct {
-  float y[N_T], dx[N_T], mean[ROWS_T], rstd[ROWS_T], dgamma[COLS_T], dbeta[COLS_T];
+  float y[N_T], dx[N_T], dx_in_place[N_T], mean[ROWS_T], rstd[ROWS_T], dgamma[COLS_T], dbeta[COLS_T];
   float losses[ROWS_T], param[N_T], state1[N_T], state2[N_T], mask[N_T];
   float att[N_T / 3], lse[ROWS_T * 4], dqkv[N_T];
 } ThreadResults;
@@ -700,6 +700,15 @@ run_threaded_kernels (Fixture *f, const float *x, const float *w, const gint64 *
                                         COLS_T, 1e-5f, NULL));
   g_assert_true (ks_compute_layer_norm_backward (c, x, w, r->mean, r->rstd, w, r->dx, r->dgamma,
                                                  r->dbeta, ROWS_T, COLS_T, NULL));
+  /* in place (dx over dy): every thread's parameter sums read dy before any dx is written */
+  float dgamma[COLS_T] = { 0 }, dbeta[COLS_T] = { 0 };
+  memcpy (r->dx_in_place, w, sizeof r->dx_in_place);
+  g_assert_true (ks_compute_layer_norm_backward (c, x, w, r->mean, r->rstd, r->dx_in_place,
+                                                 r->dx_in_place, dgamma, dbeta, ROWS_T, COLS_T,
+                                                 NULL));
+  g_assert_cmpmem (r->dx, sizeof r->dx, r->dx_in_place, sizeof r->dx_in_place);
+  g_assert_cmpmem (r->dgamma, sizeof dgamma, dgamma, sizeof dgamma);
+  g_assert_cmpmem (r->dbeta, sizeof dbeta, dbeta, sizeof dbeta);
   g_assert_true (ks_compute_cross_entropy (c, x, labels, r->losses, r->y, ROWS_T, COLS_T, NULL));
   for (int step = 0; step < 3; step++)
     g_assert_true (ks_compute_update (c, &adamw, r->param, w, r->state1, r->state2, N_T, NULL));

@@ -3,8 +3,8 @@
  * query's row of scores (at most `tokens` floats, in L1 or L2) gets an exact softmax and
  * is used at once. The backward recomputes the probabilities from the forward's
  * log-sum-exp. Nothing of size tokens x tokens is stored, and the masked half of the
- * scores is never computed (beyond the diagonal's block of ROWS). The (sequence, head)
- * pairs are shared among the plugin's threads. */
+ * scores is never computed (beyond the diagonal's block of ROWS queries, rounded up to
+ * LANES keys). The (sequence, head) pairs are shared among the plugin's threads. */
 #include <config.h>
 
 /* see kernels.c: -O3 vectorises the loops that may alias, no-trapping-math the selects */
@@ -175,40 +175,15 @@ block_spread (const float *a, int n, const float *const x[ROWS], const Scratch *
         acc[(gsize) j * w->d + c0] += a[(gsize) r * w->padded + j] * x[r][c0];
 }
 
-/* Row r of a block (query i) as probabilities: e^(s - max) over the keys j <= i, zero
- * after them up to `padded`; rows past the block's end are zero. Returns the row's max
- * and its sum. */
+/* Query i's row of scores s[0..n) as e^(s - max), zero after n up to `padded`; returns
+ * the max, and the row's sum in *sum. */
 KS_VECTOR_KERNEL static float
 exp_row (float *s, int n, int padded, double *sum)
 {
-  float max = -INFINITY, lane[LANES] = { 0 };
-  int j;
-  for (j = 0; j < n; j++)
-    max = s[j] > max ? s[j] : max;
-  for (j = 0; j < n; j++)
-    s[j] = fast_exp_neg (s[j] - max);
+  float max = row_max (s, n);
+  *sum = exp_sum (s, max, s, n);
   memset (s + n, 0, (padded - n) * sizeof (float));
-  *sum = 0;
-  for (j = 0; j + LANES <= n; j += LANES)
-    for (int l = 0; l < LANES; l++)
-      lane[l] += s[j + l];
-  for (; j < n; j++)
-    *sum += s[j];
-  for (int l = 0; l < LANES; l++)
-    *sum += lane[l];
   return max;
-}
-
-/* y[c] = beta y[c] + scale x[c]; beta 0 never reads y */
-static inline void
-add_scaled (float *y, float beta, float scale, const float *x, int n)
-{
-  if (beta == 0)
-    for (int c = 0; c < n; c++)
-      y[c] = scale * x[c];
-  else
-    for (int c = 0; c < n; c++)
-      y[c] = beta * y[c] + scale * x[c];
 }
 
 static void
@@ -234,8 +209,8 @@ forward_head (const float *q, float *out, float *lse, Scratch *w, float scale)
       block_times_rows (w->s, n, v, w->ld, w, w->o);
       for (int r = 0; r < n_rows; r++)
         {
-          add_scaled (out + (gsize) (r0 + r) * w->C, 0, (float) (1 / sum[r]),
-                      w->o + (gsize) r * w->d, w->d);
+          ks_openblas_axpby_part ((float) (1 / sum[r]), w->o + (gsize) r * w->d, 0,
+                                  out + (gsize) (r0 + r) * w->C, w->d);
           lse[r0 + r] += (float) log (sum[r]);
         }
     }
@@ -247,8 +222,8 @@ ks_openblas_attention (void *ctx, const float *qkv, float *out, float *lse,
 {
   KS_PARALLEL (ctx, (gsize) s->batch * s->tokens * s->heads * s->tokens)
   {
-    Scratch *w = scratch_new (s, FALSE);
     KsShare share = ks_share_rows ((gsize) s->batch * s->heads);
+    Scratch *w = share.n > 0 ? scratch_new (s, FALSE) : NULL;
     for (int bh = share.begin; bh < (int) (share.begin + share.n); bh++)
       {
         int b = bh / s->heads, h = bh % s->heads;
@@ -256,7 +231,8 @@ ks_openblas_attention (void *ctx, const float *qkv, float *out, float *lse,
         forward_head (qkv + row * w->ld + (gsize) h * w->d, out + row * w->C + (gsize) h * w->d,
                       lse + (gsize) bh * s->tokens, w, s->scale);
       }
-    scratch_free (w);
+    if (w != NULL)
+      scratch_free (w);
   }
   return TRUE;
 }
@@ -312,12 +288,14 @@ backward_head (const float *q, const float *lse, const float *dout, float *dq, f
       block_spread (w->dp, n, qrows, w, w->dk); /* dk_j += sum_i ds_ij q_i */
       block_times_rows (w->dp, n, k, w->ld, w, w->o); /* dq_i = sum_j ds_ij k_j */
       for (int r = 0; r < n_rows; r++)
-        add_scaled (dq + (gsize) (r0 + r) * w->ld, beta, 1, w->o + (gsize) r * w->d, w->d);
+        ks_openblas_axpby_part (1, w->o + (gsize) r * w->d, beta, dq + (gsize) (r0 + r) * w->ld,
+                                w->d);
     }
   for (int j = 0; j < w->tokens; j++)
     {
-      add_scaled (dq + (gsize) j * w->ld + w->C, beta, 1, w->dk + (gsize) j * w->d, w->d);
-      add_scaled (dq + (gsize) j * w->ld + 2 * w->C, beta, 1, w->dv + (gsize) j * w->d, w->d);
+      float *dk = dq + (gsize) j * w->ld + w->C;
+      ks_openblas_axpby_part (1, w->dk + (gsize) j * w->d, beta, dk, w->d);
+      ks_openblas_axpby_part (1, w->dv + (gsize) j * w->d, beta, dk + w->C, w->d);
     }
 }
 
@@ -328,8 +306,8 @@ ks_openblas_attention_backward (void *ctx, const float *qkv, const float *lse, c
 {
   KS_PARALLEL (ctx, (gsize) s->batch * s->tokens * s->heads * s->tokens)
   {
-    Scratch *w = scratch_new (s, TRUE);
     KsShare share = ks_share_rows ((gsize) s->batch * s->heads);
+    Scratch *w = share.n > 0 ? scratch_new (s, TRUE) : NULL;
     for (int bh = share.begin; bh < (int) (share.begin + share.n); bh++)
       {
         int b = bh / s->heads, h = bh % s->heads;
@@ -337,7 +315,8 @@ ks_openblas_attention_backward (void *ctx, const float *qkv, const float *lse, c
         backward_head (qkv + row * w->ld + col, lse + (gsize) bh * s->tokens,
                        dout + row * w->C + col, dqkv + row * w->ld + col, beta, w, s->scale);
       }
-    scratch_free (w);
+    if (w != NULL)
+      scratch_free (w);
   }
   return TRUE;
 }

@@ -1,9 +1,10 @@
 /* The CPU kernels of training: elementwise, reductions, softmax, layer norm, embedding,
  * cross entropy and the fused optimizer update. Row-major; every kernel may run in
- * place (output == input) unless its comment says otherwise. Sums accumulate in double.
- * Each public kernel splits its work over the plugin's threads (KS_PARALLEL, vector.h):
- * elementwise ones by ranges, row-wise ones by rows, column sums by columns, so that no
- * result depends on the thread count. */
+ * place (output == input) unless its comment says otherwise. Sums accumulate in double,
+ * or in float lanes folded in double (softmax, layer norm). The elementwise, row-wise and
+ * update kernels split their work over the plugin's threads (KS_PARALLEL, vector.h): by
+ * ranges, by rows, and layer norm's parameter sums by columns, so that no result depends
+ * on the thread count. reduce, embedding and transpose stay on one thread. */
 #include <config.h>
 
 /* The loops here may run in place (y == x), so GCC's -O2 vectoriser, which adds no
@@ -256,36 +257,6 @@ ks_openblas_reduce (void *ctx, KsReduceOp op, const float *x, float *y, gsize ro
   for (gsize o = 0; o < outer; o++)
     y[o] = (float) (op == KS_REDUCE_AVG && inner > 0 ? acc[o] / inner : acc[o]);
   return TRUE;
-}
-
-static float
-row_max (const float *x, gsize n)
-{
-  float max = -INFINITY;
-  for (gsize j = 0; j < n; j++)
-    max = x[j] > max ? x[j] : max;
-  return max;
-}
-
-/* out[j] = e^(x[j] - max) (out may be x) and their sum: eight float lanes folded in
- * double at the end, so both loops vectorise and every run gives the same sum. */
-static double
-exp_sum (const float *x, float max, float *out, gsize n)
-{
-  float lane[8] = { 0 };
-  double sum = 0;
-  gsize j;
-
-  for (j = 0; j < n; j++)
-    out[j] = fast_exp_neg (x[j] - max);
-  for (j = 0; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; k++)
-      lane[k] += out[j + k];
-  for (; j < n; j++)
-    sum += out[j];
-  for (int k = 0; k < 8; k++)
-    sum += lane[k];
-  return sum;
 }
 
 KS_VECTOR_KERNEL static void
@@ -631,8 +602,8 @@ ks_openblas_update (void *ctx, const KsUpdateArgs *a, float *p, const float *g, 
   return TRUE;
 }
 
-KS_VECTOR_KERNEL static void
-axpby_part (float alpha, const float *x, float beta, float *y, gsize n)
+KS_VECTOR_KERNEL void
+ks_openblas_axpby_part (float alpha, const float *x, float beta, float *y, gsize n)
 {
   if (beta == 0)
     for (gsize i = 0; i < n; i++)
@@ -649,7 +620,7 @@ ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y,
   KS_PARALLEL (ctx, n)
   {
     KsShare s = ks_share (n);
-    axpby_part (alpha, x + s.begin, beta, y + s.begin, s.n);
+    ks_openblas_axpby_part (alpha, x + s.begin, beta, y + s.begin, s.n);
   }
   return TRUE;
 }

@@ -4,7 +4,8 @@
 
 #include <ksdist/compute.h>
 
-/* The threads the plugin's kernels may use: its `threads` setting (openblas.c) */
+/* The threads the plugin's kernels may use: its `threads` setting when OpenBLAS runs on
+ * OpenMP's pool, else 1 (openblas.c) */
 int ks_openblas_threads (void *ctx);
 
 gboolean ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n,
@@ -39,6 +40,8 @@ gboolean ks_openblas_update (void *ctx, const KsUpdateArgs *args, float *param, 
                              float *state1, float *state2, gsize n, GError **error);
 gboolean ks_openblas_axpby (void *ctx, float alpha, const float *x, float beta, float *y,
                             gsize n, GError **error);
+/* y = alpha x + beta y on the calling thread (beta 0 never reads y) */
+void ks_openblas_axpby_part (float alpha, const float *x, float beta, float *y, gsize n);
 gboolean ks_openblas_transpose (void *ctx, const float *x, float *y, int ndim,
                                 const gint64 *shape, const int *perm, GError **error);
 gboolean ks_openblas_dropout_mask (void *ctx, float *mask, gsize n, float p, guint64 seed,

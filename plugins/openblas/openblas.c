@@ -13,6 +13,7 @@
 
 typedef struct {
   int threads;
+  int kernel_threads; /* threads, or 1 when OpenBLAS is not on OpenMP's pool (two pools) */
 } OpenblasCtx;
 
 /* A positive count from the environment variable `name`, or 0. */
@@ -52,13 +53,16 @@ apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
     }
   ctx->threads = n_threads > 0 ? n_threads : default_threads ();
   openblas_set_num_threads (ctx->threads);
+  /* asked of the OpenBLAS loaded, not of the one configure saw: another may have been
+   * loaded first, under the same soname */
+  ctx->kernel_threads = openblas_get_parallel () == 2 ? ctx->threads : 1;
   return TRUE;
 }
 
 int
 ks_openblas_threads (void *ctx)
 {
-  return ((OpenblasCtx *) ctx)->threads;
+  return ((OpenblasCtx *) ctx)->kernel_threads;
 }
 
 static void *

@@ -4,7 +4,9 @@
 
 #include <glib.h>
 
-/* The elementwise kernels are built twice, for x86-64-v3 (AVX2 and FMA: twice the
+#include <math.h>
+
+/* The vectorised kernels are built twice, for x86-64-v3 (AVX2 and FMA: twice the
  * vector width) and for the baseline, and the loader picks one for the machine. Results
  * can differ in the last bit between the two (FMA rounds once), never between runs. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -32,6 +34,36 @@ fast_exp_neg (float x)
   p = p * r + 1;
   union { float f; gint32 i; } scale = { .i = ((gint32) n + 127) << 23 };
   return x <= -87.0f ? 0 : p * scale.f;
+}
+
+static inline float
+row_max (const float *x, gsize n)
+{
+  float max = -INFINITY;
+  for (gsize j = 0; j < n; j++)
+    max = x[j] > max ? x[j] : max;
+  return max;
+}
+
+/* out[j] = e^(x[j] - max) (out may be x) and their sum: eight float lanes folded in
+ * double at the end, so both loops vectorise and every run gives the same sum. */
+static inline double
+exp_sum (const float *x, float max, float *out, gsize n)
+{
+  float lane[8] = { 0 };
+  double sum = 0;
+  gsize j;
+
+  for (j = 0; j < n; j++)
+    out[j] = fast_exp_neg (x[j] - max);
+  for (j = 0; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; k++)
+      lane[k] += out[j + k];
+  for (; j < n; j++)
+    sum += out[j];
+  for (int k = 0; k < 8; k++)
+    sum += lane[k];
+  return sum;
 }
 
 /* The block after KS_PARALLEL (ctx, work) runs on each of the plugin's threads when the
