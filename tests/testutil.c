@@ -15,6 +15,15 @@ ks_test_tmpdir (void)
   return dir;
 }
 
+double
+ks_test_max_difference (const float *a, const float *b, gsize n)
+{
+  double worst = 0;
+  for (gsize i = 0; i < n; i++)
+    worst = MAX (worst, fabs ((double) a[i] - b[i]));
+  return worst;
+}
+
 void
 ks_test_rmtree (const char *dir)
 {

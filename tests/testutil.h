@@ -10,6 +10,9 @@
 char *ks_test_tmpdir (void);
 void ks_test_rmtree (const char *dir);
 
+/* The largest |a[i] - b[i]| over n floats, in double. */
+double ks_test_max_difference (const float *a, const float *b, gsize n);
+
 /* Copies the built test plugin `variant` (tgood, tabimajor, ...) into `dir` as
  * `file_name` with `mode`; returns the new path. */
 char *ks_test_copy_plugin (const char *variant, const char *dir, const char *file_name, int mode);
