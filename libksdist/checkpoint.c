@@ -369,6 +369,23 @@ file_metadata (GHashTable *extra, gint64 step, int part, int parts)
   return meta;
 }
 
+/* float16 training's loss scale, in the weights file's metadata beside rng_state */
+static void
+put_loss_scale (GHashTable *meta, KsModel *model)
+{
+  KsLossScale ls;
+  char scale[G_ASCII_DTOSTR_BUF_SIZE];
+
+  if (!ks_model_loss_scale (model, &ls))
+    return;
+  g_hash_table_insert (meta, g_strdup ("loss_scale"),
+                       g_strdup (g_ascii_dtostr (scale, sizeof scale, ls.scale)));
+  g_hash_table_insert (meta, g_strdup ("loss_scale_good_steps"),
+                       g_strdup_printf ("%" G_GINT64_FORMAT, ls.good_steps));
+  g_hash_table_insert (meta, g_strdup ("loss_scale_skipped"),
+                       g_strdup_printf ("%" G_GINT64_FORMAT, ls.skipped));
+}
+
 gboolean
 ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsModel *model,
                           KsOptimizer *optimizer, GHashTable *metadata, const char *const *skip,
@@ -389,6 +406,7 @@ ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsM
     return FALSE;
   g_hash_table_insert (meta, g_strdup ("rng_state"),
                        g_strdup_printf ("%" G_GUINT64_FORMAT, ks_model_rng_state (model)));
+  put_loss_scale (meta, model);
   if (!write_file (file, params, meta, &seal, error))
     {
       g_unlink (file);
@@ -758,6 +776,29 @@ meta_number (const char *file, JsonObject *meta, const char *key, gint64 min, gi
                   text ? "'" : "", min, max);
 }
 
+/* The saved loss scale, checked; *found FALSE when the checkpoint has none or the model
+ * does not scale its loss (a run resumed with other [amp] settings keeps its own). */
+static gboolean
+read_loss_scale (const char *file, JsonObject *meta, KsModel *model, KsLossScale *ls,
+                 gboolean *found, GError **error)
+{
+  const char *text = json_object_get_string_member_with_default (meta, "loss_scale", NULL);
+  char *end = NULL;
+
+  *found = FALSE;
+  if (text == NULL || !ks_model_loss_scale (model, ls))
+    return TRUE;
+  ls->scale = g_ascii_strtod (text, &end);
+  if (end == text || *end != '\0' || !(ls->scale > 0) || ls->scale > G_MAXFLOAT)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "metadata 'loss_scale' is '%s', not a positive float32", text);
+  *found = TRUE;
+  return meta_number (file, meta, "loss_scale_good_steps", 0, G_MAXINT64, -1, &ls->good_steps,
+                      error)
+         && meta_number (file, meta, "loss_scale_skipped", 0, G_MAXINT64, -1, &ls->skipped,
+                         error);
+}
+
 static GHashTable *
 metadata_table (JsonObject *meta)
 {
@@ -1024,7 +1065,10 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
   if (!g_ascii_string_to_unsigned (rng_text, 10, 0, G_MAXUINT64, &rng_state, NULL))
     return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
                     "metadata 'rng_state' is '%s', not an unsigned 64-bit integer", rng_text);
+  KsLossScale loss_scale;
+  gboolean has_loss_scale;
   if ((step != NULL && !meta_number (file, meta, "step", 0, MAX_STEP, -1, &saved_step, error))
+      || !read_loss_scale (file, meta, model, &loss_scale, &has_loss_scale, error)
       || (optimizer != NULL && (optim = open_optim_parts (path, parts, error)) == NULL))
     return FALSE;
   /* the optimizer's own file, or the weights file of a checkpoint before the split */
@@ -1065,6 +1109,8 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
   ks_model_parameters_changed (model);
   /* absent from checkpoints older than dropout: the counter starts at 0 */
   ks_model_set_rng_state (model, rng_state);
+  if (has_loss_scale && !ks_model_set_loss_scale (model, &loss_scale, error))
+    return FALSE; /* cannot fail: checked above */
   if (opt_step != NULL)
     *opt_step = saved_opt_step;
   if (step != NULL)

@@ -52,6 +52,7 @@ gboolean
 ks_compute_copy_to_device (KsCompute *compute, void *dst, const void *src, gsize nbytes,
                            GError **error)
 {
+  compute->to_device++;
   return OPS (compute)->copy_to_device (CTX (compute), dst, src, nbytes, error);
 }
 
@@ -59,7 +60,15 @@ gboolean
 ks_compute_copy_to_host (KsCompute *compute, void *dst, const void *src, gsize nbytes,
                          GError **error)
 {
+  compute->to_host++;
   return OPS (compute)->copy_to_host (CTX (compute), dst, src, nbytes, error);
+}
+
+void
+ks_compute_transfers (const KsCompute *compute, guint64 *to_device, guint64 *to_host)
+{
+  *to_device = compute->to_device;
+  *to_host = compute->to_host;
 }
 
 gboolean
@@ -405,4 +414,60 @@ ks_compute_attention_backward (KsCompute *compute, const float *qkv, const float
   return attention_shape_valid (s, error)
          && OPS (compute)->attention_backward (CTX (compute), qkv, lse, dout, dqkv, beta, s,
                                                error);
+}
+
+gboolean
+ks_compute_has_half (KsCompute *compute)
+{
+  return KS_OPS_HAS (OPS (compute), KsComputeOps, convert)
+         && KS_OPS_HAS (OPS (compute), KsComputeOps, gemm_half)
+         && KS_OPS_HAS (OPS (compute), KsComputeOps, find_nonfinite);
+}
+
+static gboolean
+is_half (KsDType dtype)
+{
+  return dtype == KS_DTYPE_BFLOAT16 || dtype == KS_DTYPE_FLOAT16;
+}
+
+gboolean
+ks_compute_convert (KsCompute *compute, const void *x, KsDType x_dtype, void *y,
+                    KsDType y_dtype, gsize n, GError **error)
+{
+  REQUIRE (compute, convert, error);
+  if (!(x_dtype == KS_DTYPE_FLOAT32 && is_half (y_dtype))
+      && !(is_half (x_dtype) && y_dtype == KS_DTYPE_FLOAT32))
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "convert: %s to %s; it converts between float32 and bfloat16 or float16",
+                   ks_dtype_name (x_dtype), ks_dtype_name (y_dtype));
+      return FALSE;
+    }
+  return OPS (compute)->convert (CTX (compute), x, x_dtype, y, y_dtype, n, error);
+}
+
+gboolean
+ks_compute_gemm_half (KsCompute *compute, KsDType dtype, KsTranspose trans_a,
+                      KsTranspose trans_b, int m, int n, int k, float alpha, const void *a,
+                      int lda, const void *b, int ldb, float beta, float *c, int ldc,
+                      GError **error)
+{
+  REQUIRE (compute, gemm_half, error);
+  if (!is_half (dtype))
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "gemm_half: operands of %s; it multiplies bfloat16 or float16",
+                   ks_dtype_name (dtype));
+      return FALSE;
+    }
+  return OPS (compute)->gemm_half (CTX (compute), dtype, trans_a, trans_b, m, n, k, alpha, a,
+                                   lda, b, ldb, beta, c, ldc, error);
+}
+
+gboolean
+ks_compute_find_nonfinite (KsCompute *compute, const float *x, gsize n, float *found,
+                           GError **error)
+{
+  REQUIRE (compute, find_nonfinite, error);
+  return OPS (compute)->find_nonfinite (CTX (compute), x, n, found, error);
 }

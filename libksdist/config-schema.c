@@ -113,6 +113,21 @@ static const KsKeyDesc core_schema[] = {
   { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
   { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
     "Seed of the generated data (the held-out set uses seed + 1)" },
+  { "amp", "dtype", KS_VALUE_CHOICE, "off", 1, 0, "off|bf16|fp16",
+    "Mixed precision: the matmuls' operands in bfloat16 or float16 with float32 sums; "
+    "parameters, gradients, optimizer state, softmax, layer norm and the loss stay float32 "
+    "(collective mode)" },
+  { "amp", "initial_scale", KS_VALUE_DOUBLE, "32768", 1e-30, 3.4e38, NULL,
+    "fp16: the loss scale the backward starts from (bf16 is not scaled)" },
+  { "amp", "dynamic", KS_VALUE_BOOL, "true", 1, 0, NULL,
+    "fp16: move the loss scale (down on an inf/NaN gradient, whose step is skipped; up "
+    "after growth_interval good steps); false keeps it fixed and still skips such steps" },
+  { "amp", "growth_interval", KS_VALUE_INT, "1000", 1, 1e12, NULL,
+    "fp16: good steps in a row before the loss scale grows" },
+  { "amp", "growth_factor", KS_VALUE_DOUBLE, "2", 1, 1e6, NULL,
+    "fp16: what the loss scale is multiplied by when it grows" },
+  { "amp", "backoff_factor", KS_VALUE_DOUBLE, "0.5", 1e-6, 1, NULL,
+    "fp16: what the loss scale is multiplied by after an inf/NaN gradient" },
   { "train", "optimizer", KS_VALUE_STRING, "adam", 1, 0, NULL,
     "Optimizer implementation (see `ksdist plugins`); its settings are in [optim]" },
   { "train", "steps", KS_VALUE_INT, "1000", 1, 1e12, NULL, "Optimizer steps" },

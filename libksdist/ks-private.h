@@ -70,6 +70,7 @@ void ks_instance_free (KsInstance *instance);
 
 struct KsCompute {
   KsInstance instance;
+  guint64 to_device, to_host; /* copies made (ks_compute_transfers) */
 };
 struct KsAlgorithm {
   KsInstance instance;

@@ -11,6 +11,7 @@ libksdist_la_SOURCES = \
 	libksdist/loader.c \
 	libksdist/registry.c \
 	libksdist/instance.c \
+	libksdist/amp.c \
 	libksdist/compute.c \
 	libksdist/tensor.c \
 	libksdist/model-private.h \
@@ -48,6 +49,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/plugin.h \
 	include/ksdist/registry.h \
 	include/ksdist/compute.h \
+	include/ksdist/half.h \
 	include/ksdist/tensor.h \
 	include/ksdist/model.h \
 	include/ksdist/data.h \

@@ -493,6 +493,51 @@ dropout_forward (KsExpr *e, GError **error)
                                x->numel, 1, error);
 }
 
+/* Mixed precision: A and B rounded to the model's 16-bit type into aux (kept for the
+ * backward), their product summed in float32. */
+static gboolean
+matmul_half_forward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  const KsExpr *a = e->in[0], *b = e->in[1];
+  int m = a->shape[0], k = a->shape[1], n = b->shape[1];
+  KsDType half = e->model->half;
+
+  if (e->aux == NULL)
+    {
+      const gint64 shape[] = { (gint64) (a->numel + b->numel) };
+      if ((e->aux = ks_tensor_new (c, half, 1, shape, error)) == NULL)
+        return FALSE;
+    }
+  guint16 *a16 = e->aux->data, *b16 = a16 + a->numel;
+  return ks_compute_convert (c, F (a->value), KS_DTYPE_FLOAT32, a16, half, a->numel, error)
+         && ks_compute_convert (c, F (b->value), KS_DTYPE_FLOAT32, b16, half, b->numel, error)
+         && ks_compute_gemm_half (c, half, KS_TRANS_N, KS_TRANS_N, m, n, k, 1, a16, k, b16, n, 0,
+                                  F (e->value), n, error);
+}
+
+/* dA += dC B^T, dB += A^T dC with dC rounded too: where float16 overflows or underflows
+ * unless the loss is scaled */
+static gboolean
+matmul_half_backward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  KsExpr *a = e->in[0], *b = e->in[1];
+  int m = a->shape[0], k = a->shape[1], n = b->shape[1];
+  KsDType half = e->model->half;
+  const guint16 *a16 = e->aux->data, *b16 = a16 + a->numel;
+  guint16 *dc16 = (guint16 *) ks_model_scratch (e->model, (e->numel + 1) / 2, error);
+
+  return dc16 != NULL
+         && ks_compute_convert (c, F (e->grad), KS_DTYPE_FLOAT32, dc16, half, e->numel, error)
+         && (!a->needs_grad
+             || ks_compute_gemm_half (c, half, KS_TRANS_N, KS_TRANS_T, m, k, n, 1, dc16, n, b16,
+                                      n, ks_op_grad_beta (a), F (a->grad), k, error))
+         && (!b->needs_grad
+             || ks_compute_gemm_half (c, half, KS_TRANS_T, KS_TRANS_N, k, n, m, 1, a16, k, dc16,
+                                      n, ks_op_grad_beta (b), F (b->grad), n, error));
+}
+
 gboolean
 ks_op_forward (KsExpr *e, GError **error)
 {
@@ -502,6 +547,8 @@ ks_op_forward (KsExpr *e, GError **error)
   switch (e->op)
     {
     case OP_MATMUL:
+      if (e->model->half != KS_DTYPE_FLOAT32)
+        return matmul_half_forward (e, error);
       return ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_N, a->shape[0], b->shape[1], a->shape[1],
                                1, F (a->value), a->shape[1], F (b->value), b->shape[1], 0,
                                F (e->value), b->shape[1], error);
@@ -673,6 +720,8 @@ ks_op_backward (KsExpr *e, GError **error)
     case OP_MATMUL:
       {
         int m = a->shape[0], k = a->shape[1], n = b->shape[1];
+        if (e->model->half != KS_DTYPE_FLOAT32)
+          return matmul_half_backward (e, error);
         /* dA += dC B^T, dB += A^T dC */
         return (!a->needs_grad
                 || ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, m, k, n, 1, F (e->grad), n,

@@ -74,7 +74,13 @@ struct KsModel {
   KsGradReadyFunc grad_ready; /* told when a parameter's gradient is final */
   gpointer grad_ready_data;
   guint n_layers;      /* for default layer names */
-  float *unit;         /* a device scalar of scratch (16 floats) */
+  /* mixed precision (amp.c) */
+  KsDType half;        /* the matmuls' operand type; KS_DTYPE_FLOAT32 when off */
+  gboolean scaling;    /* dynamic loss scaling (float16) */
+  KsAmpSettings amp;
+  KsLossScale loss_scale;
+  float *unit;         /* device floats: [0] the loss's backward seed, [1] a found flag */
+  float unit_seed;     /* what unit[0] holds (0: not written yet) */
   float *scratch;      /* device scratch of scratch_len floats */
   gsize scratch_len;
   /* skip connections (layers.c): name -> KsExpr* stashed and not yet popped, and the
@@ -124,6 +130,9 @@ KsExpr *ks_layer_build (KsModel *model, const KsLayerDesc *layer, gsize index,
 void ks_skip_offer (KsModel *model, const char *name, KsExpr *value);
 /* Takes the value stashed under `name` and not popped on this model (NULL if none). */
 KsExpr *ks_skip_take (KsModel *model, const char *name);
+
+/* amp.c: unit[0] set to the loss scale (1 without scaling), for a backward sweep */
+gboolean ks_model_seed (KsModel *model, GError **error);
 
 /* model-ops.c */
 gboolean ks_op_forward (KsExpr *expr, GError **error);

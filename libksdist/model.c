@@ -652,10 +652,10 @@ mark_between (KsModel *model, KsExpr *const *outs, gsize n_outs, GError **error)
   return TRUE;
 }
 
-/* Seeds each marked out's gradient with its seed (host floats, the out's size) and runs
- * every marked op's backward from the top out down, so an out that feeds another gets
- * the seed plus what flows back into it; `last_use` (may be NULL) drives the grad_ready
- * callback. */
+/* Seeds each marked out's gradient not seeded yet with its seed (host floats, the out's
+ * size; `seeds` may be NULL when all are seeded) and runs every marked op's backward from
+ * the top out down, so an out that feeds another gets the seed plus what flows back into
+ * it; `last_use` (may be NULL) drives the grad_ready callback. */
 static gboolean
 sweep_down (KsModel *model, KsExpr *const *outs, const float *const *seeds, gsize n_outs,
             const guint *last_use, GError **error)
@@ -701,8 +701,6 @@ sweep_down (KsModel *model, KsExpr *const *outs, const float *const *seeds, gsiz
 gboolean
 ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
 {
-  const float one = 1;
-
   if (model->swept_loss == loss && model->swept_version == loss->version)
     return TRUE; /* another gradient of the same run already swept */
   for (guint i = 0; i < model->exprs->len; i++)
@@ -742,7 +740,13 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
     }
   if (!loss->needs_grad)
     return TRUE; /* no parameter of this backward reaches the loss: gradients stay zero */
-  if (!sweep_down (model, &loss, (const float *const[]) { &one }, 1, last_use, error))
+  /* the seed (the loss scale, else 1) from the device: no copy per step */
+  if (!ks_model_seed (model, error)
+      || !ks_compute_axpby (model->compute, 1, model->unit, 0, (float *) loss->grad->data, 1,
+                            error))
+    return FALSE;
+  loss->grad_fresh = FALSE;
+  if (!sweep_down (model, &loss, NULL, 1, last_use, error))
     return FALSE;
   model->swept_loss = loss;
   model->swept_version = loss->version;
@@ -753,6 +757,14 @@ gboolean
 ks_model_sweep_from (KsModel *model, KsExpr *const *outs, const float *const *seeds,
                      gsize n_outs, KsExpr *const *inputs, gsize n_inputs, GError **error)
 {
+  if (model->scaling)
+    {
+      /* the seeds come from elsewhere: nothing here could scale them */
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "mixed precision: float16's loss scaling needs the backward from the loss; "
+                   "a pipeline stage's cannot scale it (use [amp] dtype = bf16)");
+      return FALSE;
+    }
   for (guint i = 0; i < model->exprs->len; i++)
     {
       KsExpr *e = g_ptr_array_index (model->exprs, i);

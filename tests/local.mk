@@ -85,6 +85,11 @@ tests_test_checkpoint_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint
 
+# Mixed precision: 16-bit rounding, half-precision products, loss scaling.
+check_PROGRAMS += tests/test-amp
+tests_test_amp_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-amp
+
 # Few-shot image readers on sets made by ksdist datagen.
 check_PROGRAMS += tests/test-images
 tests_test_images_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
@@ -210,7 +215,7 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-cli.log \
+	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \

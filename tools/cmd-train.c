@@ -97,7 +97,9 @@ report (Trainer *t, gint64 step, gint64 steps, float loss, double lr, double rat
       g_free (fields);
       fields = g_steal_pointer (&with_tokens);
     }
-  metrics_line (t, step, wall_s, fields, eval);
+  g_autofree char *amp = ks_train_amp_fields (t);
+  g_autofree char *all = g_strconcat (fields, amp, NULL);
+  metrics_line (t, step, wall_s, all, eval);
 }
 
 
@@ -108,7 +110,7 @@ static char *
 trajectory_config (const Trainer *t)
 {
   const KsConfig *c = t->config;
-  static const char *const groups[] = { "compute", "model", "data", "optim" };
+  static const char *const groups[] = { "compute", "model", "data", "optim", "amp" };
   static const char *const train_keys[] = { "optimizer", "batch", "seed" };
   GString *out = g_string_new (NULL);
 
@@ -357,7 +359,15 @@ train (Trainer *t)
   gboolean evaluated = FALSE, stopped = FALSE, leader;
 
   if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)
-    return ks_train_meta (t);
+    {
+      if (strcmp (ks_config_get_string (c, "amp", "dtype"), "off") != 0)
+        {
+          ks_cli_error ("[amp] dtype = %s: meta-learning does not support mixed precision yet; "
+                        "set [amp] dtype = off", ks_config_get_string (c, "amp", "dtype"));
+          return KS_EXIT_USAGE;
+        }
+      return ks_train_meta (t);
+    }
   t->batch = ks_config_get_int (c, "train", "batch");
   if ((t->task = ks_train_task (c, &error)) == NULL)
     {
@@ -378,6 +388,7 @@ train (Trainer *t)
     }
   if ((t->compute = ks_compute_new (t->registry, c, NULL, &error)) == NULL
       || !t->task->build (t, &error) || !ks_train_has_layers (t, &error)
+      || !ks_train_amp (t, &error)
       || (t->optimizer = ks_optimizer_new (t->registry, c,
                                            ks_config_get_string (c, "train", "optimizer"), &error))
              == NULL
@@ -421,9 +432,10 @@ train (Trainer *t)
     g_message ("worker %d of %d (%s mode, %s by %s), %" G_GSIZE_FORMAT " rows per step each",
                t->rank, t->world, ks_algorithm_mode (t->algorithm), ks_comm_name (t->comm),
                t->comm_why, t->batch);
+  g_autofree char *amp = ks_train_amp_describe (t);
   if (leader)
-    g_message ("training %s with %s on %s", t->task->describe (t),
-               ks_optimizer_name (t->optimizer), device);
+    g_message ("training %s with %s on %s%s", t->task->describe (t),
+               ks_optimizer_name (t->optimizer), device, amp);
 
   const char *trace = ks_config_get_string (c, "trace", "path");
   double warm_busy = 0, warm_wall = 0; /* after the first step, which allocates */

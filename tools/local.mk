@@ -12,6 +12,7 @@ tools_ksdist_SOURCES = \
 	tools/train-check.c \
 	tools/train-ctr.c \
 	tools/train-dist.c \
+	tools/train-amp.c \
 	tools/train-meet.c \
 	tools/train-pipeline.c \
 	tools/train-meta.c \

@@ -99,6 +99,14 @@ void ks_train_meeting_clear (KsMeeting *m);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (KsMeeting, ks_train_meeting_clear)
 /* train-dist.c */
 gboolean ks_train_dist_setup (Trainer *t, GError **error);
+/* train-amp.c: [amp] on t->model (before minimize); a configuration error for a mode
+ * that cannot take it */
+gboolean ks_train_amp (Trainer *t, GError **error);
+/* ", matmuls in bfloat16" for the start line ("" when off), and the metrics' fields of
+ * the loss scale (", \"loss_scale\": ..." or "") */
+char *ks_train_amp_describe (Trainer *t);
+char *ks_train_amp_fields (Trainer *t);
+
 /* train-meta.c: the whole run of [meta] algorithm = reptile; the exit status */
 int ks_train_meta (Trainer *t);
 gboolean ks_train_dist_wrap (Trainer *t, GError **error);

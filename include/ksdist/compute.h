@@ -174,6 +174,19 @@ typedef struct {
   gboolean (*attention_backward) (void *ctx, const float *qkv, const float *lse,
                                   const float *dout, float *dqkv, float beta,
                                   const KsAttentionShape *s, GError **error);
+
+  /* Mixed precision (half.h): 16-bit floats stored, float32 arithmetic. */
+  /* y = x converted between float32 and KS_DTYPE_BFLOAT16 or KS_DTYPE_FLOAT16 (one side
+   * is float32), rounded as half.h rounds */
+  gboolean (*convert) (void *ctx, const void *x, KsDType x_dtype, void *y, KsDType y_dtype,
+                       gsize n, GError **error);
+  /* sgemm on 16-bit operands of `dtype`: the products summed in float32 into float32 C */
+  gboolean (*gemm_half) (void *ctx, KsDType dtype, KsTranspose trans_a, KsTranspose trans_b,
+                         int m, int n, int k, float alpha, const void *a, int lda,
+                         const void *b, int ldb, float beta, float *c, int ldc, GError **error);
+  /* found[0] (device memory) = 1 when some x[i] is infinite or NaN, else 0 */
+  gboolean (*find_nonfinite) (void *ctx, const float *x, gsize n, float *found,
+                              GError **error);
 } KsComputeOps;
 
 #ifdef __CUDACC__
@@ -214,6 +227,9 @@ gboolean ks_compute_copy_to_device (KsCompute *compute, void *dst, const void *s
                                     GError **error);
 gboolean ks_compute_copy_to_host (KsCompute *compute, void *dst, const void *src, gsize nbytes,
                                   GError **error);
+/* The host-to-device and device-to-host copies made through this instance so far: a
+ * training step should make only its feeds' and what the caller reads. */
+void ks_compute_transfers (const KsCompute *compute, guint64 *to_device, guint64 *to_host);
 gboolean ks_compute_fill_zero (KsCompute *compute, void *ptr, gsize nbytes, GError **error);
 gboolean ks_compute_synchronize (KsCompute *compute, GError **error);
 gboolean ks_compute_set_threads (KsCompute *compute, int n_threads, GError **error);
@@ -288,6 +304,16 @@ gboolean ks_compute_attention (KsCompute *compute, const float *qkv, float *out,
 gboolean ks_compute_attention_backward (KsCompute *compute, const float *qkv, const float *lse,
                                         const float *dout, float *dqkv, float beta,
                                         const KsAttentionShape *s, GError **error);
+/* Whether the backend has the mixed-precision slots (convert, gemm_half, find_nonfinite). */
+gboolean ks_compute_has_half (KsCompute *compute);
+gboolean ks_compute_convert (KsCompute *compute, const void *x, KsDType x_dtype, void *y,
+                             KsDType y_dtype, gsize n, GError **error);
+gboolean ks_compute_gemm_half (KsCompute *compute, KsDType dtype, KsTranspose trans_a,
+                               KsTranspose trans_b, int m, int n, int k, float alpha,
+                               const void *a, int lda, const void *b, int ldb, float beta,
+                               float *c, int ldc, GError **error);
+gboolean ks_compute_find_nonfinite (KsCompute *compute, const float *x, gsize n, float *found,
+                                    GError **error);
 
 G_END_DECLS
 

@@ -113,6 +113,47 @@ char *ks_expr_shape_string (const KsExpr *expr);
 KsDType ks_expr_dtype (const KsExpr *expr);
 gsize ks_expr_numel (const KsExpr *expr);
 
+/* ---- mixed precision ---- */
+
+/* The settings of [amp]: the matmuls' operands in `dtype` (KS_DTYPE_BFLOAT16 or
+ * KS_DTYPE_FLOAT16; KS_DTYPE_FLOAT32 turns it off) with float32 sums, parameters, their
+ * gradients and optimizer state staying float32 (master weights). float16 scales the
+ * loss: the backward starts from `initial_scale`, a step whose gradients hold an inf or
+ * NaN is skipped and the scale multiplied by `backoff_factor`; after `growth_interval`
+ * steps in a row without one it is multiplied by `growth_factor`. `dynamic` FALSE keeps
+ * the scale fixed (overflowing steps are still skipped). bfloat16 has float32's range
+ * and is not scaled. */
+typedef struct {
+  KsDType dtype;
+  double initial_scale, growth_factor, backoff_factor;
+  gint64 growth_interval;
+  gboolean dynamic;
+} KsAmpSettings;
+
+/* The loss scale now, the good steps in a row since it last changed, and the steps
+ * skipped so far: what a checkpoint keeps. */
+typedef struct {
+  double scale;
+  gint64 good_steps;
+  gint64 skipped;
+} KsLossScale;
+
+/* Before the model first runs; an error when the backend lacks the mixed-precision
+ * kernels (ks_compute_has_half) or a setting is out of range. */
+gboolean ks_model_set_amp (KsModel *model, const KsAmpSettings *amp, GError **error);
+/* The matmuls' operand type (KS_DTYPE_FLOAT32 when mixed precision is off). */
+KsDType ks_model_amp_dtype (const KsModel *model);
+/* FALSE when the model does not scale its loss. */
+gboolean ks_model_loss_scale (const KsModel *model, KsLossScale *state);
+/* Restores a saved state (a resumed run); an error for a scale that is not a positive
+ * finite number or negative counts, or when the model does not scale its loss. */
+gboolean ks_model_set_loss_scale (KsModel *model, const KsLossScale *state, GError **error);
+/* For an optimizer's update, after any gradient averaging: when the gradient arena holds
+ * only finite numbers, divides it by the loss scale and sets *apply; otherwise leaves it
+ * and clears *apply (skip this step). Then moves the scale as the settings say. Without
+ * loss scaling it only sets *apply. The one value read back to the host is the flag. */
+gboolean ks_model_unscale_gradients (KsModel *model, gboolean *apply, GError **error);
+
 /* ---- layer functions ---- */
 
 /* [m, k] x [k, n] -> [m, n] */

@@ -70,4 +70,13 @@ gboolean ks_openblas_attention_backward (void *ctx, const float *qkv, const floa
                                          const float *dout, float *dqkv, float beta,
                                          const KsAttentionShape *s, GError **error);
 
+/* half.c: mixed precision */
+gboolean ks_openblas_convert (void *ctx, const void *x, KsDType x_dtype, void *y, KsDType y_dtype,
+                              gsize n, GError **error);
+gboolean ks_openblas_gemm_half (void *ctx, KsDType dtype, KsTranspose ta, KsTranspose tb, int m,
+                                int n, int k, float alpha, const void *a, int lda, const void *b,
+                                int ldb, float beta, float *c, int ldc, GError **error);
+gboolean ks_openblas_find_nonfinite (void *ctx, const float *x, gsize n, float *found,
+                                     GError **error);
+
 #endif

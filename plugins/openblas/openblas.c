@@ -212,6 +212,9 @@ static const KsComputeOps openblas_ops = {
   .batch_norm_backward = ks_openblas_batch_norm_backward,
   .attention = ks_openblas_attention,
   .attention_backward = ks_openblas_attention_backward,
+  .convert = ks_openblas_convert,
+  .gemm_half = ks_openblas_gemm_half,
+  .find_nonfinite = ks_openblas_find_nonfinite,
 };
 
 static int

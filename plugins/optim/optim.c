@@ -157,8 +157,12 @@ optim_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, G
   Optim *o = p;
   KsArena *params = ks_model_parameters (model), *grads = ks_model_gradients (model);
 
-  if (!prepare (o, model, error))
+  gboolean finite;
+
+  if (!prepare (o, model, error) || !ks_model_unscale_gradients (model, &finite, error))
     return FALSE;
+  if (!finite)
+    return TRUE; /* an overflow under float16's loss scaling: this step is skipped */
   o->args.step++;
   o->args.lr = (float) scheduled_lr (o, o->args.step);
   if (o->clip_norm > 0 && !clip (o, grads, error))
