@@ -18,14 +18,18 @@ AC_DEFUN([KS_CHECK_NCCL], [
        ks_save_CPPFLAGS=$CPPFLAGS; ks_save_LIBS=$LIBS
        CPPFLAGS="$CPPFLAGS $NCCL_CFLAGS"; LIBS="$NCCL_LIBS $LIBS"
        AC_CHECK_HEADER([nccl.h], [
-         AC_MSG_CHECKING([for ncclCommInitRank])
-         AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <nccl.h>]], [[ncclUniqueId id; ncclGetUniqueId (&id);]])],
+         dnl non-blocking init and ncclCommGetAsyncError: NCCL 2.14 or later
+         AC_MSG_CHECKING([for ncclCommInitRankConfig])
+         AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <nccl.h>]],
+             [[ncclComm_t c; ncclUniqueId id; ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+               ncclResult_t r; ncclGetUniqueId (&id);
+               ncclCommInitRankConfig (&c, 1, id, 0, &config); ncclCommGetAsyncError (c, &r);]])],
            [ks_have_nccl=yes], [])
          AC_MSG_RESULT([$ks_have_nccl])])
        CPPFLAGS=$ks_save_CPPFLAGS; LIBS=$ks_save_LIBS
        AS_IF([test $ks_have_nccl = yes],
-         [ks_nccl_summary="no: NCCL found ($ks_nccl_home), the nccl plugin is not in this tree yet"],
-         [ks_nccl_summary="no: NCCL not found under $ks_nccl_home (--with-nccl=DIR)"
+         [ks_nccl_summary="yes ($ks_nccl_home)"],
+         [ks_nccl_summary="no: NCCL 2.14 or later not found under $ks_nccl_home (--with-nccl=DIR)"
           NCCL_CFLAGS=; NCCL_LIBS=])])
     AS_IF([test $ks_have_nccl = no && test "x$with_nccl" != xauto],
       [AC_MSG_ERROR([--with-nccl was given but NCCL was not found: $ks_nccl_summary])])

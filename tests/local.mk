@@ -144,6 +144,11 @@ check_PROGRAMS += tests/test-cuda
 tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-cuda
 
+# The NCCL communicator, a world of one rank on one GPU (skipped without one).
+check_PROGRAMS += tests/test-nccl
+tests_test_nccl_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-nccl
+
 # The TCP store's server and clients in one process.
 check_PROGRAMS += tests/test-store
 tests_test_store_LDADD = $(KS_TEST_LDADD)
@@ -216,7 +221,7 @@ TESTS += tests/test-install.sh
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
-	tests/test-cuda.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
+	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log \
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \

@@ -439,6 +439,56 @@ test_gpt_adamw (Fixture *f, gconstpointer data)
   gpt_free (&again);
 }
 
+/* Mixed precision: the same 16-bit patterns as the CPU's rounding, products of 16-bit
+ * operands as the CPU's (float32 sums, in another order), and the overflow flag */
+static void
+test_half (Fixture *f, gconstpointer data)
+{
+  const int m = 37, n = 45, k = 300;
+  g_autofree float *x = ks_test_random_floats (f->rng, N, -7e4, 7e4);
+  g_autofree guint16 *cpu16 = g_new (guint16, N), *gpu16 = g_new (guint16, N);
+  g_autoptr (GError) error = NULL;
+
+  for (int t = 0; t < 2; t++)
+    {
+      KsDType dtype = t == 0 ? KS_DTYPE_FLOAT16 : KS_DTYPE_BFLOAT16;
+      float *dx = to_dev (f, x, N * sizeof (float));
+      guint16 *d16 = to_dev (f, NULL, N * sizeof (guint16));
+      g_assert_true (ks_compute_convert (f->cpu, x, KS_DTYPE_FLOAT32, cpu16, dtype, N, &error));
+      g_assert_true (ks_compute_convert (f->gpu, dx, KS_DTYPE_FLOAT32, d16, dtype, N, &error));
+      g_assert_true (ks_compute_copy_to_host (f->gpu, gpu16, d16, N * sizeof (guint16), &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (cpu16, N * sizeof (guint16), gpu16, N * sizeof (guint16));
+
+      g_autofree float *a = ks_test_random_floats (f->rng, m * k, -2, 2);
+      g_autofree float *b = ks_test_random_floats (f->rng, k * n, -2, 2);
+      g_autofree guint16 *a16 = g_new (guint16, m * k), *b16 = g_new (guint16, k * n);
+      g_autofree float *want = g_new0 (float, m * n);
+      g_assert_true (ks_compute_convert (f->cpu, a, KS_DTYPE_FLOAT32, a16, dtype, m * k, &error));
+      g_assert_true (ks_compute_convert (f->cpu, b, KS_DTYPE_FLOAT32, b16, dtype, k * n, &error));
+      g_assert_true (ks_compute_gemm_half (f->cpu, dtype, KS_TRANS_N, KS_TRANS_T, m, n, k, 1,
+                                           a16, k, b16, k, 0, want, n, &error));
+      void *da = to_dev (f, a16, m * k * 2), *db = to_dev (f, b16, k * n * 2);
+      float *dc = to_dev (f, NULL, m * n * sizeof (float));
+      g_assert_true (ks_compute_gemm_half (f->gpu, dtype, KS_TRANS_N, KS_TRANS_T, m, n, k, 1,
+                                           da, k, db, k, 0, dc, n, &error));
+      g_assert_no_error (error);
+      assert_same (f, "gemm_half", dc, want, m * n, 1e-4);
+
+      float found = -1, *dfound = to_dev (f, NULL, sizeof (float));
+      g_assert_true (ks_compute_find_nonfinite (f->gpu, dx, N, dfound, &error));
+      g_assert_true (ks_compute_copy_to_host (f->gpu, &found, dfound, sizeof found, &error));
+      g_assert_cmpfloat (found, ==, 0);
+      /* float16's overflow is the flag's job: x widened back holds infinities */
+      g_assert_true (ks_compute_convert (f->gpu, d16, dtype, dx, KS_DTYPE_FLOAT32, N, &error));
+      g_assert_true (ks_compute_find_nonfinite (f->gpu, dx, N, dfound, &error));
+      g_assert_true (ks_compute_copy_to_host (f->gpu, &found, dfound, sizeof found, &error));
+      g_assert_no_error (error);
+      g_assert_cmpfloat (found, ==, t == 0 ? 1 : 0); /* |x| up to 7e4 > 65504 */
+      dev_free_all (f, dx, d16, da, db, dc, dfound, NULL);
+    }
+}
+
 /* Why the GPU cases cannot run here, or NULL. */
 static char *
 gpu_unusable (void)
@@ -485,5 +535,6 @@ main (int argc, char **argv)
   ADD ("update", test_update);
   ADD ("gpt-step", test_gpt_step);
   ADD ("gpt-adamw", test_gpt_adamw);
+  ADD ("half", test_half);
   return g_test_run ();
 }

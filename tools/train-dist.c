@@ -20,9 +20,10 @@ setting (const KsConfig *c, const char *env, const char *group, const char *key)
   return v != NULL && *v != '\0' ? v : ks_config_get_string (c, group, key);
 }
 
-/* [comm] backend = auto: shared memory when the launcher says every rank is on this host
- * (LOCAL_WORLD_SIZE = WORLD_SIZE, as ksdist launch and torchrun set them), whatever the
- * mode; else the available one of highest priority (Gloo). */
+/* [comm] backend = auto: NCCL when the compute backend is CUDA; shared memory when the
+ * launcher says every rank is on this host (LOCAL_WORLD_SIZE = WORLD_SIZE, as ksdist
+ * launch and torchrun set them), whatever the mode; else the available one of highest
+ * priority (Gloo). */
 static const char *
 comm_backend (Trainer *t, int total, const char **why)
 {
@@ -33,6 +34,17 @@ comm_backend (Trainer *t, int total, const char **why)
   *why = "[comm] backend";
   if (strcmp (backend, "auto") != 0)
     return backend;
+  /* GPU buffers: NCCL moves them without host copies */
+  const char *compute = ks_config_get_string (c, "compute", "backend");
+  const KsImplDesc *chosen = ks_registry_select (t->registry, KS_KIND_COMPUTE, compute, NULL, NULL);
+  if (chosen != NULL && strcmp (chosen->name, "cuda") == 0)
+    {
+      *why = "auto: the compute backend is cuda, and the nccl plugin is not loaded";
+      if (ks_registry_select (t->registry, KS_KIND_COMM, "nccl", NULL, NULL) == NULL)
+        return backend;
+      *why = "auto: the compute backend is cuda";
+      return "nccl";
+    }
   *why = "auto: ranks on several hosts, or not known to share one";
   if (local == NULL || world == NULL || strcmp (local, world) != 0 || atoi (world) != total)
     return backend;

@@ -190,6 +190,39 @@ cuda_sgemm_strided_batched (void *p, KsTranspose ta, KsTranspose tb, int m, int 
 }
 
 static gboolean
+cuda_convert (void *p, const void *x, KsDType x_dtype, void *y, KsDType y_dtype, gsize n,
+              GError **error)
+{
+  CudaCtx *ctx = p;
+  if (x_dtype == KS_DTYPE_FLOAT32)
+    return cuda_check (ks_cu_to_half (ctx->stream, x, y, n, y_dtype == KS_DTYPE_BFLOAT16),
+                       "convert", error);
+  return cuda_check (ks_cu_from_half (ctx->stream, x, y, n, x_dtype == KS_DTYPE_BFLOAT16),
+                     "convert", error);
+}
+
+/* Tensor cores on 16-bit operands, float32 accumulation and output */
+static gboolean
+cuda_gemm_half (void *p, KsDType dtype, KsTranspose ta, KsTranspose tb, int m, int n, int k,
+                float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                float *c, int ldc, GError **error)
+{
+  CudaCtx *ctx = p;
+  cudaDataType_t type = dtype == KS_DTYPE_BFLOAT16 ? CUDA_R_16BF : CUDA_R_16F;
+  return blas_check (cublasGemmEx (ctx->blas, blas_op (tb), blas_op (ta), n, m, k, &alpha, b,
+                                   type, ldb, a, type, lda, &beta, c, CUDA_R_32F, ldc,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmEx", error);
+}
+
+static gboolean
+cuda_find_nonfinite (void *p, const float *x, gsize n, float *found, GError **error)
+{
+  CudaCtx *ctx = p;
+  return cuda_check (ks_cu_find_nonfinite (ctx->stream, x, n, found), "find_nonfinite", error);
+}
+
+static gboolean
 bad_op (GError **error, const char *kernel, int op)
 {
   g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
@@ -416,6 +449,9 @@ static const KsComputeOps cuda_ops = {
   .axpby = cuda_axpby,
   .transpose = cuda_transpose,
   .dropout_mask = cuda_dropout_mask,
+  .convert = cuda_convert,
+  .gemm_half = cuda_gemm_half,
+  .find_nonfinite = cuda_find_nonfinite,
 };
 
 /* Asks the runtime how many devices there are. Without a GPU or driver it returns an

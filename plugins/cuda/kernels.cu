@@ -9,6 +9,8 @@
 
 #include "kernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <math.h>
 
 #define THREADS 256
@@ -605,5 +607,55 @@ extern "C" cudaError_t
 ks_cu_dropout_mask (cudaStream_t s, float *mask, size_t n, float p, unsigned long long seed)
 {
   dropout_mask_kernel<<<blocks_for (n), THREADS, 0, s>>> (mask, n, p, seed);
+  return cudaGetLastError ();
+}
+
+__global__ static void
+to_half_kernel (const float *x, uint16_t *y, size_t n, int bf16)
+{
+  FOR_EACH (i, n)
+    y[i] = bf16 ? __bfloat16_as_ushort (__float2bfloat16_rn (x[i]))
+                : __half_as_ushort (__float2half_rn (x[i]));
+}
+
+extern "C" cudaError_t
+ks_cu_to_half (cudaStream_t s, const float *x, uint16_t *y, size_t n, int bf16)
+{
+  to_half_kernel<<<blocks_for (n), THREADS, 0, s>>> (x, y, n, bf16);
+  return cudaGetLastError ();
+}
+
+__global__ static void
+from_half_kernel (const uint16_t *x, float *y, size_t n, int bf16)
+{
+  FOR_EACH (i, n)
+    y[i] = bf16 ? __bfloat162float (__ushort_as_bfloat16 (x[i]))
+                : __half2float (__ushort_as_half (x[i]));
+}
+
+extern "C" cudaError_t
+ks_cu_from_half (cudaStream_t s, const uint16_t *x, float *y, size_t n, int bf16)
+{
+  from_half_kernel<<<blocks_for (n), THREADS, 0, s>>> (x, y, n, bf16);
+  return cudaGetLastError ();
+}
+
+/* Every thread that sees a bad value writes the same 1: the result does not depend on
+ * which one wins */
+__global__ static void
+find_nonfinite_kernel (const float *x, size_t n, float *found)
+{
+  FOR_EACH (i, n)
+    if (!isfinite (x[i]))
+      *found = 1.0f;
+}
+
+extern "C" cudaError_t
+ks_cu_find_nonfinite (cudaStream_t s, const float *x, size_t n, float *found)
+{
+  cudaError_t status = cudaMemsetAsync (found, 0, sizeof (float), s);
+  if (status != cudaSuccess)
+    return status;
+  find_nonfinite_kernel<<<blocks_for (n), THREADS, 0, s>>> (x, n, found);
   return cudaGetLastError ();
 }

@@ -53,6 +53,12 @@ cudaError_t ks_cu_transpose (cudaStream_t s, const float *x, float *y, int ndim,
 cudaError_t ks_cu_dropout_mask (cudaStream_t s, float *mask, size_t n, float p,
                                 unsigned long long seed);
 
+/* Mixed precision: float32 to and from bfloat16 (bf16 != 0) or float16 bit patterns,
+ * rounded to nearest even as half.h; found[0] = 1 when x holds an inf or NaN, else 0. */
+cudaError_t ks_cu_to_half (cudaStream_t s, const float *x, uint16_t *y, size_t n, int bf16);
+cudaError_t ks_cu_from_half (cudaStream_t s, const uint16_t *x, float *y, size_t n, int bf16);
+cudaError_t ks_cu_find_nonfinite (cudaStream_t s, const float *x, size_t n, float *found);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,123 @@
+#!/bin/sh
+# The GPU checks in one device-tool call (the GPU machine has CUDA, NCCL and PyTorch but
+# none of ksdist's Debian libraries, and nothing can be fetched there).
+#
+# 1. Here, in the build tree (configured with CUDA: the summary says "cuda yes"):
+#      tools/gpu-check.sh pack
+#    builds everything (tests and benchmarks too) and copies the Debian libraries the
+#    binaries load (GLib, OpenBLAS, Gloo, ZeroMQ, ...) into .gpu/lib, ignored by git.
+# 2. Through the device tool, from the repository root:
+#      run (command = "sh tools/gpu-check.sh run",
+#           carry = [".gpu", "libksdist", "plugins", "tools", "tests", "bench"])
+#    runs the GPU tests (test-cuda, test-nccl, test-amp), trains the default MLP, a GPT
+#    and the addition task on the GPU and on the CPU, checks a resumed GPU run against an
+#    unbroken one, and runs the benchmarks against PyTorch eager on the same GPU. Logs
+#    and a summary come back in $OUT; the command exits non-zero when a check failed.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+pack () {
+  set -e
+  for so in plugins/cuda/.libs/cuda.so plugins/nccl/.libs/nccl.so; do
+    [ -f "$so" ] || { echo "gpu-check: $so is missing: configure found no CUDA or NCCL" >&2; exit 2; }
+  done
+  make -j"$(nproc)" >/dev/null
+  make -j"$(nproc)" check TESTS= >/dev/null # the test programs, not run
+  grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo /.gpu/ >>.git/info/exclude
+  rm -rf .gpu && mkdir -p .gpu/lib
+  echo "$top" >.gpu/build-dir # libtool's wrappers name it: the run links it there
+  # every library the binaries load, except the C library's own and CUDA's (the GPU
+  # machine has those, matching its driver)
+  for f in libksdist/.libs/*.so* plugins/*/.libs/*.so tools/.libs/* tests/.libs/* bench/.libs/*; do
+    [ -f "$f" ] && ldd "$f" 2>/dev/null
+  done | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u | while read -r lib; do
+    case $lib in
+      */libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/ld-linux*) ;;
+      */libcuda*|*/libcublas*|*/libnccl*|/usr/local/cuda*) ;;
+      "$top"/*) ;;
+      *) cp -L "$lib" .gpu/lib/ ;;
+    esac
+  done
+  du -sh .gpu libksdist plugins tools tests bench | sed 's/^/gpu-check: /'
+  echo "gpu-check: packed; now run 'sh tools/gpu-check.sh run' through the device tool"
+}
+
+# A result line for the summary, and the exit status
+failed=0
+note () {
+  echo "$*" | tee -a "$OUT/summary.txt"
+  case $1 in FAIL*) failed=1 ;; esac
+}
+
+check () { # NAME COMMAND...: runs it, its output in $OUT/NAME.log
+  name=$1
+  shift
+  if "$@" >"$OUT/$name.log" 2>&1; then note "PASS $name"; else note "FAIL $name (rc $?)"; fi
+}
+
+eval_line () { # the held-out metric's line of a training log
+  grep '^eval ' "$1" | tail -n 1
+}
+
+run () {
+  : "${OUT:?gpu-check: run it through the device tool (OUT unset)}"
+  built=$(cat .gpu/build-dir 2>/dev/null) || { echo "gpu-check: run 'tools/gpu-check.sh pack' here first" >&2; exit 2; }
+  if [ "$built" != "$top" ] && [ ! -e "$built" ]; then
+    mkdir -p "$(dirname "$built")" && ln -s "$top" "$built"
+  fi
+  # NCCL: the toolkit's, else PyTorch's wheel
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH="$top/.gpu/lib:/usr/local/cuda/lib64:${nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export KS_BUILD_PLUGINS="$top/plugins" KS_PLUGIN_SYSTEM_PATH=
+  export KS_PLUGIN_PATH="$top/plugins/cuda/.libs:$top/plugins/nccl/.libs:$top/plugins/openblas/.libs:$top/plugins/optim/.libs:$top/plugins/store/.libs:$top/plugins/gloo/.libs:$top/plugins/collective/.libs:$top/plugins/roles/.libs"
+  : >"$OUT/summary.txt"
+  nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
+  tools/ksdist plugins >"$OUT/plugins.txt" 2>&1 || true
+
+  for t in test-cuda test-nccl test-amp; do
+    check "$t" "tests/$t"
+    grep -E '^(ok|not ok)' "$OUT/$t.log" | grep -c '# SKIP' | sed "s/^/      $t skipped cases: /" >>"$OUT/summary.txt"
+  done
+
+  # the same job on both devices: the held-out metrics side by side
+  text="$top/README.md"
+  for job in "default examples/default.ini" \
+             "gpt examples/gpt-words.ini --set data.path=$text --set train.steps=300" \
+             "addition examples/addition.ini --set train.steps=1000"; do
+    set -- $job
+    name=$1
+    shift
+    for backend in openblas cuda; do
+      check "train-$name-$backend" tools/ksdist train "$@" --set compute.backend=$backend
+      note "      $name on $backend: $(eval_line "$OUT/train-$name-$backend.log")"
+    done
+    check "train-$name-cuda-bf16" tools/ksdist train "$@" --set compute.backend=cuda --set amp.dtype=bf16
+    note "      $name on cuda, bf16: $(eval_line "$OUT/train-$name-cuda-bf16.log")"
+  done
+
+  # bitwise resume on the GPU: 40 steps, against 20, then 20 more from the checkpoint
+  dirs=$(mktemp -d)
+  for mode in straight resumed; do
+    if [ $mode = resumed ]; then
+      tools/ksdist train examples/default.ini --set compute.backend=cuda --set train.steps=20 --set train.checkpoint_dir="$dirs/$mode" >/dev/null 2>&1
+    fi
+    tools/ksdist train examples/default.ini --set compute.backend=cuda --set train.steps=40 --set train.resume=true \
+      --set train.checkpoint_dir="$dirs/$mode" >"$OUT/resume-$mode.log" 2>&1
+  done
+  check resume-bitwise cmp "$dirs/straight/checkpoint-40/model.safetensors" "$dirs/resumed/checkpoint-40/model.safetensors"
+  rm -rf "$dirs"
+
+  # against PyTorch eager on the same GPU
+  check bench-gpt env DEVICE=cuda PYTHON=python3 CONTEXTS="64 512" bench/run-vs-torch.sh gpt 1
+  check bench-mlp env DEVICE=cuda PYTHON=python3 bench/run-vs-torch.sh mlp 1
+  grep -h -i 'speed-up\|ms' "$OUT/bench-gpt.log" "$OUT/bench-mlp.log" | tail -n 12 >>"$OUT/summary.txt"
+  cat "$OUT/summary.txt"
+  exit $failed
+}
+
+case ${1:-} in
+  pack) pack ;;
+  run) run ;;
+  *) echo "usage: tools/gpu-check.sh pack (here) | run (on the GPU machine, through the device tool)" >&2; exit 2 ;;
+esac
