@@ -412,6 +412,57 @@ test_train_resume (Fixture *f, gconstpointer data)
   g_assert_cmpstr (f->err, ==, damaged);
 }
 
+/* float16 from a loss scale too large: steps are skipped and the scale halves (the
+ * metrics say so), the run learns anyway, and resuming from a checkpoint restores the
+ * scale: the same bytes as an unbroken run. Mixed precision where it is not supported is
+ * one line naming the setting. */
+static void
+test_train_amp (Fixture *f, gconstpointer data)
+{
+  const char *dirs[] = { "straight", "resumed" };
+  char *files[2];
+  gsize lens[2];
+
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *dir = g_build_filename (f->dir, dirs[r], NULL);
+      g_autofree char *set_dir = g_strdup_printf ("train.checkpoint_dir=%s", dir);
+      g_autofree char *metrics = g_build_filename (f->dir, "metrics.jsonl", NULL);
+      g_autofree char *set_metrics = g_strdup_printf ("log.metrics=%s", metrics);
+      for (int part = r == 0 ? 1 : 0; part < 2; part++)
+        {
+          run (f, ARGS ("train", "--set", "data.samples=300", "--set", "train.batch=64",
+                        "--set", "amp.dtype=fp16", "--set", "amp.initial_scale=1e12", "--set",
+                        "amp.growth_interval=7", "--set",
+                        part == 0 ? "train.steps=30" : "train.steps=60", "--set",
+                        "train.log_every=30", "--set", "train.resume=true", "--set", set_dir,
+                        "--set", set_metrics),
+               NULL);
+          g_assert_cmpint (f->status, ==, 0);
+        }
+      g_assert_nonnull (strstr (f->err, "matmuls in float16 (loss scale "));
+      g_autofree char *text = NULL;
+      g_assert_true (g_file_get_contents (metrics, &text, NULL, NULL));
+      /* 1e12 fits float16's gradients only after a dozen halvings */
+      const char *last = strrchr (g_strchomp (text), '\n');
+      g_assert_nonnull (strstr (last != NULL ? last : text, "\"skipped_steps\": "));
+      g_assert_null (strstr (last != NULL ? last : text, "\"skipped_steps\": 0,"));
+      g_autofree char *file = g_build_filename (dir, "checkpoint-60", "model.safetensors", NULL);
+      g_assert_true (g_file_get_contents (file, &files[r], &lens[r], NULL));
+      g_assert_true (lens[r] > 8); /* past the header's length, its JSON */
+      g_assert_nonnull (g_strstr_len (files[r] + 8, MIN (lens[r] - 8, 4096), "\"loss_scale\""));
+    }
+  g_assert_cmpmem (files[0], lens[0], files[1], lens[1]);
+  g_free (files[0]);
+  g_free (files[1]);
+
+  run (f, ARGS ("train", "--set", "meta.algorithm=reptile", "--set", "amp.dtype=bf16"), NULL);
+  assert_error_line (f, 2, "[amp] dtype = bf16: meta-learning does not support mixed precision "
+                           "yet; set [amp] dtype = off");
+  run (f, ARGS ("train", "--set", "amp.dtype=fp8"), NULL);
+  assert_error_line (f, 2, "--set: [amp] dtype = 'fp8': expected one of off, bf16, fp16");
+}
+
 /* A GPT on a text that repeats: the next character becomes predictable, on held-out
  * text too. */
 static void
@@ -693,6 +744,7 @@ main (int argc, char **argv)
   ADD ("warning-and-log-level", test_warning_and_log_level);
   ADD ("train", test_train);
   ADD ("train-resume", test_train_resume);
+  ADD ("train-amp", test_train_amp);
   ADD ("train-gpt", test_train_gpt);
   ADD ("train-addition", test_train_addition);
   ADD ("generate-needs-gpt", test_generate_needs_gpt);
