@@ -5,10 +5,9 @@
 # 1. Here, in the build tree (configured with CUDA: the summary says "cuda yes"):
 #      tools/gpu-check.sh pack
 #    builds everything (tests and benchmarks too) and copies the Debian libraries the
-#    binaries load (GLib, OpenBLAS, Gloo, ZeroMQ, ...) into .gpu/lib, ignored by git.
+#    binaries load (GLib, OpenBLAS, Gloo, ZeroMQ, ...) into .gpu/lib (.gitignore has it).
 # 2. Through the device tool, from the repository root:
-#      run (command = "sh tools/gpu-check.sh run",
-#           carry = [".gpu", "libksdist", "plugins", "tools", "tests", "bench"])
+#      run (command = "sh tools/gpu-check.sh run", carry = [".gpu"])
 #    runs the GPU tests (test-cuda, test-nccl, test-amp), trains the default MLP, a GPT
 #    and the addition task on the GPU and on the CPU, checks a resumed GPU run against an
 #    unbroken one, and runs the benchmarks against PyTorch eager on the same GPU. Logs
@@ -24,22 +23,28 @@ pack () {
   done
   make -j"$(nproc)" >/dev/null
   make -j"$(nproc)" check TESTS= >/dev/null # the test programs, not run
-  grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo /.gpu/ >>.git/info/exclude
   rm -rf .gpu && mkdir -p .gpu/lib
   echo "$top" >.gpu/build-dir # libtool's wrappers name it: the run links it there
-  # every library the binaries load, except the C library's own and CUDA's (the GPU
-  # machine has those, matching its driver)
-  for f in libksdist/.libs/*.so* plugins/*/.libs/*.so tools/.libs/* tests/.libs/* bench/.libs/*; do
-    [ -f "$f" ] && ldd "$f" 2>/dev/null
+  # the binaries without objects, and every library they load except the C library's
+  # own and CUDA's (the GPU machine has those, matching its driver), each compressed:
+  # the device tool carries 64 MiB
+  binaries=$(ls -d libksdist/.libs/*.so* plugins/*/.libs/*.so tools/ksdist tools/.libs/* \
+               tests/.libs/* bench/.libs/* 2>/dev/null | grep -v '\.o$')
+  wrappers=$(for f in tests/test-* bench/bench-* bench/*.sh bench/*.py; do
+               if [ -f "$f" ] && [ -x "$f" ]; then echo "$f"; fi; done)
+  for f in $binaries; do
+    if [ -f "$f" ]; then ldd "$f" 2>/dev/null || true; fi
   done | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u | while read -r lib; do
     case $lib in
       */libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/ld-linux*) ;;
-      */libcuda*|*/libcublas*|*/libnccl*|/usr/local/cuda*) ;;
-      "$top"/*) ;;
+      */libcuda*|*/libcublas*|*/libnccl*|/usr/local/cuda*|*/libksdist.so*) ;;
       *) cp -L "$lib" .gpu/lib/ ;;
     esac
   done
-  du -sh .gpu libksdist plugins tools tests bench | sed 's/^/gpu-check: /'
+  tar -cJf .gpu/libs.tar.xz -C .gpu lib && rm -rf .gpu/lib
+  # shellcheck disable=SC2086
+  tar -cJf .gpu/build.tar.xz $binaries $wrappers
+  du -sh .gpu/*.tar.xz | sed 's/^/gpu-check: /'
   echo "gpu-check: packed; now run 'sh tools/gpu-check.sh run' through the device tool"
 }
 
@@ -63,6 +68,7 @@ eval_line () { # the held-out metric's line of a training log
 run () {
   : "${OUT:?gpu-check: run it through the device tool (OUT unset)}"
   built=$(cat .gpu/build-dir 2>/dev/null) || { echo "gpu-check: run 'tools/gpu-check.sh pack' here first" >&2; exit 2; }
+  tar -xJf .gpu/build.tar.xz && tar -xJf .gpu/libs.tar.xz -C .gpu || exit 2
   if [ "$built" != "$top" ] && [ ! -e "$built" ]; then
     mkdir -p "$(dirname "$built")" && ln -s "$top" "$built"
   fi
