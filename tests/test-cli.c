@@ -354,10 +354,11 @@ test_train (Fixture *f, gconstpointer data)
   g_assert_false (g_file_test (bad_svg, G_FILE_TEST_EXISTS));
 }
 
-/* Stopped at step 30 and resumed to 60, training ends with the same bytes as a run
- * straight to 60, dropout masks included (the checkpoint carries their counter). */
+/* Trains the default job with dropout and the `extra` settings (NULL-terminated) straight
+ * to step 60 and, in another directory, to 30 and resumed to 60: the two end with the
+ * same bytes. The checkpoints stay in f->dir/straight and f->dir/resumed. */
 static void
-test_train_resume (Fixture *f, gconstpointer data)
+assert_resume_bitwise (Fixture *f, const char *const *extra)
 {
   const char *dirs[] = { "straight", "resumed" };
   char *files[2];
@@ -369,11 +370,21 @@ test_train_resume (Fixture *f, gconstpointer data)
       g_autofree char *set_dir = g_strdup_printf ("train.checkpoint_dir=%s", dir);
       for (int part = r == 0 ? 1 : 0; part < 2; part++)
         {
-          run (f, ARGS ("train", "--set", "data.samples=300", "--set", "train.batch=64",
-                        "--set", "model.dropout=0.2",
-                        "--set", part == 0 ? "train.steps=30" : "train.steps=60", "--set",
-                        "train.log_every=30", "--set", "train.resume=true", "--set", set_dir),
-               NULL);
+          g_autoptr (GPtrArray) args = g_ptr_array_new ();
+          const char *const base[] = { "train", "--set", "data.samples=300", "--set",
+                                       "train.batch=64", "--set", "model.dropout=0.2",
+                                       "--set", part == 0 ? "train.steps=30" : "train.steps=60",
+                                       "--set", "train.log_every=30", "--set",
+                                       "train.resume=true", "--set", set_dir };
+          for (gsize i = 0; i < G_N_ELEMENTS (base); i++)
+            g_ptr_array_add (args, (gpointer) base[i]);
+          for (gsize i = 0; extra != NULL && extra[i] != NULL; i++)
+            {
+              g_ptr_array_add (args, (gpointer) "--set");
+              g_ptr_array_add (args, (gpointer) extra[i]);
+            }
+          g_ptr_array_add (args, NULL);
+          run (f, (const char *const *) args->pdata, NULL);
           g_assert_cmpint (f->status, ==, 0);
         }
       g_autofree char *file = g_build_filename (dir, "checkpoint-60", "model.safetensors", NULL);
@@ -382,6 +393,14 @@ test_train_resume (Fixture *f, gconstpointer data)
   g_assert_cmpmem (files[0], lens[0], files[1], lens[1]);
   g_free (files[0]);
   g_free (files[1]);
+}
+
+/* Stopped at step 30 and resumed to 60, training ends with the same bytes as a run
+ * straight to 60, dropout masks included (the checkpoint carries their counter). */
+static void
+test_train_resume (Fixture *f, gconstpointer data)
+{
+  assert_resume_bitwise (f, NULL);
 
   /* the checkpoint keeps its settings: resuming with another batch size is pointed out */
   g_autofree char *dir = g_build_filename (f->dir, "resumed", NULL);
@@ -419,42 +438,24 @@ test_train_resume (Fixture *f, gconstpointer data)
 static void
 test_train_amp (Fixture *f, gconstpointer data)
 {
-  const char *dirs[] = { "straight", "resumed" };
-  char *files[2];
-  gsize lens[2];
+  g_autofree char *metrics = g_build_filename (f->dir, "metrics.jsonl", NULL);
+  g_autofree char *set_metrics = g_strdup_printf ("log.metrics=%s", metrics);
+  g_autofree char *text = NULL, *header = NULL;
+  g_autofree char *file = g_build_filename (f->dir, "resumed", "checkpoint-60",
+                                            "model.safetensors", NULL);
+  gsize len;
 
-  for (int r = 0; r < 2; r++)
-    {
-      g_autofree char *dir = g_build_filename (f->dir, dirs[r], NULL);
-      g_autofree char *set_dir = g_strdup_printf ("train.checkpoint_dir=%s", dir);
-      g_autofree char *metrics = g_build_filename (f->dir, "metrics.jsonl", NULL);
-      g_autofree char *set_metrics = g_strdup_printf ("log.metrics=%s", metrics);
-      for (int part = r == 0 ? 1 : 0; part < 2; part++)
-        {
-          run (f, ARGS ("train", "--set", "data.samples=300", "--set", "train.batch=64",
-                        "--set", "amp.dtype=fp16", "--set", "amp.initial_scale=1e12", "--set",
-                        "amp.growth_interval=7", "--set",
-                        part == 0 ? "train.steps=30" : "train.steps=60", "--set",
-                        "train.log_every=30", "--set", "train.resume=true", "--set", set_dir,
-                        "--set", set_metrics),
-               NULL);
-          g_assert_cmpint (f->status, ==, 0);
-        }
-      g_assert_nonnull (strstr (f->err, "matmuls in float16 (loss scale "));
-      g_autofree char *text = NULL;
-      g_assert_true (g_file_get_contents (metrics, &text, NULL, NULL));
-      /* 1e12 fits float16's gradients only after a dozen halvings */
-      const char *last = strrchr (g_strchomp (text), '\n');
-      g_assert_nonnull (strstr (last != NULL ? last : text, "\"skipped_steps\": "));
-      g_assert_null (strstr (last != NULL ? last : text, "\"skipped_steps\": 0,"));
-      g_autofree char *file = g_build_filename (dir, "checkpoint-60", "model.safetensors", NULL);
-      g_assert_true (g_file_get_contents (file, &files[r], &lens[r], NULL));
-      g_assert_true (lens[r] > 8); /* past the header's length, its JSON */
-      g_assert_nonnull (g_strstr_len (files[r] + 8, MIN (lens[r] - 8, 4096), "\"loss_scale\""));
-    }
-  g_assert_cmpmem (files[0], lens[0], files[1], lens[1]);
-  g_free (files[0]);
-  g_free (files[1]);
+  assert_resume_bitwise (f, ARGS ("amp.dtype=fp16", "amp.initial_scale=1e12",
+                                  "amp.growth_interval=7", set_metrics));
+  g_assert_nonnull (strstr (f->err, "matmuls in float16 (loss scale "));
+  /* 1e12 fits float16's gradients only after a dozen halvings */
+  g_assert_true (g_file_get_contents (metrics, &text, NULL, NULL));
+  const char *last = strrchr (g_strchomp (text), '\n');
+  g_assert_nonnull (strstr (last != NULL ? last : text, "\"skipped_steps\": "));
+  g_assert_null (strstr (last != NULL ? last : text, "\"skipped_steps\": 0,"));
+  g_assert_true (g_file_get_contents (file, &header, &len, NULL));
+  g_assert_true (len > 8); /* past the header's length, its JSON */
+  g_assert_nonnull (g_strstr_len (header + 8, MIN (len - 8, 4096), "\"loss_scale\""));
 
   run (f, ARGS ("train", "--set", "meta.algorithm=reptile", "--set", "amp.dtype=bf16"), NULL);
   assert_error_line (f, 2, "[amp] dtype = bf16: meta-learning does not support mixed precision "

@@ -56,9 +56,13 @@ note () {
 }
 
 check () { # NAME COMMAND...: runs it, its output in $OUT/NAME.log
-  name=$1
+  check_name=$1
   shift
-  if "$@" >"$OUT/$name.log" 2>&1; then note "PASS $name"; else note "FAIL $name (rc $?)"; fi
+  if "$@" >"$OUT/$check_name.log" 2>&1; then
+    note "PASS $check_name"
+  else
+    note "FAIL $check_name (rc $?)"
+  fi
 }
 
 eval_line () { # the held-out metric's line of a training log
@@ -92,14 +96,14 @@ run () {
              "gpt examples/gpt-words.ini --set data.path=$text --set train.steps=300" \
              "addition examples/addition.ini --set train.steps=1000"; do
     set -- $job
-    name=$1
+    job_name=$1
     shift
     for backend in openblas cuda; do
-      check "train-$name-$backend" tools/ksdist train "$@" --set compute.backend=$backend
-      note "      $name on $backend: $(eval_line "$OUT/train-$name-$backend.log")"
+      check "train-$job_name-$backend" tools/ksdist train "$@" --set compute.backend=$backend
+      note "      $job_name on $backend: $(eval_line "$OUT/train-$job_name-$backend.log")"
     done
-    check "train-$name-cuda-bf16" tools/ksdist train "$@" --set compute.backend=cuda --set amp.dtype=bf16
-    note "      $name on cuda, bf16: $(eval_line "$OUT/train-$name-cuda-bf16.log")"
+    check "train-$job_name-cuda-bf16" tools/ksdist train "$@" --set compute.backend=cuda --set amp.dtype=bf16
+    note "      $job_name on cuda, bf16: $(eval_line "$OUT/train-$job_name-cuda-bf16.log")"
   done
 
   # bitwise resume on the GPU: 40 steps, against 20, then 20 more from the checkpoint
