@@ -112,6 +112,39 @@ test_equivalence (void)
   ks_test_rmtree (dir);
 }
 
+/* float16 from a loss scale that overflows, 2 workers of 48 rows against one process of
+ * 96. A worker's loss is the mean of its 48 rows, so at half the scale each row's
+ * gradient has the same 16-bit value as the one process's: the same steps overflow, and
+ * since every worker decides on the averaged gradients (an inf anywhere reaches all),
+ * the workers skip exactly the steps the one process skips and end where it ends. */
+static void
+test_amp_equivalence (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *one = train (dir, "one", 0, 96,
+                                ARGS ("amp.dtype=fp16", "amp.initial_scale=1e12",
+                                      "amp.growth_interval=4"));
+  g_autofree char *two = train (dir, "two", 2, 48,
+                                ARGS ("amp.dtype=fp16", "amp.initial_scale=5e11",
+                                      "amp.growth_interval=4"));
+  g_autofree char *one_latest = ks_checkpoint_latest (one);
+  g_autofree char *two_latest = ks_checkpoint_latest (two);
+  g_autoptr (GHashTable) a = ks_checkpoint_metadata (one_latest, NULL);
+  g_autoptr (GHashTable) b = ks_checkpoint_metadata (two_latest, NULL);
+
+  g_assert_nonnull (a);
+  g_assert_nonnull (b);
+  g_assert_cmpstr (g_hash_table_lookup (a, "loss_scale_skipped"), !=, "0");
+  g_assert_cmpstr (g_hash_table_lookup (a, "loss_scale_skipped"), ==,
+                   g_hash_table_lookup (b, "loss_scale_skipped"));
+  g_assert_cmpstr (g_hash_table_lookup (a, "loss_scale_good_steps"), ==,
+                   g_hash_table_lookup (b, "loss_scale_good_steps"));
+  g_assert_cmpfloat (g_ascii_strtod (g_hash_table_lookup (a, "loss_scale"), NULL), ==,
+                     2 * g_ascii_strtod (g_hash_table_lookup (b, "loss_scale"), NULL));
+  g_assert_cmpfloat (max_difference (one, two), <=, 1e-5);
+  ks_test_rmtree (dir);
+}
+
 /* With plain SGD, averaging the parameters after every step is averaging the gradients. */
 static void
 test_local_sgd_k1 (void)
@@ -642,6 +675,7 @@ main (int argc, char **argv)
       return g_test_run ();
     }
   g_test_add_func ("/launch/equivalence", test_equivalence);
+  g_test_add_func ("/launch/amp-equivalence", test_amp_equivalence);
   g_test_add_func ("/launch/local-sgd-k1", test_local_sgd_k1);
   g_test_add_func ("/launch/killed-worker", test_killed_worker);
   g_test_add_func ("/launch/stopped-worker", test_stopped_worker);
