@@ -1,15 +1,20 @@
 """The same step as bench-gpt.c in PyTorch: a GPT of the same shape (pre-norm blocks,
 causal attention, GELU tanh MLP of 4x width), AdamW. Prints ms/step (best of rounds) and
 peak RSS in MiB. Run with Debian's /usr/bin/python3 and OPENBLAS_NUM_THREADS set; the
-third argument is the context (64 by default)."""
+third argument is the context (64 by default). GPT_SHAPE=LAYERS,HEADS,WIDTH,BATCH sets
+another shape; AMP=bf16 or fp16 runs the step under torch.autocast in that type (timing
+only: no GradScaler)."""
 import math
+import os
 import sys
 import torch
 
 from torch_step_timing import DEVICE, time_steps
 from torch import nn
 
-VOCAB, LAYERS, HEADS, WIDTH, BATCH = 65, 4, 4, 128, 16
+VOCAB = 65
+LAYERS, HEADS, WIDTH, BATCH = (int(v) for v in os.environ.get("GPT_SHAPE", "4,4,128,16").split(","))
+AMP = os.environ.get("AMP", "off")
 CONTEXT = int(sys.argv[3]) if len(sys.argv) > 3 else 64
 WARMUP, STEPS, ROUNDS = 2, 5, 3
 
@@ -54,8 +59,10 @@ targets = torch.randint(0, VOCAB, (BATCH, CONTEXT)).to(DEVICE)
 
 def step():
     adamw.zero_grad()
-    logits = model(tokens)
-    loss = nn.functional.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+    half = torch.float16 if AMP == "fp16" else torch.bfloat16
+    with torch.autocast(DEVICE.type, dtype=half, enabled=AMP in ("bf16", "fp16")):
+        logits = model(tokens)
+        loss = nn.functional.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
     loss.backward()
     adamw.step()
 

@@ -2,8 +2,12 @@
  * layers, 4 heads, width 128, batch 16, AdamW) on a compute backend: prints ms/step (best of several timed
  * runs) and peak RSS. bench/run-vs-torch.sh gpt runs it beside PyTorch.
  *   bench/bench-gpt THREADS [BACKEND [CONTEXT]]   (openblas and 64 by default;
- *                        KS_PLUGIN_PATH must reach the backend and optim) */
+ *                        KS_PLUGIN_PATH must reach the backend and optim)
+ * GPT_SHAPE=LAYERS,HEADS,WIDTH,BATCH sets another shape (GPT-2 small: 12,12,768,8);
+ * AMP=bf16 or fp16 runs the matmuls in mixed precision ([amp] dtype). */
 #include "step-timing.h"
+
+#include <string.h>
 
 enum { WARMUP = 2, STEPS = 5, ROUNDS = 3 };
 
@@ -23,12 +27,29 @@ main (int argc, char **argv)
 
   if (shape.context < 1)
     g_error ("bench-gpt: CONTEXT %s; it is a positive number of tokens", argv[3]);
+  const char *want = g_getenv ("GPT_SHAPE");
+  if (want != NULL
+      && sscanf (want, "%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%"
+                 G_GINT64_FORMAT, &shape.layers, &shape.heads, &shape.width, &shape.batch) != 4)
+    g_error ("bench-gpt: GPT_SHAPE=%s; it is LAYERS,HEADS,WIDTH,BATCH", want);
+  n = shape.batch * shape.context;
+  tokens = g_renew (gint64, tokens, n);
+  positions = g_renew (gint64, positions, n);
+  targets = g_renew (gint64, targets, n);
+  const char *amp = g_getenv ("AMP");
+  KsAmpSettings amp_settings = { KS_DTYPE_FLOAT32, 32768, 2, 0.5, 1000, TRUE };
+  if (amp != NULL && strcmp (amp, "bf16") == 0)
+    amp_settings.dtype = KS_DTYPE_BFLOAT16;
+  else if (amp != NULL && strcmp (amp, "fp16") == 0)
+    amp_settings.dtype = KS_DTYPE_FLOAT16;
+  else if (amp != NULL && strcmp (amp, "off") != 0)
+    g_error ("bench-gpt: AMP=%s; it is off, bf16 or fp16", amp);
 
   const char *const sets[] = { "optim.lr=0.0003", "optim.weight_decay=0.01", NULL };
   g_autoptr (KsCompute) compute = ks_bench_compute (argc, argv, sets, config, registry);
   g_autoptr (KsModel) model = ks_model_new (compute);
   if (!ks_gpt_build (model, &shape, &logits, &loss, &error)
-      || !ks_model_init (model, &error))
+      || !ks_model_set_amp (model, &amp_settings, &error) || !ks_model_init (model, &error))
     g_error ("%s", error->message);
   g_autoptr (KsOptimizer) adamw = ks_optimizer_new (registry, config, "adamw", &error);
   if (adamw == NULL || !ks_optimizer_minimize (adamw, model, loss, NULL, 0, NULL, &error))

@@ -10,7 +10,9 @@
 #         ReLU; fc to 5), Adam, at each batch of BATCHES (default 5 25 100; Reptile's
 #         inner batch is 5)
 # DEVICE=cuda runs both on the GPU (ksdist's cuda plugin, torch's cuda device); PYTHON
-# names the interpreter that has torch (default /usr/bin/python3).
+# names the interpreter that has torch (default /usr/bin/python3). For gpt,
+# GPT_SHAPE=LAYERS,HEADS,WIDTH,BATCH sets another shape (GPT-2 small: 12,12,768,8) and
+# AMP=bf16|fp16 mixed precision (ksdist's [amp], torch.autocast).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$(cd "$(dirname "$0")" && pwd)
@@ -40,9 +42,13 @@ for t in "$@"; do
     set -- $(OPENBLAS_NUM_THREADS=$t "$top/bench/bench-$name" "$t" "$backend" $arg)
     ks_ms=$1 ks_rss=$2
     if [ $have_torch = yes ]; then
-      set -- $(OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$python" "$src/bench-$name-torch.py" "$t" "$device" $arg)
-      printf "  %7s %7s %12s %10s %12s %10s %8.2f\n" "$t" "$b" "$ks_ms" "$ks_rss" "$1" "$2" \
-        "$(echo "$1 / $ks_ms" | bc -l)"
+      set -- $(OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$python" "$src/bench-$name-torch.py" "$t" "$device" $arg) - -
+      if [ "$1" = - ]; then # torch failed (its error is above): fp16 autocast on a CPU, say
+        printf "  %7s %7s %12s %10s %12s %10s %8s\n" "$t" "$b" "$ks_ms" "$ks_rss" - - "(torch failed)"
+      else
+        printf "  %7s %7s %12s %10s %12s %10s %8.2f\n" "$t" "$b" "$ks_ms" "$ks_rss" "$1" "$2" \
+          "$(echo "$1 / $ks_ms" | bc -l)"
+      fi
     else
       printf "  %7s %7s %12s %10s %12s %10s %8s\n" "$t" "$b" "$ks_ms" "$ks_rss" "-" "-" \
         "(no python3-torch)"

@@ -118,10 +118,19 @@ run () {
   check resume-bitwise cmp "$dirs/straight/checkpoint-40/model.safetensors" "$dirs/resumed/checkpoint-40/model.safetensors"
   rm -rf "$dirs"
 
-  # against PyTorch eager on the same GPU
-  check bench-gpt env DEVICE=cuda PYTHON=python3 CONTEXTS="64 512" bench/run-vs-torch.sh gpt 1
+  # against PyTorch eager on the same GPU: bench/'s tiny GPT and GPT-2 small at context
+  # 1024, each in float32 and bfloat16 (the [amp] target: bf16 1.5x float32's tokens/s)
+  for amp in off bf16; do
+    check "bench-gpt-$amp" env DEVICE=cuda PYTHON=python3 AMP=$amp CONTEXTS="64 512" \
+      bench/run-vs-torch.sh gpt 1
+    check "bench-gpt2-$amp" env DEVICE=cuda PYTHON=python3 AMP=$amp GPT_SHAPE=12,12,768,8 \
+      CONTEXTS=1024 bench/run-vs-torch.sh gpt 1
+  done
   check bench-mlp env DEVICE=cuda PYTHON=python3 bench/run-vs-torch.sh mlp 1
-  grep -h -i 'speed-up\|ms' "$OUT/bench-gpt.log" "$OUT/bench-mlp.log" | tail -n 12 >>"$OUT/summary.txt"
+  for f in "$OUT"/bench-*.log; do
+    echo "      $(basename "$f" .log):"
+    grep -v '^#' "$f" | tail -n 2
+  done >>"$OUT/summary.txt"
   cat "$OUT/summary.txt"
   exit $failed
 }
