@@ -406,6 +406,15 @@ ks_comm_alloc_shared (KsComm *comm, gsize nbytes, GError **error)
   return COMM_OPS (comm)->alloc_shared (CTX (comm), nbytes, error);
 }
 
+gboolean
+ks_comm_use_compute (KsComm *comm, KsCompute *compute, GError **error)
+{
+  void *stream = ks_compute_native_stream (compute);
+  if (stream == NULL || !KS_OPS_HAS (COMM_OPS (comm), KsCommOps, use_stream))
+    return TRUE;
+  return COMM_OPS (comm)->use_stream (CTX (comm), stream, error);
+}
+
 KsComm *
 ks_comm_subgroup (KsComm *comm, const int *ranks, int n_ranks, GError **error)
 {

@@ -471,3 +471,11 @@ ks_compute_find_nonfinite (KsCompute *compute, const float *x, gsize n, float *f
   REQUIRE (compute, find_nonfinite, error);
   return OPS (compute)->find_nonfinite (CTX (compute), x, n, found, error);
 }
+
+void *
+ks_compute_native_stream (KsCompute *compute)
+{
+  if (!KS_OPS_HAS (OPS (compute), KsComputeOps, native_stream))
+    return NULL;
+  return OPS (compute)->native_stream (CTX (compute));
+}

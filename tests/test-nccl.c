@@ -1,8 +1,8 @@
 /* The NCCL communicator on one GPU: a world of one rank (one GPU cannot hold two ranks of
  * an NCCL communicator) bootstrapped through a file store, its collectives on CUDA device
- * memory from the cuda compute plugin, grouped isend/irecv refused to itself, and an
- * aborted communicator refusing later calls. Skipped, with the reason, without the
- * plugin or a GPU. */
+ * memory from the cuda compute plugin, bad peers and roots refused, the compute plugin's
+ * stream shared, a sub-group, and a damaged unique id. Skipped, with the reason, without
+ * the plugin or a GPU. */
 #include "testutil.h"
 
 #include <string.h>
@@ -92,6 +92,20 @@ test_world_of_one (void)
   g_assert_nonnull (strstr (error->message, "root 3"));
   g_clear_error (&error);
   g_assert_true (ks_comm_barrier (comm, &error)); /* still usable */
+
+  /* on the compute plugin's stream, and a sub-group (a new communicator through the
+   * store) that shares it: the kernel that writes the buffer comes first */
+  g_assert_true (ks_comm_use_compute (comm, gpu, &error));
+  KsComm *sub = ks_comm_subgroup (comm, (const int[]) { 0 }, 1, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_compute_fill_zero (gpu, d, sizeof host, &error));
+  g_assert_true (ks_comm_allreduce (sub, d, COUNT, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, &error));
+  g_assert_true (ks_comm_allreduce (comm, d, COUNT, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, &error));
+  g_assert_true (ks_compute_copy_to_host (gpu, back, d, sizeof host, &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < COUNT; i++)
+    g_assert_cmpfloat (back[i], ==, 0);
+  ks_comm_free (sub);
 
   ks_comm_free (comm);
   ks_compute_free_memory (gpu, d);

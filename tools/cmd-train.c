@@ -387,6 +387,7 @@ train (Trainer *t)
       return KS_EXIT_USAGE;
     }
   if ((t->compute = ks_compute_new (t->registry, c, NULL, &error)) == NULL
+      || (t->comm != NULL && !ks_comm_use_compute (t->comm, t->compute, &error))
       || !t->task->build (t, &error) || !ks_train_has_layers (t, &error)
       || !ks_train_amp (t, &error)
       || (t->optimizer = ks_optimizer_new (t->registry, c,

@@ -20,7 +20,18 @@ setting (const KsConfig *c, const char *env, const char *group, const char *key)
   return v != NULL && *v != '\0' ? v : ks_config_get_string (c, group, key);
 }
 
-/* [comm] backend = auto: NCCL when the compute backend is CUDA; shared memory when the
+/* Whether the compute backend this run will get is CUDA's (device memory). */
+static gboolean
+on_gpu (Trainer *t)
+{
+  const char *compute = ks_config_get_string (t->config, "compute", "backend");
+  const KsImplDesc *chosen = ks_registry_select (t->registry, KS_KIND_COMPUTE, compute, NULL,
+                                                 NULL);
+  return chosen != NULL && strcmp (chosen->name, "cuda") == 0;
+}
+
+/* [comm] backend = auto: NCCL when the compute backend is CUDA (data parallel); shared
+ * memory when the
  * launcher says every rank is on this host (LOCAL_WORLD_SIZE = WORLD_SIZE, as ksdist
  * launch and torchrun set them), whatever the mode; else the available one of highest
  * priority (Gloo). */
@@ -34,10 +45,9 @@ comm_backend (Trainer *t, int total, const char **why)
   *why = "[comm] backend";
   if (strcmp (backend, "auto") != 0)
     return backend;
-  /* GPU buffers: NCCL moves them without host copies */
-  const char *compute = ks_config_get_string (c, "compute", "backend");
-  const KsImplDesc *chosen = ks_registry_select (t->registry, KS_KIND_COMPUTE, compute, NULL, NULL);
-  if (chosen != NULL && strcmp (chosen->name, "cuda") == 0)
+  /* GPU buffers: NCCL moves them without host copies (a pipeline stages its transfers
+   * through host memory: those go by the rules below) */
+  if (on_gpu (t) && !ks_train_pipelined (c))
     {
       *why = "auto: the compute backend is cuda, and the nccl plugin is not loaded";
       if (ks_registry_select (t->registry, KS_KIND_COMM, "nccl", NULL, NULL) == NULL)
@@ -70,6 +80,8 @@ hierarchical (Trainer *t, int total, const char **why)
       return strcmp (want, "true") == 0;
     }
   *why = "auto: several hosts with several ranks each";
+  if (on_gpu (t) && !ks_train_pipelined (c))
+    return FALSE; /* shared memory cannot take device buffers: NCCL goes all the way */
   return strcmp (ks_config_get_string (c, "comm", "backend"), "auto") == 0 && local != NULL
          && world != NULL && atoi (local) > 1 && atoi (local) < atoi (world)
          && atoi (world) == total
@@ -177,10 +189,22 @@ ks_train_dist_setup (Trainer *t, GError **error)
       job = meeting.job;
       rank0_serves = meeting.serve;
     }
+  const char *backend = comm_backend (t, total, &why);
+  if (on_gpu (t) && !ks_train_pipelined (c) && strcmp (backend, "nccl") != 0
+      && strcmp (ks_config_get_string (c, "job", "mode"), KS_MODE_COLLECTIVE) == 0)
+    {
+      /* the gradients are in device memory, which only NCCL reads */
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[comm] backend = %s cannot average gradients in CUDA device memory (%s); "
+                   "set [comm] backend = nccl or auto, or [compute] backend = openblas", backend,
+                   strcmp (backend, "auto") == 0 ? "the nccl plugin is not loaded"
+                                                 : "it reads host memory only");
+      return FALSE;
+    }
   if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
       || (rank0_serves && !ks_store_serve (t->store, address, token, &bound, error))
       || !ks_store_open (t->store, address, *job ? job : "default", token, error)
-      || (t->comm = ks_comm_new (t->registry, c, comm_backend (t, total, &why), error)) == NULL
+      || (t->comm = ks_comm_new (t->registry, c, backend, error)) == NULL
       || !ks_comm_connect (t->comm, t->store, ks_role_maker_global_rank (t->role), total,
                            timeout_ms, error)
       || (hierarchical (t, total, &hier_why) && !make_hierarchical (t, error))

@@ -88,6 +88,10 @@ typedef struct {
    * this communicator knows to have ended (the core then names it at once instead of
    * waiting for it to report). */
   void (*ended_ranks) (void *ctx, gboolean *ended);
+  /* Queue later operations on the compute backend's `stream` (KsComputeOps
+   * native_stream), behind the kernels that write the buffers, instead of waiting for
+   * the whole device first. Sub-groups made afterwards share it. */
+  gboolean (*use_stream) (void *ctx, void *stream, GError **error);
 } KsCommOps;
 
 /* ---- the core's handles on a store and a communicator ---- */
@@ -163,6 +167,10 @@ gboolean ks_comm_set_timeout (KsComm *comm, int timeout_ms, GError **error);
 /* A communicator over `ranks` of this one (sorted, with this rank); every member calls
  * it with the same list. Free it before its parent. */
 KsComm *ks_comm_subgroup (KsComm *comm, const int *ranks, int n_ranks, GError **error);
+/* Lets the communicator queue its operations on `compute`'s stream where both know one
+ * (NCCL on CUDA); otherwise nothing. Call it before making sub-groups. */
+struct KsCompute;
+gboolean ks_comm_use_compute (KsComm *comm, struct KsCompute *compute, GError **error);
 /* This rank's part of memory every rank maps (see KsCommOps.alloc_shared); NULL and
  * KS_PLUGIN_ERROR_NOT_SUPPORTED where the plugin has none. Every rank calls it. */
 void *ks_comm_alloc_shared (KsComm *comm, gsize nbytes, GError **error);

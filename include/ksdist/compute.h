@@ -187,6 +187,10 @@ typedef struct {
   /* found[0] (device memory) = 1 when some x[i] is infinite or NaN, else 0 */
   gboolean (*find_nonfinite) (void *ctx, const float *x, gsize n, float *found,
                               GError **error);
+
+  /* The queue the backend's work runs on (CUDA: its cudaStream_t), for a communicator
+   * that can queue behind it (KsCommOps use_stream); NULL when there is none. */
+  void *(*native_stream) (void *ctx);
 } KsComputeOps;
 
 #ifdef __CUDACC__
@@ -304,6 +308,8 @@ gboolean ks_compute_attention (KsCompute *compute, const float *qkv, float *out,
 gboolean ks_compute_attention_backward (KsCompute *compute, const float *qkv, const float *lse,
                                         const float *dout, float *dqkv, float beta,
                                         const KsAttentionShape *s, GError **error);
+/* The backend's native stream (KsComputeOps native_stream), or NULL. */
+void *ks_compute_native_stream (KsCompute *compute);
 /* Whether the backend has the mixed-precision slots (convert, gemm_half, find_nonfinite). */
 gboolean ks_compute_has_half (KsCompute *compute);
 gboolean ks_compute_convert (KsCompute *compute, const void *x, KsDType x_dtype, void *y,

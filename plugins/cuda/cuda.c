@@ -222,6 +222,12 @@ cuda_find_nonfinite (void *p, const float *x, gsize n, float *found, GError **er
   return cuda_check (ks_cu_find_nonfinite (ctx->stream, x, n, found), "find_nonfinite", error);
 }
 
+static void *
+cuda_native_stream (void *p)
+{
+  return ((CudaCtx *) p)->stream;
+}
+
 static gboolean
 bad_op (GError **error, const char *kernel, int op)
 {
@@ -452,6 +458,7 @@ static const KsComputeOps cuda_ops = {
   .convert = cuda_convert,
   .gemm_half = cuda_gemm_half,
   .find_nonfinite = cuda_find_nonfinite,
+  .native_stream = cuda_native_stream,
 };
 
 /* Asks the runtime how many devices there are. Without a GPU or driver it returns an

@@ -9,9 +9,11 @@
  * ranks that never reached this operation: every rank that times out says in the store
  * which operation it was stuck in, and those that did not say so are the late ones.
  *
- * Operations are synchronous, as the interface asks: before one starts, the device is
- * synchronised, so the compute plugin's kernels that wrote the buffer (on its own stream)
- * have finished. isend/irecv queue their transfers and wait launches every queued one in
+ * Operations are synchronous, as the interface asks. Given the compute plugin's stream
+ * (use_stream; the trainer does it), they queue on it, behind the kernels that wrote the
+ * buffers; otherwise they run on a stream of their own after a device-wide wait. Sub-groups
+ * (a pipeline's stages, its replicas) are communicators of their own: the group's first
+ * rank puts a new unique id in the store. isend/irecv queue their transfers and wait launches every queued one in
  * one NCCL group, so that a pipeline's paired send and receive cannot deadlock. NCCL has
  * no tags: a pair's messages arrive in the order they were sent. */
 #include <config.h>
@@ -22,8 +24,6 @@
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ID_KEY "nccl/unique_id"
 
 typedef struct {
   gboolean is_send;
@@ -43,6 +43,9 @@ typedef struct {
   gboolean aborted; /* by a timeout or error: every later operation fails at once */
   GArray *queued;   /* Transfer: isend/irecv not launched yet */
   float *one;       /* a device float for barrier */
+  char *keys;       /* this communicator's prefix of store keys */
+  guint subgroups;  /* made from this one so far */
+  gboolean shares_stream; /* stream is the compute plugin's (use_stream) */
 } Nccl;
 
 static gboolean
@@ -73,6 +76,7 @@ nccl_create (const KsSettings *settings, GError **error)
   n->device = (int) ks_settings_get_int (settings, "device");
   n->queued = g_array_new (FALSE, FALSE, sizeof (Transfer));
   n->timeout_ms = 300000;
+  n->keys = g_strdup ("nccl/");
   return n;
 }
 
@@ -89,9 +93,10 @@ nccl_destroy (void *p)
     }
   if (n->one != NULL)
     cudaFree (n->one);
-  if (n->stream != NULL)
+  if (n->stream != NULL && !n->shares_stream)
     cudaStreamDestroy (n->stream);
   g_array_unref (n->queued);
+  g_free (n->keys);
   g_free (n);
 }
 
@@ -100,13 +105,15 @@ nccl_destroy (void *p)
 static char *
 late_ranks (Nccl *n, guint64 seq)
 {
-  g_autofree char *mine = g_strdup_printf ("nccl/stuck/%" G_GUINT64_FORMAT "/%d", seq, n->rank);
+  g_autofree char *mine = g_strdup_printf ("%sstuck/%" G_GUINT64_FORMAT "/%d", n->keys, seq,
+                                           n->rank);
   g_autoptr (GString) late = g_string_new (NULL);
 
   n->store_ops->set (n->store, mine, "1", 1, NULL);
   for (int r = 0; r < n->size; r++)
     {
-      g_autofree char *key = g_strdup_printf ("nccl/stuck/%" G_GUINT64_FORMAT "/%d", seq, r);
+      g_autofree char *key = g_strdup_printf ("%sstuck/%" G_GUINT64_FORMAT "/%d", n->keys, seq,
+                                              r);
       void *data = NULL;
       gsize len;
       if (r == n->rank)
@@ -172,7 +179,8 @@ start (Nccl *n, const char *what, GError **error)
                  n->aborted ? "was aborted by an earlier failure; make a new one"
                             : "is not connected");
   n->ops++;
-  return cuda_ok (cudaDeviceSynchronize (), what, error);
+  /* on its own stream, the buffers' writers (the compute plugin's kernels) must be done */
+  return n->shares_stream || cuda_ok (cudaDeviceSynchronize (), what, error);
 }
 
 /* An enqueue's result: ncclInProgress is fine on a non-blocking communicator */
@@ -185,65 +193,68 @@ enqueued (Nccl *n, ncclResult_t r, const char *what, GError **error)
   return fail (error, KS_COMM_ERROR_FAILED, "%s: %s", what, ncclGetErrorString (r));
 }
 
+/* The ncclUniqueId under `key`: made by the group's first rank, read by the others */
 static gboolean
-nccl_connect (void *p, const KsStoreOps *store_ops, void *store, int rank, int size,
-              int timeout_ms, GError **error)
+exchange_id (Nccl *n, const char *key, gboolean first, ncclUniqueId *id, GError **error)
 {
-  Nccl *n = p;
-  ncclUniqueId id;
   void *data = NULL;
   gsize len = 0;
+
+  if (first)
+    {
+      ncclResult_t r = ncclGetUniqueId (id);
+      if (r != ncclSuccess)
+        return fail (error, KS_COMM_ERROR_FAILED, "ncclGetUniqueId: %s", ncclGetErrorString (r));
+      return n->store_ops->set (n->store, key, id, sizeof *id, error);
+    }
+  if (!n->store_ops->get (n->store, key, n->timeout_ms, &data, &len, error))
+    {
+      g_prefix_error (error, "nccl: rank %d waiting for the group's ncclUniqueId (%s): ", n->rank,
+                      key);
+      return FALSE;
+    }
+  if (len != sizeof *id) /* from the store: checked before use */
+    {
+      g_free (data);
+      return fail (error, KS_COMM_ERROR_INVALID, "the store's %s holds %" G_GSIZE_FORMAT
+                   " bytes, not an ncclUniqueId (%zu): another job's key?", key, len,
+                   sizeof *id);
+    }
+  memcpy (id, data, sizeof *id);
+  g_free (data);
+  return TRUE;
+}
+
+/* Joins the communicator of `size` ranks whose unique id is under `key`, as n->rank */
+static gboolean
+join (Nccl *n, const char *key, GError **error)
+{
+  ncclUniqueId id;
   int device = n->device;
 
-  n->store_ops = store_ops;
-  n->store = store;
-  n->rank = rank;
-  n->size = size;
-  n->timeout_ms = timeout_ms;
   if (device < 0)
     {
       const char *local = g_getenv ("LOCAL_RANK");
       device = local != NULL ? atoi (local) : 0;
     }
   if (!cuda_ok (cudaSetDevice (device), "cudaSetDevice", error)
-      || !cuda_ok (cudaStreamCreateWithFlags (&n->stream, cudaStreamNonBlocking),
-                   "cudaStreamCreate", error)
-      || !cuda_ok (cudaMalloc ((void **) &n->one, sizeof (float)), "cudaMalloc", error))
+      || (n->stream == NULL
+          && !cuda_ok (cudaStreamCreateWithFlags (&n->stream, cudaStreamNonBlocking),
+                       "cudaStreamCreate", error))
+      || !cuda_ok (cudaMalloc ((void **) &n->one, sizeof (float)), "cudaMalloc", error)
+      || !exchange_id (n, key, n->rank == 0, &id, error))
     return FALSE;
-  if (rank == 0)
-    {
-      ncclResult_t r = ncclGetUniqueId (&id);
-      if (r != ncclSuccess)
-        return fail (error, KS_COMM_ERROR_FAILED, "ncclGetUniqueId: %s", ncclGetErrorString (r));
-      if (!store_ops->set (store, ID_KEY, &id, sizeof id, error))
-        return FALSE;
-    }
-  else
-    {
-      if (!store_ops->get (store, ID_KEY, timeout_ms, &data, &len, error))
-        return g_prefix_error (error, "nccl: rank %d waiting for rank 0's ncclUniqueId: ", rank),
-               FALSE;
-      if (len != sizeof id) /* from the store: checked before use */
-        {
-          g_free (data);
-          return fail (error, KS_COMM_ERROR_INVALID, "the store's %s holds %" G_GSIZE_FORMAT
-                       " bytes, not an ncclUniqueId (%zu): another job's key?", ID_KEY, len,
-                       sizeof id);
-        }
-      memcpy (&id, data, sizeof id);
-      g_free (data);
-    }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclResult_t r = ncclCommInitRankConfig (&n->comm, size, id, rank, &config);
+  ncclResult_t r = ncclCommInitRankConfig (&n->comm, n->size, id, n->rank, &config);
   if (r != ncclSuccess && r != ncclInProgress)
     {
       n->comm = NULL;
-      return fail (error, KS_COMM_ERROR_FAILED, "ncclCommInitRankConfig (rank %d of %d, GPU %d): %s",
-                   rank, size, device, ncclGetErrorString (r));
+      return fail (error, KS_COMM_ERROR_FAILED, "ncclCommInitRankConfig (rank %d of %d, GPU %d): "
+                   "%s", n->rank, n->size, device, ncclGetErrorString (r));
     }
   /* the init completes in the background: poll it within the timeout */
-  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  gint64 deadline = g_get_monotonic_time () + (gint64) n->timeout_ms * 1000;
   ncclResult_t state;
   while (ncclCommGetAsyncError (n->comm, &state) == ncclSuccess && state == ncclInProgress)
     {
@@ -252,8 +263,8 @@ nccl_connect (void *p, const KsStoreOps *store_ops, void *store, int rank, int s
           n->aborted = TRUE;
           g_autofree char *late = late_ranks (n, 0);
           return fail (error, KS_COMM_ERROR_TIMEOUT, "rank %d of %d: NCCL's init timed out "
-                       "after %.1f s; ranks that never joined: %s", rank, size,
-                       timeout_ms / 1000.0, late);
+                       "after %.1f s; ranks that never joined: %s", n->rank, n->size,
+                       n->timeout_ms / 1000.0, late);
         }
       g_usleep (100);
     }
@@ -261,9 +272,70 @@ nccl_connect (void *p, const KsStoreOps *store_ops, void *store, int rank, int s
     {
       n->aborted = TRUE;
       return fail (error, KS_COMM_ERROR_FAILED, "rank %d of %d (GPU %d): NCCL's init failed: "
-                   "%s (one GPU cannot hold two ranks of a communicator)", rank, size, device,
-                   ncclGetErrorString (state));
+                   "%s (one GPU cannot hold two ranks of a communicator)", n->rank, n->size,
+                   device, ncclGetErrorString (state));
     }
+  return TRUE;
+}
+
+static gboolean
+nccl_connect (void *p, const KsStoreOps *store_ops, void *store, int rank, int size,
+              int timeout_ms, GError **error)
+{
+  Nccl *n = p;
+  g_autofree char *key = g_strdup_printf ("%sunique_id", n->keys);
+
+  n->store_ops = store_ops;
+  n->store = store;
+  n->rank = rank;
+  n->size = size;
+  n->timeout_ms = timeout_ms;
+  return join (n, key, error);
+}
+
+/* A new communicator of `ranks`: its first rank puts a new unique id in the store under a
+ * key that names the parent, its count of sub-groups and the ranks, so that every member
+ * (and no other group) finds the same one */
+static void *
+nccl_subgroup (void *p, const int *ranks, int n_ranks, GError **error)
+{
+  Nccl *parent = p, *n = g_new0 (Nccl, 1);
+  g_autoptr (GString) key = g_string_new (NULL);
+
+  g_string_printf (key, "%ssub%u-", parent->keys, parent->subgroups++);
+  n->keys = g_strdup (key->str);
+  for (int i = 0; i < n_ranks; i++)
+    {
+      g_string_append_printf (key, "%s%d", i ? "," : "", ranks[i]);
+      if (ranks[i] == parent->rank)
+        n->rank = i;
+    }
+  g_string_append (key, "/unique_id");
+  n->device = parent->device;
+  n->queued = g_array_new (FALSE, FALSE, sizeof (Transfer));
+  n->store_ops = parent->store_ops;
+  n->store = parent->store;
+  n->size = n_ranks;
+  n->timeout_ms = parent->timeout_ms;
+  n->stream = parent->shares_stream ? parent->stream : NULL;
+  n->shares_stream = parent->shares_stream;
+  if (!join (n, key->str, error))
+    {
+      nccl_destroy (n);
+      return NULL;
+    }
+  return n;
+}
+
+/* The compute plugin's stream: operations queue behind its kernels, no device-wide wait */
+static gboolean
+nccl_use_stream (void *p, void *stream, GError **error)
+{
+  Nccl *n = p;
+  if (n->stream != NULL && !n->shares_stream)
+    cudaStreamDestroy (n->stream);
+  n->stream = stream;
+  n->shares_stream = TRUE;
   return TRUE;
 }
 
@@ -301,8 +373,8 @@ static gboolean
 nccl_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GError **error)
 {
   Nccl *n = p;
-  ncclDataType_t t;
-  ncclRedOp_t o;
+  ncclDataType_t t = ncclFloat32;
+  ncclRedOp_t o = ncclSum;
   return nccl_type (dtype, &t, error) && nccl_op (op, &o, error)
          && start (n, "allreduce", error)
          && enqueued (n, ncclAllReduce (buf, buf, count, t, o, n->comm, n->stream), "allreduce",
@@ -313,7 +385,7 @@ static gboolean
 nccl_broadcast (void *p, void *buf, gsize count, KsDType dtype, int root, GError **error)
 {
   Nccl *n = p;
-  ncclDataType_t t;
+  ncclDataType_t t = ncclFloat32;
   if (root < 0 || root >= n->size)
     return fail (error, KS_COMM_ERROR_INVALID, "broadcast: root %d is not a rank of %d", root,
                  n->size);
@@ -336,7 +408,7 @@ nccl_allgather (void *p, const void *send, void *recv, gsize count, KsDType dtyp
                 GError **error)
 {
   Nccl *n = p;
-  ncclDataType_t t;
+  ncclDataType_t t = ncclFloat32;
   return nccl_type (dtype, &t, error) && start (n, "allgather", error)
          && enqueued (n, ncclAllGather (send, recv, count, t, n->comm, n->stream), "allgather",
                       error);
@@ -347,8 +419,8 @@ nccl_reduce_scatter (void *p, const void *send, void *recv, gsize recv_count, Ks
                      KsReduceOp op, GError **error)
 {
   Nccl *n = p;
-  ncclDataType_t t;
-  ncclRedOp_t o;
+  ncclDataType_t t = ncclFloat32;
+  ncclRedOp_t o = ncclSum;
   return nccl_type (dtype, &t, error) && nccl_op (op, &o, error)
          && start (n, "reduce_scatter", error)
          && enqueued (n, ncclReduceScatter (send, recv, recv_count, t, o, n->comm, n->stream),
@@ -460,6 +532,8 @@ static const KsCommOps nccl_ops = {
   .isend = nccl_isend,
   .irecv = nccl_irecv,
   .wait = nccl_wait,
+  .subgroup = nccl_subgroup,
+  .use_stream = nccl_use_stream,
 };
 
 /* Without a GPU the runtime's error is the reason; below Gloo in priority, so auto
