@@ -179,6 +179,8 @@ compare_config (Trainer *t, GHashTable *meta, const char *checkpoint)
       for (int j = 0; old_lines[j] != NULL; j++)
         if (g_str_has_prefix (old_lines[j], key) && g_str_has_prefix (old_lines[j] + strlen (key), " = "))
           was = old_lines[j] + strlen (key) + 3;
+      if (*(eq + 3) == '\0' && strcmp (was, "(not set)") == 0)
+        continue; /* a key newer than the checkpoint, at its default now */
       g_warning ("resuming with %s = %s, but %s was trained with %s: the result will differ "
                  "from an uninterrupted run", key, eq + 3, checkpoint, was);
     }

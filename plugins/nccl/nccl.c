@@ -136,7 +136,7 @@ finish (Nccl *n, const char *what, GError **error)
 
   for (;;)
     {
-      ncclResult_t async;
+      ncclResult_t async = ncclSuccess, asked;
       cudaError_t status = cudaStreamQuery (n->stream);
       if (status == cudaSuccess)
         return TRUE;
@@ -145,8 +145,9 @@ finish (Nccl *n, const char *what, GError **error)
           n->aborted = TRUE;
           return cuda_ok (status, what, error);
         }
-      if (ncclCommGetAsyncError (n->comm, &async) != ncclSuccess
-          || (async != ncclSuccess && async != ncclInProgress))
+      if ((asked = ncclCommGetAsyncError (n->comm, &async)) != ncclSuccess)
+        async = asked;
+      if (async != ncclSuccess && async != ncclInProgress)
         {
           n->aborted = TRUE;
           ncclCommAbort (n->comm);

@@ -156,7 +156,6 @@ optim_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, G
 {
   Optim *o = p;
   KsArena *params = ks_model_parameters (model), *grads = ks_model_gradients (model);
-
   gboolean finite;
 
   if (!prepare (o, model, error) || !ks_model_unscale_gradients (model, &finite, error))
