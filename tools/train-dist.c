@@ -31,10 +31,9 @@ on_gpu (Trainer *t)
 }
 
 /* [comm] backend = auto: NCCL when the compute backend is CUDA (data parallel); shared
- * memory when the
- * launcher says every rank is on this host (LOCAL_WORLD_SIZE = WORLD_SIZE, as ksdist
- * launch and torchrun set them), whatever the mode; else the available one of highest
- * priority (Gloo). */
+ * memory when the launcher says every rank is on this host (LOCAL_WORLD_SIZE =
+ * WORLD_SIZE, as ksdist launch and torchrun set them), whatever the mode; else the
+ * available one of highest priority (Gloo). */
 static const char *
 comm_backend (Trainer *t, int total, const char **why)
 {
