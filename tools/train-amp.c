@@ -32,9 +32,10 @@ ks_train_amp (Trainer *t, GError **error)
       amp.dtype = amp_types[i].dtype;
   if (amp.dtype == KS_DTYPE_FLOAT32)
     return TRUE;
-  /* the update must see every gradient the loss scale touched, in this process */
-  if (t->pipeline != NULL)
-    return amp_refused (dtype, "a pipelined run does not support mixed precision yet", error);
+  /* a stage's backward starts from what the next stage sent, which no scale reached */
+  if (t->pipeline != NULL && amp.dtype == KS_DTYPE_FLOAT16)
+    return amp_refused (dtype, "a pipelined run cannot scale its loss; bf16 needs no scaling",
+                        error);
   if (t->role != NULL && ks_role_maker_server_num (t->role) > 0)
     return amp_refused (dtype, "with parameter servers the update runs on the servers, in "
                                "float32; mixed precision needs [job] mode = collective",
