@@ -55,14 +55,6 @@ nearest (const Format *f, float x)
   return sign | p;
 }
 
-static float
-bits_float (guint32 u)
-{
-  float x;
-  memcpy (&x, &u, sizeof x);
-  return x;
-}
-
 /* Values that test rounding: random bit patterns, values near each format's range and
  * steps, and the edges */
 static GArray *
@@ -79,7 +71,7 @@ test_values (void)
   g_array_append_vals (v, edges, G_N_ELEMENTS (edges));
   for (int i = 0; i < 20000; i++)
     {
-      float x[] = { bits_float (g_rand_int (rng)), (float) g_rand_double_range (rng, -7e4, 7e4),
+      float x[] = { ks_bits_float (g_rand_int (rng)), (float) g_rand_double_range (rng, -7e4, 7e4),
                     (float) g_rand_double_range (rng, -1e-4, 1e-4),
                     (float) g_rand_double_range (rng, -2, 2) };
       g_array_append_vals (v, x, G_N_ELEMENTS (x));

@@ -362,10 +362,10 @@ train (Trainer *t)
 
   if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)
     {
-      if (strcmp (ks_config_get_string (c, "amp", "dtype"), "off") != 0)
+      if (!ks_train_amp_refused (c, "meta-learning does not support mixed precision yet",
+                                 &error))
         {
-          ks_cli_error ("[amp] dtype = %s: meta-learning does not support mixed precision yet; "
-                        "set [amp] dtype = off", ks_config_get_string (c, "amp", "dtype"));
+          ks_cli_error ("%s", error->message);
           return KS_EXIT_USAGE;
         }
       return ks_train_meta (t);

@@ -8,9 +8,12 @@ static const struct {
   KsDType dtype;
 } amp_types[] = { { "bf16", KS_DTYPE_BFLOAT16 }, { "fp16", KS_DTYPE_FLOAT16 } };
 
-static gboolean
-amp_refused (const char *dtype, const char *why, GError **error)
+gboolean
+ks_train_amp_refused (const KsConfig *c, const char *why, GError **error)
 {
+  const char *dtype = ks_config_get_string (c, "amp", "dtype");
+  if (strcmp (dtype, "off") == 0)
+    return TRUE;
   g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                "[amp] dtype = %s: %s; set [amp] dtype = off", dtype, why);
   return FALSE;
@@ -34,12 +37,12 @@ ks_train_amp (Trainer *t, GError **error)
     return TRUE;
   /* a stage's backward starts from what the next stage sent, which no scale reached */
   if (t->pipeline != NULL && amp.dtype == KS_DTYPE_FLOAT16)
-    return amp_refused (dtype, "a pipelined run cannot scale its loss; bf16 needs no scaling",
-                        error);
+    return ks_train_amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no "
+                                    "scaling", error);
   if (t->role != NULL && ks_role_maker_server_num (t->role) > 0)
-    return amp_refused (dtype, "with parameter servers the update runs on the servers, in "
-                               "float32; mixed precision needs [job] mode = collective",
-                        error);
+    return ks_train_amp_refused (c, "with parameter servers the update runs on the servers, "
+                                    "in float32; mixed precision needs [job] mode = collective",
+                                 error);
   return ks_model_set_amp (t->model, &amp, error);
 }
 

@@ -102,6 +102,9 @@ gboolean ks_train_dist_setup (Trainer *t, GError **error);
 /* train-amp.c: [amp] on t->model (before minimize); a configuration error for a mode
  * that cannot take it */
 gboolean ks_train_amp (Trainer *t, GError **error);
+/* TRUE when [amp] is off; else the configuration error "[amp] dtype = X: `why`; set
+ * [amp] dtype = off" (for a run that cannot take mixed precision) */
+gboolean ks_train_amp_refused (const KsConfig *c, const char *why, GError **error);
 /* ", matmuls in bfloat16" for the start line ("" when off), and the metrics' fields of
  * the loss scale (", \"loss_scale\": ..." or "") */
 char *ks_train_amp_describe (Trainer *t);
