@@ -212,6 +212,23 @@ ks_factory_instantiate (KsRegistry *registry, const KsConfig *config, const char
                                           sizeof (KsAlgorithm), error);
 }
 
+gboolean
+ks_algorithm_check_strategy (KsRegistry *registry, const KsConfig *config, const char *mode,
+                             GError **error)
+{
+  g_autoptr (GPtrArray) provided = ks_registry_list (registry, KS_KIND_ALGORITHM);
+
+  for (guint i = 0; i < provided->len; i++)
+    {
+      const KsImplDesc *impl = ((KsImplInfo *) g_ptr_array_index (provided, i))->impl;
+      const KsAlgorithmOps *ops = impl->ops;
+      if (strcmp (impl->name, mode) == 0 && KS_OPS_HAS (ops, KsAlgorithmOps, check_strategy)
+          && ops->check_strategy != NULL)
+        return ops->check_strategy (config, error);
+    }
+  return TRUE;
+}
+
 KsAlgorithm *
 ks_factory_instantiate_flag (KsRegistry *registry, const KsConfig *config, int flag,
                              GError **error)

@@ -36,8 +36,18 @@ libksdist_la_SOURCES = \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c \
 	libksdist/ctr.c \
-	libksdist/sparse.c
-libksdist_la_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(PIXBUF_CFLAGS)
+	libksdist/sparse.c \
+	libksdist/trainer/trainer-private.h \
+	libksdist/trainer/trainer.c \
+	libksdist/trainer/plan.c \
+	libksdist/trainer/dist.c \
+	libksdist/trainer/meet.c \
+	libksdist/trainer/stages.c \
+	libksdist/trainer/precision.c \
+	libksdist/trainer/persist.c \
+	libksdist/trainer/loop.c \
+	libksdist/trainer/main.c
+libksdist_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/libksdist $(JSON_CFLAGS) $(PIXBUF_CFLAGS)
 libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) $(PIXBUF_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
 
@@ -64,5 +74,6 @@ ksdistinclude_HEADERS = \
 	include/ksdist/algorithm.h \
 	include/ksdist/factory.h \
 	include/ksdist/sparse.h \
-	include/ksdist/ctr.h
+	include/ksdist/ctr.h \
+	include/ksdist/trainer.h
 nodist_ksdistinclude_HEADERS = include/ksdist/version.h

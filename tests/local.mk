@@ -207,6 +207,11 @@ EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 dist_check_SCRIPTS += tests/test-examples.sh
 TESTS += tests/test-examples.sh
 
+# examples/own-model.c trains in every mode (tests/test-own-model.sh).
+dist_check_SCRIPTS += tests/test-own-model.sh
+TESTS += tests/test-own-model.sh
+tests/test-own-model.log: examples/own-model$(EXEEXT)
+
 # ksdist export --torch loaded by PyTorch (python3-torch; skipped without it).
 dist_check_SCRIPTS += tests/test-export-torch.sh
 EXTRA_DIST += tests/torch-load.py tests/lsan.supp
@@ -226,6 +231,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
+	tests/test-own-model.log \
 	$(KS_PS_TEST_LOG)
 
 # The whole suite under ASan, LeakSanitizer and UBSan, in a copy of the distribution

@@ -432,8 +432,8 @@ test_node_errors (void)
   g_assert_nonnull (strstr (err, "keys 'launch/node/1' did not appear within 500 ms"));
 }
 
-/* A parameter-server job's processes get their roles: here the collective mode has no
- * use for a server, and server 0 says so and is named. */
+/* A parameter-server job whose mode has no use for a server (collective) is refused by
+ * the launcher, once, before any process starts. */
 static void
 test_servers (void)
 {
@@ -442,10 +442,10 @@ test_servers (void)
                                          "comm.timeout=5"),
                                    NULL, plugins, &out, &err);
   g_test_message ("%s%s", out, err);
-  g_assert_cmpint (status, ==, 1);
-  g_assert_nonnull (strstr (out, "[rank 2] ksdist: this process is server 0, but [job] mode = "
-                                 "collective has no servers"));
-  g_assert_nonnull (strstr (err, "ksdist: launch: server 0 exited with status 2"));
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "ksdist: --servers 1: [job] mode = collective has no "
+                                 "parameter servers"));
+  g_assert_null (strstr (out, "[rank "));
 }
 
 /* `launch -- PROGRAM`: any program, with torchrun's variables, under torchrun's and

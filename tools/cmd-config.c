@@ -1,5 +1,4 @@
 /* ksdist config: the effective configuration and where each value came from. */
-#include "cli.h"
 #include "train.h"
 
 #include <stdio.h>
@@ -30,7 +29,15 @@ static int
 run_config (int argc, char **argv)
 {
   g_auto (GStrv) sets = NULL;
-  GOptionEntry entries[] = { KS_CLI_SET_OPTION (sets), { NULL } };
+  KsTrainWorld world = { 0, 0 };
+  GOptionEntry entries[] = {
+    KS_CLI_SET_OPTION (sets),
+    { "workers", 'n', 0, G_OPTION_ARG_INT, &world.workers,
+      "Check for a job of N workers (as ksdist launch -n N or --workers N)", "N" },
+    { "servers", 0, 0, G_OPTION_ARG_INT, &world.servers,
+      "Check for a job with N parameter servers (as ksdist launch --servers N)", "N" },
+    { NULL }
+  };
   g_autoptr (KsConfig) config = NULL;
   g_autoptr (KsRegistry) registry = NULL;
   int status;
@@ -47,7 +54,9 @@ run_config (int argc, char **argv)
   /* printed as written, before the check sets what follows from other keys */
   print_config (config);
   fflush (stdout);
-  return ks_train_check (registry, config, TRUE);
+  if (world.servers > 0 && world.workers == 0)
+    world.workers = 1;
+  return ks_train_check (registry, config, &world, TRUE);
 }
 
 const KsCommand ks_cmd_config = {

@@ -554,7 +554,10 @@ run_launch (int argc, char **argv)
   l.rv.master = master;
   /* a bad configuration is reported once, here, rather than by every process */
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0
-      || (program == NULL && (status = ks_train_check (registry, config, TRUE)) != 0))
+      || (program == NULL
+          && (status = ks_train_check (registry, config,
+                                       &(KsTrainWorld) { l.world - l.servers, l.servers }, TRUE))
+                 != 0))
     return status;
   if (log_dir != NULL && g_mkdir_with_parents (log_dir, 0755) != 0)
     {

@@ -24,40 +24,41 @@ layer_names (const KsLayerInfo *info, gsize first, gsize last)
 }
 
 static int
-segment (Trainer *t)
+segment (KsTrainer *t)
 {
-  const KsConfig *c = t->config;
+  const KsConfig *c = ks_trainer_config (t);
   g_autoptr (GError) error = NULL;
   int p = ks_config_get_int (c, "pipeline", "stages");
   int v = ks_config_get_int (c, "pipeline", "virtual_stages");
   g_autofree gsize *b = g_new (gsize, p * v + 1);
   g_autofree KsLayerInfo *info = NULL;
   g_autofree KsSkipRoute *routes = NULL;
-  gsize n_routes;
+  gsize n_routes, n_layers = 0;
+  const KsLayerDesc *layers = NULL;
   gint64 total = 0;
   gboolean measured;
 
-  t->batch = ks_config_get_int (c, "train", "batch");
-  t->world = 1;
-  t->describe_only = TRUE;
-  if ((t->task = ks_train_task (c, &error)) == NULL
-      || (t->compute = ks_compute_new (t->registry, c, NULL, &error)) == NULL
-      || !t->task->build (t, &error) || !ks_train_has_layers (t, &error))
+  if (ks_trainer_describe (t, &error)
+      && (layers = ks_trainer_layers (t, &n_layers, NULL)) == NULL)
+    g_set_error (&error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                 "%s is not described as a layer list, so it cannot be cut into stages",
+                 ks_trainer_task_describe (t));
+  if (error != NULL)
     {
       ks_cli_error ("%s", error->message);
-      return error->domain == KS_CONFIG_ERROR ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
+      return ks_train_exit_status (error);
     }
-  info = g_new (KsLayerInfo, t->n_layers);
-  if (!ks_train_segment (t, info, b, &measured, &error)
-      || !ks_skip_layout (t->layers, t->n_layers, b, p * v, &routes, &n_routes, &error))
+  info = g_new (KsLayerInfo, n_layers);
+  if (!ks_trainer_segment (t, info, b, &measured, &error)
+      || !ks_skip_layout (layers, n_layers, b, p * v, &routes, &n_routes, &error))
     {
       ks_cli_error ("%s", error->message);
       return KS_EXIT_USAGE;
     }
-  for (gsize i = 0; i < t->n_layers; i++)
+  for (gsize i = 0; i < n_layers; i++)
     total += info[i].n_params;
   printf ("# %s: %" G_GSIZE_FORMAT " layers, %" G_GINT64_FORMAT " parameters; %d stages x %d "
-          "virtual stages, seg_method %s\n", t->task->describe (t), t->n_layers, total, p, v,
+          "virtual stages, seg_method %s\n", ks_trainer_task_describe (t), n_layers, total, p, v,
           ks_config_get_string (c, "pipeline", "seg_method"));
   printf ("%-6s %-6s %-10s %12s  %s%s\n", "stage", "chunk", "layers", "parameters",
           measured ? "  cost_ms  " : "", "names");
@@ -89,7 +90,32 @@ segment (Trainer *t)
 static int
 run_segment (int argc, char **argv)
 {
-  return ks_train_command (&ks_cmd_segment, argc, argv, segment);
+  g_auto (GStrv) sets = NULL;
+  GOptionEntry entries[] = { KS_CLI_SET_OPTION (sets), { NULL } };
+  g_autoptr (KsConfig) config = NULL;
+  g_autoptr (KsRegistry) registry = NULL;
+  g_autoptr (GError) error = NULL;
+  int status;
+
+  if (!ks_cli_parse ("segment", "[CONFIG]", ks_cmd_segment.summary, entries, &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (argc > 2)
+    {
+      ks_cli_error ("segment: one CONFIG at most, got '%s' too (see ksdist help segment)",
+                    argv[2]);
+      return KS_EXIT_USAGE;
+    }
+  if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0
+      || (status = ks_train_check (registry, config, NULL, FALSE)) != 0)
+    return status;
+  g_autoptr (KsTrainer) trainer = ks_trainer_new (registry, config,
+                                                  ks_train_task (config, NULL), NULL, &error);
+  if (trainer == NULL)
+    {
+      ks_cli_error ("%s", error->message);
+      return KS_EXIT_USAGE;
+    }
+  return segment (trainer);
 }
 
 const KsCommand ks_cmd_segment = {

@@ -9,12 +9,7 @@ tools_ksdist_SOURCES = \
 	tools/train.h \
 	tools/cmd-train.c \
 	tools/train-tasks.c \
-	tools/train-check.c \
 	tools/train-ctr.c \
-	tools/train-dist.c \
-	tools/train-amp.c \
-	tools/train-meet.c \
-	tools/train-pipeline.c \
 	tools/train-meta.c \
 	tools/cmd-segment.c \
 	tools/launch.h \

@@ -48,9 +48,9 @@ typedef struct {
 } Ctr;
 
 static gboolean
-load_split (Trainer *t, const char *dir, gboolean split, KsCriteo **out, GError **error)
+load_split (KsTrainer *t, const char *dir, gboolean split, KsCriteo **out, GError **error)
 {
-  gboolean skip = strcmp (ks_config_get_string (t->config, "data", "bad_lines"), "skip") == 0;
+  gboolean skip = strcmp (ks_config_get_string (ks_trainer_config (t), "data", "bad_lines"), "skip") == 0;
   g_auto (GStrv) files = ks_data_dir_files (dir, error);
   g_auto (GStrv) mine = NULL;
 
@@ -59,14 +59,14 @@ load_split (Trainer *t, const char *dir, gboolean split, KsCriteo **out, GError 
       g_prefix_error (error, "[data] path: ");
       return FALSE;
     }
-  if (split && t->role != NULL
-      && (mine = ks_role_maker_split_files (t->role, (const char *const *) files, error)) == NULL)
+  if (split && ks_trainer_role (t) != NULL
+      && (mine = ks_role_maker_split_files (ks_trainer_role (t), (const char *const *) files, error)) == NULL)
     return FALSE;
   if (mine != NULL && mine[0] == NULL)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "%s has %u files for %d workers: worker %d has none (write more parts, "
-                   "ksdist datagen ctr --files N)", dir, g_strv_length (files), t->world, t->rank);
+                   "ksdist datagen ctr --files N)", dir, g_strv_length (files), ks_trainer_world (t), ks_trainer_rank (t));
       return FALSE;
     }
   GStrv use = mine != NULL ? mine : files;
@@ -82,18 +82,18 @@ load_split (Trainer *t, const char *dir, gboolean split, KsCriteo **out, GError 
  * then s * s mapped to the logits. s * s holds every pair's product sum_{i<j} <e_i, e_j>
  * (and each slot's own square, a first-order effect the other parts take up). */
 static KsExpr *
-fm_part (Trainer *t, Ctr *x, KsExpr *e, guint64 seed, GError **error)
+fm_part (KsTrainer *t, Ctr *x, KsExpr *e, guint64 seed, GError **error)
 {
-  gint64 B = (gint64) t->batch, D = (gint64) x->dim;
+  gint64 B = (gint64) ks_trainer_batch (t), D = (gint64) x->dim;
   const gint64 by_slot[] = { B, KS_CRITEO_SLOTS, D }, by_dim[] = { B * D, KS_CRITEO_SLOTS },
                per_sample[] = { B, D }, field_shape[] = { KS_CRITEO_SLOTS, 1 },
                map_shape[] = { D, 2 };
   const int perm[] = { 0, 2, 1 };
   KsExpr *field_w, *map, *s;
 
-  if ((field_w = ks_model_parameter (t->model, "fm.field_w", 2, field_shape,
+  if ((field_w = ks_model_parameter (ks_trainer_model (t), "fm.field_w", 2, field_shape,
                                      (KsInit) { KS_INIT_CONSTANT, 1, 0, 0 }, error)) == NULL
-      || (map = ks_model_parameter (t->model, "fm.w", 2, map_shape,
+      || (map = ks_model_parameter (ks_trainer_model (t), "fm.w", 2, map_shape,
                                     (KsInit) { KS_INIT_XAVIER, 1, 0, seed + 3000 }, error)) == NULL
       || (s = ks_reshape (e, 3, by_slot, error)) == NULL
       || (s = ks_transpose (s, perm, error)) == NULL
@@ -106,12 +106,12 @@ fm_part (Trainer *t, Ctr *x, KsExpr *e, guint64 seed, GError **error)
 }
 
 static gboolean
-build_model (Trainer *t, Ctr *x, GError **error)
+build_model (KsTrainer *t, Ctr *x, GError **error)
 {
-  const KsConfig *c = t->config;
+  const KsConfig *c = ks_trainer_config (t);
   guint64 seed = ks_config_get_int (c, "model", "seed");
   g_auto (GStrv) hidden = ks_config_get_list (c, "model", "hidden");
-  gint64 B = (gint64) t->batch, slots_shape[] = { B, KS_CRITEO_SLOTS },
+  gint64 B = (gint64) ks_trainer_batch (t), slots_shape[] = { B, KS_CRITEO_SLOTS },
          dense_shape[] = { B, KS_CRITEO_DENSE }, y_shape[] = { B },
          rows_shape[] = { (gint64) x->capacity, (gint64) x->dim },
          flat[] = { B, KS_CRITEO_SLOTS * (gint64) x->dim }, wide_shape[] = { KS_CRITEO_DENSE, 2 };
@@ -124,11 +124,14 @@ build_model (Trainer *t, Ctr *x, GError **error)
                    "[model] hidden: the ctr model needs at least one hidden layer");
       return FALSE;
     }
-  t->model = ks_model_new (t->compute);
-  if ((slots = ks_model_data (t->model, "slots", 2, slots_shape, KS_DTYPE_INT64, error)) == NULL
-      || (dense = ks_model_data (t->model, "dense", 2, dense_shape, KS_DTYPE_FLOAT32, error)) == NULL
-      || (y = ks_model_data (t->model, "y", 1, y_shape, KS_DTYPE_INT64, error)) == NULL
-      || (x->rows_param = ks_model_parameter (t->model, ROWS_PARAM, 2, rows_shape,
+  KsModel *model = ks_model_new (ks_trainer_compute (t));
+  KsExpr *logits, *loss;
+  if (!ks_trainer_set_model (t, model, error))
+    return FALSE;
+  if ((slots = ks_model_data (ks_trainer_model (t), "slots", 2, slots_shape, KS_DTYPE_INT64, error)) == NULL
+      || (dense = ks_model_data (ks_trainer_model (t), "dense", 2, dense_shape, KS_DTYPE_FLOAT32, error)) == NULL
+      || (y = ks_model_data (ks_trainer_model (t), "y", 1, y_shape, KS_DTYPE_INT64, error)) == NULL
+      || (x->rows_param = ks_model_parameter (ks_trainer_model (t), ROWS_PARAM, 2, rows_shape,
                                               (KsInit) { KS_INIT_CONSTANT, 0, 0, 0 }, error)) == NULL
       || (e = ks_embedding (slots, x->rows_param, error)) == NULL
       || (e = ks_reshape (e, 2, flat, error)) == NULL)
@@ -151,7 +154,7 @@ build_model (Trainer *t, Ctr *x, GError **error)
       if (i > 0)
         continue;
       /* the first layer also takes the integer features */
-      if ((wd = ks_model_parameter (t->model, "fc_0.dense_w", 2, wd_shape,
+      if ((wd = ks_model_parameter (ks_trainer_model (t), "fc_0.dense_w", 2, wd_shape,
                                     (KsInit) { KS_INIT_XAVIER, 1, 0, seed + 500 }, error)) == NULL
           || (wd = ks_matmul (dense, wd, error)) == NULL || (h = ks_add (h, wd, error)) == NULL
           || (h = ks_relu (h, error)) == NULL)
@@ -162,45 +165,47 @@ build_model (Trainer *t, Ctr *x, GError **error)
   if ((h = ks_fc (h, 2, -1, "out", seed + 1000, error)) == NULL
       || (wide = ks_fc (e, 2, -1, "wide", seed + 2000, error)) == NULL
       || (h = ks_add (h, wide, error)) == NULL
-      || (wd = ks_model_parameter (t->model, "wide.dense_w", 2, wide_shape,
+      || (wd = ks_model_parameter (ks_trainer_model (t), "wide.dense_w", 2, wide_shape,
                                    (KsInit) { KS_INIT_XAVIER, 1, 0, seed + 2500 }, error)) == NULL
       || (wd = ks_matmul (dense, wd, error)) == NULL || (h = ks_add (h, wd, error)) == NULL || (fm = fm_part (t, x, e, seed, error)) == NULL
-      || (t->logits = ks_add (h, fm, error)) == NULL
-      || (t->loss = ks_softmax_cross_entropy (t->logits, y, error)) == NULL
-      || (x->prob = ks_softmax (t->logits, FALSE, error)) == NULL)
+      || (logits = ks_add (h, fm, error)) == NULL
+      || (loss = ks_softmax_cross_entropy (logits, y, error)) == NULL
+      || (x->prob = ks_softmax (logits, FALSE, error)) == NULL)
     return FALSE;
+  ks_trainer_set_loss (t, loss, logits);
   static const char *const inputs[] = { "slots", "dense", NULL };
-  t->inputs = inputs;
-  return ks_model_init (t->model, error);
+  ks_trainer_set_inputs (t, inputs);
+  return ks_model_init (ks_trainer_model (t), error);
 }
 
 static gboolean
-ctr_build (Trainer *t, GError **error)
+ctr_build (KsTrainer *t, GError **error)
 {
-  const KsConfig *c = t->config;
-  Ctr *x = t->task_data = g_new0 (Ctr, 1);
+  const KsConfig *c = ks_trainer_config (t);
+  Ctr *x = g_new0 (Ctr, 1);
+  ks_trainer_set_data (t, x);
   const char *path = ks_config_get_string (c, "data", "path");
-  gboolean worker = t->role == NULL || ks_role_maker_is_worker (t->role);
+  gboolean worker = ks_trainer_role (t) == NULL || ks_role_maker_is_worker (ks_trainer_role (t));
   /* one process alone; not known when only checking the config (a launcher's job) */
-  gboolean alone = t->algorithm == NULL && !t->describe_only;
+  gboolean alone = ks_trainer_algorithm (t) == NULL && !ks_trainer_describing (t);
   KsSparseConfig table;
-  gsize B = t->batch, ids = B * KS_CRITEO_SLOTS;
+  gsize B = ks_trainer_batch (t), ids = B * KS_CRITEO_SLOTS;
 
   ks_sparse_config_read (c, TABLE, &table);
   x->dim = 1 + (gsize) table.embedx_dim;
   x->capacity = 1 + ids;
   x->epoch = -1;
   x->shrink_every = ks_config_get_int (c, "data", "shrink_every");
-  if (t->algorithm != NULL && !ks_algorithm_has_sparse (t->algorithm))
+  if (ks_trainer_algorithm (t) != NULL && !ks_algorithm_has_sparse (ks_trainer_algorithm (t)))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[data] task = ctr keeps its embeddings in a sparse table: a job of several "
                    "processes needs [job] mode = pslib (this one is %s)",
-                   ks_algorithm_mode (t->algorithm));
+                   ks_algorithm_mode (ks_trainer_algorithm (t)));
       return FALSE;
     }
-  if (*ks_config_get_string (c, "train", "export_dir") != '\0' && worker && t->rank <= 0
-      && !t->describe_only)
+  if (*ks_config_get_string (c, "train", "export_dir") != '\0' && worker && ks_trainer_rank (t) <= 0
+      && !ks_trainer_describing (t))
     g_warning ("[train] export_dir: the exported model holds the dense part and emb.rows, the "
                "rows of the last batch evaluated; the embeddings themselves stay in the sparse "
                "table (the servers' checkpoints)");
@@ -236,10 +241,10 @@ ctr_build (Trainer *t, GError **error)
     }
   if (!build_model (t, x, error))
     return FALSE;
-  if (t->algorithm != NULL
-      && !ks_algorithm_sparse_table (t->algorithm, TABLE, ROWS_PARAM, error))
+  if (ks_trainer_algorithm (t) != NULL
+      && !ks_algorithm_sparse_table (ks_trainer_algorithm (t), TABLE, ROWS_PARAM, error))
     return FALSE;
-  if (t->algorithm == NULL)
+  if (ks_trainer_algorithm (t) == NULL)
     x->local = ks_sparse_table_new (TABLE, &table);
   x->slots = g_new0 (gint64, ids);
   x->labels = g_new0 (gint64, B);
@@ -249,10 +254,10 @@ ctr_build (Trainer *t, GError **error)
   x->shows = g_new (float, ids);
   x->clicks = g_new (float, ids);
   x->values = g_new0 (float, x->capacity * x->dim);
-  t->feeds[0] = (KsFeed) { "slots", x->slots, ids * sizeof (gint64) };
-  t->feeds[1] = (KsFeed) { "dense", x->dense, B * KS_CRITEO_DENSE * sizeof (float) };
-  t->feeds[2] = (KsFeed) { "y", x->labels, B * sizeof (gint64) };
-  t->n_feeds = 3;
+  const KsFeed feeds[] = { { "slots", x->slots, ids * sizeof (gint64) },
+                           { "dense", x->dense, B * KS_CRITEO_DENSE * sizeof (float) },
+                           { "y", x->labels, B * sizeof (gint64) } };
+  ks_trainer_set_feeds (t, feeds, G_N_ELEMENTS (feeds));
   return TRUE;
 }
 
@@ -270,16 +275,16 @@ put_sample (Ctr *x, const KsCriteo *data, gsize k, gsize i)
 
 /* This worker's samples in epochs, each in an order drawn from the seed and the epoch. */
 static void
-ctr_batch (Trainer *t, gint64 step)
+ctr_batch (KsTrainer *t, gint64 step)
 {
-  Ctr *x = t->task_data;
+  Ctr *x = ks_trainer_data (t);
   gsize n = x->train->n;
-  for (gsize i = 0; i < t->batch; i++)
+  for (gsize i = 0; i < ks_trainer_batch (t); i++)
     {
-      guint64 k = (guint64) (step - 1) * t->batch + i;
+      guint64 k = (guint64) (step - 1) * ks_trainer_batch (t) + i;
       if ((gint64) (k / n) != x->epoch)
         {
-          guint64 seed = ks_config_get_int (t->config, "train", "seed");
+          guint64 seed = ks_config_get_int (ks_trainer_config (t), "train", "seed");
           g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) (seed * 7919u + k / n));
           x->epoch = k / n;
           x->order = g_renew (guint, x->order, n);
@@ -306,9 +311,9 @@ by_id (gconstpointer a, gconstpointer b)
 
 /* The batch's distinct ids (not 0) with their shows and clicks; each slot's row index. */
 static void
-dedupe (Trainer *t, Ctr *x)
+dedupe (KsTrainer *t, Ctr *x)
 {
-  gsize total = t->batch * KS_CRITEO_SLOTS;
+  gsize total = ks_trainer_batch (t) * KS_CRITEO_SLOTS;
   qsort (x->sorted, total, sizeof (IdPos), by_id);
   x->n_uniq = 0;
   for (gsize i = 0; i < total; i++)
@@ -334,65 +339,65 @@ dedupe (Trainer *t, Ctr *x)
 
 /* The distinct ids' rows into emb.rows (rows 1..n; row 0 zero). */
 static gboolean
-fill_rows (Trainer *t, Ctr *x, gboolean train, GError **error)
+fill_rows (KsTrainer *t, Ctr *x, gboolean train, GError **error)
 {
   float *rows = x->values + x->dim;
-  const KsTensor *param = ks_arena_tensor (ks_model_parameters (t->model), ROWS_PARAM);
+  const KsTensor *param = ks_arena_tensor (ks_model_parameters (ks_trainer_model (t)), ROWS_PARAM);
 
   if (x->local != NULL && train)
     ks_sparse_table_pull (x->local, x->uniq, x->n_uniq, rows);
   else if (x->local != NULL)
     ks_sparse_table_lookup (x->local, x->uniq, x->n_uniq, rows);
-  else if (!ks_algorithm_pull_sparse (t->algorithm, TABLE, x->uniq, x->n_uniq, train, rows, error))
+  else if (!ks_algorithm_pull_sparse (ks_trainer_algorithm (t), TABLE, x->uniq, x->n_uniq, train, rows, error))
     return FALSE;
   memset (x->values, 0, x->dim * sizeof (float));
-  if (!ks_compute_copy_to_device (t->compute, param->data, x->values,
+  if (!ks_compute_copy_to_device (ks_trainer_compute (t), param->data, x->values,
                                   (x->n_uniq + 1) * x->dim * sizeof (float), error))
     return FALSE;
-  ks_model_parameters_changed (t->model);
+  ks_model_parameters_changed (ks_trainer_model (t));
   return TRUE;
 }
 
 static gboolean
-ctr_prepare (Trainer *t, gint64 step, GError **error)
+ctr_prepare (KsTrainer *t, gint64 step, GError **error)
 {
-  Ctr *x = t->task_data;
+  Ctr *x = ks_trainer_data (t);
   dedupe (t, x);
   return fill_rows (t, x, TRUE, error);
 }
 
 /* A day's end every [data] shrink_every steps, asked by the first worker. */
 static gboolean
-shrink (Trainer *t, Ctr *x, gint64 step, GError **error)
+shrink (KsTrainer *t, Ctr *x, gint64 step, GError **error)
 {
   guint64 deleted;
 
-  if (x->shrink_every == 0 || step % x->shrink_every != 0 || t->rank > 0)
+  if (x->shrink_every == 0 || step % x->shrink_every != 0 || ks_trainer_rank (t) > 0)
     return TRUE;
   if (x->local != NULL)
     deleted = ks_sparse_table_shrink (x->local);
-  else if (!ks_algorithm_shrink (t->algorithm, &deleted, error))
+  else if (!ks_algorithm_shrink (ks_trainer_algorithm (t), &deleted, error))
     return FALSE;
   g_message ("step %" G_GINT64_FORMAT ": shrink deleted %" G_GUINT64_FORMAT " rows", step, deleted);
   return TRUE;
 }
 
 static gboolean
-ctr_finish (Trainer *t, gint64 step, GError **error)
+ctr_finish (KsTrainer *t, gint64 step, GError **error)
 {
-  Ctr *x = t->task_data;
-  const KsTensor *grad = ks_arena_tensor (ks_model_gradients (t->model), ROWS_PARAM);
+  Ctr *x = ks_trainer_data (t);
+  const KsTensor *grad = ks_arena_tensor (ks_model_gradients (ks_trainer_model (t)), ROWS_PARAM);
   float *grads = x->values + x->dim;
   gsize n = x->n_uniq * x->dim;
 
-  if (!ks_compute_copy_to_host (t->compute, grads, (const float *) grad->data + x->dim,
+  if (!ks_compute_copy_to_host (ks_trainer_compute (t), grads, (const float *) grad->data + x->dim,
                                 n * sizeof (float), error))
     return FALSE;
   for (gsize i = 0; i < n; i++) /* the batch's mean -> the sum over the shows */
-    grads[i] *= (float) t->batch;
+    grads[i] *= (float) ks_trainer_batch (t);
   if (x->local != NULL)
     ks_sparse_table_push (x->local, x->uniq, x->n_uniq, grads, x->shows, x->clicks);
-  else if (!ks_algorithm_push_sparse (t->algorithm, TABLE, step, x->uniq, x->n_uniq, grads,
+  else if (!ks_algorithm_push_sparse (ks_trainer_algorithm (t), TABLE, step, x->uniq, x->n_uniq, grads,
                                       x->shows, x->clicks, error))
     return FALSE;
   return shrink (t, x, step, error);
@@ -400,27 +405,29 @@ ctr_finish (Trainer *t, gint64 step, GError **error)
 
 /* AUC over the test split: worker r scores samples r, r + W, ...; the counts add up. */
 static gboolean
-ctr_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
+ctr_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
-  Ctr *x = t->task_data;
+  Ctr *x = ks_trainer_data (t);
   g_autoptr (KsAuc) auc = ks_auc_new (AUC_BUCKETS);
-  g_autofree float *prob = g_new (float, t->batch * 2);
-  g_autofree float *p1 = g_new (float, t->batch);
-  g_autofree float *y = g_new (float, t->batch);
-  KsComm *workers = t->role != NULL ? ks_role_maker_worker_comm (t->role) : NULL;
-  int rank = MAX (t->rank, 0), world = MAX (t->world, 1);
+  g_autofree float *prob = g_new (float, ks_trainer_batch (t) * 2);
+  g_autofree float *p1 = g_new (float, ks_trainer_batch (t));
+  g_autofree float *y = g_new (float, ks_trainer_batch (t));
+  KsComm *workers = ks_trainer_role (t) != NULL ? ks_role_maker_worker_comm (ks_trainer_role (t)) : NULL;
+  int rank = MAX (ks_trainer_rank (t), 0), world = MAX (ks_trainer_world (t), 1);
   gsize mine = x->test->n > (gsize) rank ? (x->test->n - rank + world - 1) / world : 0;
 
-  for (gsize start = 0; start < mine; start += t->batch)
+  for (gsize start = 0; start < mine; start += ks_trainer_batch (t))
     {
-      gsize valid = MIN (t->batch, mine - start);
-      for (gsize i = 0; i < t->batch; i++) /* a short last batch repeats its last sample */
+      gsize valid = MIN (ks_trainer_batch (t), mine - start);
+      for (gsize i = 0; i < ks_trainer_batch (t); i++) /* a short last batch repeats its last sample */
         put_sample (x, x->test, (start + MIN (i, valid - 1)) * world + rank, i);
+      gsize n_feeds;
+      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
       dedupe (t, x);
       if (!fill_rows (t, x, FALSE, error)
-          || !ks_model_run (t->model, t->feeds, t->n_feeds, &x->prob, 1, error)
+          || !ks_model_run (ks_trainer_model (t), feeds, n_feeds, &x->prob, 1, error)
           || !ks_tensor_to_host (ks_expr_value (x->prob, error), prob,
-                                 t->batch * 2 * sizeof (float), error))
+                                 ks_trainer_batch (t) * 2 * sizeof (float), error))
         return FALSE;
       for (gsize i = 0; i < valid; i++)
         {
@@ -440,22 +447,22 @@ ctr_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
 }
 
 static const char *
-ctr_describe (Trainer *t)
+ctr_describe (KsTrainer *t)
 {
-  Ctr *x = t->task_data;
+  Ctr *x = ks_trainer_data (t);
   static char text[256];
   g_snprintf (text, sizeof text, "a ctr model (26 slots of sparse table " TABLE " rows of %"
               G_GSIZE_FORMAT " floats, 13 integer features, MLP %s) on %s (%" G_GSIZE_FORMAT
               " training samples on this worker)", x->dim,
-              ks_config_get_string (t->config, "model", "hidden"),
-              ks_config_get_string (t->config, "data", "path"), x->train != NULL ? x->train->n : 0);
+              ks_config_get_string (ks_trainer_config (t), "model", "hidden"),
+              ks_config_get_string (ks_trainer_config (t), "data", "path"), x->train != NULL ? x->train->n : 0);
   return text;
 }
 
 static void
-ctr_clear (Trainer *t)
+ctr_clear (KsTrainer *t)
 {
-  Ctr *x = t->task_data;
+  Ctr *x = ks_trainer_data (t);
   ks_criteo_free (x->train);
   ks_criteo_free (x->test);
   ks_sparse_table_free (x->local);
@@ -472,13 +479,29 @@ ctr_clear (Trainer *t)
 }
 
 static gint64
-ctr_last_epoch (Trainer *t, gint64 step)
+ctr_last_epoch (KsTrainer *t, gint64 step)
 {
-  Ctr *x = t->task_data;
-  return x->train == NULL ? -1 : (gint64) ((guint64) step * t->batch / x->train->n) - 1;
+  Ctr *x = ks_trainer_data (t);
+  return x->train == NULL ? -1 : (gint64) ((guint64) step * ks_trainer_batch (t) / x->train->n) - 1;
 }
 
-const TrainTask ks_ctr_task = {
-  "auc", "samples", ctr_build, ctr_batch, ctr_evaluate, ctr_describe, ctr_clear, NULL,
-  ctr_last_epoch, ctr_prepare, ctr_finish,
+static const char *const ctr_settings[] = {
+  "model.type", "model.hidden", "model.seed", "data.task", "data.path", "data.bad_lines",
+  "data.shrink_every", NULL,
+};
+
+const KsTrainTask ks_ctr_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "the ctr model",
+  .metric = "auc",
+  .unit = "samples",
+  .build = ctr_build,
+  .batch = ctr_batch,
+  .evaluate = ctr_evaluate,
+  .describe = ctr_describe,
+  .clear = ctr_clear,
+  .last_epoch = ctr_last_epoch,
+  .prepare = ctr_prepare,
+  .finish = ctr_finish,
+  .settings = ctr_settings,
 };

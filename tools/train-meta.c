@@ -1,14 +1,22 @@
-/* ksdist train with [meta] algorithm = reptile: meta-training on the few-shot image set
- * at [data] path, with log lines, a validation score every [train] eval_every meta-steps,
- * checkpoints and resume, and at the end the test accuracy over [meta] eval_tasks tasks
- * of held-out classes with its 95% interval. Under ksdist launch the workers share each
- * meta-batch (meta.h). */
+/* The task of [meta] algorithm = reptile: meta-training on the few-shot image set at
+ * [data] path. Each step is Reptile's own (inner loops on meta_batch tasks, then the
+ * meta-update; under ksdist launch the workers share each meta-batch, meta.h); a
+ * validation score every [train] eval_every steps, and at the end the test accuracy over
+ * [meta] eval_tasks tasks of held-out classes with its 95% interval. The trainer does the
+ * rest: the loop, checkpoints and resume, progress, the metrics file. */
 #include "train.h"
 
-#include <errno.h>
+#include <string.h>
+
+typedef struct {
+  KsImageSet *set;
+  KsReptile *reptile;
+  KsReptileOptions options;
+  char *description;
+} Meta;
 
 static KsReptileOptions
-reptile_options (const KsConfig *c, KsImageKind kind)
+reptile_options (const KsConfig *c)
 {
   KsReptileOptions o = {
     .ways = ks_config_get_int (c, "meta", "ways"),
@@ -29,26 +37,9 @@ reptile_options (const KsConfig *c, KsImageKind kind)
 }
 
 static gboolean
-resume_from (KsReptile *r, const char *dir, gint64 *first, GError **error)
+meta_build (KsTrainer *t, GError **error)
 {
-  g_autofree char *latest = ks_checkpoint_latest (dir);
-  gint64 step = 0;
-  if (latest == NULL)
-    return TRUE; /* nothing saved yet: a fresh start */
-  if (!ks_checkpoint_load (latest, ks_reptile_model (r), NULL, &step, NULL, error))
-    return FALSE;
-  *first = step + 1;
-  g_message ("resumed from %s: meta-step %" G_GINT64_FORMAT, latest, step);
-  return TRUE;
-}
-
-int
-ks_train_meta (Trainer *t)
-{
-  const KsConfig *c = t->config;
-  g_autoptr (GError) error = NULL;
-  g_autoptr (KsImageSet) set = NULL;
-  g_autoptr (KsReptile) reptile = NULL;
+  const KsConfig *c = ks_trainer_config (t);
   const char *path = ks_config_get_string (c, "data", "path");
   KsImageKind kind = strcmp (ks_config_get_string (c, "data", "images"), "colour") == 0
                          ? KS_IMAGES_COLOUR : KS_IMAGES_CHARACTERS;
@@ -57,98 +48,101 @@ ks_train_meta (Trainer *t)
     strcmp (ks_config_get_string (c, "data", "bad_images"), "skip") == 0,
     kind == KS_IMAGES_CHARACTERS,
   };
-  KsReptileOptions o = reptile_options (c, kind);
-  gint64 steps = o.meta_iters, first = 1;
-  gint64 log_every = ks_config_get_int (c, "train", "log_every");
-  gint64 eval_every = ks_config_get_int (c, "train", "eval_every");
-  const char *ckpt_dir = ks_config_get_string (c, "train", "checkpoint_dir");
-  gint64 ckpt_every = ks_config_get_int (c, "train", "checkpoint_every");
-  int eval_tasks = ks_config_get_int (c, "meta", "eval_tasks");
-  double acc, ci, loss = 0, loss_sum = 0;
-  gint64 logged = 0;
+  Meta *m = g_new0 (Meta, 1);
 
-  if ((set = ks_image_set_open (path, &io, &error)) == NULL)
+  ks_trainer_set_data (t, m);
+  m->options = reptile_options (c);
+  if (ks_trainer_describing (t))
+    return TRUE; /* the images are read when training */
+  if ((m->set = ks_image_set_open (path, &io, error)) == NULL)
     {
-      ks_cli_error ("[data] path: %s", error->message);
-      return KS_EXIT_USAGE;
+      g_prefix_error (error, "[data] path: ");
+      (*error)->domain = KS_CONFIG_ERROR; /* the setting to change */
+      return FALSE;
     }
-  if (!ks_train_dist_setup (t, &error)
-      || (t->compute = ks_compute_new (t->registry, c, NULL, &error)) == NULL
-      || (reptile = ks_reptile_new (t->registry, c, t->compute, set,
-                                    ks_config_get_string (c, "train", "optimizer"), t->comm, &o,
-                                    &error)) == NULL)
+  if ((m->reptile = ks_reptile_new (ks_trainer_registry (t), c, ks_trainer_compute (t), m->set,
+                                    ks_config_get_string (c, "train", "optimizer"),
+                                    ks_trainer_comm (t), &m->options, error))
+      == NULL)
     {
-      ks_cli_error ("%s", error->message);
-      /* a setting nothing here can follow (a name, a task too big for the set) */
-      return error->domain == KS_CONFIG_ERROR
-                     || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
-                     || g_error_matches (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID)
-                 ? KS_EXIT_USAGE : KS_EXIT_RUNTIME;
+      /* a task too big for the set is a setting to change */
+      if (g_error_matches (*error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID))
+        (*error)->domain = KS_CONFIG_ERROR, (*error)->code = KS_CONFIG_ERROR_BAD_VALUE;
+      return FALSE;
     }
-  if (*ckpt_dir != '\0' && ks_config_get_bool (c, "train", "resume")
-      && !resume_from (reptile, ckpt_dir, &first, &error))
-    {
-      ks_cli_error ("%s", error->message);
-      return KS_EXIT_RUNTIME;
-    }
-  g_autofree char *device = ks_compute_describe (t->compute);
-  if (t->rank == 0)
-    g_message ("reptile: %d-way %d-shot on %s (%" G_GSIZE_FORMAT " training classes, %"
-               G_GSIZE_FORMAT " val, %" G_GSIZE_FORMAT " test), %d task%s a meta-step on "
-               "each of %d worker%s, %s", o.ways, o.shots, path,
-               ks_image_set_n_classes (set, KS_SPLIT_TRAIN),
-               ks_image_set_n_classes (set, KS_SPLIT_VAL),
-               ks_image_set_n_classes (set, KS_SPLIT_TEST), o.meta_batch,
-               o.meta_batch > 1 ? "s" : "", t->world, t->world > 1 ? "s" : "", device);
-  gint64 start = g_get_monotonic_time ();
-  for (gint64 step = first; step <= steps; step++)
-    {
-      if (!ks_reptile_step (reptile, step - 1, &loss, &error))
-        {
-          ks_cli_error ("meta-step %" G_GINT64_FORMAT ": %s", step, error->message);
-          return KS_EXIT_RUNTIME;
-        }
-      loss_sum += loss, logged++;
-      if (t->rank == 0 && (step % log_every == 0 || step == steps))
-        {
-          double s = (g_get_monotonic_time () - start) / 1e6;
-          printf ("meta-step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "  inner loss %.4f  "
-                  "%.1f meta-steps/s\n", step, steps, loss_sum / logged,
-                  (step - first + 1) / MAX (s, 1e-9));
-          fflush (stdout);
-          loss_sum = 0, logged = 0;
-        }
-      if (eval_every > 0 && step % eval_every == 0)
-        {
-          if (!ks_reptile_evaluate (reptile, KS_SPLIT_VAL, MAX (1, eval_tasks / 10), 1, &acc,
-                                    &ci, &error))
-            {
-              ks_cli_error ("evaluation at meta-step %" G_GINT64_FORMAT ": %s", step,
-                            error->message);
-              return KS_EXIT_RUNTIME;
-            }
-          if (t->rank == 0)
-            printf ("eval accuracy %.4f at meta-step %" G_GINT64_FORMAT " (+- %.4f for 95%%; "
-                    "%d tasks of the val classes)\n", acc, step, ci, MAX (1, eval_tasks / 10));
-        }
-      if (t->rank == 0 && *ckpt_dir != '\0'
-          && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
-          && !ks_checkpoint_save (ckpt_dir, step, ks_reptile_model (reptile), NULL, NULL,
-                                  ks_config_get_int (c, "train", "keep"), &error))
-        {
-          ks_cli_error ("%s", error->message);
-          return KS_EXIT_RUNTIME;
-        }
-    }
-  if (!ks_reptile_evaluate (reptile, KS_SPLIT_TEST, eval_tasks, 0, &acc, &ci, &error))
-    {
-      ks_cli_error ("test evaluation: %s", error->message);
-      return KS_EXIT_RUNTIME;
-    }
-  if (t->rank == 0)
-    printf ("eval accuracy %.4f (+- %.4f for 95%%; %d held-out tasks, %d-way %d-shot, of the "
-            "test classes; chance %.4f)\n", acc, ci, eval_tasks, o.ways, o.shots, 1.0 / o.ways);
-  if (ks_image_set_skipped (set) > 0)
-    g_message ("%u image files did not decode and were skipped", ks_image_set_skipped (set));
-  return KS_EXIT_OK;
+  ks_trainer_use_model (t, ks_reptile_model (m->reptile));
+  m->description = g_strdup_printf (
+      "reptile %d-way %d-shot on %s (%" G_GSIZE_FORMAT " training classes, %" G_GSIZE_FORMAT
+      " val, %" G_GSIZE_FORMAT " test), %d task%s a meta-step on each of %d worker%s",
+      m->options.ways, m->options.shots, path, ks_image_set_n_classes (m->set, KS_SPLIT_TRAIN),
+      ks_image_set_n_classes (m->set, KS_SPLIT_VAL), ks_image_set_n_classes (m->set, KS_SPLIT_TEST),
+      m->options.meta_batch, m->options.meta_batch > 1 ? "s" : "", ks_trainer_world (t),
+      ks_trainer_world (t) > 1 ? "s" : "");
+  return TRUE;
 }
+
+static gboolean
+meta_step (KsTrainer *t, gint64 step, double *loss, GError **error)
+{
+  Meta *m = ks_trainer_data (t);
+  return ks_reptile_step (m->reptile, step - 1, loss, error);
+}
+
+/* During training: a tenth of eval_tasks of the val classes; at the end: eval_tasks of
+ * the test classes, with the 95% interval. */
+static gboolean
+meta_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
+{
+  Meta *m = ks_trainer_data (t);
+  int tasks = ks_config_get_int (ks_trainer_config (t), "meta", "eval_tasks");
+  double ci;
+
+  if (!final)
+    tasks = MAX (1, tasks / 10);
+  if (!ks_reptile_evaluate (m->reptile, final ? KS_SPLIT_TEST : KS_SPLIT_VAL, tasks,
+                            final ? 0 : 1, value, &ci, error))
+    return FALSE;
+  *samples = tasks;
+  if (ks_trainer_rank (t) == 0)
+    g_message ("%s accuracy %.4f +- %.4f for 95%% (%d tasks, %d-way %d-shot, of the %s "
+               "classes; chance %.4f)", final ? "test" : "validation", *value, ci, tasks,
+               m->options.ways, m->options.shots, final ? "test" : "val",
+               1.0 / m->options.ways);
+  if (final && ks_image_set_skipped (m->set) > 0)
+    g_message ("%u image files did not decode and were skipped", ks_image_set_skipped (m->set));
+  return TRUE;
+}
+
+static const char *
+meta_describe (KsTrainer *t)
+{
+  Meta *m = ks_trainer_data (t);
+  return m->description != NULL ? m->description : "reptile";
+}
+
+static void
+meta_clear (KsTrainer *t)
+{
+  Meta *m = ks_trainer_data (t);
+  ks_reptile_free (m->reptile);
+  ks_image_set_free (m->set);
+  g_free (m->description);
+  g_free (m);
+}
+
+static const char *const meta_settings[] = {
+  "model.seed", "data.path", "data.images", "data.cache_mb", "data.bad_images", NULL,
+};
+
+const KsTrainTask ks_meta_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "meta-learning",
+  .metric = "accuracy",
+  .unit = "tasks",
+  .build = meta_build,
+  .evaluate = meta_evaluate,
+  .describe = meta_describe,
+  .clear = meta_clear,
+  .step = meta_step,
+  .settings = meta_settings,
+};

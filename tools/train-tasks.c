@@ -3,6 +3,7 @@
 #include "train.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A random generator for `step`: the same step always draws the same batch. */
@@ -99,10 +100,11 @@ points_accuracy (KsModel *model, KsExpr *logits, gconstpointer args, GError **er
 }
 
 static gboolean
-points_build (Trainer *t, GError **error)
+points_build (KsTrainer *t, GError **error)
 {
-  const KsConfig *c = t->config;
-  Points *p = t->task_data = g_new0 (Points, 1);
+  const KsConfig *c = ks_trainer_config (t);
+  Points *p = g_new0 (Points, 1);
+  ks_trainer_set_data (t, p);
   g_autoptr (GArray) sizes = g_array_new (FALSE, FALSE, sizeof (gint64));
   const char *act_name = ks_config_get_string (c, "model", "activation");
   const char *const acts[] = { "relu", "tanh", "sigmoid", "gelu" };
@@ -115,12 +117,12 @@ points_build (Trainer *t, GError **error)
 
   ks_task_from_name (ks_config_get_string (c, "data", "task"), &p->task); /* a checked choice */
   p->n = ks_config_get_int (c, "data", "samples");
-  if (t->batch > p->n)
+  if (ks_trainer_batch (t) > p->n)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[train] batch = %" G_GSIZE_FORMAT " is larger than [data] samples = %"
                    G_GSIZE_FORMAT ": lower the batch or generate more samples",
-                   t->batch, p->n);
+                   ks_trainer_batch (t), p->n);
       return FALSE;
     }
   if (!hidden_sizes (c, sizes, error))
@@ -136,7 +138,7 @@ points_build (Trainer *t, GError **error)
     {
       Linear *l = &p->linear[i];
       gboolean out = i == sizes->len;
-      *l = (Linear) { ks_train_rows (t), out ? ks_task_classes (p->task)
+      *l = (Linear) { ks_trainer_rows (t), out ? ks_task_classes (p->task)
                                              : g_array_index (sizes, gint64, i),
                       out ? -1 : (int) act, seed + (out ? 1000 : i), out ? 0 : dropout };
       if (out)
@@ -147,41 +149,41 @@ points_build (Trainer *t, GError **error)
     }
   p->loss = (KsLayerDesc) { "CrossEntropy", points_loss, &p->linear[0], NULL };
   KsLayerDesc metric = { "Accuracy", points_accuracy, &p->linear[0], NULL };
-  if (!ks_train_build_layers (t, p->layers, p->n_layers, &p->loss, &metric, &p->accuracy,
+  if (!ks_trainer_build_layers (t, p->layers, p->n_layers, &p->loss, &metric, &p->accuracy,
                               error))
     return FALSE;
   static const char *const inputs[] = { "x", NULL };
-  t->inputs = inputs;
+  ks_trainer_set_inputs (t, inputs);
 
-  p->eval_batches = MAX (1, p->n / t->batch / 4);
+  p->eval_batches = MAX (1, p->n / ks_trainer_batch (t) / 4);
   p->xs = g_new (float, p->n * 2);
   p->ys = g_new (gint64, p->n);
-  p->ex = g_new (float, p->eval_batches * t->batch * 2);
-  p->ey = g_new (gint64, p->eval_batches * t->batch);
-  p->bx = g_new (float, t->batch * 2);
-  p->by = g_new (gint64, t->batch);
+  p->ex = g_new (float, p->eval_batches * ks_trainer_batch (t) * 2);
+  p->ey = g_new (gint64, p->eval_batches * ks_trainer_batch (t));
+  p->bx = g_new (float, ks_trainer_batch (t) * 2);
+  p->by = g_new (gint64, ks_trainer_batch (t));
   p->order = g_new (guint, p->n);
   p->epoch = -1;
   ks_task_generate (p->task, p->n, noise, data_seed, p->xs, p->ys);
-  ks_task_generate (p->task, p->eval_batches * t->batch, noise, data_seed + 1, p->ex, p->ey);
-  t->feeds[0] = (KsFeed) { "x", p->bx, t->batch * 2 * sizeof (float) };
-  t->feeds[1] = (KsFeed) { "y", p->by, t->batch * sizeof (gint64) };
-  t->n_feeds = 2;
+  ks_task_generate (p->task, p->eval_batches * ks_trainer_batch (t), noise, data_seed + 1, p->ex, p->ey);
+  const KsFeed feeds[] = { { "x", p->bx, ks_trainer_batch (t) * 2 * sizeof (float) },
+                           { "y", p->by, ks_trainer_batch (t) * sizeof (gint64) } };
+  ks_trainer_set_feeds (t, feeds, G_N_ELEMENTS (feeds));
   return TRUE;
 }
 
 /* Epochs over the samples, each in an order drawn from the seed and the epoch. */
 static void
-points_batch (Trainer *t, gint64 step)
+points_batch (KsTrainer *t, gint64 step)
 {
-  Points *p = t->task_data;
-  for (gsize i = 0; i < t->batch; i++)
+  Points *p = ks_trainer_data (t);
+  for (gsize i = 0; i < ks_trainer_batch (t); i++)
     {
       /* samples before this one: earlier steps' global batches, then earlier workers' rows */
-      guint64 k = ((guint64) (step - 1) * t->world + t->rank) * t->batch + i;
+      guint64 k = ((guint64) (step - 1) * ks_trainer_world (t) + ks_trainer_rank (t)) * ks_trainer_batch (t) + i;
       if ((gint64) (k / p->n) != p->epoch)
         {
-          g_autoptr (GRand) rng = epoch_rng (t->config, p->epoch = k / p->n);
+          g_autoptr (GRand) rng = epoch_rng (ks_trainer_config (t), p->epoch = k / p->n);
           for (gsize j = 0; j < p->n; j++)
             p->order[j] = j;
           for (gsize j = p->n; j > 1; j--)
@@ -198,35 +200,35 @@ points_batch (Trainer *t, gint64 step)
 }
 
 static gboolean
-points_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
+points_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
-  Points *p = t->task_data;
+  Points *p = ks_trainer_data (t);
   double sum = 0;
   for (gsize b = 0; b < p->eval_batches; b++)
     {
-      KsFeed feeds[] = { { "x", p->ex + b * t->batch * 2, t->batch * 2 * sizeof (float) },
-                         { "y", p->ey + b * t->batch, t->batch * sizeof (gint64) } };
+      KsFeed feeds[] = { { "x", p->ex + b * ks_trainer_batch (t) * 2, ks_trainer_batch (t) * 2 * sizeof (float) },
+                         { "y", p->ey + b * ks_trainer_batch (t), ks_trainer_batch (t) * sizeof (gint64) } };
       double a;
-      if (!ks_train_metric (t, feeds, 2, p->accuracy, &a, error))
+      if (!ks_trainer_metric (t, feeds, 2, p->accuracy, &a, error))
         return FALSE;
       sum += a;
     }
   *value = sum / p->eval_batches;
   if (samples != NULL)
-    *samples = p->eval_batches * t->batch;
+    *samples = p->eval_batches * ks_trainer_batch (t);
   return TRUE;
 }
 
 static const char *
-points_describe (Trainer *t)
+points_describe (KsTrainer *t)
 {
-  return ks_config_get_string (t->config, "data", "task");
+  return ks_config_get_string (ks_trainer_config (t), "data", "task");
 }
 
 static void
-points_clear (Trainer *t)
+points_clear (KsTrainer *t)
 {
-  Points *p = t->task_data;
+  Points *p = ks_trainer_data (t);
   g_free (p->xs);
   g_free (p->ys);
   g_free (p->ex);
@@ -240,15 +242,29 @@ points_clear (Trainer *t)
 }
 
 static gint64
-points_last_epoch (Trainer *t, gint64 step)
+points_last_epoch (KsTrainer *t, gint64 step)
 {
-  Points *p = t->task_data;
-  return (gint64) ((guint64) step * t->world * t->batch / p->n) - 1;
+  Points *p = ks_trainer_data (t);
+  return (gint64) ((guint64) step * ks_trainer_world (t) * ks_trainer_batch (t) / p->n) - 1;
 }
 
-static const TrainTask points_task = {
-  "accuracy", "samples", points_build, points_batch, points_evaluate, points_describe,
-  points_clear, NULL, points_last_epoch,
+static const char *const points_settings[] = {
+  "model.type", "model.hidden", "model.activation", "model.seed", "model.dropout",
+  "data.task", "data.samples", "data.seed", "data.noise", NULL,
+};
+
+static const KsTrainTask points_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "the mlp on generated points",
+  .metric = "accuracy",
+  .unit = "samples",
+  .build = points_build,
+  .batch = points_batch,
+  .evaluate = points_evaluate,
+  .describe = points_describe,
+  .clear = points_clear,
+  .last_epoch = points_last_epoch,
+  .settings = points_settings,
 };
 
 /* ---- gpt on a text ---- */
@@ -272,11 +288,11 @@ typedef struct {
 } Text;
 
 /* The GPT of [model] with `vocab` tokens as g's layer list, built and initialised (on
- * t->model and t->loss, or as this worker's pipeline stage). */
+ * the trainer's model, or as this worker's pipeline stage). */
 static gboolean
-gpt_build (Trainer *t, GptFeeds *g, gsize vocab, GError **error)
+gpt_build (KsTrainer *t, GptFeeds *g, gsize vocab, GError **error)
 {
-  const KsConfig *c = t->config;
+  const KsConfig *c = ks_trainer_config (t);
   KsGptShape *shape = &g->shape;
   const KsLayerDesc no_metric = { 0 };
   KsExpr *metric;
@@ -286,34 +302,34 @@ gpt_build (Trainer *t, GptFeeds *g, gsize vocab, GError **error)
   shape->layers = ks_config_get_int (c, "model", "layers");
   shape->heads = ks_config_get_int (c, "model", "heads");
   shape->width = ks_config_get_int (c, "model", "width");
-  shape->batch = ks_train_rows (t);
-  t->tokens_per_row = shape->context;
+  shape->batch = ks_trainer_rows (t);
+  ks_trainer_set_tokens_per_row (t, shape->context);
   shape->seed = ks_config_get_int (c, "model", "seed");
   shape->dropout = ks_config_get_double (c, "model", "dropout");
   shape->skip = ks_config_get_bool (c, "model", "skip");
   static const char *const inputs[] = { "tokens", "positions", NULL };
-  t->inputs = inputs;
+  ks_trainer_set_inputs (t, inputs);
   g->args = g_new (KsGptLayerArgs, shape->layers + 2);
   g->layers = g_new (KsLayerDesc, shape->layers + 2);
   return ks_gpt_describe (shape, g->args, g->layers, &g->loss, error)
-         && ks_train_build_layers (t, g->layers, shape->layers + 2, &g->loss, &no_metric,
+         && ks_trainer_build_layers (t, g->layers, shape->layers + 2, &g->loss, &no_metric,
                                    &metric, error);
 }
 
-/* Allocates g's rows for t->batch and makes them t's feeds. */
+/* Allocates g's rows for ks_trainer_batch (t) and makes them t's feeds. */
 static void
-gpt_feeds_init (Trainer *t, GptFeeds *g)
+gpt_feeds_init (KsTrainer *t, GptFeeds *g)
 {
-  gsize n = t->batch * g->context;
+  gsize n = ks_trainer_batch (t) * g->context;
   g->tokens = g_new (gint64, n);
   g->positions = g_new (gint64, n);
   g->targets = g_new (gint64, n);
   for (gsize i = 0; i < n; i++)
     g->positions[i] = i % g->context;
-  t->feeds[0] = (KsFeed) { "tokens", g->tokens, n * sizeof (gint64) };
-  t->feeds[1] = (KsFeed) { "positions", g->positions, n * sizeof (gint64) };
-  t->feeds[2] = (KsFeed) { "targets", g->targets, n * sizeof (gint64) };
-  t->n_feeds = 3;
+  const KsFeed feeds[] = { { "tokens", g->tokens, n * sizeof (gint64) },
+                           { "positions", g->positions, n * sizeof (gint64) },
+                           { "targets", g->targets, n * sizeof (gint64) } };
+  ks_trainer_set_feeds (t, feeds, G_N_ELEMENTS (feeds));
 }
 
 static void
@@ -328,9 +344,9 @@ gpt_feeds_clear (GptFeeds *g)
 }
 
 static const char *
-gpt_describe (Trainer *t)
+gpt_describe (KsTrainer *t)
 {
-  return ((GptFeeds *) t->task_data)->description;
+  return ((GptFeeds *) ks_trainer_data (t))->description;
 }
 
 /* Windows of context + 1 tokens: tokens[i], targets[i] = the next token. */
@@ -345,10 +361,11 @@ fill_window (Text *x, gsize row, gsize start)
 }
 
 static gboolean
-text_build (Trainer *t, GError **error)
+text_build (KsTrainer *t, GError **error)
 {
-  const KsConfig *c = t->config;
-  Text *x = t->task_data = g_new0 (Text, 1);
+  const KsConfig *c = ks_trainer_config (t);
+  Text *x = g_new0 (Text, 1);
+  ks_trainer_set_data (t, x);
 
   if ((x->text = ks_text_load (ks_config_get_string (c, "data", "path"), error)) == NULL)
     return FALSE;
@@ -376,12 +393,12 @@ text_build (Trainer *t, GError **error)
 }
 
 static void
-text_batch (Trainer *t, gint64 step)
+text_batch (KsTrainer *t, gint64 step)
 {
-  Text *x = t->task_data;
-  g_autoptr (GRand) rng = step_rng (t->config, step);
-  gsize first = t->rank * t->batch;
-  for (gsize g = 0; g < first + t->batch; g++) /* the global batch's rows up to ours */
+  Text *x = ks_trainer_data (t);
+  g_autoptr (GRand) rng = step_rng (ks_trainer_config (t), step);
+  gsize first = ks_trainer_rank (t) * ks_trainer_batch (t);
+  for (gsize g = 0; g < first + ks_trainer_batch (t); g++) /* the global batch's rows up to ours */
     {
       gint32 start = g_rand_int_range (rng, 0, (gint32) (x->split - x->g.context - 1) + 1);
       if (g >= first)
@@ -391,31 +408,33 @@ text_batch (Trainer *t, gint64 step)
 
 /* Mean loss over held-out windows, evenly spaced over the last tenth. */
 static gboolean
-text_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
+text_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
-  Text *x = t->task_data;
+  Text *x = ks_trainer_data (t);
   gsize span = x->text->length - x->split - x->g.context - 1, rounds = 4;
   double sum = 0;
 
   for (gsize r = 0; r < rounds; r++)
     {
       double loss;
-      for (gsize b = 0; b < t->batch; b++)
-        fill_window (x, b, x->split + span * (r * t->batch + b) / (rounds * t->batch));
-      if (!ks_train_metric (t, t->feeds, t->n_feeds, t->loss, &loss, error))
+      for (gsize b = 0; b < ks_trainer_batch (t); b++)
+        fill_window (x, b, x->split + span * (r * ks_trainer_batch (t) + b) / (rounds * ks_trainer_batch (t)));
+      gsize n_feeds;
+      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
+      if (!ks_trainer_metric (t, feeds, n_feeds, ks_trainer_loss (t), &loss, error))
         return FALSE;
       sum += loss;
     }
   *value = sum / rounds;
   if (samples != NULL)
-    *samples = rounds * t->batch * x->g.context;
+    *samples = rounds * ks_trainer_batch (t) * x->g.context;
   return TRUE;
 }
 
 static void
-text_clear (Trainer *t)
+text_clear (KsTrainer *t)
 {
-  Text *x = t->task_data;
+  Text *x = ks_trainer_data (t);
   ks_text_free (x->text);
   gpt_feeds_clear (&x->g);
   g_free (x);
@@ -423,7 +442,7 @@ text_clear (Trainer *t)
 
 /* What `ksdist generate` needs to rebuild a GPT: its shape and the vocabulary. */
 static void
-gpt_metadata (Trainer *t, GHashTable *meta, const guint8 *vocab, gsize vocab_size)
+gpt_metadata (KsTrainer *t, GHashTable *meta, const guint8 *vocab, gsize vocab_size)
 {
   const char *keys[] = { "context", "layers", "heads", "width" };
   GString *hex = g_string_new (NULL);
@@ -432,8 +451,8 @@ gpt_metadata (Trainer *t, GHashTable *meta, const guint8 *vocab, gsize vocab_siz
   for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
     g_hash_table_insert (meta, g_strconcat ("model.", keys[i], NULL),
                          g_strdup_printf ("%" G_GINT64_FORMAT,
-                                          ks_config_get_int (t->config, "model", keys[i])));
-  if (ks_config_get_bool (t->config, "model", "skip")) /* absent: no skip, as before */
+                                          ks_config_get_int (ks_trainer_config (t), "model", keys[i])));
+  if (ks_config_get_bool (ks_trainer_config (t), "model", "skip")) /* absent: no skip, as before */
     g_hash_table_insert (meta, g_strdup ("model.skip"), g_strdup ("true"));
   for (gsize i = 0; i < vocab_size; i++)
     g_string_append_printf (hex, "%02x", vocab[i]);
@@ -441,15 +460,30 @@ gpt_metadata (Trainer *t, GHashTable *meta, const guint8 *vocab, gsize vocab_siz
 }
 
 static void
-text_metadata (Trainer *t, GHashTable *meta)
+text_metadata (KsTrainer *t, GHashTable *meta)
 {
-  Text *x = t->task_data;
+  Text *x = ks_trainer_data (t);
   gpt_metadata (t, meta, x->text->vocab, x->text->vocab_size);
 }
 
-static const TrainTask text_task = {
-  "loss", "tokens", text_build, text_batch, text_evaluate, gpt_describe, text_clear,
-  text_metadata,
+#define GPT_SETTINGS                                                                      \
+  "model.type", "model.context", "model.layers", "model.heads", "model.width", "model.seed", \
+      "model.dropout", "model.skip", "data.task"
+
+static const char *const text_settings[] = { GPT_SETTINGS, "data.path", NULL };
+
+static const KsTrainTask text_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "the gpt on a text",
+  .metric = "loss",
+  .unit = "tokens",
+  .build = text_build,
+  .batch = text_batch,
+  .evaluate = text_evaluate,
+  .describe = gpt_describe,
+  .clear = text_clear,
+  .metadata = text_metadata,
+  .settings = text_settings,
 };
 
 /* ---- gpt on addition: lines "a+b=c" ---- */
@@ -495,10 +529,11 @@ add_draw (Addition *x, GRand *rng, gboolean held_out, gint64 *a, gint64 *b)
 }
 
 static gboolean
-addition_build (Trainer *t, GError **error)
+addition_build (KsTrainer *t, GError **error)
 {
-  const KsConfig *c = t->config;
-  Addition *x = t->task_data = g_new0 (Addition, 1);
+  const KsConfig *c = ks_trainer_config (t);
+  Addition *x = g_new0 (Addition, 1);
+  ks_trainer_set_data (t, x);
 
   x->digits = ks_config_get_int (c, "data", "digits");
   x->limit = 1;
@@ -514,7 +549,7 @@ addition_build (Trainer *t, GError **error)
                    x->g.context, x->digits, 3 * x->digits + 4);
       return FALSE;
     }
-  if (ks_train_pipelined (c) && !t->describe_only)
+  if (ks_trainer_pipelined (t) && !ks_trainer_describing (t))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[pipeline]: the addition task scores by decoding the logits greedily in "
@@ -524,7 +559,7 @@ addition_build (Trainer *t, GError **error)
     }
   if (!gpt_build (t, &x->g, strlen (addition_vocab), error))
     return FALSE;
-  x->logits = t->logits;
+  x->logits = ks_trainer_logits (t);
   gpt_feeds_init (t, &x->g);
   x->line = g_new (char, x->g.context + 32);
   x->g.description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
@@ -535,14 +570,14 @@ addition_build (Trainer *t, GError **error)
 
 /* Each row: training problems, one per line from the row's start, cut at context + 1. */
 static void
-addition_batch (Trainer *t, gint64 step)
+addition_batch (KsTrainer *t, gint64 step)
 {
-  Addition *x = t->task_data;
-  g_autoptr (GRand) rng = step_rng (t->config, step);
+  Addition *x = ks_trainer_data (t);
+  g_autoptr (GRand) rng = step_rng (ks_trainer_config (t), step);
   g_autofree char *row = g_new (char, x->g.context + 1 + 3 * x->digits + 8);
 
-  gsize first = t->rank * t->batch;
-  for (gsize g = 0; g < first + t->batch; g++) /* the global batch's rows up to ours */
+  gsize first = ks_trainer_rank (t) * ks_trainer_batch (t);
+  for (gsize g = 0; g < first + ks_trainer_batch (t); g++) /* the global batch's rows up to ours */
     {
       gsize len = 0, b = g - first;
       while (len < x->g.context + 1)
@@ -564,21 +599,21 @@ addition_batch (Trainer *t, gint64 step)
  * greedily, one token per run, until a newline; right only if the answer is exactly
  * a + b. Positions after the prompt start at 0 and, being later, cannot matter. */
 static gboolean
-addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
+addition_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
-  Addition *x = t->task_data;
+  Addition *x = ks_trainer_data (t);
   const gsize V = strlen (addition_vocab), T = x->g.context;
-  g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) ks_config_get_int (t->config, "data",
+  g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) ks_config_get_int (ks_trainer_config (t), "data",
                                                                              "seed"));
-  g_autofree char **want = g_new0 (char *, t->batch + 1);
-  g_autofree gsize *prompt = g_new (gsize, t->batch), *len = g_new (gsize, t->batch);
-  g_autofree float *out = g_new (float, t->batch * T * V);
+  g_autofree char **want = g_new0 (char *, ks_trainer_batch (t) + 1);
+  g_autofree gsize *prompt = g_new (gsize, ks_trainer_batch (t)), *len = g_new (gsize, ks_trainer_batch (t));
+  g_autofree float *out = g_new (float, ks_trainer_batch (t) * T * V);
   gsize right = 0;
 
   for (gsize r = 0; r < ADD_EVAL_ROUNDS; r++)
     {
-      memset (x->g.tokens, 0, t->batch * T * sizeof (gint64));
-      for (gsize i = 0; i < t->batch; i++)
+      memset (x->g.tokens, 0, ks_trainer_batch (t) * T * sizeof (gint64));
+      for (gsize i = 0; i < ks_trainer_batch (t); i++)
         {
           gint64 a, b;
           add_draw (x, rng, TRUE, &a, &b);
@@ -589,11 +624,13 @@ addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
         }
       for (gint64 k = 0; k < x->digits + 2; k++) /* the longest answer and its newline */
         {
-          if (!ks_model_run (t->model, t->feeds, 2, &x->logits, 1, error)
+          gsize n_feeds;
+          const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
+          if (!ks_model_run (ks_trainer_model (t), feeds, 2, &x->logits, 1, error)
               || !ks_tensor_to_host (ks_expr_value (x->logits, error), out,
-                                     t->batch * T * V * sizeof (float), error))
+                                     ks_trainer_batch (t) * T * V * sizeof (float), error))
             return FALSE;
-          for (gsize i = 0; i < t->batch; i++)
+          for (gsize i = 0; i < ks_trainer_batch (t); i++)
             {
               if (len[i] >= T || (len[i] > prompt[i] && x->g.tokens[i * T + len[i] - 1] == 0))
                 continue; /* full, or ended by its newline (token 0) */
@@ -605,7 +642,7 @@ addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
               x->g.tokens[i * T + len[i]++] = best;
             }
         }
-      for (gsize i = 0; i < t->batch; i++)
+      for (gsize i = 0; i < ks_trainer_batch (t); i++)
         {
           gboolean ok = len[i] - prompt[i] == strlen (want[i]);
           for (gsize j = 0; ok && want[i][j] != '\0'; j++)
@@ -614,33 +651,45 @@ addition_evaluate (Trainer *t, double *value, gsize *samples, GError **error)
           g_clear_pointer (&want[i], g_free);
         }
     }
-  *value = (double) right / (ADD_EVAL_ROUNDS * t->batch);
+  *value = (double) right / (ADD_EVAL_ROUNDS * ks_trainer_batch (t));
   if (samples != NULL)
-    *samples = ADD_EVAL_ROUNDS * t->batch;
+    *samples = ADD_EVAL_ROUNDS * ks_trainer_batch (t);
   return TRUE;
 }
 
 static void
-addition_clear (Trainer *t)
+addition_clear (KsTrainer *t)
 {
-  Addition *x = t->task_data;
+  Addition *x = ks_trainer_data (t);
   gpt_feeds_clear (&x->g);
   g_free (x->line);
   g_free (x);
 }
 
 static void
-addition_metadata (Trainer *t, GHashTable *meta)
+addition_metadata (KsTrainer *t, GHashTable *meta)
 {
   gpt_metadata (t, meta, (const guint8 *) addition_vocab, strlen (addition_vocab));
 }
 
-static const TrainTask addition_task = {
-  "exact_match", "problems", addition_build, addition_batch, addition_evaluate,
-  gpt_describe, addition_clear, addition_metadata,
+static const char *const addition_settings[] = { GPT_SETTINGS, "data.digits", "data.seed",
+                                                NULL };
+
+static const KsTrainTask addition_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "the gpt on additions",
+  .metric = "exact_match",
+  .unit = "problems",
+  .build = addition_build,
+  .batch = addition_batch,
+  .evaluate = addition_evaluate,
+  .describe = gpt_describe,
+  .clear = addition_clear,
+  .metadata = addition_metadata,
+  .settings = addition_settings,
 };
 
-const TrainTask *
+const KsTrainTask *
 ks_train_task (const KsConfig *c, GError **error)
 {
   const char *task = ks_config_get_string (c, "data", "task");
@@ -655,6 +704,8 @@ ks_train_task (const KsConfig *c, GError **error)
                    "rings, gpt takes text or addition, ctr takes ctr", model, task);
       return NULL;
     }
+  if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)
+    return &ks_meta_task;
   if (ctr)
     return &ks_ctr_task;
   return addition ? &addition_task : text ? &text_task : &points_task;

@@ -76,6 +76,11 @@ typedef struct {
   /* A day's end on every server's sparse tables (ks_sparse_table_shrink); *deleted gets
    * the rows deleted over all servers. */
   gboolean (*shrink) (void *ctx, guint64 *deleted, GError **error);
+
+  /* optional, appended: the plan's check (trainer.h). Whether the mode can honour the
+   * configuration's [strategy] (and any other group it reads), with the configuration
+   * error distributed_optimizer would give; no context, cheap, without side effects. */
+  gboolean (*check_strategy) (const KsConfig *config, GError **error);
 } KsAlgorithmOps;
 
 /* A distributed algorithm instance, made by ks_factory_instantiate(). */
@@ -115,6 +120,11 @@ gboolean ks_algorithm_shrink (KsAlgorithm *algorithm, guint64 *deleted, GError *
  * DIR/checkpoint-<status->step>, keeping the newest `keep`) and returns on every worker
  * once the checkpoint is complete, or with the same failure on every worker.
  * `metadata` (may be NULL) adds entries; the status is saved as "epoch". */
+/* The check_strategy of the plugin that provides `mode` (TRUE when it has none, or no
+ * plugin provides the mode: ks_factory_instantiate says so). */
+gboolean ks_algorithm_check_strategy (KsRegistry *registry, const KsConfig *config,
+                                      const char *mode, GError **error);
+
 gboolean ks_algorithm_save_check_point (KsAlgorithm *algorithm, KsModel *model,
                                         KsOptimizer *optimizer, const char *dir,
                                         const KsTrainStatus *status, GHashTable *metadata,

@@ -22,5 +22,6 @@
 #include <ksdist/algorithm.h>
 #include <ksdist/factory.h>
 #include <ksdist/sparse.h>
+#include <ksdist/trainer.h>
 
 #endif

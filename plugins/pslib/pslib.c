@@ -486,15 +486,11 @@ static const KsOptimizerOps dist_ops = {
   .apply_gradients = dist_apply,
 };
 
+/* The plan's check, and distributed_optimizer's: the transpiler's settings are not
+ * pslib's. */
 static gboolean
-pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *inner,
-                             const KsConfig *strategy, const KsOptimizerOps **out_ops, void **out,
-                             GError **error)
+pslib_check_strategy (const KsConfig *strategy, GError **error)
 {
-  Pslib *p = ctx;
-
-  if (p->role == NULL)
-    return ps_failed (error, "pslib: call init with the role maker before distributed_optimizer");
   if (strcmp (ks_config_get_string (strategy, "strategy", "mode"), "auto") != 0
       || ks_config_get_bool (strategy, "strategy", "a_sync")
       || ks_config_get_int (strategy, "strategy", "k_steps") > 0)
@@ -505,6 +501,20 @@ pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *i
                    "and keeps the dense part where [strategy] dense says: remove them");
       return FALSE;
     }
+  return TRUE;
+}
+
+static gboolean
+pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *inner,
+                             const KsConfig *strategy, const KsOptimizerOps **out_ops, void **out,
+                             GError **error)
+{
+  Pslib *p = ctx;
+
+  if (p->role == NULL)
+    return ps_failed (error, "pslib: call init with the role maker before distributed_optimizer");
+  if (!pslib_check_strategy (strategy, error))
+    return FALSE;
   p->staleness = (int) ks_config_get_int (strategy, "strategy", "staleness");
   p->dense_allreduce = strcmp (ks_config_get_string (strategy, "strategy", "dense"), "allreduce") == 0;
   /* the dense tables: sync when no staleness is allowed, else async one push at a time */
@@ -595,6 +605,7 @@ static const KsAlgorithmOps pslib_ops = {
   .push_sparse = pslib_push_sparse,
   .flush_worker = pslib_flush_worker,
   .shrink = pslib_shrink,
+  .check_strategy = pslib_check_strategy,
 };
 
 static const KsImplDesc pslib_impls[] = {

@@ -261,6 +261,24 @@ static const KsOptimizerOps dist_ops = {
   /* the rest is the inner optimizer's (ks_optimizer_learning_rate, ks_optimizer_state) */
 };
 
+/* [strategy], and what its mode cannot honour: the plan's check (check_strategy) and
+ * distributed_optimizer's. */
+static gboolean
+read_strategy (const KsConfig *config, PsStrategy *out, GError **error)
+{
+  if (!ps_strategy_read (config, out, error))
+    return FALSE;
+  if (out->mode != PS_MODE_GEO && ks_config_get_double (config, "optim", "clip_norm") > 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[optim] clip_norm with [strategy] mode = %s: each server would clip its "
+                   "own blocks by their own norm, not the model's; remove clip_norm (or use "
+                   "mode = geo, where workers update locally)", ps_mode_name (out->mode));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void *inner,
                                   const KsConfig *strategy, const KsOptimizerOps **out_ops,
@@ -271,16 +289,8 @@ transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
 
   if (t->role == NULL)
     return ps_failed (error, "transpiler: call init with the role maker before distributed_optimizer");
-  if (!ps_strategy_read (strategy, &t->strategy, error))
+  if (!read_strategy (strategy, &t->strategy, error))
     return FALSE;
-  if (t->strategy.mode != PS_MODE_GEO && ks_config_get_double (strategy, "optim", "clip_norm") > 0)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[optim] clip_norm with [strategy] mode = %s: each server would clip its "
-                   "own blocks by their own norm, not the model's; remove clip_norm (or use "
-                   "mode = geo, where workers update locally)", ps_mode_name (t->strategy.mode));
-      return FALSE;
-    }
   t->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
   t->inner_ops = inner_ops;
   t->inner = inner;
@@ -322,6 +332,13 @@ transpiler_load_check_point (void *p, KsModel *model, KsOptimizer *optimizer, co
   return ps_job_load_check_point (t->role, dir, status, metadata, &t->resumed_step, error);
 }
 
+static gboolean
+transpiler_check_strategy (const KsConfig *config, GError **error)
+{
+  PsStrategy strategy;
+  return read_strategy (config, &strategy, error);
+}
+
 static const KsAlgorithmOps transpiler_ops = {
   .size = sizeof (KsAlgorithmOps),
   .create = transpiler_create,
@@ -334,6 +351,7 @@ static const KsAlgorithmOps transpiler_ops = {
   .distributed_optimizer = transpiler_distributed_optimizer,
   .save_check_point = transpiler_save_check_point,
   .load_check_point = transpiler_load_check_point,
+  .check_strategy = transpiler_check_strategy,
 };
 
 static const KsImplDesc transpiler_impls[] = {

@@ -1,4 +1,4 @@
-/* ksdist train across processes: the role maker says who this process is; with more than
+/* The processes of a job: the role maker says who this process is; with more than
  * one worker the ranks meet at the store (a TCP store is served by ksdist launch, or
  * else by rank 0 at [comm] store_address), connect a communicator, and the [job] mode's
  * algorithm wraps the optimizer (collective: gradients averaged every step). Worker r of
@@ -8,7 +8,7 @@
  * A pipelined run has no algorithm: its workers are dp replicas of a pipeline of p stages
  * (worker w is stage w mod p of replica w / p), and the replicas play the part of the
  * workers above. */
-#include "train.h"
+#include "trainer-private.h"
 
 #include <string.h>
 
@@ -22,7 +22,7 @@ setting (const KsConfig *c, const char *env, const char *group, const char *key)
 
 /* Whether the compute backend this run will get is CUDA's (device memory). */
 static gboolean
-on_gpu (Trainer *t)
+on_gpu (KsTrainer *t)
 {
   const char *compute = ks_config_get_string (t->config, "compute", "backend");
   const KsImplDesc *chosen = ks_registry_select (t->registry, KS_KIND_COMPUTE, compute, NULL,
@@ -35,7 +35,7 @@ on_gpu (Trainer *t)
  * WORLD_SIZE, as ksdist launch and torchrun set them), whatever the mode; else the
  * available one of highest priority (Gloo). */
 static const char *
-comm_backend (Trainer *t, int total, const char **why)
+comm_backend (KsTrainer *t, int total, const char **why)
 {
   const KsConfig *c = t->config;
   const char *backend = ks_config_get_string (c, "comm", "backend");
@@ -46,7 +46,7 @@ comm_backend (Trainer *t, int total, const char **why)
     return backend;
   /* GPU buffers: NCCL moves them without host copies (a pipeline stages its transfers
    * through host memory: those go by the rules below) */
-  if (on_gpu (t) && !ks_train_pipelined (c))
+  if (on_gpu (t) && !t->pipelined)
     {
       *why = "auto: the compute backend is cuda, and the nccl plugin is not loaded";
       if (ks_registry_select (t->registry, KS_KIND_COMM, "nccl", NULL, NULL) == NULL)
@@ -67,7 +67,7 @@ comm_backend (Trainer *t, int total, const char **why)
 /* [comm] hierarchical: with auto, when the backend is auto, the launcher says this host
  * has several of the job's ranks but not all, and the shm plugin is loaded. */
 static gboolean
-hierarchical (Trainer *t, int total, const char **why)
+hierarchical (KsTrainer *t, int total, const char **why)
 {
   const KsConfig *c = t->config;
   const char *want = ks_config_get_string (c, "comm", "hierarchical");
@@ -79,7 +79,7 @@ hierarchical (Trainer *t, int total, const char **why)
       return strcmp (want, "true") == 0;
     }
   *why = "auto: several hosts with several ranks each";
-  if (on_gpu (t) && !ks_train_pipelined (c))
+  if (on_gpu (t) && !t->pipelined)
     return FALSE; /* shared memory cannot take device buffers: NCCL goes all the way */
   return strcmp (ks_config_get_string (c, "comm", "backend"), "auto") == 0 && local != NULL
          && world != NULL && atoi (local) > 1 && atoi (local) < atoi (world)
@@ -90,7 +90,7 @@ hierarchical (Trainer *t, int total, const char **why)
 /* The world's communicator made hierarchical: shared memory inside this host (told
  * apart by its name and the launcher's node rank), the world's backend between hosts. */
 static gboolean
-make_hierarchical (Trainer *t, GError **error)
+make_hierarchical (KsTrainer *t, GError **error)
 {
   const char *node = g_getenv ("GROUP_RANK");
   g_autofree char *host = g_strdup_printf ("%s node %s", g_get_host_name (),
@@ -103,7 +103,13 @@ make_hierarchical (Trainer *t, GError **error)
 }
 
 gboolean
-ks_train_dist_setup (Trainer *t, GError **error)
+ks_trainer_has_servers (const KsTrainer *t)
+{
+  return t->role != NULL && t->algorithm != NULL && ks_role_maker_server_num (t->role) > 0;
+}
+
+gboolean
+ks_trainer_dist_setup (KsTrainer *t, GError **error)
 {
   const KsConfig *c = t->config;
   const char *address = setting (c, "KS_STORE_ADDRESS", "comm", "store_address");
@@ -117,27 +123,20 @@ ks_train_dist_setup (Trainer *t, GError **error)
 
   t->world = 1;
   if (strcmp (role_maker, "auto") == 0 && role_makers->len == 0)
-    return TRUE; /* no role maker plugin loaded: one process on its own */
+    {
+      /* no role maker plugin loaded: one process on its own */
+      static const KsTrainWorld alone = { 1, 0 };
+      return ks_trainer_check_world (c, t->task, &alone, error);
+    }
   if ((t->role = ks_role_maker_new (t->registry, c, role_maker, error)) == NULL)
     return FALSE;
   total = ks_role_maker_worker_num (t->role) + ks_role_maker_server_num (t->role);
-  if (total == 1 && strcmp (ks_config_get_string (c, "job", "mode"), KS_MODE_COLLECTIVE) != 0)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[job] mode = %s trains with parameter servers, but this is one process "
-                   "alone: start the job with `ksdist launch --servers S --workers W CONFIG`",
-                   ks_config_get_string (c, "job", "mode"));
-      return FALSE;
-    }
+  /* the plan's check of the world, as ksdist config and launch made it */
+  KsTrainWorld world = { ks_role_maker_worker_num (t->role), ks_role_maker_server_num (t->role) };
+  if (!ks_trainer_check_world (c, t->task, &world, error))
+    return FALSE;
   if (total == 1)
     return TRUE;
-  if (ks_role_maker_is_server (t->role) && ks_train_pipelined (c))
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "this process is server %d, but a pipelined run ([pipeline]) has no servers",
-                   ks_role_maker_server_index (t->role));
-      return FALSE;
-    }
   /* ksdist launch hosts a TCP store and says where; without it, rank 0 serves it */
   const char *store = setting (c, "KS_STORE", "comm", "store"), *token = g_getenv ("KS_STORE_TOKEN");
   gboolean rank0 = ks_role_maker_global_rank (t->role) == 0;
@@ -149,19 +148,10 @@ ks_train_dist_setup (Trainer *t, GError **error)
   /* a server has no rows of the data: rank -1 */
   t->rank = ks_role_maker_is_worker (t->role) ? ks_role_maker_worker_index (t->role) : -1;
   t->world = ks_role_maker_worker_num (t->role);
-  if (ks_train_pipelined (c))
+  if (t->pipelined)
     {
       /* every stage of a replica sees the replica's rows */
       gint64 stages = ks_config_get_int (c, "pipeline", "stages");
-      if (t->world % stages != 0 || total != t->world)
-        {
-          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                       "[pipeline] stages = %" G_GINT64_FORMAT " but the job has %d workers "
-                       "and %d servers: a pipelined run has one worker per stage of each "
-                       "data-parallel replica; launch -n %" G_GINT64_FORMAT " (one pipeline) "
-                       "or a multiple of it", stages, t->world, total - t->world, stages);
-          return FALSE;
-        }
       t->stage = t->rank % stages;
       t->rank /= stages;
       t->world /= stages;
@@ -169,7 +159,7 @@ ks_train_dist_setup (Trainer *t, GError **error)
   if (*address == '\0')
     {
       /* started by torchrun, mpirun, a scheduler: their variables may say where */
-      if (!ks_train_meeting (*job ? job : "default", rank0, &meeting, error))
+      if (!ks_trainer_meeting (*job ? job : "default", rank0, &meeting, error))
         return FALSE;
       if (meeting.address == NULL)
         {
@@ -189,7 +179,7 @@ ks_train_dist_setup (Trainer *t, GError **error)
       rank0_serves = meeting.serve;
     }
   const char *backend = comm_backend (t, total, &why);
-  if (on_gpu (t) && !ks_train_pipelined (c) && strcmp (backend, "nccl") != 0
+  if (on_gpu (t) && !t->pipelined && strcmp (backend, "nccl") != 0
       && strcmp (ks_config_get_string (c, "job", "mode"), KS_MODE_COLLECTIVE) == 0)
     {
       /* the gradients are in device memory, which only NCCL reads */
@@ -212,12 +202,14 @@ ks_train_dist_setup (Trainer *t, GError **error)
   if (strcmp (ks_comm_name (t->comm), "hierarchical") == 0)
     why = hier_why;
   t->comm_why = why;
-  if (ks_train_pipelined (c))
+  if (t->pipelined)
     /* the stages talk through the pipeline, not an algorithm; replicas through their
      * stage's data-parallel group */
     return t->world == 1
            || ks_pipeline_groups (t->comm, ks_config_get_int (c, "pipeline", "stages"),
                                   &t->pipe_comm, &t->data_comm, error);
+  if (t->task->step != NULL)
+    return TRUE; /* a task with a step of its own (Reptile) averages through comm itself */
   if ((t->algorithm = ks_factory_instantiate (t->registry, c,
                                                  ks_config_get_string (c, "job", "mode"), error))
              == NULL
@@ -228,7 +220,7 @@ ks_train_dist_setup (Trainer *t, GError **error)
 
 /* Wraps the optimizer with the algorithm's (before ks_optimizer_minimize). */
 gboolean
-ks_train_dist_wrap (Trainer *t, GError **error)
+ks_trainer_dist_wrap (KsTrainer *t, GError **error)
 {
   KsOptimizer *wrapped;
   if (t->algorithm == NULL)
@@ -243,7 +235,7 @@ ks_train_dist_wrap (Trainer *t, GError **error)
 
 /* The mean of a value over the workers (the value itself in one process). */
 gboolean
-ks_train_dist_mean (Trainer *t, double *value, GError **error)
+ks_trainer_dist_mean (KsTrainer *t, double *value, GError **error)
 {
   KsComm *workers = t->role != NULL ? ks_role_maker_worker_comm (t->role) : NULL;
   return workers == NULL || t->pipeline != NULL /* the same on every stage and replica */
@@ -251,7 +243,7 @@ ks_train_dist_mean (Trainer *t, double *value, GError **error)
 }
 
 void
-ks_train_dist_clear (Trainer *t)
+ks_trainer_dist_clear (KsTrainer *t)
 {
   ks_algorithm_free (t->algorithm);
   ks_role_maker_free (t->role);

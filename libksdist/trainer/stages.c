@@ -1,40 +1,31 @@
-/* ksdist train with [pipeline]: a task describes its model as a layer list; this file
- * builds it on one model, or cuts it into stages (one worker each) and runs the
- * pipeline's steps and evaluations. */
-#include "train.h"
+/* The pipeline executor: a task's layer list cut by [pipeline] seg_method into stages
+ * (one worker each), this worker's stage built on the pipeline, and at the end each
+ * stage's idle share, peak memory and the trace. */
+#include "trainer-private.h"
 
-#include <math.h>
 #include <string.h>
+#include <sys/resource.h>
 
 gboolean
-ks_train_pipelined (const KsConfig *c)
+ks_trainer_pipeline_check (const KsConfig *c, gsize batch, gboolean alone, GError **error)
 {
-  return ks_config_get_int (c, "pipeline", "stages") > 1
-         || ks_config_get_int (c, "pipeline", "virtual_stages") > 1
-         || ks_config_get_int (c, "pipeline", "micro_batches") > 1;
-}
-
-gboolean
-ks_train_pipeline_check (Trainer *t, GError **error)
-{
-  const KsConfig *c = t->config;
   gint64 m = ks_config_get_int (c, "pipeline", "micro_batches");
   static const char *const refused[][2] = { { "train", "export_dir" } };
 
   gint64 stages = ks_config_get_int (c, "pipeline", "stages");
-  if (stages > 1 && t->comm == NULL)
+  if (stages > 1 && alone)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[pipeline] stages = %" G_GINT64_FORMAT " needs one worker process per "
                    "stage: run `ksdist launch -n %" G_GINT64_FORMAT " CONFIG`", stages, stages);
       return FALSE;
     }
-  if (t->batch % m != 0)
+  if (batch % m != 0)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[pipeline] micro_batches = %" G_GINT64_FORMAT " does not divide [train] "
                    "batch = %" G_GSIZE_FORMAT ": every micro-batch has the same rows",
-                   m, t->batch);
+                   m, batch);
       return FALSE;
     }
   for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
@@ -61,17 +52,11 @@ ks_train_pipeline_check (Trainer *t, GError **error)
   return TRUE;
 }
 
-gsize
-ks_train_rows (const Trainer *t)
-{
-  return t->batch / (gsize) ks_config_get_int (t->config, "pipeline", "micro_batches");
-}
-
 enum { PROFILE_STEPS = 3 };
 
 /* Each layer's cost for seg_method cost: measured by the first worker, told to the rest. */
 static gboolean
-measure_costs (Trainer *t, KsLayerInfo *info, GError **error)
+measure_costs (KsTrainer *t, KsLayerInfo *info, GError **error)
 {
   g_autofree double *seconds = g_new0 (double, t->n_layers);
   double total = 0;
@@ -97,7 +82,7 @@ measure_costs (Trainer *t, KsLayerInfo *info, GError **error)
 }
 
 gboolean
-ks_train_segment (Trainer *t, KsLayerInfo *info, gsize *boundaries, gboolean *measured,
+ks_trainer_segment (KsTrainer *t, KsLayerInfo *info, gsize *boundaries, gboolean *measured,
                   GError **error)
 {
   const KsConfig *c = t->config;
@@ -118,9 +103,8 @@ ks_train_segment (Trainer *t, KsLayerInfo *info, gsize *boundaries, gboolean *me
   return TRUE;
 }
 
-/* This stage's part of the layer list, cut by [pipeline] seg_method. */
-static gboolean
-build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
+gboolean
+ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
              const KsLayerDesc *metric, GError **error)
 {
   gboolean measured;
@@ -134,7 +118,7 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
   g_autofree KsLayerInfo *info = g_new (KsLayerInfo, n);
 
   ks_schedule_kind_from_name (ks_config_get_string (c, "pipeline", "schedule"), &shape.schedule);
-  if (!ks_train_segment (t, info, boundaries, &measured, error))
+  if (!ks_trainer_segment (t, info, boundaries, &measured, error))
     return FALSE;
   shape.boundaries = boundaries;
   if ((t->pipeline = ks_pipeline_new (t->compute, t->pipe_comm ? t->pipe_comm : t->comm,
@@ -157,52 +141,67 @@ build_stage (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *
   return TRUE;
 }
 
-gboolean
-ks_train_build_layers (Trainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
-                       const KsLayerDesc *metric, KsExpr **metric_out, GError **error)
+/* The trace of every replica's pipeline in one file (a process per replica): each
+ * replica's stage 0 gathers its stages, replica 0's gathers the replicas and writes it. */
+static gboolean
+write_trace (KsTrainer *t, const char *path, GError **error)
 {
-  KsExpr *logits;
+  g_autoptr (GString) mine = NULL;
+  gint64 len;
 
-  *metric_out = NULL;
-  t->layers = layers;
-  t->n_layers = n;
-  t->loss_layer = loss;
-  if (t->describe_only)
-    return TRUE;
-  if (ks_train_pipelined (t->config))
-    return build_stage (t, layers, n, loss, metric, error);
-  t->model = ks_model_new (t->compute);
-  if (!ks_layers_build (t->model, layers, n, &logits, error)
-      || (t->loss = loss->build (t->model, logits, loss->args, error)) == NULL
-      || (metric->build != NULL
-          && (*metric_out = metric->build (t->model, logits, metric->args, error)) == NULL))
+  if (!ks_pipeline_trace_events (t->pipeline, t->rank, &mine, error))
     return FALSE;
-  t->logits = logits;
-  return ks_model_init (t->model, error);
+  if (mine == NULL)
+    return TRUE; /* a later stage: sent to its stage 0 */
+  if (t->rank > 0)
+    return (len = mine->len, ks_comm_send (t->data_comm, &len, sizeof len, 0, 1, error))
+           && ks_comm_send (t->data_comm, mine->str, len, 0, 2, error);
+  for (int r = 1; r < t->world; r++)
+    {
+      if (!ks_comm_recv (t->data_comm, &len, sizeof len, r, 1, error))
+        return FALSE;
+      if (len < 0 || len > (1 << 30))
+        return g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
+                            "replica %d sent a trace of %" G_GINT64_FORMAT " bytes", r, len),
+               FALSE;
+      gsize at = mine->len;
+      g_string_set_size (mine, at + len);
+      if (!ks_comm_recv (t->data_comm, mine->str + at, len, r, 2, error))
+        return FALSE;
+    }
+  g_string_overwrite (mine, 0, "["); /* in place of the first event's leading comma */
+  g_string_erase (mine, 1, 1);
+  g_string_append (mine, "\n]\n");
+  return g_file_set_contents (path, mine->str, mine->len, error);
 }
 
+/* Each stage's idle share after the first step and its peak memory, and the trace. */
 gboolean
-ks_train_metric (Trainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric, double *value,
-                 GError **error)
+ks_trainer_pipeline_report (KsTrainer *t, double warm_busy, double warm_wall, GError **error)
 {
-  float v;
-  if (t->pipeline != NULL)
-    return ks_pipeline_evaluate (t->pipeline, feeds, n_feeds, value, error);
-  if (!ks_model_run (t->model, feeds, n_feeds, &metric, 1, error)
-      || isnan (v = ks_train_scalar (metric, error)))
+  const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+  double busy, wall;
+  struct rusage usage;
+
+  const char *trace = ks_config_get_string (t->config, "trace", "path");
+
+  ks_pipeline_timing (t->pipeline, &busy, &wall);
+  busy -= warm_busy;
+  wall -= warm_wall;
+  if (wall > 0)
+    g_message ("stage %d: computing %.3f s of %.3f s in steps (idle %.2f%%; theory for equal "
+               "stages %.2f%%)", t->stage, busy, wall, 100 * (1 - busy / wall),
+               100 * ks_schedule_theoretical_bubble (s->stages, s->virtual_stages,
+                                                     s->micro_batches));
+  /* what recompute saves shows here (Linux counts ru_maxrss in KiB) */
+  if (getrusage (RUSAGE_SELF, &usage) == 0)
+    g_message ("stage %d: peak resident memory %.1f MiB", t->stage, usage.ru_maxrss / 1024.0);
+  if (*trace == '\0')
+    return TRUE;
+  if (!write_trace (t, trace, error))
     return FALSE;
-  *value = v;
+  if (t->stage == 0 && t->rank == 0)
+    g_message ("trace of %d replicas x %d stages written to %s", t->world, s->stages, trace);
   return TRUE;
 }
 
-gboolean
-ks_train_has_layers (Trainer *t, GError **error)
-{
-  if (t->layers != NULL || !(t->describe_only || ks_train_pipelined (t->config)))
-    return TRUE;
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-               "[pipeline]: the %s model is not described as a layer list yet, so it cannot "
-               "be cut into stages; use [model] type = mlp, or train it without [pipeline]",
-               ks_config_get_string (t->config, "model", "type"));
-  return FALSE;
-}

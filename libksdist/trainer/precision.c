@@ -1,5 +1,5 @@
-/* ksdist train: [amp], mixed precision on the model a task built. */
-#include "train.h"
+/* [amp]: mixed precision on the model a task built. */
+#include "trainer-private.h"
 
 #include <string.h>
 
@@ -9,18 +9,7 @@ static const struct {
 } amp_types[] = { { "bf16", KS_DTYPE_BFLOAT16 }, { "fp16", KS_DTYPE_FLOAT16 } };
 
 gboolean
-ks_train_amp_refused (const KsConfig *c, const char *why, GError **error)
-{
-  const char *dtype = ks_config_get_string (c, "amp", "dtype");
-  if (strcmp (dtype, "off") == 0)
-    return TRUE;
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-               "[amp] dtype = %s: %s; set [amp] dtype = off", dtype, why);
-  return FALSE;
-}
-
-gboolean
-ks_train_amp (Trainer *t, GError **error)
+ks_trainer_amp (KsTrainer *t, GError **error)
 {
   const KsConfig *c = t->config;
   const char *dtype = ks_config_get_string (c, "amp", "dtype");
@@ -35,19 +24,12 @@ ks_train_amp (Trainer *t, GError **error)
       amp.dtype = amp_types[i].dtype;
   if (amp.dtype == KS_DTYPE_FLOAT32)
     return TRUE;
-  /* a stage's backward starts from what the next stage sent, which no scale reached */
-  if (t->pipeline != NULL && amp.dtype == KS_DTYPE_FLOAT16)
-    return ks_train_amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no "
-                                    "scaling", error);
-  if (t->role != NULL && ks_role_maker_server_num (t->role) > 0)
-    return ks_train_amp_refused (c, "with parameter servers the update runs on the servers, "
-                                    "in float32; mixed precision needs [job] mode = collective",
-                                 error);
+  /* what cannot take it (fp16 on a pipeline, servers) the plan refused */
   return ks_model_set_amp (t->model, &amp, error);
 }
 
 char *
-ks_train_amp_describe (Trainer *t)
+ks_trainer_amp_describe (KsTrainer *t)
 {
   KsLossScale ls;
   KsDType dtype = ks_model_amp_dtype (t->model);
@@ -60,7 +42,7 @@ ks_train_amp_describe (Trainer *t)
 }
 
 char *
-ks_train_amp_fields (Trainer *t)
+ks_trainer_amp_fields (KsTrainer *t)
 {
   KsLossScale ls;
 

@@ -7,7 +7,7 @@
  *   rendezvous): rank 0 serves ksdist's TCP store there, for clients with KS_STORE_TOKEN;
  * - mpirun with every rank on this host: a file store in a private directory named by
  *   mpirun's job id (PMIX_NAMESPACE). */
-#include "train.h"
+#include "trainer-private.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 gboolean
-ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
+ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
 {
   const char *addr = g_getenv ("MASTER_ADDR"), *port = g_getenv ("MASTER_PORT");
   const char *mpi_job = g_getenv ("PMIX_NAMESPACE");
@@ -49,7 +49,7 @@ ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
           g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
                        "cannot make the job's meeting directory %s: %s", m->address,
                        g_strerror (errno));
-          ks_train_meeting_clear (m);
+          ks_trainer_meeting_clear (m);
           return FALSE;
         }
       /* made by another user, or open to others: not a safe place to meet */
@@ -59,7 +59,7 @@ ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
           g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_PERM,
                        "the job's meeting directory %s is not a directory of yours that only "
                        "you can use: remove it, or set [comm] store_address", m->address);
-          ks_train_meeting_clear (m);
+          ks_trainer_meeting_clear (m);
           return FALSE;
         }
       m->store = g_strdup ("file");
@@ -70,7 +70,7 @@ ks_train_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error)
 }
 
 void
-ks_train_meeting_clear (KsMeeting *m)
+ks_trainer_meeting_clear (KsMeeting *m)
 {
   g_free (m->store);
   g_free (m->address);

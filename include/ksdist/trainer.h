@@ -1,0 +1,178 @@
+/* The trainer: the training loop as a library. A program gives it a configuration and a
+ * task (callbacks that build the model and fill each step's batch); the trainer decides
+ * once, before anything is built, how the run goes (the plan: mode x executor x task x
+ * mixed precision x role x world size) and then runs it: data parallel, parameter
+ * servers or pipeline stages, resume, checkpoints, held-out evaluation, the metrics
+ * file, progress, traces, mixed precision and export. `ksdist train` is a thin front on
+ * it; examples/own-model.c trains a model of its own in every mode.
+ *
+ *   KsTrainer *t = ks_trainer_new (registry, config, &my_task, my_data, &error);
+ *   ok = t != NULL && ks_trainer_run (t, &error);
+ *   ks_trainer_free (t);
+ *
+ * The three plug points are the mode (the [job] mode's algorithm plugin: collective,
+ * transpiler, pslib), the executor (one model, or the pipeline of [pipeline]) and the
+ * task; the loop tests none of them. */
+#ifndef KSDIST_TRAINER_H
+#define KSDIST_TRAINER_H
+
+#include <ksdist/algorithm.h>
+#include <ksdist/config.h>
+#include <ksdist/model.h>
+#include <ksdist/registry.h>
+#include <ksdist/rolemaker.h>
+
+G_BEGIN_DECLS
+
+typedef struct _KsTrainer KsTrainer;
+
+/* What a task does for the trainer. Every callback gets the trainer; the task's own
+ * state is ks_trainer_data (t). Slots are only ever appended (`size` first). */
+typedef struct {
+  gsize size;         /* sizeof (KsTrainTask) */
+  const char *name;   /* for messages: "spirals", "my-regression" */
+  const char *metric; /* of the held-out evaluation: "accuracy", "loss" */
+  const char *unit;   /* what the evaluation counts: "samples", "tokens" */
+  /* Required. Builds the model: a layer list through ks_trainer_build_layers (every
+   * executor can run it, the pipeline included), or a model of its own through
+   * ks_trainer_set_model (one model only). Then sets the step's feeds. */
+  gboolean (*build) (KsTrainer *t, GError **error);
+  /* Required (unless `step` is set). Fills the feeds with this worker's rows of step's
+   * global batch: ks_trainer_batch (t) rows from row ks_trainer_rank (t) * batch of
+   * batch * ks_trainer_world (t). Depending on nothing but the step keeps a resumed run
+   * bitwise equal to an unbroken one and data parallelism equal to one process. */
+  void (*batch) (KsTrainer *t, gint64 step);
+  /* Required. The held-out metric (ks_trainer_metric runs one batch on any executor);
+   * `final` is TRUE for the evaluation at the end, FALSE for [train] eval_every's. */
+  gboolean (*evaluate) (KsTrainer *t, gboolean final, double *value, gsize *samples,
+                        GError **error);
+  /* Optional from here. */
+  const char *(*describe) (KsTrainer *t); /* "a GPT (2 layers) on words.txt" */
+  void (*clear) (KsTrainer *t);           /* frees ks_trainer_data (t) */
+  /* Entries for checkpoints' and exports' metadata, so they can be used without the
+   * configuration. */
+  void (*metadata) (KsTrainer *t, GHashTable *metadata);
+  /* The last epoch over the training data finished after `step` (-1: none). */
+  gint64 (*last_epoch) (KsTrainer *t, gint64 step);
+  /* After batch and before the step (e.g. pull a batch's sparse rows), and after it. */
+  gboolean (*prepare) (KsTrainer *t, gint64 step, GError **error);
+  gboolean (*finish) (KsTrainer *t, gint64 step, GError **error);
+  /* A whole step of the task's own (meta-learning: Reptile's inner loops and its
+   * meta-update), in place of the optimizer's; the model is ks_trainer_model's, the
+   * loss what it sets in *loss. Such a task runs data parallel (collective) or alone. */
+  gboolean (*step) (KsTrainer *t, gint64 step, double *loss, GError **error);
+  /* The keys of [model] and [data] the task reads, NULL-terminated ("data.path"); a key
+   * of those groups set in the configuration but not listed is refused by the plan (a
+   * setting never silently ignored). NULL: the task reads them all. */
+  const char *const *settings;
+} KsTrainTask;
+
+/* The world a plan is checked for: how many workers and servers the job has (0 for
+ * both: what the role maker says, or one process alone). */
+typedef struct {
+  int workers, servers;
+} KsTrainWorld;
+
+/* The plan's check, before anything is built: every setting that clashes with another,
+ * with the mode, the executor, the task, the world, or a path the run cannot write, is
+ * a KS_CONFIG_ERROR naming the settings and what to change. With `build`, the task's
+ * model is built too (on this process's compute backend, no communication), so that
+ * what only the model tells (a pipeline needs a layer list) is found here as well.
+ * `ksdist config`, `ksdist launch` and ks_trainer_new call it; its [optim] total_steps
+ * of 0 becomes [train] steps. */
+gboolean ks_trainer_check (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
+                           const KsTrainWorld *world, gboolean build, GError **error);
+
+/* A trainer for `task` on `config` (neither copied: both must outlive it), after
+ * ks_trainer_check. `data` is the task's state (ks_trainer_data), which its build may
+ * replace. Nothing is built or connected until ks_trainer_run. */
+KsTrainer *ks_trainer_new (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
+                           gpointer data, GError **error);
+/* The whole run: meets the other processes, builds the task, resumes, trains [train]
+ * steps with checkpoints, evaluations and progress, evaluates at the end, exports, and
+ * stops the servers; a server process serves until every worker stops. FALSE and the
+ * error on any failure (a KS_CONFIG_ERROR is a setting to change). */
+gboolean ks_trainer_run (KsTrainer *t, GError **error);
+void ks_trainer_free (KsTrainer *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTrainer, ks_trainer_free)
+
+/* A training program's whole main: `PROG CONFIG [--set GROUP.KEY=VALUE ...]` loads the
+ * configuration and the plugins, checks the plan, and runs `task` (with `data` as its
+ * ks_trainer_data) as this process's part of the job, under ksdist launch, torchrun,
+ * mpirun or alone. Prints one line for an error; returns the exit status: 0, 1 when
+ * the run failed, 2 for a setting to change. */
+int ks_trainer_main (int argc, char **argv, const KsTrainTask *task, gpointer data);
+
+/* After ks_trainer_run: the held-out metric at the end (NaN when none ran). */
+double ks_trainer_result (const KsTrainer *t);
+
+/* For the task's callbacks. */
+KsConfig *ks_trainer_config (const KsTrainer *t);
+KsRegistry *ks_trainer_registry (const KsTrainer *t);
+KsCompute *ks_trainer_compute (const KsTrainer *t);
+gpointer ks_trainer_data (const KsTrainer *t);
+void ks_trainer_set_data (KsTrainer *t, gpointer data);
+/* Rows a worker trains on each step ([train] batch), this worker's rank among the
+ * world's data-parallel workers (a pipeline's replicas), and their number. */
+gsize ks_trainer_batch (const KsTrainer *t);
+int ks_trainer_rank (const KsTrainer *t);
+int ks_trainer_world (const KsTrainer *t);
+/* The rows the model is built for: one micro-batch of a pipelined run, else batch. */
+gsize ks_trainer_rows (const KsTrainer *t);
+/* TRUE while only the model's description is wanted (ksdist segment, the plan's check):
+ * build the layer list, load no data. */
+gboolean ks_trainer_describing (const KsTrainer *t);
+/* The job's role maker and the mode's algorithm (NULL for one process alone or a
+ * pipeline): a task with sparse tables reaches the servers through them. */
+KsRoleMaker *ks_trainer_role (const KsTrainer *t);
+KsAlgorithm *ks_trainer_algorithm (const KsTrainer *t);
+/* The communicator of the whole job (NULL alone). */
+KsComm *ks_trainer_comm (const KsTrainer *t);
+/* Whether the executor is the pipeline ([pipeline]). */
+gboolean ks_trainer_pipelined (const KsTrainer *t);
+/* The model (a pipeline's: this stage's), its loss and logits (NULL on a pipeline). */
+KsModel *ks_trainer_model (const KsTrainer *t);
+KsExpr *ks_trainer_loss (const KsTrainer *t);
+KsExpr *ks_trainer_logits (const KsTrainer *t);
+
+/* Builds the task's layer list with its loss and metric layers (metric's build may be
+ * NULL): one model, or this worker's pipeline stage, cut by [pipeline] seg_method
+ * (*metric_out NULL there: ks_trainer_metric asks the pipeline). Initialised. The
+ * arrays must outlive the trainer. */
+gboolean ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize n,
+                                  const KsLayerDesc *loss, const KsLayerDesc *metric,
+                                  KsExpr **metric_out, GError **error);
+/* A model of the task's own, not a layer list (one model only: not pipelined). The
+ * trainer owns it from here, also when this fails. Then its loss, and the logits an
+ * export computes (may be NULL: then nothing exports), with ks_trainer_set_loss. */
+gboolean ks_trainer_set_model (KsTrainer *t, KsModel *model, GError **error);
+void ks_trainer_set_loss (KsTrainer *t, KsExpr *loss, KsExpr *logits);
+/* A model the task keeps and frees itself (a task with a step of its own). */
+void ks_trainer_use_model (KsTrainer *t, KsModel *model);
+/* The data a step feeds (copied; the buffers they point at stay the task's and are
+ * read at each step), and the names of the inputs an export computes logits from. */
+void ks_trainer_set_feeds (KsTrainer *t, const KsFeed *feeds, gsize n);
+const KsFeed *ks_trainer_feeds (const KsTrainer *t, gsize *n);
+void ks_trainer_set_inputs (KsTrainer *t, const char *const *inputs);
+/* Tokens in each row (the metrics' tokens/s); 0 for none. */
+void ks_trainer_set_tokens_per_row (KsTrainer *t, gsize tokens);
+/* One batch's metric on any executor: the model's `metric`, or the pipeline's. A
+ * non-finite value is an error. */
+gboolean ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
+                            double *value, GError **error);
+
+/* The model's layer list (ksdist segment): the task built with describing on. */
+const KsLayerDesc *ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss);
+/* Builds the task to describe it (no data, no communication). */
+gboolean ks_trainer_describe (KsTrainer *t, GError **error);
+/* The layers' names and parameter counts, cut by [pipeline] seg_method into stages x
+ * virtual_stages parts (boundaries has one more entry); with seg_method cost,
+ * *measured and each layer's measured cost. */
+gboolean ks_trainer_segment (KsTrainer *t, KsLayerInfo *info, gsize *boundaries,
+                             gboolean *measured, GError **error);
+/* The task's description (its describe, else its name). */
+const char *ks_trainer_task_describe (KsTrainer *t);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,307 @@
+/* ks_trainer_run: the loop. It meets the job's other processes, has the task build its
+ * model, resumes, and runs [train] steps: each the task's batch, then the task's own
+ * step or the optimizer's (which the mode's algorithm wrapped) or the pipeline's;
+ * checkpoints, held-out evaluations, progress (a line on a terminal, plain lines
+ * otherwise) and [log] metrics JSONL; at the end the evaluation and the export. */
+#include "trainer-private.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+/* A line of the [log] metrics file: the step, the wall time since the run began, then
+ * `fields` ("\"loss\": 0.5, ..."), the held-out metric when evaluated. */
+static void
+metrics_line (KsTrainer *t, gint64 step, double wall_s, const char *fields, const double *eval)
+{
+  if (t->metrics == NULL)
+    return;
+  fprintf (t->metrics, "{\"step\": %" G_GINT64_FORMAT ", \"wall_s\": %.3f%s%s", step, wall_s,
+           *fields ? ", " : "", fields);
+  if (eval != NULL)
+    fprintf (t->metrics, ", \"eval_%s\": %.6g", t->task->metric, *eval);
+  fputs ("}\n", t->metrics);
+  fflush (t->metrics);
+}
+
+static void
+report (KsTrainer *t, gint64 step, gint64 steps, double loss, double lr, double rate,
+        double eta, double wall_s, const double *eval)
+{
+  /* a task with steps of its own has no learning rate of the trainer's */
+  g_autofree char *lr_text = isnan (lr) ? g_strdup ("") : g_strdup_printf ("lr %.3g ", lr);
+  if (t->tty)
+    {
+      printf ("\rstep %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "  loss %.4f  %s %.0f "
+              "samples/s  ETA %.0fs   ",
+              step, steps, loss, lr_text, rate, eta);
+      if (step == steps)
+        putchar ('\n');
+    }
+  else
+    printf ("step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " loss %.4f %ssamples/s %.0f "
+            "eta_s %.0f\n",
+            step, steps, loss, lr_text, rate, eta);
+  fflush (stdout);
+  g_autoptr (GString) fields = g_string_new (NULL);
+  g_string_append_printf (fields, "\"loss\": %.6g", loss);
+  if (!isnan (lr))
+    g_string_append_printf (fields, ", \"lr\": %.6g", lr);
+  g_string_append_printf (fields, ", \"samples_per_s\": %.1f", rate);
+  if (t->tokens_per_row > 0)
+    g_string_append_printf (fields, ", \"tokens_per_s\": %.1f", rate * t->tokens_per_row);
+  g_autofree char *amp = ks_trainer_amp_fields (t);
+  g_string_append (fields, amp);
+  metrics_line (t, step, wall_s, fields->str, eval);
+}
+
+/* The held-out metric, in evaluation mode (dropout passes through). */
+static gboolean
+evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
+{
+  gboolean ok;
+  ks_model_set_training (t->model, FALSE);
+  ok = t->task->evaluate (t, final, value, &t->eval_samples, error);
+  ks_model_set_training (t->model, TRUE);
+  if (ok && !isfinite (*value))
+    ok = (g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                       "the held-out %s is %g: the model diverged (lower [optim] lr, set "
+                       "[optim] clip_norm, or use a warmup)", t->task->metric, *value),
+          FALSE);
+  return ok;
+}
+
+/* The loss of the step just taken (as computed before its update). */
+static gboolean
+step_loss (KsTrainer *t, double *loss, GError **error)
+{
+  const KsTensor *value;
+  float v;
+
+  if (t->pipeline != NULL)
+    {
+      *loss = t->pipeline_loss;
+      return TRUE;
+    }
+  if ((value = ks_expr_last_value (t->loss)) == NULL)
+    return g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                        "no step has run yet"), FALSE;
+  if (!ks_tensor_to_host (value, &v, sizeof v, error))
+    return FALSE;
+  *loss = v;
+  return TRUE;
+}
+
+/* One step: the task's own, the pipeline's or the optimizer's; *loss for the task's. */
+static gboolean
+one_step (KsTrainer *t, gint64 step, double *loss, GError **error)
+{
+  if (t->task->step != NULL)
+    return t->task->step (t, step, loss, error);
+  t->task->batch (t, step);
+  return (t->task->prepare == NULL || t->task->prepare (t, step, error))
+         && (t->pipeline != NULL
+                 ? ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds,
+                                     &t->pipeline_loss, error)
+                 : ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, error))
+         && (t->task->finish == NULL || t->task->finish (t, step, error));
+}
+
+/* A server's life: its shard of the parameters (from the newest checkpoint of ckpt_dir
+ * when resuming), then serving until every worker has stopped. */
+static gboolean
+serve (KsTrainer *t, const char *ckpt_dir, GError **error)
+{
+  g_autofree char *latest = ckpt_dir != NULL ? ks_checkpoint_latest (ckpt_dir) : NULL;
+  gboolean any = latest != NULL;
+  g_autoptr (GDir) d = ckpt_dir != NULL && !any ? g_dir_open (ckpt_dir, 0, NULL) : NULL;
+  const char *name;
+
+  while (d != NULL && !any && (name = g_dir_read_name (d)) != NULL)
+    any = g_str_has_prefix (name, "checkpoint-");
+  if (!ks_algorithm_init_server (t->algorithm, any ? ckpt_dir : NULL, error)
+      || !ks_algorithm_run_server (t->algorithm, error))
+    return FALSE;
+  g_message ("server %d: every worker has stopped", ks_role_maker_server_index (t->role));
+  return TRUE;
+}
+
+/* Meets the job, builds the model, the optimizer and mixed precision. */
+static gboolean
+build (KsTrainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+
+  if ((t->compute = ks_compute_new (t->registry, c, NULL, error)) == NULL
+      || (t->comm != NULL && !ks_comm_use_compute (t->comm, t->compute, error))
+      || !t->task->build (t, error))
+    return FALSE;
+  if (t->model == NULL)
+    return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                        "the task %s built no model: its build must call "
+                        "ks_trainer_build_layers or ks_trainer_set_model",
+                        ks_trainer_task_describe (t)), FALSE;
+  if (t->task->step != NULL)
+    return TRUE; /* the task steps its own model */
+  if (!ks_trainer_amp (t, error)
+      || (t->optimizer = ks_optimizer_new (t->registry, c,
+                                           ks_config_get_string (c, "train", "optimizer"), error))
+             == NULL)
+    return FALSE;
+  return t->pipeline != NULL
+         || (ks_trainer_dist_wrap (t, error)
+             && ks_optimizer_minimize (t->optimizer, t->model, t->loss, NULL, 0, NULL, error));
+}
+
+/* The start lines: this worker's place in the job and what trains. */
+static void
+announce (KsTrainer *t, gboolean leader)
+{
+  g_autofree char *device = ks_compute_describe (t->compute);
+  g_autofree char *amp = ks_trainer_amp_describe (t);
+  if (t->pipeline != NULL)
+    {
+      const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+      g_autofree char *through = t->comm != NULL ? g_strdup_printf (", through %s by %s",
+                                                                    ks_comm_name (t->comm),
+                                                                    t->comm_why)
+                                                 : g_strdup ("");
+      g_message ("stage %d of %d (%s schedule, %d virtual stages, %d micro-batches of %"
+                 G_GSIZE_FORMAT " rows)%s", t->stage, s->stages, ks_schedule_kind_name (s->kind),
+                 s->virtual_stages, s->micro_batches, ks_trainer_rows (t), through);
+    }
+  if (t->world > 1 && t->pipeline != NULL)
+    g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"
+               G_GSIZE_FORMAT " rows per step each", t->rank, t->world, t->batch);
+  else if (t->world > 1)
+    g_message ("worker %d of %d (%s mode, %s by %s), %" G_GSIZE_FORMAT " rows per step each",
+               t->rank, t->world,
+               t->algorithm != NULL ? ks_algorithm_mode (t->algorithm) : KS_MODE_COLLECTIVE,
+               ks_comm_name (t->comm), t->comm_why, t->batch);
+  if (leader)
+    g_message ("training %s with %s on %s%s", ks_trainer_task_describe (t),
+               t->optimizer != NULL ? ks_optimizer_name (t->optimizer) : "its own steps",
+               device, amp);
+}
+
+gboolean
+ks_trainer_run (KsTrainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  gint64 steps = ks_config_get_int (c, "train", "steps");
+  gint64 log_every = ks_config_get_int (c, "train", "log_every");
+  gint64 eval_every = ks_config_get_int (c, "train", "eval_every");
+  const char *metrics = ks_config_get_string (c, "log", "metrics");
+  const char *ckpt_dir = ks_config_get_string (c, "train", "checkpoint_dir");
+  gint64 ckpt_every = ks_config_get_int (c, "train", "checkpoint_every");
+  guint keep = ks_config_get_int (c, "train", "keep");
+  gboolean resuming = *ckpt_dir != '\0' && ks_config_get_bool (c, "train", "resume");
+  const char *trace = ks_config_get_string (c, "trace", "path");
+  const char *export_dir = ks_config_get_string (c, "train", "export_dir");
+  gint64 first = 1;
+  double eval = NAN, loss = NAN;
+  gboolean evaluated = FALSE, stopped = FALSE, leader, servers;
+
+  if (!ks_trainer_dist_setup (t, error))
+    return FALSE;
+  leader = t->rank == 0 && t->stage == 0;
+  if (leader && *metrics != '\0' && (t->metrics = fopen (metrics, resuming ? "a" : "w")) == NULL)
+    return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                        "[log] metrics = %s: %s", metrics, g_strerror (errno)), FALSE;
+  if (!build (t, error))
+    return FALSE;
+  if (t->role != NULL && ks_role_maker_is_server (t->role))
+    return serve (t, resuming ? ckpt_dir : NULL, error);
+  servers = ks_trainer_has_servers (t);
+  if ((resuming && !ks_trainer_resume (t, ckpt_dir, &first, error))
+      || (servers && !ks_algorithm_init_worker (t->algorithm, error)))
+    return FALSE;
+  announce (t, leader);
+
+  double warm_busy = 0, warm_wall = 0; /* after the first step, which allocates */
+  if (t->pipeline != NULL && *trace != '\0')
+    ks_pipeline_record (t->pipeline, TRUE);
+  else if (*trace != '\0')
+    g_warning ("[trace] path: only a pipelined run (see [pipeline]) writes a trace");
+
+  gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
+  double loss_sum = 0;
+  for (gint64 step = first; step <= steps; step++)
+    {
+      double lr = t->optimizer != NULL ? ks_optimizer_learning_rate (t->optimizer) : NAN;
+      double task_loss = NAN;
+      if (!one_step (t, step, &task_loss, error))
+        return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
+      window_steps++;
+      if (t->task->step != NULL)
+        loss_sum += task_loss;
+      if (t->pipeline != NULL && step == first)
+        ks_pipeline_timing (t->pipeline, &warm_busy, &warm_wall);
+      /* worker 0 saves; with servers every worker takes part, in a pipeline every stage
+       * of the first replica writes its part */
+      if ((leader || t->algorithm != NULL || (t->pipeline != NULL && t->rank == 0))
+          && *ckpt_dir != '\0'
+          && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
+          && !ks_trainer_save (t, ckpt_dir, step, keep, error))
+        return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
+      /* a held-out evaluation during training ([train] eval_every); the last step's is below */
+      double mid_eval;
+      gboolean mid = eval_every > 0 && step % eval_every == 0 && step != steps;
+      if (mid && !evaluate (t, FALSE, &mid_eval, error))
+        return g_prefix_error (error, "step %" G_GINT64_FORMAT ": evaluation: ", step), FALSE;
+      if (mid && leader)
+        printf ("%seval %s %.4f at step %" G_GINT64_FORMAT " (%" G_GSIZE_FORMAT " held-out %s)\n",
+                t->tty ? "\n" : "", t->task->metric, mid_eval, step, t->eval_samples,
+                t->task->unit);
+      if (step % log_every != 0 && step != steps)
+        {
+          if (mid && leader)
+            metrics_line (t, step, (g_get_monotonic_time () - run_start) / 1e6, "", &mid_eval);
+          continue;
+        }
+      gint64 now = g_get_monotonic_time ();
+      double rate = window_steps * t->batch * t->world / MAX (1e-6, (now - window_start) / 1e6);
+      double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
+      if (t->task->step != NULL)
+        loss = loss_sum / window_steps; /* a task's steps: the mean over the window */
+      else if (!step_loss (t, &loss, error))
+        return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
+      if (!ks_trainer_dist_mean (t, &loss, error))
+        return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
+      if (!isfinite (loss) && !ks_model_loss_scale (t->model, &(KsLossScale) { 0 }))
+        return g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                            "step %" G_GINT64_FORMAT ": the training loss is %g: the model "
+                            "diverged (lower [optim] lr, set [optim] clip_norm, or use a "
+                            "warmup)", step, loss), FALSE;
+      gboolean last = step == steps;
+      /* with servers, the evaluation sees their final values (async: nothing queued);
+       * a mode whose evaluation reads the servers' sparse rows stops after it */
+      if (last && servers && !ks_algorithm_flush_worker (t->algorithm, &stopped, error))
+        return g_prefix_error (error, "before the evaluation: "), FALSE;
+      if (last && !(evaluated = evaluate (t, TRUE, &eval, error)))
+        return g_prefix_error (error, "evaluation: "), FALSE;
+      if (leader)
+        report (t, step, steps, loss, lr, rate, eta, (now - run_start) / 1e6,
+                last ? &eval : mid ? &mid_eval : NULL);
+      window_start = now;
+      window_steps = 0;
+      loss_sum = 0;
+    }
+  /* the result; evaluated here when a resumed run had nothing left to do (with servers,
+   * before this worker stops) */
+  if (!evaluated && servers && !stopped
+      && !ks_algorithm_flush_worker (t->algorithm, &stopped, error))
+    return g_prefix_error (error, "before the evaluation: "), FALSE;
+  if (!evaluated && !evaluate (t, TRUE, &eval, error))
+    return g_prefix_error (error, "evaluation: "), FALSE;
+  if (servers && !stopped && !ks_algorithm_stop_worker (t->algorithm, error))
+    return g_prefix_error (error, "stop_worker: "), FALSE;
+  if (t->pipeline != NULL && !ks_trainer_pipeline_report (t, warm_busy, warm_wall, error))
+    return FALSE;
+  if (leader && *export_dir != '\0' && !ks_trainer_export (t, export_dir, error))
+    return FALSE;
+  t->result = eval;
+  printf ("eval %s %.4f (%" G_GSIZE_FORMAT " held-out %s)\n", t->task->metric, eval,
+            t->eval_samples, t->task->unit);
+  return TRUE;
+}

@@ -1,0 +1,165 @@
+/* Checkpoints (every N steps, keep K, by the mode's algorithm or the executor), resume
+ * (bitwise; a setting that differs from the checkpoint's is warned about) and the
+ * inference export. */
+#include "trainer-private.h"
+
+#include <string.h>
+
+/* The settings a step's result depends on, as "group.key = value" lines, kept in each
+ * checkpoint's metadata ("config") so that a resume with other settings is noticed. The
+ * step count, logging and checkpointing may change freely. */
+static char *
+trajectory_config (const KsTrainer *t)
+{
+  const KsConfig *c = t->config;
+  static const char *const groups[] = { "compute", "model", "data", "optim", "amp" };
+  static const char *const train_keys[] = { "optimizer", "batch", "seed" };
+  GString *out = g_string_new (NULL);
+
+  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+    {
+      g_autoptr (GPtrArray) keys = ks_config_group_keys (c, groups[g]);
+      for (guint i = 0; keys != NULL && i < keys->len; i++)
+        {
+          const KsKeyDesc *d = g_ptr_array_index (keys, i);
+          const char *value = NULL;
+          ks_config_lookup (c, groups[g], d->key, &value, NULL, NULL);
+          if (t->clip_norm_setting != NULL && strcmp (groups[g], "optim") == 0
+              && strcmp (d->key, "clip_norm") == 0)
+            value = t->clip_norm_setting; /* the pipeline clips in the optimizer's stead */
+          g_string_append_printf (out, "%s.%s = %s\n", groups[g], d->key, value ? value : "");
+        }
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (train_keys); i++)
+    {
+      const char *value = NULL;
+      ks_config_lookup (c, "train", train_keys[i], &value, NULL, NULL);
+      g_string_append_printf (out, "train.%s = %s\n", train_keys[i], value ? value : "");
+    }
+  return g_string_free (out, FALSE);
+}
+
+/* Every worker calls it: with several, the algorithm has worker 0 write for all. */
+gboolean
+ks_trainer_save (KsTrainer *t, const char *dir, gint64 step, guint keep, GError **error)
+{
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  KsTrainStatus status = { t->task->last_epoch != NULL ? t->task->last_epoch (t, step) : -1,
+                           step };
+
+  if (t->task->metadata != NULL)
+    t->task->metadata (t, meta);
+  g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t));
+  if (t->algorithm != NULL)
+    return ks_algorithm_save_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
+                                          meta, keep, error);
+  g_hash_table_insert (meta, g_strdup ("epoch"), g_strdup_printf ("%" G_GINT64_FORMAT, status.epoch));
+  if (t->pipeline != NULL) /* each stage its part */
+    return ks_pipeline_save_checkpoint (t->pipeline, t->optimizer, dir, step, meta, keep, error);
+  return ks_checkpoint_save (dir, step, t->model, t->optimizer, meta, keep, error);
+}
+
+/* Warns about each setting that differs from the checkpoint's: the run goes on, but it
+ * will not repeat an uninterrupted one. */
+static void
+compare_config (KsTrainer *t, GHashTable *meta, const char *checkpoint)
+{
+  const char *saved = g_hash_table_lookup (meta, "config");
+  g_autofree char *now = trajectory_config (t);
+
+  if (saved == NULL)
+    return; /* written before checkpoints kept their settings */
+  g_auto (GStrv) old_lines = g_strsplit (saved, "\n", -1);
+  g_auto (GStrv) new_lines = g_strsplit (now, "\n", -1);
+  for (int i = 0; new_lines[i] != NULL; i++)
+    {
+      const char *eq = strstr (new_lines[i], " = ");
+      if (eq == NULL || g_strv_contains ((const char *const *) old_lines, new_lines[i]))
+        continue;
+      g_autofree char *key = g_strndup (new_lines[i], eq - new_lines[i]);
+      const char *was = "(not set)";
+      for (int j = 0; old_lines[j] != NULL; j++)
+        if (g_str_has_prefix (old_lines[j], key) && g_str_has_prefix (old_lines[j] + strlen (key), " = "))
+          was = old_lines[j] + strlen (key) + 3;
+      if (*(eq + 3) == '\0' && strcmp (was, "(not set)") == 0)
+        continue; /* a key newer than the checkpoint, at its default now */
+      g_warning ("resuming with %s = %s, but %s was trained with %s: the result will differ "
+                 "from an uninterrupted run", key, eq + 3, checkpoint, was);
+    }
+}
+
+/* Loads the newest checkpoint (with several workers, the one worker 0 finds) when asked
+ * to resume; returns the first step to run. */
+gboolean
+ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error)
+{
+  g_autofree char *latest = t->algorithm == NULL ? ks_checkpoint_latest (dir) : NULL;
+  g_autoptr (GHashTable) meta = NULL;
+  KsTrainStatus status = { -1, 0 };
+
+  gboolean ok = t->algorithm != NULL
+                    ? ks_algorithm_load_check_point (t->algorithm, t->model, t->optimizer, dir,
+                                                     &status, &meta, error)
+                : latest == NULL ? TRUE
+                : t->pipeline != NULL
+                    ? ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, latest,
+                                                   &status.step, &meta, error)
+                    : ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta,
+                                          error);
+  if (!ok)
+    {
+      /* a damaged newest checkpoint: an older one may still serve (one of another model
+       * would not) */
+      if (error != NULL && *error != NULL && (*error)->domain == KS_CHECKPOINT_ERROR
+          && (*error)->code != KS_CHECKPOINT_ERROR_MISMATCH)
+        g_prefix_error (error, "resuming from the newest checkpoint (to resume from an older "
+                        "one, move this one's directory aside): ");
+      return FALSE;
+    }
+  *first = status.step + 1;
+  if (meta == NULL)
+    {
+      g_message ("no checkpoint in %s yet: starting from step 1", dir);
+      return TRUE;
+    }
+  g_autofree char *name = g_strdup_printf ("%s/checkpoint-%" G_GINT64_FORMAT, dir, status.step);
+  compare_config (t, meta, name);
+  const char *epoch = g_hash_table_lookup (meta, "epoch");
+  if (epoch != NULL && strcmp (epoch, "-1") != 0)
+    g_message ("resumed from %s at step %" G_GINT64_FORMAT " (epoch %s done)", name,
+               status.step, epoch);
+  else
+    g_message ("resumed from %s at step %" G_GINT64_FORMAT, name, status.step);
+  return TRUE;
+}
+
+
+gboolean
+ks_trainer_export (KsTrainer *t, const char *export_dir, GError **error)
+{
+  /* the output goes by what it is, not by the op that made it last; the task's metadata
+   * lets `ksdist generate` use a GPT's export, the settings tell its shape */
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                       g_free);
+  if (t->logits == NULL || t->inputs == NULL)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[train] export_dir: %s set no logits or inputs to export; leave it empty",
+                   ks_trainer_task_describe (t));
+      return FALSE;
+    }
+  if (t->task->metadata != NULL)
+    t->task->metadata (t, meta);
+  g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t));
+  if (!ks_expr_rename (t->logits, "logits", error)
+      || !ks_save_inference_model_with_metadata (export_dir, t->model, t->inputs, &t->logits,
+                                                 1, meta, error))
+    {
+      g_prefix_error (error, "exporting the inference model: ");
+      return FALSE;
+    }
+  g_autofree char *inputs = g_strjoinv (", ", (GStrv) t->inputs);
+  g_message ("inference model (%s to %s) written to %s", inputs, ks_expr_name (t->logits),
+             export_dir);
+  return TRUE;
+}

@@ -1,0 +1,291 @@
+/* The plan: mode x executor x task x mixed precision x world, decided from the settings
+ * before anything is built. Every combination either runs as documented or is refused
+ * here, with one message naming the settings that clash and what to change. ksdist
+ * config, ksdist launch (once, before any process starts) and the trainer call it. */
+#include "trainer-private.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+gboolean
+ks_trainer_config_pipelined (const KsConfig *c)
+{
+  return ks_config_get_int (c, "pipeline", "stages") > 1
+         || ks_config_get_int (c, "pipeline", "virtual_stages") > 1
+         || ks_config_get_int (c, "pipeline", "micro_batches") > 1;
+}
+
+gboolean
+ks_trainer_amp_refused (const KsConfig *c, const char *why, GError **error)
+{
+  const char *dtype = ks_config_get_string (c, "amp", "dtype");
+  if (strcmp (dtype, "off") == 0)
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "[amp] dtype = %s: %s; set [amp] dtype = off", dtype, why);
+  return FALSE;
+}
+
+gboolean
+ks_trainer_is_config_error (const GError *error)
+{
+  return error->domain == KS_CONFIG_ERROR
+         || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
+         || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE);
+}
+
+static gboolean
+refuse (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+refuse (GError **error, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *message = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_set_error_literal (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, message);
+  return FALSE;
+}
+
+/* Whether group.key is set by the file, the environment or --set. */
+static gboolean
+is_set (const KsConfig *c, const char *group, const char *key)
+{
+  const char *value;
+  KsSource source = KS_SOURCE_DEFAULT;
+  return ks_config_lookup (c, group, key, &value, &source, NULL) && source != KS_SOURCE_DEFAULT;
+}
+
+/* [optim] total_steps = 0 (its default) follows [train] steps, so a longer run keeps its
+ * schedule's shape. */
+static void
+follow_steps (KsConfig *c)
+{
+  g_autofree char *set = NULL;
+  const char *value;
+
+  if (!ks_config_lookup (c, "optim", "total_steps", &value, NULL, NULL)
+      || strcmp (value, "0") != 0)
+    return;
+  set = g_strdup_printf ("optim.total_steps=%" G_GINT64_FORMAT,
+                         ks_config_get_int (c, "train", "steps"));
+  ks_config_set_override (c, set, NULL);
+}
+
+/* A directory the run will write: it exists and is writable, or can be made. */
+static gboolean
+writable_dir (const char *group, const char *key, const char *dir, GError **error)
+{
+  g_autofree char *probe = g_strdup (dir);
+
+  /* the nearest existing ancestor decides whether it can be made */
+  while (!g_file_test (probe, G_FILE_TEST_EXISTS))
+    {
+      char *up = g_path_get_dirname (probe);
+      gboolean top = strcmp (up, probe) == 0;
+      g_free (probe);
+      probe = up;
+      if (top)
+        break;
+    }
+  if (!g_file_test (probe, G_FILE_TEST_IS_DIR))
+    return refuse (error, "[%s] %s = %s: %s is not a directory, so the run could not write "
+                   "there; choose another path", group, key, dir, probe);
+  if (access (probe, W_OK | X_OK) != 0)
+    return refuse (error, "[%s] %s = %s: %s is not writable (%s); choose another path",
+                   group, key, dir, probe, g_strerror (errno));
+  return TRUE;
+}
+
+/* A file the run will write: its directory must be one it can write. */
+static gboolean
+writable_file (const char *group, const char *key, const char *path, GError **error)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    return refuse (error, "[%s] %s = %s is a directory; name a file", group, key, path);
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && access (path, W_OK) != 0)
+    return refuse (error, "[%s] %s = %s is not writable (%s); choose another path", group,
+                   key, path, g_strerror (errno));
+  return writable_dir (group, key, dir, error);
+}
+
+static gboolean
+check_paths (const KsConfig *c, GError **error)
+{
+  static const char *const dirs[][2] = { { "train", "checkpoint_dir" },
+                                         { "train", "export_dir" } };
+  static const char *const files[][2] = { { "log", "metrics" }, { "trace", "path" } };
+
+  for (guint i = 0; i < G_N_ELEMENTS (dirs); i++)
+    {
+      const char *v = ks_config_get_string (c, dirs[i][0], dirs[i][1]);
+      if (*v != '\0' && !writable_dir (dirs[i][0], dirs[i][1], v, error))
+        return FALSE;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      const char *v = ks_config_get_string (c, files[i][0], files[i][1]);
+      if (*v != '\0' && !writable_file (files[i][0], files[i][1], v, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* A [model] or [data] key set but not among those the task reads. */
+static gboolean
+check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
+{
+  static const char *const groups[] = { "model", "data" };
+
+  if (task->settings == NULL)
+    return TRUE;
+  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+    {
+      g_autoptr (GPtrArray) keys = ks_config_group_keys (c, groups[g]);
+      for (guint i = 0; keys != NULL && i < keys->len; i++)
+        {
+          const KsKeyDesc *d = g_ptr_array_index (keys, i);
+          g_autofree char *name = g_strdup_printf ("%s.%s", groups[g], d->key);
+          if (!is_set (c, groups[g], d->key)
+              || g_strv_contains ((const char *const *) task->settings, name))
+            continue;
+          g_autofree char *used = g_strjoinv (", ", (char **) task->settings);
+          return refuse (error, "[%s] %s is set, but %s does not use it (it reads %s); "
+                         "remove it", groups[g], d->key, task->name, used);
+        }
+    }
+  return TRUE;
+}
+
+/* What the mode, the executor and the task allow of each other, without the world. */
+static gboolean
+check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *task,
+                   GError **error)
+{
+  const char *mode = ks_config_get_string (c, "job", "mode");
+  gboolean servers = strcmp (mode, KS_MODE_COLLECTIVE) != 0;
+  gboolean pipelined = ks_trainer_config_pipelined (c);
+  const char *dtype = ks_config_get_string (c, "amp", "dtype");
+
+  if (ks_config_get_bool (c, "train", "resume")
+      && *ks_config_get_string (c, "train", "checkpoint_dir") == '\0')
+    return refuse (error, "[train] resume = true needs [train] checkpoint_dir, the "
+                   "directory to resume from");
+  if (pipelined && servers)
+    return refuse (error, "[job] mode = %s with [pipeline]: a pipelined run has no parameter "
+                   "servers (its replicas average gradients as the collective mode does); "
+                   "set [job] mode = collective, or train without [pipeline]", mode);
+  if (task != NULL && task->step != NULL)
+    {
+      if (servers)
+        return refuse (error, "[job] mode = %s: %s takes whole steps of its own, averaged "
+                       "over the workers; it has no parameter servers: set [job] mode = "
+                       "collective", mode, task->name);
+      if (pipelined)
+        return refuse (error, "[pipeline]: %s takes whole steps of its own and cannot be "
+                       "cut into stages; train it without [pipeline]", task->name);
+      if (*ks_config_get_string (c, "train", "export_dir") != '\0')
+        return refuse (error, "[train] export_dir: %s has no inference model to export "
+                       "(its checkpoints hold the weights); leave it empty", task->name);
+      g_autofree char *why = g_strdup_printf ("%s does not support mixed precision yet",
+                                              task->name);
+      if (!ks_trainer_amp_refused (c, why, error))
+        return FALSE;
+    }
+  if (pipelined && strcmp (dtype, "fp16") == 0)
+    /* a stage's backward starts from what the next stage sent, which no scale reached */
+    return ks_trainer_amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no "
+                                      "scaling", error);
+  if (servers && !ks_trainer_amp_refused (c, "with parameter servers the update runs on the "
+                                             "servers, in float32; mixed precision needs "
+                                             "[job] mode = collective", error))
+    return FALSE;
+  if (pipelined
+      && !ks_trainer_pipeline_check (c, ks_config_get_int (c, "train", "batch"), FALSE, error))
+    return FALSE;
+  if (!pipelined && task != NULL && task->step == NULL
+      && !ks_algorithm_check_strategy (registry, c, mode, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+ks_trainer_check_world (const KsConfig *c, const KsTrainTask *task, const KsTrainWorld *w,
+                        GError **error)
+{
+  const char *mode = ks_config_get_string (c, "job", "mode");
+  gboolean collective = strcmp (mode, KS_MODE_COLLECTIVE) == 0;
+  gint64 stages = ks_config_get_int (c, "pipeline", "stages");
+
+  if (ks_trainer_config_pipelined (c))
+    {
+      if (w->servers > 0)
+        return refuse (error, "--servers %d: a pipelined run ([pipeline]) has no parameter "
+                       "servers; launch -n %" G_GINT64_FORMAT " without --servers", w->servers,
+                       stages);
+      if (stages > 1 && w->workers == 1)
+        return refuse (error, "[pipeline] stages = %" G_GINT64_FORMAT " needs one worker "
+                       "process per stage: run `ksdist launch -n %" G_GINT64_FORMAT " CONFIG`",
+                       stages, stages);
+      if (w->workers % stages != 0)
+        return refuse (error, "[pipeline] stages = %" G_GINT64_FORMAT " but the job has %d "
+                       "workers: a pipelined run has one worker per stage of each "
+                       "data-parallel replica; launch -n %" G_GINT64_FORMAT " (one pipeline) "
+                       "or a multiple of it", stages, w->workers, stages);
+      return TRUE;
+    }
+  if (!collective && w->servers == 0)
+    return refuse (error, "[job] mode = %s trains with parameter servers, but the job has "
+                   "none%s: start it with `ksdist launch --servers S --workers W CONFIG`",
+                   mode, w->workers == 1 ? " (one process alone)" : "");
+  if (collective && w->servers > 0)
+    return refuse (error, "--servers %d: [job] mode = collective has no parameter servers; "
+                   "set [job] mode = transpiler or pslib, or launch without --servers",
+                   w->servers);
+  if (task != NULL && task->step != NULL && w->servers > 0)
+    return refuse (error, "%s has no parameter servers: launch it without --servers",
+                   task->name);
+  return TRUE;
+}
+
+/* A pipelined model's cut into stages (but for seg_method cost, which measures). */
+static gboolean
+check_segments (KsTrainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  gsize parts = ks_config_get_int (c, "pipeline", "stages")
+                * ks_config_get_int (c, "pipeline", "virtual_stages");
+  gboolean measured;
+
+  if (!t->pipelined || strcmp (ks_config_get_string (c, "pipeline", "seg_method"), "cost") == 0)
+    return TRUE;
+  g_autofree KsLayerInfo *info = g_new0 (KsLayerInfo, t->n_layers);
+  g_autofree gsize *boundaries = g_new (gsize, parts + 1);
+  return ks_trainer_segment (t, info, boundaries, &measured, error);
+}
+
+gboolean
+ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *task,
+                  const KsTrainWorld *world, gboolean build, GError **error)
+{
+  follow_steps (c);
+  if (!check_combination (registry, c, task, error) || !check_paths (c, error)
+      || (task != NULL && !check_task_settings (c, task, error))
+      || (world != NULL && (world->workers > 0 || world->servers > 0)
+          && !ks_trainer_check_world (c, task, world, error)))
+    return FALSE;
+  if (!build || task == NULL)
+    return TRUE;
+  g_autoptr (KsTrainer) t = ks_trainer_new (registry, c, task, NULL, error);
+  if (t == NULL || !ks_trainer_describe (t, error) || !check_segments (t, error))
+    return FALSE;
+  /* the optimizer's name and settings */
+  KsOptimizer *o = ks_optimizer_new (registry, c, ks_config_get_string (c, "train", "optimizer"),
+                                     error);
+  ks_optimizer_free (o);
+  return o != NULL;
+}

@@ -1,0 +1,115 @@
+/* The trainer's insides, shared by its files (not installed):
+ * trainer.c   the object, its accessors and the task's building blocks
+ * plan.c      the plan's check: what the settings, the task and the world allow
+ * dist.c      the processes of a job: role, store, communicator, the mode's algorithm
+ * meet.c      where a job another launcher started meets
+ * stages.c    the pipeline executor: segmenting, building a stage, its report
+ * precision.c [amp] on the built model
+ * persist.c   checkpoints, resume and export
+ * loop.c      ks_trainer_run: the loop */
+#ifndef KS_TRAINER_PRIVATE_H
+#define KS_TRAINER_PRIVATE_H
+
+#include "ks-private.h"
+#include <ksdist/trainer.h>
+
+#include <stdio.h>
+
+G_BEGIN_DECLS
+
+struct _KsTrainer {
+  KsConfig *config;
+  KsRegistry *registry;
+  const KsTrainTask *task;
+  gpointer task_data;
+  KsCompute *compute;
+  KsModel *model;
+  gboolean model_borrowed; /* the task frees it */
+  KsOptimizer *optimizer;
+  KsExpr *loss;
+  KsExpr *logits;            /* what an exported inference model computes ... */
+  const char *const *inputs; /* ... from these data (NULL-terminated) */
+  gsize batch;
+  KsFeed *feeds;
+  gsize n_feeds;
+  gsize eval_samples;
+  gsize tokens_per_row;
+  double result; /* the final held-out metric */
+  FILE *metrics;
+  gboolean tty;
+  /* the job (dist.c): this worker's rank among `world` data-parallel workers (replicas
+   * of a pipeline); role and the rest NULL for one process alone */
+  int rank, world;
+  KsRoleMaker *role;
+  KsStore *store;
+  KsComm *comm;
+  const char *comm_why; /* why this communicator: the setting, or auto's reason */
+  KsAlgorithm *algorithm;
+  /* the pipeline executor (stages.c): this worker's stage; the pipeline owns model; with
+   * data-parallel replicas its pipeline's and its stage's groups of comm */
+  gboolean pipelined;
+  int stage;
+  KsComm *pipe_comm, *data_comm;
+  KsPipeline *pipeline;
+  double pipeline_loss; /* of the last step */
+  gboolean describe_only;
+  char *clip_norm_setting; /* [optim] clip_norm as set, when the pipeline clips instead */
+  const KsLayerDesc *layers, *loss_layer;
+  gsize n_layers;
+};
+
+/* plan.c */
+/* Whether [pipeline] asks for more than one stage, chunk or micro-batch. */
+gboolean ks_trainer_config_pipelined (const KsConfig *config);
+/* Configuration error "[amp] dtype = X: `why`; set [amp] dtype = off" unless amp is off. */
+gboolean ks_trainer_amp_refused (const KsConfig *c, const char *why, GError **error);
+/* Whether a config error (a setting to change) or one of a plugin not found. */
+gboolean ks_trainer_is_config_error (const GError *error);
+
+/* The plan's check of the world (the role maker's counts at run time). */
+gboolean ks_trainer_check_world (const KsConfig *c, const KsTrainTask *task,
+                                 const KsTrainWorld *world, GError **error);
+
+/* dist.c */
+gboolean ks_trainer_dist_setup (KsTrainer *t, GError **error);
+gboolean ks_trainer_dist_wrap (KsTrainer *t, GError **error);
+gboolean ks_trainer_dist_mean (KsTrainer *t, double *value, GError **error);
+void ks_trainer_dist_clear (KsTrainer *t);
+/* Whether the job has parameter servers (workers then init and stop them). */
+gboolean ks_trainer_has_servers (const KsTrainer *t);
+
+/* meet.c: where a job another launcher started meets (store kind, address, job prefix,
+ * whether this rank serves the store); address NULL when nothing says. */
+typedef struct {
+  char *store, *address, *job;
+  gboolean serve;
+} KsMeeting;
+gboolean ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error);
+void ks_trainer_meeting_clear (KsMeeting *m);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (KsMeeting, ks_trainer_meeting_clear)
+
+/* stages.c */
+/* The settings a pipelined run cannot honour, and the batch split. */
+gboolean ks_trainer_pipeline_check (const KsConfig *c, gsize batch, gboolean alone,
+                                    GError **error);
+gboolean ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n,
+                                 const KsLayerDesc *loss, const KsLayerDesc *metric,
+                                 GError **error);
+/* Each stage's idle share after the first step, its peak memory, and [trace] path. */
+gboolean ks_trainer_pipeline_report (KsTrainer *t, double warm_busy, double warm_wall,
+                                     GError **error);
+
+/* precision.c */
+gboolean ks_trainer_amp (KsTrainer *t, GError **error);
+char *ks_trainer_amp_describe (KsTrainer *t);
+char *ks_trainer_amp_fields (KsTrainer *t);
+
+/* persist.c */
+gboolean ks_trainer_save (KsTrainer *t, const char *dir, gint64 step, guint keep,
+                          GError **error);
+gboolean ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error);
+gboolean ks_trainer_export (KsTrainer *t, const char *dir, GError **error);
+
+G_END_DECLS
+
+#endif

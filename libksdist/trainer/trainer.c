@@ -1,0 +1,212 @@
+/* The trainer object, its accessors, and the building blocks a task's callbacks use. */
+#include "trainer-private.h"
+
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+KsTrainer *
+ks_trainer_new (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
+                gpointer data, GError **error)
+{
+  g_return_val_if_fail (registry != NULL && config != NULL && task != NULL, NULL);
+  if (task->size < G_STRUCT_OFFSET (KsTrainTask, describe) || task->build == NULL
+      || task->evaluate == NULL || (task->batch == NULL && task->step == NULL))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "the task %s lacks a required callback (build, evaluate, and batch or "
+                   "step) or its size: set them", task->name ? task->name : "(unnamed)");
+      return NULL;
+    }
+  KsTrainer *t = g_new0 (KsTrainer, 1);
+  t->registry = registry;
+  t->config = config;
+  t->task = task;
+  t->task_data = data;
+  t->world = 1;
+  t->result = NAN;
+  t->batch = ks_config_get_int (config, "train", "batch");
+  t->pipelined = ks_trainer_config_pipelined (config);
+  t->tty = isatty (STDOUT_FILENO);
+  return t;
+}
+
+void
+ks_trainer_free (KsTrainer *t)
+{
+  if (t == NULL)
+    return;
+  if (t->metrics != NULL)
+    fclose (t->metrics);
+  if (t->task->clear != NULL && t->task_data != NULL)
+    t->task->clear (t);
+  ks_optimizer_free (t->optimizer);
+  if (t->pipeline != NULL)
+    ks_pipeline_free (t->pipeline); /* with its model */
+  else if (!t->model_borrowed)
+    ks_model_free (t->model);
+  ks_trainer_dist_clear (t); /* a server's algorithm holds tables on the compute */
+  ks_compute_free (t->compute);
+  g_free (t->clip_norm_setting);
+  g_free (t->feeds);
+  g_free (t);
+}
+
+double ks_trainer_result (const KsTrainer *t) { return t->result; }
+KsConfig *ks_trainer_config (const KsTrainer *t) { return t->config; }
+KsRegistry *ks_trainer_registry (const KsTrainer *t) { return t->registry; }
+KsCompute *ks_trainer_compute (const KsTrainer *t) { return t->compute; }
+gpointer ks_trainer_data (const KsTrainer *t) { return t->task_data; }
+void ks_trainer_set_data (KsTrainer *t, gpointer data) { t->task_data = data; }
+gsize ks_trainer_batch (const KsTrainer *t) { return t->batch; }
+int ks_trainer_rank (const KsTrainer *t) { return t->rank; }
+int ks_trainer_world (const KsTrainer *t) { return t->world; }
+gboolean ks_trainer_pipelined (const KsTrainer *t) { return t->pipelined; }
+gboolean ks_trainer_describing (const KsTrainer *t) { return t->describe_only; }
+KsRoleMaker *ks_trainer_role (const KsTrainer *t) { return t->role; }
+KsAlgorithm *ks_trainer_algorithm (const KsTrainer *t) { return t->algorithm; }
+KsComm *ks_trainer_comm (const KsTrainer *t) { return t->comm; }
+KsModel *ks_trainer_model (const KsTrainer *t) { return t->model; }
+KsExpr *ks_trainer_loss (const KsTrainer *t) { return t->loss; }
+KsExpr *ks_trainer_logits (const KsTrainer *t) { return t->logits; }
+void ks_trainer_set_inputs (KsTrainer *t, const char *const *inputs) { t->inputs = inputs; }
+void ks_trainer_set_tokens_per_row (KsTrainer *t, gsize tokens) { t->tokens_per_row = tokens; }
+
+gsize
+ks_trainer_rows (const KsTrainer *t)
+{
+  return t->batch / (gsize) ks_config_get_int (t->config, "pipeline", "micro_batches");
+}
+
+void
+ks_trainer_set_feeds (KsTrainer *t, const KsFeed *feeds, gsize n)
+{
+  g_free (t->feeds);
+  t->feeds = g_memdup2 (feeds, n * sizeof *feeds);
+  t->n_feeds = n;
+}
+
+const KsFeed *
+ks_trainer_feeds (const KsTrainer *t, gsize *n)
+{
+  *n = t->n_feeds;
+  return t->feeds;
+}
+
+const char *
+ks_trainer_task_describe (KsTrainer *t)
+{
+  return t->task->describe != NULL ? t->task->describe (t)
+         : t->task->name != NULL   ? t->task->name
+                                   : "a task";
+}
+
+gboolean
+ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize n,
+                         const KsLayerDesc *loss, const KsLayerDesc *metric, KsExpr **metric_out,
+                         GError **error)
+{
+  KsExpr *logits;
+
+  *metric_out = NULL;
+  t->layers = layers;
+  t->n_layers = n;
+  t->loss_layer = loss;
+  if (t->describe_only)
+    return TRUE;
+  if (t->pipelined)
+    return ks_trainer_build_stage (t, layers, n, loss, metric, error);
+  t->model = ks_model_new (t->compute);
+  if (!ks_layers_build (t->model, layers, n, &logits, error)
+      || (t->loss = loss->build (t->model, logits, loss->args, error)) == NULL
+      || (metric != NULL && metric->build != NULL
+          && (*metric_out = metric->build (t->model, logits, metric->args, error)) == NULL))
+    return FALSE;
+  t->logits = logits;
+  return ks_model_init (t->model, error);
+}
+
+gboolean
+ks_trainer_set_model (KsTrainer *t, KsModel *model, GError **error)
+{
+  if (t->pipelined)
+    {
+      ks_model_free (model);
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[pipeline]: %s is not described as a layer list, so it cannot be cut "
+                   "into stages; train it without [pipeline]", ks_trainer_task_describe (t));
+      return FALSE;
+    }
+  t->model = model;
+  return TRUE;
+}
+
+void
+ks_trainer_set_loss (KsTrainer *t, KsExpr *loss, KsExpr *logits)
+{
+  t->loss = loss;
+  t->logits = logits;
+}
+
+void
+ks_trainer_use_model (KsTrainer *t, KsModel *model)
+{
+  t->model = model;
+  t->model_borrowed = TRUE;
+}
+
+gboolean
+ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
+                   double *value, GError **error)
+{
+  float v = NAN;
+  const KsTensor *out;
+
+  if (t->pipeline != NULL)
+    {
+      if (!ks_pipeline_evaluate (t->pipeline, feeds, n_feeds, value, error))
+        return FALSE;
+    }
+  else
+    {
+      if (!ks_model_run (t->model, feeds, n_feeds, &metric, 1, error)
+          || (out = ks_expr_value (metric, error)) == NULL
+          || !ks_tensor_to_host (out, &v, sizeof v, error))
+        return FALSE;
+      *value = v;
+    }
+  if (!isfinite (*value))
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "the held-out %s is %g: the model diverged (lower [optim] lr, set [optim] "
+                   "clip_norm, or use a warmup)", t->task->metric, *value);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+const KsLayerDesc *
+ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss)
+{
+  *n = t->n_layers;
+  if (loss != NULL)
+    *loss = t->loss_layer;
+  return t->layers;
+}
+
+gboolean
+ks_trainer_describe (KsTrainer *t, GError **error)
+{
+  t->describe_only = TRUE;
+  if ((t->compute == NULL
+       && (t->compute = ks_compute_new (t->registry, t->config, NULL, error)) == NULL)
+      || !t->task->build (t, error))
+    return FALSE;
+  if (t->layers != NULL || !t->pipelined)
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "[pipeline]: the %s model is not described as a layer list, so it cannot be "
+               "cut into stages; train it without [pipeline]",
+               t->task->name ? t->task->name : "task's");
+  return FALSE;
+}
