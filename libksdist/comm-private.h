@@ -4,6 +4,9 @@
 
 #include "ks-private.h"
 
+/* the library's insides: not exported (libksdist.so exports the public API only) */
+#pragma GCC visibility push(hidden)
+
 struct KsStore {
   KsInstance instance;
 };
@@ -22,5 +25,7 @@ struct KsComm {
 #define STORE_OPS(s) KS_INSTANCE_OPS (&(s)->instance, KsStoreOps)
 #define COMM_OPS(c) KS_INSTANCE_OPS (&(c)->instance, KsCommOps)
 #define CTX(x) ((x)->instance.ctx)
+
+#pragma GCC visibility pop
 
 #endif

@@ -5,6 +5,9 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
+/* the library's insides: not exported (libksdist.so exports the public API only) */
+#pragma GCC visibility push(hidden)
+
 G_BEGIN_DECLS
 
 /* config-schema.c */
@@ -98,5 +101,7 @@ struct KsOptimizer {
   G_STMT_END
 
 G_END_DECLS
+
+#pragma GCC visibility pop
 
 #endif

@@ -40,6 +40,7 @@ libksdist_la_SOURCES = \
 	libksdist/trainer/trainer-private.h \
 	libksdist/trainer/trainer.c \
 	libksdist/trainer/plan.c \
+	libksdist/trainer/single.c \
 	libksdist/trainer/dist.c \
 	libksdist/trainer/meet.c \
 	libksdist/trainer/stages.c \

@@ -4,6 +4,9 @@
 
 #include "ks-private.h"
 
+/* the library's insides: not exported (libksdist.so exports the public API only) */
+#pragma GCC visibility push(hidden)
+
 typedef enum {
   OP_PARAMETER,     /* leaf: initialised by the init net */
   OP_DATA,          /* leaf: fed at run time */
@@ -160,5 +163,7 @@ KsExpr *ks_op_expr_n (OpType op, KsExpr *const *in, guint n_in, int ndim, const 
                       GError **error);
 /* ks_layer_norm with given parameters (for graphs read back from a file) */
 KsExpr *ks_layer_norm_with (KsExpr *x, KsExpr *gamma, KsExpr *beta, float eps, GError **error);
+
+#pragma GCC visibility pop
 
 #endif

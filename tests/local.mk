@@ -207,6 +207,11 @@ EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 dist_check_SCRIPTS += tests/test-examples.sh
 TESTS += tests/test-examples.sh
 
+# The plan: every mode x executor x task x amp trains or is refused alike by config,
+# launch and train; the mix-ups that once ran silently.
+dist_check_SCRIPTS += tests/test-plan.sh
+TESTS += tests/test-plan.sh
+
 # examples/own-model.c trains in every mode (tests/test-own-model.sh).
 dist_check_SCRIPTS += tests/test-own-model.sh
 TESTS += tests/test-own-model.sh
@@ -231,7 +236,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
-	tests/test-own-model.log \
+	tests/test-own-model.log tests/test-plan.log \
 	$(KS_PS_TEST_LOG)
 
 # The whole suite under ASan, LeakSanitizer and UBSan, in a copy of the distribution

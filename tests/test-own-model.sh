@@ -31,7 +31,8 @@ run () { # name, log, command...
   name=$1 log=$2
   shift 2
   if ! (cd "$dir" && "$@") >"$log" 2>&1; then
-    echo "not ok - $name: $* failed"
+    n=$((n + 1))
+    echo "not ok $n - $name: $* failed"
     sed 's/^/# /' "$log" | tail -n 20
     return 1
   fi

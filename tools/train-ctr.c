@@ -178,6 +178,41 @@ build_model (KsTrainer *t, Ctr *x, GError **error)
   return ks_model_init (ks_trainer_model (t), error);
 }
 
+/* The embeddings live in a sparse table: pslib's servers, or one process's memory. */
+static gboolean
+ctr_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
+{
+  const char *mode = ks_config_get_string (c, "job", "mode");
+  gboolean collective = strcmp (mode, "collective") == 0;
+
+  if (strcmp (mode, "transpiler") == 0 || (collective && world->workers > 1))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[data] task = ctr keeps its embeddings in a sparse table: a job of several "
+                   "processes needs [job] mode = pslib (this one is %s)", mode);
+      return FALSE;
+    }
+  if (!collective)
+    return TRUE;
+  /* one process alone */
+  if (ks_config_get_double (c, "optim", "clip_norm") > 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[optim] clip_norm with the ctr task: the rows' gradients go to the sparse "
+                   "table, whose rule is not clipped; remove clip_norm");
+      return FALSE;
+    }
+  if (*ks_config_get_string (c, "train", "checkpoint_dir") != '\0')
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[train] checkpoint_dir: a ctr model trained by one process keeps its sparse "
+                   "table in memory only; for checkpoints train with servers ([job] mode = "
+                   "pslib, ksdist launch --servers S --workers W)");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 ctr_build (KsTrainer *t, GError **error)
 {
@@ -186,8 +221,6 @@ ctr_build (KsTrainer *t, GError **error)
   ks_trainer_set_data (t, x);
   const char *path = ks_config_get_string (c, "data", "path");
   gboolean worker = ks_trainer_role (t) == NULL || ks_role_maker_is_worker (ks_trainer_role (t));
-  /* one process alone; not known when only checking the config (a launcher's job) */
-  gboolean alone = ks_trainer_algorithm (t) == NULL && !ks_trainer_describing (t);
   KsSparseConfig table;
   gsize B = ks_trainer_batch (t), ids = B * KS_CRITEO_SLOTS;
 
@@ -196,34 +229,11 @@ ctr_build (KsTrainer *t, GError **error)
   x->capacity = 1 + ids;
   x->epoch = -1;
   x->shrink_every = ks_config_get_int (c, "data", "shrink_every");
-  if (ks_trainer_algorithm (t) != NULL && !ks_algorithm_has_sparse (ks_trainer_algorithm (t)))
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[data] task = ctr keeps its embeddings in a sparse table: a job of several "
-                   "processes needs [job] mode = pslib (this one is %s)",
-                   ks_algorithm_mode (ks_trainer_algorithm (t)));
-      return FALSE;
-    }
   if (*ks_config_get_string (c, "train", "export_dir") != '\0' && worker && ks_trainer_rank (t) <= 0
       && !ks_trainer_describing (t))
     g_warning ("[train] export_dir: the exported model holds the dense part and emb.rows, the "
                "rows of the last batch evaluated; the embeddings themselves stay in the sparse "
                "table (the servers' checkpoints)");
-  if (alone && ks_config_get_double (c, "optim", "clip_norm") > 0)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[optim] clip_norm with the ctr task: the rows' gradients go to the sparse "
-                   "table, whose rule is not clipped; remove clip_norm");
-      return FALSE;
-    }
-  if (alone && *ks_config_get_string (c, "train", "checkpoint_dir") != '\0')
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[train] checkpoint_dir: a ctr model trained by one process keeps its sparse "
-                   "table in memory only; for checkpoints train with servers ([job] mode = "
-                   "pslib, ksdist launch --servers S --workers W)");
-      return FALSE;
-    }
   if (worker)
     {
       g_autofree char *train = g_build_filename (path, "train", NULL);
@@ -504,4 +514,5 @@ const KsTrainTask ks_ctr_task = {
   .prepare = ctr_prepare,
   .finish = ctr_finish,
   .settings = ctr_settings,
+  .check = ctr_check,
 };

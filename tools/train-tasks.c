@@ -529,6 +529,22 @@ add_draw (Addition *x, GRand *rng, gboolean held_out, gint64 *a, gint64 *b)
 }
 
 static gboolean
+addition_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
+{
+  if (ks_config_get_int (c, "pipeline", "stages") > 1
+      || ks_config_get_int (c, "pipeline", "virtual_stages") > 1
+      || ks_config_get_int (c, "pipeline", "micro_batches") > 1)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[pipeline]: the addition task scores by decoding the logits greedily in "
+                   "one process, which a pipeline does not have; train [data] task = text "
+                   "pipelined, or addition without [pipeline]");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
 addition_build (KsTrainer *t, GError **error)
 {
   const KsConfig *c = ks_trainer_config (t);
@@ -547,14 +563,6 @@ addition_build (KsTrainer *t, GError **error)
                    "= %" G_GINT64_FORMAT " (it needs %" G_GINT64_FORMAT ", e.g. \"a+b=c\" and a "
                    "newline): raise the context or lower the digits",
                    x->g.context, x->digits, 3 * x->digits + 4);
-      return FALSE;
-    }
-  if (ks_trainer_pipelined (t) && !ks_trainer_describing (t))
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[pipeline]: the addition task scores by decoding the logits greedily in "
-                   "one process, which a pipeline does not have; train [data] task = text "
-                   "pipelined, or addition without [pipeline]");
       return FALSE;
     }
   if (!gpt_build (t, &x->g, strlen (addition_vocab), error))
@@ -687,6 +695,7 @@ static const KsTrainTask addition_task = {
   .clear = addition_clear,
   .metadata = addition_metadata,
   .settings = addition_settings,
+  .check = addition_check,
 };
 
 const KsTrainTask *

@@ -26,6 +26,12 @@ G_BEGIN_DECLS
 
 typedef struct _KsTrainer KsTrainer;
 
+/* The world a plan is checked for: how many workers and servers the job has (0 for
+ * both: not known yet, as for `ksdist config` without -n). */
+typedef struct {
+  int workers, servers;
+} KsTrainWorld;
+
 /* What a task does for the trainer. Every callback gets the trainer; the task's own
  * state is ks_trainer_data (t). Slots are only ever appended (`size` first). */
 typedef struct {
@@ -65,13 +71,10 @@ typedef struct {
    * of those groups set in the configuration but not listed is refused by the plan (a
    * setting never silently ignored). NULL: the task reads them all. */
   const char *const *settings;
+  /* The task's own refusals, from the settings and the world alone, before anything is
+   * built (the plan's check calls it, so ksdist config finds them too). */
+  gboolean (*check) (const KsConfig *config, const KsTrainWorld *world, GError **error);
 } KsTrainTask;
-
-/* The world a plan is checked for: how many workers and servers the job has (0 for
- * both: what the role maker says, or one process alone). */
-typedef struct {
-  int workers, servers;
-} KsTrainWorld;
 
 /* The plan's check, before anything is built: every setting that clashes with another,
  * with the mode, the executor, the task, the world, or a path the run cannot write, is

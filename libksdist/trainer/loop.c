@@ -71,28 +71,8 @@ evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
   return ok;
 }
 
-/* The loss of the step just taken (as computed before its update). */
-static gboolean
-step_loss (KsTrainer *t, double *loss, GError **error)
-{
-  const KsTensor *value;
-  float v;
-
-  if (t->pipeline != NULL)
-    {
-      *loss = t->pipeline_loss;
-      return TRUE;
-    }
-  if ((value = ks_expr_last_value (t->loss)) == NULL)
-    return g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                        "no step has run yet"), FALSE;
-  if (!ks_tensor_to_host (value, &v, sizeof v, error))
-    return FALSE;
-  *loss = v;
-  return TRUE;
-}
-
-/* One step: the task's own, the pipeline's or the optimizer's; *loss for the task's. */
+/* One step: the task's own, or the executor's on the task's batch; *loss for the
+ * task's. */
 static gboolean
 one_step (KsTrainer *t, gint64 step, double *loss, GError **error)
 {
@@ -100,10 +80,7 @@ one_step (KsTrainer *t, gint64 step, double *loss, GError **error)
     return t->task->step (t, step, loss, error);
   t->task->batch (t, step);
   return (t->task->prepare == NULL || t->task->prepare (t, step, error))
-         && (t->pipeline != NULL
-                 ? ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds,
-                                     &t->pipeline_loss, error)
-                 : ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, error))
+         && t->exec->step (t, error)
          && (t->task->finish == NULL || t->task->finish (t, step, error));
 }
 
@@ -148,9 +125,7 @@ build (KsTrainer *t, GError **error)
                                            ks_config_get_string (c, "train", "optimizer"), error))
              == NULL)
     return FALSE;
-  return t->pipeline != NULL
-         || (ks_trainer_dist_wrap (t, error)
-             && ks_optimizer_minimize (t->optimizer, t->model, t->loss, NULL, 0, NULL, error));
+  return t->exec->prepare (t, error);
 }
 
 /* The start lines: this worker's place in the job and what trains. */
@@ -159,25 +134,12 @@ announce (KsTrainer *t, gboolean leader)
 {
   g_autofree char *device = ks_compute_describe (t->compute);
   g_autofree char *amp = ks_trainer_amp_describe (t);
-  if (t->pipeline != NULL)
-    {
-      const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
-      g_autofree char *through = t->comm != NULL ? g_strdup_printf (", through %s by %s",
-                                                                    ks_comm_name (t->comm),
-                                                                    t->comm_why)
-                                                 : g_strdup ("");
-      g_message ("stage %d of %d (%s schedule, %d virtual stages, %d micro-batches of %"
-                 G_GSIZE_FORMAT " rows)%s", t->stage, s->stages, ks_schedule_kind_name (s->kind),
-                 s->virtual_stages, s->micro_batches, ks_trainer_rows (t), through);
-    }
-  if (t->world > 1 && t->pipeline != NULL)
-    g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"
-               G_GSIZE_FORMAT " rows per step each", t->rank, t->world, t->batch);
+
+  if (t->task->step == NULL)
+    t->exec->begin (t);
   else if (t->world > 1)
-    g_message ("worker %d of %d (%s mode, %s by %s), %" G_GSIZE_FORMAT " rows per step each",
-               t->rank, t->world,
-               t->algorithm != NULL ? ks_algorithm_mode (t->algorithm) : KS_MODE_COLLECTIVE,
-               ks_comm_name (t->comm), t->comm_why, t->batch);
+    g_message ("worker %d of %d (%s by %s), %s", t->rank, t->world, ks_comm_name (t->comm),
+               t->comm_why, "the task's own steps");
   if (leader)
     g_message ("training %s with %s on %s%s", ks_trainer_task_describe (t),
                t->optimizer != NULL ? ks_optimizer_name (t->optimizer) : "its own steps",
@@ -196,7 +158,6 @@ ks_trainer_run (KsTrainer *t, GError **error)
   gint64 ckpt_every = ks_config_get_int (c, "train", "checkpoint_every");
   guint keep = ks_config_get_int (c, "train", "keep");
   gboolean resuming = *ckpt_dir != '\0' && ks_config_get_bool (c, "train", "resume");
-  const char *trace = ks_config_get_string (c, "trace", "path");
   const char *export_dir = ks_config_get_string (c, "train", "export_dir");
   gint64 first = 1;
   double eval = NAN, loss = NAN;
@@ -218,12 +179,6 @@ ks_trainer_run (KsTrainer *t, GError **error)
     return FALSE;
   announce (t, leader);
 
-  double warm_busy = 0, warm_wall = 0; /* after the first step, which allocates */
-  if (t->pipeline != NULL && *trace != '\0')
-    ks_pipeline_record (t->pipeline, TRUE);
-  else if (*trace != '\0')
-    g_warning ("[trace] path: only a pipelined run (see [pipeline]) writes a trace");
-
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
   double loss_sum = 0;
   for (gint64 step = first; step <= steps; step++)
@@ -235,11 +190,11 @@ ks_trainer_run (KsTrainer *t, GError **error)
       window_steps++;
       if (t->task->step != NULL)
         loss_sum += task_loss;
-      if (t->pipeline != NULL && step == first)
-        ks_pipeline_timing (t->pipeline, &warm_busy, &warm_wall);
-      /* worker 0 saves; with servers every worker takes part, in a pipeline every stage
-       * of the first replica writes its part */
-      if ((leader || t->algorithm != NULL || (t->pipeline != NULL && t->rank == 0))
+      if (step == first)
+        t->exec->first_step (t);
+      /* with servers every worker takes part (the algorithm writes), else the executor
+       * says who writes */
+      if ((t->algorithm != NULL || t->exec->writes (t))
           && *ckpt_dir != '\0'
           && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
           && !ks_trainer_save (t, ckpt_dir, step, keep, error))
@@ -264,7 +219,7 @@ ks_trainer_run (KsTrainer *t, GError **error)
       double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
       if (t->task->step != NULL)
         loss = loss_sum / window_steps; /* a task's steps: the mean over the window */
-      else if (!step_loss (t, &loss, error))
+      else if (!t->exec->loss (t, &loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       if (!ks_trainer_dist_mean (t, &loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
@@ -296,7 +251,7 @@ ks_trainer_run (KsTrainer *t, GError **error)
     return g_prefix_error (error, "evaluation: "), FALSE;
   if (servers && !stopped && !ks_algorithm_stop_worker (t->algorithm, error))
     return g_prefix_error (error, "stop_worker: "), FALSE;
-  if (t->pipeline != NULL && !ks_trainer_pipeline_report (t, warm_busy, warm_wall, error))
+  if (t->task->step == NULL && !t->exec->finish (t, error))
     return FALSE;
   if (leader && *export_dir != '\0' && !ks_trainer_export (t, export_dir, error))
     return FALSE;

@@ -54,9 +54,7 @@ ks_trainer_save (KsTrainer *t, const char *dir, gint64 step, guint keep, GError 
     return ks_algorithm_save_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
                                           meta, keep, error);
   g_hash_table_insert (meta, g_strdup ("epoch"), g_strdup_printf ("%" G_GINT64_FORMAT, status.epoch));
-  if (t->pipeline != NULL) /* each stage its part */
-    return ks_pipeline_save_checkpoint (t->pipeline, t->optimizer, dir, step, meta, keep, error);
-  return ks_checkpoint_save (dir, step, t->model, t->optimizer, meta, keep, error);
+  return t->exec->save (t, dir, step, meta, keep, error);
 }
 
 /* Warns about each setting that differs from the checkpoint's: the run goes on, but it
@@ -101,11 +99,7 @@ ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error)
                     ? ks_algorithm_load_check_point (t->algorithm, t->model, t->optimizer, dir,
                                                      &status, &meta, error)
                 : latest == NULL ? TRUE
-                : t->pipeline != NULL
-                    ? ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, latest,
-                                                   &status.step, &meta, error)
-                    : ks_checkpoint_load (latest, t->model, t->optimizer, &status.step, &meta,
-                                          error);
+                : t->exec->load (t, latest, &status.step, &meta, error);
   if (!ok)
     {
       /* a damaged newest checkpoint: an older one may still serve (one of another model

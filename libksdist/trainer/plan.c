@@ -221,6 +221,8 @@ ks_trainer_check_world (const KsConfig *c, const KsTrainTask *task, const KsTrai
   gboolean collective = strcmp (mode, KS_MODE_COLLECTIVE) == 0;
   gint64 stages = ks_config_get_int (c, "pipeline", "stages");
 
+  if (w->workers == 0 && w->servers == 0) /* not known yet */
+    return task == NULL || task->check == NULL || task->check (c, w, error);
   if (ks_trainer_config_pipelined (c))
     {
       if (w->servers > 0)
@@ -236,20 +238,19 @@ ks_trainer_check_world (const KsConfig *c, const KsTrainTask *task, const KsTrai
                        "workers: a pipelined run has one worker per stage of each "
                        "data-parallel replica; launch -n %" G_GINT64_FORMAT " (one pipeline) "
                        "or a multiple of it", stages, w->workers, stages);
-      return TRUE;
     }
-  if (!collective && w->servers == 0)
+  else if (!collective && w->servers == 0)
     return refuse (error, "[job] mode = %s trains with parameter servers, but the job has "
                    "none%s: start it with `ksdist launch --servers S --workers W CONFIG`",
                    mode, w->workers == 1 ? " (one process alone)" : "");
-  if (collective && w->servers > 0)
+  else if (collective && w->servers > 0)
     return refuse (error, "--servers %d: [job] mode = collective has no parameter servers; "
                    "set [job] mode = transpiler or pslib, or launch without --servers",
                    w->servers);
   if (task != NULL && task->step != NULL && w->servers > 0)
     return refuse (error, "%s has no parameter servers: launch it without --servers",
                    task->name);
-  return TRUE;
+  return task == NULL || task->check == NULL || task->check (c, w, error);
 }
 
 /* A pipelined model's cut into stages (but for seg_method cost, which measures). */
@@ -275,8 +276,8 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *task,
   follow_steps (c);
   if (!check_combination (registry, c, task, error) || !check_paths (c, error)
       || (task != NULL && !check_task_settings (c, task, error))
-      || (world != NULL && (world->workers > 0 || world->servers > 0)
-          && !ks_trainer_check_world (c, task, world, error)))
+      || !ks_trainer_check_world (c, task, world != NULL ? world : &(KsTrainWorld) { 0, 0 },
+                                  error))
     return FALSE;
   if (!build || task == NULL)
     return TRUE;

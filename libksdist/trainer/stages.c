@@ -176,8 +176,8 @@ write_trace (KsTrainer *t, const char *path, GError **error)
 }
 
 /* Each stage's idle share after the first step and its peak memory, and the trace. */
-gboolean
-ks_trainer_pipeline_report (KsTrainer *t, double warm_busy, double warm_wall, GError **error)
+static gboolean
+pipeline_finish (KsTrainer *t, GError **error)
 {
   const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
   double busy, wall;
@@ -186,8 +186,8 @@ ks_trainer_pipeline_report (KsTrainer *t, double warm_busy, double warm_wall, GE
   const char *trace = ks_config_get_string (t->config, "trace", "path");
 
   ks_pipeline_timing (t->pipeline, &busy, &wall);
-  busy -= warm_busy;
-  wall -= warm_wall;
+  busy -= t->warm_busy;
+  wall -= t->warm_wall;
   if (wall > 0)
     g_message ("stage %d: computing %.3f s of %.3f s in steps (idle %.2f%%; theory for equal "
                "stages %.2f%%)", t->stage, busy, wall, 100 * (1 - busy / wall),
@@ -205,3 +205,75 @@ ks_trainer_pipeline_report (KsTrainer *t, double warm_busy, double warm_wall, GE
   return TRUE;
 }
 
+
+/* The pipeline builds its optimizer's steps itself; a stage's replicas average through
+ * its data-parallel group, not an algorithm. */
+static gboolean
+pipeline_prepare (KsTrainer *t, GError **error)
+{
+  return TRUE;
+}
+
+static gboolean
+pipeline_step (KsTrainer *t, GError **error)
+{
+  return ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds, &t->pipeline_loss,
+                           error);
+}
+
+static gboolean
+pipeline_loss (KsTrainer *t, double *loss, GError **error)
+{
+  *loss = t->pipeline_loss;
+  return TRUE;
+}
+
+/* every stage of the first replica writes its part */
+static gboolean
+pipeline_writes (const KsTrainer *t)
+{
+  return t->rank == 0;
+}
+
+static gboolean
+pipeline_save (KsTrainer *t, const char *dir, gint64 step, GHashTable *meta, guint keep,
+               GError **error)
+{
+  return ks_pipeline_save_checkpoint (t->pipeline, t->optimizer, dir, step, meta, keep, error);
+}
+
+static gboolean
+pipeline_load (KsTrainer *t, const char *checkpoint, gint64 *step, GHashTable **meta,
+               GError **error)
+{
+  return ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, checkpoint, step, meta, error);
+}
+
+static void
+pipeline_begin (KsTrainer *t)
+{
+  const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+  g_autofree char *through = t->comm != NULL ? g_strdup_printf (", through %s by %s",
+                                                                ks_comm_name (t->comm),
+                                                                t->comm_why)
+                                             : g_strdup ("");
+  g_message ("stage %d of %d (%s schedule, %d virtual stages, %d micro-batches of %"
+             G_GSIZE_FORMAT " rows)%s", t->stage, s->stages, ks_schedule_kind_name (s->kind),
+             s->virtual_stages, s->micro_batches, ks_trainer_rows (t), through);
+  if (t->world > 1)
+    g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"
+               G_GSIZE_FORMAT " rows per step each", t->rank, t->world, t->batch);
+  if (*ks_config_get_string (t->config, "trace", "path") != '\0')
+    ks_pipeline_record (t->pipeline, TRUE);
+}
+
+static void
+pipeline_first_step (KsTrainer *t)
+{
+  ks_pipeline_timing (t->pipeline, &t->warm_busy, &t->warm_wall);
+}
+
+const KsExecutor ks_executor_pipeline = {
+  pipeline_prepare, pipeline_step, pipeline_loss, pipeline_writes, pipeline_save,
+  pipeline_load, pipeline_begin, pipeline_first_step, pipeline_finish,
+};

@@ -3,6 +3,7 @@
  * plan.c      the plan's check: what the settings, the task and the world allow
  * dist.c      the processes of a job: role, store, communicator, the mode's algorithm
  * meet.c      where a job another launcher started meets
+ * single.c    the executor of one model
  * stages.c    the pipeline executor: segmenting, building a stage, its report
  * precision.c [amp] on the built model
  * persist.c   checkpoints, resume and export
@@ -15,13 +16,39 @@
 
 #include <stdio.h>
 
+/* the library's insides: not exported (libksdist.so exports the public API only) */
+#pragma GCC visibility push(hidden)
+
 G_BEGIN_DECLS
+
+/* The executor: one model (single.c) or the pipeline of [pipeline] (stages.c), chosen
+ * once by the plan; the loop calls it and never asks which. */
+typedef struct {
+  /* after the optimizer is made: bind it to the model (and the mode's algorithm) */
+  gboolean (*prepare) (KsTrainer *t, GError **error);
+  /* one step on t->feeds, and its loss (as computed before its update) */
+  gboolean (*step) (KsTrainer *t, GError **error);
+  gboolean (*loss) (KsTrainer *t, double *loss, GError **error);
+  /* whether this process writes checkpoints when no algorithm does, and how */
+  gboolean (*writes) (const KsTrainer *t);
+  gboolean (*save) (KsTrainer *t, const char *dir, gint64 step, GHashTable *meta, guint keep,
+                    GError **error);
+  gboolean (*load) (KsTrainer *t, const char *checkpoint, gint64 *step, GHashTable **meta,
+                    GError **error);
+  /* the start lines; after the first step (which allocates); at the end (reports) */
+  void (*begin) (KsTrainer *t);
+  void (*first_step) (KsTrainer *t);
+  gboolean (*finish) (KsTrainer *t, GError **error);
+} KsExecutor;
+
+extern const KsExecutor ks_executor_single, ks_executor_pipeline;
 
 struct _KsTrainer {
   KsConfig *config;
   KsRegistry *registry;
   const KsTrainTask *task;
   gpointer task_data;
+  const KsExecutor *exec;
   KsCompute *compute;
   KsModel *model;
   gboolean model_borrowed; /* the task frees it */
@@ -52,6 +79,7 @@ struct _KsTrainer {
   KsComm *pipe_comm, *data_comm;
   KsPipeline *pipeline;
   double pipeline_loss; /* of the last step */
+  double warm_busy, warm_wall; /* the pipeline's timing after the first step */
   gboolean describe_only;
   char *clip_norm_setting; /* [optim] clip_norm as set, when the pipeline clips instead */
   const KsLayerDesc *layers, *loss_layer;
@@ -95,9 +123,6 @@ gboolean ks_trainer_pipeline_check (const KsConfig *c, gsize batch, gboolean alo
 gboolean ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n,
                                  const KsLayerDesc *loss, const KsLayerDesc *metric,
                                  GError **error);
-/* Each stage's idle share after the first step, its peak memory, and [trace] path. */
-gboolean ks_trainer_pipeline_report (KsTrainer *t, double warm_busy, double warm_wall,
-                                     GError **error);
 
 /* precision.c */
 gboolean ks_trainer_amp (KsTrainer *t, GError **error);
@@ -111,5 +136,7 @@ gboolean ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError
 gboolean ks_trainer_export (KsTrainer *t, const char *dir, GError **error);
 
 G_END_DECLS
+
+#pragma GCC visibility pop
 
 #endif

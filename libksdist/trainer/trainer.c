@@ -27,6 +27,7 @@ ks_trainer_new (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
   t->result = NAN;
   t->batch = ks_config_get_int (config, "train", "batch");
   t->pipelined = ks_trainer_config_pipelined (config);
+  t->exec = t->pipelined ? &ks_executor_pipeline : &ks_executor_single;
   t->tty = isatty (STDOUT_FILENO);
   return t;
 }

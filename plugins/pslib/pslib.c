@@ -501,6 +501,14 @@ pslib_check_strategy (const KsConfig *strategy, GError **error)
                    "and keeps the dense part where [strategy] dense says: remove them");
       return FALSE;
     }
+  if (strcmp (ks_config_get_string (strategy, "strategy", "dense"), "allreduce") != 0
+      && ks_config_get_double (strategy, "optim", "clip_norm") > 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[optim] clip_norm with the dense part on the servers: each server would "
+                   "clip its own blocks; remove clip_norm or set [strategy] dense = allreduce");
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -520,13 +528,6 @@ pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *i
   /* the dense tables: sync when no staleness is allowed, else async one push at a time */
   p->dense_strategy = (PsStrategy) { p->staleness == 0 ? PS_MODE_SYNC : PS_MODE_ASYNC, 0,
                                      MAX (p->staleness, 1), 1 };
-  if (!p->dense_allreduce && ks_config_get_double (strategy, "optim", "clip_norm") > 0)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[optim] clip_norm with the dense part on the servers: each server would "
-                   "clip its own blocks; remove clip_norm or set [strategy] dense = allreduce");
-      return FALSE;
-    }
   p->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
   p->inner_ops = inner_ops;
   p->inner = inner;

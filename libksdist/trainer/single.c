@@ -1,0 +1,82 @@
+/* The executor of one model: the optimizer's step (wrapped by the mode's algorithm) on
+ * the task's feeds, and checkpoints of the whole model by worker 0. */
+#include "trainer-private.h"
+
+#include <math.h>
+
+static gboolean
+single_prepare (KsTrainer *t, GError **error)
+{
+  return ks_trainer_dist_wrap (t, error)
+         && ks_optimizer_minimize (t->optimizer, t->model, t->loss, NULL, 0, NULL, error);
+}
+
+static gboolean
+single_step (KsTrainer *t, GError **error)
+{
+  return ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, error);
+}
+
+/* The loss of the step just taken (as computed before its update). */
+static gboolean
+single_loss (KsTrainer *t, double *loss, GError **error)
+{
+  const KsTensor *value = ks_expr_last_value (t->loss);
+  float v;
+
+  if (value == NULL)
+    return g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                        "no step has run yet"), FALSE;
+  if (!ks_tensor_to_host (value, &v, sizeof v, error))
+    return FALSE;
+  *loss = v;
+  return TRUE;
+}
+
+static gboolean
+single_writes (const KsTrainer *t)
+{
+  return t->rank == 0;
+}
+
+static gboolean
+single_save (KsTrainer *t, const char *dir, gint64 step, GHashTable *meta, guint keep,
+             GError **error)
+{
+  return ks_checkpoint_save (dir, step, t->model, t->optimizer, meta, keep, error);
+}
+
+static gboolean
+single_load (KsTrainer *t, const char *checkpoint, gint64 *step, GHashTable **meta,
+             GError **error)
+{
+  return ks_checkpoint_load (checkpoint, t->model, t->optimizer, step, meta, error);
+}
+
+static void
+single_begin (KsTrainer *t)
+{
+  if (*ks_config_get_string (t->config, "trace", "path") != '\0')
+    g_warning ("[trace] path: only a pipelined run (see [pipeline]) writes a trace");
+  if (t->world > 1)
+    g_message ("worker %d of %d (%s mode, %s by %s), %" G_GSIZE_FORMAT " rows per step each",
+               t->rank, t->world,
+               t->algorithm != NULL ? ks_algorithm_mode (t->algorithm) : KS_MODE_COLLECTIVE,
+               ks_comm_name (t->comm), t->comm_why, t->batch);
+}
+
+static void
+single_first_step (KsTrainer *t)
+{
+}
+
+static gboolean
+single_finish (KsTrainer *t, GError **error)
+{
+  return TRUE;
+}
+
+const KsExecutor ks_executor_single = {
+  single_prepare, single_step, single_loss, single_writes, single_save, single_load,
+  single_begin, single_first_step, single_finish,
+};

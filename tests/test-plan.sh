@@ -1,0 +1,134 @@
+#!/bin/sh
+# The plan: every mode x executor x task x mixed precision the README lists either trains
+# two steps under ksdist launch, or `ksdist config` refuses it (exit 2), ksdist launch
+# refuses it once with the same message before any process starts (exit 2), and `ksdist
+# train` in each process refuses it with that message too. Then the mix-ups that once
+# ran silently, each refused or stopped with a message. TAP output; the matrix is also
+# written to plan-matrix.txt in the test's log. Needs KSDIST, KS_SRCDIR, KS_BUILD_PLUGINS.
+set -u
+unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
+ex=$KS_SRCDIR/examples
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-plan-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+for p in gloo transpiler pslib; do
+  if [ ! -e "$KS_BUILD_PLUGINS/$p/.libs/$p.so" ]; then
+    echo "1..0 # SKIP the $p plugin was not built"
+    exit 0
+  fi
+done
+cd "$dir" || exit 1
+"$KSDIST" datagen ctr ctr --train 600 --test 200 >/dev/null 2>&1 \
+  && "$KSDIST" datagen glyphs glyphs --alphabets 6 --characters 8 --per-class 12 >/dev/null 2>&1 \
+  || { echo "1..0 # SKIP ksdist datagen failed"; exit 0; }
+
+common="--set train.steps=2 --set train.log_every=1 --set optim.warmup=0 --set openblas.threads=1 --set comm.timeout=30"
+task_args () {
+  case $1 in
+    mlp) echo "$ex/default.ini --set data.samples=256 --set train.batch=32" ;;
+    gpt) echo "$ex/gpt-words.ini --set model.context=8 --set model.width=16 --set train.batch=4 --set optim.clip_norm=0" ;;
+    addition) echo "$ex/addition.ini --set train.batch=8 --set train.checkpoint_dir= --set optim.clip_norm=0" ;;
+    ctr) echo "$ex/ctr-pslib.ini --set data.path=ctr --set train.batch=32" ;;
+    reptile) echo "$ex/reptile-glyphs.ini --set data.path=glyphs --set meta.ways=3 --set meta.shots=2 --set meta.train_shots=2 --set meta.meta_batch=2 --set meta.eval_tasks=2 --set meta.eval_inner_iters=1 --set meta.filters=8" ;;
+  esac
+}
+world_args () { # mode, executor: ksdist launch's and ksdist config's options
+  case $1 in collective) echo "-n 2" ;; *) echo "--servers 1 --workers 2" ;; esac
+}
+config_world () {
+  case $1 in collective) echo "--workers 2" ;; *) echo "--workers 2 --servers 1" ;; esac
+}
+
+n=0
+echo "1..99"
+: >"$dir/matrix"
+for task in mlp gpt addition ctr reptile; do
+  for mode in collective transpiler pslib; do
+    for exec in single pipeline; do
+      for amp in off bf16 fp16; do
+        n=$((n + 1))
+        sets="$(task_args $task) $common --set job.mode=$mode --set amp.dtype=$amp"
+        [ $exec = pipeline ] && sets="$sets --set pipeline.stages=2"
+        name="$task x $mode x $exec x amp $amp"
+        # shellcheck disable=SC2086
+        "$KSDIST" config $(config_world $mode) $sets >/dev/null 2>"$dir/c.err"; c=$?
+        # shellcheck disable=SC2086
+        "$KSDIST" launch $(world_args $mode) $sets >"$dir/l.out" 2>"$dir/l.err"; l=$?
+        said=$(tail -n 1 "$dir/c.err" | sed 's/^ksdist: //')
+        if [ $c = 0 ]; then
+          if [ $l = 0 ] && grep -q "eval [a-z_]* [0-9.]* (" "$dir/l.out"; then
+            echo "ok $n - $name trains"
+            echo "trains  $name" >>"$dir/matrix"
+          else
+            echo "not ok $n - $name: config accepts it, launch exits $l"
+            tail -n 15 "$dir/l.out" "$dir/l.err" | sed 's/^/# /'
+          fi
+          continue
+        fi
+        # refused: by launch once, before any process, and by train in every process
+        # shellcheck disable=SC2086
+        "$KSDIST" launch $(world_args $mode) -- "$KSDIST" train $sets >"$dir/t.out" 2>&1; t=$?
+        if [ $c = 2 ] && [ $l = 2 ] && grep -qF "$said" "$dir/l.err" \
+           && ! grep -q '^\[rank' "$dir/l.out" && [ $t != 0 ] && grep -qF "$said" "$dir/t.out"; then
+          echo "ok $n - $name refused: $said"
+          echo "refused $name: $said" >>"$dir/matrix"
+        else
+          echo "not ok $n - $name: config $c, launch $l, train $t; config said: $said"
+          tail -n 5 "$dir/l.err" "$dir/t.out" | sed 's/^/# /'
+        fi
+      done
+    done
+  done
+done
+sed 's/^/# /' "$dir/matrix"
+
+# refused: status 2 and the message
+refused () { # name, message, command...
+  name=$1 want=$2
+  shift 2
+  n=$((n + 1))
+  "$@" >"$dir/r.out" 2>"$dir/r.err"; s=$?
+  if [ $s = 2 ] && grep -qF "$want" "$dir/r.err" && ! grep -q '^\[rank' "$dir/r.out"; then
+    echo "ok $n - $name"
+  else
+    echo "not ok $n - $name: exit $s"
+    tail -n 5 "$dir/r.out" "$dir/r.err" | sed 's/^/# /'
+  fi
+}
+refused "dp-pp.ini on 3 workers, by config and once by launch" \
+  "[pipeline] stages = 2 but the job has 3 workers" "$KSDIST" config -n 3 "$ex/dp-pp.ini"
+refused "dp-pp.ini on 3 workers, once by launch" \
+  "[pipeline] stages = 2 but the job has 3 workers" "$KSDIST" launch -n 3 "$ex/dp-pp.ini"
+refused "[strategy] a_sync = false with k_steps = 5" \
+  "[strategy] a_sync = false with k_steps = 5" "$KSDIST" config "$ex/ps-mlp.ini" \
+  --set strategy.mode=auto --set strategy.a_sync=false --set strategy.k_steps=5
+refused "[data] path with generated spirals" "[data] path is set, but" \
+  "$KSDIST" config "$ex/default.ini" --set data.path=/usr/share/dict/words
+refused "[train] export_dir under Reptile" "[train] export_dir: meta-learning has no" \
+  "$KSDIST" config "$ex/reptile-glyphs.ini" --set train.export_dir=out
+refused "an unwritable checkpoint_dir" "[train] checkpoint_dir = /dev/null/ck: /dev/null is not a directory" \
+  "$KSDIST" config "$ex/default.ini" --set train.checkpoint_dir=/dev/null/ck
+refused "an unwritable export_dir" "[train] export_dir = /dev/null/ex: /dev/null is not a directory" \
+  "$KSDIST" config "$ex/default.ini" --set train.export_dir=/dev/null/ex
+
+# a diverging run stops at the step whose loss is not finite (exit 1, no crash), alone and
+# pipelined
+diverges () { # name, command...
+  name=$1
+  shift
+  n=$((n + 1))
+  "$@" >"$dir/d.out" 2>"$dir/d.err"; s=$?
+  cat "$dir/d.out" "$dir/d.err" >"$dir/d.all"
+  if [ $s = 1 ] && grep -q "step [0-9]*: the training loss is \|the held-out loss is " "$dir/d.all" \
+     && ! grep -q "eval loss" "$dir/d.all"; then
+    echo "ok $n - $name: $(grep -o 'step [0-9]*: the [a-z-]* loss is [^:]*' "$dir/d.all" | head -n 1)"
+  else
+    echo "not ok $n - $name: exit $s"
+    tail -n 5 "$dir/d.out" "$dir/d.err" | sed 's/^/# /'
+  fi
+}
+nan="--set optim.lr=1000 --set optim.warmup=0 --set optim.schedule=constant --set optim.clip_norm=0 --set train.steps=30 --set train.log_every=10 --set model.context=16 --set model.width=32 --set train.batch=8"
+# shellcheck disable=SC2086
+diverges "a GPT at lr 1000" "$KSDIST" train "$ex/gpt-words.ini" $nan
+# shellcheck disable=SC2086
+diverges "a pipelined GPT at lr 1000" "$KSDIST" launch -n 2 "$ex/gpt-pipeline.ini" $nan \
+  --set model.layers=2 --set pipeline.micro_batches=2 --set pipeline.recompute_interval=0
