@@ -236,7 +236,7 @@ static const KsKeyDesc core_schema[] = {
 /* Plugins of the ksdist tree: a config may configure one that is not built on this
  * machine (a [cuda] group on a CPU-only build) and only gets a warning. */
 static const char *const first_party_plugins[] = {
-  "openblas", "cuda", "optim", "store", "roles", "gloo", "nccl", "mpi",
+  "openblas", "cuda", "optim", "store", "roles", "gloo", "nccl", "shm",
   "collective", "transpiler", "pslib", "segment", NULL,
 };
 

@@ -716,3 +716,12 @@ ks_config_validate (KsConfig *config, GError **error)
     }
   return TRUE;
 }
+
+gboolean
+ks_config_is_set (const KsConfig *config, const char *group, const char *key)
+{
+  const char *value;
+  KsSource source = KS_SOURCE_DEFAULT;
+  return ks_config_lookup (config, group, key, &value, &source, NULL)
+         && source != KS_SOURCE_DEFAULT;
+}

@@ -3,34 +3,6 @@
 
 #include <stdio.h>
 
-static GLogLevelFlags log_threshold = G_LOG_LEVEL_INFO;
-
-static void
-set_log_level (const char *name)
-{
-  static const struct { const char *name; GLogLevelFlags level; } levels[] = {
-    { "error", G_LOG_LEVEL_CRITICAL }, { "warning", G_LOG_LEVEL_WARNING },
-    { "info", G_LOG_LEVEL_INFO }, { "debug", G_LOG_LEVEL_DEBUG },
-  };
-  for (guint i = 0; i < G_N_ELEMENTS (levels); i++)
-    if (g_strcmp0 (name, levels[i].name) == 0)
-      log_threshold = levels[i].level;
-}
-
-void
-ks_cli_log (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
-{
-  /* GLib's levels grow less severe as their bit value grows */
-  GLogLevelFlags severity = level & G_LOG_LEVEL_MASK;
-  const char *label = severity <= G_LOG_LEVEL_CRITICAL  ? "error"
-                      : severity <= G_LOG_LEVEL_WARNING ? "warning"
-                      : severity <= G_LOG_LEVEL_INFO    ? "info"
-                                                        : "debug";
-  if (severity > log_threshold)
-    return;
-  fprintf (stderr, "ksdist: %s: %s\n", label, message);
-}
-
 void
 ks_cli_error (const char *format, ...)
 {
@@ -79,7 +51,7 @@ ks_cli_load (const char *file, char **sets, KsConfig **config_out, KsRegistry **
     if (!ks_config_set_override (config, sets[i], &error))
       goto fail;
   /* before validation, whose warnings it filters; a bad value falls back to the default */
-  set_log_level (ks_config_get_string (config, "log", "level"));
+  ks_log_to_stderr ("ksdist", ks_config_get_string (config, "log", "level"));
   if (!ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error))
     goto fail;
   *config_out = g_steal_pointer (&config);

@@ -31,9 +31,6 @@ extern const KsCommand ks_cmd_bench;
 int ks_bench_pipeline (int stages, const char *config, char **sets, gboolean json);
 extern const KsCommand ks_cmd_segment;
 
-/* The log handler: "ksdist: LEVEL: message" on stderr for messages at least as severe
- * as [log] level (info until a configuration is loaded). */
-void ks_cli_log (const char *domain, GLogLevelFlags level, const char *message, gpointer data);
 
 /* One line on stderr, starting with "ksdist: ". */
 void ks_cli_error (const char *format, ...) G_GNUC_PRINTF (1, 2);

@@ -46,7 +46,7 @@ segment (KsTrainer *t)
   if (error != NULL)
     {
       ks_cli_error ("%s", error->message);
-      return ks_train_exit_status (error);
+      return ks_trainer_exit_status (error);
     }
   info = g_new (KsLayerInfo, n_layers);
   if (!ks_trainer_segment (t, info, b, &measured, &error)
@@ -90,32 +90,7 @@ segment (KsTrainer *t)
 static int
 run_segment (int argc, char **argv)
 {
-  g_auto (GStrv) sets = NULL;
-  GOptionEntry entries[] = { KS_CLI_SET_OPTION (sets), { NULL } };
-  g_autoptr (KsConfig) config = NULL;
-  g_autoptr (KsRegistry) registry = NULL;
-  g_autoptr (GError) error = NULL;
-  int status;
-
-  if (!ks_cli_parse ("segment", "[CONFIG]", ks_cmd_segment.summary, entries, &argc, &argv))
-    return KS_EXIT_USAGE;
-  if (argc > 2)
-    {
-      ks_cli_error ("segment: one CONFIG at most, got '%s' too (see ksdist help segment)",
-                    argv[2]);
-      return KS_EXIT_USAGE;
-    }
-  if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0
-      || (status = ks_train_check (registry, config, NULL, FALSE)) != 0)
-    return status;
-  g_autoptr (KsTrainer) trainer = ks_trainer_new (registry, config,
-                                                  ks_train_task (config, NULL), NULL, &error);
-  if (trainer == NULL)
-    {
-      ks_cli_error ("%s", error->message);
-      return KS_EXIT_USAGE;
-    }
-  return segment (trainer);
+  return ks_train_command (&ks_cmd_segment, argc, argv, segment);
 }
 
 const KsCommand ks_cmd_segment = {

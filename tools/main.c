@@ -54,7 +54,7 @@ main (int argc, char **argv)
   const KsCommand *command;
 
   setlocale (LC_ALL, "");
-  g_log_set_default_handler (ks_cli_log, NULL);
+  ks_log_to_stderr ("ksdist", "info");
   if (argc < 2)
     {
       print_help (stderr);

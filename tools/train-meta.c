@@ -54,23 +54,28 @@ meta_build (KsTrainer *t, GError **error)
   m->options = reptile_options (c);
   if (ks_trainer_describing (t))
     return TRUE; /* the images are read when training */
-  if ((m->set = ks_image_set_open (path, &io, error)) == NULL)
+  g_autoptr (GError) local = NULL;
+  if ((m->set = ks_image_set_open (path, &io, &local)) == NULL)
     {
-      g_prefix_error (error, "[data] path: ");
-      (*error)->domain = KS_CONFIG_ERROR; /* the setting to change */
+      /* the setting to change */
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, "[data] path: %s",
+                   local->message);
       return FALSE;
     }
   if ((m->reptile = ks_reptile_new (ks_trainer_registry (t), c, ks_trainer_compute (t), m->set,
                                     ks_config_get_string (c, "train", "optimizer"),
-                                    ks_trainer_comm (t), &m->options, error))
+                                    ks_trainer_comm (t), &m->options, &local))
       == NULL)
     {
       /* a task too big for the set is a setting to change */
-      if (g_error_matches (*error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID))
-        (*error)->domain = KS_CONFIG_ERROR, (*error)->code = KS_CONFIG_ERROR_BAD_VALUE;
+      if (g_error_matches (local, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID))
+        g_set_error_literal (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, local->message);
+      else
+        g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
-  ks_trainer_use_model (t, ks_reptile_model (m->reptile));
+  if (!ks_trainer_use_model (t, ks_reptile_model (m->reptile), error))
+    return FALSE;
   m->description = g_strdup_printf (
       "reptile %d-way %d-shot on %s (%" G_GSIZE_FORMAT " training classes, %" G_GSIZE_FORMAT
       " val, %" G_GSIZE_FORMAT " test), %d task%s a meta-step on each of %d worker%s",

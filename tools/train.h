@@ -19,7 +19,9 @@ extern const KsTrainTask ks_meta_task;
  * for a configuration error, 1 otherwise. */
 int ks_train_check (KsRegistry *registry, KsConfig *config, const KsTrainWorld *world,
                     gboolean build);
-/* The exit status for an error: 2 for a setting to change, else 1. */
-int ks_train_exit_status (const GError *error);
+/* A command that runs `body` on a trainer of the [CONFIG] and --set lines of its
+ * command line, after the plan's check (train, segment); the exit status. */
+int ks_train_command (const KsCommand *command, int argc, char **argv,
+                      int (*body) (KsTrainer *t));
 
 #endif

@@ -43,6 +43,10 @@ typedef struct {
   gboolean (*distributed_optimizer) (void *ctx, const KsOptimizerOps *inner_ops, void *inner,
                                      const KsConfig *strategy, const KsOptimizerOps **out_ops,
                                      void **out, GError **error);
+  /* Reserved, deprecated: nothing implements or calls these two (OpenKS's names). They
+   * stay so that the slots after them keep their places in ABI 1.x. A model is exported
+   * by the trainer (ks_save_inference_model, [train] export_dir) and a job's state is
+   * saved through save_check_point. */
   gboolean (*save_inference_model) (void *ctx, KsModel *model, const char *dir,
                                     const char *const *feeds, KsExpr *const *targets,
                                     gsize n_targets, GError **error);

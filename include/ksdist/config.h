@@ -74,6 +74,8 @@ char **ks_config_get_list (const KsConfig *config, const char *group, const char
  * or "--set". Returns FALSE for a key not in the schema. */
 gboolean ks_config_lookup (const KsConfig *config, const char *group, const char *key,
                            const char **value, KsSource *source, char **where);
+/* Whether group.key is set by the file, the environment or --set (not its default). */
+gboolean ks_config_is_set (const KsConfig *config, const char *group, const char *key);
 
 /* The known groups (sorted) and the schema of one group, in declaration order. */
 char **ks_config_groups (const KsConfig *config);

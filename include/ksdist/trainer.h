@@ -10,6 +10,8 @@
  *   ok = t != NULL && ks_trainer_run (t, &error);
  *   ks_trainer_free (t);
  *
+ * or, for a whole program, return ks_trainer_main (argc, argv, &my_task, my_data).
+ *
  * The three plug points are the mode (the [job] mode's algorithm plugin: collective,
  * transpiler, pslib), the executor (one model, or the pipeline of [pipeline]) and the
  * task; the loop tests none of them. */
@@ -33,7 +35,8 @@ typedef struct {
 } KsTrainWorld;
 
 /* What a task does for the trainer. Every callback gets the trainer; the task's own
- * state is ks_trainer_data (t). Slots are only ever appended (`size` first). */
+ * state is ks_trainer_data (t). A callback that returns FALSE sets the error. Slots are
+ * only ever appended: `size` says which a table has, the rest read as NULL. */
 typedef struct {
   gsize size;         /* sizeof (KsTrainTask) */
   const char *name;   /* for messages: "spirals", "my-regression" */
@@ -78,17 +81,22 @@ typedef struct {
 
 /* The plan's check, before anything is built: every setting that clashes with another,
  * with the mode, the executor, the task, the world, or a path the run cannot write, is
- * a KS_CONFIG_ERROR naming the settings and what to change. With `build`, the task's
- * model is built too (on this process's compute backend, no communication), so that
- * what only the model tells (a pipeline needs a layer list) is found here as well.
- * `ksdist config`, `ksdist launch` and ks_trainer_new call it; its [optim] total_steps
- * of 0 becomes [train] steps. */
+ * a KS_CONFIG_ERROR naming the settings and what to change. `world` may be NULL (not
+ * known yet: the role maker's counts are checked when the run starts). With `build`,
+ * the task's model is built too, to describe it (with ks_trainer_data NULL, on this
+ * process's compute backend, no communication, no data read), so that what only the
+ * model tells (a pipeline needs a layer list, an export needs logits) is found here as
+ * well. `ksdist config`, `ksdist launch` and ks_trainer_new call it. It changes
+ * `config` in one way: [optim] total_steps = 0 becomes [train] steps. */
 gboolean ks_trainer_check (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
                            const KsTrainWorld *world, gboolean build, GError **error);
 
-/* A trainer for `task` on `config` (neither copied: both must outlive it), after
- * ks_trainer_check. `data` is the task's state (ks_trainer_data), which its build may
- * replace. Nothing is built or connected until ks_trainer_run. */
+/* A trainer for `task` on `config` (the task table is copied; registry and config must
+ * outlive it), after the plan's check (ks_trainer_check without a world and without
+ * build), whose error it returns. `data` is the task's state (ks_trainer_data), which
+ * its build may replace; the trainer owns it from here: ks_trainer_free calls the
+ * task's clear when the data is not NULL. Nothing is built or connected until
+ * ks_trainer_run, which runs once. */
 KsTrainer *ks_trainer_new (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
                            gpointer data, GError **error);
 /* The whole run: meets the other processes, builds the task, resumes, trains [train]
@@ -100,11 +108,19 @@ void ks_trainer_free (KsTrainer *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTrainer, ks_trainer_free)
 
 /* A training program's whole main: `PROG CONFIG [--set GROUP.KEY=VALUE ...]` loads the
- * configuration and the plugins, checks the plan, and runs `task` (with `data` as its
- * ks_trainer_data) as this process's part of the job, under ksdist launch, torchrun,
- * mpirun or alone. Prints one line for an error; returns the exit status: 0, 1 when
- * the run failed, 2 for a setting to change. */
+ * configuration and the plugins, logs through ks_log_to_stderr, checks the plan, and
+ * runs `task` (with `data` as its ks_trainer_data) as this process's part of the job,
+ * under ksdist launch, torchrun, mpirun or alone. Prints one line for an error; returns
+ * the exit status (ks_trainer_exit_status). */
 int ks_trainer_main (int argc, char **argv, const KsTrainTask *task, gpointer data);
+/* The exit status for an error of the trainer: 2 for a setting to change (a
+ * KS_CONFIG_ERROR, a plugin or mode not found), else 1. */
+int ks_trainer_exit_status (const GError *error);
+
+/* Log messages as one line each on stderr, "PROGRAM: LEVEL: message", those less
+ * severe than `level` ("error", "warning", "info", "debug"; [log] level) left out.
+ * ks_trainer_main calls it with the config's [log] level. */
+void ks_log_to_stderr (const char *program, const char *level);
 
 /* After ks_trainer_run: the held-out metric at the end (NaN when none ran). */
 double ks_trainer_result (const KsTrainer *t);
@@ -116,7 +132,8 @@ KsCompute *ks_trainer_compute (const KsTrainer *t);
 gpointer ks_trainer_data (const KsTrainer *t);
 void ks_trainer_set_data (KsTrainer *t, gpointer data);
 /* Rows a worker trains on each step ([train] batch), this worker's rank among the
- * world's data-parallel workers (a pipeline's replicas), and their number. */
+ * world's data-parallel workers (a pipeline's replicas; -1 on a parameter server, whose
+ * build makes the model but reads no data), and their number. */
 gsize ks_trainer_batch (const KsTrainer *t);
 int ks_trainer_rank (const KsTrainer *t);
 int ks_trainer_world (const KsTrainer *t);
@@ -150,8 +167,9 @@ gboolean ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize
  * export computes (may be NULL: then nothing exports), with ks_trainer_set_loss. */
 gboolean ks_trainer_set_model (KsTrainer *t, KsModel *model, GError **error);
 void ks_trainer_set_loss (KsTrainer *t, KsExpr *loss, KsExpr *logits);
-/* A model the task keeps and frees itself (a task with a step of its own). */
-void ks_trainer_use_model (KsTrainer *t, KsModel *model);
+/* A model the task keeps and frees itself in its clear (a task with a step of its own);
+ * one model only, as ks_trainer_set_model. */
+gboolean ks_trainer_use_model (KsTrainer *t, KsModel *model, GError **error);
 /* The data a step feeds (copied; the buffers they point at stay the task's and are
  * read at each step), and the names of the inputs an export computes logits from. */
 void ks_trainer_set_feeds (KsTrainer *t, const KsFeed *feeds, gsize n);
@@ -166,7 +184,8 @@ gboolean ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, Ks
 
 /* The model's layer list (ksdist segment): the task built with describing on. */
 const KsLayerDesc *ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss);
-/* Builds the task to describe it (no data, no communication). */
+/* Builds the task to describe it (no data, no communication); the trainer can then be
+ * asked about the layers and freed, not run. */
 gboolean ks_trainer_describe (KsTrainer *t, GError **error);
 /* The layers' names and parameter counts, cut by [pipeline] seg_method into stages x
  * virtual_stages parts (boundaries has one more entry); with seg_method cost,

@@ -20,14 +20,10 @@ setting (const KsConfig *c, const char *env, const char *group, const char *key)
   return v != NULL && *v != '\0' ? v : ks_config_get_string (c, group, key);
 }
 
-/* Whether the compute backend this run will get is CUDA's (device memory). */
 static gboolean
 on_gpu (KsTrainer *t)
 {
-  const char *compute = ks_config_get_string (t->config, "compute", "backend");
-  const KsImplDesc *chosen = ks_registry_select (t->registry, KS_KIND_COMPUTE, compute, NULL,
-                                                 NULL);
-  return chosen != NULL && strcmp (chosen->name, "cuda") == 0;
+  return ks_trainer_on_gpu (t->registry, t->config);
 }
 
 /* [comm] backend = auto: NCCL when the compute backend is CUDA (data parallel); shared
@@ -102,10 +98,33 @@ make_hierarchical (KsTrainer *t, GError **error)
   return TRUE;
 }
 
-gboolean
-ks_trainer_has_servers (const KsTrainer *t)
+/* Whether the job has parameter servers: its workers then start and stop them. */
+static gboolean
+has_servers (const KsTrainer *t)
 {
   return t->role != NULL && t->algorithm != NULL && ks_role_maker_server_num (t->role) > 0;
+}
+
+gboolean
+ks_trainer_mode_begin (KsTrainer *t, GError **error)
+{
+  return !has_servers (t) || ks_algorithm_init_worker (t->algorithm, error);
+}
+
+/* With servers, the evaluation sees their final values (async: nothing queued); a mode
+ * whose evaluation reads the servers' sparse rows stops this worker after it. */
+gboolean
+ks_trainer_mode_flush (KsTrainer *t, GError **error)
+{
+  return !has_servers (t) || t->worker_stopped
+         || ks_algorithm_flush_worker (t->algorithm, &t->worker_stopped, error);
+}
+
+gboolean
+ks_trainer_mode_end (KsTrainer *t, GError **error)
+{
+  return !has_servers (t) || t->worker_stopped
+         || ks_algorithm_stop_worker (t->algorithm, error);
 }
 
 gboolean
@@ -126,14 +145,14 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
     {
       /* no role maker plugin loaded: one process on its own */
       static const KsTrainWorld alone = { 1, 0 };
-      return ks_trainer_check_world (c, t->task, &alone, error);
+      return ks_trainer_check_world (t->registry, c, t->task, &alone, error);
     }
   if ((t->role = ks_role_maker_new (t->registry, c, role_maker, error)) == NULL)
     return FALSE;
   total = ks_role_maker_worker_num (t->role) + ks_role_maker_server_num (t->role);
   /* the plan's check of the world, as ksdist config and launch made it */
   KsTrainWorld world = { ks_role_maker_worker_num (t->role), ks_role_maker_server_num (t->role) };
-  if (!ks_trainer_check_world (c, t->task, &world, error))
+  if (!ks_trainer_check_world (t->registry, c, t->task, &world, error))
     return FALSE;
   if (total == 1)
     return TRUE;
@@ -178,18 +197,7 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
       job = meeting.job;
       rank0_serves = meeting.serve;
     }
-  const char *backend = comm_backend (t, total, &why);
-  if (on_gpu (t) && !t->pipelined && strcmp (backend, "nccl") != 0
-      && strcmp (ks_config_get_string (c, "job", "mode"), KS_MODE_COLLECTIVE) == 0)
-    {
-      /* the gradients are in device memory, which only NCCL reads */
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[comm] backend = %s cannot average gradients in CUDA device memory (%s); "
-                   "set [comm] backend = nccl or auto, or [compute] backend = openblas", backend,
-                   strcmp (backend, "auto") == 0 ? "the nccl plugin is not loaded"
-                                                 : "it reads host memory only");
-      return FALSE;
-    }
+  const char *backend = comm_backend (t, total, &why); /* the plan checked it for cuda */
   if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
       || (rank0_serves && !ks_store_serve (t->store, address, token, &bound, error))
       || !ks_store_open (t->store, address, *job ? job : "default", token, error)

@@ -28,26 +28,28 @@ static void
 report (KsTrainer *t, gint64 step, gint64 steps, double loss, double lr, double rate,
         double eta, double wall_s, const double *eval)
 {
+  /* a task with steps of its own says nothing of their samples: steps/s */
+  const char *per_s = t->task->step != NULL ? "steps" : "samples";
+  g_autofree char *rate_text = g_strdup_printf (t->task->step != NULL ? "%.2f" : "%.0f", rate);
   /* a task with steps of its own has no learning rate of the trainer's */
   g_autofree char *lr_text = isnan (lr) ? g_strdup ("") : g_strdup_printf ("lr %.3g ", lr);
   if (t->tty)
     {
-      printf ("\rstep %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "  loss %.4f  %s %.0f "
-              "samples/s  ETA %.0fs   ",
-              step, steps, loss, lr_text, rate, eta);
+      printf ("\rstep %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "  loss %.4f  %s %s %s/s  "
+              "ETA %.0fs   ",
+              step, steps, loss, lr_text, rate_text, per_s, eta);
       if (step == steps)
         putchar ('\n');
     }
   else
-    printf ("step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " loss %.4f %ssamples/s %.0f "
-            "eta_s %.0f\n",
-            step, steps, loss, lr_text, rate, eta);
+    printf ("step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " loss %.4f %s%s/s %s eta_s %.0f\n",
+            step, steps, loss, lr_text, per_s, rate_text, eta);
   fflush (stdout);
   g_autoptr (GString) fields = g_string_new (NULL);
   g_string_append_printf (fields, "\"loss\": %.6g", loss);
   if (!isnan (lr))
     g_string_append_printf (fields, ", \"lr\": %.6g", lr);
-  g_string_append_printf (fields, ", \"samples_per_s\": %.1f", rate);
+  g_string_append_printf (fields, ", \"%s_per_s\": %.1f", per_s, rate);
   if (t->tokens_per_row > 0)
     g_string_append_printf (fields, ", \"tokens_per_s\": %.1f", rate * t->tokens_per_row);
   g_autofree char *amp = ks_trainer_amp_fields (t);
@@ -161,7 +163,7 @@ ks_trainer_run (KsTrainer *t, GError **error)
   const char *export_dir = ks_config_get_string (c, "train", "export_dir");
   gint64 first = 1;
   double eval = NAN, loss = NAN;
-  gboolean evaluated = FALSE, stopped = FALSE, leader, servers;
+  gboolean evaluated = FALSE, leader;
 
   if (!ks_trainer_dist_setup (t, error))
     return FALSE;
@@ -173,9 +175,8 @@ ks_trainer_run (KsTrainer *t, GError **error)
     return FALSE;
   if (t->role != NULL && ks_role_maker_is_server (t->role))
     return serve (t, resuming ? ckpt_dir : NULL, error);
-  servers = ks_trainer_has_servers (t);
   if ((resuming && !ks_trainer_resume (t, ckpt_dir, &first, error))
-      || (servers && !ks_algorithm_init_worker (t->algorithm, error)))
+      || !ks_trainer_mode_begin (t, error))
     return FALSE;
   announce (t, leader);
 
@@ -215,7 +216,8 @@ ks_trainer_run (KsTrainer *t, GError **error)
           continue;
         }
       gint64 now = g_get_monotonic_time ();
-      double rate = window_steps * t->batch * t->world / MAX (1e-6, (now - window_start) / 1e6);
+      double per_step = t->task->step != NULL ? 1 : (double) t->batch * t->world;
+      double rate = window_steps * per_step / MAX (1e-6, (now - window_start) / 1e6);
       double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
       if (t->task->step != NULL)
         loss = loss_sum / window_steps; /* a task's steps: the mean over the window */
@@ -229,9 +231,7 @@ ks_trainer_run (KsTrainer *t, GError **error)
                             "diverged (lower [optim] lr, set [optim] clip_norm, or use a "
                             "warmup)", step, loss), FALSE;
       gboolean last = step == steps;
-      /* with servers, the evaluation sees their final values (async: nothing queued);
-       * a mode whose evaluation reads the servers' sparse rows stops after it */
-      if (last && servers && !ks_algorithm_flush_worker (t->algorithm, &stopped, error))
+      if (last && !ks_trainer_mode_flush (t, error))
         return g_prefix_error (error, "before the evaluation: "), FALSE;
       if (last && !(evaluated = evaluate (t, TRUE, &eval, error)))
         return g_prefix_error (error, "evaluation: "), FALSE;
@@ -244,12 +244,11 @@ ks_trainer_run (KsTrainer *t, GError **error)
     }
   /* the result; evaluated here when a resumed run had nothing left to do (with servers,
    * before this worker stops) */
-  if (!evaluated && servers && !stopped
-      && !ks_algorithm_flush_worker (t->algorithm, &stopped, error))
+  if (!evaluated && !ks_trainer_mode_flush (t, error))
     return g_prefix_error (error, "before the evaluation: "), FALSE;
   if (!evaluated && !evaluate (t, TRUE, &eval, error))
     return g_prefix_error (error, "evaluation: "), FALSE;
-  if (servers && !stopped && !ks_algorithm_stop_worker (t->algorithm, error))
+  if (!ks_trainer_mode_end (t, error))
     return g_prefix_error (error, "stop_worker: "), FALSE;
   if (t->task->step == NULL && !t->exec->finish (t, error))
     return FALSE;

@@ -28,12 +28,14 @@ ks_trainer_amp_refused (const KsConfig *c, const char *why, GError **error)
   return FALSE;
 }
 
-gboolean
-ks_trainer_is_config_error (const GError *error)
+int
+ks_trainer_exit_status (const GError *error)
 {
   return error->domain == KS_CONFIG_ERROR
-         || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
-         || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE);
+                 || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
+                 || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE)
+             ? 2
+             : 1;
 }
 
 static gboolean
@@ -48,15 +50,6 @@ refuse (GError **error, const char *format, ...)
   va_end (ap);
   g_set_error_literal (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, message);
   return FALSE;
-}
-
-/* Whether group.key is set by the file, the environment or --set. */
-static gboolean
-is_set (const KsConfig *c, const char *group, const char *key)
-{
-  const char *value;
-  KsSource source = KS_SOURCE_DEFAULT;
-  return ks_config_lookup (c, group, key, &value, &source, NULL) && source != KS_SOURCE_DEFAULT;
 }
 
 /* [optim] total_steps = 0 (its default) follows [train] steps, so a longer run keeps its
@@ -150,7 +143,7 @@ check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
         {
           const KsKeyDesc *d = g_ptr_array_index (keys, i);
           g_autofree char *name = g_strdup_printf ("%s.%s", groups[g], d->key);
-          if (!is_set (c, groups[g], d->key)
+          if (!ks_config_is_set (c, groups[g], d->key)
               || g_strv_contains ((const char *const *) task->settings, name))
             continue;
           g_autofree char *used = g_strjoinv (", ", (char **) task->settings);
@@ -196,6 +189,9 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
       if (!ks_trainer_amp_refused (c, why, error))
         return FALSE;
     }
+  if (!pipelined && *ks_config_get_string (c, "trace", "path") != '\0')
+    return refuse (error, "[trace] path: only a pipelined run (see [pipeline]) writes a "
+                   "trace; leave it empty");
   if (pipelined && strcmp (dtype, "fp16") == 0)
     /* a stage's backward starts from what the next stage sent, which no scale reached */
     return ks_trainer_amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no "
@@ -214,8 +210,32 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
 }
 
 gboolean
-ks_trainer_check_world (const KsConfig *c, const KsTrainTask *task, const KsTrainWorld *w,
-                        GError **error)
+ks_trainer_on_gpu (KsRegistry *registry, const KsConfig *c)
+{
+  const char *compute = ks_config_get_string (c, "compute", "backend");
+  const KsImplDesc *chosen = ks_registry_select (registry, KS_KIND_COMPUTE, compute, NULL, NULL);
+  return chosen != NULL && strcmp (chosen->name, "cuda") == 0;
+}
+
+/* Data parallel on CUDA: the gradients are in device memory, which only NCCL reads. */
+static gboolean
+check_device_comm (KsRegistry *registry, const KsConfig *c, GError **error)
+{
+  const char *backend = ks_config_get_string (c, "comm", "backend");
+  gboolean nccl_loaded = ks_registry_select (registry, KS_KIND_COMM, "nccl", NULL, NULL) != NULL;
+
+  if (!ks_trainer_on_gpu (registry, c) || strcmp (backend, "nccl") == 0
+      || (strcmp (backend, "auto") == 0 && nccl_loaded))
+    return TRUE;
+  return refuse (error, "[comm] backend = %s cannot average gradients in CUDA device memory "
+                 "(%s); set [comm] backend = nccl or auto, or [compute] backend = openblas",
+                 backend, strcmp (backend, "auto") == 0 ? "the nccl plugin is not loaded"
+                                                        : "it reads host memory only");
+}
+
+gboolean
+ks_trainer_check_world (KsRegistry *registry, const KsConfig *c, const KsTrainTask *task,
+                        const KsTrainWorld *w, GError **error)
 {
   const char *mode = ks_config_get_string (c, "job", "mode");
   gboolean collective = strcmp (mode, KS_MODE_COLLECTIVE) == 0;
@@ -250,6 +270,9 @@ ks_trainer_check_world (const KsConfig *c, const KsTrainTask *task, const KsTrai
   if (task != NULL && task->step != NULL && w->servers > 0)
     return refuse (error, "%s has no parameter servers: launch it without --servers",
                    task->name);
+  if (collective && !ks_trainer_config_pipelined (c) && w->workers > 1
+      && !check_device_comm (registry, c, error))
+    return FALSE;
   return task == NULL || task->check == NULL || task->check (c, w, error);
 }
 
@@ -270,20 +293,32 @@ check_segments (KsTrainer *t, GError **error)
 }
 
 gboolean
-ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *task,
+ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_task,
                   const KsTrainWorld *world, gboolean build, GError **error)
 {
+  KsTrainTask copy;
+  const KsTrainTask *task = NULL;
+
+  if (program_task != NULL && !ks_trainer_task_copy (program_task, &copy, error))
+    return FALSE;
+  if (program_task != NULL)
+    task = &copy;
   follow_steps (c);
   if (!check_combination (registry, c, task, error) || !check_paths (c, error)
       || (task != NULL && !check_task_settings (c, task, error))
-      || !ks_trainer_check_world (c, task, world != NULL ? world : &(KsTrainWorld) { 0, 0 },
-                                  error))
+      || !ks_trainer_check_world (registry, c, task,
+                                  world != NULL ? world : &(KsTrainWorld) { 0, 0 }, error))
     return FALSE;
   if (!build || task == NULL)
     return TRUE;
-  g_autoptr (KsTrainer) t = ks_trainer_new (registry, c, task, NULL, error);
+  g_autoptr (KsTrainer) t = ks_trainer_alloc (registry, c, task, NULL, error);
   if (t == NULL || !ks_trainer_describe (t, error) || !check_segments (t, error))
     return FALSE;
+  /* a layer list always has logits; a model of the task's own may have none */
+  if (*ks_config_get_string (c, "train", "export_dir") != '\0' && t->layers == NULL
+      && t->model != NULL && t->logits == NULL)
+    return refuse (error, "[train] export_dir: %s sets no logits to export; leave it empty",
+                   ks_trainer_task_describe (t));
   /* the optimizer's name and settings */
   KsOptimizer *o = ks_optimizer_new (registry, c, ks_config_get_string (c, "train", "optimizer"),
                                      error);

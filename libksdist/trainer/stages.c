@@ -224,7 +224,7 @@ pipeline_step (KsTrainer *t, GError **error)
 static gboolean
 pipeline_loss (KsTrainer *t, double *loss, GError **error)
 {
-  *loss = t->pipeline_loss;
+  *loss = (float) t->pipeline_loss; /* as one model's, a float */
   return TRUE;
 }
 

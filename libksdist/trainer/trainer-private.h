@@ -46,7 +46,8 @@ extern const KsExecutor ks_executor_single, ks_executor_pipeline;
 struct _KsTrainer {
   KsConfig *config;
   KsRegistry *registry;
-  const KsTrainTask *task;
+  const KsTrainTask *task; /* &task_copy */
+  KsTrainTask task_copy;   /* the program's table, its missing slots NULL */
   gpointer task_data;
   const KsExecutor *exec;
   KsCompute *compute;
@@ -72,6 +73,7 @@ struct _KsTrainer {
   KsComm *comm;
   const char *comm_why; /* why this communicator: the setting, or auto's reason */
   KsAlgorithm *algorithm;
+  gboolean worker_stopped; /* the mode stopped this worker (after a flush) */
   /* the pipeline executor (stages.c): this worker's stage; the pipeline owns model; with
    * data-parallel replicas its pipeline's and its stage's groups of comm */
   gboolean pipelined;
@@ -86,25 +88,37 @@ struct _KsTrainer {
   gsize n_layers;
 };
 
+/* trainer.c */
+/* `task` into `copy` by its size (the slots it lacks NULL); an error without the
+ * required ones. */
+gboolean ks_trainer_task_copy (const KsTrainTask *task, KsTrainTask *copy, GError **error);
+/* A trainer without the plan's check (ks_trainer_new makes both). */
+KsTrainer *ks_trainer_alloc (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
+                             gpointer data, GError **error);
+
 /* plan.c */
 /* Whether [pipeline] asks for more than one stage, chunk or micro-batch. */
 gboolean ks_trainer_config_pipelined (const KsConfig *config);
 /* Configuration error "[amp] dtype = X: `why`; set [amp] dtype = off" unless amp is off. */
 gboolean ks_trainer_amp_refused (const KsConfig *c, const char *why, GError **error);
-/* Whether a config error (a setting to change) or one of a plugin not found. */
-gboolean ks_trainer_is_config_error (const GError *error);
 
 /* The plan's check of the world (the role maker's counts at run time). */
-gboolean ks_trainer_check_world (const KsConfig *c, const KsTrainTask *task,
-                                 const KsTrainWorld *world, GError **error);
+gboolean ks_trainer_check_world (KsRegistry *registry, const KsConfig *c,
+                                 const KsTrainTask *task, const KsTrainWorld *world,
+                                 GError **error);
+/* Whether the compute backend this run will get is CUDA's (device memory). */
+gboolean ks_trainer_on_gpu (KsRegistry *registry, const KsConfig *c);
 
 /* dist.c */
 gboolean ks_trainer_dist_setup (KsTrainer *t, GError **error);
 gboolean ks_trainer_dist_wrap (KsTrainer *t, GError **error);
 gboolean ks_trainer_dist_mean (KsTrainer *t, double *value, GError **error);
 void ks_trainer_dist_clear (KsTrainer *t);
-/* Whether the job has parameter servers (workers then init and stop them). */
-gboolean ks_trainer_has_servers (const KsTrainer *t);
+/* The mode's life on a worker (nothing without servers): start it before the first
+ * step, flush before an evaluation that must see the servers' final values, stop it. */
+gboolean ks_trainer_mode_begin (KsTrainer *t, GError **error);
+gboolean ks_trainer_mode_flush (KsTrainer *t, GError **error);
+gboolean ks_trainer_mode_end (KsTrainer *t, GError **error);
 
 /* meet.c: where a job another launcher started meets (store kind, address, job prefix,
  * whether this rank serves the store); address NULL when nothing says. */

@@ -5,23 +5,37 @@
 #include <string.h>
 #include <unistd.h>
 
-KsTrainer *
-ks_trainer_new (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
-                gpointer data, GError **error)
+gboolean
+ks_trainer_task_copy (const KsTrainTask *task, KsTrainTask *copy, GError **error)
 {
-  g_return_val_if_fail (registry != NULL && config != NULL && task != NULL, NULL);
-  if (task->size < G_STRUCT_OFFSET (KsTrainTask, describe) || task->build == NULL
-      || task->evaluate == NULL || (task->batch == NULL && task->step == NULL))
+  /* a table of an older, smaller KsTrainTask: the slots it lacks read as NULL */
+  memset (copy, 0, sizeof *copy);
+  memcpy (copy, task, MIN (task->size, sizeof *copy));
+  if (task->size < G_STRUCT_OFFSET (KsTrainTask, describe) || copy->build == NULL
+      || copy->evaluate == NULL || (copy->batch == NULL && copy->step == NULL))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "the task %s lacks a required callback (build, evaluate, and batch or "
-                   "step) or its size: set them", task->name ? task->name : "(unnamed)");
+                   "the task %s lacks its size or a required callback (build, evaluate, and "
+                   "batch or step): set them", task->name ? task->name : "(unnamed)");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+KsTrainer *
+ks_trainer_alloc (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
+                  gpointer data, GError **error)
+{
+  KsTrainer *t = g_new0 (KsTrainer, 1);
+
+  if (!ks_trainer_task_copy (task, &t->task_copy, error))
+    {
+      g_free (t);
       return NULL;
     }
-  KsTrainer *t = g_new0 (KsTrainer, 1);
   t->registry = registry;
   t->config = config;
-  t->task = task;
+  t->task = &t->task_copy;
   t->task_data = data;
   t->world = 1;
   t->result = NAN;
@@ -32,6 +46,16 @@ ks_trainer_new (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
   return t;
 }
 
+KsTrainer *
+ks_trainer_new (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
+                gpointer data, GError **error)
+{
+  g_return_val_if_fail (registry != NULL && config != NULL && task != NULL, NULL);
+  if (!ks_trainer_check (registry, config, task, NULL, FALSE, error))
+    return NULL;
+  return ks_trainer_alloc (registry, config, task, data, error);
+}
+
 void
 ks_trainer_free (KsTrainer *t)
 {
@@ -39,13 +63,14 @@ ks_trainer_free (KsTrainer *t)
     return;
   if (t->metrics != NULL)
     fclose (t->metrics);
-  if (t->task->clear != NULL && t->task_data != NULL)
-    t->task->clear (t);
   ks_optimizer_free (t->optimizer);
   if (t->pipeline != NULL)
     ks_pipeline_free (t->pipeline); /* with its model */
   else if (!t->model_borrowed)
     ks_model_free (t->model);
+  /* after the model and pipeline, which may still point at the task's layer list */
+  if (t->task->clear != NULL && t->task_data != NULL)
+    t->task->clear (t);
   ks_trainer_dist_clear (t); /* a server's algorithm holds tables on the compute */
   ks_compute_free (t->compute);
   g_free (t->clip_norm_setting);
@@ -110,6 +135,7 @@ ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize n,
   KsExpr *logits;
 
   *metric_out = NULL;
+  g_return_val_if_fail (t->model == NULL, FALSE); /* one model a trainer */
   t->layers = layers;
   t->n_layers = n;
   t->loss_layer = loss;
@@ -130,6 +156,7 @@ ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize n,
 gboolean
 ks_trainer_set_model (KsTrainer *t, KsModel *model, GError **error)
 {
+  g_return_val_if_fail (t->model == NULL, FALSE); /* one model a trainer */
   if (t->pipelined)
     {
       ks_model_free (model);
@@ -149,11 +176,18 @@ ks_trainer_set_loss (KsTrainer *t, KsExpr *loss, KsExpr *logits)
   t->logits = logits;
 }
 
-void
-ks_trainer_use_model (KsTrainer *t, KsModel *model)
+gboolean
+ks_trainer_use_model (KsTrainer *t, KsModel *model, GError **error)
 {
+  g_return_val_if_fail (t->model == NULL, FALSE); /* one model a trainer */
+  if (t->pipelined)
+    return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                        "[pipeline]: %s is not described as a layer list, so it cannot be "
+                        "cut into stages; train it without [pipeline]",
+                        ks_trainer_task_describe (t)), FALSE;
   t->model = model;
   t->model_borrowed = TRUE;
+  return TRUE;
 }
 
 gboolean

@@ -15,15 +15,6 @@ ps_mode_name (PsMode mode)
 }
 
 static gboolean
-is_set (const KsConfig *c, const char *key)
-{
-  const char *value;
-  KsSource source = KS_SOURCE_DEFAULT;
-  return ks_config_lookup (c, "strategy", key, &value, &source, NULL)
-         && source != KS_SOURCE_DEFAULT;
-}
-
-static gboolean
 refuse (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
 
 static gboolean
@@ -47,7 +38,7 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
 
   out->send_queue_size = ks_config_get_int (c, "strategy", "send_queue_size");
   out->max_merge_var_num = ks_config_get_int (c, "strategy", "max_merge_var_num");
-  if (!a_sync && k > 0 && (strcmp (mode, "auto") == 0 || is_set (c, "a_sync")))
+  if (!a_sync && k > 0 && (strcmp (mode, "auto") == 0 || ks_config_is_set (c, "strategy", "a_sync")))
     return refuse (error, "[strategy] a_sync = false with k_steps = %" G_GINT64_FORMAT ": "
                    "k_steps > 0 means GEO, which is asynchronous; set a_sync = true (GEO) or "
                    "k_steps = 0 (sync)", k);
@@ -62,7 +53,7 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
         return refuse (error, "[strategy] mode = %s: not a parameter-server mode (sync, "
                        "half_async, async, geo)", mode);
       out->mode = i;
-      if (is_set (c, "a_sync") && (a_sync != (out->mode == PS_MODE_ASYNC || out->mode == PS_MODE_GEO)))
+      if (ks_config_is_set (c, "strategy", "a_sync") && (a_sync != (out->mode == PS_MODE_ASYNC || out->mode == PS_MODE_GEO)))
         return refuse (error, "[strategy] mode = %s but a_sync = %s: they disagree; set one "
                        "of them", mode, a_sync ? "true" : "false");
       if (out->mode != PS_MODE_GEO && k > 0)
