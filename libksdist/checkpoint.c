@@ -570,120 +570,6 @@ check_entry (const char *file, JsonObject *header, const Entry *e, const guint8 
   return TRUE;
 }
 
-/* A JSON node that is an integer in [min, max]. */
-static gboolean
-int_in (JsonNode *n, gint64 min, gint64 max, gint64 *out)
-{
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
-    return FALSE;
-  *out = json_node_get_int (n);
-  return *out >= min && *out <= max;
-}
-
-typedef struct {
-  gint64 begin, end;
-  const char *name;
-} Span;
-
-static int
-by_begin (gconstpointer a, gconstpointer b)
-{
-  const Span *x = a, *y = b;
-  return x->begin < y->begin ? -1 : x->begin > y->begin;
-}
-
-/* The safetensors rules for every tensor of the header: dtype, shape and data_offsets of
- * the right types, offsets inside the data, sizes that match dtype and shape, and spans
- * that cover the data exactly, without gaps or overlaps. Metadata values are strings. */
-static gboolean
-check_layout (const char *file, JsonObject *header, gsize data_len, GError **error)
-{
-  static const struct { const char *name; int size; } dtypes[] = {
-    { "F64", 8 }, { "F32", 4 }, { "F16", 2 }, { "BF16", 2 }, { "I64", 8 }, { "I32", 4 },
-    { "I16", 2 }, { "I8", 1 }, { "U8", 1 }, { "BOOL", 1 },
-  };
-  g_autoptr (GList) names = json_object_get_members (header);
-  g_autoptr (GArray) spans = g_array_new (FALSE, FALSE, sizeof (Span));
-
-  for (GList *l = names; l != NULL; l = l->next)
-    {
-      const char *name = l->data;
-      JsonNode *node = json_object_get_member (header, name);
-      if (strcmp (name, "__metadata__") == 0)
-        {
-          JsonObject *meta = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
-          g_autoptr (GList) keys = meta != NULL ? json_object_get_members (meta) : NULL;
-          if (meta == NULL)
-            return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "__metadata__ is not an object");
-          for (GList *k = keys; k != NULL; k = k->next)
-            {
-              JsonNode *v = json_object_get_member (meta, k->data);
-              if (!JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING)
-                return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                                "metadata '%s' is not a string (safetensors metadata maps "
-                                "strings to strings)", (char *) k->data);
-            }
-          continue;
-        }
-      JsonObject *t = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
-      JsonNode *dtype = t != NULL ? json_object_get_member (t, "dtype") : NULL;
-      JsonNode *shape = t != NULL ? json_object_get_member (t, "shape") : NULL;
-      JsonNode *offsets = t != NULL ? json_object_get_member (t, "data_offsets") : NULL;
-      int size = 0;
-      gint64 numel = 1, dim;
-      Span span = { 0, 0, name };
-
-      if (dtype != NULL && JSON_NODE_HOLDS_VALUE (dtype)
-          && json_node_get_value_type (dtype) == G_TYPE_STRING)
-        for (guint i = 0; i < G_N_ELEMENTS (dtypes); i++)
-          if (strcmp (json_node_get_string (dtype), dtypes[i].name) == 0)
-            size = dtypes[i].size;
-      if (size == 0)
-        return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                        "tensor '%s' has no known dtype", name);
-      if (shape == NULL || !JSON_NODE_HOLDS_ARRAY (shape))
-        return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file, "tensor '%s' has no shape", name);
-      JsonArray *dims = json_node_get_array (shape);
-      for (guint i = 0; i < json_array_get_length (dims); i++)
-        if (!int_in (json_array_get_element (dims, i), 0, (gint64) data_len, &dim)
-            || (dim > 0 && numel > (gint64) data_len / dim))
-          return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                          "tensor '%s': its shape is not sizes that fit the file", name);
-        else
-          numel *= dim;
-      JsonArray *pair = offsets != NULL && JSON_NODE_HOLDS_ARRAY (offsets)
-                            ? json_node_get_array (offsets) : NULL;
-      if (pair == NULL || json_array_get_length (pair) != 2
-          || !int_in (json_array_get_element (pair, 0), 0, (gint64) data_len, &span.begin)
-          || !int_in (json_array_get_element (pair, 1), span.begin, (gint64) data_len, &span.end))
-        return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                        "tensor '%s': data_offsets are not [begin, end] within the %"
-                        G_GSIZE_FORMAT " data bytes", name, data_len);
-      if (span.end - span.begin != numel * size)
-        return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                        "tensor '%s': data_offsets span %" G_GINT64_FORMAT " bytes, but its "
-                        "dtype and shape need %" G_GINT64_FORMAT, name, span.end - span.begin,
-                        numel * size);
-      g_array_append_val (spans, span);
-    }
-  g_array_sort (spans, by_begin);
-  gint64 next = 0;
-  for (guint i = 0; i < spans->len; i++)
-    {
-      const Span *x = &g_array_index (spans, Span, i);
-      if (x->begin != next)
-        return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                        "tensor '%s' starts at byte %" G_GINT64_FORMAT " of the data, where %s "
-                        "(data_offsets must cover the data without overlaps or gaps)", x->name,
-                        x->begin, x->begin < next ? "another tensor lies" : "a gap ends");
-      next = x->end;
-    }
-  if (next != (gint64) data_len)
-    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                    "%" G_GSIZE_FORMAT " bytes of data after the last tensor", data_len - next);
-  return TRUE;
-}
-
 /* The checksum of version 2: the file's seal. */
 static gboolean
 check_digest (const char *file, const char *bytes, gsize len, JsonObject *meta, GError **error)
@@ -727,22 +613,7 @@ open_checkpoint (const char *file, char **bytes, gsize *len, JsonParser *parser,
     return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "not a regular file");
   if (!g_file_get_contents (file, bytes, len, &local))
     return corrupt (error, KS_CHECKPOINT_ERROR_IO, file, "%s", local->message);
-  if (*len >= 8)
-    {
-      memcpy (header_len, *bytes, 8);
-      *header_len = GUINT64_FROM_LE (*header_len);
-    }
-  if (*len < 8 || *header_len > *len - 8)
-    return corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, file,
-                    "truncated: %" G_GSIZE_FORMAT " bytes, too short for its header", *len);
-  if (*header_len == 0 || (*bytes)[8] != '{' /* safetensors: the JSON starts at once */
-      || !json_parser_load_from_data (parser, *bytes + 8, *header_len, &local)
-      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                    "the header is not a JSON object starting at its first byte%s%s",
-                    local ? ": " : "", local ? local->message : "");
-  *header = json_node_get_object (json_parser_get_root (parser));
-  if (!check_layout (file, *header, *len - 8 - *header_len, error))
+  if (!ks_safetensors_parse (file, *bytes, *len, parser, header_len, header, error))
     return FALSE;
   *meta = json_object_has_member (*header, "__metadata__")
               ? json_object_get_object_member (*header, "__metadata__") : NULL;

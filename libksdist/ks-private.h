@@ -3,6 +3,7 @@
 #define KS_PRIVATE_H
 
 #include <config.h>
+#include <json-glib/json-glib.h>
 #include <ksdist/ksdist.h>
 
 /* the library's insides: not exported (libksdist.so exports the public API only) */
@@ -29,6 +30,11 @@ gboolean ks_io_error (GError **error, const char *what, const char *path);
  * with `meta` and format, version, rng_state and the optimizer's entries */
 gboolean ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
                                   GHashTable *meta, GError **error);
+
+/* safetensors.c: ks_safetensors_check, keeping the parsed header (parsed by `parser`). */
+gboolean ks_safetensors_parse (const char *file, const char *bytes, gsize len,
+                               JsonParser *parser, guint64 *header_len, JsonObject **header,
+                               GError **error);
 
 /* compute.c: the first index of perm that breaks it being a permutation of
  * 0 .. ndim - 1 (out of range or repeated), or -1 when it is one */

@@ -25,6 +25,7 @@ libksdist_la_SOURCES = \
 	libksdist/reptile.c \
 	libksdist/checkpoint.c \
 	libksdist/seal.c \
+	libksdist/safetensors.c \
 	libksdist/inference.c \
 	libksdist/segmenter.c \
 	libksdist/schedule.c \

@@ -6,21 +6,51 @@
 
 #define SLOT_HEX 64
 
-/* Where the value of "sha256" starts in `json`, if it holds `value` there exactly once. */
+/* Where the value of "sha256" starts in `json`, if its value there is `value` and the
+ * key is there once: found as JSON has it, with any white space around the colon (as
+ * other writers space it), the key never matched inside a string value. */
 static char *
 slot_of (char *json, gsize len, const char *value)
 {
-  g_autofree char *key = g_strdup_printf ("\"" KS_SEAL_KEY "\":\"%s\"", value);
-  gsize klen = strlen (key);
-  char *found = NULL;
-  for (char *p = json; p + klen <= json + len; p++)
-    if (memcmp (p, key, klen) == 0)
-      {
-        if (found != NULL)
-          return NULL;
-        found = p;
-      }
-  return found != NULL ? found + strlen (KS_SEAL_KEY) + 4 : NULL;
+  static const char key[] = "\"" KS_SEAL_KEY "\"";
+  gsize klen = strlen (key), vlen = strlen (value);
+  char *found = NULL, *end = json + len;
+  gboolean in_string = FALSE;
+
+  for (char *p = json; p < end; p++)
+    {
+      if (in_string)
+        {
+          if (*p == '\\')
+            p++;
+          else if (*p == '"')
+            in_string = FALSE;
+          continue;
+        }
+      if (*p != '"')
+        continue;
+      if ((gsize) (end - p) < klen || memcmp (p, key, klen) != 0)
+        {
+          in_string = TRUE;
+          continue;
+        }
+      char *q = p + klen;
+      while (q < end && g_ascii_isspace (*q))
+        q++;
+      if (q >= end || *q != ':')
+        {
+          in_string = TRUE; /* the key's text as a value: skip it as a string */
+          continue;
+        }
+      for (q++; q < end && g_ascii_isspace (*q); q++)
+        ;
+      if (found != NULL || (gsize) (end - q) < vlen + 2 || q[0] != '"'
+          || memcmp (q + 1, value, vlen) != 0 || q[1 + vlen] != '"')
+        return NULL;
+      found = q + 1;
+      p = q + vlen + 1; /* past the value's closing quote */
+    }
+  return found;
 }
 
 static char *

@@ -392,46 +392,32 @@ test_damaged (Fixture *f, gconstpointer data)
  * again (SHA-256 of the length field, the header with the value zeroed, and the data), as
  * a careful forger would, so the rules behind the checksum are tested too. `extra` bytes
  * are appended to the data. */
+/* A header whose seal is spaced as Python's json writes it ("sha256": "...") and sealed
+ * right loads: the seal is found as JSON has it, not as bytes ksdist writes. */
 static void
-edit_header (const char *file, const char *from, const char *to, gboolean reseal,
-             gsize extra)
+test_seal_spacing (Fixture *f, gconstpointer data)
 {
-  g_autofree char *bytes = NULL;
-  gsize len;
-  guint64 hlen;
+  Trained a, b;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *ck = g_build_filename (f->dir, "checkpoint-3", NULL);
+  g_autofree char *file = g_build_filename (ck, "model.safetensors", NULL);
 
-  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
-  memcpy (&hlen, bytes, 8);
-  hlen = GUINT64_FROM_LE (hlen);
-  g_autofree char *header = g_strndup (bytes + 8, hlen);
-  char *at = strstr (header, from);
-  g_assert_nonnull (at);
-  GString *h = g_string_new_len (header, at - header);
-  g_string_append (h, to);
-  g_string_append (h, at + strlen (from));
-  while (h->len % 8 != 0)
-    g_string_append_c (h, ' ');
-  gsize data_len = len - 8 - hlen + extra;
-  g_autofree guint8 *data = g_malloc0 (data_len + 1);
-  memcpy (data, bytes + 8 + hlen, len - 8 - hlen);
-  guint64 new_len = GUINT64_TO_LE (h->len);
-  char *slot = strstr (h->str, "\"sha256\":\"");
-  if (reseal && slot != NULL)
-    {
-      slot += strlen ("\"sha256\":\"");
-      memset (slot, '0', 64);
-      g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
-      g_checksum_update (sha, (const guint8 *) &new_len, 8);
-      g_checksum_update (sha, (const guint8 *) h->str, h->len);
-      g_checksum_update (sha, data, data_len);
-      memcpy (slot, g_checksum_get_string (sha), 64);
-    }
-  GString *out = g_string_new_len ((const char *) &new_len, 8);
-  g_string_append_len (out, h->str, h->len);
-  g_string_append_len (out, (const char *) data, data_len);
-  g_assert_true (g_file_set_contents (file, out->str, out->len, NULL));
-  g_string_free (h, TRUE);
-  g_string_free (out, TRUE);
+  /* the weights alone: an optimizer file is tied to the model file's seal */
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 3);
+  g_assert_true (ks_checkpoint_save (f->dir, 3, a.model, NULL, NULL, 0, NULL));
+  drop (&a);
+  ks_test_edit_header (file, "\"sha256\":\"", "\"sha256\": \"", TRUE, 0);
+  make (f, &b, 8, FALSE);
+  if (!ks_checkpoint_load (ck, b.model, NULL, NULL, NULL, &error))
+    g_error ("%s", error->message);
+  drop (&b);
+  /* and an edit under that spacing is still caught */
+  ks_test_edit_header (file, "\"step\":\"3\"", "\"step\":\"2\"", FALSE, 0);
+  make (f, &b, 8, FALSE);
+  g_assert_false (ks_checkpoint_load (ck, b.model, NULL, NULL, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT);
+  drop (&b);
 }
 
 /* Edited and hostile files: every field read is checked for its type and range, an edit
@@ -485,7 +471,7 @@ test_hostile (Fixture *f, gconstpointer data)
       gboolean in_optim = strstr (cases[i].from, "optimizer_step") != NULL;
       g_assert_true (g_file_set_contents (file, good, len, NULL));
       g_assert_true (g_file_set_contents (optim, good_optim, optim_len, NULL));
-      edit_header (in_optim ? optim : file, cases[i].from, cases[i].to, cases[i].reseal,
+      ks_test_edit_header (in_optim ? optim : file, cases[i].from, cases[i].to, cases[i].reseal,
                    cases[i].extra);
       if (cases[i].message != NULL)
         assert_load_fails_in (f, ck, in_optim ? "optimizer.safetensors" : "model.safetensors", 8,
@@ -505,9 +491,9 @@ test_hostile (Fixture *f, gconstpointer data)
   /* two tensors of one size swapped: the layout holds, the checksum does not */
   g_assert_true (g_file_set_contents (file, good, len, NULL));
   g_assert_true (g_file_set_contents (optim, good_optim, optim_len, NULL));
-  edit_header (optim, "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}",
+  ks_test_edit_header (optim, "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}",
                "\"optim.0.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}", FALSE, 0);
-  edit_header (optim, "\"optim.1.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}",
+  ks_test_edit_header (optim, "\"optim.1.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[204,268]}",
                "\"optim.1.fc1.w\":{\"dtype\":\"F32\",\"shape\":[2,8],\"data_offsets\":[0,64]}", FALSE, 0);
   assert_load_fails_in (f, ck, "optimizer.safetensors", 8, FALSE, KS_CHECKPOINT_ERROR_CORRUPT,
                         "@: the file does not match its SHA-256: it is damaged, truncated or "
@@ -525,10 +511,10 @@ test_hostile (Fixture *f, gconstpointer data)
       if (i < G_N_ELEMENTS (bad_steps))
         {
           g_autofree char *to = g_strconcat ("\"step\":", bad_steps[i], NULL);
-          edit_header (file, "\"step\":\"3\"", to, TRUE, 0);
+          ks_test_edit_header (file, "\"step\":\"3\"", to, TRUE, 0);
         }
       else
-        edit_header (file, "\"step\":\"3\"", "\"stop\":\"3\"", TRUE, 0);
+        ks_test_edit_header (file, "\"step\":\"3\"", "\"stop\":\"3\"", TRUE, 0);
       make (f, &b, 8, FALSE);
       g_assert_false (ks_checkpoint_load (ck, b.model, b.opt, &step, NULL, &error));
       g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT);
@@ -605,7 +591,7 @@ merge_optimizer_into_weights (const char *ck)
   g_assert_cmpint (g_unlink (optim), ==, 0);
   g_string_free (header, TRUE);
   g_string_free (out, TRUE);
-  edit_header (file, "\"format\"", "\"format\"", TRUE, 0); /* seals it */
+  ks_test_edit_header (file, "\"format\"", "\"format\"", TRUE, 0); /* seals it */
 }
 
 /* A checkpoint from before the optimizer's state had its own file loads, and goes on
@@ -661,8 +647,8 @@ test_format_1 (Fixture *f, gconstpointer data)
   char *slot = strstr (bytes + 8, "\"sha256\":\"");
   g_assert_nonnull (slot);
   g_autofree char *was = g_strndup (slot, strlen ("\"sha256\":\"") + 65);
-  edit_header (file, was, old, FALSE, 0);
-  edit_header (file, "\"version\":\"2\"", "\"version\":\"1\"", FALSE, 0);
+  ks_test_edit_header (file, was, old, FALSE, 0);
+  ks_test_edit_header (file, "\"version\":\"2\"", "\"version\":\"1\"", FALSE, 0);
   make (f, &b, 8, FALSE);
   g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*written by an older ksdist (checkpoint format 1)*");
   g_assert_true (ks_checkpoint_load (ck, b.model, b.opt, NULL, NULL, &error));
@@ -1024,6 +1010,7 @@ main (int argc, char **argv)
   ADD ("parts", test_parts);
   ADD ("damaged", test_damaged);
   ADD ("hostile", test_hostile);
+  ADD ("seal-spacing", test_seal_spacing);
   ADD ("format-1", test_format_1);
   ADD ("one-file-layout", test_one_file_layout);
   ADD ("stale-temporaries", test_stale_temporaries);

@@ -212,6 +212,33 @@ test_reshard (void)
                         &o5, &e5),
                    !=, 0);
   g_assert_nonnull (strstr (o5, "server-1-of-2.safetensors: the file does not match its SHA-256"));
+
+  /* against the safetensors rules, with the seal recomputed: refused as a checkpoint is
+   * (the shard reader once read one tensor's bytes from another's) */
+  static const struct {
+    const char *from, *to, *want;
+    gsize extra;
+  } forged[] = {
+    { "\"format\"", "\"formal\"", "4 bytes of data after the last tensor", 4 },
+    { "{", " {", "the header is not a JSON object starting at its first byte", 0 },
+    { "\"servers\":\"2\"", "\"servers\":2", "metadata 'servers' is not a string", 0 },
+    { "\"data_offsets\":[0,", "\"data_offsets\":[4,", "data_offsets", 0 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (forged); i++)
+    {
+      g_autofree char *o6 = NULL, *e6 = NULL;
+      step[9] = '0';
+      g_assert_true (g_file_set_contents (shard, bytes, len, NULL));
+      ks_test_edit_header (shard, forged[i].from, forged[i].to, TRUE, forged[i].extra);
+      g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "3", "--workers", "1"),
+                                    ARGS ("train.steps=5", "transpiler.block_floats=200",
+                                          model_dir),
+                                    &o6, &e6),
+                       !=, 0);
+      g_test_message ("%s", o6);
+      g_assert_nonnull (strstr (o6, "server-1-of-2.safetensors: "));
+      g_assert_nonnull (strstr (o6, forged[i].want));
+    }
   ks_test_rmtree (dir);
 }
 
@@ -350,6 +377,87 @@ test_bad_messages (void)
   ps_test_job_free (&j);
 }
 
+/* A push of `bytes` of `data` as worker h->sender. */
+static void
+push (void *socket, PsHeader *h, const void *data, gsize bytes)
+{
+  ps_header_seal (h, bytes);
+  zmq_send (socket, h, sizeof *h, ZMQ_SNDMORE);
+  zmq_send (socket, data, bytes, 0);
+}
+
+/* A gradient with NaNs, pushed with the job's token in worker 0's name, is refused and
+ * logged (it once made every value of the server NaN and the job ended at chance with
+ * exit 0), and the job learns as an unattacked one; a job whose own training diverges
+ * stops, naming the worker, before a NaN reaches the servers. */
+static void
+test_nonfinite_push (void)
+{
+  PsTestJob j = { 0 };
+  PsHeader h = { 0 };
+  float one = 1;
+
+  if (!have_transpiler ())
+    return;
+  /* long enough to be training when the pushes come */
+  ps_test_job_start (&j, 1, 2, ARGS ("strategy.mode=async", "train.steps=10000",
+                                     "log.level=info", "openblas.threads=1", "comm.timeout=20",
+                                     "train.log_every=10000"));
+  g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 60)); /* worker 0 said hello */
+  void *ctx = zmq_ctx_new (), *s = zmq_socket (ctx, ZMQ_DEALER);
+  g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", j.ports[0]);
+  int linger = 10000;
+  zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  g_assert_cmpint (zmq_connect (s, uri), ==, 0);
+  ps_token_digest ("the-jobs-token", h.token);
+  h.type = PS_PUSH_GRAD;
+  h.sender = 0;
+  push (s, &h, &one, sizeof one); /* the wrong size: the server says how many it holds */
+  g_assert_true (ps_test_job_wait_log (&j, 2, "floats of the model", 30));
+  g_autofree char *said = ps_test_read_log (&j, 2);
+  gsize n = (gsize) ps_test_value_after (said, "but this server holds ");
+  g_assert_cmpuint (n, >, 1000);
+  g_autofree float *nan = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    nan[i] = i == n / 2 ? INFINITY : NAN;
+  push (s, &h, nan, n * sizeof (float));
+  g_assert_true (ps_test_job_wait_log (&j, 2, "not finite: nothing of this push was applied",
+                                       30));
+  zmq_close (s);
+  zmq_ctx_term (ctx);
+  ps_test_job_wait (&j, 120);
+  for (int p = 0; p < 3; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_autofree char *w0 = ps_test_read_log (&j, 0);
+  g_assert_cmpfloat (ps_test_value_after (w0, "eval accuracy "), >=, 0.95);
+  ps_test_job_free (&j);
+
+  /* a worker's own gradients not finite (a small GPT at lr 1000 diverges within 10
+   * steps): the job fails naming it, in every mode, before the loss is logged */
+  static const char *const modes[] = { "strategy.mode=sync", "strategy.mode=half_async",
+                                       "strategy.mode=async", "strategy.mode=geo" };
+  g_autofree char *gpt = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "gpt-words.ini",
+                                           NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    {
+      g_autofree char *out = NULL, *err = NULL;
+      const char *k = i == 3 ? "strategy.k_steps=1" : "strategy.k_steps=0";
+      int status = ks_test_run_ksdist (
+          ARGS ("launch", "--servers", "1", "--workers", "2", gpt, "--set", "job.mode=transpiler",
+                "--set", modes[i], "--set", k, "--set", "optim.lr=1000", "--set",
+                "optim.warmup=0", "--set", "optim.schedule=constant", "--set",
+                "optim.clip_norm=0", "--set", "train.steps=30", "--set", "train.log_every=30",
+                "--set", "model.context=16", "--set", "model.width=32", "--set",
+                "train.batch=8", "--set", "openblas.threads=1", "--set", "comm.timeout=20"),
+          NULL, ps_test_plugins, &out, &err);
+      g_test_message ("%s: %s%s", modes[i], out, err);
+      g_assert_cmpint (status, ==, 1);
+      g_assert_nonnull (strstr (out, "which is not finite: its training diverged, and nothing "
+                                     "was pushed"));
+      g_assert_null (strstr (out, "eval loss"));
+    }
+}
+
 /* A server killed under ksdist launch: the launcher stops the job, naming it, and leaves
  * no process; the job restarts from its last checkpoint on 3 servers and converges. */
 static void
@@ -426,6 +534,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/killed-server", test_killed_server);
   g_test_add_func ("/ps/killed-worker", test_killed_worker);
   g_test_add_func ("/ps/bad-messages", test_bad_messages);
+  g_test_add_func ("/ps/nonfinite-push", test_nonfinite_push);
   g_test_add_func ("/ps/restart-after-killed-server", test_restart_after_killed_server);
   return g_test_run ();
 }

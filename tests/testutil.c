@@ -459,3 +459,50 @@ ks_test_datagen (const char *kind, const char *dir, const char *const *extra)
     g_error ("ksdist datagen %s: %s", kind, err);
   return set;
 }
+
+/* (testutil.h) */
+void
+ks_test_edit_header (const char *file, const char *from, const char *to, gboolean reseal,
+             gsize extra)
+{
+  g_autofree char *bytes = NULL;
+  gsize len;
+  guint64 hlen;
+
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  memcpy (&hlen, bytes, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_autofree char *header = g_strndup (bytes + 8, hlen);
+  char *at = strstr (header, from);
+  g_assert_nonnull (at);
+  GString *h = g_string_new_len (header, at - header);
+  g_string_append (h, to);
+  g_string_append (h, at + strlen (from));
+  while (h->len % 8 != 0)
+    g_string_append_c (h, ' ');
+  gsize data_len = len - 8 - hlen + extra;
+  g_autofree guint8 *data = g_malloc0 (data_len + 1);
+  memcpy (data, bytes + 8 + hlen, len - 8 - hlen);
+  guint64 new_len = GUINT64_TO_LE (h->len);
+  char *slot = strstr (h->str, "\"sha256\":\"");
+  gsize key_len = strlen ("\"sha256\":\"");
+  if (slot == NULL && (slot = strstr (h->str, "\"sha256\": \"")) != NULL)
+    key_len++; /* spaced as other writers space it */
+  if (reseal && slot != NULL)
+    {
+      slot += key_len;
+      memset (slot, '0', 64);
+      g_autoptr (GChecksum) sha = g_checksum_new (G_CHECKSUM_SHA256);
+      g_checksum_update (sha, (const guint8 *) &new_len, 8);
+      g_checksum_update (sha, (const guint8 *) h->str, h->len);
+      g_checksum_update (sha, data, data_len);
+      memcpy (slot, g_checksum_get_string (sha), 64);
+    }
+  GString *out = g_string_new_len ((const char *) &new_len, 8);
+  g_string_append_len (out, h->str, h->len);
+  g_string_append_len (out, (const char *) data, data_len);
+  g_assert_true (g_file_set_contents (file, out->str, out->len, NULL));
+  g_string_free (h, TRUE);
+  g_string_free (out, TRUE);
+}
+

@@ -12,6 +12,11 @@ void ks_test_rmtree (const char *dir);
 
 /* The largest |a[i] - b[i]| over n floats, in double. */
 double ks_test_max_difference (const float *a, const float *b, gsize n);
+/* Rewrites a safetensors file's header, `from` (which must be there) replaced by `to`,
+ * padded with spaces to a multiple of 8, with `extra` zero bytes after the data; with
+ * `reseal`, its "sha256" seal recomputed, as a forger who knows the format would. */
+void ks_test_edit_header (const char *file, const char *from, const char *to,
+                          gboolean reseal, gsize extra);
 
 /* Copies the built test plugin `variant` (tgood, tabimajor, ...) into `dir` as
  * `file_name` with `mode`; returns the new path. */

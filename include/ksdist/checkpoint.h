@@ -32,6 +32,15 @@ gboolean ks_checkpoint_save (const char *dir, gint64 step, KsModel *model,
                              KsOptimizer *optimizer, GHashTable *metadata, guint keep,
                              GError **error);
 
+/* Checks the `len` bytes of a safetensors file read from `file` by the whole format: an
+ * 8-byte header length that fits, a header that is a JSON object from its first byte,
+ * tensors of known dtypes whose shapes and data_offsets cover the data exactly (no
+ * overlap, gap or trailing byte), and metadata that maps strings to strings. Sets
+ * *header_len; the error (KS_CHECKPOINT_ERROR) names the file and the rule. Every
+ * safetensors file ksdist reads passes this first. */
+gboolean ks_safetensors_check (const char *file, const char *bytes, gsize len,
+                               guint64 *header_len, GError **error);
+
 /* Sealed files: a safetensors file whose __metadata__ holds "sha256": the SHA-256 of the
  * whole file (length, header, data) computed with those 64 digits as '0'. */
 #define KS_SEAL_KEY "sha256"

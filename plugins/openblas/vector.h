@@ -32,7 +32,10 @@ fast_exp_neg (float x)
   p = p * r + 0.5f;
   p = p * r + 1;
   p = p * r + 1;
-  union { float f; gint32 i; } scale = { .i = ((gint32) n + 127) << 23 };
+  /* n is in [-126, 0] for the x this takes; a NaN (a diverged model) must stay NaN, and
+   * neither it nor an out-of-range n may reach the integer conversion */
+  float e = n == n ? fminf (fmaxf (n, -127.0f), 128.0f) : 0.0f;
+  union { float f; guint32 i; } scale = { .i = (guint32) ((gint32) e + 127) << 23 };
   return x <= -87.0f ? 0 : p * scale.f;
 }
 

@@ -5,6 +5,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -149,15 +150,26 @@ sync_push (Server *s, GBytes *peer, const PsHeader *req, const float *grads, GEr
   return TRUE;
 }
 
+/* A push of as many floats as this server holds, every one finite: one NaN or infinity
+ * would spread to every value it reaches and from there to every worker. */
 static gboolean
-expect_floats (Server *s, GBytes *peer, const PsHeader *req)
+expect_floats (Server *s, GBytes *peer, const PsHeader *req, const float *v)
 {
-  if (req->payload == s->msg_floats * sizeof (float))
-    return TRUE;
-  send_error (s, peer, req, "%" G_GUINT64_FORMAT " bytes of floats, but this server holds %"
-              G_GSIZE_FORMAT " floats of the model: is every process running the same config?",
-              req->payload, s->msg_floats);
-  return FALSE;
+  if (req->payload != s->msg_floats * sizeof (float))
+    {
+      send_error (s, peer, req, "%" G_GUINT64_FORMAT " bytes of floats, but this server holds %"
+                  G_GSIZE_FORMAT " floats of the model: is every process running the same "
+                  "config?", req->payload, s->msg_floats);
+      return FALSE;
+    }
+  for (gsize i = 0; i < s->msg_floats; i++)
+    if (!isfinite (v[i]))
+      {
+        send_error (s, peer, req, "float %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is %g, "
+                    "not finite: nothing of this push was applied", i, s->msg_floats, v[i]);
+        return FALSE;
+      }
+  return TRUE;
 }
 
 /* Serves one well-formed request; FALSE only when the server cannot go on. */
@@ -201,7 +213,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           send_error (s, peer, req, "gradients pushed to a GEO server (it takes deltas)");
           return TRUE;
         }
-      if (!expect_floats (s, peer, req))
+      if (!expect_floats (s, peer, req, payload))
         return TRUE;
       if (c->mode == PS_MODE_SYNC)
         return sync_push (s, peer, req, payload, error);
@@ -215,7 +227,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           send_error (s, peer, req, "a delta pushed to a %s server", ps_mode_name (c->mode));
           return TRUE;
         }
-      if (!expect_floats (s, peer, req))
+      if (!expect_floats (s, peer, req, payload))
         return TRUE;
       if (!ps_dense_table_add (c->table, payload, error))
         return FALSE;

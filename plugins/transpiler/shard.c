@@ -211,13 +211,12 @@ shard_open (Shard *s, GError **error)
       g_propagate_error (error, e);
       return FALSE;
     }
-  if (s->len < 8)
-    return bad (error, s->path, "truncated (%" G_GSIZE_FORMAT " bytes)", s->len);
-  memcpy (&header_len, s->bytes, 8);
-  header_len = GUINT64_FROM_LE (header_len);
-  if (header_len > MAX_HEADER || header_len > s->len - 8)
-    return bad (error, s->path, "header length %" G_GUINT64_FORMAT " does not fit the file",
-                header_len);
+  /* the whole safetensors format first, as the library checks every file it reads */
+  if (!ks_safetensors_check (s->path, s->bytes, s->len, &header_len, error))
+    return FALSE;
+  if (header_len > MAX_HEADER)
+    return bad (error, s->path, "a header of %" G_GUINT64_FORMAT " bytes is past the %d a "
+                "shard may have", header_len, (int) MAX_HEADER);
   s->parser = json_parser_new ();
   if (!json_parser_load_from_data (s->parser, s->bytes + 8, (gssize) header_len, NULL)
       || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (s->parser)))

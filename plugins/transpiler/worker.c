@@ -2,6 +2,7 @@
  * of the model's arenas, packed per server in the layout's block order. */
 #include "worker.h"
 
+#include <math.h>
 #include <string.h>
 
 struct PsWorker {
@@ -79,10 +80,23 @@ call_all (PsWorker *w, PsType type, gint64 step, gboolean with_payload, GError *
   return ps_client_call (w->client, type, step, 0, 0, calls, w->servers, error);
 }
 
-/* Pushes the packed send buffers; the replies' values go into `values` (a host arena). */
+/* Pushes the packed send buffers; the replies' values go into `values` (a host arena).
+ * A value that is not finite would spread to every value it reaches on the servers (and
+ * from there to every worker): this worker's training diverged, and the job stops here,
+ * naming it, before anything is pushed. */
 static gboolean
 exchange (PsWorker *w, PsType type, const float *arena, float *values, GError **error)
 {
+  for (gsize i = 0; i < w->numel; i++)
+    if (!isfinite (arena[i]))
+      {
+        g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                     "worker %d: its %s holds %g (float %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
+                     "), which is not finite: its training diverged, and nothing was pushed "
+                     "(lower [optim] lr, or use a warmup)", w->index,
+                     type == PS_PUSH_DELTA ? "GEO delta" : "gradient", arena[i], i, w->numel);
+        return FALSE;
+      }
   for (int s = 0; s < w->servers; s++)
     pack (w, s, arena, w->send[s]);
   if (!call_all (w, type, ++w->pushes, TRUE, error))
