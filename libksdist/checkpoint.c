@@ -520,20 +520,7 @@ ks_checkpoint_latest (const char *dir)
 
 /* ---- reading ---- */
 
-static gboolean
-corrupt (GError **error, int code, const char *file, const char *format, ...) G_GNUC_PRINTF (4, 5);
-
-static gboolean
-corrupt (GError **error, int code, const char *file, const char *format, ...)
-{
-  va_list args;
-  g_autofree char *message = NULL;
-  va_start (args, format);
-  message = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, KS_CHECKPOINT_ERROR, code, "%s: %s", file, message);
-  return FALSE;
-}
+#define corrupt ks_checkpoint_corrupt
 
 static char *
 shape_text (JsonArray *shape)

@@ -31,6 +31,9 @@ gboolean ks_io_error (GError **error, const char *what, const char *path);
 gboolean ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
                                   GHashTable *meta, GError **error);
 
+/* safetensors.c: a KS_CHECKPOINT_ERROR `code` "FILE: message"; FALSE */
+gboolean ks_checkpoint_corrupt (GError **error, int code, const char *file, const char *format,
+                                ...) G_GNUC_PRINTF (4, 5);
 /* safetensors.c: ks_safetensors_check, keeping the parsed header (parsed by `parser`). */
 gboolean ks_safetensors_parse (const char *file, const char *bytes, gsize len,
                                JsonParser *parser, guint64 *header_len, JsonObject **header,

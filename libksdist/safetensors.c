@@ -4,11 +4,8 @@
 
 #include <string.h>
 
-static gboolean
-corrupt (GError **error, int code, const char *file, const char *format, ...) G_GNUC_PRINTF (4, 5);
-
-static gboolean
-corrupt (GError **error, int code, const char *file, const char *format, ...)
+gboolean
+ks_checkpoint_corrupt (GError **error, int code, const char *file, const char *format, ...)
 {
   va_list args;
   g_autofree char *message = NULL;
@@ -18,6 +15,8 @@ corrupt (GError **error, int code, const char *file, const char *format, ...)
   g_set_error (error, KS_CHECKPOINT_ERROR, code, "%s: %s", file, message);
   return FALSE;
 }
+
+#define corrupt ks_checkpoint_corrupt
 
 /* A JSON node that is an integer in [min, max]. */
 static gboolean
