@@ -531,9 +531,7 @@ add_draw (Addition *x, GRand *rng, gboolean held_out, gint64 *a, gint64 *b)
 static gboolean
 addition_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
 {
-  if (ks_config_get_int (c, "pipeline", "stages") > 1
-      || ks_config_get_int (c, "pipeline", "virtual_stages") > 1
-      || ks_config_get_int (c, "pipeline", "micro_batches") > 1)
+  if (ks_trainer_pipelined_config (c))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[pipeline]: the addition task scores by decoding the logits greedily in "

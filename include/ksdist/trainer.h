@@ -91,6 +91,10 @@ typedef struct {
 gboolean ks_trainer_check (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
                            const KsTrainWorld *world, gboolean build, GError **error);
 
+/* Whether [pipeline] asks for more than one stage, chunk or micro-batch: the executor
+ * is then the pipeline. */
+gboolean ks_trainer_pipelined_config (const KsConfig *config);
+
 /* A trainer for `task` on `config` (the task table is copied; registry and config must
  * outlive it), after the plan's check (ks_trainer_check without a world and without
  * build), whose error it returns. `data` is the task's state (ks_trainer_data), which

@@ -66,10 +66,10 @@ evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
   ok = t->task->evaluate (t, final, value, &t->eval_samples, error);
   ks_model_set_training (t->model, TRUE);
   if (ok && !isfinite (*value))
-    ok = (g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                       "the held-out %s is %g: the model diverged (lower [optim] lr, set "
-                       "[optim] clip_norm, or use a warmup)", t->task->metric, *value),
-          FALSE);
+    {
+      g_autofree char *what = g_strdup_printf ("the held-out %s", t->task->metric);
+      return ks_trainer_not_finite (error, what, *value);
+    }
   return ok;
 }
 
@@ -226,10 +226,8 @@ ks_trainer_run (KsTrainer *t, GError **error)
       if (!ks_trainer_dist_mean (t, &loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       if (!isfinite (loss) && !ks_model_loss_scale (t->model, &(KsLossScale) { 0 }))
-        return g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                            "step %" G_GINT64_FORMAT ": the training loss is %g: the model "
-                            "diverged (lower [optim] lr, set [optim] clip_norm, or use a "
-                            "warmup)", step, loss), FALSE;
+        return ks_trainer_not_finite (error, "the training loss", loss),
+               g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       gboolean last = step == steps;
       if (last && !ks_trainer_mode_flush (t, error))
         return g_prefix_error (error, "before the evaluation: "), FALSE;

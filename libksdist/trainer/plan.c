@@ -10,15 +10,16 @@
 #include <unistd.h>
 
 gboolean
-ks_trainer_config_pipelined (const KsConfig *c)
+ks_trainer_pipelined_config (const KsConfig *c)
 {
   return ks_config_get_int (c, "pipeline", "stages") > 1
          || ks_config_get_int (c, "pipeline", "virtual_stages") > 1
          || ks_config_get_int (c, "pipeline", "micro_batches") > 1;
 }
 
-gboolean
-ks_trainer_amp_refused (const KsConfig *c, const char *why, GError **error)
+/* Configuration error "[amp] dtype = X: `why`; set [amp] dtype = off" unless amp is off. */
+static gboolean
+amp_refused (const KsConfig *c, const char *why, GError **error)
 {
   const char *dtype = ks_config_get_string (c, "amp", "dtype");
   if (strcmp (dtype, "off") == 0)
@@ -161,7 +162,7 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
 {
   const char *mode = ks_config_get_string (c, "job", "mode");
   gboolean servers = strcmp (mode, KS_MODE_COLLECTIVE) != 0;
-  gboolean pipelined = ks_trainer_config_pipelined (c);
+  gboolean pipelined = ks_trainer_pipelined_config (c);
   const char *dtype = ks_config_get_string (c, "amp", "dtype");
 
   if (ks_config_get_bool (c, "train", "resume")
@@ -186,7 +187,7 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
                        "(its checkpoints hold the weights); leave it empty", task->name);
       g_autofree char *why = g_strdup_printf ("%s does not support mixed precision yet",
                                               task->name);
-      if (!ks_trainer_amp_refused (c, why, error))
+      if (!amp_refused (c, why, error))
         return FALSE;
     }
   if (!pipelined && *ks_config_get_string (c, "trace", "path") != '\0')
@@ -194,14 +195,13 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
                    "trace; leave it empty");
   if (pipelined && strcmp (dtype, "fp16") == 0)
     /* a stage's backward starts from what the next stage sent, which no scale reached */
-    return ks_trainer_amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no "
-                                      "scaling", error);
-  if (servers && !ks_trainer_amp_refused (c, "with parameter servers the update runs on the "
-                                             "servers, in float32; mixed precision needs "
-                                             "[job] mode = collective", error))
+    return amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no scaling",
+                        error);
+  if (servers && !amp_refused (c, "with parameter servers the update runs on the servers, "
+                                  "in float32; mixed precision needs [job] mode = collective",
+                               error))
     return FALSE;
-  if (pipelined
-      && !ks_trainer_pipeline_check (c, ks_config_get_int (c, "train", "batch"), FALSE, error))
+  if (pipelined && !ks_trainer_pipeline_check (c, error))
     return FALSE;
   if (!pipelined && task != NULL && task->step == NULL
       && !ks_algorithm_check_strategy (registry, c, mode, error))
@@ -243,7 +243,7 @@ ks_trainer_check_world (KsRegistry *registry, const KsConfig *c, const KsTrainTa
 
   if (w->workers == 0 && w->servers == 0) /* not known yet */
     return task == NULL || task->check == NULL || task->check (c, w, error);
-  if (ks_trainer_config_pipelined (c))
+  if (ks_trainer_pipelined_config (c))
     {
       if (w->servers > 0)
         return refuse (error, "--servers %d: a pipelined run ([pipeline]) has no parameter "
@@ -270,7 +270,7 @@ ks_trainer_check_world (KsRegistry *registry, const KsConfig *c, const KsTrainTa
   if (task != NULL && task->step != NULL && w->servers > 0)
     return refuse (error, "%s has no parameter servers: launch it without --servers",
                    task->name);
-  if (collective && !ks_trainer_config_pipelined (c) && w->workers > 1
+  if (collective && !ks_trainer_pipelined_config (c) && w->workers > 1
       && !check_device_comm (registry, c, error))
     return FALSE;
   return task == NULL || task->check == NULL || task->check (c, w, error);

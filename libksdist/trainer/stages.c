@@ -7,19 +7,13 @@
 #include <sys/resource.h>
 
 gboolean
-ks_trainer_pipeline_check (const KsConfig *c, gsize batch, gboolean alone, GError **error)
+ks_trainer_pipeline_check (const KsConfig *c, GError **error)
 {
   gint64 m = ks_config_get_int (c, "pipeline", "micro_batches");
+  gsize batch = ks_config_get_int (c, "train", "batch");
   static const char *const refused[][2] = { { "train", "export_dir" } };
 
   gint64 stages = ks_config_get_int (c, "pipeline", "stages");
-  if (stages > 1 && alone)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[pipeline] stages = %" G_GINT64_FORMAT " needs one worker process per "
-                   "stage: run `ksdist launch -n %" G_GINT64_FORMAT " CONFIG`", stages, stages);
-      return FALSE;
-    }
   if (batch % m != 0)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,

@@ -97,10 +97,8 @@ KsTrainer *ks_trainer_alloc (KsRegistry *registry, KsConfig *config, const KsTra
                              gpointer data, GError **error);
 
 /* plan.c */
-/* Whether [pipeline] asks for more than one stage, chunk or micro-batch. */
-gboolean ks_trainer_config_pipelined (const KsConfig *config);
-/* Configuration error "[amp] dtype = X: `why`; set [amp] dtype = off" unless amp is off. */
-gboolean ks_trainer_amp_refused (const KsConfig *c, const char *why, GError **error);
+/* "WHAT is VALUE: the model diverged (...)", a KS_COMPUTE_ERROR; FALSE (trainer.c). */
+gboolean ks_trainer_not_finite (GError **error, const char *what, double value);
 
 /* The plan's check of the world (the role maker's counts at run time). */
 gboolean ks_trainer_check_world (KsRegistry *registry, const KsConfig *c,
@@ -132,8 +130,7 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (KsMeeting, ks_trainer_meeting_clear)
 
 /* stages.c */
 /* The settings a pipelined run cannot honour, and the batch split. */
-gboolean ks_trainer_pipeline_check (const KsConfig *c, gsize batch, gboolean alone,
-                                    GError **error);
+gboolean ks_trainer_pipeline_check (const KsConfig *c, GError **error);
 gboolean ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n,
                                  const KsLayerDesc *loss, const KsLayerDesc *metric,
                                  GError **error);

@@ -40,7 +40,7 @@ ks_trainer_alloc (KsRegistry *registry, KsConfig *config, const KsTrainTask *tas
   t->world = 1;
   t->result = NAN;
   t->batch = ks_config_get_int (config, "train", "batch");
-  t->pipelined = ks_trainer_config_pipelined (config);
+  t->pipelined = ks_trainer_pipelined_config (config);
   t->exec = t->pipelined ? &ks_executor_pipeline : &ks_executor_single;
   t->tty = isatty (STDOUT_FILENO);
   return t;
@@ -153,6 +153,25 @@ ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize n,
   return ks_model_init (t->model, error);
 }
 
+/* A model that is not a layer list, on a pipeline. */
+static gboolean
+refuse_unlayered (KsTrainer *t, GError **error)
+{
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "[pipeline]: %s is not described as a layer list, so it cannot be cut into "
+               "stages; train it without [pipeline]", ks_trainer_task_describe (t));
+  return FALSE;
+}
+
+gboolean
+ks_trainer_not_finite (GError **error, const char *what, double value)
+{
+  g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+               "%s is %g: the model diverged (lower [optim] lr, set [optim] clip_norm, or use "
+               "a warmup)", what, value);
+  return FALSE;
+}
+
 gboolean
 ks_trainer_set_model (KsTrainer *t, KsModel *model, GError **error)
 {
@@ -160,10 +179,7 @@ ks_trainer_set_model (KsTrainer *t, KsModel *model, GError **error)
   if (t->pipelined)
     {
       ks_model_free (model);
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[pipeline]: %s is not described as a layer list, so it cannot be cut "
-                   "into stages; train it without [pipeline]", ks_trainer_task_describe (t));
-      return FALSE;
+      return refuse_unlayered (t, error);
     }
   t->model = model;
   return TRUE;
@@ -181,10 +197,7 @@ ks_trainer_use_model (KsTrainer *t, KsModel *model, GError **error)
 {
   g_return_val_if_fail (t->model == NULL, FALSE); /* one model a trainer */
   if (t->pipelined)
-    return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                        "[pipeline]: %s is not described as a layer list, so it cannot be "
-                        "cut into stages; train it without [pipeline]",
-                        ks_trainer_task_describe (t)), FALSE;
+    return refuse_unlayered (t, error);
   t->model = model;
   t->model_borrowed = TRUE;
   return TRUE;
@@ -212,10 +225,8 @@ ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *met
     }
   if (!isfinite (*value))
     {
-      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                   "the held-out %s is %g: the model diverged (lower [optim] lr, set [optim] "
-                   "clip_norm, or use a warmup)", t->task->metric, *value);
-      return FALSE;
+      g_autofree char *what = g_strdup_printf ("the held-out %s", t->task->metric);
+      return ks_trainer_not_finite (error, what, *value);
     }
   return TRUE;
 }
@@ -237,11 +248,5 @@ ks_trainer_describe (KsTrainer *t, GError **error)
        && (t->compute = ks_compute_new (t->registry, t->config, NULL, error)) == NULL)
       || !t->task->build (t, error))
     return FALSE;
-  if (t->layers != NULL || !t->pipelined)
-    return TRUE;
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-               "[pipeline]: the %s model is not described as a layer list, so it cannot be "
-               "cut into stages; train it without [pipeline]",
-               t->task->name ? t->task->name : "task's");
-  return FALSE;
+  return t->layers != NULL || !t->pipelined || refuse_unlayered (t, error);
 }
