@@ -2,6 +2,7 @@
  * the log lines of ksdist's programs. */
 #include "trainer-private.h"
 
+#include <locale.h>
 #include <stdio.h>
 
 static GLogLevelFlags log_threshold = G_LOG_LEVEL_INFO;
@@ -51,6 +52,7 @@ ks_trainer_main (int argc, char **argv, const KsTrainTask *task, gpointer data)
   g_autoptr (GError) error = NULL;
   g_autofree char *name = g_path_get_basename (argc > 0 ? argv[0] : "train");
 
+  setlocale (LC_ALL, ""); /* GLib's messages in the user's charset, as ksdist's */
   g_option_context_add_main_entries (context, entries, NULL);
   g_option_context_set_summary (context, task->name != NULL ? task->name : "");
   if (!g_option_context_parse (context, &argc, &argv, &error))

@@ -147,7 +147,9 @@ check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
           if (!ks_config_is_set (c, groups[g], d->key)
               || g_strv_contains ((const char *const *) task->settings, name))
             continue;
-          g_autofree char *used = g_strjoinv (", ", (char **) task->settings);
+          g_autofree char *used = task->settings[0] != NULL
+                                      ? g_strjoinv (", ", (char **) task->settings)
+                                      : g_strdup ("no key of [model] or [data]");
           return refuse (error, "[%s] %s is set, but %s does not use it (it reads %s); "
                          "remove it", groups[g], d->key, task->name, used);
         }
