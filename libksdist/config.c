@@ -725,3 +725,25 @@ ks_config_is_set (const KsConfig *config, const char *group, const char *key)
   return ks_config_lookup (config, group, key, &value, &source, NULL)
          && source != KS_SOURCE_DEFAULT;
 }
+
+gboolean
+ks_config_check_used (const KsConfig *config, const char *group, const char *const *used,
+                      const char *reader, GError **error)
+{
+  g_autoptr (GPtrArray) keys = ks_config_group_keys (config, group);
+
+  for (guint i = 0; keys != NULL && i < keys->len; i++)
+    {
+      const KsKeyDesc *d = g_ptr_array_index (keys, i);
+      g_autofree char *name = g_strdup_printf ("%s.%s", group, d->key);
+      if (!ks_config_is_set (config, group, d->key) || g_strv_contains (used, name))
+        continue;
+      g_autofree char *list = used[0] != NULL ? g_strjoinv (", ", (char **) used)
+                                              : g_strdup_printf ("no key of [%s]", group);
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[%s] %s is set, but %s does not use it (it reads %s); remove it", group,
+                   d->key, reader, list);
+      return FALSE;
+    }
+  return TRUE;
+}

@@ -39,7 +39,7 @@ config_world () {
 }
 
 n=0
-echo "1..99"
+echo "1..100"
 : >"$dir/matrix"
 for task in mlp gpt addition ctr reptile; do
   for mode in collective transpiler pslib; do
@@ -109,6 +109,17 @@ refused "an unwritable checkpoint_dir" "[train] checkpoint_dir = /dev/null/ck: /
   "$KSDIST" config "$ex/default.ini" --set train.checkpoint_dir=/dev/null/ck
 refused "an unwritable export_dir" "[train] export_dir = /dev/null/ex: /dev/null is not a directory" \
   "$KSDIST" config "$ex/default.ini" --set train.export_dir=/dev/null/ex
+
+# [strategy] where the collective mode reads none of it: a shared parameter-server config
+# run collective is legitimate, so a warning names the key, once, by config
+n=$((n + 1))
+"$KSDIST" config "$ex/ps-mlp.ini" --set job.mode=collective >/dev/null 2>"$dir/w.err"; s=$?
+if [ $s = 0 ] && [ "$(grep -c 'warning: \[strategy\] mode is set, but \[job\] mode = collective (its settings are in \[collective\]) does not use it.*ignored' "$dir/w.err")" = 1 ]; then
+  echo "ok $n - [strategy] with the collective mode: warned, not ignored silently"
+else
+  echo "not ok $n - [strategy] with the collective mode: exit $s"
+  sed 's/^/# /' "$dir/w.err"
+fi
 
 # a diverging run stops at the step whose loss is not finite (exit 1, no crash), alone and
 # pipelined

@@ -76,6 +76,11 @@ gboolean ks_config_lookup (const KsConfig *config, const char *group, const char
                            const char **value, KsSource *source, char **where);
 /* Whether group.key is set by the file, the environment or --set (not its default). */
 gboolean ks_config_is_set (const KsConfig *config, const char *group, const char *key);
+/* A KS_CONFIG_ERROR for the first key of `group` that is set but not in `used`
+ * ("group.key" names, NULL-terminated; others' groups may be there too): "[group] key is
+ * set, but `reader` does not use it (it reads ...); remove it". TRUE when none is. */
+gboolean ks_config_check_used (const KsConfig *config, const char *group,
+                               const char *const *used, const char *reader, GError **error);
 
 /* The known groups (sorted) and the schema of one group, in declaration order. */
 char **ks_config_groups (const KsConfig *config);

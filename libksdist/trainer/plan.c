@@ -133,28 +133,9 @@ check_paths (const KsConfig *c, GError **error)
 static gboolean
 check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
 {
-  static const char *const groups[] = { "model", "data" };
-
-  if (task->settings == NULL)
-    return TRUE;
-  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
-    {
-      g_autoptr (GPtrArray) keys = ks_config_group_keys (c, groups[g]);
-      for (guint i = 0; keys != NULL && i < keys->len; i++)
-        {
-          const KsKeyDesc *d = g_ptr_array_index (keys, i);
-          g_autofree char *name = g_strdup_printf ("%s.%s", groups[g], d->key);
-          if (!ks_config_is_set (c, groups[g], d->key)
-              || g_strv_contains ((const char *const *) task->settings, name))
-            continue;
-          g_autofree char *used = task->settings[0] != NULL
-                                      ? g_strjoinv (", ", (char **) task->settings)
-                                      : g_strdup ("no key of [model] or [data]");
-          return refuse (error, "[%s] %s is set, but %s does not use it (it reads %s); "
-                         "remove it", groups[g], d->key, task->name, used);
-        }
-    }
-  return TRUE;
+  return task->settings == NULL
+         || (ks_config_check_used (c, "model", task->settings, task->name, error)
+             && ks_config_check_used (c, "data", task->settings, task->name, error));
 }
 
 /* What the mode, the executor and the task allow of each other, without the world. */
@@ -205,8 +186,8 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
     return FALSE;
   if (pipelined && !ks_trainer_pipeline_check (c, error))
     return FALSE;
-  if (!pipelined && task != NULL && task->step == NULL
-      && !ks_algorithm_check_strategy (registry, c, mode, error))
+  /* a pipeline's and a task's own steps run collective: its check refuses [strategy] */
+  if (!ks_algorithm_check_strategy (registry, c, mode, error))
     return FALSE;
   return TRUE;
 }

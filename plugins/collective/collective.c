@@ -269,6 +269,21 @@ collective_load_check_point (void *p, KsModel *model, KsOptimizer *optimizer, co
                                          error);
 }
 
+/* The plan's check: the collective mode reads no [strategy] key (its settings are the
+ * [collective] group's). A parameter-server config run collective, as the one-process
+ * reference of its job, legitimately carries them: a warning names what is ignored. */
+static gboolean
+collective_check_strategy (const KsConfig *config, GError **error)
+{
+  static const char *const none[] = { NULL };
+  g_autoptr (GError) unused = NULL;
+  if (!ks_config_check_used (config, "strategy", none,
+                             "[job] mode = collective (its settings are in [collective])",
+                             &unused))
+    g_warning ("%s (ignored)", unused->message);
+  return TRUE;
+}
+
 static const KsAlgorithmOps collective_ops = {
   .size = sizeof (KsAlgorithmOps),
   .create = collective_create,
@@ -281,6 +296,7 @@ static const KsAlgorithmOps collective_ops = {
   .distributed_optimizer = collective_distributed_optimizer,
   .save_check_point = collective_save_check_point,
   .load_check_point = collective_load_check_point,
+  .check_strategy = collective_check_strategy,
 };
 
 static const KsImplDesc collective_impls[] = {

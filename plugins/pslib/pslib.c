@@ -509,7 +509,9 @@ pslib_check_strategy (const KsConfig *strategy, GError **error)
                    "clip its own blocks; remove clip_norm or set [strategy] dense = allreduce");
       return FALSE;
     }
-  return TRUE;
+  static const char *const used[] = { "strategy.mode", "strategy.a_sync", "strategy.k_steps",
+                                       "strategy.staleness", "strategy.dense", NULL };
+  return ks_config_check_used (strategy, "strategy", used, "[job] mode = pslib", error);
 }
 
 static gboolean

@@ -335,8 +335,12 @@ transpiler_load_check_point (void *p, KsModel *model, KsOptimizer *optimizer, co
 static gboolean
 transpiler_check_strategy (const KsConfig *config, GError **error)
 {
+  static const char *const used[] = { "strategy.mode", "strategy.a_sync", "strategy.k_steps",
+                                       "strategy.send_queue_size",
+                                       "strategy.max_merge_var_num", NULL };
   PsStrategy strategy;
-  return read_strategy (config, &strategy, error);
+  return read_strategy (config, &strategy, error)
+         && ks_config_check_used (config, "strategy", used, "[job] mode = transpiler", error);
 }
 
 static const KsAlgorithmOps transpiler_ops = {
