@@ -6,6 +6,7 @@
  * GPT_SHAPE=LAYERS,HEADS,WIDTH,BATCH sets another shape (GPT-2 small: 12,12,768,8);
  * AMP=bf16 or fp16 runs the matmuls in mixed precision ([amp] dtype). */
 #include "step-timing.h"
+#include <ksdist/tasks.h>
 
 #include <string.h>
 

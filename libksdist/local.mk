@@ -19,10 +19,6 @@ libksdist_la_SOURCES = \
 	libksdist/model-ops.c \
 	libksdist/model-conv.c \
 	libksdist/optimizer.c \
-	libksdist/gpt.c \
-	libksdist/data.c \
-	libksdist/images.c \
-	libksdist/reptile.c \
 	libksdist/checkpoint.c \
 	libksdist/seal.c \
 	libksdist/safetensors.c \
@@ -36,7 +32,6 @@ libksdist_la_SOURCES = \
 	libksdist/comm-private.h \
 	libksdist/rolemaker.c \
 	libksdist/algorithm.c \
-	libksdist/ctr.c \
 	libksdist/sparse.c \
 	libksdist/trainer/trainer-private.h \
 	libksdist/trainer/trainer.c \
@@ -49,8 +44,8 @@ libksdist_la_SOURCES = \
 	libksdist/trainer/persist.c \
 	libksdist/trainer/loop.c \
 	libksdist/trainer/main.c
-libksdist_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/libksdist $(JSON_CFLAGS) $(PIXBUF_CFLAGS)
-libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) $(PIXBUF_LIBS) -lm
+libksdist_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/libksdist $(JSON_CFLAGS)
+libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) -lm
 libksdist_la_LDFLAGS = -no-undefined -version-info 0:0:0
 
 ksdistincludedir = $(includedir)/ksdist
@@ -64,9 +59,6 @@ ksdistinclude_HEADERS = \
 	include/ksdist/half.h \
 	include/ksdist/tensor.h \
 	include/ksdist/model.h \
-	include/ksdist/data.h \
-	include/ksdist/images.h \
-	include/ksdist/meta.h \
 	include/ksdist/checkpoint.h \
 	include/ksdist/comm.h \
 	include/ksdist/rolemaker.h \
@@ -76,6 +68,5 @@ ksdistinclude_HEADERS = \
 	include/ksdist/algorithm.h \
 	include/ksdist/factory.h \
 	include/ksdist/sparse.h \
-	include/ksdist/ctr.h \
 	include/ksdist/trainer.h
 nodist_ksdistinclude_HEADERS = include/ksdist/version.h

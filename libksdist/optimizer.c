@@ -135,3 +135,21 @@ ks_optimizer_state (KsOptimizer *o, KsArena ***arenas, gsize *n, gint64 **step, 
     }
   return OPS (o)->state (CTX (o), model, arenas, n, step, error);
 }
+
+gboolean
+ks_optimizer_reset (KsOptimizer *o, GError **error)
+{
+  KsArena **arenas;
+  gsize n;
+  gint64 *step;
+  if (o->model != NULL)
+    ks_optimizer_bind (o, o->model);
+  if (!ks_optimizer_state (o, &arenas, &n, &step, error))
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    if (!ks_compute_fill_zero (o->model->compute, ks_arena_data (arenas[i]),
+                               ks_arena_numel (arenas[i]) * sizeof (float), error))
+      return FALSE;
+  *step = 0;
+  return TRUE;
+}

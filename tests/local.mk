@@ -56,6 +56,8 @@ tests_plugins_tbaddefault_la_LIBADD = $(KS_PLUGIN_LIBADD)
 
 # One test program per module.
 KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)
+# tests of the tasks library (ksdist/tasks.h)
+KS_TASKS_TEST_LDADD = tests/libtestutil.la libksdist-tasks.la libksdist.la $(GLIB_LIBS)
 check_LTLIBRARIES += tests/libtestutil.la
 tests_libtestutil_la_SOURCES = tests/testutil.h tests/testutil.c
 
@@ -81,19 +83,19 @@ tests_test_model_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_conv_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_optim_LDADD = $(KS_TEST_LDADD) -lm
 tests_test_checkpoint_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
-tests_test_checkpoint_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
+tests_test_checkpoint_LDADD = $(KS_TASKS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint
 
 # Mixed precision: 16-bit rounding, half-precision products, loss scaling.
 check_PROGRAMS += tests/test-amp
-tests_test_amp_LDADD = $(KS_TEST_LDADD) -lm
+tests_test_amp_LDADD = $(KS_TASKS_TEST_LDADD) -lm
 TESTS += tests/test-amp
 
 # Few-shot image readers on sets made by ksdist datagen.
 check_PROGRAMS += tests/test-images
 tests_test_images_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
-tests_test_images_LDADD = $(KS_TEST_LDADD) $(PIXBUF_LIBS) -lm
+tests_test_images_LDADD = $(KS_TASKS_TEST_LDADD) $(PIXBUF_LIBS) -lm
 TESTS += tests/test-images
 
 # Reptile through ksdist train and launch on a glyph set.
@@ -141,7 +143,7 @@ endif
 
 # The CUDA kernels against the CPU's; skipped without a GPU.
 check_PROGRAMS += tests/test-cuda
-tests_test_cuda_LDADD = $(KS_TEST_LDADD) -lm
+tests_test_cuda_LDADD = $(KS_TASKS_TEST_LDADD) -lm
 TESTS += tests/test-cuda
 
 # The NCCL communicator, a world of one rank on one GPU (skipped without one).
@@ -175,11 +177,11 @@ TESTS += tests/test-launch
 
 # Criteo data, the streaming AUC and ksdist datagen ctr.
 check_PROGRAMS += tests/test-ctr
-tests_test_ctr_LDADD = $(KS_TEST_LDADD) -lm
+tests_test_ctr_LDADD = $(KS_TASKS_TEST_LDADD) -lm
 TESTS += tests/test-ctr
 
 check_PROGRAMS += tests/test-cli
-tests_test_cli_LDADD = $(KS_TEST_LDADD)
+tests_test_cli_LDADD = $(KS_TASKS_TEST_LDADD)
 TESTS += tests/test-cli
 
 # Two hosts made of network namespaces; skipped where they cannot be made.
@@ -212,6 +214,11 @@ TESTS += tests/test-examples.sh
 dist_check_SCRIPTS += tests/test-plan.sh
 TESTS += tests/test-plan.sh
 
+# The core loads no image or font library; the tasks library holds what does.
+dist_check_SCRIPTS += tests/test-core-deps.sh
+TESTS += tests/test-core-deps.sh
+tests/test-core-deps.log: examples/own-model$(EXEEXT) libksdist-tasks.la
+
 # examples/own-model.c trains in every mode (tests/test-own-model.sh).
 dist_check_SCRIPTS += tests/test-own-model.sh
 TESTS += tests/test-own-model.sh
@@ -236,7 +243,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
-	tests/test-own-model.log tests/test-plan.log \
+	tests/test-own-model.log tests/test-plan.log tests/test-core-deps.log \
 	$(KS_PS_TEST_LOG)
 
 # The whole suite under ASan, LeakSanitizer and UBSan, in a copy of the distribution

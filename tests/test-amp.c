@@ -4,6 +4,7 @@
  * the step and halves the scale; good steps grow it), its checkpointed state, and the
  * host-device copies of a training step. */
 #include "testutil.h"
+#include <ksdist/tasks.h>
 
 #include <ksdist/half.h>
 

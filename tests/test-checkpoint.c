@@ -1,6 +1,7 @@
 /* Checkpoints: round trip and bitwise resume, safetensors layout, rotation, and every
  * damaged-file case ending in a named error with the model left untouched. */
 #include "testutil.h"
+#include <ksdist/tasks.h>
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>

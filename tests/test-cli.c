@@ -1,6 +1,7 @@
 /* The ksdist command, run as a process: exit status 0 on success, 2 on usage or
  * configuration errors; errors on stderr, one line each, starting with "ksdist: ". */
 #include "testutil.h"
+#include <ksdist/tasks.h>
 
 #include <config.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * kind, data directories, the AUC against an exact rank AUC and merged counts, and
  * `ksdist datagen ctr`. */
 #include "testutil.h"
-#include <ksdist/ctr.h>
+#include <ksdist/tasks.h>
 
 #include <math.h>
 #include <string.h>

@@ -4,6 +4,7 @@
  * both (gradients, SGD and AdamW steps), and twice on the GPU, bitwise. Skipped without
  * a GPU. */
 #include "testutil.h"
+#include <ksdist/tasks.h>
 
 #include <math.h>
 #include <stdarg.h>

@@ -2,6 +2,7 @@
  * `ksdist datagen images`, a JPEG written here, and broken files (empty, not an image, a
  * truncated PNG); sampling without replacement, rotations, the cache, tasks, errors. */
 #include "testutil.h"
+#include <ksdist/tasks.h>
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
 #include <glib/gstdio.h>

@@ -4,7 +4,7 @@
 # TAP output. Needs from the environment (tests/local.mk): MAKE, CC, KS_BUILDDIR,
 # KS_SRCDIR, KS_PREFIX, KS_LIBDIR, KS_BINDIR.
 set -u
-echo "1..5"
+echo "1..6"
 root=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-install-XXXXXX")
 trap 'rm -rf "$root"' EXIT
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
@@ -17,7 +17,8 @@ echo "ok 1 - make install DESTDIR=$root"
 # Relocate the installed ksdist.pc to the temporary root (only it: a global
 # --define-variable=prefix would move GLib's headers too).
 export PKG_CONFIG_PATH="$root$KS_LIBDIR/pkgconfig"
-sed -i "s|^prefix=.*|prefix=$root$KS_PREFIX|" "$PKG_CONFIG_PATH/ksdist.pc"
+sed -i "s|^prefix=.*|prefix=$root$KS_PREFIX|" "$PKG_CONFIG_PATH/ksdist.pc" \
+  "$PKG_CONFIG_PATH/ksdist-tasks.pc"
 flags=$(pkg-config --cflags --libs ksdist) \
   || fail 2 "pkg-config ksdist" "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
 mkdir -m 700 "$root/plugins"
@@ -56,3 +57,31 @@ done
 grep -q '^\[model\]' "$root$KS_PREFIX/share/ksdist/examples/default.ini" \
   || fail 5 "installed default.ini is the example"
 echo "ok 5 - examples and the man page are installed"
+
+# A program on the tasks library, built with `pkg-config ksdist-tasks`, draws 300
+# points of the rings task, each of one of its three classes, every class drawn.
+cat >"$root/rings.c" <<'C'
+#include <ksdist/tasks.h>
+#include <stdio.h>
+int
+main (void)
+{
+  float xs[2 * 300];
+  gint64 labels[300], seen[3] = { 0 };
+  ks_task_generate (KS_TASK_RINGS, 300, 0.1, 7, xs, labels);
+  for (int i = 0; i < 300; i++)
+    if (labels[i] >= 0 && labels[i] < 3)
+      seen[labels[i]]++;
+  printf ("%d classes: %ld %ld %ld\n", ks_task_classes (KS_TASK_RINGS), (long) seen[0],
+          (long) seen[1], (long) seen[2]);
+  return seen[0] > 0 && seen[1] > 0 && seen[2] > 0 && seen[0] + seen[1] + seen[2] == 300 ? 0 : 1;
+}
+C
+flags=$(pkg-config --cflags --libs ksdist-tasks) || fail 6 "pkg-config ksdist-tasks"
+# shellcheck disable=SC2086
+$CC -Wall -Werror -o "$root/rings" "$root/rings.c" $flags >"$root/cc.log" 2>&1 \
+  || fail 6 "build a program with pkg-config ksdist-tasks" "$(cat "$root/cc.log")"
+out=$(LD_LIBRARY_PATH="$root$KS_LIBDIR" "$root/rings" 2>&1) \
+  || fail 6 "the tasks library's program: a point without a class" "$out"
+case $out in "3 classes: "*) ;; *) fail 6 "the tasks library's program" "$out" ;; esac
+echo "ok 6 - a program on the installed tasks library (pkg-config ksdist-tasks) runs"

@@ -2,7 +2,7 @@
 #ifndef KS_CLI_H
 #define KS_CLI_H
 
-#include <ksdist/ksdist.h>
+#include <ksdist/tasks.h>
 
 enum {
   KS_EXIT_OK = 0,

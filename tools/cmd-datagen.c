@@ -15,8 +15,10 @@
  * carry most of the signal. a1..a3 give the three terms 55%, 20% and 25% of the variance
  * on a calibration sample; then g is set by bisection for an expected AUC of 0.78 and the
  * bias for a mean click probability of 0.25. label ~ Bernoulli (sigmoid (logit)). */
+#include <config.h>
+
 #include "datagen.h"
-#include <ksdist/ctr.h>
+#include <ksdist/tasks.h>
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -581,7 +583,16 @@ run_datagen_image_set (int argc, char **argv)
                     "in `ksdist datagen %s DIR` (see ksdist help datagen)", argv[1]);
       return KS_EXIT_USAGE;
     }
+#ifdef HAVE_GLYPHS
   return glyphs ? datagen_glyphs (argv[2], &o) : datagen_images (argv[2], &o);
+#elif defined HAVE_PIXBUF
+  if (!glyphs)
+    return datagen_images (argv[2], &o);
+#endif
+  ks_cli_error ("datagen %s: this ksdist was built without %s; install it (see configure's "
+                "summary) and build again", argv[1],
+                glyphs ? "FreeType and fontconfig" : "gdk-pixbuf");
+  return KS_EXIT_RUNTIME;
 }
 
 static int

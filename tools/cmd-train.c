@@ -9,7 +9,7 @@ ks_train_check (KsRegistry *registry, KsConfig *config, const KsTrainWorld *worl
                 gboolean build)
 {
   g_autoptr (GError) error = NULL;
-  const KsTrainTask *task = ks_train_task (config, &error);
+  const KsTrainTask *task = ks_builtin_task (config, &error);
 
   if (task != NULL && ks_trainer_check (registry, config, task, world, build, &error))
     return KS_EXIT_OK;
@@ -37,7 +37,7 @@ ks_train_command (const KsCommand *command, int argc, char **argv, int (*body) (
     }
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0)
     return status;
-  const KsTrainTask *task = ks_train_task (config, &error);
+  const KsTrainTask *task = ks_builtin_task (config, &error);
   g_autoptr (KsTrainer) trainer = task != NULL ? ks_trainer_new (registry, config, task, NULL,
                                                                  &error)
                                                : NULL;

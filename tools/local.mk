@@ -8,9 +8,6 @@ tools_ksdist_SOURCES = \
 	tools/cmd-config.c \
 	tools/train.h \
 	tools/cmd-train.c \
-	tools/train-tasks.c \
-	tools/train-ctr.c \
-	tools/train-meta.c \
 	tools/cmd-segment.c \
 	tools/launch.h \
 	tools/launch-rendezvous.c \
@@ -20,12 +17,16 @@ tools_ksdist_SOURCES = \
 	tools/cmd-export.c \
 	tools/datagen.h \
 	tools/cmd-datagen.c \
-	tools/datagen-glyphs.c \
-	tools/datagen-images.c \
 	tools/cmd-plot.c \
 	tools/plot-trace.c \
 	tools/plot-write.c \
 	tools/cmd-bench.c \
 	tools/bench-pipeline.c
 tools_ksdist_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(RSVG_CFLAGS) $(PIXBUF_CFLAGS) $(GLYPHS_CFLAGS)
-tools_ksdist_LDADD = libksdist.la $(GLIB_LIBS) $(JSON_LIBS) $(RSVG_LIBS) $(PIXBUF_LIBS) $(GLYPHS_LIBS) -lm
+tools_ksdist_LDADD = libksdist-tasks.la libksdist.la $(GLIB_LIBS) $(JSON_LIBS) $(RSVG_LIBS) $(PIXBUF_LIBS) $(GLYPHS_LIBS) -lm
+if HAVE_PIXBUF
+tools_ksdist_SOURCES += tools/datagen-images.c
+endif
+if HAVE_GLYPHS
+tools_ksdist_SOURCES += tools/datagen-glyphs.c
+endif

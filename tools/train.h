@@ -5,14 +5,7 @@
 
 #include "cli.h"
 
-#include <ksdist/trainer.h>
-
-/* train-tasks.c: the task of the configuration; an error when [model] type and [data]
- * task do not go together. */
-const KsTrainTask *ks_train_task (const KsConfig *config, GError **error);
-/* train-ctr.c, train-meta.c */
-extern const KsTrainTask ks_ctr_task;
-extern const KsTrainTask ks_meta_task;
+#include <ksdist/tasks.h>
 
 /* The plan's check (ks_trainer_check) of the configuration's task for `world` (NULL:
  * the world is not known yet), printing what it refuses. Returns the exit status: 0, 2

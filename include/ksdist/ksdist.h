@@ -1,4 +1,5 @@
-/* ksdist — distributed neural-network training: the whole public API. */
+/* ksdist — distributed neural-network training: the core's whole public API (the
+ * tasks library's, libksdist-tasks, is ksdist/tasks.h). */
 #ifndef KSDIST_H
 #define KSDIST_H
 
@@ -10,9 +11,6 @@
 #include <ksdist/compute.h>
 #include <ksdist/tensor.h>
 #include <ksdist/model.h>
-#include <ksdist/data.h>
-#include <ksdist/images.h>
-#include <ksdist/meta.h>
 #include <ksdist/checkpoint.h>
 #include <ksdist/comm.h>
 #include <ksdist/rolemaker.h>

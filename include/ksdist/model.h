@@ -223,24 +223,6 @@ KsExpr *ks_batch_norm (KsExpr *x, const char *name, float momentum, float eps,
 /* [n, ...] -> [n, the product of the rest] */
 KsExpr *ks_flatten (KsExpr *x, GError **error);
 
-/* ---- models built from layers ---- */
-
-typedef struct {
-  gint64 vocab, context, layers, heads, width, batch;
-  guint64 seed;
-  float dropout; /* rate on the embeddings and each residual branch; 0 for none */
-  gboolean skip; /* a long skip: the embeddings added to the last block's output */
-} KsGptShape;
-
-/* A GPT on `model`: data "tokens", "positions" and "targets", each int64
- * [batch * context]; token and position embeddings, `layers` pre-norm blocks (causal
- * self-attention, then a GELU MLP of 4 * width, each added to the residual), a final
- * layer norm and a head to the vocabulary; with dropout > 0, dropout on the summed
- * embeddings and on each branch before it joins the residual. Sets the logits [batch * context, vocab] and
- * the mean next-token cross entropy. */
-gboolean ks_gpt_build (KsModel *model, const KsGptShape *shape, KsExpr **logits, KsExpr **loss,
-                       GError **error);
-
 /* ---- optimizers (the optimizer interface, optimizer.h) driving a model ---- */
 
 typedef struct KsOptimizer KsOptimizer;
@@ -262,6 +244,9 @@ gboolean ks_optimizer_step (KsOptimizer *optimizer, const KsFeed *feeds, gsize n
 /* For a caller that fills the model's gradient arena itself (a pipeline stage): the
  * update of every parameter from it. */
 gboolean ks_optimizer_apply (KsOptimizer *optimizer, KsModel *model, GError **error);
+/* After minimize: the optimizer as new, its state (moments) zero and its step count 0
+ * (Reptile trains each task with a fresh inner optimizer). */
+gboolean ks_optimizer_reset (KsOptimizer *optimizer, GError **error);
 /* The (parameter, gradient) pairs of minimize, as KsParamGrad. */
 const GArray *ks_optimizer_pairs (const KsOptimizer *optimizer);
 /* The learning rate the next step will use (schedules included); -1 if unknown. */

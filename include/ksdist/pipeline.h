@@ -118,18 +118,6 @@ gboolean ks_layers_profile (KsCompute *compute, const KsLayerDesc *layers, gsize
                             const KsLayerDesc *loss, int steps, double *seconds,
                             GError **error);
 
-/* The GPT of ks_gpt_build (model.h) as a layer list of shape->layers + 2: "Embedding"
- * (making the data "tokens" and "positions"), the "Block"s, "Head" (the final norm and
- * the head), and the loss (making "targets"). `shape` and `args` (layers + 2 of them) must
- * outlive the list; shape->batch is the rows of one build (one micro-batch on a
- * pipeline). An error when the width does not split into the heads. */
-typedef struct {
-  const KsGptShape *shape;
-  gint64 index; /* the block's, from 0 */
-} KsGptLayerArgs;
-gboolean ks_gpt_describe (const KsGptShape *shape, KsGptLayerArgs *args, KsLayerDesc *layers,
-                          KsLayerDesc *loss, GError **error);
-
 /* One skip connection under a segmentation. */
 typedef struct {
   const char *name;             /* the layer list's string */

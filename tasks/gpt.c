@@ -1,6 +1,6 @@
 /* A GPT built from the model's layers (after GPT-2 / llm.c, pre-norm), as a layer list:
  * the embeddings, the blocks, the final norm with the head, and the loss. */
-#include "ks-private.h"
+#include "tasks-private.h"
 
 #define SKIP "embeddings" /* the long skip's name, from Embedding to Head */
 

@@ -14,9 +14,8 @@
  * it, summed over each id's shows (the loss is the batch's mean, so times the batch),
  * with shows and clicks from the labels. With [job] mode = pslib the table is on the
  * servers; a process alone keeps it in memory. */
-#include "train.h"
+#include "tasks-private.h"
 
-#include <ksdist/ctr.h>
 #include <ksdist/sparse.h>
 #include <math.h>
 #include <string.h>

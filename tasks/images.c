@@ -1,11 +1,12 @@
 /* Image folders for few-shot learning: the classes of train, val and test, images decoded
  * by gdk-pixbuf (PNG, JPEG), resized, made float32 in [0, 1] and cached, sampled without
  * replacement, rotated for the characters' augmentation. */
-#include "ks-private.h"
+#include "tasks-private.h"
 
-#include <ksdist/images.h>
 
+#ifdef HAVE_PIXBUF
 #include <gdk-pixbuf/gdk-pixbuf.h>
+#endif
 #include <string.h>
 
 static const char *const split_names[] = { "train", "val", "test" };
@@ -88,7 +89,7 @@ add_class (KsImageSet *set, GPtrArray *classes, const char *path, const char *na
   if (files == NULL)
     return FALSE;
   if (files->len == 0)
-    return ks_invalid (error, "%s: a class folder without image files; remove it or add its "
+    return ks_tasks_invalid (error, "%s: a class folder without image files; remove it or add its "
                        "images", path);
   for (guint i = 0; i < files->len; i++)
     {
@@ -118,7 +119,7 @@ read_split (KsImageSet *set, const char *dir, KsSplit split, GError **error)
                     && split == KS_SPLIT_TRAIN;
 
   if (!g_file_test (root, G_FILE_TEST_IS_DIR))
-    return ks_invalid (error, "%s: no such folder; an image set holds train, val and test, "
+    return ks_tasks_invalid (error, "%s: no such folder; an image set holds train, val and test, "
                        "each with one folder of images per class (`ksdist datagen glyphs "
                        "DIR` makes one)", root);
   if ((entries = list_dir (root, TRUE, error)) == NULL)
@@ -143,7 +144,7 @@ read_split (KsImageSet *set, const char *dir, KsSplit split, GError **error)
         }
     }
   if (set->classes[split]->len == 0)
-    return ks_invalid (error, "%s: no class folders in it", root);
+    return ks_tasks_invalid (error, "%s: no class folders in it", root);
   return TRUE;
 }
 
@@ -159,10 +160,10 @@ ks_image_set_open (const char *dir, const KsImageOptions *options, GError **erro
   set->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   set->bad = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   if (set->options.size > 4096)
-    return ks_invalid (error, "images of %d pixels a side: at most 4096", set->options.size),
+    return ks_tasks_invalid (error, "images of %d pixels a side: at most 4096", set->options.size),
            NULL;
   if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
-    return ks_invalid (error, "%s: no such folder of images (train, val and test, one folder "
+    return ks_tasks_invalid (error, "%s: no such folder of images (train, val and test, one folder "
                        "per class in each)", dir), NULL;
   for (KsSplit s = KS_SPLIT_TRAIN; s <= KS_SPLIT_TEST; s++)
     if (!read_split (set, dir, s, error))
@@ -222,6 +223,7 @@ ks_image_set_skipped (const KsImageSet *set)
 
 /* The file decoded, resized and made floats in [0, 1] (transparent pixels over white; grey
  * as the luma of ITU-R BT.601); NULL with an error naming the file. */
+#ifdef HAVE_PIXBUF
 static float *
 decode (const KsImageSet *set, const char *path, GError **error)
 {
@@ -272,6 +274,16 @@ decode (const KsImageSet *set, const char *path, GError **error)
       }
   return out;
 }
+#else
+static float *
+decode (const KsImageSet *set, const char *path, GError **error)
+{
+  g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+               "%s: this ksdist was built without gdk-pixbuf, which decodes images; install "
+               "it (see configure's summary) and build again", path);
+  return NULL;
+}
+#endif
 
 /* The image of `path` (from the cache, or decoded and cached while it has room) rotated by
  * `rotation` into out; FALSE with an error, or FALSE with none when it was skipped. */
@@ -343,7 +355,7 @@ ks_image_set_sample (KsImageSet *set, KsSplit split, gsize i, gsize n, GRand *rn
 {
   const ImageClass *c = class_at (set, split, i);
   if (c == NULL)
-    return ks_invalid (error, "no class %" G_GSIZE_FORMAT " in split %d", i, split), -1;
+    return ks_tasks_invalid (error, "no class %" G_GSIZE_FORMAT " in split %d", i, split), -1;
   g_autofree guint *order = draw (rng, c->files->len, c->files->len);
   gsize floats = ks_image_set_image_floats (set), got = 0;
 
@@ -373,7 +385,7 @@ ks_image_set_task (KsImageSet *set, KsSplit split, int ways, int per_class, GRan
   gsize floats = ks_image_set_image_floats (set);
 
   if (ways < 1 || per_class < 1 || (guint) ways > n_classes)
-    return ks_invalid (error, "a %d-way task of %d images a class from the %s split, which "
+    return ks_tasks_invalid (error, "a %d-way task of %d images a class from the %s split, which "
                        "has %u classes", ways, per_class, split_names[split], n_classes);
   g_autofree guint *chosen = draw (rng, n_classes, ways);
   for (int w = 0; w < ways; w++)
@@ -383,7 +395,7 @@ ks_image_set_task (KsImageSet *set, KsSplit split, int ways, int per_class, GRan
       if (got < 0)
         return FALSE;
       if (got < per_class)
-        return ks_invalid (error, "class %s of the %s split has %" G_GSSIZE_FORMAT " readable "
+        return ks_tasks_invalid (error, "class %s of the %s split has %" G_GSSIZE_FORMAT " readable "
                            "images; a task takes %d of each class", class_at (set, split,
                            chosen[w])->name, split_names[split], got, per_class);
       for (int k = 0; k < per_class; k++)

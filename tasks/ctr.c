@@ -1,7 +1,6 @@
 /* Criteo display-advertising data (a hand-written parser over mapped files) and a
  * streaming AUC counted in buckets, as Paddle's auc op. */
-#include "ks-private.h"
-#include <ksdist/ctr.h>
+#include "tasks-private.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * validation score every [train] eval_every steps, and at the end the test accuracy over
  * [meta] eval_tasks tasks of held-out classes with its 95% interval. The trainer does the
  * rest: the loop, checkpoints and resume, progress, the metrics file. */
-#include "train.h"
+#include "tasks-private.h"
 
 #include <string.h>
 

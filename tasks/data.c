@@ -1,5 +1,5 @@
 /* Generated classification tasks in the plane. */
-#include "ks-private.h"
+#include "tasks-private.h"
 
 #include <math.h>
 #include <string.h>

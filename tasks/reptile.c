@@ -1,7 +1,7 @@
 /* Reptile on few-shot image sets (meta.h). Three models of one network share the weights
  * by copy: one trains tasks (inner_batch rows), one fine-tunes evaluation tasks
  * (eval_inner_batch rows), one predicts (the shots and one query in a batch). */
-#include "ks-private.h"
+#include "tasks-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -92,7 +92,6 @@ build_net (KsReptile *r, Net *net, int batch, KsRegistry *registry, const KsConf
   if ((net->optimizer = ks_optimizer_new (registry, config, optimizer, error)) == NULL
       || !ks_optimizer_minimize (net->optimizer, net->model, net->loss, NULL, 0, NULL, error))
     return FALSE;
-  ks_optimizer_bind (net->optimizer, net->model);
   return TRUE;
 }
 
@@ -107,12 +106,12 @@ splits_fit (KsImageSet *set, const KsReptileOptions *o, GError **error)
       gsize need = s == KS_SPLIT_TRAIN ? (gsize) (o->train_shots > 0 ? o->train_shots : o->shots)
                                        : (gsize) o->shots + 1;
       if (ks_image_set_n_classes (set, s) < (gsize) o->ways)
-        return ks_invalid (error, "reptile: %d-way tasks, but the %s split has %"
+        return ks_tasks_invalid (error, "reptile: %d-way tasks, but the %s split has %"
                            G_GSIZE_FORMAT " classes; lower [meta] ways or add classes", o->ways,
                            splits[s], ks_image_set_n_classes (set, s));
       for (gsize i = 0; i < ks_image_set_n_classes (set, s); i++)
         if (ks_image_set_class_size (set, s, i) < need)
-          return ks_invalid (error, "reptile: class %s of the %s split has %" G_GSIZE_FORMAT
+          return ks_tasks_invalid (error, "reptile: class %s of the %s split has %" G_GSIZE_FORMAT
                              " images; its tasks take %" G_GSIZE_FORMAT " of a class (shots, "
                              "and one more to test; train_shots in training)",
                              ks_image_set_class_name (set, s, i), splits[s],
@@ -132,7 +131,7 @@ ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute
   if (o->ways < 2 || o->shots < 1 || o->train_shots < 0 || o->inner_batch < 1
       || o->inner_iters < 1 || o->eval_inner_batch < 1 || o->eval_inner_iters < 1 || o->meta_batch < 1
       || o->filters < 1 || o->meta_iters < 1)
-    return ks_invalid (error, "reptile: ways (%d) at least 2; shots, batches, iterations and "
+    return ks_tasks_invalid (error, "reptile: ways (%d) at least 2; shots, batches, iterations and "
                        "filters at least 1", o->ways), NULL;
   if (!splits_fit (set, o, error))
     return NULL;
@@ -140,7 +139,7 @@ ks_reptile_new (KsRegistry *registry, const KsConfig *config, KsCompute *compute
   gint64 task_rows = (gint64) o->ways * MAX (o->shots + 1, o->train_shots);
   gint64 batch_rows = MAX (task_rows, MAX (o->inner_batch, o->eval_inner_batch));
   if (batch_rows * (gint64) ks_image_set_image_floats (set) * 4 > (G_GINT64_CONSTANT (1) << 30))
-    return ks_invalid (error, "reptile: a task of %d ways x %d shots (or a batch of %d) of %"
+    return ks_tasks_invalid (error, "reptile: a task of %d ways x %d shots (or a batch of %d) of %"
                        G_GSIZE_FORMAT "-float images needs over 1 GiB; use fewer", o->ways,
                        MAX (o->shots + 1, o->train_shots),
                        MAX (o->inner_batch, o->eval_inner_batch),
@@ -193,24 +192,6 @@ set_weights (KsReptile *r, const Net *to, const float *from, GError **error)
   return TRUE;
 }
 
-/* A fresh inner optimizer: its moments zero and its step count 0, so each task trains
- * alone (and tasks can go to any rank). */
-static gboolean
-reset_optimizer (KsReptile *r, Net *net, GError **error)
-{
-  KsArena **arenas;
-  gsize n;
-  gint64 *step;
-  if (!ks_optimizer_state (net->optimizer, &arenas, &n, &step, error))
-    return FALSE;
-  for (gsize i = 0; i < n; i++)
-    if (!ks_compute_fill_zero (r->compute, ks_arena_data (arenas[i]),
-                               ks_arena_numel (arenas[i]) * sizeof (float), error))
-      return FALSE;
-  *step = 0;
-  return TRUE;
-}
-
 /* A generator of task `index` of meta-step or evaluation round `iter`: a pure function
  * of the seed and both, so any rank draws the same task. */
 static GRand *
@@ -236,7 +217,7 @@ train_on (KsReptile *r, Net *net, int rows, int iters, GRand *rng, double *loss,
 
   for (int i = 0; i < rows; i++)
     order[i] = i;
-  if (!reset_optimizer (r, net, error))
+  if (!ks_optimizer_reset (net->optimizer, error))
     return FALSE;
   for (int it = 0; it < iters; it++)
     {
@@ -345,7 +326,7 @@ ks_reptile_evaluate (KsReptile *r, KsSplit split, int n_tasks, guint64 seed, dou
   g_autofree gint64 *grouped_labels = g_new (gint64, (gsize) ways * per_class);
 
   if (n_tasks < 1)
-    return ks_invalid (error, "reptile: evaluation over %d tasks; at least 1", n_tasks);
+    return ks_tasks_invalid (error, "reptile: evaluation over %d tasks; at least 1", n_tasks);
   for (int t = rank; t < n_tasks; t += size)
     {
       g_autoptr (GRand) rng = task_rng (r, 2 + seed, split, t);

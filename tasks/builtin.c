@@ -1,6 +1,6 @@
 /* The tasks of ksdist train: an MLP classifying generated points, a GPT predicting the
  * next character of a text. Each step's batch depends only on the seed and the step. */
-#include "train.h"
+#include "tasks-private.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -697,7 +697,7 @@ static const KsTrainTask addition_task = {
 };
 
 const KsTrainTask *
-ks_train_task (const KsConfig *c, GError **error)
+ks_builtin_task (const KsConfig *c, GError **error)
 {
   const char *task = ks_config_get_string (c, "data", "task");
   const char *model = ks_config_get_string (c, "model", "type");

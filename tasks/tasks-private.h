@@ -1,0 +1,29 @@
+/* Internal declarations of libksdist-tasks; not installed. */
+#ifndef KS_TASKS_PRIVATE_H
+#define KS_TASKS_PRIVATE_H
+
+#include <config.h>
+#include <ksdist/tasks.h>
+
+/* the library's insides: not exported (it exports ksdist/tasks.h's API only) */
+#pragma GCC visibility push(hidden)
+
+G_BEGIN_DECLS
+
+/* sets KS_COMPUTE_ERROR_INVALID, the error of a bad argument or data; FALSE */
+static inline G_GNUC_PRINTF (2, 3) gboolean
+ks_tasks_invalid (GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start (args, format);
+  g_propagate_error (error, g_error_new_valist (KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                                                format, args));
+  va_end (args);
+  return FALSE;
+}
+
+G_END_DECLS
+
+#pragma GCC visibility pop
+
+#endif
