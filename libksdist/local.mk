@@ -1,39 +1,55 @@
 # libksdist: the core library and its public headers.
 lib_LTLIBRARIES += libksdist.la
-libksdist_la_SOURCES = \
-	libksdist/ks-private.h \
-	libksdist/types.c \
-	libksdist/suggest.c \
-	libksdist/config.c \
-	libksdist/config-schema.c \
-	libksdist/settings.c \
-	libksdist/loader.h \
-	libksdist/loader.c \
-	libksdist/registry.c \
-	libksdist/instance.c \
-	libksdist/amp.c \
-	libksdist/compute.c \
-	libksdist/tensor.c \
-	libksdist/model-private.h \
-	libksdist/model.c \
-	libksdist/model-ops.c \
-	libksdist/model-conv.c \
-	libksdist/optimizer.c \
-	libksdist/checkpoint.c \
-	libksdist/seal.c \
-	libksdist/safetensors.c \
-	libksdist/inference.c \
-	libksdist/segmenter.c \
-	libksdist/schedule.c \
-	libksdist/pipeline.c \
-	libksdist/layers.c \
-	libksdist/comm.c \
-	libksdist/comm-hier.c \
-	libksdist/comm-private.h \
-	libksdist/rolemaker.c \
-	libksdist/algorithm.c \
-	libksdist/sparse.c \
-	libksdist/trainer/trainer-private.h \
+libksdist_la_SOURCES = libksdist/ks-private.h
+# config/: the configuration: files, schema, plugin settings, error names
+libksdist_la_SOURCES += libksdist/config/types.c \
+	libksdist/config/suggest.c \
+	libksdist/config/config.c \
+	libksdist/config/config-schema.c \
+	libksdist/config/settings.c
+# plugin/: the plugin core: loader, registry, instances of a kind
+libksdist_la_SOURCES += libksdist/plugin/loader.h \
+	libksdist/plugin/loader.c \
+	libksdist/plugin/registry.c \
+	libksdist/plugin/instance.c
+# compute/: compute backends and tensors
+libksdist_la_SOURCES += libksdist/compute/compute.c \
+	libksdist/compute/tensor.c
+# model/: the model: graph, ops, layers, mixed precision
+libksdist_la_SOURCES += libksdist/model/model-private.h \
+	libksdist/model/model.c \
+	libksdist/model/model-ops.c \
+	libksdist/model/model-conv.c \
+	libksdist/model/layers.c \
+	libksdist/model/amp.c
+# optim/: optimizers
+libksdist_la_SOURCES += libksdist/optim/optimizer.c
+# comm/: communicators and role makers
+libksdist_la_SOURCES += libksdist/comm/comm-private.h \
+	libksdist/comm/comm.c \
+	libksdist/comm/comm-hier.c \
+	libksdist/comm/rolemaker.c
+# algorithm/: distributed algorithms (the mode plugins' interface)
+libksdist_la_SOURCES += libksdist/algorithm/algorithm.c
+# pipeline/: pipeline parallelism: segmenters, schedules, the stage runtime
+libksdist_la_SOURCES += libksdist/pipeline/segmenter.c \
+	libksdist/pipeline/schedule.c \
+	libksdist/pipeline/pipeline-private.h \
+	libksdist/pipeline/pipeline.c \
+	libksdist/pipeline/pipeline-run.c \
+	libksdist/pipeline/pipeline-trace.c \
+	libksdist/pipeline/pipeline-save.c
+# io/: persistence: safetensors, seals, checkpoints, inference exports
+libksdist_la_SOURCES += libksdist/io/safetensors.c \
+	libksdist/io/seal.c \
+	libksdist/io/checkpoint.c \
+	libksdist/io/inference.c
+# sparse/: sparse tables (pslib)
+libksdist_la_SOURCES += libksdist/sparse/sparse-private.h \
+	libksdist/sparse/sparse.c \
+	libksdist/sparse/sparse-file.c
+# trainer/: the trainer (trainer.h): the plan, the loop, the executors
+libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/trainer.c \
 	libksdist/trainer/plan.c \
 	libksdist/trainer/single.c \

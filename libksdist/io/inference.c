@@ -2,7 +2,7 @@
  * checkpoint whose metadata holds the graph as JSON, so that it loads and runs without
  * the program or the config that built it. Saving rebuilds the graph from that JSON, so
  * what is written is what a load will build. */
-#include "model-private.h"
+#include "model/model-private.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>

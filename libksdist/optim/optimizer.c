@@ -1,5 +1,5 @@
 /* The optimizer as the core calls it: minimize once, then a step per batch. */
-#include "model-private.h"
+#include "model/model-private.h"
 
 #define OPS(o) KS_INSTANCE_OPS (&(o)->instance, KsOptimizerOps)
 #define CTX(o) ((o)->instance.ctx)

@@ -1,0 +1,361 @@
+/* A sparse table's file (sparse.h): saved whole or by mode, and loaded from the files
+ * of any number of servers, each row to the shard that holds it. The format is sparse.c's
+ * header comment. */
+#include "sparse-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static gboolean
+selected (const KsSparseConfig *c, const RowHead *h, KsSparseSaveMode mode)
+{
+  switch (mode)
+    {
+    case KS_SPARSE_SAVE_ALL:
+      return TRUE;
+    case KS_SPARSE_SAVE_DELTA:
+      return score (c, h) >= c->base_threshold && h->delta_score >= c->delta_threshold
+             && h->unseen_days <= c->delta_keep_days;
+    case KS_SPARSE_SAVE_BASE:
+      return score (c, h) >= c->base_threshold;
+    }
+  return FALSE;
+}
+
+typedef struct {
+  int fd;
+  GChecksum *sum;
+  guint8 *buf;
+  gsize len, cap;
+} Writer;
+
+static gboolean
+writer_flush (Writer *w, gboolean hash)
+{
+  if (hash)
+    g_checksum_update (w->sum, w->buf, w->len);
+  for (gsize done = 0; done < w->len;)
+    {
+      ssize_t k = write (w->fd, w->buf + done, w->len - done);
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return FALSE;
+      done += (gsize) k;
+    }
+  w->len = 0;
+  return TRUE;
+}
+
+static gboolean
+writer_put (Writer *w, const void *data, gsize n)
+{
+  if (w->len + n > w->cap && !writer_flush (w, TRUE))
+    return FALSE;
+  memcpy (w->buf + w->len, data, n);
+  w->len += n;
+  return TRUE;
+}
+
+static void
+header_bytes (const KsSparseTable *t, guint64 rows, guint8 out[HEADER_BYTES])
+{
+  guint32 u[4] = { GUINT32_TO_LE (FORMAT_VERSION), GUINT32_TO_LE ((guint32) t->config.embedx_dim),
+                   GUINT32_TO_LE ((guint32) t->config.rule),
+                   GUINT32_TO_LE ((guint32) (sizeof (guint64) + t->rec_size)) };
+  guint64 r = GUINT64_TO_LE (rows);
+  memcpy (out, MAGIC, 8);
+  memcpy (out + 8, u, sizeof u);
+  memcpy (out + 24, &r, 8);
+}
+
+static gboolean
+write_rows (KsSparseTable *t, Writer *w, KsSparseSaveMode mode, guint64 rows)
+{
+  guint8 header[HEADER_BYTES];
+  header_bytes (t, rows, header);
+  if (!writer_put (w, header, sizeof header))
+    return FALSE;
+  for (int k = 0; k < t->config.shard_num; k++)
+    {
+      Shard *s = &t->shards[k];
+      for (guint32 i = 0; i < s->cap; i++)
+        if (s->keys[i] != 0)
+          {
+            RowHead *h = record (t, s, s->rows[i]);
+            guint64 id = GUINT64_TO_LE (s->keys[i]);
+            if (!selected (&t->config, h, mode))
+              continue;
+            if (!(writer_put (w, &id, sizeof id) && writer_put (w, h, t->rec_size)))
+              return FALSE;
+            /* a delta or base save resets the row's delta_score: the file holds the row
+             * as the table will be after the save, so a resume continues from it */
+            if (mode != KS_SPARSE_SAVE_ALL)
+              {
+                float zero = 0;
+                memcpy (w->buf + w->len - t->rec_size + G_STRUCT_OFFSET (RowHead, delta_score),
+                        &zero, sizeof zero);
+              }
+          }
+    }
+  guint8 digest[DIGEST_BYTES];
+  gsize dlen = sizeof digest;
+  if (!writer_flush (w, TRUE))
+    return FALSE;
+  g_checksum_get_digest (w->sum, digest, &dlen);
+  return writer_put (w, digest, dlen) && writer_flush (w, FALSE);
+}
+
+gboolean
+ks_sparse_table_save (KsSparseTable *t, const char *path, KsSparseSaveMode mode, gsize *n_rows,
+                      GError **error)
+{
+  const KsSparseConfig *c = &t->config;
+  g_autofree char *tmp = g_strdup_printf ("%s.tmp-%d", path, (int) getpid ());
+  g_autofree char *dir = g_path_get_dirname (path);
+  guint64 rows = 0;
+
+  for (int k = 0; k < c->shard_num; k++)
+    {
+      Shard *s = &t->shards[k];
+      for (guint32 i = 0; i < s->cap; i++)
+        rows += s->keys[i] != 0 && selected (c, record (t, s, s->rows[i]), mode);
+    }
+
+  int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return ks_io_error (error, "cannot create", tmp);
+  Writer w = { fd, g_checksum_new (G_CHECKSUM_SHA256), g_malloc (4 << 20), 0, 4 << 20 };
+  gboolean ok = write_rows (t, &w, mode, rows);
+  ok = (ok || ks_io_error (error, "cannot write", tmp))
+       && (fsync (fd) == 0 || ks_io_error (error, "cannot fsync", tmp));
+  g_checksum_free (w.sum);
+  g_free (w.buf);
+  if (close (fd) != 0 && ok)
+    ok = ks_io_error (error, "cannot close", tmp);
+  if (ok && g_rename (tmp, path) != 0)
+    ok = ks_io_error (error, "cannot rename the new file to", path);
+  if (!ok)
+    {
+      g_unlink (tmp);
+      return FALSE;
+    }
+  int dfd = open (dir, O_RDONLY | O_CLOEXEC);
+  gboolean synced = dfd >= 0 && fsync (dfd) == 0;
+  if (dfd >= 0)
+    close (dfd);
+  if (!synced)
+    return ks_io_error (error, "cannot fsync the directory", dir);
+
+  /* written: now the delta counts restart (the rows a delta took, or all for a base) */
+  if (mode != KS_SPARSE_SAVE_ALL)
+    for (int k = 0; k < c->shard_num; k++)
+      {
+        Shard *s = &t->shards[k];
+        for (guint32 i = 0; i < s->cap; i++)
+          if (s->keys[i] != 0)
+            {
+              RowHead *h = record (t, s, s->rows[i]);
+              if (mode == KS_SPARSE_SAVE_BASE || selected (c, h, mode))
+                h->delta_score = 0;
+            }
+      }
+  if (n_rows)
+    *n_rows = (gsize) rows;
+  return TRUE;
+}
+
+/* ---- load ---- */
+
+static gboolean G_GNUC_PRINTF (4, 5)
+file_error (GError **error, KsCheckpointError code, const char *path, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  g_autofree char *msg = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  g_set_error (error, KS_CHECKPOINT_ERROR, code, "sparse table file %s: %s", path, msg);
+  return FALSE;
+}
+
+static gboolean
+read_full (int fd, guint8 *buf, gsize n)
+{
+  for (gsize done = 0; done < n;)
+    {
+      ssize_t k = read (fd, buf + done, n - done);
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return FALSE;
+      done += (gsize) k;
+    }
+  return TRUE;
+}
+
+static const char *
+rule_name (guint32 rule)
+{
+  static const char *const names[] = { "adagrad", "sgd", "adam" };
+  return rule < G_N_ELEMENTS (names) ? names[rule] : "unknown";
+}
+
+/* Checks one file whole and copies its rows of this server into `stage`. */
+static gboolean
+load_file (KsSparseTable *stage, const char *path, int index, int servers, GError **error)
+{
+  const gsize rec = sizeof (guint64) + stage->rec_size;
+  guint8 header[HEADER_BYTES], want[HEADER_BYTES];
+  struct stat st;
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ks_io_error (error, "cannot open sparse table file", path);
+  gboolean ok = FALSE;
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree guint8 *buf = NULL;
+
+  if (fstat (fd, &st) != 0)
+    {
+      ks_io_error (error, "cannot stat sparse table file", path);
+      goto out;
+    }
+  if (st.st_size < HEADER_BYTES + DIGEST_BYTES || !read_full (fd, header, sizeof header))
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "%lld bytes, shorter than a header and checksum: truncated or not a "
+                  "sparse table; use an intact copy", (long long) st.st_size);
+      goto out;
+    }
+  if (memcmp (header, MAGIC, 8) != 0)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_FORMAT, path,
+                  "not a ksdist sparse table file (no %s magic); check the path", MAGIC);
+      goto out;
+    }
+  guint32 version, dim, rule, per;
+  guint64 rows;
+  memcpy (&version, header + 8, 4);
+  memcpy (&dim, header + 12, 4);
+  memcpy (&rule, header + 16, 4);
+  memcpy (&per, header + 20, 4);
+  memcpy (&rows, header + 24, 8);
+  version = GUINT32_FROM_LE (version), dim = GUINT32_FROM_LE (dim), rule = GUINT32_FROM_LE (rule);
+  per = GUINT32_FROM_LE (per), rows = GUINT64_FROM_LE (rows);
+  if (version != FORMAT_VERSION)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_FORMAT, path,
+                  "format version %u, this build reads version %u; load it with the ksdist "
+                  "that wrote it", version, FORMAT_VERSION);
+      goto out;
+    }
+  if (dim != (guint32) stage->config.embedx_dim || rule != (guint32) stage->config.rule)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_MISMATCH, path,
+                  "saved with embedx_dim %u and rule %s, table %s has embedx_dim %d and rule "
+                  "%s; set [table.%s] as when it was saved", dim, rule_name (rule), stage->name,
+                  stage->config.embedx_dim, rule_name (stage->config.rule), stage->name);
+      goto out;
+    }
+  header_bytes (stage, rows, want);
+  if (per != rec || memcmp (header, want, HEADER_BYTES) != 0)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "header says %u bytes per row, the table's rows take %" G_GSIZE_FORMAT
+                  "; the header is damaged: use an intact copy", per, rec);
+      goto out;
+    }
+  if (rows > (guint64) G_MAXINT64 / rec
+      || (guint64) st.st_size != HEADER_BYTES + rows * rec + DIGEST_BYTES)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "%lld bytes, but its header's %" G_GUINT64_FORMAT " rows of %" G_GSIZE_FORMAT
+                  " bytes make %" G_GUINT64_FORMAT ": truncated or damaged; use an intact copy",
+                  (long long) st.st_size, rows, rec, HEADER_BYTES + rows * rec + DIGEST_BYTES);
+      goto out;
+    }
+  g_checksum_update (sum, header, sizeof header);
+
+  const gsize per_read = MAX ((gsize) (4 << 20) / rec, 1);
+  buf = g_malloc (per_read * rec);
+  for (guint64 done = 0; done < rows;)
+    {
+      gsize k = (gsize) MIN ((guint64) per_read, rows - done);
+      if (!read_full (fd, buf, k * rec))
+        {
+          ks_io_error (error, "cannot read sparse table file", path);
+          goto out;
+        }
+      g_checksum_update (sum, buf, k * rec);
+      for (gsize r = 0; r < k; r++)
+        {
+          guint64 id;
+          memcpy (&id, buf + r * rec, sizeof id);
+          id = GUINT64_FROM_LE (id);
+          if (id == 0 || id % (guint64) servers != (guint64) index)
+            continue;
+          gboolean made;
+          RowHead *h = ks_sparse_find_or_make (stage, id, &made);
+          memcpy (h, buf + r * rec + sizeof id, stage->rec_size);
+        }
+      done += k;
+    }
+  guint8 digest[DIGEST_BYTES], saved[DIGEST_BYTES];
+  gsize dlen = sizeof digest;
+  g_checksum_get_digest (sum, digest, &dlen);
+  if (!read_full (fd, saved, sizeof saved))
+    {
+      ks_io_error (error, "cannot read sparse table file", path);
+      goto out;
+    }
+  if (memcmp (digest, saved, sizeof digest) != 0)
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                  "its rows do not match its SHA-256: the file is damaged; use an intact copy");
+      goto out;
+    }
+  ok = TRUE;
+out:
+  close (fd);
+  return ok;
+}
+
+gboolean
+ks_sparse_table_load (KsSparseTable *t, const char *const *paths, gsize n_paths, int index,
+                      int servers, gboolean replace, gsize *n_rows, GError **error)
+{
+  g_return_val_if_fail (servers >= 1 && index >= 0 && index < servers, FALSE);
+  g_autoptr (KsSparseTable) stage = ks_sparse_table_new (t->name, &t->config);
+
+  for (gsize p = 0; p < n_paths; p++)
+    if (!load_file (stage, paths[p], index, servers, error))
+      return FALSE;
+  if (n_rows)
+    *n_rows = stage->size;
+  if (replace)
+    {
+      /* the staged rows become the table's; the old ones go with the stage */
+      Shard *shards = t->shards;
+      gsize size = t->size;
+      guint64 salt = t->salt;
+      t->shards = stage->shards, t->size = stage->size, t->salt = stage->salt;
+      stage->shards = shards, stage->size = size, stage->salt = salt;
+      return TRUE;
+    }
+  for (int k = 0; k < stage->config.shard_num; k++)
+    {
+      Shard *s = &stage->shards[k];
+      for (guint32 i = 0; i < s->cap; i++)
+        if (s->keys[i] != 0)
+          {
+            gboolean made;
+            RowHead *h = ks_sparse_find_or_make (t, s->keys[i], &made);
+            memcpy (h, record (stage, s, s->rows[i]), t->rec_size);
+          }
+    }
+  return TRUE;
+}
