@@ -157,6 +157,147 @@ test_stateless_optimizer (Fixture *f, gconstpointer data)
   drop (&b);
 }
 
+/* The error for two files of different saves in one checkpoint directory. */
+static char *
+mixed_message (const char *a, const char *b)
+{
+  return g_strdup_printf ("%s and %s are files of two different saves in one checkpoint "
+                          "directory: keep one save's files only (remove the others, or "
+                          "restore the directory whole from the run that saved it)", a, b);
+}
+
+/* Saves `t` at `step` as the directory `final` in two parts, as a pipeline's two stages
+ * would: fc1 in part 0, the rest in part 1. */
+static void
+save_two_parts (Trained *t, const char *final, gint64 step)
+{
+  const char *const part0_skip[] = { "fc2.w", "fc2.b", NULL };
+  const char *const part1_skip[] = { "fc1.w", "fc1.b", NULL };
+  g_autoptr (GError) error = NULL;
+  g_autofree char *tmp = ks_checkpoint_begin (final, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (ks_checkpoint_write_part (tmp, 0, 2, step, t->model, t->opt, NULL, part0_skip,
+                                           &error));
+  g_assert_true (ks_checkpoint_write_part (tmp, 1, 2, step, t->model, t->opt, NULL, part1_skip,
+                                           &error));
+  g_assert_true (ks_checkpoint_commit (tmp, final, 0, &error));
+  g_assert_no_error (error);
+}
+
+static void
+copy_file (const char *from_dir, const char *to_dir, const char *name)
+{
+  g_autofree char *from = g_build_filename (from_dir, name, NULL);
+  g_autofree char *to = g_build_filename (to_dir, name, NULL);
+  g_autofree char *bytes = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (from, &bytes, &len, NULL));
+  g_assert_true (g_file_set_contents (to, bytes, len, NULL));
+}
+
+/* The load of `ck` fails naming the files `a` and `b` of it, as different saves', and
+ * leaves the model as it was; its metadata (what `ksdist generate` reads first) too. */
+static void
+assert_mixed (Fixture *f, const char *ck, const char *a, const char *b)
+{
+  Trained fresh, b_model;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *path_a = g_build_filename (ck, a, NULL);
+  g_autofree char *path_b = g_build_filename (ck, b, NULL);
+  g_autofree char *want = mixed_message (path_a, path_b);
+
+  make (f, &fresh, 8, FALSE);
+  make (f, &b_model, 8, FALSE);
+  g_assert_false (ks_checkpoint_load (ck, b_model.model, b_model.opt, NULL, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT);
+  g_assert_cmpstr (error->message, ==, want);
+  assert_same_parameters (&fresh, &b_model);
+  g_clear_error (&error);
+  g_assert_null (ks_checkpoint_metadata (ck, &error));
+  g_assert_cmpstr (error->message, ==, want);
+  drop (&fresh);
+  drop (&b_model);
+}
+
+/* A pipeline's part and its optimizer's state copied from another run's save of the same
+ * step are refused, naming both parts (the step alone tied the parts together once). */
+static void
+test_swapped_parts (Fixture *f, gconstpointer data)
+{
+  Trained a, other, b;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *mine = g_build_filename (f->dir, "run", "checkpoint-5", NULL);
+  g_autofree char *theirs = g_build_filename (f->dir, "other-run", "checkpoint-5", NULL);
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 5);
+  make (f, &other, 8, FALSE);
+  steps (f, &other, 2); /* another run: other values at its step 5 */
+  save_two_parts (&a, mine, 5);
+  save_two_parts (&other, theirs, 5);
+  copy_file (theirs, mine, "stage-1-of-2.safetensors");
+  copy_file (theirs, mine, "optimizer-stage-1-of-2.safetensors");
+  assert_mixed (f, mine, "stage-0-of-2.safetensors", "stage-1-of-2.safetensors");
+  /* the run it came from still loads */
+  make (f, &b, 8, FALSE);
+  g_assert_true (ks_checkpoint_load (theirs, b.model, b.opt, NULL, NULL, &error));
+  g_assert_no_error (error);
+  assert_same_parameters (&other, &b);
+  drop (&a);
+  drop (&other);
+  drop (&b);
+}
+
+/* A whole checkpoint (model.safetensors and optimizer.safetensors) beside a pipeline's
+ * parts is refused, naming model.safetensors and a part (it used to win silently). */
+static void
+test_whole_beside_parts (Fixture *f, gconstpointer data)
+{
+  Trained a;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *parts = g_build_filename (f->dir, "parts", "checkpoint-5", NULL);
+  g_autofree char *whole_dir = g_build_filename (f->dir, "whole", NULL);
+  g_autofree char *whole = g_build_filename (whole_dir, "checkpoint-5", NULL);
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 5);
+  save_two_parts (&a, parts, 5);
+  g_assert_true (ks_checkpoint_save (whole_dir, 5, a.model, a.opt, NULL, 0, &error));
+  g_assert_no_error (error);
+  copy_file (whole, parts, "model.safetensors");
+  copy_file (whole, parts, "optimizer.safetensors");
+  assert_mixed (f, parts, "model.safetensors", "stage-0-of-2.safetensors");
+  drop (&a);
+}
+
+/* Parts written before they named their save still load, with a warning; one part of a
+ * new save beside one without the name is refused. */
+static void
+test_parts_without_save_id (Fixture *f, gconstpointer data)
+{
+  Trained a, b;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *ck = g_build_filename (f->dir, "checkpoint-5", NULL);
+  g_autofree char *part0 = g_build_filename (ck, "stage-0-of-2.safetensors", NULL);
+  g_autofree char *part1 = g_build_filename (ck, "stage-1-of-2.safetensors", NULL);
+
+  make (f, &a, 8, FALSE);
+  steps (f, &a, 5);
+  save_two_parts (&a, ck, 5);
+  ks_test_edit_header (part1, "\"save_id\":", "\"sav_id\":", TRUE, 0);
+  assert_mixed (f, ck, "stage-0-of-2.safetensors", "stage-1-of-2.safetensors");
+  ks_test_edit_header (part0, "\"save_id\":", "\"sav_id\":", TRUE, 0);
+  make (f, &b, 8, FALSE);
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*pipeline parts do not name their save*");
+  g_assert_true (ks_checkpoint_load (ck, b.model, NULL, NULL, NULL, &error));
+  g_test_assert_expected_messages ();
+  g_assert_no_error (error);
+  assert_same_parameters (&a, &b);
+  drop (&a);
+  drop (&b);
+}
+
 /* A checkpoint in two parts (as a pipeline's stages write it): fc1 in part 0, fc2 and
  * the rest in part 1 (fc1 left out of it, as a shared parameter is). It loads into the
  * whole model and goes on bitwise; nothing is there until commit; a missing part or a
@@ -202,8 +343,8 @@ test_parts (Fixture *f, gconstpointer data)
   ks_checkpoint_abort (tmp6);
   g_assert_false (ks_checkpoint_load (final, b.model, b.opt, &step, NULL, &error));
   g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT);
-  g_autofree char *want = g_strdup_printf ("%s: step 6, but part 0 is of step 5: the parts are of "
-                                           "different saves", part1);
+  g_autofree char *part0 = g_build_filename (final, "stage-0-of-2.safetensors", NULL);
+  g_autofree char *want = mixed_message (part0, part1);
   g_assert_cmpstr (error->message, ==, want);
   g_clear_error (&error);
 
@@ -659,8 +800,8 @@ test_format_1 (Fixture *f, gconstpointer data)
   drop (&b);
 }
 
-/* Temporary directories of killed writers on this host are removed by the next save;
- * those of live writers stay. */
+/* Temporary directories of killed writers on this host are removed by the next save, and
+ * so are this process id's of the same checkpoint; those of live writers stay. */
 static void
 test_stale_temporaries (Fixture *f, gconstpointer data)
 {
@@ -676,7 +817,10 @@ test_stale_temporaries (Fixture *f, gconstpointer data)
                                            g_get_host_name (), (int) getppid ());
   g_autofree char *other = g_strdup_printf ("%s/.tmp-checkpoint-7@another-host-%d", f->dir,
                                             (int) dead);
-  const char *dirs[] = { gone, gone_old, live, other };
+  /* a save of checkpoint-1 by a crashed writer whose process id this one has now */
+  g_autofree char *own = g_strdup_printf ("%s/.tmp-checkpoint-1.0123abcd@%s-%d", f->dir,
+                                          g_get_host_name (), (int) getpid ());
+  const char *dirs[] = { gone, gone_old, live, other, own };
   for (guint i = 0; i < G_N_ELEMENTS (dirs); i++)
     {
       g_assert_cmpint (g_mkdir_with_parents (dirs[i], 0755), ==, 0);
@@ -687,6 +831,7 @@ test_stale_temporaries (Fixture *f, gconstpointer data)
   drop (&a);
   g_assert_false (g_file_test (gone, G_FILE_TEST_EXISTS));
   g_assert_false (g_file_test (gone_old, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (own, G_FILE_TEST_EXISTS));
   g_assert_true (g_file_test (live, G_FILE_TEST_IS_DIR));
   g_assert_true (g_file_test (other, G_FILE_TEST_IS_DIR));
 }
@@ -1009,6 +1154,9 @@ main (int argc, char **argv)
   ADD ("keep-last", test_keep_last);
   ADD ("stateless-optimizer", test_stateless_optimizer);
   ADD ("parts", test_parts);
+  ADD ("swapped-parts", test_swapped_parts);
+  ADD ("whole-beside-parts", test_whole_beside_parts);
+  ADD ("parts-without-save-id", test_parts_without_save_id);
   ADD ("damaged", test_damaged);
   ADD ("hostile", test_hostile);
   ADD ("seal-spacing", test_seal_spacing);

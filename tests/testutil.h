@@ -73,6 +73,10 @@ float *ks_test_random_floats (GRand *rng, gsize n, double lo, double hi);
 /* The float32 data of a safetensors file, after its JSON header (g_free); asserts it
  * can be read. */
 float *ks_test_safetensors_floats (const char *file, gsize *n);
+/* A checkpoint file's bytes with the values that differ between two saves of one state
+ * as '0's: its save's identity, and the seals that cover it; what a resumed run's file
+ * must match bitwise. */
+GBytes *ks_test_checkpoint_bytes (const char *file);
 
 /* Collective tests: what rank r contributes at index i (distinct per rank, exact in
  * float32, float64, int32 and int64, products of up to 4 ranks below 2^24), the

@@ -154,10 +154,11 @@ run_export (int argc, char **argv)
       ks_cli_error ("%s", error->message);
       return KS_EXIT_USAGE;
     }
-  /* the source's metadata (config, GPT shape, vocabulary, step) without its own seal and
-   * format; "pt" as PyTorch's safetensors files say */
-  static const char *const dropped[] = { KS_SEAL_KEY, "format", "version", "rng_state",
-                                         KS_INFERENCE_GRAPH_KEY, NULL };
+  /* the source's metadata (config, GPT shape, vocabulary, step) without its own seal,
+   * save and format; "pt" as PyTorch's safetensors files say */
+  static const char *const dropped[] = { KS_SEAL_KEY, KS_CHECKPOINT_SAVE_KEY, "format",
+                                         "version", "rng_state", KS_INFERENCE_GRAPH_KEY,
+                                         NULL };
   g_autoptr (GHashTable) meta = g_hash_table_new (g_str_hash, g_str_equal);
   GHashTableIter it;
   gpointer k, v;

@@ -3,9 +3,10 @@
  * A checkpoint is a directory DIR/checkpoint-<step>/ holding model.safetensors: the
  * parameters under their names, and in the header's __metadata__ the format
  * ("ksdist-checkpoint"), its version, the step, the model's dropout counter (rng_state,
- * restored on load), the file's seal (a SHA-256 of all of it, below) and the caller's own
- * entries; and beside it optimizer.safetensors: the optimizer's state as
- * optim.<i>.<name>, the optimizer, its step and the weights file's seal (model_sha256).
+ * restored on load), the file's seal (a SHA-256 of all of it, below), the save's identity
+ * (save_id, the same in every file of one save) and the caller's own entries; and beside
+ * it optimizer.safetensors: the optimizer's state as optim.<i>.<name>, the optimizer, its
+ * step and the weights file's seal (model_sha256).
  * Other tools read the weights as plain safetensors. It is written under a temporary name, fsynced, then
  * renamed, so a crash leaves the previous checkpoints and no half-written one. */
 #ifndef KSDIST_CHECKPOINT_H
@@ -44,6 +45,9 @@ gboolean ks_safetensors_check (const char *file, const char *bytes, gsize len,
 /* Sealed files: a safetensors file whose __metadata__ holds "sha256": the SHA-256 of the
  * whole file (length, header, data) computed with those 64 digits as '0'. */
 #define KS_SEAL_KEY "sha256"
+/* The metadata key of the save a checkpoint's file is of: the same in every file of one
+ * save (see ks_checkpoint_begin), another in each save. */
+#define KS_CHECKPOINT_SAVE_KEY "save_id"
 /* Writes the digest into `json` (the header, `json_len` bytes, holding "sha256":"0…0"
  * once) for the data `chunks`; FALSE when the header has no such place. */
 gboolean ks_seal_fill (char *json, gsize json_len, const guint8 *const *chunks,
@@ -69,9 +73,12 @@ void ks_checkpoint_remove_stale (const char *parent, const char *prefix);
  * .safetensors (model.safetensors when parts is 1), leaving out the parameters named in
  * `skip` (NULL-terminated, may be NULL: a shared one another part holds) and their state;
  * once every part is written the first commits: fsync, rename over `final`, keep the
- * newest `keep` checkpoints of its directory (0: all). ks_checkpoint_load reads either
- * form into any model whose tensors the files hold: a pipeline's parts into one process,
- * a whole checkpoint into each stage. Abort removes an unfinished directory. */
+ * newest `keep` checkpoints of its directory (0: all). Each part records the save's
+ * identity, which follows from the temporary directory's name (random for each begin), so
+ * the parts of one save must be written into the directory begin returned, under the name
+ * it returned. ks_checkpoint_load reads either form into any model whose tensors the files
+ * hold: a pipeline's parts into one process, a whole checkpoint into each stage; a file of
+ * another save beside them is refused. Abort removes an unfinished directory. */
 char *ks_checkpoint_begin (const char *final, GError **error);
 gboolean ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step,
                                    KsModel *model, KsOptimizer *optimizer,

@@ -28,6 +28,9 @@
 #define PART_PREFIX "stage-" /* stage-<s>-of-<n>.safetensors: a pipeline stage's part */
 #define MAX_PARTS 4095
 #define PREFIX "checkpoint-"
+/* every file of one save names it: the parts of a pipeline are written by several
+ * processes, and a part copied from another save must not pass for this one's */
+#define SAVE_KEY KS_CHECKPOINT_SAVE_KEY
 /* the largest step or optimizer step a checkpoint may give: far beyond any run, far from
  * overflowing the arithmetic done with it */
 #define MAX_STEP (G_GINT64_CONSTANT (1) << 53)
@@ -311,12 +314,33 @@ ks_checkpoint_remove_stale (const char *parent, const char *prefix)
     }
 }
 
+/* Removes the temporary directories of `base` that a crashed writer with this process id
+ * left (their random part differs; a process id may come again, in a container). */
+static void
+remove_own_leftovers (const char *parent, const char *base)
+{
+  g_autoptr (GDir) d = g_dir_open (parent, 0, NULL);
+  g_autofree char *start = g_strdup_printf (".tmp-%s.", base);
+  g_autofree char *end = g_strdup_printf ("@%s-%d", g_get_host_name (), (int) getpid ());
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    if (g_str_has_prefix (name, start) && g_str_has_suffix (name, end))
+      {
+        g_autofree char *path = g_build_filename (parent, name, NULL);
+        remove_tree (path);
+      }
+}
+
 char *
 ks_checkpoint_begin (const char *final, GError **error)
 {
   g_autofree char *parent = g_path_get_dirname (final);
   g_autofree char *base = g_path_get_basename (final);
-  char *tmp = ks_checkpoint_temporary_name (parent, ".tmp-", base);
+  /* random, so that the save's identity (save_of) is this save's alone */
+  g_autofree char *unique = g_strdup_printf ("%s.%08x%08x%08x%08x", base, g_random_int (),
+                                             g_random_int (), g_random_int (), g_random_int ());
+  char *tmp = ks_checkpoint_temporary_name (parent, ".tmp-", unique);
 
   if (g_mkdir_with_parents (parent, 0755) != 0)
     {
@@ -324,7 +348,7 @@ ks_checkpoint_begin (const char *final, GError **error)
       g_free (tmp);
       return NULL;
     }
-  remove_tree (tmp); /* left by a crashed run of this process id */
+  remove_own_leftovers (parent, base);
   ks_checkpoint_remove_stale (parent, ".tmp-");
   if (g_mkdir (tmp, 0755) != 0)
     {
@@ -351,9 +375,20 @@ ks_string_table_copy (GHashTable *from)
   return table;
 }
 
-/* The metadata every file of a checkpoint carries: `extra`, the step, the format. */
+/* The identity of the save being written into `tmp`: every part of it is written into
+ * that directory, whose name ks_checkpoint_begin made unique, so the processes writing
+ * the parts agree on it without telling each other anything more. */
+static char *
+save_of (const char *tmp)
+{
+  g_autofree char *name = g_path_get_basename (tmp);
+  return g_compute_checksum_for_string (G_CHECKSUM_SHA256, name, -1);
+}
+
+/* The metadata every file of a checkpoint carries: `extra`, the step, the format, the
+ * save it is of. */
 static GHashTable *
-file_metadata (GHashTable *extra, gint64 step, int part, int parts)
+file_metadata (GHashTable *extra, const char *save, gint64 step, int part, int parts)
 {
   GHashTable *meta = ks_string_table_copy (extra);
 
@@ -361,6 +396,7 @@ file_metadata (GHashTable *extra, gint64 step, int part, int parts)
     g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
   g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
   g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
+  g_hash_table_insert (meta, g_strdup (SAVE_KEY), g_strdup (save));
   if (parts > 1)
     {
       g_hash_table_insert (meta, g_strdup ("part"), g_strdup_printf ("%d", part));
@@ -391,7 +427,8 @@ ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsM
                           KsOptimizer *optimizer, GHashTable *metadata, const char *const *skip,
                           GError **error)
 {
-  g_autoptr (GHashTable) meta = file_metadata (metadata, step, part, parts);
+  g_autofree char *save = save_of (tmp);
+  g_autoptr (GHashTable) meta = file_metadata (metadata, save, step, part, parts);
   g_autofree char *name = part_file (part, parts), *optim_name = optim_file (part, parts);
   g_autofree char *file = g_build_filename (tmp, name, NULL);
   g_autofree char *optim_path = g_build_filename (tmp, optim_name, NULL);
@@ -415,7 +452,7 @@ ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsM
   if (optimizer == NULL)
     return TRUE;
   /* the weights file stays what any safetensors reader expects; the state names it */
-  g_autoptr (GHashTable) optim_meta = file_metadata (NULL, step, part, parts);
+  g_autoptr (GHashTable) optim_meta = file_metadata (NULL, save, step, part, parts);
   g_hash_table_insert (optim_meta, g_strdup ("optimizer"), g_strdup (ks_optimizer_name (optimizer)));
   g_hash_table_insert (optim_meta, g_strdup ("optimizer_step"),
                        g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
@@ -688,6 +725,12 @@ part_free (gpointer p)
   g_free (part);
 }
 
+static const char *
+save_id (Part *part)
+{
+  return json_object_get_string_member_with_default (part->meta, SAVE_KEY, NULL);
+}
+
 static Part *
 open_part (const char *dir, const char *name, GError **error)
 {
@@ -703,29 +746,80 @@ open_part (const char *dir, const char *name, GError **error)
   return part;
 }
 
+/* The number of parts whose layout the file name `name` belongs to: 1 for
+ * model.safetensors and optimizer.safetensors, n for stage-<s>-of-<n>.safetensors and its
+ * optimizer's file; 0 for a name that is none of a checkpoint's. */
+static int
+parts_of_name (const char *name)
+{
+  const char *weights = g_str_has_prefix (name, OPTIM_PREFIX PART_PREFIX)
+                            ? name + strlen (OPTIM_PREFIX) : name;
+  int part, parts;
+
+  if (strcmp (name, FILE_NAME) == 0 || strcmp (name, OPTIM_FILE) == 0)
+    return 1;
+  if (sscanf (weights, PART_PREFIX "%4d-of-%4d", &part, &parts) != 2 || parts < 2
+      || parts > MAX_PARTS || part < 0 || part >= parts)
+    return 0;
+  g_autofree char *exact = part_file (part, parts);
+  return strcmp (weights, exact) == 0 ? parts : 0;
+}
+
+/* Two files of one checkpoint directory that are not of one save. */
+static gboolean
+mixed (GError **error, const char *a, const char *b)
+{
+  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT,
+               "%s and %s are files of two different saves in one checkpoint directory: keep "
+               "one save's files only (remove the others, or restore the directory whole from "
+               "the run that saved it)", a, b);
+  return FALSE;
+}
+
+/* Weights files first, then by name: the message names the same two files every time. */
+static gint
+weights_first (gconstpointer a, gconstpointer b)
+{
+  const char *x = *(const char *const *) a, *y = *(const char *const *) b;
+  int ox = g_str_has_prefix (x, OPTIM_PREFIX), oy = g_str_has_prefix (y, OPTIM_PREFIX);
+  return ox != oy ? ox - oy : strcmp (x, y);
+}
+
+/* How many parts the checkpoint `path` has, from its file names (1 when it has none); a
+ * whole checkpoint's file beside a pipeline's parts, or parts of two counts, are refused. */
+static gboolean
+count_parts (const char *path, int *n, GError **error)
+{
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    if (parts_of_name (name) > 0)
+      g_ptr_array_add (names, g_strdup (name));
+  g_ptr_array_sort (names, weights_first);
+  *n = names->len > 0 ? parts_of_name (g_ptr_array_index (names, 0)) : 1;
+  for (guint i = 1; i < names->len; i++)
+    if (parts_of_name (g_ptr_array_index (names, i)) != *n)
+      {
+        g_autofree char *a = g_build_filename (path, g_ptr_array_index (names, 0), NULL);
+        g_autofree char *b = g_build_filename (path, g_ptr_array_index (names, i), NULL);
+        return mixed (error, a, b);
+      }
+  return TRUE;
+}
+
 /* The files of the checkpoint directory `path`, read and checked: model.safetensors, or
- * a pipeline's stage-<s>-of-<n>.safetensors, all n of them of one step. */
+ * a pipeline's stage-<s>-of-<n>.safetensors, all n of them of one save. */
 static GPtrArray *
 open_parts (const char *path, GError **error)
 {
   g_autoptr (GPtrArray) parts = g_ptr_array_new_with_free_func (part_free);
-  g_autofree char *whole = g_build_filename (path, FILE_NAME, NULL);
-  g_autoptr (GDir) d = NULL;
-  const char *name;
-  int n = 0;
+  int n;
   Part *part;
 
-  if (!g_file_test (whole, G_FILE_TEST_EXISTS) && (d = g_dir_open (path, 0, NULL)) != NULL)
-    while ((name = g_dir_read_name (d)) != NULL)
-      if (sscanf (name, PART_PREFIX "0-of-%d.safetensors", &n) == 1 && n >= 2 && n <= MAX_PARTS)
-        break;
-  if (n < 2) /* a whole checkpoint, or none: its file says which */
-    {
-      if ((part = open_part (path, FILE_NAME, error)) == NULL)
-        return NULL;
-      g_ptr_array_add (parts, part);
-      return g_steal_pointer (&parts);
-    }
+  if (!count_parts (path, &n, error))
+    return NULL;
   for (int i = 0; i < n; i++)
     {
       g_autofree char *file = part_file (i, n);
@@ -733,27 +827,33 @@ open_parts (const char *path, GError **error)
       GError *local = NULL;
       if ((part = open_part (path, file, &local)) == NULL)
         {
-          if (g_error_matches (local, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO))
+          if (n > 1 && g_error_matches (local, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO))
             g_prefix_error (&local, "%s is a pipeline's checkpoint of %d stages, but part %d "
                             "cannot be read: ", path, n, i);
           g_propagate_error (error, local);
           return NULL;
         }
       g_ptr_array_add (parts, part);
+      if (n == 1)
+        break;
+      Part *first = g_ptr_array_index (parts, 0);
       if (!meta_number (part->file, part->meta, "part", i, i, -1, &index, error)
           || !meta_number (part->file, part->meta, "parts", n, n, -1, &count, error))
         return NULL;
-      const char *step = json_object_get_string_member_with_default (part->meta, "step", "");
-      const char *first = json_object_get_string_member_with_default (
-          ((Part *) g_ptr_array_index (parts, 0))->meta, "step", "");
-      if (strcmp (step, first) != 0)
+      /* the step too: parts written before they named their save */
+      if (g_strcmp0 (save_id (part), save_id (first)) != 0
+          || g_strcmp0 (json_object_get_string_member_with_default (part->meta, "step", NULL),
+                        json_object_get_string_member_with_default (first->meta, "step", NULL))
+                 != 0)
         {
-          corrupt (error, KS_CHECKPOINT_ERROR_CORRUPT, part->file,
-                   "step %s, but part 0 is of step %s: the parts are of different saves", step,
-                   first);
+          mixed (error, first->file, part->file);
           return NULL;
         }
     }
+  if (n > 1 && save_id (g_ptr_array_index (parts, 0)) == NULL)
+    g_warning ("%s: written by an older ksdist, whose pipeline parts do not name their save: "
+               "a part copied from another save of the same step would not be noticed; a new "
+               "save names it", path);
   return g_steal_pointer (&parts);
 }
 
