@@ -127,13 +127,13 @@ TESTS += tests/test-pipe-train
 if HAVE_ZMQ
 check_PROGRAMS += tests/test-ps
 tests_test_ps_SOURCES = tests/test-ps.c tests/ps-harness.c tests/ps-harness.h \
-	plugins/transpiler/wire.c
+	plugins/ps/wire.c
 tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps
 check_PROGRAMS += tests/test-pslib
 tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harness.h \
-	plugins/transpiler/wire.c
+	plugins/ps/wire.c
 tests_test_pslib_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib

@@ -3,7 +3,7 @@
 #define KS_PS_HARNESS_H
 
 #include "testutil.h"
-#include "../plugins/transpiler/wire.h"
+#include "../plugins/ps/wire.h"
 
 #include <gio/gio.h>
 

@@ -15,12 +15,12 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
-#include "../transpiler/client.h"
-#include "../transpiler/job.h"
-#include "../transpiler/server.h"
-#include "../transpiler/settings.h"
-#include "../transpiler/shard.h"
-#include "../transpiler/worker.h"
+#include "ps/client.h"
+#include "ps/job.h"
+#include "ps/server.h"
+#include "ps/settings.h"
+#include "ps/shard.h"
+#include "ps/worker.h"
 #include "rows.h"
 #include "sparse-worker.h"
 

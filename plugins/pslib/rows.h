@@ -8,7 +8,7 @@
 #ifndef KS_PSLIB_ROWS_H
 #define KS_PSLIB_ROWS_H
 
-#include "../transpiler/wire.h"
+#include "ps/wire.h"
 
 #include <ksdist/ksdist.h>
 #include <ksdist/sparse.h>

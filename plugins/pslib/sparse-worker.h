@@ -5,7 +5,7 @@
 #ifndef KS_PSLIB_SPARSE_WORKER_H
 #define KS_PSLIB_SPARSE_WORKER_H
 
-#include "../transpiler/client.h"
+#include "ps/client.h"
 
 typedef struct PsSparseWorker PsSparseWorker;
 

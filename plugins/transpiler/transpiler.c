@@ -16,12 +16,12 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
-#include "client.h"
-#include "job.h"
-#include "server.h"
-#include "settings.h"
-#include "shard.h"
-#include "worker.h"
+#include "ps/client.h"
+#include "ps/job.h"
+#include "ps/server.h"
+#include "ps/settings.h"
+#include "ps/shard.h"
+#include "ps/worker.h"
 
 #include <string.h>
 
