@@ -15,7 +15,7 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
-#include "buckets.h"
+#include "average/buckets.h"
 #include "checkpoint.h"
 
 #include <string.h>

@@ -15,6 +15,7 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
+#include "average/buckets.h"
 #include "ps/client.h"
 #include "ps/job.h"
 #include "ps/server.h"
@@ -26,6 +27,9 @@
 
 #include <string.h>
 
+/* with dense = allreduce: gradients averaged in buckets of 4 MiB, as the collective mode's
+ * default bucket_kb */
+#define BUCKET_FLOATS ((gsize) 1 << 20)
 #define DENSE_DIR "dense" /* with dense = allreduce: worker 0's checkpoint of the dense part */
 
 typedef struct {
@@ -48,6 +52,7 @@ typedef struct {
   const KsConfig *config; /* its [table.NAME] groups */
   /* from the backward */
   KsModel *model;
+  Buckets *buckets; /* dense = allreduce over 2 or more workers: averaging while backward runs */
   PsLayout *layout; /* of the dense parameters */
   /* a worker's */
   PsClient *client;
@@ -405,6 +410,10 @@ pslib_run_server (void *ctx, GError **error)
 static void
 dist_destroy (void *ctx)
 {
+  Pslib *p = ctx;
+  if (p->buckets != NULL)
+    ks_model_set_grad_ready (p->model, NULL, NULL); /* the model outlives its optimizer */
+  g_clear_pointer (&p->buckets, ks_buckets_free);
 }
 
 static gboolean
@@ -452,16 +461,24 @@ allreduce_apply (Pslib *p, KsModel *model, const KsParamGrad *pairs, gsize n_pai
 {
   KsComm *comm = ks_role_maker_worker_comm (p->role);
   g_autoptr (GArray) dense = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
-  KsArena *grads = ks_model_gradients (model);
 
   for (gsize i = 0; i < n_pairs; i++)
     {
       if (is_rows (p, pairs[i].param))
         continue;
       g_array_append_val (dense, pairs[i]);
-      const KsTensor *g = ks_arena_tensor (grads, ks_expr_name (pairs[i].param));
-      if (comm != NULL
-          && !ks_comm_allreduce (comm, g->data, g->numel, KS_DTYPE_FLOAT32, KS_REDUCE_AVG, error))
+    }
+  if (comm != NULL && ks_comm_size (comm) > 1)
+    {
+      /* the collective mode's averaging: from the second step on, each bucket while the
+       * backward goes on (the first step's buckets are all averaged here) */
+      if (p->buckets == NULL)
+        {
+          p->buckets = ks_buckets_new (model, comm, (const KsParamGrad *) dense->data, dense->len,
+                                       BUCKET_FLOATS);
+          ks_model_set_grad_ready (model, ks_buckets_ready, p->buckets);
+        }
+      if (!ks_buckets_finish (p->buckets, error))
         return FALSE;
     }
   return p->inner_ops->apply_gradients (p->inner, model, (KsParamGrad *) dense->data, dense->len,

@@ -99,18 +99,23 @@ ks_buckets_new (KsModel *model, KsComm *comm, const KsParamGrad *pairs, gsize n_
     {
       Bucket *b = &s->bucket[s->n];
       gsize end = slots[i].offset + slots[i].numel;
+      if (b->params > 0 && end != b->offset)
+        b = &s->bucket[++s->n]; /* a gap (a gradient not averaged, as pslib's rows): a
+                                 * bucket covers its own gradients only */
       if (b->params == 0)
         b->offset = end;
       b->count += b->offset - slots[i].offset; /* grows down to this parameter */
       b->offset = slots[i].offset;
       b->params++;
       g_hash_table_insert (s->of_param, slots[i].param, b);
-      if (b->count >= bucket_floats || i + 1 == n_pairs)
+      if (b->count >= bucket_floats)
         s->n++;
     }
+  if (n_pairs > 0 && s->bucket[s->n].params > 0)
+    s->n++;
   for (guint i = 0; i < s->n; i++)
     s->bucket[i].pending = s->bucket[i].params;
-  g_debug ("collective: %zu gradients in %u buckets of about %zu KiB, averaged while backward "
+  g_debug ("%zu gradients in %u buckets of about %zu KiB, averaged while backward "
            "runs", n_pairs, s->n, bucket_floats * sizeof (float) / 1024);
   g_mutex_init (&s->lock);
   g_cond_init (&s->idle);
@@ -162,7 +167,7 @@ ks_buckets_finish (Buckets *s, GError **error)
   if (s->failure != NULL)
     {
       g_propagate_prefixed_error (error, g_steal_pointer (&s->failure),
-                                  "collective: averaging gradients: ");
+                                  "averaging gradients: ");
       ok = FALSE;
     }
   for (guint i = 0; i < s->n; i++)

@@ -3,9 +3,11 @@
  * the loss, whose gradients are ready first), into contiguous ranges of about
  * bucket_floats. The model's grad_ready callback counts a bucket's parameters down, and
  * a complete bucket goes to a communication thread for its allreduce; finish waits for
- * them all. Every rank launches the buckets in the same order (the graph's). */
-#ifndef KS_COLLECTIVE_BUCKETS_H
-#define KS_COLLECTIVE_BUCKETS_H
+ * them all. Every rank launches the buckets in the same order (the graph's). A bucket
+ * holds only the pairs' gradients: one that is not averaged (pslib's sparse rows) splits
+ * them. The one averaging path of the collective mode and pslib's dense = allreduce. */
+#ifndef KS_AVERAGE_BUCKETS_H
+#define KS_AVERAGE_BUCKETS_H
 
 #include <ksdist/ksdist.h>
 
