@@ -836,6 +836,30 @@ test_stale_temporaries (Fixture *f, gconstpointer data)
   g_assert_true (g_file_test (other, G_FILE_TEST_IS_DIR));
 }
 
+/* A step saved again replaces its checkpoint whole (not file by file: the optimizer's
+ * state of the first save does not stay beside the second's weights), and leaves nothing
+ * hidden beside it. */
+static void
+test_saved_again (Fixture *f, gconstpointer data)
+{
+  Trained a;
+  g_autofree char *optim = g_build_filename (f->dir, "checkpoint-2", "optimizer.safetensors",
+                                             NULL);
+  g_autoptr (GError) error = NULL;
+  const char *name;
+
+  make (f, &a, 4, FALSE);
+  g_assert_true (ks_checkpoint_save (f->dir, 2, a.model, a.opt, NULL, 0, &error));
+  g_assert_true (g_file_test (optim, G_FILE_TEST_IS_REGULAR));
+  g_assert_true (ks_checkpoint_save (f->dir, 2, a.model, NULL, NULL, 0, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (optim, G_FILE_TEST_EXISTS));
+  g_autoptr (GDir) d = g_dir_open (f->dir, 0, NULL);
+  while ((name = g_dir_read_name (d)) != NULL)
+    g_assert_cmpstr (name, ==, "checkpoint-2");
+  drop (&a);
+}
+
 /* The graph's JSON in an inference model's metadata. */
 static char *
 graph_of (const char *dir)
@@ -1163,6 +1187,7 @@ main (int argc, char **argv)
   ADD ("format-1", test_format_1);
   ADD ("one-file-layout", test_one_file_layout);
   ADD ("stale-temporaries", test_stale_temporaries);
+  ADD ("saved-again", test_saved_again);
   ADD ("inference-model", test_inference_model);
   ADD ("inference-free-batch", test_inference_free_batch);
   ADD ("train-export", test_train_export);

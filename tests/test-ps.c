@@ -458,6 +458,60 @@ test_nonfinite_push (void)
     }
 }
 
+static gint
+by_name (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* A job's checkpoints are committed as the library commits every checkpoint: the
+ * temporaries of killed writers are removed (the library's names and the older ".partial-"
+ * ones), none of this save is left, and keep-pruning removes only checkpoint-<step>
+ * directories, leaving a user's "checkpoint-1.notes" beside them. */
+static void
+test_checkpoint_commit (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_autofree char *o = NULL, *e = NULL;
+  pid_t dead;
+
+  if (!have_transpiler ())
+    return;
+  if ((dead = fork ()) == 0)
+    _exit (0);
+  g_assert_cmpint (waitpid (dead, NULL, 0), ==, dead);
+  g_autofree char *notes = g_build_filename (ckpt, "checkpoint-1.notes", NULL);
+  g_autofree char *stale = g_strdup_printf ("%s/.tmp-checkpoint-3.0123abcd@%s-%d", ckpt,
+                                            g_get_host_name (), (int) dead);
+  g_autofree char *partial = g_strdup_printf ("%s/.partial-checkpoint-3@%s-%d", ckpt,
+                                              g_get_host_name (), (int) dead);
+  const char *dirs[] = { notes, stale, partial };
+  for (guint i = 0; i < G_N_ELEMENTS (dirs); i++)
+    {
+      g_assert_cmpint (g_mkdir_with_parents (dirs[i], 0755), ==, 0);
+      g_free (ks_test_write (dirs[i], "job.json", "{}"));
+    }
+  g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "1"),
+                        ARGS ("train.steps=4", "train.log_every=4", "train.checkpoint_every=2",
+                              "train.keep=1", set_ckpt),
+                        &o, &e),
+                   ==, 0);
+  g_autoptr (GDir) d = g_dir_open (ckpt, 0, NULL);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  const char *name;
+  while ((name = g_dir_read_name (d)) != NULL)
+    g_ptr_array_add (names, g_strdup (name));
+  g_ptr_array_sort (names, by_name);
+  g_ptr_array_add (names, NULL);
+  g_autofree char *listed = g_strjoinv (" ", (char **) names->pdata);
+  g_assert_cmpstr (listed, ==, "checkpoint-1.notes checkpoint-4");
+  g_autofree char *job = g_build_filename (ckpt, "checkpoint-4", "job.json", NULL);
+  g_assert_true (g_file_test (job, G_FILE_TEST_IS_REGULAR));
+  ks_test_rmtree (dir);
+}
+
 /* A server killed under ksdist launch: the launcher stops the job, naming it, and leaves
  * no process; the job restarts from its last checkpoint on 3 servers and converges. */
 static void
@@ -536,5 +590,6 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/bad-messages", test_bad_messages);
   g_test_add_func ("/ps/nonfinite-push", test_nonfinite_push);
   g_test_add_func ("/ps/restart-after-killed-server", test_restart_after_killed_server);
+  g_test_add_func ("/ps/checkpoint-commit", test_checkpoint_commit);
   return g_test_run ();
 }

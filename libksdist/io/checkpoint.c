@@ -1,5 +1,7 @@
 /* Checkpoints as safetensors: write to a temporary directory, fsync, rename; read by
  * checking everything before changing anything. */
+/* renameat2 and RENAME_EXCHANGE (glibc 2.28), where the C library has them */
+#define _GNU_SOURCE 1
 #include "ks-private.h"
 
 #include <errno.h>
@@ -217,19 +219,21 @@ optim_file (int part, int parts)
   return parts == 1 ? g_strdup (OPTIM_FILE) : g_strconcat (OPTIM_PREFIX, model, NULL);
 }
 
-/* Removes a checkpoint directory: its files (none other) and then it, if empty. */
+/* Removes a committed checkpoint directory: the files a checkpoint holds (safetensors
+ * files, a job's JSON file) and then it, if that left it empty; anything else a user put
+ * there stays, and so does the directory. */
 static void
 remove_tree (const char *dir)
 {
   g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
   const char *name;
   while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (strcmp (name, FILE_NAME) == 0 || strcmp (name, OPTIM_FILE) == 0
-        || ((g_str_has_prefix (name, PART_PREFIX) || g_str_has_prefix (name, OPTIM_PREFIX))
-            && g_str_has_suffix (name, ".safetensors")))
+    if (g_str_has_suffix (name, ".safetensors") || g_str_has_suffix (name, ".json"))
       {
         g_autofree char *path = g_build_filename (dir, name, NULL);
-        g_unlink (path);
+        if (g_file_test (path, G_FILE_TEST_IS_REGULAR)
+            && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
+          g_unlink (path);
       }
   g_rmdir (dir);
 }
@@ -328,7 +332,7 @@ remove_own_leftovers (const char *parent, const char *base)
     if (g_str_has_prefix (name, start) && g_str_has_suffix (name, end))
       {
         g_autofree char *path = g_build_filename (parent, name, NULL);
-        remove_tree (path);
+        ks_checkpoint_remove_all (path);
       }
 }
 
@@ -350,6 +354,8 @@ ks_checkpoint_begin (const char *final, GError **error)
     }
   remove_own_leftovers (parent, base);
   ks_checkpoint_remove_stale (parent, ".tmp-");
+  /* parameter-server checkpoints were written under this prefix before they used this */
+  ks_checkpoint_remove_stale (parent, ".partial-");
   if (g_mkdir (tmp, 0755) != 0)
     {
       ks_io_error (error, "cannot create", tmp);
@@ -469,7 +475,10 @@ ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsM
 void
 ks_checkpoint_abort (const char *tmp)
 {
-  remove_tree (tmp);
+  g_autofree char *name = g_path_get_basename (tmp);
+  /* only a directory ks_checkpoint_begin made: everything in it is ours */
+  g_return_if_fail (g_str_has_prefix (name, ".tmp-"));
+  ks_checkpoint_remove_all (tmp);
 }
 
 /* The newest `keep` checkpoints of `dir` stay (keep 0: all). */
@@ -484,33 +493,67 @@ keep_newest (const char *dir, guint keep)
     }
 }
 
+/* Puts `tmp` in the place of `final`, an existing directory, so that a crash at any moment
+ * leaves the one or the other complete there; *older receives where the older copy is
+ * now (tmp or old), for the caller to remove once the new one is durable. */
+static gboolean
+replace_dir (const char *tmp, const char *final, const char *old, const char **older,
+             GError **error)
+{
+#ifdef RENAME_EXCHANGE
+  /* one atomic step where the file system can */
+  if (renameat2 (AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0)
+    {
+      *older = tmp;
+      return TRUE;
+    }
+  if (errno != EINVAL && errno != ENOSYS)
+    return ks_io_error (error, "cannot put the new checkpoint in place of", final);
+#endif
+  if (g_rename (final, old) != 0)
+    return ks_io_error (error, "cannot move aside", final);
+  if (g_rename (tmp, final) != 0)
+    {
+      ks_io_error (error, "cannot rename the new checkpoint to", final);
+      g_rename (old, final); /* the older copy comes back */
+      return FALSE;
+    }
+  *older = old;
+  return TRUE;
+}
+
+/* One commit for every directory written whole (a checkpoint, a pipeline's parts, a
+ * parameter-server job's shards, an inference model): a checkpoint written again for a
+ * step replaces the older copy whole, never file by file; the older copy and the older
+ * checkpoints are removed only once the new one is durable. */
 gboolean
 ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **error)
 {
   g_autofree char *parent = g_path_get_dirname (final);
   g_autofree char *old = g_strconcat (tmp, ".old", NULL);
+  const char *older = NULL;
+  gboolean ok;
 
   if (!ks_checkpoint_fsync (tmp, error))
     {
-      remove_tree (tmp);
+      ks_checkpoint_abort (tmp);
       return FALSE;
     }
-  /* a directory written again replaces the older copy */
-  if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
+  if (g_file_test (final, G_FILE_TEST_IS_DIR) && !g_file_test (final, G_FILE_TEST_IS_SYMLINK))
+    ok = replace_dir (tmp, final, old, &older, error);
+  else if (!(ok = g_rename (tmp, final) == 0))
+    ks_io_error (error, "cannot rename the new checkpoint to", final);
+  if (!ok)
     {
-      ks_io_error (error, "cannot move aside", final);
-      remove_tree (tmp);
+      ks_checkpoint_abort (tmp);
       return FALSE;
     }
-  if (g_rename (tmp, final) != 0)
-    {
-      ks_io_error (error, "cannot rename the new checkpoint to", final);
-      remove_tree (tmp);
-      return FALSE;
-    }
-  remove_tree (old);
+  if (!ks_checkpoint_fsync (parent, error))
+    return FALSE; /* the older copy stays hidden; a later save removes it */
+  if (older != NULL)
+    ks_checkpoint_remove_all (older);
   keep_newest (parent, keep);
-  return ks_checkpoint_fsync (parent, error);
+  return TRUE;
 }
 
 /* Writes `model` (and `optimizer`) with `meta` (and `step` unless < 0) as the directory
@@ -525,7 +568,7 @@ write_whole (const char *final, gint64 step, KsModel *model, KsOptimizer *optimi
     return FALSE;
   if (!ks_checkpoint_write_part (tmp, 0, 1, step, model, optimizer, meta, NULL, error))
     {
-      remove_tree (tmp);
+      ks_checkpoint_abort (tmp);
       return FALSE;
     }
   return ks_checkpoint_commit (tmp, final, keep, error);

@@ -3,12 +3,8 @@
 #include "job.h"
 #include "wire.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The newest checkpoint-N under `dir` (a new string), or NULL. */
 char *
@@ -89,76 +85,24 @@ write_job_file (const char *dir, const KsTrainStatus *status, GHashTable *metada
                                    0644, error);
 }
 
-static gint
-by_step_descending (gconstpointer a, gconstpointer b)
-{
-  gint64 x = g_ascii_strtoll (*(char **) a + strlen (PS_JOB_PREFIX), NULL, 10);
-  gint64 y = g_ascii_strtoll (*(char **) b + strlen (PS_JOB_PREFIX), NULL, 10);
-  return x < y ? 1 : x > y ? -1 : 0;
-}
-
-static void
-keep_newest (const char *dir, guint keep)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
-  const char *name;
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (g_str_has_prefix (name, PS_JOB_PREFIX))
-      g_ptr_array_add (names, g_strdup (name));
-  g_ptr_array_sort (names, by_step_descending);
-  for (guint i = keep; keep > 0 && i < names->len; i++)
-    {
-      g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
-      ks_checkpoint_remove_all (path);
-    }
-}
-
-/* Worker 0: the servers' shards and the job file into a hidden directory, renamed into
- * place when all are written. */
+/* Worker 0: the servers' shards and the job file into a temporary directory, committed
+ * as every checkpoint is (ks_checkpoint_commit). */
 gboolean
 ps_job_save (const char *dir, const KsTrainStatus *status, GHashTable *metadata, int servers,
              guint keep, PsSaveServers save_servers, void *data, GError **error)
 {
   g_autofree char *final = g_strdup_printf ("%s/" PS_JOB_PREFIX "%" G_GINT64_FORMAT, dir, status->step);
-  g_autofree char *base = g_strdup_printf (PS_JOB_PREFIX "%" G_GINT64_FORMAT, status->step);
-  g_autofree char *partial = ks_checkpoint_temporary_name (dir, ".partial-", base);
-  g_autofree char *old = g_strconcat (partial, ".old", NULL);
+  g_autofree char *tmp = ks_checkpoint_begin (final, error);
 
-  ks_checkpoint_remove_stale (dir, ".partial-"); /* of a killed worker 0 */
-  if (g_mkdir_with_parents (partial, 0755) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
-                   "cannot create %s: %s", partial, g_strerror (errno));
-      return FALSE;
-    }
-  if (!save_servers (data, partial, status->step, error)
-      || !write_job_file (partial, status, metadata, servers, error)
-      || !ks_checkpoint_fsync (partial, error))
-    {
-      ks_checkpoint_remove_all (partial);
-      return FALSE;
-    }
-  if (g_file_test (final, G_FILE_TEST_IS_DIR) && g_rename (final, old) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
-                   "cannot move aside %s: %s", final, g_strerror (errno));
-      ks_checkpoint_remove_all (partial);
-      return FALSE;
-    }
-  if (g_rename (partial, final) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
-                   "cannot rename %s to %s: %s", partial, final, g_strerror (errno));
-      ks_checkpoint_remove_all (partial);
-      g_rename (old, final); /* the older copy of this step comes back */
-      return FALSE;
-    }
-  ks_checkpoint_remove_all (old);
-  if (!ks_checkpoint_fsync (dir, error))
+  if (tmp == NULL)
     return FALSE;
-  keep_newest (dir, keep); /* only once the new one is durable */
-  return TRUE;
+  if (!save_servers (data, tmp, status->step, error)
+      || !write_job_file (tmp, status, metadata, servers, error))
+    {
+      ks_checkpoint_abort (tmp);
+      return FALSE;
+    }
+  return ks_checkpoint_commit (tmp, final, keep, error);
 }
 
 gboolean
