@@ -114,94 +114,24 @@ ks_checkpoint_fsync (const char *path, GError **error)
   return ok || ks_io_error (error, "cannot fsync", path);
 }
 
-static char *
-header_json (GArray *entries, GHashTable *meta)
-{
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autoptr (JsonNode) root = NULL;
-  GHashTableIter it;
-  gpointer k, v;
-  guint64 offset = 0;
-
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "__metadata__");
-  json_builder_begin_object (b);
-  g_hash_table_iter_init (&it, meta);
-  while (g_hash_table_iter_next (&it, &k, &v))
-    {
-      json_builder_set_member_name (b, k);
-      json_builder_add_string_value (b, v);
-    }
-  json_builder_end_object (b);
-  for (guint i = 0; i < entries->len; i++)
-    {
-      const Entry *e = &g_array_index (entries, Entry, i);
-      json_builder_set_member_name (b, e->name);
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "dtype");
-      json_builder_add_string_value (b, "F32");
-      json_builder_set_member_name (b, "shape");
-      json_builder_begin_array (b);
-      for (int d = 0; d < e->tensor->ndim; d++)
-        json_builder_add_int_value (b, e->tensor->shape[d]);
-      json_builder_end_array (b);
-      json_builder_set_member_name (b, "data_offsets");
-      json_builder_begin_array (b);
-      json_builder_add_int_value (b, offset);
-      offset += e->tensor->numel * sizeof (float);
-      json_builder_add_int_value (b, offset);
-      json_builder_end_array (b);
-      json_builder_end_object (b);
-    }
-  json_builder_end_object (b);
-  root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  return json_generator_to_data (gen, NULL);
-}
-
 /* Writes one sealed file; *seal (unless NULL) receives its SHA-256. */
 static gboolean
 write_file (const char *path, GArray *entries, GHashTable *meta, char **seal, GError **error)
 {
-  g_autoptr (GByteArray) data = g_byte_array_new ();
-  g_autofree char *header = NULL, *zeros = g_strnfill (SHA_HEX, '0');
-  guint64 header_len;
-  FILE *f;
+  g_autofree KsSafetensor *tensors = g_new0 (KsSafetensor, entries->len + 1);
+  g_autoptr (GPtrArray) host = g_ptr_array_new_with_free_func (g_free);
 
   for (guint i = 0; i < entries->len; i++)
     {
-      const KsTensor *t = g_array_index (entries, Entry, i).tensor;
-      gsize at = data->len;
-      g_byte_array_set_size (data, at + ks_tensor_nbytes (t));
-      if (!ks_tensor_to_host (t, data->data + at, ks_tensor_nbytes (t), error))
+      const Entry *e = &g_array_index (entries, Entry, i);
+      float *data = g_malloc (MAX (ks_tensor_nbytes (e->tensor), 1));
+      g_ptr_array_add (host, data);
+      if (!ks_tensor_to_host (e->tensor, data, ks_tensor_nbytes (e->tensor), error))
         return FALSE;
+      tensors[i] = (KsSafetensor) { e->name, e->tensor->ndim, { 0 }, e->tensor->numel, data };
+      memcpy (tensors[i].shape, e->tensor->shape, sizeof tensors[i].shape);
     }
-  g_hash_table_insert (meta, g_strdup (SHA_KEY), g_strdup (zeros));
-  header = header_json (entries, meta);
-  /* safetensors: an 8-byte little-endian length, the JSON padded with spaces to 8 bytes */
-  gsize padded = (strlen (header) + 7) / 8 * 8;
-  header = g_realloc (header, padded + 1);
-  memset (header + strlen (header), ' ', padded - strlen (header));
-  header[padded] = '\0';
-  header_len = GUINT64_TO_LE (padded);
-  const guint8 *chunk = data->data;
-  gsize chunk_len = data->len;
-  if (!ks_seal_fill (header, padded, &chunk, &chunk_len, 1))
-    g_return_val_if_reached (FALSE);
-  if (seal != NULL)
-    *seal = g_strndup (strstr (header, "\"" SHA_KEY "\":\"") + strlen (SHA_KEY) + 4, SHA_HEX);
-
-  if ((f = fopen (path, "wb")) == NULL)
-    return ks_io_error (error, "cannot create", path);
-  gboolean ok = fwrite (&header_len, 8, 1, f) == 1 && fwrite (header, 1, padded, f) == padded
-                && (data->len == 0 /* an optimizer without state: SGD */
-                    || fwrite (data->data, 1, data->len, f) == data->len)
-                && fflush (f) == 0
-                && fsync (fileno (f)) == 0;
-  if (fclose (f) != 0)
-    ok = FALSE;
-  return ok || ks_io_error (error, "cannot write", path);
+  return ks_safetensors_write (path, tensors, entries->len, meta, TRUE, seal, error);
 }
 
 /* The file of part `part` of `parts`: model.safetensors for a whole checkpoint. */
