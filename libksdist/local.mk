@@ -42,7 +42,10 @@ libksdist_la_SOURCES += libksdist/pipeline/segmenter.c \
 # io/: persistence: safetensors, seals, checkpoints, inference exports
 libksdist_la_SOURCES += libksdist/io/safetensors.c \
 	libksdist/io/seal.c \
+	libksdist/io/checkpoint-private.h \
 	libksdist/io/checkpoint.c \
+	libksdist/io/checkpoint-write.c \
+	libksdist/io/checkpoint-dir.c \
 	libksdist/io/inference.c
 # sparse/: sparse tables (pslib)
 libksdist_la_SOURCES += libksdist/sparse/sparse-private.h \

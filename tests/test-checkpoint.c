@@ -860,6 +860,56 @@ test_saved_again (Fixture *f, gconstpointer data)
   drop (&a);
 }
 
+/* The one safetensors writer: the tensors in order, the metadata's keys sorted, the
+ * header padded with spaces to 8 bytes, the seal right; a file written again is replaced
+ * and no temporary stays beside it; a directory that is not there is an error naming the
+ * file. */
+static void
+test_safetensors_write (Fixture *f, gconstpointer data)
+{
+  static const float x[] = { 1, 2, 3, 4, 5, 6 }, y[] = { 7 };
+  const KsSafetensor tensors[] = { { "x", 2, { 2, 3 }, 6, x }, { "a.y", 1, { 1 }, 1, y } };
+  g_autoptr (GHashTable) meta = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autofree char *path = g_build_filename (f->dir, "t.safetensors", NULL);
+  g_autofree char *nowhere = g_build_filename (f->dir, "no", "t.safetensors", NULL);
+  g_autofree char *bytes = NULL, *digest = NULL;
+  g_autoptr (GError) error = NULL;
+  guint64 header_len;
+  gsize len;
+  const char *name;
+
+  g_hash_table_insert (meta, "b", "2");
+  g_hash_table_insert (meta, "a", "1");
+  for (int i = 0; i < 2; i++) /* the second time over the first */
+    {
+      g_clear_pointer (&digest, g_free);
+      g_assert_true (ks_safetensors_write (path, tensors, 2, meta, TRUE, &digest, &error));
+      g_assert_no_error (error);
+    }
+  g_assert_true (g_file_get_contents (path, &bytes, &len, NULL));
+  g_assert_true (ks_safetensors_check (path, bytes, len, &header_len, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (header_len % 8, ==, 0);
+  g_assert_cmpuint (len, ==, 8 + header_len + 7 * sizeof (float));
+  g_autofree char *header = g_strndup (bytes + 8, header_len);
+  g_autofree char *want = g_strdup_printf (
+      "{\"__metadata__\":{\"a\":\"1\",\"b\":\"2\",\"" KS_SEAL_KEY "\":\"%s\"},"
+      "\"x\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+      "\"a.y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[24,28]}}", digest);
+  g_assert_true (g_str_has_prefix (header, want));
+  for (gsize i = strlen (want); i < header_len; i++)
+    g_assert_cmpint (header[i], ==, ' ');
+  g_assert_true (ks_seal_matches (bytes, len, digest));
+  g_assert_true (memcmp (bytes + 8 + header_len, x, sizeof x) == 0);
+  g_autoptr (GDir) d = g_dir_open (f->dir, 0, NULL);
+  while ((name = g_dir_read_name (d)) != NULL)
+    g_assert_cmpstr (name, ==, "t.safetensors");
+
+  g_assert_false (ks_safetensors_write (nowhere, tensors, 2, NULL, FALSE, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, "/no/.t.safetensors.tmp-"));
+}
+
 /* The graph's JSON in an inference model's metadata. */
 static char *
 graph_of (const char *dir)
@@ -1188,6 +1238,7 @@ main (int argc, char **argv)
   ADD ("one-file-layout", test_one_file_layout);
   ADD ("stale-temporaries", test_stale_temporaries);
   ADD ("saved-again", test_saved_again);
+  ADD ("safetensors-write", test_safetensors_write);
   ADD ("inference-model", test_inference_model);
   ADD ("inference-free-batch", test_inference_free_batch);
   ADD ("train-export", test_train_export);

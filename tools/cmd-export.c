@@ -56,70 +56,37 @@ torch_name (const char *name, gboolean gpt, gboolean *transpose)
   return g_strconcat ("transformer.", base, suffix, NULL);
 }
 
-/* The safetensors file of `tensors` (renamed, transposed) with `meta`. */
-static GBytes *
-torch_file (GPtrArray *tensors, GHashTable *meta, gboolean gpt)
+/* `tensors` renamed and transposed as PyTorch has them, written with `meta` to `output`. */
+static gboolean
+write_torch (const char *output, GPtrArray *tensors, GHashTable *meta, gboolean gpt,
+             GError **error)
 {
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  g_autoptr (GByteArray) data = g_byte_array_new ();
-  GHashTableIter it;
-  gpointer k, v;
+  g_autofree KsSafetensor *out = g_new0 (KsSafetensor, tensors->len + 1);
+  g_autoptr (GPtrArray) owned = g_ptr_array_new_with_free_func (g_free);
 
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "__metadata__");
-  json_builder_begin_object (b);
-  g_hash_table_iter_init (&it, meta);
-  while (g_hash_table_iter_next (&it, &k, &v))
-    {
-      json_builder_set_member_name (b, k);
-      json_builder_add_string_value (b, v);
-    }
-  json_builder_end_object (b);
   for (guint i = 0; i < tensors->len; i++)
     {
       const KsSavedTensor *t = g_ptr_array_index (tensors, i);
       gboolean transpose;
-      g_autofree char *name = torch_name (t->name, gpt, &transpose);
-      gsize at = data->len;
+      char *name = torch_name (t->name, gpt, &transpose);
+      const float *data = t->data;
 
+      g_ptr_array_add (owned, name);
       transpose = transpose && t->ndim == 2;
-      g_byte_array_set_size (data, at + t->numel * sizeof (float));
-      float *out = (float *) (data->data + at);
-      if (!transpose && t->numel > 0)
-        memcpy (out, t->data, t->numel * sizeof (float));
-      else
-        for (gint64 r = 0; r < t->shape[0]; r++)
-          for (gint64 c = 0; c < t->shape[1]; c++)
-            out[c * t->shape[0] + r] = t->data[r * t->shape[1] + c];
-      json_builder_set_member_name (b, name);
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "dtype");
-      json_builder_add_string_value (b, "F32");
-      json_builder_set_member_name (b, "shape");
-      json_builder_begin_array (b);
+      if (transpose)
+        {
+          float *flipped = g_new (float, MAX (t->numel, 1));
+          for (gint64 r = 0; r < t->shape[0]; r++)
+            for (gint64 c = 0; c < t->shape[1]; c++)
+              flipped[c * t->shape[0] + r] = t->data[r * t->shape[1] + c];
+          g_ptr_array_add (owned, flipped);
+          data = flipped;
+        }
+      out[i] = (KsSafetensor) { name, t->ndim, { 0 }, t->numel, data };
       for (int d = 0; d < t->ndim; d++)
-        json_builder_add_int_value (b, t->shape[transpose ? 1 - d : d]);
-      json_builder_end_array (b);
-      json_builder_set_member_name (b, "data_offsets");
-      json_builder_begin_array (b);
-      json_builder_add_int_value (b, at);
-      json_builder_add_int_value (b, data->len);
-      json_builder_end_array (b);
-      json_builder_end_object (b);
+        out[i].shape[d] = t->shape[transpose ? 1 - d : d];
     }
-  json_builder_end_object (b);
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  g_autofree char *json = json_to_string (root, FALSE);
-  /* an 8-byte little-endian length, the JSON padded with spaces to 8 bytes, the data */
-  gsize padded = (strlen (json) + 7) / 8 * 8;
-  guint64 len = GUINT64_TO_LE (padded);
-  GByteArray *file = g_byte_array_new ();
-  g_byte_array_append (file, (const guint8 *) &len, 8);
-  g_byte_array_append (file, (const guint8 *) json, strlen (json));
-  while (file->len < 8 + padded)
-    g_byte_array_append (file, (const guint8 *) " ", 1);
-  g_byte_array_append (file, data->data, data->len);
-  return g_byte_array_free_to_bytes (file);
+  return ks_safetensors_write (output, out, tensors->len, meta, FALSE, NULL, error);
 }
 
 static int
@@ -168,12 +135,7 @@ run_export (int argc, char **argv)
       g_hash_table_insert (meta, k, v);
   g_hash_table_insert (meta, "format", "pt");
   gboolean gpt = g_strcmp0 (g_hash_table_lookup (source, "model.type"), "gpt") == 0;
-  g_autoptr (GBytes) bytes = torch_file (tensors, meta, gpt);
-  gsize len;
-  const char *contents = g_bytes_get_data (bytes, &len);
-  if (!g_file_set_contents_full (output, contents, len,
-                                 G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                 0644, &error))
+  if (!write_torch (output, tensors, meta, gpt, &error))
     {
       ks_cli_error ("%s", error->message);
       return KS_EXIT_RUNTIME;

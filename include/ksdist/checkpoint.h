@@ -42,6 +42,25 @@ gboolean ks_checkpoint_save (const char *dir, gint64 step, KsModel *model,
 gboolean ks_safetensors_check (const char *file, const char *bytes, gsize len,
                                guint64 *header_len, GError **error);
 
+/* A float32 tensor to write: its name, shape and `numel` floats at `data` (host). */
+typedef struct {
+  const char *name;
+  int ndim;
+  gint64 shape[KS_TENSOR_MAX_DIMS];
+  gsize numel;
+  const float *data;
+} KsSafetensor;
+
+/* Writes the safetensors file `path` (every ksdist writer does it here): a header of the
+ * `n` tensors in order, their data back to back, and `metadata` (string to string, may
+ * be NULL) as __metadata__, padded with spaces to 8 bytes; with `seal` sealed (below),
+ * *digest (unless NULL) receiving the seal. It is written into a new file beside `path`
+ * (created exclusively, no link followed), fsynced and renamed over `path`, so a crash
+ * leaves the old file or the new one, never half of one. */
+gboolean ks_safetensors_write (const char *path, const KsSafetensor *tensors, gsize n,
+                               GHashTable *metadata, gboolean seal, char **digest,
+                               GError **error);
+
 /* Sealed files: a safetensors file whose __metadata__ holds "sha256": the SHA-256 of the
  * whole file (length, header, data) computed with those 64 digits as '0'. */
 #define KS_SEAL_KEY "sha256"
@@ -72,8 +91,10 @@ void ks_checkpoint_remove_stale (const char *parent, const char *prefix);
  * temporary name (returned), each writes its part into it, stage-<part>-of-<parts>
  * .safetensors (model.safetensors when parts is 1), leaving out the parameters named in
  * `skip` (NULL-terminated, may be NULL: a shared one another part holds) and their state;
- * once every part is written the first commits: fsync, rename over `final`, keep the
- * newest `keep` checkpoints of its directory (0: all). Each part records the save's
+ * once every part is written the first commits: fsync, rename to `final` (one already
+ * there is replaced whole, in one atomic step where the file system can), then keep the
+ * newest `keep` checkpoints of its directory (0: all). Every directory ksdist writes
+ * whole (a parameter-server job's checkpoint too) is committed so. Each part records the save's
  * identity, which follows from the temporary directory's name (random for each begin), so
  * the parts of one save must be written into the directory begin returned, under the name
  * it returned. ks_checkpoint_load reads either form into any model whose tensors the files

@@ -1,49 +1,14 @@
-/* Checkpoints as safetensors: write to a temporary directory, fsync, rename; read by
- * checking everything before changing anything. */
-/* renameat2 and RENAME_EXCHANGE (glibc 2.28), where the C library has them */
-#define _GNU_SOURCE 1
-#include "ks-private.h"
+/* Checkpoints read by checking everything before changing anything (checkpoint.h). */
+#include "checkpoint-private.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#define CHECKPOINT_FORMAT "ksdist-checkpoint"
-/* 2: the SHA-256 covers the whole file (header and data) with its own value zeroed;
- * 1 (still read): it covered the data only */
-#define CHECKPOINT_VERSION "2"
-#define SHA_KEY KS_SEAL_KEY
-#define OLD_SHA_KEY "data_sha256"
-#define SHA_HEX 64
-#define FILE_NAME "model.safetensors"
-/* the optimizer's state beside the weights: optimizer.safetensors, or a stage's
- * optimizer-stage-<s>-of-<n>.safetensors; it names the weights file it goes with */
-#define OPTIM_FILE "optimizer.safetensors"
-#define OPTIM_PREFIX "optimizer-"
-#define MODEL_SEAL_KEY "model_sha256"
-#define PART_PREFIX "stage-" /* stage-<s>-of-<n>.safetensors: a pipeline stage's part */
-#define MAX_PARTS 4095
-#define PREFIX "checkpoint-"
-/* every file of one save names it: the parts of a pipeline are written by several
- * processes, and a part copied from another save must not pass for this one's */
-#define SAVE_KEY KS_CHECKPOINT_SAVE_KEY
-/* the largest step or optimizer step a checkpoint may give: far beyond any run, far from
- * overflowing the arithmetic done with it */
-#define MAX_STEP (G_GINT64_CONSTANT (1) << 53)
 
 G_DEFINE_QUARK (ks-checkpoint-error-quark, ks_checkpoint_error)
-
-/* One tensor of the file: its name and where its floats are in the model. */
-typedef struct {
-  char *name;
-  const KsTensor *tensor;
-} Entry;
 
 static void
 entry_clear (gpointer p)
@@ -54,8 +19,8 @@ entry_clear (gpointer p)
 /* The parameters (with `params_too`) and the optimizer's state (unless `optimizer` is NULL)
  * of a checkpoint, in a fixed order; the parameters named in `skip` (NULL-terminated, may
  * be NULL) and their state left out. */
-static GArray *
-entries_of (KsModel *model, gboolean params_too, KsOptimizer *optimizer,
+GArray *
+ks_checkpoint_entries (KsModel *model, gboolean params_too, KsOptimizer *optimizer,
             const char *const *skip, gint64 **step, GError **error)
 {
   KsArena *params = ks_model_parameters (model);
@@ -90,512 +55,6 @@ entries_of (KsModel *model, gboolean params_too, KsOptimizer *optimizer,
         g_array_append_val (entries, e);
       }
   return entries;
-}
-
-/* ---- writing ---- */
-
-gboolean
-ks_io_error (GError **error, const char *what, const char *path)
-{
-  int saved = errno;
-  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO, "%s %s: %s", what, path,
-               g_strerror (saved));
-  return FALSE;
-}
-
-
-gboolean
-ks_checkpoint_fsync (const char *path, GError **error)
-{
-  int fd = open (path, O_RDONLY);
-  gboolean ok = fd >= 0 && fsync (fd) == 0;
-  if (fd >= 0)
-    close (fd);
-  return ok || ks_io_error (error, "cannot fsync", path);
-}
-
-static char *
-header_json (GArray *entries, GHashTable *meta)
-{
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autoptr (JsonNode) root = NULL;
-  GHashTableIter it;
-  gpointer k, v;
-  guint64 offset = 0;
-
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "__metadata__");
-  json_builder_begin_object (b);
-  g_hash_table_iter_init (&it, meta);
-  while (g_hash_table_iter_next (&it, &k, &v))
-    {
-      json_builder_set_member_name (b, k);
-      json_builder_add_string_value (b, v);
-    }
-  json_builder_end_object (b);
-  for (guint i = 0; i < entries->len; i++)
-    {
-      const Entry *e = &g_array_index (entries, Entry, i);
-      json_builder_set_member_name (b, e->name);
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "dtype");
-      json_builder_add_string_value (b, "F32");
-      json_builder_set_member_name (b, "shape");
-      json_builder_begin_array (b);
-      for (int d = 0; d < e->tensor->ndim; d++)
-        json_builder_add_int_value (b, e->tensor->shape[d]);
-      json_builder_end_array (b);
-      json_builder_set_member_name (b, "data_offsets");
-      json_builder_begin_array (b);
-      json_builder_add_int_value (b, offset);
-      offset += e->tensor->numel * sizeof (float);
-      json_builder_add_int_value (b, offset);
-      json_builder_end_array (b);
-      json_builder_end_object (b);
-    }
-  json_builder_end_object (b);
-  root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  return json_generator_to_data (gen, NULL);
-}
-
-/* Writes one sealed file; *seal (unless NULL) receives its SHA-256. */
-static gboolean
-write_file (const char *path, GArray *entries, GHashTable *meta, char **seal, GError **error)
-{
-  g_autoptr (GByteArray) data = g_byte_array_new ();
-  g_autofree char *header = NULL, *zeros = g_strnfill (SHA_HEX, '0');
-  guint64 header_len;
-  FILE *f;
-
-  for (guint i = 0; i < entries->len; i++)
-    {
-      const KsTensor *t = g_array_index (entries, Entry, i).tensor;
-      gsize at = data->len;
-      g_byte_array_set_size (data, at + ks_tensor_nbytes (t));
-      if (!ks_tensor_to_host (t, data->data + at, ks_tensor_nbytes (t), error))
-        return FALSE;
-    }
-  g_hash_table_insert (meta, g_strdup (SHA_KEY), g_strdup (zeros));
-  header = header_json (entries, meta);
-  /* safetensors: an 8-byte little-endian length, the JSON padded with spaces to 8 bytes */
-  gsize padded = (strlen (header) + 7) / 8 * 8;
-  header = g_realloc (header, padded + 1);
-  memset (header + strlen (header), ' ', padded - strlen (header));
-  header[padded] = '\0';
-  header_len = GUINT64_TO_LE (padded);
-  const guint8 *chunk = data->data;
-  gsize chunk_len = data->len;
-  if (!ks_seal_fill (header, padded, &chunk, &chunk_len, 1))
-    g_return_val_if_reached (FALSE);
-  if (seal != NULL)
-    *seal = g_strndup (strstr (header, "\"" SHA_KEY "\":\"") + strlen (SHA_KEY) + 4, SHA_HEX);
-
-  if ((f = fopen (path, "wb")) == NULL)
-    return ks_io_error (error, "cannot create", path);
-  gboolean ok = fwrite (&header_len, 8, 1, f) == 1 && fwrite (header, 1, padded, f) == padded
-                && (data->len == 0 /* an optimizer without state: SGD */
-                    || fwrite (data->data, 1, data->len, f) == data->len)
-                && fflush (f) == 0
-                && fsync (fileno (f)) == 0;
-  if (fclose (f) != 0)
-    ok = FALSE;
-  return ok || ks_io_error (error, "cannot write", path);
-}
-
-/* The file of part `part` of `parts`: model.safetensors for a whole checkpoint. */
-static char *
-part_file (int part, int parts)
-{
-  return parts == 1 ? g_strdup (FILE_NAME)
-                    : g_strdup_printf (PART_PREFIX "%d-of-%d.safetensors", part, parts);
-}
-
-static char *
-optim_file (int part, int parts)
-{
-  g_autofree char *model = part_file (part, parts);
-  return parts == 1 ? g_strdup (OPTIM_FILE) : g_strconcat (OPTIM_PREFIX, model, NULL);
-}
-
-/* Removes a committed checkpoint directory: the files a checkpoint holds (safetensors
- * files, a job's JSON file) and then it, if that left it empty; anything else a user put
- * there stays, and so does the directory. */
-static void
-remove_tree (const char *dir)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  const char *name;
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (g_str_has_suffix (name, ".safetensors") || g_str_has_suffix (name, ".json"))
-      {
-        g_autofree char *path = g_build_filename (dir, name, NULL);
-        if (g_file_test (path, G_FILE_TEST_IS_REGULAR)
-            && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
-          g_unlink (path);
-      }
-  g_rmdir (dir);
-}
-
-static gint64
-checkpoint_step (const char *name)
-{
-  gint64 step;
-  if (!g_str_has_prefix (name, PREFIX)
-      || !g_ascii_string_to_signed (name + strlen (PREFIX), 10, 0, G_MAXINT64, &step, NULL))
-    return -1;
-  return step;
-}
-
-static gint
-by_step_descending (gconstpointer a, gconstpointer b)
-{
-  gint64 sa = checkpoint_step (*(const char *const *) a);
-  gint64 sb = checkpoint_step (*(const char *const *) b);
-  return sa < sb ? 1 : sa > sb ? -1 : 0;
-}
-
-/* The names of the checkpoints in `dir`, newest first. */
-static GPtrArray *
-list_checkpoints (const char *dir)
-{
-  GPtrArray *names = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  const char *name;
-
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (checkpoint_step (name) >= 0)
-      g_ptr_array_add (names, g_strdup (name));
-  g_ptr_array_sort (names, by_step_descending);
-  return names;
-}
-
-char *
-ks_checkpoint_temporary_name (const char *parent, const char *prefix, const char *base)
-{
-  return g_strdup_printf ("%s/%s%s@%s-%d", parent, prefix, base, g_get_host_name (),
-                          (int) getpid ());
-}
-
-void
-ks_checkpoint_remove_all (const char *dir)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  const char *name;
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    {
-      g_autofree char *path = g_build_filename (dir, name, NULL);
-      if (g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
-        ks_checkpoint_remove_all (path);
-      else
-        g_unlink (path);
-    }
-  g_rmdir (dir);
-}
-
-void
-ks_checkpoint_remove_stale (const char *parent, const char *prefix)
-{
-  g_autoptr (GDir) d = g_dir_open (parent, 0, NULL);
-  g_autofree char *host = g_strdup_printf ("@%s-", g_get_host_name ());
-  const char *name;
-
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    {
-      const char *at = g_str_has_prefix (name, prefix) ? g_strrstr (name, host) : NULL;
-      guint64 pid;
-      g_autofree char *digits = at != NULL ? g_strdup (at + strlen (host)) : NULL;
-      if (digits != NULL && g_str_has_suffix (digits, ".old"))
-        digits[strlen (digits) - 4] = '\0';
-      if (digits == NULL || !g_ascii_string_to_unsigned (digits, 10, 1, G_MAXINT32, &pid, NULL)
-          || kill ((pid_t) pid, 0) == 0 || errno != ESRCH) /* alive, or not ours to judge */
-        continue;
-      g_autofree char *path = g_build_filename (parent, name, NULL);
-      g_message ("removing %s, left by a writer (process %" G_GUINT64_FORMAT ") that is gone",
-                 path, pid);
-      ks_checkpoint_remove_all (path);
-    }
-}
-
-/* Removes the temporary directories of `base` that a crashed writer with this process id
- * left (their random part differs; a process id may come again, in a container). */
-static void
-remove_own_leftovers (const char *parent, const char *base)
-{
-  g_autoptr (GDir) d = g_dir_open (parent, 0, NULL);
-  g_autofree char *start = g_strdup_printf (".tmp-%s.", base);
-  g_autofree char *end = g_strdup_printf ("@%s-%d", g_get_host_name (), (int) getpid ());
-  const char *name;
-
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-    if (g_str_has_prefix (name, start) && g_str_has_suffix (name, end))
-      {
-        g_autofree char *path = g_build_filename (parent, name, NULL);
-        ks_checkpoint_remove_all (path);
-      }
-}
-
-char *
-ks_checkpoint_begin (const char *final, GError **error)
-{
-  g_autofree char *parent = g_path_get_dirname (final);
-  g_autofree char *base = g_path_get_basename (final);
-  /* random, so that the save's identity (save_of) is this save's alone */
-  g_autofree char *unique = g_strdup_printf ("%s.%08x%08x%08x%08x", base, g_random_int (),
-                                             g_random_int (), g_random_int (), g_random_int ());
-  char *tmp = ks_checkpoint_temporary_name (parent, ".tmp-", unique);
-
-  if (g_mkdir_with_parents (parent, 0755) != 0)
-    {
-      ks_io_error (error, "cannot create the directory", parent);
-      g_free (tmp);
-      return NULL;
-    }
-  remove_own_leftovers (parent, base);
-  ks_checkpoint_remove_stale (parent, ".tmp-");
-  /* parameter-server checkpoints were written under this prefix before they used this */
-  ks_checkpoint_remove_stale (parent, ".partial-");
-  if (g_mkdir (tmp, 0755) != 0)
-    {
-      ks_io_error (error, "cannot create", tmp);
-      g_free (tmp);
-      return NULL;
-    }
-  return tmp;
-}
-
-GHashTable *
-ks_string_table_copy (GHashTable *from)
-{
-  GHashTable *table = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  GHashTableIter it;
-  gpointer k, v;
-
-  if (from != NULL)
-    {
-      g_hash_table_iter_init (&it, from);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        g_hash_table_insert (table, g_strdup (k), g_strdup (v));
-    }
-  return table;
-}
-
-/* The identity of the save being written into `tmp`: every part of it is written into
- * that directory, whose name ks_checkpoint_begin made unique, so the processes writing
- * the parts agree on it without telling each other anything more. */
-static char *
-save_of (const char *tmp)
-{
-  g_autofree char *name = g_path_get_basename (tmp);
-  return g_compute_checksum_for_string (G_CHECKSUM_SHA256, name, -1);
-}
-
-/* The metadata every file of a checkpoint carries: `extra`, the step, the format, the
- * save it is of. */
-static GHashTable *
-file_metadata (GHashTable *extra, const char *save, gint64 step, int part, int parts)
-{
-  GHashTable *meta = ks_string_table_copy (extra);
-
-  if (step >= 0)
-    g_hash_table_insert (meta, g_strdup ("step"), g_strdup_printf ("%" G_GINT64_FORMAT, step));
-  g_hash_table_insert (meta, g_strdup ("format"), g_strdup (CHECKPOINT_FORMAT));
-  g_hash_table_insert (meta, g_strdup ("version"), g_strdup (CHECKPOINT_VERSION));
-  g_hash_table_insert (meta, g_strdup (SAVE_KEY), g_strdup (save));
-  if (parts > 1)
-    {
-      g_hash_table_insert (meta, g_strdup ("part"), g_strdup_printf ("%d", part));
-      g_hash_table_insert (meta, g_strdup ("parts"), g_strdup_printf ("%d", parts));
-    }
-  return meta;
-}
-
-/* float16 training's loss scale, in the weights file's metadata beside rng_state */
-static void
-put_loss_scale (GHashTable *meta, KsModel *model)
-{
-  KsLossScale ls;
-  char scale[G_ASCII_DTOSTR_BUF_SIZE];
-
-  if (!ks_model_loss_scale (model, &ls))
-    return;
-  g_hash_table_insert (meta, g_strdup ("loss_scale"),
-                       g_strdup (g_ascii_dtostr (scale, sizeof scale, ls.scale)));
-  g_hash_table_insert (meta, g_strdup ("loss_scale_good_steps"),
-                       g_strdup_printf ("%" G_GINT64_FORMAT, ls.good_steps));
-  g_hash_table_insert (meta, g_strdup ("loss_scale_skipped"),
-                       g_strdup_printf ("%" G_GINT64_FORMAT, ls.skipped));
-}
-
-gboolean
-ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 step, KsModel *model,
-                          KsOptimizer *optimizer, GHashTable *metadata, const char *const *skip,
-                          GError **error)
-{
-  g_autofree char *save = save_of (tmp);
-  g_autoptr (GHashTable) meta = file_metadata (metadata, save, step, part, parts);
-  g_autofree char *name = part_file (part, parts), *optim_name = optim_file (part, parts);
-  g_autofree char *file = g_build_filename (tmp, name, NULL);
-  g_autofree char *optim_path = g_build_filename (tmp, optim_name, NULL);
-  g_autofree char *seal = NULL;
-  g_autoptr (GArray) params = NULL, state = NULL;
-  gint64 *opt_step = NULL;
-
-  g_return_val_if_fail (parts >= 1 && parts <= MAX_PARTS && part >= 0 && part < parts, FALSE);
-  if ((params = entries_of (model, TRUE, NULL, skip, NULL, error)) == NULL
-      || (optimizer != NULL
-          && (state = entries_of (model, FALSE, optimizer, skip, &opt_step, error)) == NULL))
-    return FALSE;
-  g_hash_table_insert (meta, g_strdup ("rng_state"),
-                       g_strdup_printf ("%" G_GUINT64_FORMAT, ks_model_rng_state (model)));
-  put_loss_scale (meta, model);
-  if (!write_file (file, params, meta, &seal, error))
-    {
-      g_unlink (file);
-      return FALSE;
-    }
-  if (optimizer == NULL)
-    return TRUE;
-  /* the weights file stays what any safetensors reader expects; the state names it */
-  g_autoptr (GHashTable) optim_meta = file_metadata (NULL, save, step, part, parts);
-  g_hash_table_insert (optim_meta, g_strdup ("optimizer"), g_strdup (ks_optimizer_name (optimizer)));
-  g_hash_table_insert (optim_meta, g_strdup ("optimizer_step"),
-                       g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
-  g_hash_table_insert (optim_meta, g_strdup (MODEL_SEAL_KEY), g_steal_pointer (&seal));
-  if (!write_file (optim_path, state, optim_meta, NULL, error))
-    {
-      g_unlink (optim_path);
-      g_unlink (file);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-void
-ks_checkpoint_abort (const char *tmp)
-{
-  g_autofree char *name = g_path_get_basename (tmp);
-  /* only a directory ks_checkpoint_begin made: everything in it is ours */
-  g_return_if_fail (g_str_has_prefix (name, ".tmp-"));
-  ks_checkpoint_remove_all (tmp);
-}
-
-/* The newest `keep` checkpoints of `dir` stay (keep 0: all). */
-static void
-keep_newest (const char *dir, guint keep)
-{
-  g_autoptr (GPtrArray) names = list_checkpoints (dir);
-  for (guint i = keep; keep > 0 && i < names->len; i++)
-    {
-      g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
-      remove_tree (path);
-    }
-}
-
-/* Puts `tmp` in the place of `final`, an existing directory, so that a crash at any moment
- * leaves the one or the other complete there; *older receives where the older copy is
- * now (tmp or old), for the caller to remove once the new one is durable. */
-static gboolean
-replace_dir (const char *tmp, const char *final, const char *old, const char **older,
-             GError **error)
-{
-#ifdef RENAME_EXCHANGE
-  /* one atomic step where the file system can */
-  if (renameat2 (AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0)
-    {
-      *older = tmp;
-      return TRUE;
-    }
-  if (errno != EINVAL && errno != ENOSYS)
-    return ks_io_error (error, "cannot put the new checkpoint in place of", final);
-#endif
-  if (g_rename (final, old) != 0)
-    return ks_io_error (error, "cannot move aside", final);
-  if (g_rename (tmp, final) != 0)
-    {
-      ks_io_error (error, "cannot rename the new checkpoint to", final);
-      g_rename (old, final); /* the older copy comes back */
-      return FALSE;
-    }
-  *older = old;
-  return TRUE;
-}
-
-/* One commit for every directory written whole (a checkpoint, a pipeline's parts, a
- * parameter-server job's shards, an inference model): a checkpoint written again for a
- * step replaces the older copy whole, never file by file; the older copy and the older
- * checkpoints are removed only once the new one is durable. */
-gboolean
-ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **error)
-{
-  g_autofree char *parent = g_path_get_dirname (final);
-  g_autofree char *old = g_strconcat (tmp, ".old", NULL);
-  const char *older = NULL;
-  gboolean ok;
-
-  if (!ks_checkpoint_fsync (tmp, error))
-    {
-      ks_checkpoint_abort (tmp);
-      return FALSE;
-    }
-  if (g_file_test (final, G_FILE_TEST_IS_DIR) && !g_file_test (final, G_FILE_TEST_IS_SYMLINK))
-    ok = replace_dir (tmp, final, old, &older, error);
-  else if (!(ok = g_rename (tmp, final) == 0))
-    ks_io_error (error, "cannot rename the new checkpoint to", final);
-  if (!ok)
-    {
-      ks_checkpoint_abort (tmp);
-      return FALSE;
-    }
-  if (!ks_checkpoint_fsync (parent, error))
-    return FALSE; /* the older copy stays hidden; a later save removes it */
-  if (older != NULL)
-    ks_checkpoint_remove_all (older);
-  keep_newest (parent, keep);
-  return TRUE;
-}
-
-/* Writes `model` (and `optimizer`) with `meta` (and `step` unless < 0) as the directory
- * `final`, whole: into a temporary sibling, fsynced, then renamed over it; a crash leaves
- * the old one or the new one. */
-static gboolean
-write_whole (const char *final, gint64 step, KsModel *model, KsOptimizer *optimizer,
-             GHashTable *meta, guint keep, GError **error)
-{
-  g_autofree char *tmp = ks_checkpoint_begin (final, error);
-  if (tmp == NULL)
-    return FALSE;
-  if (!ks_checkpoint_write_part (tmp, 0, 1, step, model, optimizer, meta, NULL, error))
-    {
-      ks_checkpoint_abort (tmp);
-      return FALSE;
-    }
-  return ks_checkpoint_commit (tmp, final, keep, error);
-}
-
-gboolean
-ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
-                         GHashTable *meta, GError **error)
-{
-  return write_whole (final, -1, model, optimizer, meta, 0, error);
-}
-
-gboolean
-ks_checkpoint_save (const char *dir, gint64 step, KsModel *model, KsOptimizer *optimizer,
-                    GHashTable *metadata, guint keep, GError **error)
-{
-  g_autofree char *final = g_strdup_printf ("%s/" PREFIX "%" G_GINT64_FORMAT, dir, step);
-  return write_whole (final, step, model, optimizer, metadata, keep, error);
-}
-
-/* The newest: a newest directory that cannot be read is the caller's error to report
- * (resuming from an older state silently would lose the user's work). */
-char *
-ks_checkpoint_latest (const char *dir)
-{
-  g_autoptr (GPtrArray) names = list_checkpoints (dir);
-  return names->len > 0 ? g_build_filename (dir, g_ptr_array_index (names, 0), NULL) : NULL;
 }
 
 /* ---- reading ---- */
@@ -804,7 +263,7 @@ parts_of_name (const char *name)
   if (sscanf (weights, PART_PREFIX "%4d-of-%4d", &part, &parts) != 2 || parts < 2
       || parts > MAX_PARTS || part < 0 || part >= parts)
     return 0;
-  g_autofree char *exact = part_file (part, parts);
+  g_autofree char *exact = ks_checkpoint_part_file (part, parts);
   return strcmp (weights, exact) == 0 ? parts : 0;
 }
 
@@ -865,7 +324,7 @@ open_parts (const char *path, GError **error)
     return NULL;
   for (int i = 0; i < n; i++)
     {
-      g_autofree char *file = part_file (i, n);
+      g_autofree char *file = ks_checkpoint_part_file (i, n);
       gint64 index, count;
       GError *local = NULL;
       if ((part = open_part (path, file, &local)) == NULL)
@@ -911,7 +370,7 @@ open_optim_parts (const char *path, GPtrArray *parts, GError **error)
 
   for (int i = 0; i < n; i++)
     {
-      g_autofree char *name = optim_file (i, n);
+      g_autofree char *name = ks_checkpoint_optim_file (i, n);
       g_autofree char *file = g_build_filename (path, name, NULL);
       Part *weights = g_ptr_array_index (parts, i), *part;
       GError *local = NULL;
@@ -1084,9 +543,9 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
                        &saved_opt_step, error))
     return FALSE;
 
-  if ((params = entries_of (model, TRUE, NULL, NULL, NULL, error)) == NULL
+  if ((params = ks_checkpoint_entries (model, TRUE, NULL, NULL, NULL, error)) == NULL
       || (optimizer != NULL
-          && (state = entries_of (model, FALSE, optimizer, NULL, &opt_step, error)) == NULL))
+          && (state = ks_checkpoint_entries (model, FALSE, optimizer, NULL, &opt_step, error)) == NULL))
     return FALSE;
   /* each tensor from the first part holding it (a shared one is saved once) */
   guint n_state = state != NULL ? state->len : 0;

@@ -2,7 +2,11 @@
  * checkpoints, pipeline parts, parameter-server shards and inference exports. */
 #include "ks-private.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 gboolean
 ks_checkpoint_corrupt (GError **error, int code, const char *file, const char *format, ...)
@@ -163,4 +167,153 @@ ks_safetensors_check (const char *file, const char *bytes, gsize len, guint64 *h
   g_autoptr (JsonParser) parser = json_parser_new ();
   JsonObject *header;
   return ks_safetensors_parse (file, bytes, len, parser, header_len, &header, error);
+}
+
+/* ---- writing ---- */
+
+static gint
+by_string (gconstpointer a, gconstpointer b, gpointer unused)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+/* The header: __metadata__ (keys sorted, so a file's bytes follow from its content) and
+ * the tensors in order, their data back to back. */
+static char *
+header_json (const KsSafetensor *tensors, gsize n, GHashTable *meta)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autoptr (JsonNode) root = NULL;
+  guint64 offset = 0;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "__metadata__");
+  json_builder_begin_object (b);
+  if (meta != NULL)
+    {
+      g_autofree gpointer *keys = g_hash_table_get_keys_as_array (meta, NULL);
+      g_qsort_with_data (keys, g_hash_table_size (meta), sizeof (gpointer), by_string, NULL);
+      for (guint i = 0; i < g_hash_table_size (meta); i++)
+        {
+          json_builder_set_member_name (b, keys[i]);
+          json_builder_add_string_value (b, g_hash_table_lookup (meta, keys[i]));
+        }
+    }
+  json_builder_end_object (b);
+  for (gsize i = 0; i < n; i++)
+    {
+      json_builder_set_member_name (b, tensors[i].name);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "dtype");
+      json_builder_add_string_value (b, "F32");
+      json_builder_set_member_name (b, "shape");
+      json_builder_begin_array (b);
+      for (int d = 0; d < tensors[i].ndim; d++)
+        json_builder_add_int_value (b, tensors[i].shape[d]);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "data_offsets");
+      json_builder_begin_array (b);
+      json_builder_add_int_value (b, (gint64) offset);
+      offset += tensors[i].numel * sizeof (float);
+      json_builder_add_int_value (b, (gint64) offset);
+      json_builder_end_array (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  return json_to_string (root, FALSE);
+}
+
+static gboolean
+write_all (int fd, const void *data, gsize len)
+{
+  for (const char *p = data; len > 0;)
+    {
+      gssize done = write (fd, p, MIN (len, (gsize) G_MAXSSIZE));
+      if (done < 0 && errno == EINTR)
+        continue;
+      if (done <= 0)
+        return FALSE;
+      p += done;
+      len -= (gsize) done;
+    }
+  return TRUE;
+}
+
+/* A new file beside `path`, created by this call alone (never an existing file or a
+ * link followed), its name returned in *tmp. */
+static int
+create_beside (const char *path, char **tmp, GError **error)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *base = g_path_get_basename (path);
+
+  for (int tries = 0; tries < 100; tries++)
+    {
+      *tmp = g_strdup_printf ("%s/.%s.tmp-%08x", dir, base, g_random_int ());
+      int fd = open (*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd >= 0 || errno != EEXIST)
+        {
+          if (fd < 0)
+            ks_io_error (error, "cannot create", *tmp);
+          return fd;
+        }
+      g_clear_pointer (tmp, g_free);
+    }
+  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+               "cannot create a temporary file beside %s: every name tried exists; remove "
+               "the .%s.tmp-* files there", path, base);
+  return -1;
+}
+
+gboolean
+ks_safetensors_write (const char *path, const KsSafetensor *tensors, gsize n,
+                      GHashTable *metadata, gboolean seal, char **digest, GError **error)
+{
+  g_autoptr (GHashTable) meta = ks_string_table_copy (metadata);
+  g_autofree char *header = NULL, *tmp = NULL, *dir = g_path_get_dirname (path);
+  g_autofree const guint8 **chunks = g_new (const guint8 *, n + 1);
+  g_autofree gsize *lens = g_new (gsize, n + 1);
+  gboolean ok;
+  int fd;
+
+  for (gsize i = 0; i < n; i++)
+    {
+      chunks[i] = (const guint8 *) tensors[i].data;
+      lens[i] = tensors[i].numel * sizeof (float);
+    }
+  if (seal) /* the digest's place, filled in once the header is final */
+    g_hash_table_insert (meta, g_strdup (KS_SEAL_KEY), g_strnfill (64, '0'));
+  header = header_json (tensors, n, meta);
+  /* an 8-byte little-endian length, then the JSON padded with spaces to 8 bytes */
+  gsize json_len = strlen (header), padded = (json_len + 7) / 8 * 8;
+  guint64 le = GUINT64_TO_LE ((guint64) padded);
+  header = g_realloc (header, padded + 1);
+  memset (header + json_len, ' ', padded - json_len);
+  header[padded] = '\0';
+  if (seal && !ks_seal_fill (header, padded, chunks, lens, n))
+    g_return_val_if_reached (FALSE);
+  if (seal && digest != NULL)
+    *digest = g_strndup (strstr (header, "\"" KS_SEAL_KEY "\":\"") + strlen (KS_SEAL_KEY) + 4, 64);
+
+  if ((fd = create_beside (path, &tmp, error)) < 0)
+    return FALSE;
+  ok = write_all (fd, &le, 8) && write_all (fd, header, padded);
+  for (gsize i = 0; ok && i < n; i++)
+    ok = write_all (fd, chunks[i], lens[i]);
+  ok = ok && fsync (fd) == 0;
+  if (!ok)
+    ks_io_error (error, "cannot write", tmp);
+  if (close (fd) != 0 && ok)
+    ok = ks_io_error (error, "cannot write", tmp);
+  if (ok && g_rename (tmp, path) != 0)
+    ok = ks_io_error (error, "cannot rename the new file to", path);
+  if (!ok)
+    {
+      g_unlink (tmp);
+      if (digest != NULL)
+        g_clear_pointer (digest, g_free);
+      return FALSE;
+    }
+  return ks_checkpoint_fsync (dir, error);
 }

@@ -21,7 +21,8 @@ gboolean ps_job_read (const char *path, KsTrainStatus *status, GHashTable **meta
 
 /* Writes checkpoint-<step> under `dir`: `save_servers` has every server write its files
  * into the hidden directory it is given, then job.json goes beside them and the directory
- * is renamed into place; the newest `keep` stay. */
+ * is committed as every checkpoint is (ks_checkpoint_commit: a checkpoint-<step> already
+ * there replaced whole); the newest `keep` stay. */
 typedef gboolean (*PsSaveServers) (void *data, const char *dir, gint64 step, GError **error);
 gboolean ps_job_save (const char *dir, const KsTrainStatus *status, GHashTable *metadata,
                       int servers, guint keep, PsSaveServers save_servers, void *data,

@@ -7,9 +7,7 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #define SHARD_FORMAT "ksdist-ps-shard"
 #define SHARD_VERSION "2" /* 1: the SHA-256 covered the data only */
@@ -65,96 +63,40 @@ ps_shard_save (PsDenseTable *t, const char *dir, int server, int servers, gint64
 {
   g_autofree char *name = g_strdup_printf ("server-%d-of-%d.safetensors", server, servers);
   g_autofree char *final = g_build_filename (dir, name, NULL);
-  g_autofree char *tmp = g_strdup_printf ("%s/.%s.tmp-%d", dir, name, (int) getpid ());
-  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autofree KsSafetensor *tensors = NULL;
   gint64 *opt_step = NULL;
-  gsize n_arenas = 0, offset = 0;
+  gsize n_arenas = 0, n = 0;
   float **arenas;
-  FILE *f;
+  gboolean ok;
 
   if (g_mkdir_with_parents (dir, 0755) != 0)
     return io_error (error, "cannot create the directory", dir);
   if ((arenas = read_arenas (t, &n_arenas, &opt_step, error)) == NULL)
     return FALSE;
-
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "__metadata__");
-  json_builder_begin_object (b);
-#define META(k, ...)                                                                 \
-  G_STMT_START {                                                                     \
-    g_autofree char *v_ = g_strdup_printf (__VA_ARGS__);                             \
-    json_builder_set_member_name (b, k);                                             \
-    json_builder_add_string_value (b, v_);                                           \
-  } G_STMT_END
-  META ("format", SHARD_FORMAT);
-  META ("version", SHARD_VERSION);
-  META ("server", "%d", server);
-  META ("servers", "%d", servers);
-  META ("step", "%" G_GINT64_FORMAT, step);
-  META ("optimizer_step", "%" G_GINT64_FORMAT, *opt_step);
-  META ("optimizer_states", "%" G_GSIZE_FORMAT, n_arenas - 1);
-  META (KS_SEAL_KEY, "%064d", 0); /* filled in once the header is final */
-#undef META
-  json_builder_end_object (b);
+  g_hash_table_insert (meta, "format", g_strdup (SHARD_FORMAT));
+  g_hash_table_insert (meta, "version", g_strdup (SHARD_VERSION));
+  g_hash_table_insert (meta, "server", g_strdup_printf ("%d", server));
+  g_hash_table_insert (meta, "servers", g_strdup_printf ("%d", servers));
+  g_hash_table_insert (meta, "step", g_strdup_printf ("%" G_GINT64_FORMAT, step));
+  g_hash_table_insert (meta, "optimizer_step", g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
+  g_hash_table_insert (meta, "optimizer_states", g_strdup_printf ("%" G_GSIZE_FORMAT, n_arenas - 1));
+  /* each arena's blocks packed in message order: the values, then each state */
+  tensors = g_new0 (KsSafetensor, n_arenas * t->n_blocks + 1);
   for (gsize a = 0; a < n_arenas; a++)
-    for (gsize i = 0; i < t->n_blocks; i++)
+    for (gsize i = 0, at = 0; i < t->n_blocks; at += t->blocks[i]->len, i++, n++)
       {
-        g_autofree char *tname = a == 0 ? g_strdup (t->blocks[i]->name)
-                                        : g_strdup_printf ("optim.%" G_GSIZE_FORMAT ".%s", a - 1,
-                                                           t->blocks[i]->name);
-        gsize bytes = t->blocks[i]->len * sizeof (float);
-        json_builder_set_member_name (b, tname);
-        json_builder_begin_object (b);
-        json_builder_set_member_name (b, "dtype");
-        json_builder_add_string_value (b, "F32");
-        json_builder_set_member_name (b, "shape");
-        json_builder_begin_array (b);
-        json_builder_add_int_value (b, (gint64) t->blocks[i]->len);
-        json_builder_end_array (b);
-        json_builder_set_member_name (b, "data_offsets");
-        json_builder_begin_array (b);
-        json_builder_add_int_value (b, (gint64) offset);
-        json_builder_add_int_value (b, (gint64) (offset + bytes));
-        json_builder_end_array (b);
-        json_builder_end_object (b);
-        offset += bytes;
+        char *tname = a == 0 ? g_strdup (t->blocks[i]->name)
+                             : g_strdup_printf ("optim.%" G_GSIZE_FORMAT ".%s", a - 1,
+                                                t->blocks[i]->name);
+        g_ptr_array_add (names, tname);
+        tensors[n] = (KsSafetensor) { tname, 1, { (gint64) t->blocks[i]->len },
+                                      t->blocks[i]->len, arenas[a] + at };
       }
-  json_builder_end_object (b);
-
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  gsize header_len;
-  g_autofree char *header = json_generator_to_data (gen, &header_len);
-  guint64 padded = (header_len + 7) / 8 * 8, le = GUINT64_TO_LE (padded);
-  g_autofree gsize *arena_lens = g_new (gsize, n_arenas);
-  header = g_realloc (header, padded);
-  memset (header + header_len, ' ', padded - header_len);
-  for (gsize a = 0; a < n_arenas; a++)
-    arena_lens[a] = t->n_floats * sizeof (float);
-  if (!ks_seal_fill (header, padded, (const guint8 *const *) arenas, arena_lens, n_arenas))
-    g_return_val_if_reached (FALSE);
-  gboolean ok = (f = fopen (tmp, "wb")) != NULL;
-  ok = ok && fwrite (&le, 8, 1, f) == 1 && fwrite (header, 1, padded, f) == padded;
-  for (gsize a = 0; ok && a < n_arenas; a++)
-    ok = fwrite (arenas[a], sizeof (float), t->n_floats, f) == t->n_floats;
-  ok = ok && fflush (f) == 0 && fsync (fileno (f)) == 0;
+  ok = ks_safetensors_write (final, tensors, n, meta, TRUE, NULL, error);
   free_arenas (arenas, n_arenas);
-  if (f != NULL && fclose (f) != 0)
-    ok = FALSE;
-  if (!ok)
-    {
-      io_error (error, "cannot write", tmp);
-      g_unlink (tmp);
-      return FALSE;
-    }
-  if (g_rename (tmp, final) != 0)
-    {
-      io_error (error, "cannot rename the new shard to", final);
-      g_unlink (tmp);
-      return FALSE;
-    }
-  return ks_checkpoint_fsync (dir, error);
+  return ok;
 }
 
 /* ---- loading ---- */
