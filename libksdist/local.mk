@@ -24,11 +24,12 @@ libksdist_la_SOURCES += libksdist/model/model-private.h \
 	libksdist/model/amp.c
 # optim/: optimizers
 libksdist_la_SOURCES += libksdist/optim/optimizer.c
-# comm/: communicators and role makers
+# comm/: communicators, role makers, gradient averaging
 libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
 	libksdist/comm/comm-hier.c \
-	libksdist/comm/rolemaker.c
+	libksdist/comm/rolemaker.c \
+	libksdist/comm/average.c
 # algorithm/: distributed algorithms (the mode plugins' interface)
 libksdist_la_SOURCES += libksdist/algorithm/algorithm.c
 # pipeline/: pipeline parallelism: segmenters, schedules, the stage runtime
@@ -80,6 +81,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/model.h \
 	include/ksdist/checkpoint.h \
 	include/ksdist/comm.h \
+	include/ksdist/average.h \
 	include/ksdist/rolemaker.h \
 	include/ksdist/segmenter.h \
 	include/ksdist/pipeline.h \

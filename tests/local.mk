@@ -13,7 +13,7 @@ AM_TESTS_ENVIRONMENT = \
 	export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1; \
 	export LSAN_OPTIONS=suppressions=$(abs_top_srcdir)/tests/lsan.supp:print_suppressions=0; \
 	export MAKE="$(MAKE)" CC="$(CC)" KS_BUILDDIR=$(abs_top_builddir) KS_PREFIX=$(prefix) \
-		KS_LIBDIR=$(libdir) KS_BINDIR=$(bindir);
+		KS_LIBDIR=$(libdir) KS_BINDIR=$(bindir) KS_PROGRAM_FLAGS="$(KS_CFLAGS) $(LDFLAGS)";
 
 # Test plugins: one source, variants by macro; built for `make check`, never installed.
 KS_TEST_PLUGIN_LDFLAGS = $(KS_PLUGIN_LDFLAGS) -rpath $(abs_builddir)

@@ -243,6 +243,64 @@ scenario_roles (KsRegistry *registry, KsConfig *config, KsComm *comm, int rank, 
   OK (ks_role_maker_barrier_all (role, ERR));
 }
 
+/* ks_grad_average without a backward (every bucket averaged by finish), in buckets of 4
+ * floats over the gradients of p0, p2 and p3, not p1's: the averaged ones are the mean
+ * of every rank's, p1's between them stays this rank's own. */
+static void
+scenario_average (KsComm *comm, int rank, int n)
+{
+  static const gint64 sizes[] = { 5, 7, 3, 4 };
+  CpuFixture f;
+  ks_test_cpu_setup (&f, NULL);
+  KsModel *model = ks_model_new (f.c); /* freed before its compute */
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  g_autoptr (GArray) averaged = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  KsExpr *loss = NULL;
+
+  for (int i = 0; i < 4; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("p%d", i);
+      KsExpr *p, *term;
+      OK ((p = ks_model_parameter (model, name, 1, &sizes[i], (KsInit) { KS_INIT_CONSTANT, 1, 0, 0 },
+                                   ERR)) != NULL);
+      OK ((term = ks_mean (p, ERR)) != NULL);
+      OK ((loss = loss == NULL ? term : ks_add (loss, term, ERR)) != NULL);
+    }
+  OK (ks_model_init (model, ERR));
+  OK (ks_model_backward (model, loss, NULL, 0, NULL, pairs, ERR));
+  for (guint i = 0; i < pairs->len; i++)
+    if (strcmp (ks_expr_name (g_array_index (pairs, KsParamGrad, i).param), "p1") != 0)
+      g_array_append_val (averaged, g_array_index (pairs, KsParamGrad, i));
+  CHECK (averaged->len == 3, "%u pairs averaged, not 3", averaged->len);
+
+  KsArena *grads = ks_model_gradients (model);
+  gsize total = ks_arena_numel (grads);
+  g_autofree float *host = g_new (float, total);
+  for (gsize j = 0; j < total; j++)
+    host[j] = rank * 1000.0f + j;
+  OK (ks_compute_copy_to_device (f.c, ks_arena_data (grads), host, total * sizeof (float), ERR));
+  KsGradAverage *average = ks_grad_average_new (model, comm, (const KsParamGrad *) averaged->data,
+                                                averaged->len, 4);
+  OK (ks_grad_average_finish (average, ERR));
+  ks_grad_average_free (average);
+  OK (ks_compute_copy_to_host (f.c, host, ks_arena_data (grads), total * sizeof (float), ERR));
+  for (gsize i = 0; i < ks_arena_count (grads); i++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *t = ks_arena_tensor_at (grads, i, &name, &offset);
+      gboolean mine = strcmp (name, "p1") == 0;
+      for (gsize j = offset; j < offset + t->numel; j++)
+        {
+          float want = (mine ? rank : (n - 1) / 2.0f) * 1000.0f + j;
+          CHECK (host[j] == want, "gradient %s[%zu] is %g, not %g (%s)", name, j - offset,
+                 host[j], want, mine ? "not averaged" : "the mean");
+        }
+    }
+  ks_model_free (model);
+  ks_test_cpu_teardown (&f);
+}
+
 static int
 run_rank (char **argv)
 {
@@ -263,6 +321,8 @@ run_rank (char **argv)
     scenario_collectives (registry, config, comm, rank, n);
   else if (strcmp (scenario, "roles") == 0)
     scenario_roles (registry, config, comm, rank, n);
+  else if (strcmp (scenario, "average") == 0)
+    scenario_average (comm, rank, n);
   else if (strcmp (scenario, "sum") == 0)
     {
       /* the prefix's number in every rank's value: a job meeting another would see it */
@@ -361,6 +421,13 @@ static void
 test_collectives_3 (void)
 {
   assert_job_ok ("collectives", 3);
+}
+
+static void
+test_grad_average (void)
+{
+  if (ks_test_have_openblas ())
+    assert_job_ok ("average", 3);
 }
 
 static void
@@ -572,6 +639,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/comm/gloo/collectives-2", test_collectives_2);
   g_test_add_func ("/comm/gloo/collectives-3", test_collectives_3);
+  g_test_add_func ("/comm/gloo/grad-average", test_grad_average);
   g_test_add_func ("/comm/gloo/role-maker", test_role_maker);
   g_test_add_func ("/comm/gloo/tcp-store", test_tcp_store);
   g_test_add_func ("/comm/gloo/two-jobs", test_two_jobs);

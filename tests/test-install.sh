@@ -1,8 +1,10 @@
 #!/bin/sh
 # Installs ksdist into a temporary root, builds a plugin outside the tree against the
-# installed headers with `pkg-config ksdist`, and loads it with the installed ksdist.
-# TAP output. Needs from the environment (tests/local.mk): MAKE, CC, KS_BUILDDIR,
-# KS_SRCDIR, KS_PREFIX, KS_LIBDIR, KS_BINDIR.
+# installed headers with `pkg-config ksdist`, and loads it with the installed ksdist; a
+# program on the tasks library runs. TAP output. Needs from the environment
+# (tests/local.mk): MAKE, CC, KS_BUILDDIR, KS_SRCDIR, KS_PREFIX, KS_LIBDIR, KS_BINDIR, and
+# KS_PROGRAM_FLAGS (the build's warnings and sanitizers: a program linked against
+# sanitized libraries must be built with them too).
 set -u
 echo "1..6"
 root=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-install-XXXXXX")
@@ -79,7 +81,7 @@ main (void)
 C
 flags=$(pkg-config --cflags --libs ksdist-tasks) || fail 6 "pkg-config ksdist-tasks"
 # shellcheck disable=SC2086
-$CC -Wall -Werror -o "$root/rings" "$root/rings.c" $flags >"$root/cc.log" 2>&1 \
+$CC ${KS_PROGRAM_FLAGS:-} -Werror -o "$root/rings" "$root/rings.c" $flags >"$root/cc.log" 2>&1 \
   || fail 6 "build a program with pkg-config ksdist-tasks" "$(cat "$root/cc.log")"
 out=$(LD_LIBRARY_PATH="$root$KS_LIBDIR" "$root/rings" 2>&1) \
   || fail 6 "the tasks library's program: a point without a class" "$out"

@@ -183,6 +183,11 @@ gboolean ks_pipeline_groups (KsComm *world, int stages, KsComm **pipe, KsComm **
  * replicas; call it before ks_pipeline_init, which then starts every replica from
  * replica 0's parameters. NULL or a group of one: no data parallelism. */
 void ks_pipeline_set_data_parallel (KsPipeline *pipeline, KsComm *data);
+/* With data parallelism: TRUE (the default) averages a chunk's gradients in buckets
+ * (average.h) on a communication thread while the backward goes on, once its last
+ * micro-batch's backward has made them; FALSE averages every bucket after the last
+ * backward. The same result either way. */
+void ks_pipeline_set_overlap (KsPipeline *pipeline, gboolean overlap);
 /* > 0: before each update, scales the gradients of every stage so that their global L2
  * norm (a shared parameter counted once) is at most `clip_norm`; the optimizer should not
  * clip on its own, by its stage's norm. 0: no clipping. */

@@ -163,6 +163,9 @@ static const KsKeyDesc core_schema[] = {
   { "pipeline", "recompute_interval", KS_VALUE_INT, "0", 0, 1e6, NULL,
     "Keep every k-th layer's output between forward and backward and recompute the rest; "
     "0 keeps all" },
+  { "pipeline", "overlap", KS_VALUE_BOOL, "true", 1, 0, NULL,
+    "With data-parallel replicas: average a chunk's gradients in buckets while the backward "
+    "goes on, after its last micro-batch; false averages them all after the last backward" },
   { "strategy", "mode", KS_VALUE_CHOICE, "auto", 1, 0, "auto|sync|half_async|async|geo",
     "Parameter-server mode ([job] mode = transpiler): sync, half_async, async or geo; auto "
     "follows Paddle's a_sync and k_steps" },

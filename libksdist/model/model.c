@@ -695,6 +695,22 @@ sweep_down (KsModel *model, KsExpr *const *outs, const float *const *seeds, gsiz
   return TRUE;
 }
 
+/* For the grad_ready callback: the id of each expression's lowest-id consumer that the
+ * sweep from expressions up to `top` reaches (G_MAXUINT for none). */
+static guint *
+last_uses (KsModel *model, guint top)
+{
+  guint *last_use = g_new (guint, top + 1);
+  memset (last_use, 0xff, (top + 1) * sizeof (guint));
+  for (guint i = top + 1; i-- > 0;)
+    {
+      KsExpr *e = g_ptr_array_index (model->exprs, i);
+      for (guint k = 0; e->needs_grad && k < e->n_in; k++)
+        last_use[e->in[k]->id] = i;
+    }
+  return last_use;
+}
+
 /* The reverse sweep for `loss`: dloss/dx for every x between the parameters that have a
  * gradient expression of this loss and the loss. Parameter gradients are written into
  * the gradient arena (zeroed first). */
@@ -723,14 +739,7 @@ ks_model_sweep (KsModel *model, KsExpr *loss, GError **error)
   g_autofree guint *last_use = NULL;
   if (model->grad_ready != NULL)
     {
-      last_use = g_new (guint, loss->id + 1);
-      memset (last_use, 0xff, (loss->id + 1) * sizeof (guint));
-      for (guint i = loss->id + 1; i-- > 0;)
-        {
-          KsExpr *e = g_ptr_array_index (model->exprs, i);
-          for (guint k = 0; e->needs_grad && k < e->n_in; k++)
-            last_use[e->in[k]->id] = i;
-        }
+      last_use = last_uses (model, loss->id);
       for (guint i = 0; i < model->exprs->len; i++)
         {
           KsExpr *g = g_ptr_array_index (model->exprs, i);
@@ -773,8 +782,19 @@ ks_model_sweep_from (KsModel *model, KsExpr *const *outs, const float *const *se
   for (gsize i = 0; i < n_inputs; i++)
     inputs[i]->needs_grad = TRUE;
   model->swept_loss = NULL; /* a later ks_model_sweep must not think itself current */
-  if (!mark_between (model, outs, n_outs, error)
-      || !sweep_down (model, outs, seeds, n_outs, NULL, error))
+  if (!mark_between (model, outs, n_outs, error))
+    return FALSE;
+  /* a parameter is told ready at its last consumer in this sweep: the caller arms the
+   * callback only for a sweep after which nothing more adds to those gradients */
+  g_autofree guint *last_use = NULL;
+  if (model->grad_ready != NULL)
+    {
+      guint top = 0;
+      for (gsize i = 0; i < n_outs; i++)
+        top = MAX (top, outs[i]->id);
+      last_use = last_uses (model, top);
+    }
+  if (!sweep_down (model, outs, seeds, n_outs, last_use, error))
     return FALSE;
   for (gsize i = 0; i < n_inputs; i++) /* an input that reaches no out: zero */
     {

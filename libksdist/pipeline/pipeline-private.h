@@ -41,6 +41,7 @@ typedef struct {
   gsize in_numel, out_numel;
   float *act_in, *act_out, *grad_in, *grad_out; /* per micro-batch, on the host */
   GPtrArray *skip_out, *skip_in; /* SkipEnd: values this chunk stashes and pops */
+  int backwards;          /* done this step: the m-th leaves its gradients final */
 } Chunk;
 
 typedef struct {
@@ -57,6 +58,8 @@ struct KsPipeline {
   KsCompute *compute;
   KsComm *comm;
   KsComm *data;         /* this stage's data-parallel group (other replicas); may be NULL */
+  KsGradAverage *replicas; /* with data: averaging over them */
+  gboolean overlap;        /* each bucket while backward goes on */
   double clip_norm;     /* > 0: gradients clipped by their norm over every stage */
   int stage, p, v, m, recompute;
   KsSchedule *schedule;

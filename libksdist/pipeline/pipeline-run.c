@@ -6,14 +6,47 @@
 #include <math.h>
 #include <string.h>
 
-/* The gradients of this stage averaged over its replicas, before the update. */
+static gboolean
+is_shared (const KsPipeline *pl, const char *name)
+{
+  for (guint i = 0; i < pl->shared->len; i++)
+    if (strcmp (g_array_index (pl->shared, Shared, i).name, name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* The model's grad_ready during a chunk's last backward of the step: a shared parameter
+ * waits for the update (other chunks and stages add to its gradient after). */
+static void
+replica_ready (KsModel *model, KsExpr *param, gpointer data)
+{
+  KsPipeline *pl = data;
+  if (!is_shared (pl, ks_expr_name (param)))
+    ks_grad_average_ready (model, param, pl->replicas);
+}
+
+/* The gradients of this stage averaged over its replicas, before the update: the
+ * buckets the backwards launched, and the rest now (all of them in the first step). */
 static gboolean
 average_replicas (KsPipeline *pl, GError **error)
 {
-  KsArena *grads = ks_model_gradients (pl->model);
-  return pl->data == NULL
-         || ks_comm_allreduce (pl->data, ks_arena_data (grads), ks_arena_numel (grads),
-                               KS_DTYPE_FLOAT32, KS_REDUCE_AVG, error);
+  if (pl->data == NULL)
+    return TRUE;
+  if (pl->replicas == NULL)
+    {
+      KsArena *grads = ks_model_gradients (pl->model);
+      g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+      for (gsize i = 0; i < ks_arena_count (grads); i++)
+        {
+          const char *name;
+          ks_arena_tensor_at (grads, i, &name, NULL);
+          KsParamGrad pair = { ks_model_find (pl->model, name), NULL };
+          g_array_append_val (pairs, pair);
+        }
+      pl->replicas = ks_grad_average_new (pl->model, pl->data, (const KsParamGrad *) pairs->data,
+                                          pairs->len, KS_GRAD_AVERAGE_BUCKET_FLOATS);
+    }
+  return ks_grad_average_finish (pl->replicas, error);
 }
 
 void
@@ -231,8 +264,13 @@ backward (KsPipeline *pl, Chunk *c, int mb, GError **error)
     g_ptr_array_add (inputs, c->input);
   for (guint i = 0; i < c->skip_in->len; i++)
     g_ptr_array_add (inputs, ((SkipEnd *) g_ptr_array_index (c->skip_in, i))->expr);
-  if (!ks_model_sweep_from (pl->model, (KsExpr **) outs->pdata, (const float **) seeds->pdata,
-                            outs->len, (KsExpr **) inputs->pdata, inputs->len, error))
+  gboolean last = ++c->backwards == pl->m, ok;
+  if (last && pl->replicas != NULL && pl->overlap)
+    ks_model_set_grad_ready (pl->model, replica_ready, pl);
+  ok = ks_model_sweep_from (pl->model, (KsExpr **) outs->pdata, (const float **) seeds->pdata,
+                            outs->len, (KsExpr **) inputs->pdata, inputs->len, error);
+  ks_model_set_grad_ready (pl->model, NULL, NULL);
+  if (!ok)
     return FALSE;
   if (c->input != NULL
       && !ks_tensor_to_host (c->input->grad, c->grad_out + mb * c->in_numel,
@@ -352,6 +390,8 @@ ks_pipeline_step (KsPipeline *pl, KsOptimizer *optimizer, const KsFeed *feeds, g
   if (grads == NULL)
     return ks_invalid (error, "pipeline: call ks_pipeline_init before stepping");
   gint64 start = g_get_monotonic_time (), last_compute = start;
+  for (int c = 0; c < pl->v; c++)
+    pl->chunks[c].backwards = 0;
   if (!ks_compute_fill_zero (pl->compute, ks_arena_data (grads),
                              ks_arena_numel (grads) * sizeof (float), error)
       || !post_receives (pl, program, error))

@@ -74,6 +74,7 @@ ks_pipeline_free (KsPipeline *pl)
     return;
   ks_pipe_drain (pl, NULL);
   ks_pipe_cancel_posted (pl);
+  ks_grad_average_free (pl->replicas);
   g_hash_table_unref (pl->posted);
   for (int c = 0; pl->chunks != NULL && c < pl->v; c++)
     chunk_clear (&pl->chunks[c], pl->m);
@@ -336,6 +337,7 @@ ks_pipeline_new (KsCompute *compute, KsComm *comm, int stage, const KsPipelineSh
   pl->mailbox = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_bytes_unref);
   pl->pending = g_ptr_array_new ();
   pl->posted = g_hash_table_new (NULL, NULL);
+  pl->overlap = TRUE;
   if ((pl->schedule = ks_schedule_new (shape->schedule, p, v, shape->micro_batches, error))
       == NULL)
     return NULL;
@@ -438,6 +440,12 @@ void
 ks_pipeline_set_data_parallel (KsPipeline *pl, KsComm *data)
 {
   pl->data = data != NULL && ks_comm_size (data) > 1 ? data : NULL;
+}
+
+void
+ks_pipeline_set_overlap (KsPipeline *pl, gboolean overlap)
+{
+  pl->overlap = overlap;
 }
 
 /* Every replica of this stage starts from replica 0's parameters. */

@@ -120,6 +120,7 @@ ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n, const 
       == NULL)
     return FALSE;
   ks_pipeline_set_data_parallel (t->pipeline, t->data_comm);
+  ks_pipeline_set_overlap (t->pipeline, ks_config_get_bool (c, "pipeline", "overlap"));
   /* clipped by the norm over all stages; the optimizer (made after) would clip each
    * stage by its own norm, so its clip_norm is turned off */
   double clip_norm = ks_config_get_double (c, "optim", "clip_norm");

@@ -8,14 +8,13 @@
  * starts from the same point. Averages go in buckets of bucket_kb, one allreduce each,
  * so a large model never needs one huge message. With overlap (the default), a bucket
  * of gradients is averaged on a communication thread as soon as backward has finished
- * it, while backward goes on (buckets.c); the update waits for the last. Through shared
+ * it, while backward goes on (ks_grad_average, average.h); the update waits for the last. Through shared
  * memory the gradients live in memory every worker maps, so averaging copies nothing in
  * or out. There are no servers in this mode: init_server, run_server, init_worker and
  * stop_worker only warn. */
 #include <config.h>
 #include <ksdist/ksdist.h>
 
-#include "average/buckets.h"
 #include "checkpoint.h"
 
 #include <string.h>
@@ -110,7 +109,7 @@ typedef struct {
   void *inner;
   gint64 updates;
   KsModel *model;
-  Buckets *buckets; /* grad_allreduce with overlap, once backward has made the pairs */
+  KsGradAverage *overlap; /* grad_allreduce with overlap, once backward has made the pairs */
   gboolean shared;  /* the gradients were offered shared memory */
 } DistOpt;
 
@@ -140,9 +139,9 @@ static void
 dist_destroy (void *p)
 {
   DistOpt *d = p;
-  if (d->buckets != NULL)
+  if (d->overlap != NULL)
     ks_model_set_grad_ready (d->model, NULL, NULL); /* the model outlives its optimizer */
-  ks_buckets_free (d->buckets);
+  ks_grad_average_free (d->overlap);
   g_free (d);
 }
 
@@ -188,12 +187,12 @@ dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsi
       return FALSE;
     }
   if (comm != NULL && ks_comm_size (comm) > 1 && !d->algorithm->local_sgd && d->algorithm->overlap
-      && d->buckets == NULL)
+      && d->overlap == NULL)
     {
       d->model = model;
-      d->buckets = ks_buckets_new (model, comm, (const KsParamGrad *) pairs->data, pairs->len,
+      d->overlap = ks_grad_average_new (model, comm, (const KsParamGrad *) pairs->data, pairs->len,
                                    d->algorithm->bucket_floats);
-      ks_model_set_grad_ready (model, ks_buckets_ready, d->buckets);
+      ks_model_set_grad_ready (model, ks_grad_average_ready, d->overlap);
     }
   return TRUE;
 }
@@ -205,7 +204,7 @@ dist_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GE
   Collective *c = d->algorithm;
 
   if (!c->local_sgd)
-    return (d->buckets != NULL ? ks_buckets_finish (d->buckets, error)
+    return (d->overlap != NULL ? ks_grad_average_finish (d->overlap, error)
                                : average (d, ks_model_gradients (model), error))
            && d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error);
   if (!d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error))

@@ -7,6 +7,6 @@ plugins_pslib_pslib_la_SOURCES = plugins/pslib/pslib.c \
 	plugins/pslib/sparse-worker.c plugins/pslib/sparse-worker.h
 plugins_pslib_pslib_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/plugins $(ZMQ_CFLAGS) $(JSON_CFLAGS)
 plugins_pslib_pslib_la_LDFLAGS = $(KS_PLUGIN_LDFLAGS)
-plugins_pslib_pslib_la_LIBADD = plugins/ps/libps.la plugins/average/libaverage.la $(KS_PLUGIN_LIBADD) \
+plugins_pslib_pslib_la_LIBADD = plugins/ps/libps.la $(KS_PLUGIN_LIBADD) \
 	$(ZMQ_LIBS) $(JSON_LIBS) -lpthread -lm
 endif

@@ -15,7 +15,6 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
-#include "average/buckets.h"
 #include "ps/client.h"
 #include "ps/job.h"
 #include "ps/server.h"
@@ -27,9 +26,6 @@
 
 #include <string.h>
 
-/* with dense = allreduce: gradients averaged in buckets of 4 MiB, as the collective mode's
- * default bucket_kb */
-#define BUCKET_FLOATS ((gsize) 1 << 20)
 #define DENSE_DIR "dense" /* with dense = allreduce: worker 0's checkpoint of the dense part */
 
 typedef struct {
@@ -52,7 +48,7 @@ typedef struct {
   const KsConfig *config; /* its [table.NAME] groups */
   /* from the backward */
   KsModel *model;
-  Buckets *buckets; /* dense = allreduce over 2 or more workers: averaging while backward runs */
+  KsGradAverage *average; /* dense = allreduce over 2 or more workers: averaging while backward runs */
   PsLayout *layout; /* of the dense parameters */
   /* a worker's */
   PsClient *client;
@@ -411,9 +407,9 @@ static void
 dist_destroy (void *ctx)
 {
   Pslib *p = ctx;
-  if (p->buckets != NULL)
+  if (p->average != NULL)
     ks_model_set_grad_ready (p->model, NULL, NULL); /* the model outlives its optimizer */
-  g_clear_pointer (&p->buckets, ks_buckets_free);
+  g_clear_pointer (&p->average, ks_grad_average_free);
 }
 
 static gboolean
@@ -472,13 +468,13 @@ allreduce_apply (Pslib *p, KsModel *model, const KsParamGrad *pairs, gsize n_pai
     {
       /* the collective mode's averaging: from the second step on, each bucket while the
        * backward goes on (the first step's buckets are all averaged here) */
-      if (p->buckets == NULL)
+      if (p->average == NULL)
         {
-          p->buckets = ks_buckets_new (model, comm, (const KsParamGrad *) dense->data, dense->len,
-                                       BUCKET_FLOATS);
-          ks_model_set_grad_ready (model, ks_buckets_ready, p->buckets);
+          p->average = ks_grad_average_new (model, comm, (const KsParamGrad *) dense->data, dense->len,
+                                       KS_GRAD_AVERAGE_BUCKET_FLOATS);
+          ks_model_set_grad_ready (model, ks_grad_average_ready, p->average);
         }
-      if (!ks_buckets_finish (p->buckets, error))
+      if (!ks_grad_average_finish (p->average, error))
         return FALSE;
     }
   return p->inner_ops->apply_gradients (p->inner, model, (KsParamGrad *) dense->data, dense->len,

@@ -1,9 +1,7 @@
-/* Gradient buckets averaged on a communication thread while backward goes on (see
- * buckets.h). The main thread only counts down and queues; the thread only reduces;
+/* Gradients averaged in buckets on a communication thread while backward goes on
+ * (average.h). The main thread only counts down and queues; the thread only reduces;
  * nothing else uses the communicator until finish has seen the queue drain. */
-#include <config.h>
-
-#include "buckets.h"
+#include "ks-private.h"
 
 typedef struct {
   gsize offset, count; /* in floats, in the gradient arena */
@@ -11,7 +9,7 @@ typedef struct {
   gboolean launched;
 } Bucket;
 
-struct Buckets {
+struct KsGradAverage {
   KsComm *comm;
   float *data;
   Bucket *bucket;
@@ -30,7 +28,7 @@ static Bucket stop;
 static gpointer
 reduce_buckets (gpointer p)
 {
-  Buckets *s = p;
+  KsGradAverage *s = p;
   Bucket *b;
 
   while ((b = g_async_queue_pop (s->queue)) != &stop)
@@ -64,12 +62,12 @@ by_offset_descending (gconstpointer a, gconstpointer b)
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-Buckets *
-ks_buckets_new (KsModel *model, KsComm *comm, const KsParamGrad *pairs, gsize n_pairs,
+KsGradAverage *
+ks_grad_average_new (KsModel *model, KsComm *comm, const KsParamGrad *pairs, gsize n_pairs,
                 gsize bucket_floats)
 {
   KsArena *grads = ks_model_gradients (model);
-  Buckets *s = g_new0 (Buckets, 1);
+  KsGradAverage *s = g_new0 (KsGradAverage, 1);
   g_autoptr (GHashTable) offsets = g_hash_table_new (g_str_hash, g_str_equal);
   g_autofree Slot *slots = g_new (Slot, MAX (n_pairs, 1));
 
@@ -125,7 +123,7 @@ ks_buckets_new (KsModel *model, KsComm *comm, const KsParamGrad *pairs, gsize n_
 }
 
 void
-ks_buckets_free (Buckets *s)
+ks_grad_average_free (KsGradAverage *s)
 {
   if (s == NULL)
     return;
@@ -141,9 +139,9 @@ ks_buckets_free (Buckets *s)
 }
 
 void
-ks_buckets_ready (KsModel *model, KsExpr *param, gpointer data)
+ks_grad_average_ready (KsModel *model, KsExpr *param, gpointer data)
 {
-  Buckets *s = data;
+  KsGradAverage *s = data;
   Bucket *b = g_hash_table_lookup (s->of_param, param);
 
   if (b == NULL || b->launched || --b->pending > 0)
@@ -156,7 +154,7 @@ ks_buckets_ready (KsModel *model, KsExpr *param, gpointer data)
 }
 
 gboolean
-ks_buckets_finish (Buckets *s, GError **error)
+ks_grad_average_finish (KsGradAverage *s, GError **error)
 {
   gboolean ok = TRUE;
 
