@@ -18,6 +18,7 @@ libksdist_la_SOURCES += libksdist/compute/compute.c \
 # model/: the model: graph, ops, layers, mixed precision
 libksdist_la_SOURCES += libksdist/model/model-private.h \
 	libksdist/model/model.c \
+	libksdist/model/model-backward.c \
 	libksdist/model/model-ops.c \
 	libksdist/model/model-conv.c \
 	libksdist/model/layers.c \

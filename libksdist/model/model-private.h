@@ -163,6 +163,8 @@ KsExpr *ks_op_expr_n (OpType op, KsExpr *const *in, guint n_in, int ndim, const 
                       GError **error);
 /* ks_layer_norm with given parameters (for graphs read back from a file) */
 KsExpr *ks_layer_norm_with (KsExpr *x, KsExpr *gamma, KsExpr *beta, float eps, GError **error);
+/* model.c: a tensor that views an arena's entry (freeing it leaves the arena's memory) */
+KsTensor *ks_arena_view (const KsTensor *entry);
 
 #pragma GCC visibility pop
 
