@@ -64,44 +64,42 @@ by_offset_descending (gconstpointer a, gconstpointer b)
 
 KsGradAverage *
 ks_grad_average_new (KsModel *model, KsComm *comm, const KsParamGrad *pairs, gsize n_pairs,
-                gsize bucket_floats)
+                     gsize bucket_floats)
 {
   KsArena *grads = ks_model_gradients (model);
+  gsize n_slots = ks_arena_count (grads);
   KsGradAverage *s = g_new0 (KsGradAverage, 1);
-  g_autoptr (GHashTable) offsets = g_hash_table_new (g_str_hash, g_str_equal);
-  g_autofree Slot *slots = g_new (Slot, MAX (n_pairs, 1));
+  g_autoptr (GHashTable) averaged = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autofree Slot *slots = g_new0 (Slot, MAX (n_slots, 1));
 
-  for (gsize i = 0; i < ks_arena_count (grads); i++)
-    {
-      const char *name;
-      gsize offset;
-      ks_arena_tensor_at (grads, i, &name, &offset);
-      g_hash_table_insert (offsets, (gpointer) name, GSIZE_TO_POINTER (i));
-    }
+  /* every gradient of the arena, those of the pairs with their parameter */
   for (gsize i = 0; i < n_pairs; i++)
+    g_hash_table_insert (averaged, (gpointer) ks_expr_name (pairs[i].param), pairs[i].param);
+  for (gsize i = 0; i < n_slots; i++)
     {
       const char *name;
-      gpointer index = g_hash_table_lookup (offsets, ks_expr_name (pairs[i].param));
-      const KsTensor *t = ks_arena_tensor_at (grads, GPOINTER_TO_SIZE (index), &name,
-                                              &slots[i].offset);
-      slots[i].param = pairs[i].param;
-      slots[i].numel = t->numel;
+      slots[i].numel = ks_arena_tensor_at (grads, i, &name, &slots[i].offset)->numel;
+      slots[i].param = g_hash_table_lookup (averaged, name);
     }
-  qsort (slots, n_pairs, sizeof (Slot), by_offset_descending);
+  qsort (slots, n_slots, sizeof (Slot), by_offset_descending);
 
   s->comm = comm;
   s->data = ks_arena_data (grads);
   s->bucket = g_new0 (Bucket, MAX (n_pairs, 1));
   s->of_param = g_hash_table_new (NULL, NULL);
-  for (gsize i = 0; i < n_pairs; i++)
+  for (gsize i = 0; i < n_slots; i++)
     {
       Bucket *b = &s->bucket[s->n];
-      gsize end = slots[i].offset + slots[i].numel;
-      if (b->params > 0 && end != b->offset)
-        b = &s->bucket[++s->n]; /* a gap (a gradient not averaged, as pslib's rows): a
-                                 * bucket covers its own gradients only */
+      if (slots[i].param == NULL)
+        {
+          /* a gradient not averaged (pslib's rows) ends the bucket: a bucket covers the
+           * pairs' gradients and the alignment between them only */
+          if (b->params > 0)
+            s->n++;
+          continue;
+        }
       if (b->params == 0)
-        b->offset = end;
+        b->offset = slots[i].offset + slots[i].numel;
       b->count += b->offset - slots[i].offset; /* grows down to this parameter */
       b->offset = slots[i].offset;
       b->params++;
@@ -109,7 +107,7 @@ ks_grad_average_new (KsModel *model, KsComm *comm, const KsParamGrad *pairs, gsi
       if (b->count >= bucket_floats)
         s->n++;
     }
-  if (n_pairs > 0 && s->bucket[s->n].params > 0)
+  if (s->n < n_pairs && s->bucket[s->n].params > 0) /* the last, not closed by its size */
     s->n++;
   for (guint i = 0; i < s->n; i++)
     s->bucket[i].pending = s->bucket[i].params;
