@@ -550,7 +550,7 @@ test_train_addition (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->status, ==, 0);
   g_assert_true (g_regex_match_simple ("^37\\+58=[0-9]+", f->out, 0, 0));
 
-  run (f, ARGS ("train", config, "--set", "model.context=9", "--set", "train.steps=1"), NULL);
+  run (f, ARGS ("train", config, "--set", "model.context=9"), NULL);
   assert_error_line (f, 2, "[model] context = 9 cannot hold a problem of [data] digits = 2 (it "
                            "needs 10, e.g. \"a+b=c\" and a newline): raise the context or lower "
                            "the digits");

@@ -39,7 +39,7 @@ config_world () {
 }
 
 n=0
-echo "1..100"
+echo "1..102"
 : >"$dir/matrix"
 for task in mlp gpt addition ctr reptile; do
   for mode in collective transpiler pslib; do
@@ -119,6 +119,25 @@ if [ $s = 0 ] && [ "$(grep -c 'warning: \[strategy\] mode is set, but \[job\] mo
 else
   echo "not ok $n - [strategy] with the collective mode: exit $s"
   sed 's/^/# /' "$dir/w.err"
+fi
+
+# a run shortened from outside its file runs: the file's longer warmup shrinks, said once;
+# a warmup set from outside as well stays the user's, and the optimizer refuses it
+n=$((n + 1))
+"$KSDIST" config "$ex/default.ini" --set train.steps=20 >"$dir/s.out" 2>"$dir/s.err"; s=$?
+if [ $s = 0 ] && [ "$(grep -c 'warning: \[optim\] warmup = 100 is not shorter than this run of 20 steps: warming up for 2' "$dir/s.err")" = 1 ]; then
+  echo "ok $n - a shortened example runs, its warmup shrunk with one warning"
+else
+  echo "not ok $n - a shortened example: exit $s"
+  sed 's/^/# /' "$dir/s.err"
+fi
+n=$((n + 1))
+"$KSDIST" config "$ex/default.ini" --set train.steps=20 --set optim.warmup=100 >/dev/null 2>"$dir/s.err"; s=$?
+if [ $s != 0 ] && grep -q 'needs total_steps (20) greater than warmup (100)' "$dir/s.err"; then
+  echo "ok $n - a warmup set with the steps stays the user's: refused"
+else
+  echo "not ok $n - a warmup set with the steps: exit $s"
+  sed 's/^/# /' "$dir/s.err"
 fi
 
 # a diverging run stops at the step whose loss is not finite (exit 1, no crash), alone and

@@ -70,8 +70,9 @@ gboolean ks_config_get_bool (const KsConfig *config, const char *group, const ch
 /* A NULL-terminated copy of a LIST value (empty items removed); free with g_strfreev. */
 char **ks_config_get_list (const KsConfig *config, const char *group, const char *key);
 
-/* Where the effective value came from; `where` is "default", "FILE:LINE", "env KS_X_Y"
- * or "--set". Returns FALSE for a key not in the schema. */
+/* The effective value and where it came from; `where` is "default", "FILE:LINE", "env
+ * KS_X_Y" or "--set"; any of the three may be NULL. Returns FALSE for a key not in the
+ * schema. */
 gboolean ks_config_lookup (const KsConfig *config, const char *group, const char *key,
                            const char **value, KsSource *source, char **where);
 /* Whether group.key is set by the file, the environment or --set (not its default). */

@@ -480,7 +480,9 @@ ks_config_lookup (const KsConfig *config, const char *group, const char *key,
 
   if (d == NULL)
     return FALSE;
-  *value = resolve (config, group, d, &src, &line);
+  const char *v = resolve (config, group, d, &src, &line);
+  if (value != NULL)
+    *value = v;
   if (source != NULL)
     *source = src;
   if (where != NULL)

@@ -53,6 +53,36 @@ refuse (GError **error, const char *format, ...)
   return FALSE;
 }
 
+/* Whether group.key was set from outside the file (the environment or --set). */
+static gboolean
+set_from_outside (const KsConfig *c, const char *group, const char *key)
+{
+  KsSource source = KS_SOURCE_DEFAULT;
+  return ks_config_lookup (c, group, key, NULL, &source, NULL)
+         && (source == KS_SOURCE_ENV || source == KS_SOURCE_CMDLINE);
+}
+
+/* A run shortened from outside its file (--set train.steps=20 on an example with a warmup
+ * of 100) runs: the file's warmup, as long as the run or longer, shrinks to a tenth of
+ * it, said once. Set from outside too, the warmup is the user's and the optimizer's
+ * error stands. */
+static void
+shrink_warmup (KsConfig *c)
+{
+  const char *warmup;
+  if (!ks_config_lookup (c, "optim", "warmup", &warmup, NULL, NULL)
+      || !set_from_outside (c, "train", "steps") || set_from_outside (c, "optim", "warmup"))
+    return;
+  gint64 steps = ks_config_get_int (c, "optim", "total_steps");
+  if (g_ascii_strtoll (warmup, NULL, 10) < steps)
+    return;
+  g_autofree char *set = g_strdup_printf ("optim.warmup=%" G_GINT64_FORMAT, steps / 10);
+  if (ks_config_set_override (c, set, NULL))
+    g_warning ("[optim] warmup = %s is not shorter than this run of %" G_GINT64_FORMAT
+               " steps: warming up for %" G_GINT64_FORMAT " (a tenth) instead; set [optim] "
+               "warmup to choose", warmup, steps, steps / 10);
+}
+
 /* [optim] total_steps = 0 (its default) follows [train] steps, so a longer run keeps its
  * schedule's shape. */
 static void
@@ -67,6 +97,7 @@ follow_steps (KsConfig *c)
   set = g_strdup_printf ("optim.total_steps=%" G_GINT64_FORMAT,
                          ks_config_get_int (c, "train", "steps"));
   ks_config_set_override (c, set, NULL);
+  shrink_warmup (c);
 }
 
 /* A directory the run will write: it exists and is writable, or can be made. */
