@@ -300,18 +300,27 @@ ks_test_wait_ranks (KsTestJob *job, int *status)
   return g_string_free (err, FALSE);
 }
 
+/* A safetensors file read whole (the caller frees *contents); its header's length. */
+static guint64
+read_safetensors (const char *file, char **contents, gsize *len)
+{
+  guint64 header;
+
+  g_assert_true (g_file_get_contents (file, contents, len, NULL));
+  g_assert_cmpuint (*len, >=, 8);
+  memcpy (&header, *contents, 8);
+  header = GUINT64_FROM_LE (header);
+  g_assert_cmpuint (8 + header, <=, *len);
+  return header;
+}
+
 float *
 ks_test_safetensors_floats (const char *file, gsize *n)
 {
   g_autofree char *contents = NULL;
   gsize len;
-  guint64 header;
+  guint64 header = read_safetensors (file, &contents, &len);
 
-  g_assert_true (g_file_get_contents (file, &contents, &len, NULL));
-  g_assert_cmpuint (len, >=, 8);
-  memcpy (&header, contents, 8);
-  header = GUINT64_FROM_LE (header);
-  g_assert_cmpuint (8 + header, <=, len);
   *n = (len - 8 - header) / sizeof (float);
   return g_memdup2 (contents + 8 + header, *n * sizeof (float));
 }
@@ -322,13 +331,8 @@ ks_test_checkpoint_bytes (const char *file)
   static const char *const keys[] = { "\"save_id\":\"", "\"sha256\":\"", "\"model_sha256\":\"" };
   char *contents = NULL;
   gsize len;
-  guint64 header;
+  guint64 header = read_safetensors (file, &contents, &len);
 
-  g_assert_true (g_file_get_contents (file, &contents, &len, NULL));
-  g_assert_cmpuint (len, >=, 8);
-  memcpy (&header, contents, 8);
-  header = GUINT64_FROM_LE (header);
-  g_assert_cmpuint (8 + header, <=, len);
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     {
       char *at = g_strstr_len (contents + 8, header, keys[i]);
