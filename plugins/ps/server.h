@@ -20,6 +20,9 @@ typedef struct {
   guint64 fingerprint; /* of the layout the workers must hold */
   gint64 step;         /* of the checkpoint loaded, told to workers in hello */
   PsDenseTable *table;
+  /* [train] checkpoint_dir ("" or NULL: none): a save request is served only for a
+   * temporary directory of a save in it (ks_checkpoint_check_temporary) */
+  const char *checkpoint_dir;
   /* writes this server's shard of a checkpoint into `dir` */
   gboolean (*save) (void *data, const char *dir, gint64 step, GError **error);
   void *save_data;
