@@ -146,7 +146,10 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       g_subprocess_launcher_setenv (l, "KS_STORE", "file", TRUE);
       g_subprocess_launcher_setenv (l, "KS_STORE_ADDRESS", store, TRUE);
       g_subprocess_launcher_setenv (l, "KS_JOB", "ps-test", TRUE);
-      g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN", "the-jobs-token", TRUE);
+      if (j->no_token)
+        g_subprocess_launcher_unsetenv (l, "KS_STORE_TOKEN");
+      else
+        g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN", "the-jobs-token", TRUE);
       g_subprocess_launcher_setenv (l, "TRAINING_ROLE", p < workers ? "TRAINER" : "PSERVER", TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_PSERVERS_IP_PORT_LIST", eps->str, TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_TRAINERS_NUM", n, TRUE);

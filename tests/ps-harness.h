@@ -26,6 +26,7 @@ typedef struct {
   int servers, workers;
   int *ports;
   GSubprocess **proc; /* workers, then servers */
+  gboolean no_token;  /* set before the start: the processes have no KS_STORE_TOKEN */
 } PsTestJob;
 
 /* Starts S servers and W workers of the config with `sets`, meeting at a file store. */

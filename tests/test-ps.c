@@ -2,8 +2,8 @@
  * over 127.0.0.1: sync equals one process with the whole batch; half_async, async and GEO
  * reach its held-out accuracy; bad [strategy] settings are refused naming the keys; a
  * checkpoint written by 2 servers resumes on 3; a killed server, a killed worker,
- * hostile messages to a server's port and save requests for a directory outside [train]
- * checkpoint_dir each end as they should. */
+ * hostile messages to a server's port, save requests for a directory outside [train]
+ * checkpoint_dir and a server without a token each end as they should. */
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
 
@@ -448,6 +448,27 @@ test_save_confined (void)
   ks_test_rmtree (dir);
 }
 
+/* A server without KS_STORE_TOKEN does not start, saying how to set one (it accepted the
+ * all-zero token of anyone, and an outsider's pushes with it); its worker ends too. */
+static void
+test_no_token (void)
+{
+  PsTestJob j = { .no_token = TRUE };
+
+  if (!have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, 1, ARGS ("strategy.mode=sync", "train.steps=200",
+                                     "openblas.threads=1", "comm.timeout=5",
+                                     "train.log_every=200"));
+  ps_test_job_wait (&j, 60);
+  g_autofree char *server = ps_test_read_log (&j, 1);
+  g_assert_nonnull (strstr (server, "KS_STORE_TOKEN is not set"));
+  g_assert_nonnull (strstr (server, "`ksdist launch` sets one"));
+  g_assert_cmpint (ps_test_job_status (&j, 1), !=, 0);
+  g_assert_cmpint (ps_test_job_status (&j, 0), !=, 0);
+  ps_test_job_free (&j);
+}
+
 /* A push of `bytes` of `data` as worker h->sender. */
 static void
 push (void *socket, PsHeader *h, const void *data, gsize bytes)
@@ -663,5 +684,6 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/restart-after-killed-server", test_restart_after_killed_server);
   g_test_add_func ("/ps/checkpoint-commit", test_checkpoint_commit);
   g_test_add_func ("/ps/save-confined", test_save_confined);
+  g_test_add_func ("/ps/no-token", test_no_token);
   return g_test_run ();
 }

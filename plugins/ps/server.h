@@ -9,7 +9,7 @@
 typedef struct {
   int index, servers, workers;
   const char *endpoint; /* HOST:PORT, bound as given (never a wildcard) */
-  const char *token;
+  const char *token; /* KS_STORE_TOKEN: a server without one does not start */
   PsMode mode;
   int timeout_ms; /* a sync step or a silent worker waits this long at most */
   /* a worker silent for the timeout ends the server: its workers talk every step (sync
@@ -36,7 +36,8 @@ typedef struct {
 } PsServerConfig;
 
 /* Serves until every worker has sent stop; FALSE with an error naming the worker when a
- * sync step or a worker's silence exceeds the timeout, or the endpoint cannot be bound. */
+ * sync step or a worker's silence exceeds the timeout, or the endpoint cannot be bound,
+ * or at once without a token. */
 gboolean ps_server_run (const PsServerConfig *config, GError **error);
 
 #endif
