@@ -31,6 +31,10 @@ gboolean ks_io_error (GError **error, const char *what, const char *path);
 gboolean ks_checkpoint_write_dir (const char *final, KsModel *model, KsOptimizer *optimizer,
                                   GHashTable *meta, GError **error);
 
+/* safetensors.c: a new file beside `path`, for writing it whole before a rename over
+ * it: created by this call alone under a random hidden name (O_EXCL, no link followed,
+ * never a FIFO or a file planted there), its name in *tmp; -1 with an error */
+int ks_io_create_beside (const char *path, char **tmp, GError **error);
 /* safetensors.c: a KS_CHECKPOINT_ERROR `code` "FILE: message"; FALSE */
 gboolean ks_checkpoint_corrupt (GError **error, int code, const char *file, const char *format,
                                 ...) G_GNUC_PRINTF (4, 5);

@@ -146,7 +146,10 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       g_subprocess_launcher_setenv (l, "KS_STORE", "file", TRUE);
       g_subprocess_launcher_setenv (l, "KS_STORE_ADDRESS", store, TRUE);
       g_subprocess_launcher_setenv (l, "KS_JOB", "ps-test", TRUE);
-      g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN", "the-jobs-token", TRUE);
+      if (j->no_token)
+        g_subprocess_launcher_unsetenv (l, "KS_STORE_TOKEN");
+      else
+        g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN", "the-jobs-token", TRUE);
       g_subprocess_launcher_setenv (l, "TRAINING_ROLE", p < workers ? "TRAINER" : "PSERVER", TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_PSERVERS_IP_PORT_LIST", eps->str, TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_TRAINERS_NUM", n, TRUE);
@@ -256,6 +259,43 @@ ps_test_send_header (void *socket, PsHeader *h, guint64 payload, guint32 magic)
     h->magic = magic;
   zmq_send (socket, h, sizeof *h, ZMQ_SNDMORE);
   zmq_send (socket, "", 0, 0);
+}
+
+int
+ps_test_request (int port, guint type, gint64 step, const void *payload, gsize len,
+                 double seconds, char **text)
+{
+  void *ctx = zmq_ctx_new (), *s = zmq_socket (ctx, ZMQ_DEALER);
+  g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", port);
+  PsHeader h = { 0 };
+  int linger = 0, got = -1;
+
+  zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  g_assert_cmpint (zmq_connect (s, uri), ==, 0);
+  h.type = type;
+  h.id = 4242;
+  h.step = step;
+  ps_token_digest ("the-jobs-token", h.token);
+  ps_header_seal (&h, len);
+  zmq_send (s, &h, sizeof h, ZMQ_SNDMORE);
+  zmq_send (s, payload, len, 0);
+  zmq_pollitem_t item = { s, 0, ZMQ_POLLIN, 0 };
+  if (zmq_poll (&item, 1, (long) (seconds * 1000)) == 1)
+    {
+      PsHeader r;
+      char body[4096];
+      int n = zmq_recv (s, &r, sizeof r, 0);
+      int m = zmq_recv (s, body, sizeof body - 1, 0);
+      if (n == (int) sizeof r && m >= 0)
+        {
+          got = r.type;
+          if (text != NULL)
+            *text = g_strndup (body, MIN (m, (int) sizeof body - 1));
+        }
+    }
+  zmq_close (s);
+  zmq_ctx_term (ctx);
+  return got;
 }
 
 /* The pids of `launcher`'s children (GPid array). */

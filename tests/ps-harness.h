@@ -26,6 +26,7 @@ typedef struct {
   int servers, workers;
   int *ports;
   GSubprocess **proc; /* workers, then servers */
+  gboolean no_token;  /* set before the start: the processes have no KS_STORE_TOKEN */
 } PsTestJob;
 
 /* Starts S servers and W workers of the config with `sets`, meeting at a file store. */
@@ -42,6 +43,12 @@ void ps_test_raw_send (int port, const void *data, gsize len, gboolean linger);
 /* Sends a header announcing `payload` bytes (with `magic` when not 0), then an empty
  * payload frame. */
 void ps_test_send_header (void *socket, PsHeader *h, guint64 payload, guint32 magic);
+/* Sends a request of `type` as worker 0 (who said hello) with the job's token, `step` and
+ * `payload` to the server on `port`, and waits at most `seconds` for its reply: the
+ * reply's type (PS_REPLY_OK or PS_REPLY_ERROR), its text in *text (unless NULL), or -1
+ * when none came. */
+int ps_test_request (int port, guint type, gint64 step, const void *payload, gsize len,
+                     double seconds, char **text);
 /* The pids of `launcher`'s children (GPid array). */
 GArray *ps_test_children_of (GPid launcher);
 

@@ -1,8 +1,9 @@
 /* Parameter-server training (the transpiler plugin) with real server and worker processes
  * over 127.0.0.1: sync equals one process with the whole batch; half_async, async and GEO
  * reach its held-out accuracy; bad [strategy] settings are refused naming the keys; a
- * checkpoint written by 2 servers resumes on 3; a killed server, a killed worker and
- * hostile messages to a server's port each end as they should. */
+ * checkpoint written by 2 servers resumes on 3; a killed server, a killed worker,
+ * hostile messages to a server's port, save requests for a directory outside [train]
+ * checkpoint_dir and a server without a token each end as they should. */
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
 
@@ -377,6 +378,97 @@ test_bad_messages (void)
   ps_test_job_free (&j);
 }
 
+/* A save request (the job's token, worker 0's name) for `tmp`: refused, and nothing
+ * written there. */
+static void
+assert_save_refused (PsTestJob *j, const char *tmp, const char *why)
+{
+  g_autofree char *text = NULL;
+  g_autofree char *shard = g_build_filename (tmp, "server-0-of-1.safetensors", NULL);
+  g_assert_cmpint (ps_test_request (j->ports[0], PS_SAVE, 5, tmp, strlen (tmp), 20, &text), ==,
+                   PS_REPLY_ERROR);
+  g_test_message ("%s: %s", tmp, text);
+  g_assert_nonnull (strstr (text, why));
+  g_assert_false (g_file_test (shard, G_FILE_TEST_EXISTS));
+}
+
+/* Save requests with the job's token that name a directory elsewhere (it was created and
+ * written), one reached by ".." or a link, or a committed checkpoint (it was rewritten in
+ * place) are refused; a save's own temporary directory in [train] checkpoint_dir is
+ * written, and the job's own checkpoint still is. */
+static void
+test_save_confined (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  const char *own = ".tmp-checkpoint-5.0123456789abcdef0123456789abcdef@elsewhere-1";
+  g_autofree char *elsewhere = g_build_filename (dir, "elsewhere", "made", NULL);
+  g_autofree char *outside = g_build_filename (dir, "outside", own, NULL);
+  g_autofree char *dotdot = g_build_filename (ckpt, "..", "outside", own, NULL);
+  g_autofree char *target = g_build_filename (dir, "target", NULL);
+  g_autofree char *linked = g_build_filename (ckpt, own, NULL);
+  g_autofree char *committed = g_build_filename (ckpt, "checkpoint-5", NULL);
+  g_autofree char *good = g_strdup_printf ("%s/.tmp-checkpoint-5.%s@elsewhere-2", ckpt,
+                                           "fedcba9876543210fedcba9876543210");
+  PsTestJob j = { 0 };
+
+  if (!have_transpiler ())
+    return;
+  g_assert_cmpint (g_mkdir_with_parents (outside, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (target, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (committed, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (good, 0755), ==, 0);
+  g_assert_cmpint (symlink (target, linked), ==, 0);
+  g_free (ks_test_write (committed, "job.json", "{}"));
+  ps_test_job_start (&j, 1, 1, ARGS ("strategy.mode=async", "train.steps=10000", set_ckpt,
+                                     "openblas.threads=1", "comm.timeout=20",
+                                     "train.log_every=10000"));
+  g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 60)); /* worker 0 said hello */
+
+  assert_save_refused (&j, elsewhere, "not the temporary directory of a save of step 5");
+  g_assert_false (g_file_test (elsewhere, G_FILE_TEST_EXISTS));
+  assert_save_refused (&j, outside, "is not in the checkpoint directory");
+  assert_save_refused (&j, dotdot, "is not in the checkpoint directory");
+  assert_save_refused (&j, linked, "is not a directory (missing, or a link)");
+  g_autofree char *in_target = g_build_filename (target, "server-0-of-1.safetensors", NULL);
+  g_assert_false (g_file_test (in_target, G_FILE_TEST_EXISTS));
+  assert_save_refused (&j, committed, "not the temporary directory of a save of step 5");
+  g_autofree char *shard = g_build_filename (good, "server-0-of-1.safetensors", NULL);
+  g_assert_cmpint (ps_test_request (j.ports[0], PS_SAVE, 5, good, strlen (good), 20, NULL), ==,
+                   PS_REPLY_OK);
+  g_assert_true (g_file_test (shard, G_FILE_TEST_IS_REGULAR));
+
+  ps_test_job_wait (&j, 120);
+  for (int p = 0; p < 2; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_autofree char *job = g_build_filename (ckpt, "checkpoint-10000", "job.json", NULL);
+  g_assert_true (g_file_test (job, G_FILE_TEST_IS_REGULAR));
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
+/* A server without KS_STORE_TOKEN does not start, saying how to set one (it accepted the
+ * all-zero token of anyone, and an outsider's pushes with it); its worker ends too. */
+static void
+test_no_token (void)
+{
+  PsTestJob j = { .no_token = TRUE };
+
+  if (!have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, 1, ARGS ("strategy.mode=sync", "train.steps=200",
+                                     "openblas.threads=1", "comm.timeout=5",
+                                     "train.log_every=200"));
+  ps_test_job_wait (&j, 60);
+  g_autofree char *server = ps_test_read_log (&j, 1);
+  g_assert_nonnull (strstr (server, "KS_STORE_TOKEN is not set"));
+  g_assert_nonnull (strstr (server, "`ksdist launch` sets one"));
+  g_assert_cmpint (ps_test_job_status (&j, 1), !=, 0);
+  g_assert_cmpint (ps_test_job_status (&j, 0), !=, 0);
+  ps_test_job_free (&j);
+}
+
 /* A push of `bytes` of `data` as worker h->sender. */
 static void
 push (void *socket, PsHeader *h, const void *data, gsize bytes)
@@ -591,5 +683,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/nonfinite-push", test_nonfinite_push);
   g_test_add_func ("/ps/restart-after-killed-server", test_restart_after_killed_server);
   g_test_add_func ("/ps/checkpoint-commit", test_checkpoint_commit);
+  g_test_add_func ("/ps/save-confined", test_save_confined);
+  g_test_add_func ("/ps/no-token", test_no_token);
   return g_test_run ();
 }

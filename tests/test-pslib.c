@@ -7,8 +7,10 @@
 #include "ps-harness.h"
 
 #include <math.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -368,6 +370,72 @@ test_bad_sparse_requests (void)
   ks_test_rmtree (dir);
 }
 
+/* The temporary directory ks_checkpoint_begin would make for checkpoint-<step> in `ckpt`
+ * (of a writer on another host), made. */
+static char *
+make_save_dir (const char *ckpt, gint64 step)
+{
+  char *tmp = g_strdup_printf ("%s/.tmp-checkpoint-%" G_GINT64_FORMAT
+                               ".0123456789abcdef0123456789abcdef@elsewhere-1", ckpt, step);
+  g_assert_cmpint (g_mkdir_with_parents (tmp, 0755), ==, 0);
+  return tmp;
+}
+
+/* A save whose table file's temporary name was predictable (FILE.tmp-<server's pid>):
+ * a link planted there is not followed (its target stays as it was) and a FIFO there
+ * does not block the server (it once waited for a reader forever, its workers with it). */
+static void
+test_save_planted_temporaries (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *data = NULL, *set_data = NULL, *set_ckpt = NULL, *tmp = NULL;
+  g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
+  g_autofree char *victim = g_build_filename (dir, "victim", NULL);
+  PsTestJob j = { 0 };
+  int reply[2];
+
+  if (!have_pslib ())
+    return;
+  data = small_data (dir);
+  set_data = DATA (data);
+  set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  ps_test_job_start (&j, 2, 1, ARGS (set_data, set_ckpt, "train.steps=4000", "train.batch=64",
+                                     "train.log_every=2000", "openblas.threads=1",
+                                     "comm.timeout=20"));
+  g_assert_true (ps_test_job_wait_log (&j, 0, "training a ctr model", 30));
+  g_assert_true (g_file_set_contents (victim, "precious", -1, NULL));
+  tmp = make_save_dir (ckpt, 5);
+  g_autofree char *link = g_strdup_printf ("%s/sparse-emb-server-0-of-2.bin.tmp-%s", tmp,
+                                           g_subprocess_get_identifier (j.proc[1]));
+  g_autofree char *fifo = g_strdup_printf ("%s/sparse-emb-server-1-of-2.bin.tmp-%s", tmp,
+                                           g_subprocess_get_identifier (j.proc[2]));
+  g_assert_cmpint (symlink (victim, link), ==, 0);
+  g_assert_cmpint (mkfifo (fifo, 0644), ==, 0);
+
+  for (int s = 0; s < 2; s++)
+    reply[s] = ps_test_request (j.ports[s], PS_SAVE, 5, tmp, strlen (tmp), 20, NULL);
+  if (reply[1] < 0) /* a server stuck opening the FIFO: freed, so that the job can end */
+    close (open (fifo, O_RDWR | O_NONBLOCK));
+  g_autofree char *kept = NULL;
+  g_assert_true (g_file_get_contents (victim, &kept, NULL, NULL));
+  g_assert_cmpstr (kept, ==, "precious");
+  g_assert_cmpint (reply[0], ==, PS_REPLY_OK);
+  g_assert_cmpint (reply[1], ==, PS_REPLY_OK);
+  for (int s = 0; s < 2; s++)
+    {
+      g_autofree char *file = g_strdup_printf ("%s/sparse-emb-server-%d-of-2.bin", tmp, s);
+      g_assert_true (g_file_test (file, G_FILE_TEST_IS_REGULAR));
+    }
+
+  ps_test_job_wait (&j, 120);
+  for (int p = 0; p < 3; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_autofree char *job = g_build_filename (ckpt, "checkpoint-4000", "job.json", NULL);
+  g_assert_true (g_file_test (job, G_FILE_TEST_IS_REGULAR));
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
 /* A server killed mid-run: the worker ends within the timeout naming it. */
 static void
 test_killed_server (void)
@@ -410,5 +478,6 @@ main (int argc, char **argv)
   g_test_add_func ("/pslib/refusals", test_refusals);
   g_test_add_func ("/pslib/bad-sparse-requests", test_bad_sparse_requests);
   g_test_add_func ("/pslib/killed-server", test_killed_server);
+  g_test_add_func ("/pslib/save-planted-temporaries", test_save_planted_temporaries);
   return g_test_run ();
 }

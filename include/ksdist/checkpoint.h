@@ -107,6 +107,12 @@ gboolean ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 
                                    GError **error);
 gboolean ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **error);
 void ks_checkpoint_abort (const char *tmp);
+/* For a process that writes into a directory another process names (a parameter
+ * server, told by a request): whether `tmp` is a directory ks_checkpoint_begin made for
+ * checkpoint-<step> directly in `dir` (links resolved), not a link, not a committed
+ * checkpoint; FALSE with an error naming it otherwise. */
+gboolean ks_checkpoint_check_temporary (const char *dir, const char *tmp, gint64 step,
+                                        GError **error);
 
 /* The newest checkpoint directory under `dir`, or NULL when there is none. */
 char *ks_checkpoint_latest (const char *dir);

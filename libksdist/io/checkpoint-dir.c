@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 gboolean
@@ -176,6 +178,38 @@ ks_checkpoint_begin (const char *final, GError **error)
       return NULL;
     }
   return tmp;
+}
+
+gboolean
+ks_checkpoint_check_temporary (const char *dir, const char *tmp, gint64 step, GError **error)
+{
+  g_autofree char *name = g_path_get_basename (tmp);
+  g_autofree char *parent = g_path_get_dirname (tmp);
+  g_autofree char *start = g_strdup_printf (".tmp-" PREFIX "%" G_GINT64_FORMAT ".", step);
+  g_autofree char *real_dir = NULL, *real_parent = NULL;
+  const char *rest = name + MIN (strlen (start), strlen (name)), *pid;
+  struct stat st;
+  /* begin's name whole: <32 hex>@HOST-PID, nothing after (not a committed checkpoint
+   * moved aside, <name>.old) */
+  gboolean named = g_str_has_prefix (name, start) && strlen (rest) > 33 && rest[32] == '@';
+
+  for (int i = 0; named && i < 32; i++)
+    named = g_ascii_isxdigit (rest[i]);
+  pid = named ? strrchr (rest, '-') : NULL;
+  if (pid == NULL || pid[1] == '\0' || strspn (pid + 1, "0123456789") != strlen (pid + 1))
+    return g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+                        "%s is not the temporary directory of a save of step %" G_GINT64_FORMAT
+                        " (.tmp-" PREFIX "%" G_GINT64_FORMAT ".* made by ks_checkpoint_begin)",
+                        tmp, step, step), FALSE;
+  /* links resolved: no "..", no link to elsewhere */
+  if ((real_dir = realpath (dir, NULL)) == NULL || (real_parent = realpath (parent, NULL)) == NULL
+      || strcmp (real_dir, real_parent) != 0)
+    return g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+                        "%s is not in the checkpoint directory %s", tmp, dir), FALSE;
+  if (lstat (tmp, &st) != 0 || !S_ISDIR (st.st_mode))
+    return g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+                        "%s is not a directory (missing, or a link)", tmp), FALSE;
+  return TRUE;
 }
 
 void

@@ -240,10 +240,8 @@ write_all (int fd, const void *data, gsize len)
   return TRUE;
 }
 
-/* A new file beside `path`, created by this call alone (never an existing file or a
- * link followed), its name returned in *tmp. */
-static int
-create_beside (const char *path, char **tmp, GError **error)
+int
+ks_io_create_beside (const char *path, char **tmp, GError **error)
 {
   g_autofree char *dir = g_path_get_dirname (path);
   g_autofree char *base = g_path_get_basename (path);
@@ -296,7 +294,7 @@ ks_safetensors_write (const char *path, const KsSafetensor *tensors, gsize n,
   if (seal && digest != NULL)
     *digest = g_strndup (strstr (header, "\"" KS_SEAL_KEY "\":\"") + strlen (KS_SEAL_KEY) + 4, 64);
 
-  if ((fd = create_beside (path, &tmp, error)) < 0)
+  if ((fd = ks_io_create_beside (path, &tmp, error)) < 0)
     return FALSE;
   ok = write_all (fd, &le, 8) && write_all (fd, header, padded);
   for (gsize i = 0; ok && i < n; i++)

@@ -116,7 +116,7 @@ ks_sparse_table_save (KsSparseTable *t, const char *path, KsSparseSaveMode mode,
                       GError **error)
 {
   const KsSparseConfig *c = &t->config;
-  g_autofree char *tmp = g_strdup_printf ("%s.tmp-%d", path, (int) getpid ());
+  g_autofree char *tmp = NULL;
   g_autofree char *dir = g_path_get_dirname (path);
   guint64 rows = 0;
 
@@ -127,9 +127,10 @@ ks_sparse_table_save (KsSparseTable *t, const char *path, KsSparseSaveMode mode,
         rows += s->keys[i] != 0 && selected (c, record (t, s, s->rows[i]), mode);
     }
 
-  int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* never a name another can predict and plant a link or a FIFO at */
+  int fd = ks_io_create_beside (path, &tmp, error);
   if (fd < 0)
-    return ks_io_error (error, "cannot create", tmp);
+    return FALSE;
   Writer w = { fd, g_checksum_new (G_CHECKSUM_SHA256), g_malloc (4 << 20), 0, 4 << 20 };
   gboolean ok = write_rows (t, &w, mode, rows);
   ok = (ok || ks_io_error (error, "cannot write", tmp))

@@ -13,6 +13,7 @@ typedef struct {
   const PsServerConfig *cfg;
   void *zctx, *socket;
   guint8 token[PS_TOKEN_BYTES];
+  char *checkpoint_dir; /* absolute, from the start; NULL: saves are refused */
   gsize msg_floats;
   /* per worker */
   gboolean *hello, *stopped;
@@ -237,8 +238,17 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
       {
         g_autofree char *dir = g_strndup (payload, MIN (req->payload, 4096));
         g_autoptr (GError) e = NULL;
+        /* the directory is the request's, so untrusted: only a save's own, in the
+         * directory this server was started with */
         if (req->payload == 0 || req->payload > 4096 || strlen (dir) != req->payload)
           send_error (s, peer, req, "a save needs a directory name (1 to 4096 bytes, no NUL)");
+        else if (s->checkpoint_dir == NULL)
+          send_error (s, peer, req, "server %d was started without [train] checkpoint_dir, "
+                      "so it writes no checkpoint: start every process with the same "
+                      "[train] checkpoint_dir", c->index);
+        else if (!ks_checkpoint_check_temporary (s->checkpoint_dir, dir, req->step, &e))
+          send_error (s, peer, req, "%s: this server writes only a save's temporary "
+                      "directory in its [train] checkpoint_dir", e->message);
         else if (!c->save (c->save_data, dir, req->step, &e))
           send_error (s, peer, req, "%s", e->message);
         else
@@ -464,7 +474,23 @@ ps_server_run (const PsServerConfig *c, GError **error)
   int linger = 2000; /* the last replies still go out after the loop */
   gboolean ok;
 
+  /* without one every header carries the same all-zero digest: anyone who reaches the
+   * port could push (the TCP store refuses to serve so too) */
+  if (c->token == NULL || *c->token == '\0')
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "server %d: KS_STORE_TOKEN is not set, and a server without a token would "
+                   "take requests from anyone who reaches %s: `ksdist launch` sets one; for "
+                   "processes started otherwise set KS_STORE_TOKEN to the same secret in "
+                   "every process of the job (e.g. the output of `head -c16 /dev/urandom | "
+                   "xxd -p`, made once)", c->index, c->endpoint);
+      return FALSE;
+    }
   s.cfg = c;
+  /* decided now, not by a request; relative to this process's directory, as the
+   * workers' */
+  if (c->checkpoint_dir != NULL && *c->checkpoint_dir != '\0')
+    s.checkpoint_dir = g_canonicalize_filename (c->checkpoint_dir, NULL);
   s.msg_floats = c->table->n_floats;
   ps_token_digest (c->token, s.token);
   s.zctx = zmq_ctx_new ();
@@ -508,5 +534,6 @@ ps_server_run (const PsServerConfig *c, GError **error)
   g_free (s.values);
   g_free (s.aligned);
   g_byte_array_unref (s.reply);
+  g_free (s.checkpoint_dir);
   return ok;
 }

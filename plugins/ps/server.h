@@ -9,7 +9,7 @@
 typedef struct {
   int index, servers, workers;
   const char *endpoint; /* HOST:PORT, bound as given (never a wildcard) */
-  const char *token;
+  const char *token; /* KS_STORE_TOKEN: a server without one does not start */
   PsMode mode;
   int timeout_ms; /* a sync step or a silent worker waits this long at most */
   /* a worker silent for the timeout ends the server: its workers talk every step (sync
@@ -20,6 +20,9 @@ typedef struct {
   guint64 fingerprint; /* of the layout the workers must hold */
   gint64 step;         /* of the checkpoint loaded, told to workers in hello */
   PsDenseTable *table;
+  /* [train] checkpoint_dir ("" or NULL: none): a save request is served only for a
+   * temporary directory of a save in it (ks_checkpoint_check_temporary) */
+  const char *checkpoint_dir;
   /* writes this server's shard of a checkpoint into `dir` */
   gboolean (*save) (void *data, const char *dir, gint64 step, GError **error);
   void *save_data;
@@ -33,7 +36,8 @@ typedef struct {
 } PsServerConfig;
 
 /* Serves until every worker has sent stop; FALSE with an error naming the worker when a
- * sync step or a worker's silence exceeds the timeout, or the endpoint cannot be bound. */
+ * sync step or a worker's silence exceeds the timeout, or the endpoint cannot be bound,
+ * or at once without a token. */
 gboolean ps_server_run (const PsServerConfig *config, GError **error);
 
 #endif

@@ -28,6 +28,17 @@ void
 ps_settings_clear (PsSettings *settings)
 {
   g_clear_pointer (&settings->model_dir, g_free);
+  g_clear_pointer (&settings->checkpoint_dir, g_free);
+}
+
+void
+ps_settings_read_job (PsSettings *settings, const KsConfig *config)
+{
+  const char *dir = NULL;
+  /* a configuration without the trainer's keys (a benchmark's) has none */
+  ks_config_lookup (config, "train", "checkpoint_dir", &dir, NULL, NULL);
+  g_free (settings->checkpoint_dir);
+  settings->checkpoint_dir = g_strdup (dir);
 }
 
 void
@@ -43,5 +54,6 @@ ps_server_config_init (PsServerConfig *c, KsRoleMaker *role, const PsSettings *s
   c->token = g_getenv ("KS_STORE_TOKEN");
   c->timeout_ms = timeout_ms;
   c->max_message = settings->max_message;
+  c->checkpoint_dir = settings->checkpoint_dir;
   c->log_every_s = settings->log_every_s;
 }

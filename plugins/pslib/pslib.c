@@ -544,6 +544,7 @@ pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *i
   p->dense_strategy = (PsStrategy) { p->staleness == 0 ? PS_MODE_SYNC : PS_MODE_ASYNC, 0,
                                      MAX (p->staleness, 1), 1 };
   p->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
+  ps_settings_read_job (&p->settings, strategy);
   p->inner_ops = inner_ops;
   p->inner = inner;
   p->config = strategy;

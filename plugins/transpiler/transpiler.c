@@ -292,6 +292,7 @@ transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
   if (!read_strategy (strategy, &t->strategy, error))
     return FALSE;
   t->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
+  ps_settings_read_job (&t->settings, strategy);
   t->inner_ops = inner_ops;
   t->inner = inner;
   d = g_new0 (DistOpt, 1);
