@@ -449,7 +449,8 @@ test_save_confined (void)
 }
 
 /* A server without KS_STORE_TOKEN does not start, saying how to set one (it accepted the
- * all-zero token of anyone, and an outsider's pushes with it); its worker ends too. */
+ * all-zero token of anyone, and an outsider's pushes with it); a worker without one says
+ * the same, not that the server did not answer. */
 static void
 test_no_token (void)
 {
@@ -465,6 +466,8 @@ test_no_token (void)
   g_assert_nonnull (strstr (server, "KS_STORE_TOKEN is not set"));
   g_assert_nonnull (strstr (server, "`ksdist launch` sets one"));
   g_assert_cmpint (ps_test_job_status (&j, 1), !=, 0);
+  g_autofree char *worker = ps_test_read_log (&j, 0);
+  g_assert_nonnull (strstr (worker, "worker 0: KS_STORE_TOKEN is not set"));
   g_assert_cmpint (ps_test_job_status (&j, 0), !=, 0);
   ps_test_job_free (&j);
 }

@@ -22,9 +22,13 @@ PsClient *
 ps_client_new (const char *const *endpoints, const char *token, guint32 worker, int timeout_ms,
                gsize max_message, GError **error)
 {
-  PsClient *c = g_new0 (PsClient, 1);
+  g_autofree char *who = g_strdup_printf ("worker %u", worker);
   int linger = 0;
   gint64 max = (gint64) max_message;
+
+  if (!ps_token_required (token, who, error))
+    return NULL;
+  PsClient *c = g_new0 (PsClient, 1);
 
   c->zctx = zmq_ctx_new ();
   c->n = g_strv_length ((char **) endpoints);

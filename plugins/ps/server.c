@@ -474,18 +474,9 @@ ps_server_run (const PsServerConfig *c, GError **error)
   int linger = 2000; /* the last replies still go out after the loop */
   gboolean ok;
 
-  /* without one every header carries the same all-zero digest: anyone who reaches the
-   * port could push (the TCP store refuses to serve so too) */
-  if (c->token == NULL || *c->token == '\0')
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "server %d: KS_STORE_TOKEN is not set, and a server without a token would "
-                   "take requests from anyone who reaches %s: `ksdist launch` sets one; for "
-                   "processes started otherwise set KS_STORE_TOKEN to the same secret in "
-                   "every process of the job (e.g. the output of `head -c16 /dev/urandom | "
-                   "xxd -p`, made once)", c->index, c->endpoint);
-      return FALSE;
-    }
+  g_autofree char *who = g_strdup_printf ("server %d (%s)", c->index, c->endpoint);
+  if (!ps_token_required (c->token, who, error))
+    return FALSE;
   s.cfg = c;
   /* decided now, not by a request; relative to this process's directory, as the
    * workers' */

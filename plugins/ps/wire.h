@@ -44,6 +44,9 @@ G_STATIC_ASSERT (sizeof (PsHeader) == 64);
 /* Sets a KS_PLUGIN_ERROR_FAILED error of the parameter-server plugins; FALSE. */
 gboolean ps_failed (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
 
+/* Whether `token` (KS_STORE_TOKEN) is set; else a KS_CONFIG_ERROR saying how to set it,
+ * `who` ("server 0", "worker 1") first. */
+gboolean ps_token_required (const char *token, const char *who, GError **error);
 /* The token's digest carried in every header (all zero for an empty token). */
 void ps_token_digest (const char *token, guint8 out[PS_TOKEN_BYTES]);
 const char *ps_type_name (guint type);
