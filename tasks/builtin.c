@@ -1,6 +1,7 @@
-/* The tasks of ksdist train: an MLP classifying generated points, a GPT predicting the
- * next character of a text. Each step's batch depends only on the seed and the step. */
-#include "tasks-private.h"
+/* The tasks of ksdist train: a GPT predicting the next character of a text or solving
+ * additions (the networks on samples are samples-task.c's), and the choice among all of
+ * them. Each step's batch depends only on the seed and the step. */
+#include "samples.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,259 +14,6 @@ step_rng (const KsConfig *c, gint64 step)
   guint64 seed = ks_config_get_int (c, "train", "seed");
   return g_rand_new_with_seed ((guint32) (seed * 1000003u + (guint64) step));
 }
-
-static GRand *
-epoch_rng (const KsConfig *c, gint64 epoch)
-{
-  guint64 seed = ks_config_get_int (c, "train", "seed");
-  return g_rand_new_with_seed ((guint32) (seed * 7919u + (guint64) epoch + 0x9e3779b9u));
-}
-
-/* ---- mlp on spirals or rings ---- */
-
-/* The MLP's layers: Linear layers, the first making the data x [rows, 2]. */
-typedef struct {
-  gint64 rows, size;
-  int act;         /* KsUnaryOp, or -1 */
-  guint64 seed;
-  float dropout;   /* after the activation; 0 for none */
-  char name[16];
-} Linear;
-
-typedef struct {
-  KsTask task;
-  gsize n, eval_batches;
-  float *xs, *ex, *bx;
-  gint64 *ys, *ey, *by;
-  guint *order;
-  gint64 epoch;
-  KsExpr *accuracy;
-  Linear *linear;      /* the layers' arguments */
-  KsLayerDesc *layers, loss; /* the loss outlives the build: ksdist segment profiles it */
-  guint n_layers;
-} Points;
-
-static gboolean
-hidden_sizes (const KsConfig *config, GArray *sizes, GError **error)
-{
-  g_auto (GStrv) items = ks_config_get_list (config, "model", "hidden");
-  for (int i = 0; items[i] != NULL; i++)
-    {
-      guint64 v;
-      if (!g_ascii_string_to_unsigned (items[i], 10, 1, 1 << 20, &v, NULL))
-        {
-          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                       "[model] hidden: '%s' is not a layer size (an integer in [1, 1048576])",
-                       items[i]);
-          return FALSE;
-        }
-      gint64 size = (gint64) v;
-      g_array_append_val (sizes, size);
-    }
-  return TRUE;
-}
-
-static KsExpr *
-linear (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
-{
-  const Linear *l = args;
-  const gint64 xshape[] = { l->rows, 2 };
-  if (x == NULL && (x = ks_model_data (model, "x", 2, xshape, KS_DTYPE_FLOAT32, error)) == NULL)
-    return NULL;
-  x = ks_fc (x, l->size, l->act, l->name, l->seed, error);
-  return x != NULL && l->dropout > 0 ? ks_dropout (x, l->dropout, l->seed + 500, error) : x;
-}
-
-/* the labels y [rows], made by whichever of the loss and the metric comes first */
-static KsExpr *
-labels (KsModel *model, const Linear *l, GError **error)
-{
-  const gint64 yshape[] = { l->rows };
-  KsExpr *y = ks_model_find (model, "y");
-  return y != NULL ? y : ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, error);
-}
-
-static KsExpr *
-points_loss (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
-{
-  KsExpr *y = labels (model, args, error);
-  return y == NULL ? NULL : ks_softmax_cross_entropy (logits, y, error);
-}
-
-static KsExpr *
-points_accuracy (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
-{
-  KsExpr *y = labels (model, args, error);
-  return y == NULL ? NULL : ks_accuracy (logits, y, error);
-}
-
-static gboolean
-points_build (KsTrainer *t, GError **error)
-{
-  const KsConfig *c = ks_trainer_config (t);
-  Points *p = g_new0 (Points, 1);
-  ks_trainer_set_data (t, p);
-  g_autoptr (GArray) sizes = g_array_new (FALSE, FALSE, sizeof (gint64));
-  const char *act_name = ks_config_get_string (c, "model", "activation");
-  const char *const acts[] = { "relu", "tanh", "sigmoid", "gelu" };
-  const KsUnaryOp act_ops[] = { KS_UNARY_RELU, KS_UNARY_TANH, KS_UNARY_SIGMOID, KS_UNARY_GELU };
-  guint64 seed = ks_config_get_int (c, "model", "seed");
-  guint64 data_seed = ks_config_get_int (c, "data", "seed");
-  double noise = ks_config_get_double (c, "data", "noise");
-  float dropout = ks_config_get_double (c, "model", "dropout");
-  KsUnaryOp act = KS_UNARY_TANH;
-
-  ks_task_from_name (ks_config_get_string (c, "data", "task"), &p->task); /* a checked choice */
-  p->n = ks_config_get_int (c, "data", "samples");
-  if (ks_trainer_batch (t) > p->n)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[train] batch = %" G_GSIZE_FORMAT " is larger than [data] samples = %"
-                   G_GSIZE_FORMAT ": lower the batch or generate more samples",
-                   ks_trainer_batch (t), p->n);
-      return FALSE;
-    }
-  if (!hidden_sizes (c, sizes, error))
-    return FALSE;
-  for (guint i = 0; i < G_N_ELEMENTS (acts); i++)
-    if (strcmp (act_name, acts[i]) == 0)
-      act = act_ops[i];
-  /* hidden layers fc_0, fc_1, ..., then out (as the names of earlier checkpoints) */
-  p->n_layers = sizes->len + 1;
-  p->linear = g_new0 (Linear, p->n_layers);
-  p->layers = g_new0 (KsLayerDesc, p->n_layers);
-  for (guint i = 0; i < p->n_layers; i++)
-    {
-      Linear *l = &p->linear[i];
-      gboolean out = i == sizes->len;
-      *l = (Linear) { ks_trainer_rows (t), out ? ks_task_classes (p->task)
-                                             : g_array_index (sizes, gint64, i),
-                      out ? -1 : (int) act, seed + (out ? 1000 : i), out ? 0 : dropout };
-      if (out)
-        g_strlcpy (l->name, "out", sizeof l->name);
-      else
-        g_snprintf (l->name, sizeof l->name, "fc_%u", i);
-      p->layers[i] = (KsLayerDesc) { "Linear", linear, l, NULL };
-    }
-  p->loss = (KsLayerDesc) { "CrossEntropy", points_loss, &p->linear[0], NULL };
-  KsLayerDesc metric = { "Accuracy", points_accuracy, &p->linear[0], NULL };
-  if (!ks_trainer_build_layers (t, p->layers, p->n_layers, &p->loss, &metric, &p->accuracy,
-                              error))
-    return FALSE;
-  static const char *const inputs[] = { "x", NULL };
-  ks_trainer_set_inputs (t, inputs);
-
-  p->eval_batches = MAX (1, p->n / ks_trainer_batch (t) / 4);
-  p->xs = g_new (float, p->n * 2);
-  p->ys = g_new (gint64, p->n);
-  p->ex = g_new (float, p->eval_batches * ks_trainer_batch (t) * 2);
-  p->ey = g_new (gint64, p->eval_batches * ks_trainer_batch (t));
-  p->bx = g_new (float, ks_trainer_batch (t) * 2);
-  p->by = g_new (gint64, ks_trainer_batch (t));
-  p->order = g_new (guint, p->n);
-  p->epoch = -1;
-  ks_task_generate (p->task, p->n, noise, data_seed, p->xs, p->ys);
-  ks_task_generate (p->task, p->eval_batches * ks_trainer_batch (t), noise, data_seed + 1, p->ex, p->ey);
-  const KsFeed feeds[] = { { "x", p->bx, ks_trainer_batch (t) * 2 * sizeof (float) },
-                           { "y", p->by, ks_trainer_batch (t) * sizeof (gint64) } };
-  ks_trainer_set_feeds (t, feeds, G_N_ELEMENTS (feeds));
-  return TRUE;
-}
-
-/* Epochs over the samples, each in an order drawn from the seed and the epoch. */
-static void
-points_batch (KsTrainer *t, gint64 step)
-{
-  Points *p = ks_trainer_data (t);
-  for (gsize i = 0; i < ks_trainer_batch (t); i++)
-    {
-      /* samples before this one: earlier steps' global batches, then earlier workers' rows */
-      guint64 k = ((guint64) (step - 1) * ks_trainer_world (t) + ks_trainer_rank (t)) * ks_trainer_batch (t) + i;
-      if ((gint64) (k / p->n) != p->epoch)
-        {
-          g_autoptr (GRand) rng = epoch_rng (ks_trainer_config (t), p->epoch = k / p->n);
-          for (gsize j = 0; j < p->n; j++)
-            p->order[j] = j;
-          for (gsize j = p->n; j > 1; j--)
-            {
-              gsize r = g_rand_int_range (rng, 0, (gint32) j);
-              guint tmp = p->order[j - 1];
-              p->order[j - 1] = p->order[r];
-              p->order[r] = tmp;
-            }
-        }
-      memcpy (p->bx + 2 * i, p->xs + 2 * p->order[k % p->n], 2 * sizeof (float));
-      p->by[i] = p->ys[p->order[k % p->n]];
-    }
-}
-
-static gboolean
-points_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
-{
-  Points *p = ks_trainer_data (t);
-  double sum = 0;
-  for (gsize b = 0; b < p->eval_batches; b++)
-    {
-      KsFeed feeds[] = { { "x", p->ex + b * ks_trainer_batch (t) * 2, ks_trainer_batch (t) * 2 * sizeof (float) },
-                         { "y", p->ey + b * ks_trainer_batch (t), ks_trainer_batch (t) * sizeof (gint64) } };
-      double a;
-      if (!ks_trainer_metric (t, feeds, 2, p->accuracy, &a, error))
-        return FALSE;
-      sum += a;
-    }
-  *value = sum / p->eval_batches;
-  if (samples != NULL)
-    *samples = p->eval_batches * ks_trainer_batch (t);
-  return TRUE;
-}
-
-static const char *
-points_describe (KsTrainer *t)
-{
-  return ks_config_get_string (ks_trainer_config (t), "data", "task");
-}
-
-static void
-points_clear (KsTrainer *t)
-{
-  Points *p = ks_trainer_data (t);
-  g_free (p->xs);
-  g_free (p->ys);
-  g_free (p->ex);
-  g_free (p->ey);
-  g_free (p->bx);
-  g_free (p->by);
-  g_free (p->order);
-  g_free (p->linear);
-  g_free (p->layers);
-  g_free (p);
-}
-
-static gint64
-points_last_epoch (KsTrainer *t, gint64 step)
-{
-  Points *p = ks_trainer_data (t);
-  return (gint64) ((guint64) step * ks_trainer_world (t) * ks_trainer_batch (t) / p->n) - 1;
-}
-
-static const char *const points_settings[] = {
-  "model.type", "model.hidden", "model.activation", "model.seed", "model.dropout",
-  "data.task", "data.samples", "data.seed", "data.noise", NULL,
-};
-
-static const KsTrainTask points_task = {
-  .size = sizeof (KsTrainTask),
-  .name = "the mlp on generated points",
-  .metric = "accuracy",
-  .unit = "samples",
-  .build = points_build,
-  .batch = points_batch,
-  .evaluate = points_evaluate,
-  .describe = points_describe,
-  .clear = points_clear,
-  .last_epoch = points_last_epoch,
-  .settings = points_settings,
-};
 
 /* ---- gpt on a text ---- */
 
@@ -703,17 +451,23 @@ ks_builtin_task (const KsConfig *c, GError **error)
   const char *model = ks_config_get_string (c, "model", "type");
   gboolean gpt = strcmp (model, "gpt") == 0, ctr = strcmp (model, "ctr") == 0;
   gboolean text = strcmp (task, "text") == 0, addition = strcmp (task, "addition") == 0;
+  gboolean layers = strcmp (model, "layers") == 0;
 
-  if (gpt != (text || addition) || ctr != (strcmp (task, "ctr") == 0))
+  if (gpt != (text || addition) || ctr != (strcmp (task, "ctr") == 0)
+      || (layers && (text || addition)))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "[model] type = %s does not train on [data] task = %s: mlp takes spirals or "
-                   "rings, gpt takes text or addition, ctr takes ctr", model, task);
+                   "[model] type = %s does not train on [data] task = %s: mlp and layers take "
+                   "spirals or rings, gpt takes text or addition, ctr takes ctr", model, task);
       return NULL;
     }
   if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)
     return &ks_meta_task;
   if (ctr)
     return &ks_ctr_task;
-  return addition ? &addition_task : text ? &text_task : &points_task;
+  if (addition || text)
+    return addition ? &addition_task : &text_task;
+  return layers && strcmp (ks_config_get_string (c, "model", "loss"), "mse") == 0
+             ? &ks_samples_regression_task
+             : &ks_samples_task;
 }

@@ -9,6 +9,12 @@ libksdist_tasks_la_SOURCES = \
 	tasks/reptile.c \
 	tasks/ctr.c \
 	tasks/builtin.c \
+	tasks/net.h \
+	tasks/net.c \
+	tasks/net-config.c \
+	tasks/samples.h \
+	tasks/samples.c \
+	tasks/samples-task.c \
 	tasks/ctr-task.c \
 	tasks/meta-task.c
 libksdist_tasks_la_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)

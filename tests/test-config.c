@@ -127,11 +127,11 @@ test_unknown_group (Fixture *f, gconstpointer data)
   assert_fails (f, "[job]\nmode = collective\n\n[comn]\ntimeout = 3\n",
                 KS_CONFIG_ERROR_UNKNOWN_GROUP,
                 "@:4: unknown group [comn]; did you mean [comm]? (known: amp, comm, compute, "
-                "data, job, log, meta, model, pipeline, plugins, strategy, table.*, trace, "
+                "data, job, layer.*, log, meta, model, pipeline, plugins, strategy, table.*, trace, "
                 "train)");
   assert_fails (f, "[zzzzzz]\n", KS_CONFIG_ERROR_UNKNOWN_GROUP,
-                "@:1: unknown group [zzzzzz]; known: amp, comm, compute, data, job, log, meta, "
-                "model, pipeline, plugins, strategy, table.*, trace, train");
+                "@:1: unknown group [zzzzzz]; known: amp, comm, compute, data, job, layer.*, log, "
+                "meta, model, pipeline, plugins, strategy, table.*, trace, train");
 }
 
 /* Hostile bytes: a NUL ends nothing silently (the line is named), and values quoted in

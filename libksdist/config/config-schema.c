@@ -39,9 +39,16 @@ static const KsKeyDesc core_schema[] = {
   { "log", "metrics", KS_VALUE_STRING, "", 1, 0, NULL,
     "File to write one JSON object per logged step to (step, loss, lr, throughput, eval "
     "metrics); empty for none" },
-  { "model", "type", KS_VALUE_CHOICE, "mlp", 1, 0, "mlp|gpt|ctr",
-    "The model `ksdist train` builds: mlp (for spirals, rings), gpt (for text, addition) or "
-    "ctr (for ctr: sparse slots' embeddings and integer features into an MLP)" },
+  { "model", "type", KS_VALUE_CHOICE, "mlp", 1, 0, "mlp|layers|gpt|ctr",
+    "The model `ksdist train` builds: mlp (for spirals, rings), layers (the [layer.NAME] "
+    "groups listed in [model] net), gpt (for text, addition) or ctr (for ctr: sparse slots' "
+    "embeddings and integer features into an MLP)" },
+  { "model", "net", KS_VALUE_LIST, "", 1, 0, NULL,
+    "layers: the names of the [layer.NAME] groups, input to output (e.g. conv1, pool1, "
+    "flat, out); the last layer gives one value per class (or per target with loss = mse)" },
+  { "model", "loss", KS_VALUE_CHOICE, "cross_entropy", 1, 0, "cross_entropy|mse",
+    "layers: cross_entropy (softmax over classes; metric accuracy) or mse (mean squared "
+    "error against values; metric RMSE)" },
   { "model", "hidden", KS_VALUE_LIST, "64,64", 1, 0, NULL,
     "Sizes of the MLP's hidden layers, input to output (mlp and ctr)" },
   { "model", "activation", KS_VALUE_CHOICE, "tanh", 1, 0, "relu|tanh|sigmoid|gelu",
@@ -178,6 +185,32 @@ static const KsKeyDesc core_schema[] = {
     "Async: gradients a worker may queue for sending before its step waits" },
   { "strategy", "max_merge_var_num", KS_VALUE_INT, "20", 1, 1e6, NULL,
     "Async: queued gradients averaged into one push" },
+  /* [layer.NAME]: one group per layer of a [model] type = layers network */
+  { "layer.*", "type", KS_VALUE_CHOICE, "linear", 1, 0,
+    "linear|conv2d|max_pool|batch_norm|layer_norm|dropout|flatten|activation",
+    "Layer: what it computes (required). Images are [rows, height, width, channels]" },
+  { "layer.*", "size", KS_VALUE_INT, "1", 1, 1 << 24, NULL, "Layer: linear's outputs" },
+  { "layer.*", "filters", KS_VALUE_INT, "1", 1, 1 << 20, NULL, "Layer: conv2d's output channels" },
+  { "layer.*", "kernel", KS_VALUE_INT, "3", 1, 64, NULL,
+    "Layer: conv2d's and max_pool's window, kernel x kernel" },
+  { "layer.*", "stride", KS_VALUE_INT, "1", 1, 64, NULL,
+    "Layer: conv2d's step (default 1) and max_pool's (default the kernel)" },
+  { "layer.*", "padding", KS_VALUE_INT, "0", 0, 64, NULL, "Layer: conv2d's zeros on each side" },
+  { "layer.*", "activation", KS_VALUE_CHOICE, "none", 1, 0, "none|relu|tanh|sigmoid|gelu",
+    "Layer: applied to the output of linear, conv2d, batch_norm, layer_norm, or alone" },
+  { "layer.*", "rate", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
+    "Layer: dropout's rate; on linear, dropout after the activation" },
+  { "layer.*", "momentum", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,
+    "Layer: batch_norm's running-statistics update weight" },
+  { "layer.*", "eps", KS_VALUE_DOUBLE, "1e-5", 1e-12, 1, NULL,
+    "Layer: batch_norm's and layer_norm's epsilon" },
+  { "layer.*", "seed", KS_VALUE_INT, "0", 0, 1e15, NULL,
+    "Layer: seed of its initialiser or dropout masks (default [model] seed + its index)" },
+  { "layer.*", "add", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Layer: a skip connection: the output of the named earlier layer is added to this "
+    "layer's output (after its activation); works across pipeline stages" },
+  { "layer.*", "repeat", KS_VALUE_INT, "1", 1, 1000, NULL,
+    "Layer: copies of this layer in a row (named NAME.0, NAME.1, ...)" },
   /* [table.NAME]: one group per sparse table of the pslib mode (sparse.h), pslib's defaults */
   { "table.*", "embedx_dim", KS_VALUE_INT, "8", 0, 4096, NULL,
     "Sparse table: floats of a row's embedx (its wide part); a pull gives 1 + embedx_dim "

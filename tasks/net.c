@@ -1,0 +1,211 @@
+/* A list of NetLayers as the trainer's layer list: each layer one builder, the first
+ * making the data "x", skip connections through the pipeline's stash and pop, the loss
+ * and the metric making the labels "y". */
+#include "net.h"
+
+#include <string.h>
+
+static KsExpr *
+net_input (KsModel *model, const Net *net, GError **error)
+{
+  gint64 shape[5] = { net->rows };
+  memcpy (shape + 1, net->in_shape, net->in_ndim * sizeof (gint64));
+  return ks_model_data (model, "x", 1 + net->in_ndim, shape, KS_DTYPE_FLOAT32, error);
+}
+
+static KsExpr *
+with_act (KsExpr *x, int act, GError **error)
+{
+  return x == NULL || act < 0 ? x : ks_unary ((KsUnaryOp) act, x, error);
+}
+
+static KsExpr *
+apply (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
+{
+  g_autofree char *shape = ks_expr_shape_string (x);
+  switch (l->type)
+    {
+    case NET_LINEAR:
+      if (strchr (shape, ',') == NULL || strchr (shape, ',') != strrchr (shape, ','))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "its input is %s; a linear layer takes [rows, features]: put a "
+                       "flatten layer before it", shape);
+          return NULL;
+        }
+      x = ks_fc (x, l->size, l->act, l->name, l->seed, error);
+      return x != NULL && l->rate > 0 ? ks_dropout (x, l->rate, l->dropout_seed, error) : x;
+    case NET_CONV2D:
+      return with_act (ks_conv2d (x, l->size, l->kernel, l->stride, l->padding, l->name,
+                                  l->seed, error), l->act, error);
+    case NET_MAX_POOL:
+      return ks_max_pool (x, l->kernel, l->stride, error);
+    case NET_BATCH_NORM:
+      return with_act (ks_batch_norm (x, l->name, l->momentum, l->eps, error), l->act, error);
+    case NET_LAYER_NORM:
+      return with_act (ks_layer_norm (x, l->name, l->eps, error), l->act, error);
+    case NET_DROPOUT:
+      return ks_dropout (x, l->rate, l->seed, error);
+    case NET_FLATTEN:
+      return ks_flatten (x, error);
+    case NET_ACTIVATION:
+      return with_act (x, l->act, error);
+    }
+  g_return_val_if_reached (NULL);
+}
+
+static KsExpr *
+build_layer (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
+{
+  const NetLayer *l = args;
+  if (x == NULL && (x = net_input (model, l->net, error)) == NULL)
+    return NULL;
+  x = apply (model, x, l, error);
+  for (int i = 0; x != NULL && l->pop != NULL && l->pop[i] != NULL; i++)
+    {
+      KsExpr *skip = ks_layer_pop (model, l->pop[i], error);
+      x = skip == NULL ? NULL : ks_add (x, skip, error);
+    }
+  for (int i = 0; x != NULL && l->stash != NULL && l->stash[i] != NULL; i++)
+    if (!ks_layer_stash (model, l->stash[i], x, error))
+      x = NULL;
+  if (x == NULL)
+    g_prefix_error (error, "[layer.%s]: ", l->name);
+  return x;
+}
+
+/* the labels "y", made by whichever of the loss and the metric comes first */
+static KsExpr *
+labels (KsModel *model, const Net *net, GError **error)
+{
+  KsExpr *y = ks_model_find (model, "y");
+  if (y != NULL)
+    return y;
+  if (net->loss == NET_LOSS_CROSS_ENTROPY)
+    return ks_model_data (model, "y", 1, &net->rows, KS_DTYPE_INT64, error);
+  const gint64 shape[] = { net->rows, net->outputs };
+  return ks_model_data (model, "y", 2, shape, KS_DTYPE_FLOAT32, error);
+}
+
+/* The last layer must give what the labels need: [rows, outputs]. */
+static gboolean
+check_outputs (const Net *net, KsExpr *out, GError **error)
+{
+  g_autofree char *have = ks_expr_shape_string (out);
+  g_autofree char *want = g_strdup_printf ("[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                                           net->rows, net->outputs);
+  if (strcmp (have, want) == 0)
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "the last layer (%s) gives %s for %" G_GINT64_FORMAT " rows, but the data needs "
+               "%s (%" G_GINT64_FORMAT " %s a row): end [model] net with a linear layer of "
+               "size = %" G_GINT64_FORMAT, net->layer[net->n - 1].name, have, net->rows, want,
+               net->outputs, net->loss == NET_LOSS_MSE ? "targets" : "classes", net->outputs);
+  return FALSE;
+}
+
+static KsExpr *
+net_loss (KsModel *model, KsExpr *out, gconstpointer args, GError **error)
+{
+  const Net *net = args;
+  KsExpr *y, *d;
+  if (!check_outputs (net, out, error) || (y = labels (model, net, error)) == NULL)
+    return NULL;
+  if (net->loss == NET_LOSS_CROSS_ENTROPY)
+    return ks_softmax_cross_entropy (out, y, error);
+  /* the mean of (out - y)^2 over rows and outputs */
+  if ((d = ks_unary (KS_UNARY_NEG, y, error)) == NULL || (d = ks_add (out, d, error)) == NULL
+      || (d = ks_mul (d, d, error)) == NULL)
+    return NULL;
+  return ks_mean (d, error);
+}
+
+static KsExpr *
+net_metric (KsModel *model, KsExpr *out, gconstpointer args, GError **error)
+{
+  const Net *net = args;
+  if (net->loss != NET_LOSS_CROSS_ENTROPY)
+    return net_loss (model, out, args, error);
+  KsExpr *y = labels (model, net, error);
+  return y == NULL ? NULL : ks_accuracy (out, y, error);
+}
+
+void
+net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
+{
+  net->rows = rows;
+  net->in_ndim = ndim;
+  memcpy (net->in_shape, shape, ndim * sizeof (gint64));
+  g_free (net->desc);
+  net->desc = g_new0 (KsLayerDesc, net->n);
+  for (gsize i = 0; i < net->n; i++)
+    {
+      NetLayer *l = &net->layer[i];
+      l->net = net;
+      net->desc[i] = (KsLayerDesc) { l->kind, build_layer, l, NULL,
+                                     (const char *const *) l->stash,
+                                     (const char *const *) l->pop };
+    }
+  net->loss_desc = (KsLayerDesc) { net->loss == NET_LOSS_MSE ? "MeanSquaredError"
+                                                             : "CrossEntropy", net_loss, net };
+  net->metric_desc = (KsLayerDesc) { net->loss == NET_LOSS_MSE ? "MeanSquaredError"
+                                                               : "Accuracy", net_metric, net };
+}
+
+gboolean
+net_mlp (Net *net, const KsConfig *c, gint64 classes, GError **error)
+{
+  g_auto (GStrv) items = ks_config_get_list (c, "model", "hidden");
+  const char *act_name = ks_config_get_string (c, "model", "activation");
+  const char *const acts[] = { "relu", "tanh", "sigmoid", "gelu" };
+  const KsUnaryOp act_ops[] = { KS_UNARY_RELU, KS_UNARY_TANH, KS_UNARY_SIGMOID, KS_UNARY_GELU };
+  guint64 seed = ks_config_get_int (c, "model", "seed");
+  float dropout = ks_config_get_double (c, "model", "dropout");
+  KsUnaryOp act = KS_UNARY_TANH;
+  guint hidden = g_strv_length (items);
+
+  for (guint i = 0; i < G_N_ELEMENTS (acts); i++)
+    if (strcmp (act_name, acts[i]) == 0)
+      act = act_ops[i];
+  net->loss = NET_LOSS_CROSS_ENTROPY;
+  net->outputs = classes;
+  net->n = hidden + 1;
+  net->layer = g_new0 (NetLayer, net->n);
+  /* hidden layers fc_0, fc_1, ..., then out (as the names of earlier checkpoints) */
+  for (guint i = 0; i <= hidden; i++)
+    {
+      NetLayer *l = &net->layer[i];
+      gboolean out = i == hidden;
+      guint64 size;
+      if (!out && !g_ascii_string_to_unsigned (items[i], 10, 1, 1 << 20, &size, NULL))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "[model] hidden: '%s' is not a layer size (an integer in [1, 1048576])",
+                       items[i]);
+          return FALSE;
+        }
+      l->name = out ? g_strdup ("out") : g_strdup_printf ("fc_%u", i);
+      l->kind = "Linear";
+      l->type = NET_LINEAR;
+      l->size = out ? classes : (gint64) size;
+      l->act = out ? -1 : (int) act;
+      l->seed = seed + (out ? 1000 : i);
+      l->rate = out ? 0 : dropout;
+      l->dropout_seed = l->seed + 500;
+    }
+  return TRUE;
+}
+
+void
+net_clear (Net *net)
+{
+  for (gsize i = 0; i < net->n; i++)
+    {
+      g_free (net->layer[i].name);
+      g_strfreev (net->layer[i].stash);
+      g_strfreev (net->layer[i].pop);
+    }
+  g_clear_pointer (&net->layer, g_free);
+  g_clear_pointer (&net->desc, g_free);
+  net->n = 0;
+}

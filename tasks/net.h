@@ -1,0 +1,78 @@
+/* A network described as a list of layers (the config's [model] net and its [layer.NAME]
+ * groups, or the built-in mlp's), turned into the layer list every executor runs: one
+ * model, pipeline stages, data parallel or parameter servers. Internal to libksdist-tasks. */
+#ifndef KS_TASKS_NET_H
+#define KS_TASKS_NET_H
+
+#include "tasks-private.h"
+
+#include <ksdist/pipeline.h>
+
+#pragma GCC visibility push(hidden)
+
+G_BEGIN_DECLS
+
+typedef enum {
+  NET_LINEAR,
+  NET_CONV2D,
+  NET_MAX_POOL,
+  NET_BATCH_NORM,
+  NET_LAYER_NORM,
+  NET_DROPOUT,
+  NET_FLATTEN,
+  NET_ACTIVATION,
+} NetLayerType;
+
+typedef enum {
+  NET_LOSS_CROSS_ENTROPY, /* int64 labels "y" [rows]; metric accuracy */
+  NET_LOSS_MSE,           /* float targets "y" [rows, outputs]; metric the loss (RMSE) */
+} NetLoss;
+
+typedef struct Net Net;
+
+typedef struct {
+  const Net *net;
+  char *name;       /* the parameters' prefix: "conv1" makes conv1.w, conv1.b */
+  const char *kind; /* the layer list's name, what seg_method layer:<regex> matches */
+  NetLayerType type;
+  gint64 size;      /* linear: outputs; conv2d: filters */
+  int kernel, stride, padding;
+  int act;          /* KsUnaryOp, or -1 for none */
+  float rate;       /* dropout: rate; linear: dropout after the activation (0: none) */
+  guint64 dropout_seed;
+  float momentum, eps;
+  guint64 seed;
+  char **stash;     /* skip names this layer's output is set aside under (NULL-terminated) */
+  char **pop;       /* "add": the skip name added to this layer's output */
+} NetLayer;
+
+struct Net {
+  gint64 rows;               /* of one build: a micro-batch on a pipeline */
+  int in_ndim;               /* of one sample */
+  gint64 in_shape[4];
+  NetLoss loss;
+  gint64 outputs;            /* classes, or regression targets per row */
+  NetLayer *layer;
+  gsize n;
+  KsLayerDesc *desc, loss_desc, metric_desc;
+};
+
+/* The mlp of [model] hidden, activation and dropout on samples of `features` values into
+ * `classes`: fc_0 .. fc_k-1 and out, as the built-in mlp always named and seeded them. */
+gboolean net_mlp (Net *net, const KsConfig *config, gint64 classes, GError **error);
+/* The layers of [model] net, each from its [layer.NAME] group, ending in `outputs`
+ * values a row (the last layer must give that many). */
+gboolean net_from_config (Net *net, const KsConfig *config, NetLoss loss, gint64 outputs,
+                          GError **error);
+/* The check of [model] net and the [layer.NAME] groups alone, for the plan. */
+gboolean net_check_config (const KsConfig *config, GError **error);
+/* Fills net->desc, the loss and the metric for builds of `rows` rows of samples shaped
+ * `shape` (the data "x", float32 [rows, shape...]). */
+void net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape);
+void net_clear (Net *net);
+
+G_END_DECLS
+
+#pragma GCC visibility pop
+
+#endif

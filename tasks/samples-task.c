@@ -1,0 +1,227 @@
+/* Supervised learning on samples: rows of features with a class or a value each, from a
+ * generator (spirals, rings), and a network from the config: the built-in mlp or a layer
+ * list ([model] type = layers). Epochs in an order drawn from the seed and the epoch
+ * alone, so a resumed run and a data-parallel one see the batches a single unbroken run
+ * would. */
+#include "net.h"
+#include "samples.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  SampleSet train, eval;
+  gsize eval_batches;
+  guint8 *bx, *by; /* this worker's batch */
+  guint *order;
+  gint64 epoch;
+  KsExpr *metric;
+  Net net;
+  char *description;
+} Samples;
+
+static gboolean
+regression (const KsConfig *c)
+{
+  return strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0
+         && strcmp (ks_config_get_string (c, "model", "loss"), "mse") == 0;
+}
+
+/* The [model] and [data] keys this task reads, for the plan's check of unused ones. */
+static gboolean
+samples_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
+{
+  static const char *const mlp[] = { "model.type", "model.hidden", "model.activation",
+                                     "model.seed", "model.dropout", NULL };
+  static const char *const layers[] = { "model.type", "model.net", "model.loss", "model.seed",
+                                        NULL };
+  gboolean is_layers = strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0;
+  g_autofree char *reader = g_strdup_printf ("[model] type = %s",
+                                             ks_config_get_string (c, "model", "type"));
+  g_autofree char *data_reader = g_strdup_printf ("[data] task = %s",
+                                                  ks_config_get_string (c, "data", "task"));
+
+  (void) world;
+  return ks_config_check_used (c, "model", is_layers ? layers : mlp, reader, error)
+         && ks_config_check_used (c, "data", sample_set_settings (c), data_reader, error)
+         && sample_set_check (c, regression (c), error) && net_check_config (c, error);
+}
+
+static gboolean
+samples_build (KsTrainer *t, GError **error)
+{
+  const KsConfig *c = ks_trainer_config (t);
+  Samples *s = g_new0 (Samples, 1);
+  gsize batch = ks_trainer_batch (t);
+  gboolean is_layers = strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0;
+  ks_trainer_set_data (t, s);
+
+  if (!sample_set_load (&s->train, &s->eval, c, regression (c), batch, error))
+    return FALSE;
+  if (!ks_trainer_describing (t) && batch > s->train.n)
+    {
+      if (s->train.generated)
+        g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                     "[train] batch = %" G_GSIZE_FORMAT " is larger than [data] samples = %"
+                     G_GSIZE_FORMAT ": lower the batch or generate more samples", batch,
+                     s->train.n);
+      else
+        g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                     "[train] batch = %" G_GSIZE_FORMAT " is larger than the %" G_GSIZE_FORMAT
+                     " training rows of %s: lower the batch", batch, s->train.n,
+                     s->train.source);
+      return FALSE;
+    }
+  if (is_layers ? !net_from_config (&s->net, c, regression (c) ? NET_LOSS_MSE
+                                                               : NET_LOSS_CROSS_ENTROPY,
+                                    s->train.outputs, error)
+                : !net_mlp (&s->net, c, s->train.outputs, error))
+    return FALSE;
+  net_describe (&s->net, ks_trainer_rows (t), s->train.ndim, s->train.shape);
+  if (!ks_trainer_build_layers (t, s->net.desc, s->net.n, &s->net.loss_desc,
+                                &s->net.metric_desc, &s->metric, error))
+    return FALSE;
+  static const char *const inputs[] = { "x", NULL };
+  ks_trainer_set_inputs (t, inputs);
+  if (is_layers)
+    s->description = g_strdup_printf ("a layer list (%" G_GSIZE_FORMAT " layers) on %s",
+                                      s->net.n, s->train.source);
+  if (ks_trainer_describing (t))
+    return TRUE;
+
+  s->eval_batches = MAX (1, s->eval.n / batch);
+  s->bx = g_malloc (batch * s->train.x_bytes);
+  s->by = g_malloc (batch * s->train.y_bytes);
+  s->order = g_new (guint, s->train.n);
+  s->epoch = -1;
+  const KsFeed feeds[] = { { "x", s->bx, batch * s->train.x_bytes },
+                           { "y", s->by, batch * s->train.y_bytes } };
+  ks_trainer_set_feeds (t, feeds, G_N_ELEMENTS (feeds));
+  return TRUE;
+}
+
+static GRand *
+epoch_rng (const KsConfig *c, gint64 epoch)
+{
+  guint64 seed = ks_config_get_int (c, "train", "seed");
+  return g_rand_new_with_seed ((guint32) (seed * 7919u + (guint64) epoch + 0x9e3779b9u));
+}
+
+/* Epochs over the samples, each in an order drawn from the seed and the epoch. */
+static void
+samples_batch (KsTrainer *t, gint64 step)
+{
+  Samples *s = ks_trainer_data (t);
+  const SampleSet *d = &s->train;
+  for (gsize i = 0; i < ks_trainer_batch (t); i++)
+    {
+      /* samples before this one: earlier steps' global batches, then earlier workers' rows */
+      guint64 k = ((guint64) (step - 1) * ks_trainer_world (t) + ks_trainer_rank (t))
+                      * ks_trainer_batch (t) + i;
+      if ((gint64) (k / d->n) != s->epoch)
+        {
+          g_autoptr (GRand) rng = epoch_rng (ks_trainer_config (t), s->epoch = k / d->n);
+          for (gsize j = 0; j < d->n; j++)
+            s->order[j] = j;
+          for (gsize j = d->n; j > 1; j--)
+            {
+              gsize r = g_rand_int_range (rng, 0, (gint32) j);
+              guint tmp = s->order[j - 1];
+              s->order[j - 1] = s->order[r];
+              s->order[r] = tmp;
+            }
+        }
+      gsize row = s->order[k % d->n];
+      memcpy (s->bx + i * d->x_bytes, d->x + row * d->x_bytes, d->x_bytes);
+      memcpy (s->by + i * d->y_bytes, d->y + row * d->y_bytes, d->y_bytes);
+    }
+}
+
+/* The metric over the held-out batches: accuracy, or the root of the mean squared error. */
+static gboolean
+samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
+{
+  Samples *s = ks_trainer_data (t);
+  gsize batch = ks_trainer_batch (t);
+  double sum = 0;
+  (void) final;
+  for (gsize b = 0; b < s->eval_batches; b++)
+    {
+      /* a held-out set smaller than a batch is used round and round */
+      for (gsize i = 0; i < batch; i++)
+        {
+          gsize row = (b * batch + i) % s->eval.n;
+          memcpy (s->bx + i * s->eval.x_bytes, s->eval.x + row * s->eval.x_bytes, s->eval.x_bytes);
+          memcpy (s->by + i * s->eval.y_bytes, s->eval.y + row * s->eval.y_bytes, s->eval.y_bytes);
+        }
+      gsize n_feeds;
+      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
+      double v;
+      if (!ks_trainer_metric (t, feeds, n_feeds, s->metric, &v, error))
+        return FALSE;
+      sum += v;
+    }
+  *value = sum / s->eval_batches;
+  if (s->net.loss == NET_LOSS_MSE)
+    *value = sqrt (*value);
+  if (samples != NULL)
+    *samples = s->eval_batches * batch;
+  return TRUE;
+}
+
+static const char *
+samples_describe (KsTrainer *t)
+{
+  Samples *s = ks_trainer_data (t);
+  return s->description != NULL ? s->description
+                                : ks_config_get_string (ks_trainer_config (t), "data", "task");
+}
+
+static void
+samples_clear (KsTrainer *t)
+{
+  Samples *s = ks_trainer_data (t);
+  sample_set_clear (&s->train);
+  sample_set_clear (&s->eval);
+  net_clear (&s->net);
+  g_free (s->bx);
+  g_free (s->by);
+  g_free (s->order);
+  g_free (s->description);
+  g_free (s);
+}
+
+static gint64
+samples_last_epoch (KsTrainer *t, gint64 step)
+{
+  Samples *s = ks_trainer_data (t);
+  return (gint64) ((guint64) step * ks_trainer_world (t) * ks_trainer_batch (t) / s->train.n) - 1;
+}
+
+const KsTrainTask ks_samples_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "a network on samples",
+  .metric = "accuracy",
+  .unit = "samples",
+  .build = samples_build,
+  .batch = samples_batch,
+  .evaluate = samples_evaluate,
+  .describe = samples_describe,
+  .clear = samples_clear,
+  .last_epoch = samples_last_epoch,
+  .check = samples_check,
+};
+
+const KsTrainTask ks_samples_regression_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "a regression on samples",
+  .metric = "rmse",
+  .unit = "samples",
+  .build = samples_build,
+  .batch = samples_batch,
+  .evaluate = samples_evaluate,
+  .describe = samples_describe,
+  .clear = samples_clear,
+  .last_epoch = samples_last_epoch,
+  .check = samples_check,
+};

@@ -1,0 +1,150 @@
+#!/bin/sh
+# Networks written in the config ([model] type = layers, one [layer.NAME] group per
+# layer): the built-in mlp written as a layer list trains bitwise as `type = mlp`; a layer
+# list with a skip connection learns the spirals, alone, data parallel and cut into two
+# pipeline stages (the skip crossing them); every mistake in a layer group is refused by
+# `ksdist config` (exit 2) naming the group and what to do. TAP output. Needs KSDIST,
+# KS_SRCDIR and KS_BUILD_PLUGINS (tests/local.mk).
+set -u
+unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-layers-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+echo "1..9"
+
+# the tensors of a safetensors file: the bytes after its header
+tensors () {
+  n=$(od -An -t u8 -j0 -N8 "$1" | tr -d ' ')
+  tail -c +$((n + 9)) "$1" | sha256sum | cut -d' ' -f1
+}
+
+cat > mlp.ini <<'INI'
+[model]
+type = mlp
+hidden = 32, 16
+activation = relu
+dropout = 0.1
+[data]
+task = rings
+samples = 512
+[train]
+steps = 30
+batch = 32
+[optim]
+lr = 0.01
+INI
+cat > mlp-layers.ini <<'INI'
+[model]
+type = layers
+net = fc_0, fc_1, out
+[layer.fc_0]
+type = linear
+size = 32
+activation = relu
+rate = 0.1
+seed = 1
+[layer.fc_1]
+type = linear
+size = 16
+activation = relu
+rate = 0.1
+seed = 2
+[layer.out]
+type = linear
+size = 3
+seed = 1001
+[data]
+task = rings
+samples = 512
+[train]
+steps = 30
+batch = 32
+[optim]
+lr = 0.01
+INI
+ck="--set train.checkpoint_every=30 --set train.checkpoint_dir"
+"$KSDIST" train mlp.ini $ck=a > a.log 2>&1 && "$KSDIST" train mlp-layers.ini $ck=b > b.log 2>&1
+if [ -f a/checkpoint-30/model.safetensors ] && [ -f b/checkpoint-30/model.safetensors ] \
+   && [ "$(tensors a/checkpoint-30/model.safetensors)" = "$(tensors b/checkpoint-30/model.safetensors)" ] \
+   && [ "$(grep '^eval' a.log)" = "$(grep '^eval' b.log)" ]; then
+  echo "ok 1 - the mlp written as a layer list trains bitwise as type = mlp"
+else
+  echo "not ok 1 - the mlp written as a layer list differs from type = mlp"
+  sed 's/^/# /' a.log b.log
+fi
+
+cat > skip.ini <<'INI'
+[model]
+type = layers
+net = h1, h2, h3, out
+[layer.h1]
+type = linear
+size = 48
+activation = tanh
+[layer.h2]
+type = linear
+size = 48
+activation = tanh
+[layer.h3]
+type = linear
+size = 48
+activation = tanh
+add = h1
+[layer.out]
+type = linear
+size = 2
+[data]
+task = spirals
+[train]
+steps = 1500
+batch = 128
+[optim]
+lr = 0.003
+INI
+accuracy () { sed -n 's/.*eval accuracy \([0-9.]*\) .*/\1/p' "$1" | tail -1; }
+good () { [ -n "$1" ] && awk -v a="$1" -v m="$2" 'BEGIN { exit !(a >= m) }'; }
+"$KSDIST" train skip.ini > one.log 2>&1
+a=$(accuracy one.log)
+if good "$a" 0.95; then
+  echo "ok 2 - a layer list with a skip connection learns the spirals (accuracy $a)"
+else
+  echo "not ok 2 - a layer list with a skip connection: accuracy '$a'"; sed 's/^/# /' one.log
+fi
+
+if [ ! -e "$KS_BUILD_PLUGINS/gloo/.libs/gloo.so" ]; then
+  echo "ok 3 # SKIP the gloo plugin was not built"
+  echo "ok 4 # SKIP the gloo plugin was not built"
+else
+  "$KSDIST" launch -n 2 skip.ini --set train.steps=750 > dp.log 2>&1
+  a=$(accuracy dp.log)
+  if good "$a" 0.9; then
+    echo "ok 3 - two data-parallel workers train the layer list (accuracy $a)"
+  else
+    echo "not ok 3 - data parallel: accuracy '$a'"; sed 's/^/# /' dp.log
+  fi
+  "$KSDIST" launch -n 2 skip.ini --set pipeline.stages=2 --set pipeline.micro_batches=2 > pp.log 2>&1
+  a=$(accuracy pp.log)
+  if good "$a" 0.95 && "$KSDIST" segment skip.ini --set pipeline.stages=2 2>&1 | grep -q h3; then
+    echo "ok 4 - two pipeline stages train it, the skip from h1 to h3 crossing them (accuracy $a)"
+  else
+    echo "not ok 4 - pipeline: accuracy '$a'"; sed 's/^/# /' pp.log
+  fi
+fi
+
+# each mistake: `ksdist config` exits 2 with one message naming the place
+refused () { # number, description, expected text, config arguments...
+  n=$1 what=$2 want=$3
+  shift 3
+  "$KSDIST" config "$@" > err.log 2>&1
+  status=$?
+  if [ $status -eq 2 ] && grep -q -- "$want" err.log; then
+    echo "ok $n - $what is refused: $(grep -- "$want" err.log | head -1 | cut -c1-150)"
+  else
+    echo "not ok $n - $what: exit $status, wanted 2 and '$want'"; sed 's/^/# /' err.log
+  fi
+}
+refused 5 "a key the layer's type does not use" "\[layer.h1\] kernel is set, but a linear layer does not use it" skip.ini --set layer.h1.kernel=3
+refused 6 "a layer group not in [model] net" "\[layer.extra\] is not in \[model\] net" skip.ini --set layer.extra.type=linear
+refused 7 "a skip from a later layer" "\[layer.h1\] add = h3: no layer of that name comes before it" skip.ini --set layer.h1.add=h3
+refused 8 "a last layer of the wrong size" "the last layer (out) gives \[128, 3\]" skip.ini --set layer.out.size=3
+refused 9 "a linear layer missing its size" "\[layer.extra\] is a linear layer and needs size" skip.ini --set model.net=h1,h2,h3,extra,out --set layer.extra.type=linear
