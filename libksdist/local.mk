@@ -48,7 +48,8 @@ libksdist_la_SOURCES += libksdist/io/safetensors.c \
 	libksdist/io/checkpoint.c \
 	libksdist/io/checkpoint-write.c \
 	libksdist/io/checkpoint-dir.c \
-	libksdist/io/inference.c
+	libksdist/io/inference.c \
+	libksdist/io/torch.c
 # sparse/: sparse tables (pslib)
 libksdist_la_SOURCES += libksdist/sparse/sparse-private.h \
 	libksdist/sparse/sparse.c \
@@ -56,6 +57,7 @@ libksdist_la_SOURCES += libksdist/sparse/sparse-private.h \
 # trainer/: the trainer (trainer.h): the plan, the loop, the executors
 libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/trainer.c \
+	libksdist/trainer/init-from.c \
 	libksdist/trainer/plan.c \
 	libksdist/trainer/single.c \
 	libksdist/trainer/dist.c \

@@ -32,9 +32,9 @@ static gboolean
 samples_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
 {
   static const char *const mlp[] = { "model.type", "model.hidden", "model.activation",
-                                     "model.seed", "model.dropout", NULL };
+                                     "model.seed", "model.dropout", "model.init_from", NULL };
   static const char *const layers[] = { "model.type", "model.net", "model.loss", "model.seed",
-                                        NULL };
+                                        "model.init_from", NULL };
   gboolean is_layers = strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0;
   g_autofree char *reader = g_strdup_printf ("[model] type = %s",
                                              ks_config_get_string (c, "model", "type"));

@@ -10,7 +10,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-layers-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..9"
+echo "1..12"
 
 # the tensors of a safetensors file: the bytes after its header
 tensors () {
@@ -148,3 +148,27 @@ refused 6 "a layer group not in [model] net" "\[layer.extra\] is not in \[model\
 refused 7 "a skip from a later layer" "\[layer.h1\] add = h3: no layer of that name comes before it" skip.ini --set layer.h1.add=h3
 refused 8 "a last layer of the wrong size" "the last layer (out) gives \[128, 3\]" skip.ini --set layer.out.size=3
 refused 9 "a linear layer missing its size" "\[layer.extra\] is a linear layer and needs size" skip.ini --set model.net=h1,h2,h3,extra,out --set layer.extra.type=linear
+
+# [model] init_from: weights in PyTorch's layout (export --torch) start a run where the
+# exported one ended: with lr = 0 the held-out result is the same
+"$KSDIST" export --torch a -o torch.safetensors > export.log 2>&1
+zero="--set train.steps=1 --set optim.lr=0 --set optim.warmup=0"
+"$KSDIST" train mlp.ini $zero --set model.init_from=torch.safetensors > init.log 2>&1
+if [ "$(grep '^eval' init.log)" = "$(grep '^eval' a.log)" ] && grep -q "started from the 6 weights" init.log; then
+  echo "ok 10 - init_from a PyTorch-layout file starts where that run ended ($(grep '^eval' init.log))"
+else
+  echo "not ok 10 - init_from: '$(grep '^eval' init.log)' against '$(grep '^eval' a.log)'"
+  sed 's/^/# /' export.log init.log
+fi
+"$KSDIST" train mlp.ini --set model.hidden=32,8 --set model.init_from=torch.safetensors > err.log 2>&1
+if [ $? -ne 0 ] && grep -q "tensor 'fc_1.weight' is \[16, 32\], but the parameter fc_1.w needs \[8, 32\]" err.log; then
+  echo "ok 11 - a tensor of another shape is refused, naming both"
+else
+  echo "not ok 11 - a misshapen tensor"; sed 's/^/# /' err.log
+fi
+"$KSDIST" train mlp.ini --set model.hidden=32 --set model.init_from=torch.safetensors > err.log 2>&1
+if [ $? -ne 0 ] && grep -q "its tensor 'fc_1.weight' is no parameter of this model" err.log; then
+  echo "ok 12 - a tensor the model does not have is refused, naming it"
+else
+  echo "not ok 12 - an extra tensor"; sed 's/^/# /' err.log
+fi

@@ -9,53 +9,6 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-/* A GPT's layer names (gpt.c) and nanoGPT's. */
-static const char *const gpt_names[][2] = {
-  { "ln1", "ln_1" },           { "ln2", "ln_2" },         { "attn.qkv", "attn.c_attn" },
-  { "attn.proj", "attn.c_proj" }, { "mlp.fc", "mlp.c_fc" }, { "mlp.proj", "mlp.c_proj" },
-};
-
-/* The PyTorch name of the ksdist parameter `name`; *transpose when it is a matmul's
- * [in, out] weight, which nn.Linear holds as [out, in]. */
-static char *
-torch_name (const char *name, gboolean gpt, gboolean *transpose)
-{
-  static const char *const suffixes[][2] = {
-    { ".w", ".weight" }, { ".b", ".bias" }, { ".gamma", ".weight" }, { ".beta", ".bias" },
-  };
-  g_autofree char *base = g_strdup (name);
-  const char *suffix = gpt && (strcmp (name, "wte") == 0 || strcmp (name, "wpe") == 0)
-                           ? ".weight" : "";
-  guint64 layer;
-
-  *transpose = FALSE;
-  for (guint i = 0; i < G_N_ELEMENTS (suffixes); i++)
-    if (g_str_has_suffix (name, suffixes[i][0]))
-      {
-        base[strlen (name) - strlen (suffixes[i][0])] = '\0';
-        suffix = suffixes[i][1];
-        *transpose = i == 0;
-        break;
-      }
-  if (!gpt)
-    return g_strconcat (base, suffix, NULL);
-  if (strcmp (base, "head") == 0)
-    return g_strconcat ("lm_head", suffix, NULL);
-  /* h<N>.<layer>: block N's */
-  const char *dot = strchr (base, '.');
-  g_autofree char *digits = dot != NULL && base[0] == 'h' ? g_strndup (base + 1, dot - base - 1)
-                                                           : NULL;
-  if (digits != NULL && g_ascii_string_to_unsigned (digits, 10, 0, G_MAXINT32, &layer, NULL))
-    {
-      const char *rest = dot + 1;
-      for (guint i = 0; i < G_N_ELEMENTS (gpt_names); i++)
-        if (strcmp (rest, gpt_names[i][0]) == 0)
-          rest = gpt_names[i][1];
-      return g_strdup_printf ("transformer.h.%" G_GUINT64_FORMAT ".%s%s", layer, rest, suffix);
-    }
-  return g_strconcat ("transformer.", base, suffix, NULL);
-}
-
 /* `tensors` renamed and transposed as PyTorch has them, written with `meta` to `output`. */
 static gboolean
 write_torch (const char *output, GPtrArray *tensors, GHashTable *meta, gboolean gpt,
@@ -68,7 +21,7 @@ write_torch (const char *output, GPtrArray *tensors, GHashTable *meta, gboolean 
     {
       const KsSavedTensor *t = g_ptr_array_index (tensors, i);
       gboolean transpose;
-      char *name = torch_name (t->name, gpt, &transpose);
+      char *name = ks_torch_name (t->name, gpt, &transpose);
       const float *data = t->data;
 
       g_ptr_array_add (owned, name);

@@ -142,6 +142,21 @@ void ks_saved_tensor_free (KsSavedTensor *tensor);
  * array of KsSavedTensor. */
 GPtrArray *ks_checkpoint_read_tensors (const char *path, GError **error);
 
+/* The F32 tensors of any safetensors file (one PyTorch wrote, say), checked by the whole
+ * format (ks_safetensors_check; no seal needed): a new array of KsSavedTensor. */
+GPtrArray *ks_safetensors_read (const char *path, GError **error);
+/* PyTorch's name for the ksdist parameter `name` (weight, bias; a GPT's after nanoGPT:
+ * transformer.h.0.attn.c_attn.weight, lm_head); *transpose when it is a matmul's [in, out]
+ * weight, which nn.Linear holds as [out, in]. What `ksdist export --torch` writes. */
+char *ks_torch_name (const char *name, gboolean gpt, gboolean *transpose);
+/* Sets every parameter of an initialised `model` from `tensors` (KsSavedTensor, read from
+ * `file`): each found under its own name and layout, or under ks_torch_name's with a 2-d
+ * weight transposed back. A parameter with no tensor, or one of another shape, is an
+ * error naming both, found before any parameter changes. The names of the tensors used
+ * are added to `used` (may be NULL), so a caller can refuse those left over. */
+gboolean ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file,
+                                gboolean gpt, GHashTable *used, GError **error);
+
 /* The metadata key of an inference model's graph: a checkpoint without it is not one. */
 #define KS_INFERENCE_GRAPH_KEY "inference_graph"
 

@@ -58,6 +58,10 @@ void ks_model_set_rng_state (KsModel *model, guint64 state);
 /* The expression of that name (a parameter, data or any op), or NULL. */
 KsExpr *ks_model_find (KsModel *model, const char *name);
 
+/* The names of the model's parameters (running statistics too), in the order they were
+ * made: a new NULL-terminated array (g_strfreev). */
+char **ks_model_parameter_names (const KsModel *model);
+
 /* Runs the init net: allocates the parameter and gradient arenas and fills the
  * parameters. Parameters cannot be added afterwards. */
 gboolean ks_model_init (KsModel *model, GError **error);

@@ -63,6 +63,10 @@ static const KsKeyDesc core_schema[] = {
   { "model", "skip", KS_VALUE_BOOL, "false", 1, 0, NULL,
     "GPT: a long skip connection, the embeddings added to the last block's output (on a "
     "pipeline it goes straight from the first stage to the last)" },
+  { "model", "init_from", KS_VALUE_STRING, "", 1, 0, NULL,
+    "A safetensors file of weights to start from instead of the initialisers: a "
+    "checkpoint's model.safetensors or PyTorch's layout and names (what `ksdist export "
+    "--torch` writes); every parameter must be there with its shape, and nothing else" },
   { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
   { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings|text|addition|ctr",
     "spirals, rings: generated classification in the plane (mlp); text: next-character "

@@ -48,4 +48,10 @@ char *ks_checkpoint_optim_file (int part, int parts);
 
 #pragma GCC visibility pop
 
+/* checkpoint.c: the F32 tensors of one checked safetensors file (header parsed), in
+ * file order, appended to `tensors` (KsSavedTensor) unless `seen` has the name. */
+gboolean ks_saved_tensors_append (const char *file, const char *bytes, guint64 header_len,
+                                  JsonObject *header, GHashTable *seen, GPtrArray *tensors,
+                                  GError **error);
+
 #endif

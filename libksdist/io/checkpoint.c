@@ -424,6 +424,53 @@ by_offset_in (gconstpointer a, gconstpointer b, gpointer header)
   return x < y ? -1 : x > y;
 }
 
+/* The F32 tensors of one checked safetensors file (its header parsed), in file order,
+ * appended to `tensors` unless `seen` has their name; optimizer state ("optim.") left
+ * out. */
+gboolean
+ks_saved_tensors_append (const char *file, const char *bytes, guint64 header_len,
+                         JsonObject *header, GHashTable *seen, GPtrArray *tensors,
+                         GError **error)
+{
+  g_autoptr (GList) members = json_object_get_members (header);
+  g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  for (GList *m = members; m != NULL; m = m->next)
+    if (strcmp (m->data, "__metadata__") != 0)
+      g_ptr_array_add (names, m->data);
+  g_ptr_array_sort_with_data (names, by_offset_in, header);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const char *name = g_ptr_array_index (names, i);
+      JsonObject *t = json_object_get_object_member (header, name);
+      JsonArray *shape = json_object_get_array_member (t, "shape");
+      KsSavedTensor *out;
+      /* a shared one is saved once; the optimizer's state of a checkpoint from before
+       * optimizer.safetensors is not a weight */
+      if (g_hash_table_contains (seen, name) || g_str_has_prefix (name, "optim."))
+        continue;
+      /* PyTorch's batch norm counts its batches in an int64 ksdist has no use for */
+      if (g_str_has_suffix (name, ".num_batches_tracked"))
+        continue;
+      if (strcmp (json_object_get_string_member (t, "dtype"), "F32") != 0
+          || json_array_get_length (shape) > KS_TENSOR_MAX_DIMS)
+        return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                        "tensor '%s' is not F32 of at most %d dimensions", name,
+                        KS_TENSOR_MAX_DIMS);
+      out = g_new0 (KsSavedTensor, 1);
+      out->name = g_strdup (name);
+      out->ndim = json_array_get_length (shape);
+      out->numel = 1;
+      for (int d = 0; d < out->ndim; d++)
+        out->numel *= out->shape[d] = json_array_get_int_element (shape, d);
+      gint64 begin = json_array_get_int_element (json_object_get_array_member (t, "data_offsets"),
+                                                 0);
+      out->data = g_memdup2 (bytes + 8 + header_len + begin, out->numel * sizeof (float));
+      g_ptr_array_add (tensors, out);
+      g_hash_table_add (seen, out->name);
+    }
+  return TRUE;
+}
+
 GPtrArray *
 ks_checkpoint_read_tensors (const char *path, GError **error)
 {
@@ -436,42 +483,9 @@ ks_checkpoint_read_tensors (const char *path, GError **error)
   for (guint p = 0; p < parts->len; p++)
     {
       Part *part = g_ptr_array_index (parts, p);
-      g_autoptr (GList) members = json_object_get_members (part->header);
-      g_autoptr (GPtrArray) names = g_ptr_array_new ();
-      for (GList *m = members; m != NULL; m = m->next)
-        if (strcmp (m->data, "__metadata__") != 0)
-          g_ptr_array_add (names, m->data);
-      g_ptr_array_sort_with_data (names, by_offset_in, part->header);
-      for (guint i = 0; i < names->len; i++)
-        {
-          const char *name = g_ptr_array_index (names, i);
-          JsonObject *t = json_object_get_object_member (part->header, name);
-          JsonArray *shape = json_object_get_array_member (t, "shape");
-          KsSavedTensor *out;
-          /* a shared one is saved once; the optimizer's state of a checkpoint from before
-           * optimizer.safetensors is not a weight */
-          if (g_hash_table_contains (seen, name) || g_str_has_prefix (name, "optim."))
-            continue;
-          if (strcmp (json_object_get_string_member (t, "dtype"), "F32") != 0
-              || json_array_get_length (shape) > KS_TENSOR_MAX_DIMS)
-            {
-              corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, part->file,
-                       "tensor '%s' is not F32 of at most %d dimensions", name, KS_TENSOR_MAX_DIMS);
-              return NULL;
-            }
-          out = g_new0 (KsSavedTensor, 1);
-          out->name = g_strdup (name);
-          out->ndim = json_array_get_length (shape);
-          out->numel = 1;
-          for (int d = 0; d < out->ndim; d++)
-            out->numel *= out->shape[d] = json_array_get_int_element (shape, d);
-          gint64 begin = json_array_get_int_element (
-              json_object_get_array_member (t, "data_offsets"), 0);
-          out->data = g_memdup2 (part->bytes + 8 + part->header_len + begin,
-                                 out->numel * sizeof (float));
-          g_ptr_array_add (tensors, out);
-          g_hash_table_add (seen, out->name);
-        }
+      if (!ks_saved_tensors_append (part->file, part->bytes, part->header_len, part->header,
+                                    seen, tensors, error))
+        return NULL;
     }
   return g_steal_pointer (&tensors);
 }

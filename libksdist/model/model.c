@@ -586,6 +586,20 @@ ks_model_recompute (KsModel *model, guint first, guint n, const gboolean *kept, 
   return TRUE;
 }
 
+char **
+ks_model_parameter_names (const KsModel *model)
+{
+  GPtrArray *names = g_ptr_array_new ();
+  for (guint i = 0; i < model->exprs->len; i++)
+    {
+      const KsExpr *e = g_ptr_array_index (model->exprs, i);
+      if (e->op == OP_PARAMETER)
+        g_ptr_array_add (names, g_strdup (e->name));
+    }
+  g_ptr_array_add (names, NULL);
+  return (char **) g_ptr_array_free (names, FALSE);
+}
+
 guint
 ks_model_n_exprs (const KsModel *model)
 {

@@ -120,6 +120,8 @@ build (KsTrainer *t, GError **error)
                         "the task %s built no model: its build must call "
                         "ks_trainer_build_layers or ks_trainer_set_model",
                         ks_trainer_task_describe (t)), FALSE;
+  if (!ks_trainer_init_from (t, error))
+    return FALSE;
   if (t->task->step != NULL)
     return TRUE; /* the task steps its own model */
   if (!ks_trainer_amp (t, error)

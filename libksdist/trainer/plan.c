@@ -157,16 +157,29 @@ check_paths (const KsConfig *c, GError **error)
       if (*v != '\0' && !writable_file (files[i][0], files[i][1], v, error))
         return FALSE;
     }
+  const char *init = ks_config_get_string (c, "model", "init_from");
+  if (*init != '\0' && !g_file_test (init, G_FILE_TEST_IS_REGULAR))
+    return refuse (error, "[model] init_from = %s: no such file (give a .safetensors file of "
+                   "weights, e.g. a checkpoint's model.safetensors or what `ksdist export "
+                   "--torch` wrote)", init);
   return TRUE;
 }
 
-/* A [model] or [data] key set but not among those the task reads. */
+/* A [model] or [data] key set but not among those the task reads ([model] init_from is
+ * the trainer's, for every task). */
 static gboolean
 check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
 {
-  return task->settings == NULL
-         || (ks_config_check_used (c, "model", task->settings, task->name, error)
-             && ks_config_check_used (c, "data", task->settings, task->name, error));
+  if (task->settings == NULL)
+    return TRUE;
+  g_autoptr (GPtrArray) used = g_ptr_array_new ();
+  for (int i = 0; task->settings[i] != NULL; i++)
+    g_ptr_array_add (used, (gpointer) task->settings[i]);
+  g_ptr_array_add (used, "model.init_from");
+  g_ptr_array_add (used, NULL);
+  const char *const *names = (const char *const *) used->pdata;
+  return ks_config_check_used (c, "model", names, task->name, error)
+         && ks_config_check_used (c, "data", names, task->name, error);
 }
 
 /* What the mode, the executor and the task allow of each other, without the world. */

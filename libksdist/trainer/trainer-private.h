@@ -131,6 +131,8 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (KsMeeting, ks_trainer_meeting_clear)
 /* stages.c */
 /* The settings a pipelined run cannot honour, and the batch split. */
 gboolean ks_trainer_pipeline_check (const KsConfig *c, GError **error);
+/* init-from.c: [model] init_from's weights into the model just built. */
+gboolean ks_trainer_init_from (KsTrainer *t, GError **error);
 gboolean ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n,
                                  const KsLayerDesc *loss, const KsLayerDesc *metric,
                                  GError **error);
