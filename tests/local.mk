@@ -98,6 +98,12 @@ tests_test_images_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
 tests_test_images_LDADD = $(KS_TASKS_TEST_LDADD) $(PIXBUF_LIBS) -lm
 TESTS += tests/test-images
 
+# Data-set readers (CSV, .npy, IDX, token files) on files written with and without zlib.
+check_PROGRAMS += tests/test-table
+tests_test_table_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
+tests_test_table_LDADD = $(KS_TASKS_TEST_LDADD) $(ZLIB_LIBS) -lm
+TESTS += tests/test-table
+
 # Reptile through ksdist train and launch on a glyph set.
 check_PROGRAMS += tests/test-meta
 tests_test_meta_LDADD = $(KS_TEST_LDADD) -lm
