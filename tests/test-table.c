@@ -258,6 +258,187 @@ test_csv_errors (void)
   ks_test_rmtree (dir);
 }
 
+/* dir/name: a .npy file (format `version`) with header `dict` and n data bytes; gzipped
+ * by zlib with `gz`. */
+static char *
+write_npy_dict (const char *dir, const char *name, int version, const char *dict,
+                const void *data, gsize n, gboolean gz)
+{
+  g_autoptr (GByteArray) b = g_byte_array_new ();
+  gsize pre = version == 1 ? 10 : 12, hlen = strlen (dict) + 1;
+  guint8 v[2] = { version, 0 }, len[4];
+
+  /* the data starts at a multiple of 64, as numpy writes it */
+  hlen += (64 - (pre + hlen) % 64) % 64;
+  for (int i = 0; i < 4; i++)
+    len[i] = (guint8) (hlen >> (8 * i));
+  g_byte_array_append (b, (const guint8 *) "\x93NUMPY", 6);
+  g_byte_array_append (b, v, 2);
+  g_byte_array_append (b, len, pre - 8);
+  g_byte_array_append (b, (const guint8 *) dict, strlen (dict));
+  while (b->len < pre + hlen - 1)
+    g_byte_array_append (b, (const guint8 *) " ", 1);
+  g_byte_array_append (b, (const guint8 *) "\n", 1);
+  g_byte_array_append (b, data, n);
+  return gz ? write_gz (dir, name, b->data, b->len) : write_bytes (dir, name, b->data, b->len);
+}
+
+static char *
+write_npy (const char *dir, const char *name, const char *descr, const char *shape,
+           const void *data, gsize n)
+{
+  g_autofree char *dict = g_strdup_printf ("{'descr': '%s', 'fortran_order': False, "
+                                           "'shape': %s, }", descr, shape);
+  return write_npy_dict (dir, name, 1, dict, data, n, FALSE);
+}
+
+static KsTable *
+npy_ok (const char *features, const char *labels, gboolean regression)
+{
+  g_autoptr (GError) error = NULL;
+  KsTable *t = ks_table_load_npy (features, labels, regression, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (t);
+  return t;
+}
+
+/* Asserts the pair fails with a message holding `where` and `what`. */
+static void
+npy_bad (const char *features, const char *labels, gboolean regression, const char *where,
+         const char *what)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_null (ks_table_load_npy (features, labels, regression, &error));
+  g_assert_nonnull (error);
+  if (strstr (error->message, where) == NULL || strstr (error->message, what) == NULL)
+    g_error ("'%s' lacks '%s' or '%s'", error->message, where, what);
+}
+
+static void
+test_npy (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  /* little-endian hosts only, like the files: the arrays are written as they lie */
+  const float f32[12] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, -11.5f };
+  const gint64 i64[3] = { 2, 0, 5 };
+  g_autofree char *pf = write_npy (dir, "features.npy", "<f4", "(3, 2, 2)", f32, sizeof f32);
+  g_autofree char *pl = write_npy (dir, "labels.npy", "<i8", "(3,)", i64, sizeof i64);
+  g_autoptr (KsTable) t = npy_ok (pf, pl, FALSE);
+  g_assert_cmpuint (t->rows, ==, 3);
+  g_assert_cmpint (t->ndim, ==, 2);
+  g_assert_cmpint (t->shape[0], ==, 2);
+  g_assert_cmpint (t->shape[1], ==, 2);
+  g_assert_cmpuint (t->features, ==, 4);
+  assert_floats (t->x, f32, 12);
+  for (int i = 0; i < 3; i++)
+    g_assert_cmpint (t->y[i], ==, i64[i]);
+  g_assert_cmpint (t->classes, ==, 6);
+  g_assert_null (t->class_names);
+
+  /* float64 features, uint8 labels, a version-2 header, both gzipped */
+  const double f64[6] = { 0.5, -1e-3, 1e30, 7, 8, 9 };
+  const guint8 u8[2] = { 1, 3 };
+  g_autofree char *d1 = g_strdup ("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }");
+  g_autofree char *d2 = g_strdup ("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }");
+  g_autofree char *pf2 = write_npy_dict (dir, "f64.npy.gz", 2, d1, f64, sizeof f64, TRUE);
+  g_autofree char *pl2 = write_npy_dict (dir, "u8.npy", 2, d2, u8, sizeof u8, TRUE);
+  g_autoptr (KsTable) t2 = npy_ok (pf2, pl2, FALSE);
+  g_assert_cmpint (t2->ndim, ==, 1);
+  g_assert_cmpint (t2->shape[0], ==, 3);
+  for (int i = 0; i < 6; i++)
+    g_assert_cmpfloat (t2->x[i], ==, (float) f64[i]);
+  g_assert_cmpint (t2->y[1], ==, 3);
+  g_assert_cmpint (t2->classes, ==, 4);
+
+  /* uint8 features (as stored, not scaled), int32 labels [rows, 1] */
+  const guint8 pix[4] = { 0, 255, 17, 3 };
+  const gint32 i32[2] = { 1, 0 };
+  g_autofree char *pf3 = write_npy (dir, "pix.npy", "|u1", "(2, 2)", pix, sizeof pix);
+  g_autofree char *pl3 = write_npy (dir, "i32.npy", "<i4", "(2, 1)", i32, sizeof i32);
+  g_autoptr (KsTable) t3 = npy_ok (pf3, pl3, FALSE);
+  for (int i = 0; i < 4; i++)
+    g_assert_cmpfloat (t3->x[i], ==, pix[i]);
+  g_assert_cmpint (t3->y[0], ==, 1);
+  g_assert_cmpint (t3->classes, ==, 2);
+
+  /* int64 features of one dimension; float32 and float64 values for regression */
+  const gint64 one[3] = { -4, 1 << 20, 9 };
+  const float r32[3] = { 0.5f, -2, 1e-7f };
+  const double r64[3] = { 3.25, 0, -1 };
+  g_autofree char *pf4 = write_npy (dir, "one.npy", "<i8", "(3,)", one, sizeof one);
+  g_autofree char *pl4 = write_npy (dir, "r32.npy", "<f4", "(3,)", r32, sizeof r32);
+  g_autofree char *pl5 = write_npy (dir, "r64.npy", "<f8", "(3,)", r64, sizeof r64);
+  g_autoptr (KsTable) t4 = npy_ok (pf4, pl4, TRUE);
+  g_autoptr (KsTable) t5 = npy_ok (pf4, pl5, TRUE);
+  g_assert_cmpint (t4->ndim, ==, 1);
+  g_assert_cmpint (t4->shape[0], ==, 1);
+  g_assert_cmpuint (t4->features, ==, 1);
+  g_assert_true (t4->regression);
+  for (int i = 0; i < 3; i++)
+    {
+      g_assert_cmpfloat (t4->x[i], ==, (float) one[i]);
+      g_assert_cmpfloat (t4->target[i], ==, r32[i]);
+      g_assert_cmpfloat (t5->target[i], ==, (float) r64[i]);
+    }
+  ks_test_rmtree (dir);
+}
+
+static void
+test_npy_errors (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree float *zeros = g_new0 (float, 4000);
+  g_autofree gint64 *ids = g_new0 (gint64, 1000);
+  const float nan3[3] = { 1, NAN, 2 };
+  const gint64 neg[3] = { 0, -3, 1 };
+  const float vals[3] = { 0, 1, 2 };
+
+  g_autofree char *short_f = write_npy (dir, "features.npy", "<f4", "(1000, 4)", zeros, 12000);
+  g_autofree char *labels = write_npy (dir, "labels.npy", "<i8", "(1000,)", ids, 8000);
+  npy_bad (short_f, labels, FALSE, "features.npy: truncated: ",
+           "the header says 1000 x 4 float32 (16000 bytes of data) but 12000 follow");
+  g_autofree char *long_f = write_npy (dir, "long.npy", "<f4", "(2, 4)", zeros, 36);
+  npy_bad (long_f, labels, FALSE, "long.npy: ", "extra bytes after the data");
+  g_autofree char *f = write_npy (dir, "f.npy", "<f4", "(1000, 4)", zeros, 16000);
+  g_autofree char *l999 = write_npy (dir, "l999.npy", "<i8", "(999,)", ids, 7992);
+  npy_bad (f, l999, FALSE, "l999.npy: ", "999 labels but");
+  npy_bad (f, l999, FALSE, "f.npy has 1000 rows", "");
+  g_autofree char *f3 = write_npy (dir, "f3.npy", "<f4", "(3,)", vals, sizeof vals);
+  g_autofree char *fl = write_npy (dir, "floats.npy", "<f4", "(3,)", vals, sizeof vals);
+  npy_bad (f3, fl, FALSE, "floats.npy: ", "float32 labels are values");
+  g_autofree char *ln = write_npy (dir, "neg.npy", "<i8", "(3,)", neg, sizeof neg);
+  npy_bad (f3, ln, FALSE, "neg.npy: ", "label 1 is -3, not a class id");
+  g_autofree char *fn = write_npy (dir, "nan.npy", "<f4", "(3,)", nan3, sizeof nan3);
+  npy_bad (fn, fl, TRUE, "nan.npy: ", "row 1, feature 0 is nan");
+  npy_bad (f3, fn, TRUE, "nan.npy: ", "label 1 is nan");
+  g_autofree char *fb = write_npy (dir, "big.npy", ">f4", "(3,)", vals, sizeof vals);
+  npy_bad (fb, fl, TRUE, "big.npy: ", "element type '>f4' is not one read here");
+  g_autofree char *f0 = write_npy (dir, "none.npy", "<f4", "(0, 3)", vals, 0);
+  npy_bad (f0, fl, TRUE, "none.npy: ", "no rows");
+  g_autofree char *f6 = write_npy (dir, "six.npy", "<f4", "(1, 1, 1, 1, 1, 1)", vals, 4);
+  npy_bad (f6, fl, TRUE, "six.npy: ", "6 dimensions");
+  g_autofree char *ff = write_npy_dict (dir, "fortran.npy", 1, "{'descr': '<f4', "
+                                        "'fortran_order': True, 'shape': (3,), }", vals,
+                                        sizeof vals, FALSE);
+  npy_bad (ff, fl, TRUE, "fortran.npy: ", "not in C order");
+  g_autofree char *fs = write_npy_dict (dir, "noshape.npy", 1, "{'descr': '<f4', "
+                                        "'fortran_order': False, 'shape': [3], }", vals,
+                                        sizeof vals, FALSE);
+  npy_bad (fs, fl, TRUE, "noshape.npy: ", "no 'shape' tuple");
+  g_autofree char *fo = write_npy (dir, "overflow.npy", "<f4",
+                                   "(4294967296, 4294967296, 4294967296)", vals, 4);
+  npy_bad (fo, fl, TRUE, "overflow.npy: ", "too large");
+  g_autofree char *fm = ks_test_write (dir, "text.npy", "x,y\n1,2\n");
+  npy_bad (fm, fl, TRUE, "text.npy: ", "not a NumPy .npy file");
+  g_autofree char *fe = ks_test_write (dir, "empty.npy", "");
+  npy_bad (f3, fe, TRUE, "empty.npy: ", "empty file");
+  g_autofree char *fh = write_bytes (dir, "head.npy", "\x93NUMPY\x01\x00\xff\x00{'descr", 18);
+  npy_bad (fh, fl, TRUE, "head.npy: ", "truncated: a header of 255 bytes but 8 follow");
+  g_autofree char *fv = write_bytes (dir, "v9.npy", "\x93NUMPY\x09\x00\x00\x00", 10);
+  npy_bad (fv, fl, TRUE, "v9.npy: ", "format version 9.0");
+  ks_test_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -265,5 +446,7 @@ main (int argc, char **argv)
   g_test_add_func ("/table/csv", test_csv);
   g_test_add_func ("/table/csv-gzip", test_csv_gzip);
   g_test_add_func ("/table/csv-errors", test_csv_errors);
+  g_test_add_func ("/table/npy", test_npy);
+  g_test_add_func ("/table/npy-errors", test_npy_errors);
   return g_test_run ();
 }
