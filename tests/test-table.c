@@ -439,6 +439,220 @@ test_npy_errors (void)
   ks_test_rmtree (dir);
 }
 
+/* An IDX file of unsigned bytes: the magic 0x000008nn, big-endian dims, then the data. */
+static GByteArray *
+idx_bytes (guint32 magic, const guint32 *dims, int ndim, const guint8 *data, gsize n)
+{
+  GByteArray *b = g_byte_array_new ();
+  guint32 be = GUINT32_TO_BE (magic);
+  g_byte_array_append (b, (const guint8 *) &be, 4);
+  for (int d = 0; d < ndim; d++)
+    {
+      be = GUINT32_TO_BE (dims[d]);
+      g_byte_array_append (b, (const guint8 *) &be, 4);
+    }
+  g_byte_array_append (b, data, n);
+  return b;
+}
+
+/* dir/name: `rows` images of h x w, pixel (r, i) = (r * 31 + i * 7) % 256, or the labels
+ * r % 10; gzipped with `gz` (".gz" added). */
+static void
+write_idx (const char *dir, const char *name, gboolean labels, guint32 rows, guint32 h,
+           guint32 w, gboolean gz)
+{
+  gsize n = labels ? rows : (gsize) rows * h * w;
+  g_autofree guint8 *data = g_new (guint8, n);
+  guint32 dims[3] = { rows, h, w };
+  for (gsize i = 0; i < n; i++)
+    data[i] = labels ? i % 10 : (i / (h * w) * 31 + i % (h * w) * 7) % 256;
+  g_autoptr (GByteArray) b = idx_bytes (labels ? 0x801 : 0x803, dims, labels ? 1 : 3, data, n);
+  g_autofree char *gzname = g_strconcat (name, ".gz", NULL);
+  g_autofree char *path = gz ? write_gz (dir, gzname, b->data, b->len)
+                             : write_bytes (dir, name, b->data, b->len);
+}
+
+static void
+test_idx (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autoptr (GError) error = NULL;
+
+  write_idx (dir, "train-images-idx3-ubyte", FALSE, 12, 5, 4, FALSE);
+  write_idx (dir, "train-labels-idx1-ubyte", TRUE, 12, 0, 0, FALSE);
+  write_idx (dir, "t10k-images-idx3-ubyte", FALSE, 3, 5, 4, TRUE);
+  write_idx (dir, "t10k-labels-idx1-ubyte", TRUE, 3, 0, 0, TRUE);
+  for (int train = 1; train >= 0; train--)
+    {
+      g_autoptr (KsTable) t = ks_table_load_idx (dir, train, &error);
+      gsize rows = train ? 12 : 3;
+      g_assert_no_error (error);
+      g_assert_cmpuint (t->rows, ==, rows);
+      g_assert_cmpint (t->ndim, ==, 3);
+      g_assert_cmpint (t->shape[0], ==, 5);
+      g_assert_cmpint (t->shape[1], ==, 4);
+      g_assert_cmpint (t->shape[2], ==, 1);
+      g_assert_cmpuint (t->features, ==, 20);
+      g_assert_cmpint (t->classes, ==, train ? 10 : 3);
+      for (gsize r = 0; r < rows; r++)
+        {
+          g_assert_cmpint (t->y[r], ==, r % 10);
+          for (gsize i = 0; i < 20; i++)
+            g_assert_cmpfloat (t->x[r * 20 + i], ==, (r * 31 + i * 7) % 256 / 255.0f);
+        }
+    }
+  ks_test_rmtree (dir);
+}
+
+static void
+idx_bad (const char *dir, gboolean train, const char *where, const char *what)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_null (ks_table_load_idx (dir, train, &error));
+  g_assert_nonnull (error);
+  if (strstr (error->message, where) == NULL || strstr (error->message, what) == NULL)
+    g_error ("'%s' lacks '%s' or '%s'", error->message, where, what);
+}
+
+static void
+test_idx_errors (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *gone = g_build_filename (dir, "gone", NULL);
+  guint32 dims[3] = { 2, 2, 2 };
+  const guint8 px[8] = { 0 };
+
+  idx_bad (gone, TRUE, "gone is not a folder", "train-images-idx3-ubyte");
+  idx_bad (dir, TRUE, "neither train-images-idx3-ubyte nor train-images-idx3-ubyte.gz",
+           "train-labels-idx1-ubyte");
+  write_idx (dir, "train-images-idx3-ubyte", FALSE, 4, 2, 2, TRUE);
+  idx_bad (dir, TRUE, "neither train-labels-idx1-ubyte nor train-labels-idx1-ubyte.gz", "");
+  idx_bad (dir, FALSE, "neither t10k-images-idx3-ubyte nor", "t10k-labels-idx1-ubyte");
+
+  /* 3 labels for 4 images */
+  write_idx (dir, "train-labels-idx1-ubyte", TRUE, 3, 0, 0, FALSE);
+  idx_bad (dir, TRUE, "train-labels-idx1-ubyte: 3 labels but", "has 4 images");
+
+  /* a label file where the images should be: the wrong magic */
+  g_autofree char *tl = g_build_filename (dir, "t10k-labels-idx1-ubyte", NULL);
+  g_autofree char *ti = g_build_filename (dir, "t10k-images-idx3-ubyte", NULL);
+  write_idx (dir, "t10k-labels-idx1-ubyte", TRUE, 2, 0, 0, FALSE);
+  g_autoptr (GByteArray) b1 = idx_bytes (0x802, dims, 3, px, 8);
+  g_free (write_bytes (dir, "t10k-images-idx3-ubyte", b1->data, b1->len));
+  idx_bad (dir, FALSE, "t10k-images-idx3-ubyte: magic 0x00000802 is not an IDX file of "
+           "unsigned bytes", "(expected 0x00000803)");
+  /* truncated data, an extra byte, a short header, a zero dimension, an empty file */
+  g_autoptr (GByteArray) b2 = idx_bytes (0x803, dims, 3, px, 7);
+  g_free (write_bytes (dir, "t10k-images-idx3-ubyte", b2->data, b2->len));
+  idx_bad (dir, FALSE, "t10k-images-idx3-ubyte: truncated",
+           "the header says 8 bytes of data but 7 follow");
+  g_autoptr (GByteArray) b3 = idx_bytes (0x803, dims, 3, px, 8);
+  g_byte_array_append (b3, px, 1);
+  g_free (write_bytes (dir, "t10k-images-idx3-ubyte", b3->data, b3->len));
+  idx_bad (dir, FALSE, "t10k-images-idx3-ubyte: extra bytes", "9 follow");
+  g_free (write_bytes (dir, "t10k-images-idx3-ubyte", b3->data, 10));
+  idx_bad (dir, FALSE, "t10k-images-idx3-ubyte: truncated", "less than the 16-byte header");
+  dims[1] = 0;
+  g_autoptr (GByteArray) b4 = idx_bytes (0x803, dims, 3, px, 0);
+  g_free (write_bytes (dir, "t10k-images-idx3-ubyte", b4->data, b4->len));
+  idx_bad (dir, FALSE, "t10k-images-idx3-ubyte: dimension 1 is 0", "");
+  g_free (write_bytes (dir, "t10k-images-idx3-ubyte", "", 0));
+  idx_bad (dir, FALSE, "t10k-images-idx3-ubyte: empty file", "");
+  /* a gzipped label file cut short */
+  g_assert_cmpint (g_unlink (tl), ==, 0);
+  g_assert_cmpint (g_unlink (ti), ==, 0);
+  write_idx (dir, "t10k-images-idx3-ubyte", FALSE, 300, 28, 28, TRUE);
+  write_idx (dir, "t10k-labels-idx1-ubyte", TRUE, 300, 0, 0, TRUE);
+  g_autofree char *tigz = g_strconcat (ti, ".gz", NULL);
+  g_autofree char *whole = NULL;
+  gsize n;
+  g_assert_true (g_file_get_contents (tigz, &whole, &n, NULL));
+  g_free (write_bytes (dir, "t10k-images-idx3-ubyte.gz", whole, n - 9));
+  idx_bad (dir, FALSE, "t10k-images-idx3-ubyte.gz: truncated gzip data", "");
+  ks_test_rmtree (dir);
+}
+
+/* An llm.c shard of `n` tokens t[i] = i * 37 % 50257, its header's count `count`. */
+static char *
+write_shard (const char *dir, const char *name, gint32 magic, gint32 version, gint32 count,
+             gsize n)
+{
+  g_autofree guint8 *b = g_new0 (guint8, 1024 + 2 * n);
+  gint32 head[3] = { GINT32_TO_LE (magic), GINT32_TO_LE (version), GINT32_TO_LE (count) };
+  memcpy (b, head, sizeof head);
+  for (gsize i = 0; i < n; i++)
+    {
+      guint16 t = GUINT16_TO_LE (i * 37 % 50257);
+      memcpy (b + 1024 + 2 * i, &t, 2);
+    }
+  return write_bytes (dir, name, b, 1024 + 2 * n);
+}
+
+static void
+tokens_bad (const char *path, const char *what)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *base = g_path_get_basename (path);
+  g_assert_null (ks_tokens_load (path, &error));
+  g_assert_nonnull (error);
+  if (strstr (error->message, base) == NULL || strstr (error->message, what) == NULL)
+    g_error ("'%s' lacks '%s' or '%s'", error->message, base, what);
+}
+
+static void
+test_tokens (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autoptr (GError) error = NULL;
+
+  g_autofree char *shard = write_shard (dir, "fineweb_train_000001.bin", 20240520, 1, 3000,
+                                        3000);
+  g_autoptr (KsTokens) t = ks_tokens_load (shard, &error);
+  guint32 max = 0;
+  g_assert_no_error (error);
+  g_assert_cmpuint (t->n, ==, 3000);
+  for (gsize i = 0; i < 3000; i++)
+    {
+      g_assert_cmpuint (t->tokens[i], ==, i * 37 % 50257);
+      max = MAX (max, i * 37 % 50257);
+    }
+  g_assert_cmpuint (t->vocab_hint, ==, max + 1);
+  g_assert_cmpstr (t->path, ==, shard);
+
+  /* nanoGPT's headerless train.bin */
+  const guint16 plain[5] = { 7, 0, 65535, 3, 7 };
+  g_autofree char *bin = write_bytes (dir, "train.bin", plain, sizeof plain);
+  g_autoptr (KsTokens) p = ks_tokens_load (bin, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (p->n, ==, 5);
+  for (int i = 0; i < 5; i++)
+    g_assert_cmpuint (p->tokens[i], ==, plain[i]);
+  g_assert_cmpuint (p->vocab_hint, ==, 65536);
+
+  /* a shard that disagrees with itself is refused, never read as plain tokens */
+  g_autofree char *c1 = write_shard (dir, "count.bin", 20240520, 1, 3001, 3000);
+  tokens_bad (c1, "truncated: the header says 3001 tokens (6002 bytes) but 6000 bytes follow");
+  g_autofree char *c2 = write_shard (dir, "more.bin", 20240520, 1, 10, 3000);
+  tokens_bad (c2, "a wrong token count: the header says 10 tokens");
+  g_autofree char *c3 = write_shard (dir, "zero.bin", 20240520, 1, -5, 0);
+  tokens_bad (c3, "the header says -5 tokens");
+  g_autofree char *v2 = write_shard (dir, "v2.bin", 20240520, 2, 10, 10);
+  tokens_bad (v2, "llm.c shard version 2 (expected 1");
+  g_autofree char *cut = write_bytes (dir, "cut.bin", "\x88\xd8\x34\x01\x01\x00", 6);
+  tokens_bad (cut, "less than the 1024-byte header");
+  g_autofree char *odd = write_bytes (dir, "odd.bin", plain, 9);
+  tokens_bad (odd, "9 bytes, an odd number");
+  g_autofree char *empty = write_bytes (dir, "empty.bin", "", 0);
+  tokens_bad (empty, "empty file");
+  g_autofree char *gz = write_gz (dir, "train.bin.gz", plain, sizeof plain);
+  tokens_bad (gz, "gunzip it first");
+  g_autofree char *missing = g_build_filename (dir, "missing.bin", NULL);
+  g_assert_null (ks_tokens_load (missing, &error));
+  g_assert_true (g_error_matches (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO));
+  g_assert_nonnull (strstr (error->message, "missing.bin"));
+  ks_test_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -448,5 +662,8 @@ main (int argc, char **argv)
   g_test_add_func ("/table/csv-errors", test_csv_errors);
   g_test_add_func ("/table/npy", test_npy);
   g_test_add_func ("/table/npy-errors", test_npy_errors);
+  g_test_add_func ("/table/idx", test_idx);
+  g_test_add_func ("/table/idx-errors", test_idx_errors);
+  g_test_add_func ("/table/tokens", test_tokens);
   return g_test_run ();
 }
