@@ -653,6 +653,155 @@ test_tokens (void)
   ks_test_rmtree (dir);
 }
 
+/* A table of `rows` rows whose first feature is the row index (to follow rows through a
+ * split), the others drawn from `rng` about `scale`, classes r % 3. */
+static KsTable *
+made_table (gsize rows, gsize features, GRand *rng, double scale)
+{
+  KsTable *t = g_new0 (KsTable, 1);
+  t->path = g_strdup ("made");
+  t->rows = rows;
+  t->ndim = 1;
+  t->shape[0] = features;
+  t->features = features;
+  t->x = g_new (float, rows * features);
+  t->y = g_new (gint64, rows);
+  t->classes = 3;
+  t->class_names = g_strsplit ("a b c", " ", -1);
+  for (gsize r = 0; r < rows; r++)
+    {
+      t->x[r * features] = r;
+      for (gsize j = 1; j < features; j++)
+        t->x[r * features + j] = (float) (scale * j + g_rand_double_range (rng, -scale, scale));
+      t->y[r] = r % 3;
+    }
+  return t;
+}
+
+static void
+test_split (void)
+{
+  g_autoptr (GRand) rng = g_rand_new_with_seed (5);
+  g_autoptr (KsTable) t = made_table (2000, 3, rng, 1);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsTable) train = NULL, test = NULL, train2 = NULL, test2 = NULL;
+  g_autoptr (KsTable) train3 = NULL, test3 = NULL, a = NULL, b = NULL;
+  g_autofree int *seen = g_new0 (int, 2000);
+
+  g_assert_true (ks_table_split (t, 0.2, 42, &train, &test, &error));
+  g_assert_no_error (error);
+  /* disjoint, all rows, in order, whole rows and labels carried */
+  g_assert_cmpuint (train->rows + test->rows, ==, 2000);
+  g_assert_cmpuint (test->rows, >, 400 - 60);
+  g_assert_cmpuint (test->rows, <, 400 + 60);
+  for (int k = 0; k < 2; k++)
+    {
+      KsTable *s = k ? test : train;
+      g_assert_cmpuint (s->features, ==, 3);
+      g_assert_cmpint (s->classes, ==, 3);
+      g_assert_cmpstr (s->class_names[2], ==, "c");
+      for (gsize i = 0; i < s->rows; i++)
+        {
+          gsize r = (gsize) s->x[i * 3];
+          g_assert_cmpint (seen[r]++, ==, 0);
+          g_assert_true (i == 0 || r > (gsize) s->x[(i - 1) * 3]);
+          g_assert_cmpint (s->y[i], ==, r % 3);
+          g_assert_cmpfloat (s->x[i * 3 + 2], ==, t->x[r * 3 + 2]);
+        }
+    }
+  /* the same seed, the same split; another seed, another */
+  g_assert_true (ks_table_split (t, 0.2, 42, &train2, &test2, &error));
+  g_assert_cmpuint (test2->rows, ==, test->rows);
+  g_assert_cmpmem (test2->x, test->rows * 12, test->x, test->rows * 12);
+  g_assert_true (ks_table_split (t, 0.2, 43, &train3, &test3, &error));
+  g_assert_false (test3->rows == test->rows
+                  && memcmp (test3->x, test->x, test->rows * 12) == 0);
+  /* a row's side depends on its index only: a table's prefix splits the same way */
+  t->rows = 1000;
+  g_assert_true (ks_table_split (t, 0.2, 42, &a, &b, &error));
+  for (gsize i = 0; i < b->rows; i++)
+    g_assert_cmpfloat (b->x[i * 3], ==, test->x[i * 3]);
+  t->rows = 2000;
+
+  /* near the fraction over several fractions and seeds */
+  for (int f = 1; f < 10; f++)
+    for (guint64 seed = 0; seed < 5; seed++)
+      {
+        KsTable *tr, *te;
+        g_assert_true (ks_table_split (t, f / 10.0, seed, &tr, &te, &error));
+        g_assert_cmpfloat (fabs (te->rows - 200.0 * f), <, 4 * sqrt (2000 * f / 10.0));
+        ks_table_free (tr);
+        ks_table_free (te);
+      }
+
+  /* fractions out of (0, 1) and an empty side are errors */
+  KsTable *u = NULL, *v = NULL;
+  g_assert_false (ks_table_split (t, 0, 1, &u, &v, &error));
+  g_assert_nonnull (strstr (error->message, "made: a held-out fraction of 0"));
+  g_clear_error (&error);
+  g_assert_false (ks_table_split (t, 1.5, 1, &u, &v, &error));
+  g_clear_error (&error);
+  t->rows = 2;
+  g_assert_false (ks_table_split (t, 1e-6, 1, &u, &v, &error));
+  g_assert_nonnull (strstr (error->message, "leaves the test part empty"));
+  g_assert_null (u);
+  g_assert_null (v);
+  t->rows = 2000;
+}
+
+static void
+test_moments (void)
+{
+  g_autoptr (GRand) rng = g_rand_new_with_seed (9);
+  /* values far from 0, where E[x^2] - E[x]^2 in float would lose the spread */
+  g_autoptr (KsTable) t = made_table (3001, 5, rng, 1000);
+  g_autoptr (KsTable) r = NULL, s = NULL;
+  g_autoptr (GError) error = NULL;
+  float mean[5], std[5], mean2[5], std2[5];
+
+  for (gsize i = 0; i < t->rows; i++)
+    t->x[i * 5 + 4] = 7; /* a constant feature */
+  ks_table_moments (t, mean, std);
+  /* Welford's running update in long double, another way to the same numbers */
+  for (int j = 0; j < 5; j++)
+    {
+      long double m = 0, m2 = 0;
+      for (gsize i = 0; i < t->rows; i++)
+        {
+          long double x = t->x[i * 5 + j], d = x - m;
+          m += d / (i + 1);
+          m2 += d * (x - m);
+        }
+      double sd = sqrtl (m2 / t->rows);
+      g_assert_cmpfloat_with_epsilon (mean[j], m, 1e-6 * fabs ((double) m) + 1e-6);
+      if (j < 4)
+        g_assert_cmpfloat_with_epsilon (std[j], sd, 1e-5 * sd);
+    }
+  g_assert_cmpfloat (mean[0], ==, 1500);
+  g_assert_cmpfloat (std[4], ==, KS_TABLE_STD_FLOOR);
+
+  /* standardised: mean 0 and deviation 1 but the constant feature, which becomes 0 */
+  g_assert_true (ks_table_split (t, 0.3, 1, &r, &s, &error));
+  ks_table_standardize (t, mean, std);
+  ks_table_moments (t, mean2, std2);
+  for (int j = 0; j < 4; j++)
+    {
+      g_assert_cmpfloat_with_epsilon (mean2[j], 0, 1e-4);
+      g_assert_cmpfloat_with_epsilon (std2[j], 1, 1e-4);
+    }
+  g_assert_cmpfloat (t->x[5 * 17 + 4], ==, 0);
+  /* a held-out part with the training part's moments */
+  g_autofree float *before = g_memdup2 (s->x, s->rows * 5 * sizeof (float));
+  ks_table_moments (r, mean, std);
+  ks_table_standardize (s, mean, std);
+  for (gsize i = 0; i < s->rows * 5; i++)
+    g_assert_cmpfloat (s->x[i], ==, (before[i] - mean[i % 5]) / std[i % 5]);
+  t->rows = 0;
+  ks_table_moments (t, mean, std);
+  g_assert_cmpfloat (mean[2], ==, 0);
+  g_assert_cmpfloat (std[2], ==, 1);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -665,5 +814,7 @@ main (int argc, char **argv)
   g_test_add_func ("/table/idx", test_idx);
   g_test_add_func ("/table/idx-errors", test_idx_errors);
   g_test_add_func ("/table/tokens", test_tokens);
+  g_test_add_func ("/table/split", test_split);
+  g_test_add_func ("/table/moments", test_moments);
   return g_test_run ();
 }
