@@ -100,7 +100,7 @@ next_line (Reader *r, char **p, const char *end)
   return NULL;
 }
 
-/* The label column of `first` (the first record) from options->label; *by_name when a
+/* The label column of the first record (in r->fields) from options->label; *by_name when a
  * header name matched. -1 with an error. */
 static gint
 label_column (Reader *r, const KsCsvOptions *o, gboolean *by_name, GError **error)
@@ -250,7 +250,8 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
   if (memchr (bytes, 0, len) != NULL)
     return ks_table_bad (error, "%s: a NUL byte at offset %" G_GSIZE_FORMAT "; this is not "
                          "a text table", path, (gsize) ((char *) memchr (bytes, 0, len) - bytes));
-  p = bytes;
+  /* a UTF-8 byte-order mark (spreadsheets write one) is not part of the first field */
+  p = g_str_has_prefix (bytes, "\xef\xbb\xbf") ? bytes + 3 : bytes;
   if ((line = next_line (&r, &p, bytes + len)) == NULL)
     return ks_table_bad (error, "%s: empty file (no records)", path);
   if (!split (&r, line, error))
@@ -285,9 +286,12 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
       if (!split_done && !split (&r, line, error))
         return NULL;
       if (fields->len != ncols)
-        return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": %u fields where %s has %u",
-                             path, r.line, fields->len,
-                             header ? "the header" : "the first record", ncols);
+        return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": %u fields where %s (line %"
+                             G_GSIZE_FORMAT ") has %u", path, r.line, fields->len,
+                             header ? "the header" : "the first record", first_line, ncols);
+      if (*(char *) fields->pdata[label] == 0)
+        return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": the label (column %d) is empty",
+                             path, r.line, label);
       for (guint i = 0; i < ncols; i++)
         {
           const char *f = fields->pdata[i];

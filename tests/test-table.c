@@ -158,6 +158,12 @@ test_csv (void)
   g_assert_cmpfloat (t7->target[1], ==, -2.25f);
   g_assert_cmpfloat (t7->x[1], ==, 20);
 
+  /* a byte-order mark before numbers: still no header, the first record is data */
+  g_autofree char *p9 = ks_test_write (dir, "bom.csv", "\xef\xbb\xbf" "1,2\n3,4\n");
+  g_autoptr (KsTable) t9 = csv_ok (p9, NULL);
+  g_assert_cmpuint (t9->rows, ==, 2);
+  g_assert_cmpfloat (t9->x[0], ==, 1);
+
   /* quoting: a delimiter and doubled quotes inside quotes */
   g_autofree char *p8 = ks_test_write (dir, "quoted.csv",
                                        "\"x, 1\",\"y\"\n\"1.5\", \"a \"\"q\"\" b\" \n2,c\n");
@@ -218,9 +224,11 @@ test_csv_errors (void)
     g_string_append (text, line == 9 ? "\n" : "1,2,3,4\n");
   g_string_append (text, "1,2,3\n5,6,7,8\n");
   csv_bad (dir, "data.csv", text->str, NULL, "data.csv:17:",
-           "3 fields where the header has 4");
+           "3 fields where the header (line 1) has 4");
   csv_bad (dir, "nohead.csv", "1,2\n3,4,5\n", NULL, "nohead.csv:2:",
-           "3 fields where the first record has 2");
+           "3 fields where the first record (line 1) has 2");
+  csv_bad (dir, "nolabel.csv", "x,y\n1,a\n2,\n", NULL, "nolabel.csv:3:",
+           "the label (column 1) is empty");
   csv_bad (dir, "word.csv", "x1,x2,y\n1,2,0\n3,4,1\n\n5,abc,0\n", NULL, "word.csv:5:",
            "column 'x2': 'abc' is not a number");
   csv_bad (dir, "nan.csv", "1,2,0\n3,nan,1\n", NULL, "nan.csv:2:",

@@ -45,8 +45,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTable, ks_table_free)
 /* CSV as read here: one record a line (LF or CRLF); fields separated by `delimiter`;
  * a field may be quoted with '"' (a doubled "" inside is one quote, the delimiter is
  * literal), but a quoted field cannot span lines; spaces around unquoted fields are
- * trimmed; empty lines (anywhere) are skipped. Every record has the same number of
- * fields, at least 2: one label column, the others are features, each a finite number.
+ * trimmed; lines of only white space (anywhere) are skipped, and so is a UTF-8
+ * byte-order mark. Every record has the same number of fields, at least 2: one label
+ * column, never empty, the others are features, each a finite float32 number.
  *
  * header = -1 (auto): a label given by a name that is not a column index means a header;
  * otherwise the first record is a header when one of its fields other than the label
