@@ -228,9 +228,6 @@ ks_table_load_npy (const char *features, const char *labels, gboolean regression
   if (f.ndim < 1 || f.ndim > 5)
     return ks_table_bad (error, "%s: %d dimensions; features are [rows, ...] with at most 4 "
                          "dimensions after the rows", features, f.ndim);
-  if (kinds[f.kind].kind == I32)
-    return ks_table_bad (error, "%s: int32 features; save them as float32, float64, uint8 or "
-                         "int64", features);
   rows = f.shape[0];
   if (rows == 0)
     return ks_table_bad (error, "%s: no rows (shape starts with 0)", features);

@@ -45,8 +45,16 @@ gunzip (const char *path, const guint8 *in, gsize n, gsize *length, GError **err
         feed (&z, &in, &n);
       if (cap - len < CHUNK + 1)
         {
-          cap = MAX (2 * cap, 4 * CHUNK);
-          out = g_realloc (out, cap);
+          /* deflate expands at most ~1032 times, so even a hostile stream is bounded by
+           * the file's size; still, a clean error rather than an abort */
+          char *more = g_try_realloc (out, cap = MAX (2 * cap, 4 * CHUNK));
+          if (more == NULL)
+            {
+              inflateEnd (&z);
+              return ks_table_bad (error, "%s: no memory for more than %" G_GSIZE_FORMAT
+                                   " bytes of decompressed data", path, len);
+            }
+          out = more;
         }
       z.next_out = (Bytef *) out + len;
       z.avail_out = CHUNK;

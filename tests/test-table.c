@@ -368,6 +368,11 @@ test_npy (void)
     g_assert_cmpfloat (t3->x[i], ==, pix[i]);
   g_assert_cmpint (t3->y[0], ==, 1);
   g_assert_cmpint (t3->classes, ==, 2);
+  /* int32 features [rows, 1] */
+  g_autoptr (KsTable) t6 = npy_ok (pl3, pl2, FALSE);
+  g_assert_cmpuint (t6->features, ==, 1);
+  g_assert_cmpfloat (t6->x[0], ==, 1);
+  g_assert_cmpfloat (t6->x[1], ==, 0);
 
   /* int64 features of one dimension; float32 and float64 values for regression */
   const gint64 one[3] = { -4, 1 << 20, 9 };

@@ -67,7 +67,8 @@ typedef struct {
 /* `options` may be NULL: defaults, header auto, classification. */
 KsTable *ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error);
 
-/* features.npy [rows, ...] (up to 4 trailing dims) of float32, float64, uint8 or int64,
+/* features.npy [rows, ...] (up to 4 trailing dims) of float32, float64, uint8, int32 or
+ * int64 (made float32),
  * and labels.npy [rows] (or [rows, 1]): int64, int32 or uint8 class ids, or float32 or
  * float64 values when regression (integers are accepted as values too). C order, little
  * endian, format versions 1 to 3; NaN and infinity refused. */
