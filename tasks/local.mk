@@ -16,9 +16,16 @@ libksdist_tasks_la_SOURCES = \
 	tasks/samples.c \
 	tasks/samples-task.c \
 	tasks/ctr-task.c \
-	tasks/meta-task.c
-libksdist_tasks_la_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
-libksdist_tasks_la_LIBADD = libksdist.la $(GLIB_LIBS) $(PIXBUF_LIBS) -lm
+	tasks/meta-task.c \
+	tasks/table-private.h \
+	tasks/table.c \
+	tasks/table-read.c \
+	tasks/table-csv.c \
+	tasks/table-npy.c \
+	tasks/table-idx.c \
+	tasks/table-tokens.c
+libksdist_tasks_la_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS) $(ZLIB_CFLAGS)
+libksdist_tasks_la_LIBADD = libksdist.la $(GLIB_LIBS) $(PIXBUF_LIBS) $(ZLIB_LIBS) -lm
 libksdist_tasks_la_LDFLAGS = -no-undefined -version-info 0:0:0
 
 ksdistinclude_HEADERS += \
@@ -27,4 +34,5 @@ ksdistinclude_HEADERS += \
 	include/ksdist/data.h \
 	include/ksdist/images.h \
 	include/ksdist/meta.h \
-	include/ksdist/ctr.h
+	include/ksdist/ctr.h \
+	include/ksdist/table.h

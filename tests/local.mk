@@ -98,6 +98,12 @@ tests_test_images_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
 tests_test_images_LDADD = $(KS_TASKS_TEST_LDADD) $(PIXBUF_LIBS) -lm
 TESTS += tests/test-images
 
+# Data-set readers (CSV, .npy, IDX, token files) on files written with and without zlib.
+check_PROGRAMS += tests/test-table
+tests_test_table_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
+tests_test_table_LDADD = $(KS_TASKS_TEST_LDADD) $(ZLIB_LIBS) -lm
+TESTS += tests/test-table
+
 # Reptile through ksdist train and launch on a glyph set.
 check_PROGRAMS += tests/test-meta
 tests_test_meta_LDADD = $(KS_TEST_LDADD) -lm
@@ -200,6 +206,17 @@ tests_fuzz_fuzz_store_SOURCES = tests/fuzz/fuzz-store.c tests/fuzz/driver.c test
 tests_fuzz_fuzz_store_LDADD = libksdist.la $(GLIB_LIBS)
 dist_check_SCRIPTS += tests/fuzz/run-config.sh tests/fuzz/run-checkpoint.sh tests/fuzz/run-store.sh
 TESTS += tests/fuzz/run-config.sh tests/fuzz/run-checkpoint.sh tests/fuzz/run-store.sh
+# the data-set readers (tasks library): CSV, .npy, IDX and token files, some gzipped
+check_PROGRAMS += tests/fuzz/fuzz-table
+tests_fuzz_fuzz_table_SOURCES = tests/fuzz/fuzz-table.c tests/fuzz/driver.c tests/fuzz/fuzz.h
+tests_fuzz_fuzz_table_LDADD = libksdist-tasks.la libksdist.la $(GLIB_LIBS)
+dist_check_SCRIPTS += tests/fuzz/run-table.sh
+TESTS += tests/fuzz/run-table.sh
+EXTRA_DIST += tests/fuzz/corpus/table/csv.bin tests/fuzz/corpus/table/csv-numeric.bin \
+	tests/fuzz/corpus/table/csv.gz.bin tests/fuzz/corpus/table/npy.bin \
+	tests/fuzz/corpus/table/npy-regression.bin tests/fuzz/corpus/table/idx.bin \
+	tests/fuzz/corpus/table/idx.gz.bin tests/fuzz/corpus/table/shard.bin \
+	tests/fuzz/corpus/table/plain-tokens.bin
 EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 	tests/fuzz/corpus/checkpoint/inference.safetensors \
 	tests/fuzz/corpus/store/hello-set-get.bin tests/fuzz/corpus/store/hello-add-wait.bin \

@@ -10,6 +10,7 @@
 #include <ksdist/gpt.h>
 #include <ksdist/images.h>
 #include <ksdist/meta.h>
+#include <ksdist/table.h>
 
 G_BEGIN_DECLS
 

@@ -1,0 +1,111 @@
+/* MNIST's IDX files: big-endian sizes after a magic of two zero bytes, the element type
+ * (0x08, unsigned bytes here) and the number of dimensions. */
+#include "table-private.h"
+
+#include <string.h>
+
+static guint32
+be32 (const guint8 *p)
+{
+  return (guint32) p[0] << 24 | (guint32) p[1] << 16 | (guint32) p[2] << 8 | p[3];
+}
+
+/* Reads dir/name or dir/name.gz (the first there); *path set to the one read. NULL with
+ * KS_CONFIG_ERROR_IO when neither is, naming both files of the `pair` (images, labels). */
+static char *
+read_either (const char *dir, const char *name, const char *const pair[2], char **path,
+             gsize *length, GError **error)
+{
+  g_autofree char *plain = g_build_filename (dir, name, NULL);
+  g_autofree char *gz = g_strconcat (plain, ".gz", NULL);
+
+  *path = g_strdup (g_file_test (plain, G_FILE_TEST_EXISTS) ? plain : gz);
+  if (!g_file_test (*path, G_FILE_TEST_EXISTS))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO,
+                   "%s: neither %s nor %s.gz is there (the set's IDX files are %s and %s, "
+                   "each possibly gzipped)", dir, name, name, pair[0], pair[1]);
+      return NULL;
+    }
+  return ks_table_read (*path, length, error);
+}
+
+/* Checks an IDX file of unsigned bytes with `ndim` dimensions; their sizes into dims and
+ * the data's start into *data. */
+static gboolean
+check (const char *path, const guint8 *b, gsize n, int ndim, guint32 *dims,
+       const guint8 **data, GError **error)
+{
+  guint32 want = 0x800 | ndim;
+  gsize count = 1, head = 4 + 4 * (gsize) ndim;
+
+  if (n == 0)
+    return ks_table_bad (error, "%s: empty file (expected an IDX file)", path) != NULL;
+  if (n < 4 || be32 (b) != want)
+    return ks_table_bad (error, "%s: magic 0x%08x is not an IDX file of unsigned bytes in %d "
+                         "dimensions (expected 0x%08x)", path, n < 4 ? 0 : be32 (b), ndim,
+                         want) != NULL;
+  if (n < head)
+    return ks_table_bad (error, "%s: truncated: %" G_GSIZE_FORMAT " bytes, less than the "
+                         "%" G_GSIZE_FORMAT "-byte header", path, n, head) != NULL;
+  for (int d = 0; d < ndim; d++)
+    {
+      dims[d] = be32 (b + 4 + 4 * d);
+      if (dims[d] == 0 || !g_size_checked_mul (&count, count, dims[d]))
+        return ks_table_bad (error, "%s: dimension %d is %u", path, d, dims[d]) != NULL;
+    }
+  if (count != n - head)
+    return ks_table_bad (error, "%s: %s: the header says %" G_GSIZE_FORMAT " bytes of data "
+                         "but %" G_GSIZE_FORMAT " follow", path,
+                         count > n - head ? "truncated" : "extra bytes after the data", count,
+                         n - head) != NULL;
+  *data = b + head;
+  return TRUE;
+}
+
+KsTable *
+ks_table_load_idx (const char *path, gboolean train, GError **error)
+{
+  const char *images_name = train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
+  const char *labels_name = train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte";
+  g_autofree char *images_path = NULL, *labels_path = NULL;
+  g_autofree char *images = NULL, *labels = NULL;
+  const guint8 *pixels, *ids;
+  guint32 idims[3], ldims[1];
+  gsize ilen, llen;
+
+  g_return_val_if_fail (path != NULL, NULL);
+  if (!g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s is not a folder (expected one "
+                   "holding MNIST's %s and %s, each possibly gzipped)", path, images_name,
+                   labels_name);
+      return NULL;
+    }
+  const char *const pair[2] = { images_name, labels_name };
+  if ((images = read_either (path, images_name, pair, &images_path, &ilen, error)) == NULL
+      || (labels = read_either (path, labels_name, pair, &labels_path, &llen, error)) == NULL
+      || !check (images_path, (guint8 *) images, ilen, 3, idims, &pixels, error)
+      || !check (labels_path, (guint8 *) labels, llen, 1, ldims, &ids, error))
+    return NULL;
+  if (ldims[0] != idims[0])
+    return ks_table_bad (error, "%s: %u labels but %s has %u images", labels_path, ldims[0],
+                         images_path, idims[0]);
+
+  g_autoptr (KsTable) t = ks_table_alloc (path, idims[0], (gsize) idims[1] * idims[2], FALSE,
+                                          error);
+  if (t == NULL)
+    return NULL;
+  t->ndim = 3;
+  t->shape[0] = idims[1];
+  t->shape[1] = idims[2];
+  t->shape[2] = 1;
+  for (gsize i = 0; i < t->rows * t->features; i++)
+    t->x[i] = pixels[i] / 255.0f;
+  for (gsize i = 0; i < t->rows; i++)
+    {
+      t->y[i] = ids[i];
+      t->classes = MAX (t->classes, t->y[i] + 1);
+    }
+  return g_steal_pointer (&t);
+}

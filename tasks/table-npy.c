@@ -1,0 +1,264 @@
+/* NumPy .npy arrays (format versions 1 to 3): a features array and a labels array. */
+#include "table-private.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef enum { F32, F64, U8, I32, I64 } Kind;
+
+static const struct {
+  const char *descr, *name;
+  Kind kind;
+  gsize size;
+} kinds[] = {
+  { "<f4", "float32", F32, 4 }, { "<f8", "float64", F64, 8 }, { "|u1", "uint8", U8, 1 },
+  { "<u1", "uint8", U8, 1 },    { "<i4", "int32", I32, 4 },   { "<i8", "int64", I64, 8 },
+};
+
+/* One array: its element type and shape, and where its data starts in the file. */
+typedef struct {
+  const char *path;
+  char *bytes;
+  gsize length;
+  guint kind; /* into kinds[] */
+  int ndim;
+  guint64 shape[8];
+  gsize count; /* product of shape */
+  const guint8 *data;
+} Npy;
+
+static void
+npy_clear (Npy *a)
+{
+  g_free (a->bytes);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Npy, npy_clear)
+
+/* The header dict is a Python literal; only its three keys' plain forms are read:
+ * 'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), */
+static const char *
+skip (const char *s)
+{
+  while (*s == ' ' || *s == '\n')
+    s++;
+  return s;
+}
+
+/* The value after 'key': in the dict `h`, or NULL. */
+static const char *
+value_of (const char *h, const char *key)
+{
+  g_autofree char *k1 = g_strdup_printf ("'%s'", key);
+  const char *s = strstr (h, k1);
+  if (s == NULL)
+    return NULL;
+  s = skip (s + strlen (k1));
+  return *s == ':' ? skip (s + 1) : NULL;
+}
+
+static gboolean
+parse_header (Npy *a, const char *h, GError **error)
+{
+  const char *v;
+  guint64 d;
+  char *end;
+
+  if ((v = value_of (h, "descr")) == NULL || *v != '\'')
+    return ks_table_bad (error, "%s: the header has no 'descr' (the element type): %s",
+                         a->path, h) != NULL;
+  a->kind = G_N_ELEMENTS (kinds);
+  for (guint k = 0; k < G_N_ELEMENTS (kinds); k++)
+    if (strncmp (v + 1, kinds[k].descr, 3) == 0 && v[4] == '\'')
+      a->kind = k;
+  if (a->kind == G_N_ELEMENTS (kinds))
+    {
+      g_autofree char *descr = g_strndup (v, strcspn (v + 1, "'") + 2);
+      return ks_table_bad (error, "%s: element type %s is not one read here (float32, "
+                           "float64, uint8, int32, int64, little endian: '<f4', '<f8', '|u1', "
+                           "'<i4', '<i8')", a->path, descr) != NULL;
+    }
+  if ((v = value_of (h, "fortran_order")) == NULL || !g_str_has_prefix (v, "False"))
+    return ks_table_bad (error, "%s: the array is not in C order ('fortran_order': False "
+                         "expected); save it with numpy.ascontiguousarray", a->path) != NULL;
+  if ((v = value_of (h, "shape")) == NULL || *v != '(')
+    return ks_table_bad (error, "%s: the header has no 'shape' tuple: %s", a->path, h) != NULL;
+  v = skip (v + 1);
+  a->ndim = 0;
+  a->count = 1;
+  while (*v != ')')
+    {
+      if (a->ndim == G_N_ELEMENTS (a->shape) || !g_ascii_isdigit (*v)
+          || (d = g_ascii_strtoull (v, &end, 10)) == G_MAXUINT64)
+        return ks_table_bad (error, "%s: a 'shape' that is not a tuple of at most %u sizes: "
+                             "%s", a->path, (guint) G_N_ELEMENTS (a->shape), h) != NULL;
+      a->shape[a->ndim++] = d;
+      if (d > G_MAXSIZE || !g_size_checked_mul (&a->count, a->count, (gsize) d))
+        return ks_table_bad (error, "%s: a 'shape' too large for memory: %s", a->path, h)
+               != NULL;
+      v = skip (end);
+      if (*v == ',')
+        v = skip (v + 1);
+      else if (*v != ')')
+        return ks_table_bad (error, "%s: a 'shape' that is not a tuple of sizes: %s", a->path,
+                             h) != NULL;
+    }
+  return TRUE;
+}
+
+/* Reads the file, its header checked, its data's size too. */
+static gboolean
+npy_read (Npy *a, const char *path, GError **error)
+{
+  static const char magic[] = "\x93NUMPY";
+  gsize hlen, start, data_bytes;
+  const guint8 *b;
+
+  a->path = path;
+  if ((a->bytes = ks_table_read (path, &a->length, error)) == NULL)
+    return FALSE;
+  b = (const guint8 *) a->bytes;
+  if (a->length == 0)
+    return ks_table_bad (error, "%s: empty file (expected a NumPy .npy array)", path) != NULL;
+  if (a->length < 10 || memcmp (b, magic, 6) != 0)
+    return ks_table_bad (error, "%s: not a NumPy .npy file (no \\x93NUMPY magic at its start)",
+                         path) != NULL;
+  if (b[6] == 1)
+    hlen = b[8] | (gsize) b[9] << 8, start = 10;
+  else if ((b[6] == 2 || b[6] == 3) && a->length >= 12)
+    hlen = b[8] | (gsize) b[9] << 8 | (gsize) b[10] << 16 | (gsize) b[11] << 24, start = 12;
+  else
+    return ks_table_bad (error, "%s: .npy format version %u.%u (1 to 3 are read)", path, b[6],
+                         b[7]) != NULL;
+  if (hlen > a->length - start)
+    return ks_table_bad (error, "%s: truncated: a header of %" G_GSIZE_FORMAT " bytes but %"
+                         G_GSIZE_FORMAT " follow", path, hlen, a->length - start) != NULL;
+  /* the header is text; made a string for the parser (the byte after it is data) */
+  g_autofree char *h = g_strndup (a->bytes + start, hlen);
+  if (strlen (h) != hlen)
+    return ks_table_bad (error, "%s: a NUL byte in the header", path) != NULL;
+  if (!parse_header (a, h, error))
+    return FALSE;
+  a->data = b + start + hlen;
+  gsize have = a->length - start - hlen;
+  g_autofree char *dims = NULL;
+  if (!g_size_checked_mul (&data_bytes, a->count, kinds[a->kind].size) || data_bytes != have)
+    {
+      GString *s = g_string_new (NULL);
+      for (int i = 0; i < a->ndim; i++)
+        g_string_append_printf (s, "%s%" G_GUINT64_FORMAT, i ? " x " : "", a->shape[i]);
+      dims = g_string_free (s, FALSE);
+      return ks_table_bad (error, "%s: %s: the header says %s %s (%" G_GSIZE_FORMAT
+                           " bytes of data) but %" G_GSIZE_FORMAT " follow", path,
+                           data_bytes > have ? "truncated" : "extra bytes after the data",
+                           a->ndim ? dims : "a scalar of", kinds[a->kind].name,
+                           data_bytes, have) != NULL;
+    }
+  return TRUE;
+}
+
+/* Element i as a double, from the little-endian data. */
+static double
+element (const Npy *a, gsize i)
+{
+  const guint8 *p = a->data + i * kinds[a->kind].size;
+  switch (kinds[a->kind].kind)
+    {
+    case U8: return p[0];
+    case F32: { guint32 u; float f; memcpy (&u, p, 4); u = GUINT32_FROM_LE (u); memcpy (&f, &u, 4); return f; }
+    case F64: { guint64 u; double f; memcpy (&u, p, 8); u = GUINT64_FROM_LE (u); memcpy (&f, &u, 8); return f; }
+    case I32: { guint32 u; memcpy (&u, p, 4); return (gint32) GUINT32_FROM_LE (u); }
+    case I64: { guint64 u; memcpy (&u, p, 8); return (double) (gint64) GUINT64_FROM_LE (u); }
+    }
+  return 0;
+}
+
+/* An int64 element exactly (a double loses ids above 2^53). */
+static gint64
+integer (const Npy *a, gsize i)
+{
+  guint64 u;
+  if (kinds[a->kind].kind != I64)
+    return (gint64) element (a, i);
+  memcpy (&u, a->data + i * 8, 8);
+  return (gint64) GUINT64_FROM_LE (u);
+}
+
+static gboolean
+set_labels (KsTable *t, const Npy *l, GError **error)
+{
+  Kind kind = kinds[l->kind].kind;
+
+  if (!t->regression && (kind == F32 || kind == F64))
+    return ks_table_bad (error, "%s: %s labels are values: load them with regression, or "
+                         "save class ids as integers (int64, int32, uint8)", l->path,
+                         kinds[l->kind].name) != NULL;
+  for (gsize i = 0; i < t->rows; i++)
+    if (t->regression)
+      {
+        double v = element (l, i);
+        if (!isfinite ((float) v))
+          return ks_table_bad (error, "%s: label %" G_GSIZE_FORMAT " is %g, not a finite "
+                               "float32 value", l->path, i, v) != NULL;
+        t->target[i] = (float) v;
+      }
+    else
+      {
+        gint64 c = integer (l, i);
+        if (c < 0 || c >= KS_TABLE_MAX_CLASSES)
+          return ks_table_bad (error, "%s: label %" G_GSIZE_FORMAT " is %" G_GINT64_FORMAT
+                               ", not a class id in [0, %d)", l->path, i, c,
+                               KS_TABLE_MAX_CLASSES) != NULL;
+        t->y[i] = c;
+        t->classes = MAX (t->classes, c + 1);
+      }
+  return TRUE;
+}
+
+KsTable *
+ks_table_load_npy (const char *features, const char *labels, gboolean regression,
+                   GError **error)
+{
+  g_auto (Npy) f = { 0 };
+  g_auto (Npy) l = { 0 };
+  gsize rows, per_row;
+
+  g_return_val_if_fail (features != NULL && labels != NULL, NULL);
+  if (!npy_read (&f, features, error) || !npy_read (&l, labels, error))
+    return NULL;
+  if (f.ndim < 1 || f.ndim > 5)
+    return ks_table_bad (error, "%s: %d dimensions; features are [rows, ...] with at most 4 "
+                         "dimensions after the rows", features, f.ndim);
+  rows = f.shape[0];
+  if (rows == 0)
+    return ks_table_bad (error, "%s: no rows (shape starts with 0)", features);
+  per_row = f.count / rows;
+  if (per_row == 0)
+    return ks_table_bad (error, "%s: rows of no features (a dimension after the rows is 0)",
+                         features);
+  if (l.ndim < 1 || l.ndim > 2 || (l.ndim == 2 && l.shape[1] != 1))
+    return ks_table_bad (error, "%s: labels of %d dimensions; expected [rows] or [rows, 1]",
+                         labels, l.ndim);
+  if (l.shape[0] != rows)
+    return ks_table_bad (error, "%s: %" G_GUINT64_FORMAT " labels but %s has %" G_GSIZE_FORMAT
+                         " rows", labels, l.shape[0], features, rows);
+
+  g_autoptr (KsTable) t = ks_table_alloc (features, rows, per_row, regression, error);
+  if (t == NULL)
+    return NULL;
+  t->ndim = MAX (f.ndim - 1, 1);
+  t->shape[0] = 1;
+  for (int d = 1; d < f.ndim; d++)
+    t->shape[d - 1] = (gint64) f.shape[d];
+  for (gsize i = 0; i < f.count; i++)
+    {
+      double v = element (&f, i);
+      if (!isfinite ((float) v))
+        return ks_table_bad (error, "%s: row %" G_GSIZE_FORMAT ", feature %" G_GSIZE_FORMAT
+                             " is %g, not a finite float32 number", features, i / per_row,
+                             i % per_row, v);
+      t->x[i] = (float) v;
+    }
+  if (!set_labels (t, &l, error))
+    return NULL;
+  return g_steal_pointer (&t);
+}
