@@ -458,7 +458,7 @@ ks_builtin_task (const KsConfig *c, GError **error)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[model] type = %s does not train on [data] task = %s: mlp and layers take "
-                   "spirals or rings, gpt takes text or addition, ctr takes ctr", model, task);
+                   "spirals, rings, csv, npy or idx, gpt takes text or addition, ctr takes ctr", model, task);
       return NULL;
     }
   if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)

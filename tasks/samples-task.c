@@ -191,6 +191,25 @@ samples_clear (KsTrainer *t)
   g_free (s);
 }
 
+/* What a user of a checkpoint or an export needs to feed it raw rows: the moments the
+ * training rows were standardised by. */
+static void
+samples_metadata (KsTrainer *t, GHashTable *meta)
+{
+  Samples *s = ks_trainer_data (t);
+  gsize features = s->train.x_bytes / sizeof (float);
+  if (s->train.mean == NULL)
+    return;
+  GString *mean = g_string_new (NULL), *std = g_string_new (NULL);
+  for (gsize i = 0; i < features; i++)
+    {
+      g_string_append_printf (mean, "%s%.9g", i ? "," : "", s->train.mean[i]);
+      g_string_append_printf (std, "%s%.9g", i ? "," : "", s->train.std[i]);
+    }
+  g_hash_table_insert (meta, g_strdup ("data.mean"), g_string_free (mean, FALSE));
+  g_hash_table_insert (meta, g_strdup ("data.std"), g_string_free (std, FALSE));
+}
+
 static gint64
 samples_last_epoch (KsTrainer *t, gint64 step)
 {
@@ -208,6 +227,7 @@ const KsTrainTask ks_samples_task = {
   .evaluate = samples_evaluate,
   .describe = samples_describe,
   .clear = samples_clear,
+  .metadata = samples_metadata,
   .last_epoch = samples_last_epoch,
   .check = samples_check,
 };
@@ -222,6 +242,7 @@ const KsTrainTask ks_samples_regression_task = {
   .evaluate = samples_evaluate,
   .describe = samples_describe,
   .clear = samples_clear,
+  .metadata = samples_metadata,
   .last_epoch = samples_last_epoch,
   .check = samples_check,
 };

@@ -19,6 +19,7 @@ typedef struct {
   guint8 *x, *y;
   gint64 outputs;   /* classes, or targets a row */
   gboolean generated; /* by [data] task, [data] samples of them */
+  float *mean, *std; /* per feature, when the rows were standardised by them; else NULL */
 } SampleSet;
 
 /* The [data] keys the configured data set reads ("data.task", ...), NULL-terminated. */

@@ -231,8 +231,8 @@ TESTS += tests/test-examples.sh
 dist_check_SCRIPTS += tests/test-plan.sh
 TESTS += tests/test-plan.sh
 
-dist_check_SCRIPTS += tests/test-layers.sh
-TESTS += tests/test-layers.sh
+dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh
+TESTS += tests/test-layers.sh tests/test-own-data.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

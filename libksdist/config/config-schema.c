@@ -68,8 +68,10 @@ static const KsKeyDesc core_schema[] = {
     "checkpoint's model.safetensors or PyTorch's layout and names (what `ksdist export "
     "--torch` writes); every parameter must be there with its shape, and nothing else" },
   { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
-  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0, "spirals|rings|text|addition|ctr",
-    "spirals, rings: generated classification in the plane (mlp); text: next-character "
+  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0,
+    "spirals|rings|csv|npy|idx|text|addition|ctr",
+    "spirals, rings: generated classification in the plane (mlp, layers); csv, npy, idx: "
+    "your own rows from [data] path (mlp, layers); text: next-character "
     "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
     "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
     "path's train/ and test/ (ctr), scored by AUC" },
@@ -119,11 +121,33 @@ static const KsKeyDesc core_schema[] = {
     "Addition task: the largest number of digits of an operand" },
   { "data", "path", KS_VALUE_STRING, "/usr/share/dict/words", 1, 0, NULL,
     "Text corpus of the text task (the last tenth is held out; by default the English word "
-    "list of Debian's wamerican); the ctr task's directory of train/ and test/ files" },
+    "list of Debian's wamerican); the ctr task's directory of train/ and test/ files; csv: "
+    "a CSV or TSV file (gzip read directly); npy: the features' .npy file; idx: a folder of "
+    "MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz)" },
+  { "data", "labels", KS_VALUE_STRING, "", 1, 0, NULL,
+    "npy: the labels' .npy file, one per row of [data] path" },
+  { "data", "test_path", KS_VALUE_STRING, "", 1, 0, NULL,
+    "csv, npy: the held-out rows' file (npy: with [data] test_labels); empty: [data] "
+    "holdout of the rows, chosen by a seeded hash" },
+  { "data", "test_labels", KS_VALUE_STRING, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
+  { "data", "holdout", KS_VALUE_DOUBLE, "0.1", 0.001, 0.9, NULL,
+    "csv, npy without a test_path: the fraction of rows held out (by a hash of the row "
+    "number and [data] seed, so every run and every worker holds out the same rows)" },
+  { "data", "label", KS_VALUE_STRING, "", 1, 0, NULL,
+    "csv: the label column, by header name or 0-based index; empty: the last column" },
+  { "data", "header", KS_VALUE_CHOICE, "auto", 1, 0, "auto|yes|no",
+    "csv: whether the first line names the columns (auto: when a field of it other than "
+    "the label's is not a number)" },
+  { "data", "delimiter", KS_VALUE_CHOICE, "auto", 1, 0, "auto|comma|tab|semicolon|space",
+    "csv: the field separator (auto: tab for .tsv, else comma)" },
+  { "data", "normalize", KS_VALUE_CHOICE, "none", 1, 0, "none|standard",
+    "csv, npy, idx: standard scales each feature by the training rows' mean and standard "
+    "deviation (saved with checkpoints and exports as data.mean and data.std)" },
   { "data", "samples", KS_VALUE_INT, "2048", 16, 1e8, NULL, "Training samples generated" },
   { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
   { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
-    "Seed of the generated data (the held-out set uses seed + 1)" },
+    "Seed of the generated data (the held-out set uses seed + 1), and of csv's and npy's "
+    "held-out rows" },
   { "amp", "dtype", KS_VALUE_CHOICE, "off", 1, 0, "off|bf16|fp16",
     "Mixed precision: the matmuls' operands in bfloat16 or float16 with float32 sums; "
     "parameters, gradients, optimizer state, softmax, layer norm and the loss stay float32 "

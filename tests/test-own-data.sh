@@ -1,0 +1,121 @@
+#!/bin/sh
+# A user's own data: rows in files the test writes itself (never downloaded), trained by
+# `ksdist train` end to end: a CSV classifier with a header and categorical labels, a
+# regression on a CSV (loss = mse, RMSE near the noise), a gzipped TSV; malformed files
+# refused naming the file and line, settings that do not go together refused by `ksdist
+# config`. TAP output. Needs KSDIST (tests/local.mk).
+set -u
+unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-own-data-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+echo "1..8"
+
+# three classes of 4 features, separable: class k centred on k, named
+awk 'BEGIN { srand (3); print "f1,f2,f3,f4,kind";
+  split ("alpha beta gamma", names, " ");
+  for (i = 0; i < 900; i++) { k = i % 3; line = "";
+    for (j = 0; j < 4; j++) line = line sprintf ("%.4f,", 2 * k + j + rand () - 0.5);
+    print line names[k + 1] } }' > kinds.csv
+cat > csv.ini <<'INI'
+[model]
+type = mlp
+hidden = 16
+activation = relu
+[data]
+task = csv
+path = kinds.csv
+label = kind
+normalize = standard
+[train]
+steps = 200
+batch = 32
+[optim]
+lr = 0.01
+INI
+value () { sed -n "s/.*eval $2 \([0-9.]*\) .*/\1/p" "$1" | tail -1; }
+at_least () { [ -n "$1" ] && awk -v a="$1" -v m="$2" 'BEGIN { exit !(a >= m) }'; }
+at_most () { [ -n "$1" ] && awk -v a="$1" -v m="$2" 'BEGIN { exit !(a <= m) }'; }
+
+"$KSDIST" train csv.ini > csv.log 2>&1
+a=$(value csv.log accuracy)
+if at_least "$a" 0.97; then
+  echo "ok 1 - a CSV with a header and named classes trains (held-out accuracy $a)"
+else
+  echo "not ok 1 - CSV classifier: accuracy '$a'"; sed 's/^/# /' csv.log
+fi
+
+# y = 3 a - 2 b + 1 + noise of standard deviation 0.1
+awk 'BEGIN { srand (5); print "a,b,y";
+  for (i = 0; i < 2000; i++) { a = 4 * rand () - 2; b = 4 * rand () - 2;
+    n = sqrt (-2 * log (1 - rand ())) * cos (6.2831853 * rand ());
+    printf "%.5f,%.5f,%.5f\n", a, b, 3 * a - 2 * b + 1 + 0.1 * n } }' > line.csv
+cat > reg.ini <<'INI'
+[model]
+type = layers
+net = hidden, out
+loss = mse
+[layer.hidden]
+type = linear
+size = 32
+activation = tanh
+[layer.out]
+type = linear
+size = 1
+[data]
+task = csv
+path = line.csv
+[train]
+steps = 800
+batch = 64
+[optim]
+lr = 0.01
+INI
+"$KSDIST" train reg.ini > reg.log 2>&1
+r=$(value reg.log rmse)
+if at_most "$r" 0.3; then
+  echo "ok 2 - a regression on a CSV learns the line (held-out RMSE $r, noise 0.1)"
+else
+  echo "not ok 2 - CSV regression: RMSE '$r'"; sed 's/^/# /' reg.log
+fi
+
+# the same classes as a gzipped TSV without a header, numeric labels in column 0
+awk -F, 'NR > 1 { k = ($5 == "alpha") ? 0 : ($5 == "beta") ? 1 : 2;
+  printf "%d\t%s\t%s\t%s\t%s\n", k, $1, $2, $3, $4 }' kinds.csv | gzip > kinds.tsv.gz
+"$KSDIST" train csv.ini --set data.path=kinds.tsv.gz --set data.label=0 > tsv.log 2>&1
+a=$(value tsv.log accuracy)
+if at_least "$a" 0.97; then
+  echo "ok 3 - a gzipped TSV with the label in column 0 trains (accuracy $a)"
+else
+  echo "not ok 3 - gzipped TSV: accuracy '$a'"; sed 's/^/# /' tsv.log
+fi
+
+# the held-out rows from a file of their own
+head -1 kinds.csv > test.csv && sed -n '2,100p' kinds.csv >> test.csv
+"$KSDIST" train csv.ini --set data.test_path=test.csv > test.log 2>&1
+a=$(value test.log accuracy)
+if at_least "$a" 0.97 && grep -q "eval accuracy [0-9.]* (96 held-out" test.log; then
+  echo "ok 4 - [data] test_path's rows are the held-out ones (accuracy $a on 96)"
+else
+  echo "not ok 4 - test_path: '$(grep eval test.log)'"; sed 's/^/# /' test.log
+fi
+
+# malformed rows: the error names the file and line
+failing () { # number, description, expected, arguments...
+  n=$1 what=$2 want=$3
+  shift 3
+  "$KSDIST" "$@" > err.log 2>&1
+  status=$?
+  if [ $status -ne 0 ] && grep -q -- "$want" err.log; then
+    echo "ok $n - $what: $(grep -- "$want" err.log | head -1 | cut -c1-160)"
+  else
+    echo "not ok $n - $what: exit $status, wanted '$want'"; sed 's/^/# /' err.log
+  fi
+}
+sed '7s/,[^,]*$//' kinds.csv > short.csv
+failing 5 "a short row" "short.csv:7" train csv.ini --set data.path=short.csv
+sed '9s/^[^,]*/abc/' kinds.csv > word.csv
+failing 6 "a word among the numbers" "word.csv:9" train csv.ini --set data.path=word.csv
+failing 7 "a CSV task without a path" "\[data\] task = csv reads \[data\] path" config csv.ini --set data.path=
+sed '/^path/d' reg.ini > points.ini
+failing 8 "mse on classes from a generator" "\[model\] loss = mse needs values" config points.ini --set data.task=spirals
