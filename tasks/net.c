@@ -26,6 +26,14 @@ apply (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
   switch (l->type)
     {
     case NET_LINEAR:
+      /* the mlp takes samples of any shape as their values in a row */
+      if (l->flatten && strchr (shape, ',') != strrchr (shape, ','))
+        {
+          if ((x = ks_flatten (x, error)) == NULL)
+            return NULL;
+          g_free (shape);
+          shape = ks_expr_shape_string (x);
+        }
       if (strchr (shape, ',') == NULL || strchr (shape, ',') != strrchr (shape, ','))
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -69,7 +77,7 @@ build_layer (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
   for (int i = 0; x != NULL && l->stash != NULL && l->stash[i] != NULL; i++)
     if (!ks_layer_stash (model, l->stash[i], x, error))
       x = NULL;
-  if (x == NULL)
+  if (x == NULL && l->kind == l->name) /* a [layer.NAME] group's */
     g_prefix_error (error, "[layer.%s]: ", l->name);
   return x;
 }
@@ -193,6 +201,7 @@ net_mlp (Net *net, const KsConfig *c, gint64 classes, GError **error)
       l->rate = out ? 0 : dropout;
       l->dropout_seed = l->seed + 500;
     }
+  net->layer[0].flatten = TRUE;
   return TRUE;
 }
 

@@ -38,6 +38,7 @@ typedef struct {
   gint64 size;      /* linear: outputs; conv2d: filters */
   int kernel, stride, padding;
   int act;          /* KsUnaryOp, or -1 for none */
+  gboolean flatten; /* linear: an input of more dimensions flattened first (the mlp's) */
   float rate;       /* dropout: rate; linear: dropout after the activation (0: none) */
   guint64 dropout_seed;
   float momentum, eps;

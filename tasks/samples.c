@@ -219,6 +219,11 @@ sample_set_load (SampleSet *train, SampleSet *eval, const KsConfig *c, gboolean 
   from_table (eval, test_table);
   /* numeric classes: the output layer covers the largest id of either part */
   train->outputs = eval->outputs = MAX (train->outputs, eval->outputs);
+  if (!regression && train->outputs < 2)
+    return refuse (error, "%s: every training row has the label 0, one class: nothing to "
+                   "learn. Is the label column right (%s)? Set [data] label", train->source,
+                   source == SOURCE_CSV && *ks_config_get_string (c, "data", "label") == '\0'
+                       ? "the last column, by default" : "as set");
   return TRUE;
 }
 

@@ -33,6 +33,8 @@ for ini in $examples; do
     continue
   fi
   log="$dir/log"
+  # the data files examples name by their relative path, examples/data/...
+  mkdir -p "$dir/examples" && cp -r "$KS_SRCDIR/examples/data" "$dir/examples/"
   while IFS= read -r command; do
     args=${command#ksdist }
     args=$(printf '%s' "$args" | sed "s|examples/|$KS_SRCDIR/examples/|g")

@@ -595,6 +595,43 @@ run_datagen_image_set (int argc, char **argv)
   return KS_EXIT_RUNTIME;
 }
 
+/* ksdist datagen digits DIR */
+static int
+run_datagen_digits (int argc, char **argv)
+{
+  gint64 train = 10000, test = 2000, seed = 1;
+  g_autofree char *format = NULL;
+  GOptionEntry entries[] = {
+    { "train", 0, 0, G_OPTION_ARG_INT64, &train, "Training images (default 10000)", "N" },
+    { "test", 0, 0, G_OPTION_ARG_INT64, &test, "Test images (default 2000)", "N" },
+    { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the drawings (default 1)", "S" },
+    { "format", 0, 0, G_OPTION_ARG_STRING, &format,
+      "idx (MNIST's four files, the default), npy (train-images.npy, train-labels.npy, "
+      "t10k-...) or csv (train.csv, t10k.csv: a label and 784 pixels a line)", "F" },
+    { NULL },
+  };
+
+  if (!ks_cli_parse ("datagen", "digits DIR", ks_cmd_datagen.summary, entries, &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (format == NULL)
+    format = g_strdup ("idx");
+  if (argc != 3 || train < 1 || train > 10000000 || test < 1 || test > 10000000
+      || (strcmp (format, "idx") != 0 && strcmp (format, "npy") != 0
+          && strcmp (format, "csv") != 0))
+    {
+      ks_cli_error ("datagen digits: give one DIR, 1 <= --train, --test <= 10000000 and "
+                    "--format idx, npy or csv (see ksdist help datagen)");
+      return KS_EXIT_USAGE;
+    }
+#ifdef HAVE_GLYPHS
+  return datagen_digits (argv[2], train, test, seed, format);
+#else
+  ks_cli_error ("datagen digits: this ksdist was built without FreeType and fontconfig; "
+                "install them (see configure's summary) and build again");
+  return KS_EXIT_RUNTIME;
+#endif
+}
+
 static int
 run_datagen (int argc, char **argv)
 {
@@ -618,12 +655,14 @@ run_datagen (int argc, char **argv)
 
   if (argc >= 2 && (strcmp (argv[1], "glyphs") == 0 || strcmp (argv[1], "images") == 0))
     return run_datagen_image_set (argc, argv);
-  if (!ks_cli_parse ("datagen", "ctr|glyphs|images DIR", ks_cmd_datagen.summary, entries,
+  if (argc >= 2 && strcmp (argv[1], "digits") == 0)
+    return run_datagen_digits (argc, argv);
+  if (!ks_cli_parse ("datagen", "ctr|digits|glyphs|images DIR", ks_cmd_datagen.summary, entries,
                      &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc != 3 || strcmp (argv[1], "ctr") != 0)
     {
-      ks_cli_error ("datagen: give the kind of data, ctr, glyphs or images, and a DIR, as in "
+      ks_cli_error ("datagen: give the kind of data, ctr, digits, glyphs or images, and a DIR, as in "
                     "`ksdist datagen glyphs DIR` (see ksdist help datagen)");
       return KS_EXIT_USAGE;
     }
@@ -642,7 +681,8 @@ run_datagen (int argc, char **argv)
 
 const KsCommand ks_cmd_datagen = {
   "datagen",
-  "Write synthetic data: click logs (Criteo format) from a hidden teacher, or few-shot "
-  "image sets (glyphs of this machine's fonts, coloured shapes)",
+  "Write synthetic data: click logs (Criteo format) from a hidden teacher, MNIST-like "
+  "digits (IDX, npy or CSV), or few-shot image sets (glyphs of this machine's fonts, "
+  "coloured shapes)",
   run_datagen,
 };

@@ -8,16 +8,13 @@
  * strokes on white, Omniglot's format. Alphabets go whole to train, val or test, as
  * Omniglot's background and evaluation sets do, so test characters are of scripts never
  * seen in training. The same seed and fonts give the same files. */
-#include "datagen.h"
+#include "datagen-fonts.h"
 
-#include <fontconfig/fontconfig.h>
-#include <ft2build.h>
-#include FT_FREETYPE_H
 #include <gdk-pixbuf/gdk-pixbuf.h>
 #include <math.h>
 #include <string.h>
 
-enum { CANVAS = 105, GLYPH_BOX = 62, MAX_CHARS = 40, MIN_FONTS = 2, MAX_FONTS = 12 };
+enum { GLYPH_BOX = 62, MAX_CHARS = 40, MIN_FONTS = 2, MAX_FONTS = 12 };
 
 typedef struct {
   const char *name;
@@ -50,19 +47,13 @@ static const Script scripts[] = {
 };
 
 typedef struct {
-  char *file;
-  int index;
-  FcCharSet *charset; /* owned */
-} Font;
-
-typedef struct {
   const Script *script;
   GArray *fonts; /* Font indices of those that draw every character chosen */
   gunichar chars[MAX_CHARS];
   int n_chars;
 } Alphabet;
 
-static void
+void
 fonts_clear (GArray *fonts)
 {
   for (guint i = 0; i < fonts->len; i++)
@@ -83,7 +74,7 @@ compare_fonts (gconstpointer a, gconstpointer b)
 }
 
 /* Every scalable font fontconfig knows, sorted by file and face (a fixed order). */
-static GArray *
+GArray *
 list_fonts (void)
 {
   GArray *fonts = g_array_new (FALSE, TRUE, sizeof (Font));
@@ -112,7 +103,7 @@ list_fonts (void)
 }
 
 /* Whether the glyph of c in `face` has ink (not a blank or a missing glyph). */
-static gboolean
+gboolean
 has_ink (FT_Face face, gunichar c)
 {
   FT_UInt g = FT_Get_Char_Index (face, c);
@@ -178,7 +169,7 @@ make_alphabet (FT_Library lib, GArray *fonts, const Script *script, Alphabet *a)
 
 /* One drawing of c: the font's glyph scaled to fill GLYPH_BOX, through a random affine
  * map and stroke, on a white CANVAS x CANVAS grey image (0 ink, 255 paper). */
-static gboolean
+gboolean
 draw_glyph (FT_Face face, gunichar c, Rng *r, guint8 *canvas)
 {
   FT_UInt g = FT_Get_Char_Index (face, c);

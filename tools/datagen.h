@@ -79,6 +79,9 @@ typedef struct {
 gboolean datagen_prepare_image_dir (const char *dir, gboolean force);
 
 int datagen_glyphs (const char *dir, const DatagenImageOptions *o);
+/* MNIST-like digits: `format` idx (MNIST's files), npy or csv. */
+int datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed,
+                    const char *format);
 int datagen_images (const char *dir, const DatagenImageOptions *o);
 
 #endif

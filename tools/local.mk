@@ -28,5 +28,5 @@ if HAVE_PIXBUF
 tools_ksdist_SOURCES += tools/datagen-images.c
 endif
 if HAVE_GLYPHS
-tools_ksdist_SOURCES += tools/datagen-glyphs.c
+tools_ksdist_SOURCES += tools/datagen-fonts.h tools/datagen-glyphs.c tools/datagen-digits.c
 endif
