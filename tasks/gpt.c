@@ -2,6 +2,8 @@
  * the embeddings, the blocks, the final norm with the head, and the loss. */
 #include "tasks-private.h"
 
+#include <string.h>
+
 #define SKIP "embeddings" /* the long skip's name, from Embedding to Head */
 
 /* x, or dropout of x when the shape asks for it */
@@ -35,32 +37,57 @@ embeddings (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
   return h;
 }
 
+static KsExpr *
+dropout_if (KsExpr *x, float rate, guint64 seed, GError **error)
+{
+  return x == NULL || rate <= 0 ? x : ks_dropout (x, rate, seed, error);
+}
+
+KsExpr *
+ks_transformer_block (KsExpr *h, const char *prefix, gint64 batch, gint64 heads, float dropout,
+                      guint64 seed, GError **error)
+{
+  g_autofree char *shape = ks_expr_shape_string (h);
+  const char *comma = strrchr (shape, ',');
+  gint64 width = comma != NULL ? g_ascii_strtoll (comma + 1, NULL, 10) : 0;
+  g_autofree char *ln1 = g_strdup_printf ("%s.ln1", prefix);
+  g_autofree char *qkv = g_strdup_printf ("%s.attn.qkv", prefix);
+  g_autofree char *proj = g_strdup_printf ("%s.attn.proj", prefix);
+  g_autofree char *ln2 = g_strdup_printf ("%s.ln2", prefix);
+  g_autofree char *fc = g_strdup_printf ("%s.mlp.fc", prefix);
+  g_autofree char *out = g_strdup_printf ("%s.mlp.proj", prefix);
+  KsExpr *a;
+
+  if (comma == NULL || strchr (shape, ',') != comma || width % heads != 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "a transformer block takes [tokens, width] with the width a multiple of "
+                   "its %" G_GINT64_FORMAT " heads, not %s", heads, shape);
+      return NULL;
+    }
+  if ((a = ks_layer_norm (h, ln1, 1e-5f, error)) == NULL
+      || (a = ks_fc (a, 3 * width, -1, qkv, seed + 1, error)) == NULL
+      || (a = ks_causal_self_attention (a, batch, heads, error)) == NULL
+      || (a = dropout_if (ks_fc (a, width, -1, proj, seed + 2, error), dropout, seed + 5,
+                          error)) == NULL
+      || (h = ks_add (h, a, error)) == NULL || (a = ks_layer_norm (h, ln2, 1e-5f, error)) == NULL
+      || (a = ks_fc (a, 4 * width, KS_UNARY_GELU, fc, seed + 3, error)) == NULL
+      || (a = dropout_if (ks_fc (a, width, -1, out, seed + 4, error), dropout, seed + 6,
+                          error)) == NULL)
+    return NULL;
+  return ks_add (h, a, error);
+}
+
 /* Block `index`: causal self-attention, then a GELU MLP, each added to the residual. */
 static KsExpr *
 block (KsModel *model, KsExpr *h, gconstpointer args, GError **error)
 {
   const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
   gint64 layer = ((const KsGptLayerArgs *) args)->index;
-  g_autofree char *ln1 = g_strdup_printf ("h%" G_GINT64_FORMAT ".ln1", layer);
-  g_autofree char *qkv = g_strdup_printf ("h%" G_GINT64_FORMAT ".attn.qkv", layer);
-  g_autofree char *proj = g_strdup_printf ("h%" G_GINT64_FORMAT ".attn.proj", layer);
-  g_autofree char *ln2 = g_strdup_printf ("h%" G_GINT64_FORMAT ".ln2", layer);
-  g_autofree char *fc = g_strdup_printf ("h%" G_GINT64_FORMAT ".mlp.fc", layer);
-  g_autofree char *out = g_strdup_printf ("h%" G_GINT64_FORMAT ".mlp.proj", layer);
-  guint64 seed = s->seed + 16 * (guint64) layer;
-  KsExpr *a;
-
-  if ((a = ks_layer_norm (h, ln1, 1e-5f, error)) == NULL
-      || (a = ks_fc (a, 3 * s->width, -1, qkv, seed + 1, error)) == NULL
-      || (a = ks_causal_self_attention (a, s->batch, s->heads, error)) == NULL
-      || (a = maybe_dropout (ks_fc (a, s->width, -1, proj, seed + 2, error), s, seed + 5,
-                             error)) == NULL
-      || (h = ks_add (h, a, error)) == NULL || (a = ks_layer_norm (h, ln2, 1e-5f, error)) == NULL
-      || (a = ks_fc (a, 4 * s->width, KS_UNARY_GELU, fc, seed + 3, error)) == NULL
-      || (a = maybe_dropout (ks_fc (a, s->width, -1, out, seed + 4, error), s, seed + 6,
-                             error)) == NULL)
-    return NULL;
-  return ks_add (h, a, error);
+  g_autofree char *prefix = g_strdup_printf ("h%" G_GINT64_FORMAT, layer);
+  (void) model;
+  return ks_transformer_block (h, prefix, s->batch, s->heads, s->dropout,
+                               s->seed + 16 * (guint64) layer, error);
 }
 
 /* The final norm and the head: the logits [batch * context, vocab]; with the long skip,

@@ -35,6 +35,14 @@ typedef struct {
 gboolean ks_gpt_describe (const KsGptShape *shape, KsGptLayerArgs *args, KsLayerDesc *layers,
                           KsLayerDesc *loss, GError **error);
 
+/* One pre-norm transformer block on h [batch * T, width] (T tokens a sequence): causal
+ * self-attention of `heads` heads, then a GELU MLP of 4 * width, each added to the
+ * residual, with dropout on each branch when `dropout` > 0. Parameters PREFIX.ln1,
+ * PREFIX.attn.qkv, PREFIX.attn.proj, PREFIX.ln2, PREFIX.mlp.fc, PREFIX.mlp.proj, seeded
+ * from `seed` (+1 .. +6). The GPT's blocks, and a [layer.NAME] type = transformer's. */
+KsExpr *ks_transformer_block (KsExpr *h, const char *prefix, gint64 batch, gint64 heads,
+                              float dropout, guint64 seed, GError **error);
+
 G_END_DECLS
 
 #endif
