@@ -20,6 +20,7 @@ libksdist_la_SOURCES += libksdist/model/model-private.h \
 	libksdist/model/model.c \
 	libksdist/model/model-backward.c \
 	libksdist/model/model-ops.c \
+	libksdist/model/model-attention.c \
 	libksdist/model/model-conv.c \
 	libksdist/model/layers.c \
 	libksdist/model/amp.c
