@@ -19,6 +19,25 @@ gboolean ks_is_first_party_plugin (const char *name);
 /* optimizer.c: binds an optimizer to every parameter of `model` (what the first
  * ks_optimizer_apply does), so that its state can be loaded before a step */
 void ks_optimizer_bind (KsOptimizer *optimizer, KsModel *model);
+/* optimizer.c: a wrapper of `inner` (taken over) whose ops and ctx are `ops`, `ctx` */
+KsOptimizer *ks_optimizer_new_wrapper (KsOptimizer *inner, const KsOptimizerOps *ops, void *ctx,
+                                       const KsPluginRecord *plugin);
+
+/* dist-optimizer.c: an optimizer's clipping: its clip_norm setting and a device scalar
+ * for the sum of squares, made on first use */
+typedef struct {
+  double max_norm;
+  KsCompute *compute;
+  float *scratch;
+} KsClip;
+void ks_clip_clear (KsClip *clip);
+/* dist-optimizer.c: the base's update of an optimizer used alone (no mode) */
+gboolean ks_dist_update_alone (const KsOptimizerOps *ops, void *ctx, KsClip *clip,
+                               KsModel *model, const KsParamGrad *pairs, gsize n_pairs,
+                               GError **error);
+/* dist-optimizer.c: a wrapper made by ks_dist_optimizer_new takes its inner optimizer's
+ * clip_norm (other wrappers are left as they are) */
+void ks_dist_optimizer_adopt (KsOptimizer *wrapper);
 gboolean ks_optimizer_state (KsOptimizer *optimizer, KsArena ***arenas, gsize *n, gint64 **step,
                              GError **error);
 
@@ -100,6 +119,7 @@ struct KsOptimizer {
    * algorithm's wrapper, whose ops and ctx instance.impl and .ctx are */
   KsOptimizer *inner;
   KsImplDesc wrapper;
+  KsClip clip; /* the one used alone: its [optim] clip_norm, read when it is made */
 };
 
 /* Calls through a slot of an instance's vtable, or fails with "not supported". */

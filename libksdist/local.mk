@@ -20,11 +20,12 @@ libksdist_la_SOURCES += libksdist/model/model-private.h \
 	libksdist/model/model.c \
 	libksdist/model/model-backward.c \
 	libksdist/model/model-ops.c \
+	libksdist/model/model-attention.c \
 	libksdist/model/model-conv.c \
 	libksdist/model/layers.c \
 	libksdist/model/amp.c
 # optim/: optimizers
-libksdist_la_SOURCES += libksdist/optim/optimizer.c
+libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimizer.c
 # comm/: communicators, role makers, gradient averaging
 libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
@@ -89,6 +90,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/segmenter.h \
 	include/ksdist/pipeline.h \
 	include/ksdist/optimizer.h \
+	include/ksdist/dist-optimizer.h \
 	include/ksdist/algorithm.h \
 	include/ksdist/factory.h \
 	include/ksdist/sparse.h \

@@ -112,6 +112,27 @@ test_equivalence (void)
   ks_test_rmtree (dir);
 }
 
+/* Clipping by global norm is the distributed-optimizer base's, after the average: 3
+ * workers of 32 rows clip as one process of 96 does (clipped before the average, each
+ * worker's own larger norm would shrink its share differently). The bound binds: the
+ * clipped run ends far from the unclipped one. */
+static void
+test_clip_equivalence (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  const char *const *clip = ARGS ("train.optimizer=sgd", "optim.lr=0.5", "optim.clip_norm=0.05");
+  g_autofree char *free_run = train (dir, "free", 0, 96, ARGS ("train.optimizer=sgd", "optim.lr=0.5"));
+  g_autofree char *one = train (dir, "one", 0, 96, clip);
+  g_autofree char *three = train (dir, "three", 3, 32, clip);
+  double diff = max_difference (one, three), bound = max_difference (one, free_run);
+
+  g_test_message ("clipped: 3 workers against one process %g; clipped against not %g", diff,
+                  bound);
+  g_assert_cmpfloat (bound, >, 1e-3);
+  g_assert_cmpfloat (diff, <=, 1e-5);
+  ks_test_rmtree (dir);
+}
+
 /* float16 from a loss scale that overflows, 2 workers of 48 rows against one process of
  * 96. A worker's loss is the mean of its 48 rows, so at half the scale each row's
  * gradient has the same 16-bit value as the one process's: the same steps overflow, and
@@ -675,6 +696,7 @@ main (int argc, char **argv)
       return g_test_run ();
     }
   g_test_add_func ("/launch/equivalence", test_equivalence);
+  g_test_add_func ("/launch/clip-equivalence", test_clip_equivalence);
   g_test_add_func ("/launch/amp-equivalence", test_amp_equivalence);
   g_test_add_func ("/launch/local-sgd-k1", test_local_sgd_k1);
   g_test_add_func ("/launch/killed-worker", test_killed_worker);

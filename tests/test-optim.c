@@ -1,6 +1,8 @@
 /* The optim plugin through the optimizer interface: every rule trains a small model,
- * one SGD step is exact, clipping bounds the step, schedules give the rates they
- * promise, a parameter subset updates only those parameters. */
+ * one SGD step is exact, clipping bounds the step, the one clipping function agrees
+ * with a norm computed here and clips alike in every mode of the distributed-optimizer
+ * base, schedules give the rates they promise, a parameter subset updates only those
+ * parameters. */
 #include "testutil.h"
 
 #include <math.h>
@@ -200,6 +202,152 @@ test_parameter_subset (Fixture *f, gconstpointer data)
     }
 }
 
+/* The one clipping function against a norm computed here, in double on the host. */
+static void
+test_clip_function (Fixture *f, gconstpointer data)
+{
+  enum { M = 1000 };
+  g_autoptr (GError) error = NULL;
+  float host[M], out[M];
+  double squares = 0;
+  float *dev = ks_compute_alloc (f->cpu.c, sizeof host, &error);
+
+  for (int i = 0; i < M; i++)
+    {
+      host[i] = (float) sin (i * 0.37) * (1 + i % 7);
+      squares += (double) host[i] * host[i];
+    }
+  double norm = sqrt (squares);
+  g_assert_nonnull (dev);
+  /* over the bound: scaled to it */
+  g_assert_true (ks_compute_copy_to_device (f->cpu.c, dev, host, sizeof host, &error));
+  g_assert_true (ks_clip_by_global_norm (f->cpu.c, dev, M, squares, norm / 4, &error));
+  g_assert_true (ks_compute_copy_to_host (f->cpu.c, out, dev, sizeof out, &error));
+  double clipped = 0;
+  for (int i = 0; i < M; i++)
+    {
+      g_assert_cmpfloat_with_epsilon (out[i], host[i] / 4.0, 1e-6 * fabs (host[i]) + 1e-12);
+      clipped += (double) out[i] * out[i];
+    }
+  g_assert_cmpfloat_with_epsilon (sqrt (clipped), norm / 4, 1e-5 * norm);
+  /* at or under it: not a bit changes */
+  g_assert_true (ks_compute_copy_to_device (f->cpu.c, dev, host, sizeof host, &error));
+  g_assert_true (ks_clip_by_global_norm (f->cpu.c, dev, M, squares, norm, &error));
+  g_assert_true (ks_compute_copy_to_host (f->cpu.c, out, dev, sizeof out, &error));
+  g_assert_cmpmem (out, sizeof out, host, sizeof host);
+  g_assert_no_error (error);
+  ks_compute_free_memory (f->cpu.c, dev);
+}
+
+/* Test modes for the base (dist-optimizer.h), each like one of the real ones. */
+typedef struct {
+  double factor;       /* the exchange scales the gradients (a sum over workers) */
+  gboolean dense_only; /* the update takes the "out" layer's pairs only (pslib allreduce) */
+  gboolean elsewhere;  /* no update here (parameter servers) */
+  GArray *kept;        /* the narrowed pairs */
+  int exchanges, after;
+} TestMode;
+
+static gboolean
+test_exchange (void *p, KsModel *model, const KsParamGrad **pairs, gsize *n_pairs,
+               gboolean *update, GError **error)
+{
+  TestMode *m = p;
+  KsArena *grads = ks_model_gradients (model);
+  m->exchanges++;
+  if (m->factor != 1
+      && !ks_compute_axpby (ks_model_device (model), (float) m->factor, ks_arena_data (grads), 0,
+                            ks_arena_data (grads), ks_arena_numel (grads), error))
+    return FALSE;
+  if (m->dense_only)
+    {
+      g_array_set_size (m->kept, 0);
+      for (gsize i = 0; i < *n_pairs; i++)
+        if (g_str_has_prefix (ks_expr_name ((*pairs)[i].param), "out."))
+          g_array_append_val (m->kept, (*pairs)[i]);
+      *pairs = (const KsParamGrad *) m->kept->data;
+      *n_pairs = m->kept->len;
+    }
+  *update = !m->elsewhere;
+  return TRUE;
+}
+
+static gboolean
+test_after_update (void *p, KsModel *model, GError **error)
+{
+  ((TestMode *) p)->after++;
+  return TRUE;
+}
+
+static const KsDistModeOps test_mode_ops = {
+  .size = sizeof (KsDistModeOps),
+  .exchange = test_exchange,
+  .after_update = test_after_update,
+};
+
+/* One clipped SGD step from the same start, the optimizer alone or in the base with
+ * `mode` (NULL: alone); the parameters after it. */
+static float *
+clipped_step (Fixture *f, TestMode *mode)
+{
+  g_autoptr (GError) error = NULL;
+  build_model (f);
+  KsOptimizer *sgd = ks_optimizer_new (f->cpu.registry, f->cpu.config, "sgd", &error);
+  g_assert_no_error (error);
+  g_autoptr (KsOptimizer) opt = mode != NULL ? ks_optimizer_wrap (sgd, &test_mode_ops, mode) : sgd;
+  g_assert_true (ks_optimizer_minimize (opt, f->model, f->loss, NULL, 0, NULL, &error));
+  g_assert_true (ks_optimizer_step (opt, f->feeds, 2, &error));
+  g_assert_no_error (error);
+  KsArena *params = ks_model_parameters (f->model);
+  return g_memdup2 (ks_arena_data (params), ks_arena_numel (params) * sizeof (float));
+}
+
+/* Clipping is the base's, after the exchange, the same in every mode: the optimizer
+ * alone, an exchange that keeps the gradients (an average of equal ones), one that sums
+ * them over 4 workers (clipped after it, the step is the same: had it clipped before,
+ * the step would be 4 times longer), one that updates a subset here (its parameters
+ * move as with every pair: the norm is over the whole model) and one that updates
+ * elsewhere (nothing moves here). */
+static void
+test_clip_every_mode (Fixture *f, gconstpointer data)
+{
+  g_assert_true (ks_config_set_override (f->cpu.config, "optim.lr=1", NULL));
+  g_assert_true (ks_config_set_override (f->cpu.config, "optim.clip_norm=0.001", NULL));
+  g_assert_true (ks_config_validate (f->cpu.config, NULL));
+  build_model (f);
+  gsize n = ks_arena_numel (ks_model_parameters (f->model));
+  g_autofree float *start = g_memdup2 (ks_arena_data (ks_model_parameters (f->model)),
+                                       n * sizeof (float));
+  g_autofree float *alone = clipped_step (f, NULL);
+  double step2 = 0;
+  for (gsize i = 0; i < n; i++)
+    step2 += pow (alone[i] - start[i], 2);
+  g_assert_cmpfloat_with_epsilon (sqrt (step2), 0.001, 1e-5); /* it did clip */
+
+  TestMode same = { 1 }, summed = { 4 }, servers = { 1, FALSE, TRUE };
+  TestMode subset = { 1, TRUE, FALSE, g_array_new (FALSE, FALSE, sizeof (KsParamGrad)) };
+  g_autofree float *with_same = clipped_step (f, &same);
+  g_autofree float *with_sum = clipped_step (f, &summed);
+  g_autofree float *with_subset = clipped_step (f, &subset);
+  g_autofree float *with_servers = clipped_step (f, &servers);
+  g_assert_cmpmem (with_same, n * sizeof (float), alone, n * sizeof (float));
+  g_assert_cmpmem (with_sum, n * sizeof (float), alone, n * sizeof (float));
+  g_assert_cmpmem (with_servers, n * sizeof (float), start, n * sizeof (float));
+  KsArena *params = ks_model_parameters (f->model); /* each step's model has this layout */
+  for (gsize t = 0; t < ks_arena_count (params); t++)
+    {
+      const char *name;
+      gsize offset;
+      const KsTensor *v = ks_arena_tensor_at (params, t, &name, &offset);
+      gsize bytes = v->numel * sizeof (float);
+      g_assert_cmpmem (with_subset + offset, bytes,
+                       (g_str_has_prefix (name, "out.") ? alone : start) + offset, bytes);
+    }
+  g_assert_cmpint (same.exchanges + summed.exchanges + subset.exchanges + servers.exchanges, ==, 4);
+  g_assert_cmpint (same.after + summed.after + subset.after + servers.after, ==, 4);
+  g_array_unref (subset.kept);
+}
+
 static void
 test_errors (Fixture *f, gconstpointer data)
 {
@@ -232,6 +380,8 @@ main (int argc, char **argv)
   ADD ("rules-train", test_rules_train);
   ADD ("sgd-step-exact", test_sgd_step_exact);
   ADD ("clip-norm", test_clip_norm);
+  ADD ("clip-function", test_clip_function);
+  ADD ("clip-every-mode", test_clip_every_mode);
   ADD ("schedules", test_schedules);
   ADD ("parameter-subset", test_parameter_subset);
   ADD ("errors", test_errors);

@@ -39,7 +39,8 @@ typedef struct {
   /* Wraps `inner` (which outlives the result): the result's apply_gradients does the
    * algorithm's communication, then the inner one's. It is destroyed with
    * (*out_ops)->destroy. `strategy` is the configuration whose [strategy] group the
-   * algorithm reads. */
+   * algorithm reads. The result is the core's base (ks_dist_optimizer_new,
+   * dist-optimizer.h), which unscales and clips after the mode's exchange. */
   gboolean (*distributed_optimizer) (void *ctx, const KsOptimizerOps *inner_ops, void *inner,
                                      const KsConfig *strategy, const KsOptimizerOps **out_ops,
                                      void **out, GError **error);

@@ -18,6 +18,7 @@
 #include <ksdist/segmenter.h>
 #include <ksdist/pipeline.h>
 #include <ksdist/optimizer.h>
+#include <ksdist/dist-optimizer.h>
 #include <ksdist/algorithm.h>
 #include <ksdist/factory.h>
 #include <ksdist/sparse.h>

@@ -30,6 +30,8 @@ typedef struct {
   gboolean (*backward) (void *ctx, KsModel *model, KsExpr *loss, KsExpr *const *params,
                         gsize n_params, const char *const *no_grad, GArray *pairs,
                         GError **error);
+  /* The gradients come unscaled (mixed precision) and clipped by global norm: the core
+   * does both (dist-optimizer.h) */
   gboolean (*apply_gradients) (void *ctx, KsModel *model, const KsParamGrad *pairs,
                                gsize n_pairs, GError **error);
 

@@ -133,7 +133,6 @@ ks_algorithm_distributed_optimizer (KsAlgorithm *algorithm, KsOptimizer *inner,
   const KsOptimizerOps *inner_ops = KS_INSTANCE_OPS (&inner->instance, KsOptimizerOps);
   const KsOptimizerOps *ops = NULL;
   void *ctx = NULL;
-  KsOptimizer *o;
 
   if (!KS_OPS_HAS (OPS (algorithm), KsAlgorithmOps, distributed_optimizer))
     {
@@ -145,15 +144,7 @@ ks_algorithm_distributed_optimizer (KsAlgorithm *algorithm, KsOptimizer *inner,
   if (!OPS (algorithm)->distributed_optimizer (CTX (algorithm), inner_ops, inner->instance.ctx,
                                                strategy, &ops, &ctx, error))
     return NULL;
-  o = g_new0 (KsOptimizer, 1);
-  o->inner = inner;
-  /* the inner optimizer's name: checkpoints hold its state, whatever the algorithm */
-  o->wrapper = (KsImplDesc) { KS_KIND_OPTIMIZER, inner->instance.impl->name, ops, NULL,
-                              "a distributed optimizer" };
-  o->instance.impl = &o->wrapper;
-  o->instance.plugin = algorithm->instance.plugin;
-  o->instance.ctx = ctx;
-  return o;
+  return ks_optimizer_new_wrapper (inner, ops, ctx, algorithm->instance.plugin);
 }
 
 /* ---- the factory ---- */

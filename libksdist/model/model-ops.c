@@ -1,6 +1,7 @@
 /* The model's ops: each builder checks shapes and adds an expression; each op has a
  * forward and a backward through the compute backend. Backward adds into the inputs'
- * gradients (an input may feed several ops). */
+ * gradients (an input may feed several ops). Attention is in model-attention.c, the
+ * convolutional ops in model-conv.c. */
 #include "model-private.h"
 
 #include <math.h>
@@ -49,8 +50,8 @@ op_expr (OpType op, KsExpr *a, KsExpr *b, int ndim, const gint64 *shape, GError 
   return ks_op_expr_n (op, in, b != NULL ? 2 : 1, ndim, shape, error);
 }
 
-static gboolean
-require_float (const char *op, const KsExpr *x, GError **error)
+gboolean
+ks_op_require_float (const char *op, const KsExpr *x, GError **error)
 {
   return x->dtype == KS_DTYPE_FLOAT32
          || ks_invalid (error, "%s: '%s' is %s; it takes float32", op, x->name,
@@ -62,7 +63,7 @@ ks_matmul (KsExpr *a, KsExpr *b, GError **error)
 {
   g_autofree char *sa = ks_expr_shape_string (a);
   g_autofree char *sb = ks_expr_shape_string (b);
-  if (!require_float ("matmul", a, error) || !require_float ("matmul", b, error))
+  if (!ks_op_require_float ("matmul", a, error) || !ks_op_require_float ("matmul", b, error))
     return NULL;
   if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != b->shape[0])
     {
@@ -86,7 +87,7 @@ ks_add (KsExpr *a, KsExpr *b, GError **error)
 {
   g_autofree char *sa = ks_expr_shape_string (a);
   g_autofree char *sb = ks_expr_shape_string (b);
-  if (!require_float ("add", a, error) || !require_float ("add", b, error))
+  if (!ks_op_require_float ("add", a, error) || !ks_op_require_float ("add", b, error))
     return NULL;
   gboolean same = a->numel == b->numel && a->ndim == b->ndim
                   && memcmp (a->shape, b->shape, a->ndim * sizeof *a->shape) == 0;
@@ -106,7 +107,7 @@ ks_mul (KsExpr *a, KsExpr *b, GError **error)
 {
   g_autofree char *sa = ks_expr_shape_string (a);
   g_autofree char *sb = ks_expr_shape_string (b);
-  if (!require_float ("mul", a, error) || !require_float ("mul", b, error))
+  if (!ks_op_require_float ("mul", a, error) || !ks_op_require_float ("mul", b, error))
     return NULL;
   if (a->ndim != b->ndim || memcmp (a->shape, b->shape, a->ndim * sizeof *a->shape) != 0)
     {
@@ -121,7 +122,7 @@ KsExpr *
 ks_unary (KsUnaryOp op, KsExpr *x, GError **error)
 {
   KsExpr *e;
-  if (!require_float ("unary", x, error))
+  if (!ks_op_require_float ("unary", x, error))
     return NULL;
   if ((e = op_expr (OP_UNARY, x, NULL, x->ndim, x->shape, error)) != NULL)
     e->attr = op;
@@ -137,7 +138,7 @@ KsExpr *
 ks_softmax (KsExpr *x, gboolean log_softmax, GError **error)
 {
   KsExpr *e;
-  if (!require_float ("softmax", x, error))
+  if (!ks_op_require_float ("softmax", x, error))
     return NULL;
   if ((e = op_expr (OP_SOFTMAX, x, NULL, x->ndim, x->shape, error)) != NULL)
     e->attr = log_softmax;
@@ -148,7 +149,7 @@ KsExpr *
 ks_reshape (KsExpr *x, int ndim, const gint64 *shape, GError **error)
 {
   gsize numel = 1;
-  if (!require_float ("reshape", x, error))
+  if (!ks_op_require_float ("reshape", x, error))
     return NULL;
   for (int i = 0; i < ndim; i++)
     numel *= shape[i] > 0 ? (gsize) shape[i] : 0;
@@ -170,7 +171,7 @@ ks_transpose (KsExpr *x, const int *perm, GError **error)
   KsExpr *e;
   int flaw;
 
-  if (!require_float ("transpose", x, error))
+  if (!ks_op_require_float ("transpose", x, error))
     return NULL;
   if ((flaw = ks_permutation_flaw (x->ndim, perm)) >= 0)
     {
@@ -190,7 +191,7 @@ KsExpr *
 ks_dropout (KsExpr *x, float rate, guint64 seed, GError **error)
 {
   KsExpr *e;
-  if (!require_float ("dropout", x, error))
+  if (!ks_op_require_float ("dropout", x, error))
     return NULL;
   if (!(rate >= 0 && rate < 1))
     {
@@ -206,7 +207,7 @@ ks_dropout (KsExpr *x, float rate, guint64 seed, GError **error)
 KsExpr *
 ks_mean (KsExpr *x, GError **error)
 {
-  if (!require_float ("mean", x, error))
+  if (!ks_op_require_float ("mean", x, error))
     return NULL;
   return op_expr (OP_MEAN, x, NULL, 0, NULL, error);
 }
@@ -267,7 +268,7 @@ KsExpr *
 ks_layer_norm_with (KsExpr *x, KsExpr *gamma, KsExpr *beta, float eps, GError **error)
 {
   KsExpr *e;
-  if (!require_float ("layer_norm", x, error))
+  if (!ks_op_require_float ("layer_norm", x, error))
     return NULL;
   if (gamma->ndim != 1 || beta->ndim != 1 || gamma->numel != cols_of (x)
       || beta->numel != cols_of (x) || gamma->model != x->model || beta->model != x->model)
@@ -297,36 +298,13 @@ ks_layer_norm (KsExpr *x, const char *name, float eps, GError **error)
   const gint64 shape[] = { (gint64) cols_of (x) };
   KsExpr *gamma, *beta;
 
-  if (!require_float ("layer_norm", x, error))
+  if (!ks_op_require_float ("layer_norm", x, error))
     return NULL;
   model->n_layers++;
   if ((gamma = ks_model_parameter (model, gname, 1, shape, one, error)) == NULL
       || (beta = ks_model_parameter (model, bname, 1, shape, zero, error)) == NULL)
     return NULL;
   return ks_layer_norm_with (x, gamma, beta, eps, error);
-}
-
-KsExpr *
-ks_causal_self_attention (KsExpr *qkv, gint64 batch, gint64 heads, GError **error)
-{
-  g_autofree char *sq = ks_expr_shape_string (qkv);
-  KsExpr *e;
-
-  if (!require_float ("attention", qkv, error))
-    return NULL;
-  if (qkv->ndim != 2 || batch < 1 || heads < 1 || qkv->shape[0] % batch != 0
-      || qkv->shape[1] % (3 * heads) != 0)
-    {
-      ks_invalid (error,
-                  "attention: '%s' is %s; it takes [batch * T, 3 * heads * head size] with "
-                  "batch = %" G_GINT64_FORMAT " and heads = %" G_GINT64_FORMAT,
-                  qkv->name, sq, batch, heads);
-      return NULL;
-    }
-  const gint64 shape[] = { qkv->shape[0], qkv->shape[1] / 3 };
-  if ((e = op_expr (OP_ATTENTION, qkv, NULL, 2, shape, error)) != NULL)
-    e->batch = batch, e->heads = heads;
-  return e;
 }
 
 KsExpr *
@@ -356,87 +334,6 @@ ks_fc (KsExpr *x, gint64 size, int act, const char *name, guint64 seed, GError *
 }
 
 /* ---- forward ---- */
-
-/* The shape of an attention op: T tokens per sequence, width C, head size d. */
-typedef struct {
-  int T, C, d, H, B;
-  float scale;
-} AttentionShape;
-
-static AttentionShape
-attention_shape (const KsExpr *e)
-{
-  AttentionShape s;
-  s.B = e->batch;
-  s.H = e->heads;
-  s.T = e->shape[0] / e->batch;
-  s.C = e->shape[1];
-  s.d = s.C / s.H;
-  s.scale = 1 / sqrtf (s.d);
-  return s;
-}
-
-static KsAttentionShape
-fused_shape (const AttentionShape *s)
-{
-  return (KsAttentionShape) { s->B, s->T, s->H, s->d, s->scale };
-}
-
-static gboolean
-attention_forward (KsExpr *e, GError **error)
-{
-  KsCompute *c = DEV (e);
-  AttentionShape s = attention_shape (e);
-  gsize probs = (gsize) s.B * s.H * s.T * s.T;
-  const float *qkv = F (e->in[0]->value);
-
-  if (ks_compute_has_attention (c))
-    {
-      /* aux: each query's log-sum-exp, all the backward needs */
-      const gint64 shape[] = { (gint64) s.B * s.H * s.T };
-      KsAttentionShape fs = fused_shape (&s);
-      if (e->aux == NULL
-          && (e->aux = ks_tensor_new (c, KS_DTYPE_FLOAT32, 1, shape, error)) == NULL)
-        return FALSE;
-      return ks_compute_attention (c, qkv, F (e->value), F (e->aux), &fs, error);
-    }
-  /* composed: aux holds the probabilities and the mask */
-  if (e->aux == NULL)
-    {
-      /* the mask: 0 where a token may look, -inf after it */
-      const gint64 shape[] = { (gint64) (probs + (gsize) s.T * s.T) };
-      g_autofree float *mask = g_new (float, (gsize) s.T * s.T);
-      for (int i = 0; i < s.T; i++)
-        for (int j = 0; j < s.T; j++)
-          mask[i * s.T + j] = j <= i ? 0 : -INFINITY;
-      if ((e->aux = ks_tensor_new (c, KS_DTYPE_FLOAT32, 1, shape, error)) == NULL
-          || !ks_compute_copy_to_device (c, F (e->aux) + probs, mask,
-                                         (gsize) s.T * s.T * sizeof (float), error))
-        return FALSE;
-    }
-  float *att = F (e->aux), *mask = att + probs;
-  for (int b = 0; b < s.B; b++)
-    {
-      const float *q = qkv + (gsize) b * s.T * 3 * s.C, *k = q + s.C, *v = q + 2 * s.C;
-      float *att_b = att + (gsize) b * s.H * s.T * s.T;
-      /* scores of head h: q_h k_h^T, the heads side by side in each row of qkv */
-      if (!ks_compute_sgemm_strided_batched (c, KS_TRANS_N, KS_TRANS_T, s.T, s.T, s.d, s.scale,
-                                             q, 3 * s.C, s.d, k, 3 * s.C, s.d, 0, att_b, s.T,
-                                             (gint64) s.T * s.T, s.H, error))
-        return FALSE;
-      for (int h = 0; h < s.H; h++)
-        if (!ks_compute_binary (c, KS_BINARY_ADD, att_b + (gsize) h * s.T * s.T, mask,
-                                att_b + (gsize) h * s.T * s.T, s.T, s.T, s.T, error))
-          return FALSE;
-      if (!ks_compute_softmax (c, att_b, att_b, (gsize) s.H * s.T, s.T, FALSE, error)
-          || !ks_compute_sgemm_strided_batched (c, KS_TRANS_N, KS_TRANS_N, s.T, s.d, s.T, 1, att_b,
-                                                s.T, (gint64) s.T * s.T, v, 3 * s.C, s.d, 0,
-                                                F (e->value) + (gsize) b * s.T * s.C, s.C, s.d,
-                                                s.H, error))
-        return FALSE;
-    }
-  return TRUE;
-}
 
 /* Scalar broadcast: y[i] = op(x[i], s[0]) through the binary kernel (n rows of 1). */
 static gboolean
@@ -594,7 +491,7 @@ ks_op_forward (KsExpr *e, GError **error)
                                       e->eps, error);
       }
     case OP_ATTENTION:
-      return attention_forward (e, error);
+      return ks_attention_forward (e, error);
     case OP_GRAD:
       return ks_model_sweep (e->model, a, error);
     case OP_SOFTMAX:
@@ -619,53 +516,6 @@ ks_op_forward (KsExpr *e, GError **error)
 }
 
 /* ---- backward ---- */
-
-/* beta: 0 to write qkv's gradient, 1 to add to it */
-static gboolean
-attention_backward (KsExpr *e, float beta, GError **error)
-{
-  KsCompute *c = DEV (e);
-  AttentionShape s = attention_shape (e);
-  const float *qkv = F (e->in[0]->value);
-  float *dqkv = F (e->in[0]->grad);
-  float *datt;
-
-  if (ks_compute_has_attention (c))
-    {
-      KsAttentionShape fs = fused_shape (&s);
-      return ks_compute_attention_backward (c, qkv, F (e->aux), F (e->grad), dqkv, beta, &fs,
-                                            error);
-    }
-  if ((datt = ks_model_scratch (e->model, (gsize) s.H * s.T * s.T, error)) == NULL)
-    return FALSE;
-  for (int b = 0; b < s.B; b++)
-    {
-      gsize row = (gsize) b * s.T * 3 * s.C;
-      const float *q = qkv + row, *k = q + s.C, *v = q + 2 * s.C;
-      float *dq = dqkv + row, *dk = dq + s.C, *dv = dq + 2 * s.C;
-      const float *att = F (e->aux) + (gsize) b * s.H * s.T * s.T;
-      const float *dout = F (e->grad) + (gsize) b * s.T * s.C;
-      gint64 tt = (gint64) s.T * s.T;
-      /* datt = dout v^T; dv += att^T dout; dscores = softmax'; dq += dscores k * scale;
-       * dk += dscores^T q * scale (masked entries have att = 0, so no gradient) */
-      if (!ks_compute_sgemm_strided_batched (c, KS_TRANS_N, KS_TRANS_T, s.T, s.T, s.d, 1, dout,
-                                             s.C, s.d, v, 3 * s.C, s.d, 0, datt, s.T, tt, s.H,
-                                             error)
-          || !ks_compute_sgemm_strided_batched (c, KS_TRANS_T, KS_TRANS_N, s.T, s.d, s.T, 1, att,
-                                                s.T, tt, dout, s.C, s.d, beta, dv, 3 * s.C, s.d,
-                                                s.H, error)
-          || !ks_compute_softmax_backward (c, att, datt, datt, (gsize) s.H * s.T, s.T, FALSE,
-                                           error)
-          || !ks_compute_sgemm_strided_batched (c, KS_TRANS_N, KS_TRANS_N, s.T, s.d, s.T, s.scale,
-                                                datt, s.T, tt, k, 3 * s.C, s.d, beta, dq,
-                                                3 * s.C, s.d, s.H, error)
-          || !ks_compute_sgemm_strided_batched (c, KS_TRANS_T, KS_TRANS_N, s.T, s.d, s.T, s.scale,
-                                                datt, s.T, tt, q, 3 * s.C, s.d, beta, dk,
-                                                3 * s.C, s.d, s.H, error))
-        return FALSE;
-    }
-  return TRUE;
-}
 
 /* Contributions to a gradient: the sweep does not zero an activation's gradient, so
  * the first contribution writes it (beta 0) and later ones add (beta 1). */
@@ -779,7 +629,7 @@ ks_op_backward (KsExpr *e, GError **error)
                && ks_op_grad_written (a, tmp, error);
       }
     case OP_ATTENTION:
-      return !a->needs_grad || attention_backward (e, ks_op_grad_beta (a), error);
+      return !a->needs_grad || ks_attention_backward (e, ks_op_grad_beta (a), error);
     case OP_EMBEDDING: /* the ids have no gradient; the table's rows add up */
       return !a->needs_grad
              || (ks_op_grad_zeroed (a, error)

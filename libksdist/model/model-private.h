@@ -149,6 +149,11 @@ gboolean ks_op_grad_written (KsExpr *x, const float *target, GError **error);
 /* Zeroes x's gradient if nothing has written it yet in this sweep. */
 gboolean ks_op_grad_zeroed (KsExpr *x, GError **error);
 const char *ks_op_name (OpType op);
+/* TRUE when x is float32, else an error naming `op` */
+gboolean ks_op_require_float (const char *op, const KsExpr *x, GError **error);
+/* model-attention.c: the attention op; backward's beta as ks_op_grad_beta's */
+gboolean ks_attention_forward (KsExpr *e, GError **error);
+gboolean ks_attention_backward (KsExpr *e, float beta, GError **error);
 /* model-conv.c: the ops of convolutional networks */
 gboolean ks_conv_op_forward (KsExpr *e, GError **error);
 gboolean ks_conv_op_backward (KsExpr *e, GError **error);

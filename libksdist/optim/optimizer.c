@@ -7,8 +7,33 @@
 KsOptimizer *
 ks_optimizer_new (KsRegistry *registry, const KsConfig *config, const char *name, GError **error)
 {
-  return (KsOptimizer *) ks_instance_new (registry, config, KS_KIND_OPTIMIZER, name,
-                                          sizeof (KsOptimizer), error);
+  KsOptimizer *o = (KsOptimizer *) ks_instance_new (registry, config, KS_KIND_OPTIMIZER, name,
+                                                    sizeof (KsOptimizer), error);
+  const char *clip_norm = NULL;
+
+  /* the core clips (dist-optimizer.c), by the setting of the plugin that declares one */
+  if (o != NULL
+      && ks_config_lookup (config, ks_settings_plugin (o->instance.settings), "clip_norm",
+                           &clip_norm, NULL, NULL)
+      && clip_norm != NULL)
+    o->clip.max_norm = g_ascii_strtod (clip_norm, NULL);
+  return o;
+}
+
+KsOptimizer *
+ks_optimizer_new_wrapper (KsOptimizer *inner, const KsOptimizerOps *ops, void *ctx,
+                          const KsPluginRecord *plugin)
+{
+  KsOptimizer *o = g_new0 (KsOptimizer, 1);
+  o->inner = inner;
+  /* the inner optimizer's name: checkpoints hold its state, whatever wraps it */
+  o->wrapper = (KsImplDesc) { KS_KIND_OPTIMIZER, inner->instance.impl->name, ops, NULL,
+                              "a distributed optimizer" };
+  o->instance.impl = &o->wrapper;
+  o->instance.plugin = plugin;
+  o->instance.ctx = ctx;
+  ks_dist_optimizer_adopt (o);
+  return o;
 }
 
 void
@@ -26,6 +51,7 @@ ks_optimizer_free (KsOptimizer *optimizer)
       g_free (optimizer);
       return;
     }
+  ks_clip_clear (&optimizer->clip);
   ks_instance_free ((KsInstance *) optimizer);
 }
 
@@ -46,6 +72,17 @@ ks_optimizer_minimize (KsOptimizer *o, KsModel *model, KsExpr *loss, KsExpr *con
   return OPS (o)->backward (CTX (o), model, loss, params, n_params, no_grad, o->pairs, error);
 }
 
+/* A wrapper's ops are the base's (dist-optimizer.c), which order the update; an
+ * optimizer used alone goes through the same base with no mode. */
+static gboolean
+update (KsOptimizer *o, KsModel *model, GError **error)
+{
+  const KsParamGrad *pairs = (const KsParamGrad *) o->pairs->data;
+  if (o->inner != NULL)
+    return OPS (o)->apply_gradients (CTX (o), model, pairs, o->pairs->len, error);
+  return ks_dist_update_alone (OPS (o), CTX (o), &o->clip, model, pairs, o->pairs->len, error);
+}
+
 gboolean
 ks_optimizer_step (KsOptimizer *o, const KsFeed *feeds, gsize n_feeds, GError **error)
 {
@@ -63,8 +100,7 @@ ks_optimizer_step (KsOptimizer *o, const KsFeed *feeds, gsize n_feeds, GError **
     g_ptr_array_add (targets, g_array_index (o->pairs, KsParamGrad, i).grad);
   return ks_model_run (o->model, feeds, n_feeds, (KsExpr *const *) targets->pdata, targets->len,
                        error)
-         && OPS (o)->apply_gradients (CTX (o), o->model, (const KsParamGrad *) o->pairs->data,
-                                      o->pairs->len, error);
+         && update (o, o->model, error);
 }
 
 void
@@ -91,8 +127,7 @@ gboolean
 ks_optimizer_apply (KsOptimizer *o, KsModel *model, GError **error)
 {
   ks_optimizer_bind (o, model);
-  return OPS (o)->apply_gradients (CTX (o), model, (const KsParamGrad *) o->pairs->data,
-                                   o->pairs->len, error);
+  return update (o, model, error);
 }
 
 const GArray *

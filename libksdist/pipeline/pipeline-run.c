@@ -3,7 +3,6 @@
  * over every stage, and the evaluation. */
 #include "pipeline-private.h"
 
-#include <math.h>
 #include <string.h>
 
 static gboolean
@@ -70,7 +69,8 @@ counts_here (const KsPipeline *pl, const char *name)
 }
 
 /* Scales every stage's gradients so that their global L2 norm, over the model as one
- * process has it, is at most clip_norm: the stages sum their squares. */
+ * process has it, is at most clip_norm: the stages sum their squares (a shared
+ * parameter's once), and the base's one clipping scales by them. */
 static gboolean
 clip_global (KsPipeline *pl, GError **error)
 {
@@ -96,10 +96,8 @@ clip_global (KsPipeline *pl, GError **error)
   if (pl->p > 1
       && !ks_comm_allreduce (pl->comm, &squares, 1, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, error))
     return FALSE;
-  double norm = sqrt (squares);
-  return norm <= pl->clip_norm
-         || ks_compute_axpby (pl->compute, (float) (pl->clip_norm / norm), ks_arena_data (grads),
-                              0, ks_arena_data (grads), n, error);
+  return ks_clip_by_global_norm (pl->compute, ks_arena_data (grads), n, squares, pl->clip_norm,
+                                 error);
 }
 
 /* Sums each shared parameter's gradient over its stages, adding in stage order so every

@@ -101,27 +101,25 @@ collective_run_server (void *p, GError **error)
   return nothing_to_do ("run_server");
 }
 
-/* ---- the distributed optimizer ---- */
+/* ---- the distributed optimizer: the core's base with this mode's exchange ---- */
 
 typedef struct {
   Collective *algorithm;
-  const KsOptimizerOps *inner_ops;
-  void *inner;
   gint64 updates;
   KsModel *model;
   KsGradAverage *overlap; /* grad_allreduce with overlap, once backward has made the pairs */
   gboolean shared;  /* the gradients were offered shared memory */
-} DistOpt;
+} Mode;
 
 static KsComm *
-workers (DistOpt *d)
+workers (Mode *d)
 {
   return ks_role_maker_worker_comm (d->algorithm->role);
 }
 
 /* Averages an arena over the workers, a bucket at a time. */
 static gboolean
-average (DistOpt *d, KsArena *arena, GError **error)
+average (Mode *d, KsArena *arena, GError **error)
 {
   float *data = ks_arena_data (arena);
   gsize n = ks_arena_numel (arena), bucket = d->algorithm->bucket_floats;
@@ -136,9 +134,9 @@ average (DistOpt *d, KsArena *arena, GError **error)
 }
 
 static void
-dist_destroy (void *p)
+mode_destroy (void *p)
 {
-  DistOpt *d = p;
+  Mode *d = p;
   if (d->overlap != NULL)
     ks_model_set_grad_ready (d->model, NULL, NULL); /* the model outlives its optimizer */
   ks_grad_average_free (d->overlap);
@@ -166,18 +164,21 @@ share_gradients (KsComm *comm, KsModel *model, GError **error)
 }
 
 static gboolean
-dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
-               const char *const *no_grad, GArray *pairs, GError **error)
+mode_prepare (void *p, KsModel *model, GError **error)
 {
-  DistOpt *d = p;
+  Mode *d = p;
+  KsComm *comm = workers (d);
+  return comm == NULL || ks_comm_size (comm) == 1 || d->algorithm->local_sgd || d->shared
+         || (d->shared = TRUE, share_gradients (comm, model, error));
+}
+
+static gboolean
+mode_bind (void *p, KsModel *model, GArray *pairs, GError **error)
+{
+  Mode *d = p;
   KsComm *comm = workers (d);
   KsArena *weights = ks_model_parameters (model);
 
-  if (comm != NULL && ks_comm_size (comm) > 1 && !d->algorithm->local_sgd && !d->shared
-      && !(d->shared = TRUE, share_gradients (comm, model, error)))
-    return FALSE;
-  if (!d->inner_ops->backward (d->inner, model, loss, params, n_params, no_grad, pairs, error))
-    return FALSE;
   /* everyone starts from worker 0's parameters */
   if (comm != NULL && ks_comm_size (comm) > 1
       && !ks_comm_broadcast (comm, ks_arena_data (weights), ks_arena_numel (weights),
@@ -197,27 +198,35 @@ dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsi
   return TRUE;
 }
 
+/* grad_allreduce: the gradients averaged before the update */
 static gboolean
-dist_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GError **error)
+mode_exchange (void *p, KsModel *model, const KsParamGrad **pairs, gsize *n_pairs,
+               gboolean *update, GError **error)
 {
-  DistOpt *d = p;
-  Collective *c = d->algorithm;
-
-  if (!c->local_sgd)
-    return (d->overlap != NULL ? ks_grad_average_finish (d->overlap, error)
-                               : average (d, ks_model_gradients (model), error))
-           && d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error);
-  if (!d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error))
-    return FALSE;
-  return ++d->updates % c->k != 0 || average (d, ks_model_parameters (model), error);
+  Mode *d = p;
+  if (d->algorithm->local_sgd)
+    return TRUE;
+  return d->overlap != NULL ? ks_grad_average_finish (d->overlap, error)
+                            : average (d, ks_model_gradients (model), error);
 }
 
-static const KsOptimizerOps dist_ops = {
-  .size = sizeof (KsOptimizerOps),
-  .destroy = dist_destroy,
-  .backward = dist_backward,
-  .apply_gradients = dist_apply,
-  /* the rest is the inner optimizer's (ks_optimizer_learning_rate, ks_optimizer_state) */
+/* local_sgd: the parameters averaged after every k-th update */
+static gboolean
+mode_after_update (void *p, KsModel *model, GError **error)
+{
+  Mode *d = p;
+  Collective *c = d->algorithm;
+  return !c->local_sgd || ++d->updates % c->k != 0
+         || average (d, ks_model_parameters (model), error);
+}
+
+static const KsDistModeOps mode_ops = {
+  .size = sizeof (KsDistModeOps),
+  .destroy = mode_destroy,
+  .prepare = mode_prepare,
+  .bind = mode_bind,
+  .exchange = mode_exchange,
+  .after_update = mode_after_update,
 };
 
 static gboolean
@@ -226,7 +235,7 @@ collective_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
                                   void **out, GError **error)
 {
   Collective *c = p;
-  DistOpt *d;
+  Mode *d;
 
   if (c->role == NULL)
     {
@@ -234,12 +243,9 @@ collective_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
                    "collective: call init with the role maker before distributed_optimizer");
       return FALSE;
     }
-  d = g_new0 (DistOpt, 1);
+  d = g_new0 (Mode, 1);
   d->algorithm = c;
-  d->inner_ops = inner_ops;
-  d->inner = inner;
-  *out_ops = &dist_ops;
-  *out = d;
+  ks_dist_optimizer_new (&mode_ops, d, inner_ops, inner, out_ops, out);
   return TRUE;
 }
 

@@ -1,6 +1,8 @@
 /* Optimizers: SGD, Momentum (Nesterov), Adagrad, Adam, AdamW over a model's parameter
- * arena, with weight decay, clipping by global norm and learning-rate schedules.
- * A step over every parameter is one fused update kernel over the whole arena. */
+ * arena, with weight decay and learning-rate schedules. A step over every parameter is
+ * one fused update kernel over the whole arena. The gradients come unscaled and clipped:
+ * the core does both (dist-optimizer.h), after a distributed mode's exchange, by the
+ * clip_norm declared here. */
 #include <config.h>
 
 #include <ksdist/ksdist.h>
@@ -10,11 +12,10 @@
 
 typedef struct {
   KsUpdateArgs args;  /* rule, lr (of this step), momentum, betas, eps, weight decay */
-  double base_lr, min_lr, gamma, clip_norm;
+  double base_lr, min_lr, gamma;
   char *schedule;
   gint64 warmup, total_steps, step_size;
   KsArena *state1, *state2; /* made on the first step, like the parameters */
-  float *norm;              /* a device scalar for the gradient norm */
   KsCompute *compute;
 } Optim;
 
@@ -33,7 +34,6 @@ optim_create (KsUpdateRule rule, const KsSettings *s, GError **error)
   o->args.beta2 = (float) ks_settings_get_double (s, "beta2");
   o->args.eps = (float) ks_settings_get_double (s, "eps");
   o->args.weight_decay = (float) ks_settings_get_double (s, "weight_decay");
-  o->clip_norm = ks_settings_get_double (s, "clip_norm");
   o->schedule = g_strdup (ks_settings_get_string (s, "schedule"));
   o->warmup = ks_settings_get_int (s, "warmup");
   o->total_steps = ks_settings_get_int (s, "total_steps");
@@ -69,8 +69,6 @@ optim_destroy (void *p)
   Optim *o = p;
   ks_arena_free (o->state1);
   ks_arena_free (o->state2);
-  if (o->norm != NULL)
-    ks_compute_free_memory (o->compute, o->norm);
   g_free (o->schedule);
   g_free (o);
 }
@@ -98,24 +96,6 @@ optim_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gs
   return ks_model_backward (model, loss, params, n_params, no_grad, pairs, error);
 }
 
-/* Scales the gradients so their global L2 norm is at most clip_norm. */
-static gboolean
-clip (Optim *o, KsArena *grads, GError **error)
-{
-  float *g = ks_arena_data (grads), norm2;
-  gsize n = ks_arena_numel (grads);
-
-  /* sum of squares as one BLAS call: [1 x n] . [n x 1] (padding is zero) */
-  if (!ks_compute_sgemm (o->compute, KS_TRANS_N, KS_TRANS_N, 1, 1, n, 1, g, n, g, 1, 0, o->norm,
-                         1, error)
-      || !ks_compute_copy_to_host (o->compute, &norm2, o->norm, sizeof norm2, error))
-    return FALSE;
-  double norm = sqrt (norm2);
-  if (norm <= o->clip_norm)
-    return TRUE;
-  return ks_compute_axpby (o->compute, (float) (o->clip_norm / norm), g, 0, g, n, error);
-}
-
 /* The state arenas, of the parameters' layout, made on first use. */
 static gboolean
 prepare (Optim *o, KsModel *model, GError **error)
@@ -132,8 +112,7 @@ prepare (Optim *o, KsModel *model, GError **error)
     }
   o->compute = ks_model_device (model);
   return (states_of[o->args.rule] < 1 || (o->state1 = ks_arena_new_like (params, error)) != NULL)
-         && (states_of[o->args.rule] < 2 || (o->state2 = ks_arena_new_like (params, error)) != NULL)
-         && (o->norm = ks_compute_alloc (o->compute, sizeof (float), error)) != NULL;
+         && (states_of[o->args.rule] < 2 || (o->state2 = ks_arena_new_like (params, error)) != NULL);
 }
 
 static gboolean
@@ -156,16 +135,11 @@ optim_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, G
 {
   Optim *o = p;
   KsArena *params = ks_model_parameters (model), *grads = ks_model_gradients (model);
-  gboolean finite;
 
-  if (!prepare (o, model, error) || !ks_model_unscale_gradients (model, &finite, error))
+  if (!prepare (o, model, error))
     return FALSE;
-  if (!finite)
-    return TRUE; /* an overflow under float16's loss scaling: this step is skipped */
   o->args.step++;
   o->args.lr = (float) scheduled_lr (o, o->args.step);
-  if (o->clip_norm > 0 && !clip (o, grads, error))
-    return FALSE;
 
   float *s1 = o->state1 ? ks_arena_data (o->state1) : NULL;
   float *s2 = o->state2 ? ks_arena_data (o->state2) : NULL;
@@ -242,7 +216,7 @@ static const KsKeyDesc optim_settings[] = {
   { NULL, "weight_decay", KS_VALUE_DOUBLE, "0", 0, 10, NULL,
     "Weight decay: L2 in the gradient, decoupled for adamw" },
   { NULL, "clip_norm", KS_VALUE_DOUBLE, "0", 0, 1e9, NULL,
-    "Clip gradients to this global L2 norm; 0 = off" },
+    "Clip gradients to this global L2 norm (the core does, after any exchange); 0 = off" },
   { NULL, "schedule", KS_VALUE_CHOICE, "constant", 1, 0, "constant|step|cosine",
     "Learning-rate schedule after warmup" },
   { NULL, "warmup", KS_VALUE_INT, "0", 0, 1e12, NULL, "Steps of linear warmup from 0 to lr" },

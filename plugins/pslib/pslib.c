@@ -49,6 +49,7 @@ typedef struct {
   /* from the backward */
   KsModel *model;
   KsGradAverage *average; /* dense = allreduce over 2 or more workers: averaging while backward runs */
+  GArray *dense_pairs;    /* dense = allreduce: the step's pairs without the rows' */
   PsLayout *layout; /* of the dense parameters */
   /* a worker's */
   PsClient *client;
@@ -78,6 +79,7 @@ pslib_create (const KsSettings *s, GError **error)
   ps_settings_read (s, &p->settings);
   p->tables = g_ptr_array_new_with_free_func (table_free);
   p->skip = g_ptr_array_new ();
+  p->dense_pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
   g_ptr_array_add (p->skip, NULL);
   p->resumed_step = -1;
   return p;
@@ -95,6 +97,7 @@ pslib_destroy (void *ctx)
   ps_rows_free (p->rows);
   ps_layout_free (p->layout);
   g_ptr_array_unref (p->skip);
+  g_array_unref (p->dense_pairs);
   g_ptr_array_unref (p->tables);
   ps_settings_clear (&p->settings);
   g_free (p);
@@ -401,10 +404,10 @@ pslib_run_server (void *ctx, GError **error)
   return ok;
 }
 
-/* ---- the distributed optimizer ---- */
+/* ---- the distributed optimizer: the core's base with this mode's exchange ---- */
 
 static void
-dist_destroy (void *ctx)
+mode_destroy (void *ctx)
 {
   Pslib *p = ctx;
   if (p->average != NULL)
@@ -413,14 +416,11 @@ dist_destroy (void *ctx)
 }
 
 static gboolean
-dist_backward (void *ctx, KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
-               const char *const *no_grad, GArray *pairs, GError **error)
+mode_bind (void *ctx, KsModel *model, GArray *pairs, GError **error)
 {
   Pslib *p = ctx;
   const KsArena *arena;
 
-  if (!p->inner_ops->backward (p->inner, model, loss, params, n_params, no_grad, pairs, error))
-    return FALSE;
   if ((arena = ks_model_parameters (model)) == NULL)
     return ps_failed (error, "pslib: the model is not initialised");
   if (pairs->len != ks_arena_count (arena))
@@ -450,53 +450,47 @@ is_rows (Pslib *p, KsExpr *param)
   return g_strv_contains ((const char *const *) p->skip->pdata, ks_expr_name (param));
 }
 
-/* dense = allreduce: the dense gradients averaged over the workers, then the local update. */
+/* dense = allreduce: the dense gradients averaged over the workers, and only they
+ * updated here (the rows' go to the sparse tables); dense = servers: the gradients
+ * pushed, the servers update. */
 static gboolean
-allreduce_apply (Pslib *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs,
-                 GError **error)
-{
-  KsComm *comm = ks_role_maker_worker_comm (p->role);
-  g_autoptr (GArray) dense = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
-
-  for (gsize i = 0; i < n_pairs; i++)
-    {
-      if (is_rows (p, pairs[i].param))
-        continue;
-      g_array_append_val (dense, pairs[i]);
-    }
-  if (comm != NULL && ks_comm_size (comm) > 1)
-    {
-      /* the collective mode's averaging: from the second step on, each bucket while the
-       * backward goes on (the first step's buckets are all averaged here) */
-      if (p->average == NULL)
-        {
-          p->average = ks_grad_average_new (model, comm, (const KsParamGrad *) dense->data, dense->len,
-                                       KS_GRAD_AVERAGE_BUCKET_FLOATS);
-          ks_model_set_grad_ready (model, ks_grad_average_ready, p->average);
-        }
-      if (!ks_grad_average_finish (p->average, error))
-        return FALSE;
-    }
-  return p->inner_ops->apply_gradients (p->inner, model, (KsParamGrad *) dense->data, dense->len,
-                                        error);
-}
-
-static gboolean
-dist_apply (void *ctx, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GError **error)
+mode_exchange (void *ctx, KsModel *model, const KsParamGrad **pairs, gsize *n_pairs,
+               gboolean *update, GError **error)
 {
   Pslib *p = ctx;
+  KsComm *comm = ks_role_maker_worker_comm (p->role);
+
   if (p->sparse == NULL)
     return ps_failed (error, "pslib: a training step before init_worker");
-  if (p->dense_allreduce)
-    return allreduce_apply (p, model, pairs, n_pairs, error);
-  return ps_worker_step (p->dense, error);
+  if (!p->dense_allreduce)
+    {
+      *update = FALSE;
+      return ps_worker_step (p->dense, error);
+    }
+  g_array_set_size (p->dense_pairs, 0);
+  for (gsize i = 0; i < *n_pairs; i++)
+    if (!is_rows (p, (*pairs)[i].param))
+      g_array_append_val (p->dense_pairs, (*pairs)[i]);
+  *pairs = (const KsParamGrad *) p->dense_pairs->data;
+  *n_pairs = p->dense_pairs->len;
+  if (comm == NULL || ks_comm_size (comm) < 2)
+    return TRUE;
+  /* the collective mode's averaging: from the second step on, each bucket while the
+   * backward goes on (the first step's buckets are all averaged here) */
+  if (p->average == NULL)
+    {
+      p->average = ks_grad_average_new (model, comm, *pairs, *n_pairs,
+                                        KS_GRAD_AVERAGE_BUCKET_FLOATS);
+      ks_model_set_grad_ready (model, ks_grad_average_ready, p->average);
+    }
+  return ks_grad_average_finish (p->average, error);
 }
 
-static const KsOptimizerOps dist_ops = {
-  .size = sizeof (KsOptimizerOps),
-  .destroy = dist_destroy,
-  .backward = dist_backward,
-  .apply_gradients = dist_apply,
+static const KsDistModeOps mode_ops = {
+  .size = sizeof (KsDistModeOps),
+  .destroy = mode_destroy,
+  .bind = mode_bind,
+  .exchange = mode_exchange,
 };
 
 /* The plan's check, and distributed_optimizer's: the transpiler's settings are not
@@ -548,8 +542,7 @@ pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *i
   p->inner_ops = inner_ops;
   p->inner = inner;
   p->config = strategy;
-  *out_ops = &dist_ops;
-  *out = p;
+  ks_dist_optimizer_new (&mode_ops, p, inner_ops, inner, out_ops, out);
   return TRUE;
 }
 

@@ -204,28 +204,12 @@ transpiler_run_server (void *p, GError **error)
   return ok;
 }
 
-/* ---- the distributed optimizer ---- */
-
-typedef struct {
-  Transpiler *t;
-  const KsOptimizerOps *inner_ops;
-  void *inner;
-} DistOpt;
-
-static void
-dist_destroy (void *p)
-{
-  g_free (p);
-}
+/* ---- the distributed optimizer: the core's base with this mode's exchange ---- */
 
 static gboolean
-dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsize n_params,
-               const char *const *no_grad, GArray *pairs, GError **error)
+mode_bind (void *p, KsModel *model, GArray *pairs, GError **error)
 {
-  DistOpt *d = p;
-  Transpiler *t = d->t;
-  if (!d->inner_ops->backward (d->inner, model, loss, params, n_params, no_grad, pairs, error))
-    return FALSE;
+  Transpiler *t = p;
   if (ks_model_parameters (model) == NULL)
     return ps_failed (error, "transpiler: the model is not initialised");
   if (pairs->len != ks_arena_count (ks_model_parameters (model)))
@@ -238,27 +222,33 @@ dist_backward (void *p, KsModel *model, KsExpr *loss, KsExpr *const *params, gsi
   return TRUE;
 }
 
+/* GEO trains locally and pushes after the update; the other modes push the gradients
+ * and leave the update to the servers */
 static gboolean
-dist_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, GError **error)
+mode_exchange (void *p, KsModel *model, const KsParamGrad **pairs, gsize *n_pairs,
+               gboolean *update, GError **error)
 {
-  DistOpt *d = p;
-  Transpiler *t = d->t;
-
+  Transpiler *t = p;
   if (t->worker == NULL)
     return ps_failed (error, "transpiler: a training step before init_worker");
-  /* GEO trains locally; the other modes leave the update to the servers */
-  if (t->strategy.mode == PS_MODE_GEO
-      && !d->inner_ops->apply_gradients (d->inner, model, pairs, n_pairs, error))
-    return FALSE;
+  if (t->strategy.mode == PS_MODE_GEO)
+    return TRUE;
+  *update = FALSE;
   return ps_worker_step (t->worker, error);
 }
 
-static const KsOptimizerOps dist_ops = {
-  .size = sizeof (KsOptimizerOps),
-  .destroy = dist_destroy,
-  .backward = dist_backward,
-  .apply_gradients = dist_apply,
-  /* the rest is the inner optimizer's (ks_optimizer_learning_rate, ks_optimizer_state) */
+static gboolean
+mode_after_update (void *p, KsModel *model, GError **error)
+{
+  Transpiler *t = p;
+  return t->strategy.mode != PS_MODE_GEO || ps_worker_step (t->worker, error);
+}
+
+static const KsDistModeOps mode_ops = {
+  .size = sizeof (KsDistModeOps),
+  .bind = mode_bind,
+  .exchange = mode_exchange,
+  .after_update = mode_after_update,
 };
 
 /* [strategy], and what its mode cannot honour: the plan's check (check_strategy) and
@@ -285,7 +275,6 @@ transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
                                   void **out, GError **error)
 {
   Transpiler *t = p;
-  DistOpt *d;
 
   if (t->role == NULL)
     return ps_failed (error, "transpiler: call init with the role maker before distributed_optimizer");
@@ -295,12 +284,7 @@ transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
   ps_settings_read_job (&t->settings, strategy);
   t->inner_ops = inner_ops;
   t->inner = inner;
-  d = g_new0 (DistOpt, 1);
-  d->t = t;
-  d->inner_ops = inner_ops;
-  d->inner = inner;
-  *out_ops = &dist_ops;
-  *out = d;
+  ks_dist_optimizer_new (&mode_ops, t, inner_ops, inner, out_ops, out);
   return TRUE;
 }
 
