@@ -1,6 +1,7 @@
 /* The tasks of ksdist train: a GPT predicting the next character of a text or solving
  * additions (the networks on samples are samples-task.c's), and the choice among all of
  * them. Each step's batch depends only on the seed and the step. */
+#include "net.h"
 #include "samples.h"
 
 #include <math.h>
@@ -458,7 +459,8 @@ ks_builtin_task (const KsConfig *c, GError **error)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[model] type = %s does not train on [data] task = %s: mlp and layers take "
-                   "spirals, rings, csv, npy or idx, gpt takes text or addition, ctr takes ctr", model, task);
+                   "spirals, rings, csv, npy or idx (layers tokens too), gpt takes text or "
+                   "addition, ctr takes ctr", model, task);
       return NULL;
     }
   if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)
@@ -467,6 +469,8 @@ ks_builtin_task (const KsConfig *c, GError **error)
     return &ks_ctr_task;
   if (addition || text)
     return addition ? &addition_task : &text_task;
+  if (strcmp (task, "tokens") == 0)
+    return &ks_tokens_task;
   return layers && strcmp (ks_config_get_string (c, "model", "loss"), "mse") == 0
              ? &ks_samples_regression_task
              : &ks_samples_task;

@@ -15,6 +15,7 @@ libksdist_tasks_la_SOURCES = \
 	tasks/samples.h \
 	tasks/samples.c \
 	tasks/samples-task.c \
+	tasks/tokens-task.c \
 	tasks/ctr-task.c \
 	tasks/meta-task.c \
 	tasks/table-private.h \

@@ -13,7 +13,7 @@ typedef struct {
 } TypeKeys;
 
 static const TypeKeys types[] = {
-  { "linear", NET_LINEAR, "size", "activation rate seed" },
+  { "linear", NET_LINEAR, "", "size tie activation rate seed" },
   { "conv2d", NET_CONV2D, "filters kernel", "stride padding activation seed" },
   { "max_pool", NET_MAX_POOL, "kernel", "stride" },
   { "batch_norm", NET_BATCH_NORM, "", "momentum eps activation" },
@@ -21,6 +21,9 @@ static const TypeKeys types[] = {
   { "dropout", NET_DROPOUT, "rate", "seed" },
   { "flatten", NET_FLATTEN, "", "" },
   { "activation", NET_ACTIVATION, "activation", "" },
+  { "embedding", NET_EMBEDDING, "size", "vocab seed" },
+  { "position", NET_POSITION, "", "seed" },
+  { "transformer", NET_TRANSFORMER, "heads", "rate seed" },
 };
 static const char common_keys[] = "type add repeat";
 
@@ -103,7 +106,7 @@ check_groups (const KsConfig *c, char **names, gboolean layers_model, GError **e
 /* Layer `l` from [layer.NAME] (copy `copy` of `repeat`), the index-th of the net. */
 static void
 read_layer (const KsConfig *c, const char *group, const TypeKeys *t, NetLayer *l,
-            gsize index)
+            gsize index, gint64 vocab)
 {
   l->type = t->type;
   l->size = ks_config_get_int (c, group, t->type == NET_CONV2D ? "filters" : "size");
@@ -120,6 +123,48 @@ read_layer (const KsConfig *c, const char *group, const TypeKeys *t, NetLayer *l
                 ? (guint64) ks_config_get_int (c, group, "seed")
                 : (guint64) ks_config_get_int (c, "model", "seed") + index;
   l->dropout_seed = l->seed + 500;
+  l->heads = ks_config_get_int (c, group, "heads");
+  l->vocab = ks_config_is_set (c, group, "vocab") ? ks_config_get_int (c, group, "vocab") : vocab;
+  l->tie = -1;
+  if (t->type == NET_EMBEDDING || t->type == NET_POSITION)
+    l->table = g_strdup_printf ("%s.table", l->name);
+}
+
+static gboolean
+refuse_tie (GError **error, const char *group, const char *why)
+{
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, "[%s] tie: %s", group, why);
+  return FALSE;
+}
+
+/* A linear layer's tie = NAME: an earlier embedding, whose table it uses transposed (its
+ * size is then the vocabulary); without a tie it needs its size. */
+static gboolean
+tie_of (const KsConfig *c, const char *group, GArray *layers, GHashTable *last, gssize *tie,
+        GError **error)
+{
+  const char *name = ks_config_get_string (c, group, "tie");
+  gpointer at;
+  if (strcmp (ks_config_get_string (c, group, "type"), "linear") != 0)
+    return TRUE;
+  if (*name == '\0')
+    {
+      if (ks_config_is_set (c, group, "size"))
+        return TRUE;
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[%s] is a linear layer and needs size (or tie = an embedding): set it",
+                   group);
+      return FALSE;
+    }
+  if (ks_config_is_set (c, group, "size"))
+    return refuse_tie (error, group, "a tied layer's size is its embedding's vocabulary; "
+                       "remove size");
+  if (!g_hash_table_lookup_extended (last, name, NULL, &at)
+      || g_array_index (layers, NetLayer, GPOINTER_TO_SIZE (at)).type != NET_EMBEDDING)
+    return refuse_tie (error, group, "name an embedding layer that comes before it in "
+                       "[model] net");
+  *tie = GPOINTER_TO_SIZE (at);
+  return TRUE;
 }
 
 static void
@@ -127,13 +172,14 @@ layer_clear (gpointer p)
 {
   NetLayer *l = p;
   g_free (l->name);
+  g_free (l->table);
   g_strfreev (l->stash);
   g_strfreev (l->pop);
 }
 
 /* Parses the net into `net` (or only checks it when net is NULL). */
 static gboolean
-parse (Net *net, const KsConfig *c, GError **error)
+parse (Net *net, const KsConfig *c, gint64 vocab, GError **error)
 {
   g_auto (GStrv) names = ks_config_get_list (c, "model", "net");
   g_autoptr (GArray) layers = g_array_new (FALSE, TRUE, sizeof (NetLayer));
@@ -157,7 +203,7 @@ parse (Net *net, const KsConfig *c, GError **error)
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "[model] net names '%s', but there is no [%s] group with a type: "
                        "write one (type = linear, conv2d, max_pool, batch_norm, layer_norm, "
-                       "dropout, flatten or activation)", names[i], group);
+                       "dropout, flatten, activation, embedding, position or transformer)", names[i], group);
           return FALSE;
         }
       if (g_hash_table_contains (last, names[i]))
@@ -171,6 +217,9 @@ parse (Net *net, const KsConfig *c, GError **error)
       if (!check_keys (c, group, t, error))
         return FALSE;
       gint64 repeat = ks_config_get_int (c, group, "repeat");
+      gssize tie = -1;
+      if (!tie_of (c, group, layers, last, &tie, error))
+        return FALSE;
       const char *add = ks_config_get_string (c, group, "add");
       char *pop = NULL;
       if (add != NULL && *add != '\0')
@@ -204,7 +253,12 @@ parse (Net *net, const KsConfig *c, GError **error)
           l.name = repeat > 1 ? g_strdup_printf ("%s.%" G_GINT64_FORMAT, names[i], k)
                               : g_strdup (names[i]);
           l.kind = l.name;
-          read_layer (c, group, t, &l, layers->len);
+          read_layer (c, group, t, &l, layers->len, vocab);
+          if (tie >= 0)
+            {
+              l.tie = tie;
+              l.table = g_strdup (g_array_index (layers, NetLayer, tie).table);
+            }
           if (pop != NULL)
             {
               l.pop = g_new0 (char *, 2);
@@ -213,6 +267,8 @@ parse (Net *net, const KsConfig *c, GError **error)
           g_array_append_val (layers, l);
         }
       g_free (pop);
+      if (tie >= 0 && repeat > 1)
+        return refuse_tie (error, group, "a repeated layer cannot tie; list the copies one by one");
       g_hash_table_insert (last, g_strdup (names[i]), GSIZE_TO_POINTER (layers->len - 1));
     }
   if (net == NULL)
@@ -229,13 +285,14 @@ net_check_config (const KsConfig *c, GError **error)
 {
   if (strcmp (ks_config_get_string (c, "model", "type"), "layers") != 0)
     return check_groups (c, NULL, FALSE, error);
-  return parse (NULL, c, error);
+  return parse (NULL, c, 0, error);
 }
 
 gboolean
-net_from_config (Net *net, const KsConfig *c, NetLoss loss, gint64 outputs, GError **error)
+net_from_config (Net *net, const KsConfig *c, NetLoss loss, gint64 outputs, gint64 vocab,
+                 GError **error)
 {
   net->loss = loss;
   net->outputs = outputs;
-  return parse (net, c, error);
+  return parse (net, c, vocab, error);
 }

@@ -3,12 +3,19 @@
  * and the metric making the labels "y". */
 #include "net.h"
 
+#include <ksdist/gpt.h>
+
 #include <string.h>
 
 static KsExpr *
 net_input (KsModel *model, const Net *net, GError **error)
 {
   gint64 shape[5] = { net->rows };
+  if (net->context > 0)
+    {
+      gint64 ids = net->rows * net->context;
+      return ks_model_data (model, "x", 1, &ids, KS_DTYPE_INT64, error);
+    }
   memcpy (shape + 1, net->in_shape, net->in_ndim * sizeof (gint64));
   return ks_model_data (model, "x", 1 + net->in_ndim, shape, KS_DTYPE_FLOAT32, error);
 }
@@ -19,9 +26,39 @@ with_act (KsExpr *x, int act, GError **error)
   return x == NULL || act < 0 ? x : ks_unary ((KsUnaryOp) act, x, error);
 }
 
+/* The table of an embedding (made by whichever of it and a tied linear comes first on
+ * this model: a pipeline stage may hold only one of them). */
+static KsExpr *
+table_of (KsModel *model, const NetLayer *emb, GError **error)
+{
+  const gint64 shape[] = { emb->vocab, emb->size };
+  KsInit small = { KS_INIT_NORMAL, 0, 0.02, emb->seed };
+  return ks_model_shared_parameter (model, emb->table, 2, shape, small, error);
+}
+
+static KsExpr *
+positions (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
+{
+  const Net *net = l->net;
+  gint64 ids = net->rows * net->context;
+  g_autofree char *shape = ks_expr_shape_string (x);
+  const char *comma = strrchr (shape, ',');
+  const gint64 table[] = { net->context, comma != NULL ? g_ascii_strtoll (comma + 1, NULL, 10) : 0 };
+  KsInit small = { KS_INIT_NORMAL, 0, 0.01, l->seed };
+  KsExpr *at = ks_model_find (model, "positions"), *pe;
+  if (at == NULL && (at = ks_model_data (model, "positions", 1, &ids, KS_DTYPE_INT64, error)) == NULL)
+    return NULL;
+  if ((pe = ks_model_parameter (model, l->table, 2, table, small, error)) == NULL
+      || (pe = ks_embedding (at, pe, error)) == NULL)
+    return NULL;
+  return ks_add (x, pe, error);
+}
+
 static KsExpr *
 apply (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
 {
+  static const int swap[] = { 1, 0 };
+  KsExpr *t;
   g_autofree char *shape = ks_expr_shape_string (x);
   switch (l->type)
     {
@@ -41,6 +78,11 @@ apply (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
                        "flatten layer before it", shape);
           return NULL;
         }
+      if (l->tie >= 0) /* the embedding's table [vocab, width], transposed */
+        return (t = table_of (model, &l->net->layer[l->tie], error)) == NULL
+                       || (t = ks_transpose (t, swap, error)) == NULL
+                   ? NULL
+                   : with_act (ks_matmul (x, t, error), l->act, error);
       x = ks_fc (x, l->size, l->act, l->name, l->seed, error);
       return x != NULL && l->rate > 0 ? ks_dropout (x, l->rate, l->dropout_seed, error) : x;
     case NET_CONV2D:
@@ -58,6 +100,19 @@ apply (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
       return ks_flatten (x, error);
     case NET_ACTIVATION:
       return with_act (x, l->act, error);
+    case NET_EMBEDDING:
+      if (ks_expr_dtype (x) != KS_DTYPE_INT64)
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "an embedding takes token ids, the first layer of a model on [data] "
+                       "task = tokens");
+          return NULL;
+        }
+      return (t = table_of (model, l, error)) == NULL ? NULL : ks_embedding (x, t, error);
+    case NET_POSITION:
+      return positions (model, x, l, error);
+    case NET_TRANSFORMER:
+      return ks_transformer_block (x, l->name, l->net->rows, l->heads, l->rate, l->seed, error);
     }
   g_return_val_if_reached (NULL);
 }
@@ -89,8 +144,9 @@ labels (KsModel *model, const Net *net, GError **error)
   KsExpr *y = ks_model_find (model, "y");
   if (y != NULL)
     return y;
+  gint64 rows = net->context > 0 ? net->rows * net->context : net->rows;
   if (net->loss == NET_LOSS_CROSS_ENTROPY)
-    return ks_model_data (model, "y", 1, &net->rows, KS_DTYPE_INT64, error);
+    return ks_model_data (model, "y", 1, &rows, KS_DTYPE_INT64, error);
   const gint64 shape[] = { net->rows, net->outputs };
   return ks_model_data (model, "y", 2, shape, KS_DTYPE_FLOAT32, error);
 }
@@ -100,14 +156,15 @@ static gboolean
 check_outputs (const Net *net, KsExpr *out, GError **error)
 {
   g_autofree char *have = ks_expr_shape_string (out);
+  gint64 rows = net->context > 0 ? net->rows * net->context : net->rows;
   g_autofree char *want = g_strdup_printf ("[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                                           net->rows, net->outputs);
+                                           rows, net->outputs);
   if (strcmp (have, want) == 0)
     return TRUE;
   g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                "the last layer (%s) gives %s for %" G_GINT64_FORMAT " rows, but the data needs "
                "%s (%" G_GINT64_FORMAT " %s a row): end [model] net with a linear layer of "
-               "size = %" G_GINT64_FORMAT, net->layer[net->n - 1].name, have, net->rows, want,
+               "size = %" G_GINT64_FORMAT, net->layer[net->n - 1].name, have, rows, want,
                net->outputs, net->loss == NET_LOSS_MSE ? "targets" : "classes", net->outputs);
   return FALSE;
 }
@@ -138,6 +195,25 @@ net_metric (KsModel *model, KsExpr *out, gconstpointer args, GError **error)
   return y == NULL ? NULL : ks_accuracy (out, y, error);
 }
 
+/* Whether a linear layer uses embedding i's table. */
+static gboolean
+net_tied (const Net *net, gsize i)
+{
+  for (gsize k = 0; k < net->n; k++)
+    if (net->layer[k].tie == (gssize) i)
+      return TRUE;
+  return FALSE;
+}
+
+gboolean
+net_has_positions (const Net *net)
+{
+  for (gsize k = 0; k < net->n; k++)
+    if (net->layer[k].type == NET_POSITION)
+      return TRUE;
+  return FALSE;
+}
+
 void
 net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
 {
@@ -150,7 +226,10 @@ net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
     {
       NetLayer *l = &net->layer[i];
       l->net = net;
-      net->desc[i] = (KsLayerDesc) { l->kind, build_layer, l, NULL,
+      const char *shared = l->tie >= 0 ? l->table
+                           : l->type == NET_EMBEDDING && net_tied (net, i) ? l->table
+                                                                           : NULL;
+      net->desc[i] = (KsLayerDesc) { l->kind, build_layer, l, shared,
                                      (const char *const *) l->stash,
                                      (const char *const *) l->pop };
     }
@@ -200,6 +279,7 @@ net_mlp (Net *net, const KsConfig *c, gint64 classes, GError **error)
       l->seed = seed + (out ? 1000 : i);
       l->rate = out ? 0 : dropout;
       l->dropout_seed = l->seed + 500;
+      l->tie = -1;
     }
   net->layer[0].flatten = TRUE;
   return TRUE;
@@ -211,6 +291,7 @@ net_clear (Net *net)
   for (gsize i = 0; i < net->n; i++)
     {
       g_free (net->layer[i].name);
+      g_free (net->layer[i].table);
       g_strfreev (net->layer[i].stash);
       g_strfreev (net->layer[i].pop);
     }

@@ -21,10 +21,14 @@ typedef enum {
   NET_DROPOUT,
   NET_FLATTEN,
   NET_ACTIVATION,
+  NET_EMBEDDING,   /* token ids to vectors: the first layer of a token model */
+  NET_POSITION,    /* a learned vector per position in the context, added */
+  NET_TRANSFORMER, /* ks_transformer_block */
 } NetLayerType;
 
 typedef enum {
-  NET_LOSS_CROSS_ENTROPY, /* int64 labels "y" [rows]; metric accuracy */
+  NET_LOSS_CROSS_ENTROPY, /* int64 labels "y" [rows] (of tokens: [rows * context]);
+                           * metric accuracy */
   NET_LOSS_MSE,           /* float targets "y" [rows, outputs]; metric the loss (RMSE) */
 } NetLoss;
 
@@ -43,12 +47,16 @@ typedef struct {
   guint64 dropout_seed;
   float momentum, eps;
   guint64 seed;
+  gint64 vocab, heads; /* embedding: its ids; transformer: attention heads */
+  char *table;      /* embedding: its table, "NAME.table" (a tied linear's too) */
+  gssize tie;       /* linear: the index of the embedding whose table it uses, or -1 */
   char **stash;     /* skip names this layer's output is set aside under (NULL-terminated) */
   char **pop;       /* "add": the skip name added to this layer's output */
 } NetLayer;
 
 struct Net {
   gint64 rows;               /* of one build: a micro-batch on a pipeline */
+  gint64 context;            /* tokens a row (data "x" int64 [rows * context]); 0: features */
   int in_ndim;               /* of one sample */
   gint64 in_shape[4];
   NetLoss loss;
@@ -62,15 +70,21 @@ struct Net {
  * `classes`: fc_0 .. fc_k-1 and out, as the built-in mlp always named and seeded them. */
 gboolean net_mlp (Net *net, const KsConfig *config, gint64 classes, GError **error);
 /* The layers of [model] net, each from its [layer.NAME] group, ending in `outputs`
- * values a row (the last layer must give that many). */
+ * values a row (the last layer must give that many); `vocab` is the token ids' count of
+ * token data (an embedding's default), 0 for features. */
 gboolean net_from_config (Net *net, const KsConfig *config, NetLoss loss, gint64 outputs,
-                          GError **error);
+                          gint64 vocab, GError **error);
 /* The check of [model] net and the [layer.NAME] groups alone, for the plan. */
 gboolean net_check_config (const KsConfig *config, GError **error);
 /* Fills net->desc, the loss and the metric for builds of `rows` rows of samples shaped
- * `shape` (the data "x", float32 [rows, shape...]). */
+ * `shape` (the data "x", float32 [rows, shape...]; with net->context, int64 token ids
+ * [rows * context] and shape is ignored). */
 void net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape);
 void net_clear (Net *net);
+/* Whether a layer makes the data "positions" (int64 [rows * context], i % context). */
+gboolean net_has_positions (const Net *net);
+
+extern const KsTrainTask ks_tokens_task;
 
 G_END_DECLS
 

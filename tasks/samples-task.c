@@ -74,7 +74,7 @@ samples_build (KsTrainer *t, GError **error)
     }
   if (is_layers ? !net_from_config (&s->net, c, regression (c) ? NET_LOSS_MSE
                                                                : NET_LOSS_CROSS_ENTROPY,
-                                    s->train.outputs, error)
+                                    s->train.outputs, 0, error)
                 : !net_mlp (&s->net, c, s->train.outputs, error))
     return FALSE;
   net_describe (&s->net, ks_trainer_rows (t), s->train.ndim, s->train.shape);

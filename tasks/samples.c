@@ -34,19 +34,6 @@ sample_set_settings (const KsConfig *c)
   return by_source[source_of (c)];
 }
 
-static gboolean
-refuse (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-static gboolean
-refuse (GError **error, const char *format, ...)
-{
-  va_list args;
-  va_start (args, format);
-  g_propagate_error (error, g_error_new_valist (KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                                                format, args));
-  va_end (args);
-  return FALSE;
-}
-
 gboolean
 sample_set_check (const KsConfig *c, gboolean regression, GError **error)
 {
@@ -54,24 +41,24 @@ sample_set_check (const KsConfig *c, gboolean regression, GError **error)
   const char *task = ks_config_get_string (c, "data", "task");
 
   if (regression && (source == SOURCE_POINTS || source == SOURCE_IDX))
-    return refuse (error, "[model] loss = mse needs values to predict, but [data] task = %s "
+    return ks_tasks_config_error (error, "[model] loss = mse needs values to predict, but [data] task = %s "
                    "gives classes: use loss = cross_entropy", task);
   if (source == SOURCE_POINTS)
     return TRUE;
   if (!ks_config_is_set (c, "data", "path") || *ks_config_get_string (c, "data", "path") == '\0')
-    return refuse (error, "[data] task = %s reads [data] path: set it to your %s", task,
+    return ks_tasks_config_error (error, "[data] task = %s reads [data] path: set it to your %s", task,
                    source == SOURCE_CSV   ? "CSV file"
                    : source == SOURCE_NPY ? "features' .npy file"
                                           : "folder of MNIST-named IDX files");
   if (source == SOURCE_NPY && *ks_config_get_string (c, "data", "labels") == '\0')
-    return refuse (error, "[data] task = npy needs [data] labels: the labels' .npy file");
+    return ks_tasks_config_error (error, "[data] task = npy needs [data] labels: the labels' .npy file");
   if (source == SOURCE_NPY
       && (*ks_config_get_string (c, "data", "test_path") == '\0')
              != (*ks_config_get_string (c, "data", "test_labels") == '\0'))
-    return refuse (error, "[data] test_path and test_labels go together for npy: set both "
+    return ks_tasks_config_error (error, "[data] test_path and test_labels go together for npy: set both "
                    "(the held-out features and labels) or neither (hold out [data] holdout)");
   if (ks_config_is_set (c, "data", "holdout") && *ks_config_get_string (c, "data", "test_path"))
-    return refuse (error, "[data] holdout is set, but [data] test_path gives the held-out "
+    return ks_tasks_config_error (error, "[data] holdout is set, but [data] test_path gives the held-out "
                    "rows: remove one of them");
   return TRUE;
 }
@@ -168,14 +155,14 @@ check_alike (const KsTable *train, const KsTable *test, GError **error)
 {
   if (train->features != test->features || train->ndim != test->ndim
       || memcmp (train->shape, test->shape, train->ndim * sizeof (gint64)) != 0)
-    return refuse (error, "%s has %" G_GSIZE_FORMAT " features a row but %s has %"
+    return ks_tasks_config_error (error, "%s has %" G_GSIZE_FORMAT " features a row but %s has %"
                    G_GSIZE_FORMAT ": the held-out rows must be like the training rows",
                    train->path, train->features, test->path, test->features);
   if (!train->regression && train->class_names != NULL
       && (test->class_names == NULL
           || !g_strv_equal ((const char *const *) train->class_names,
                             (const char *const *) test->class_names)))
-    return refuse (error, "%s and %s name different classes (the held-out file must use "
+    return ks_tasks_config_error (error, "%s and %s name different classes (the held-out file must use "
                    "the training file's class names, each of them at least once)",
                    train->path, test->path);
   return TRUE;
@@ -220,7 +207,7 @@ sample_set_load (SampleSet *train, SampleSet *eval, const KsConfig *c, gboolean 
   /* numeric classes: the output layer covers the largest id of either part */
   train->outputs = eval->outputs = MAX (train->outputs, eval->outputs);
   if (!regression && train->outputs < 2)
-    return refuse (error, "%s: every training row has the label 0, one class: nothing to "
+    return ks_tasks_config_error (error, "%s: every training row has the label 0, one class: nothing to "
                    "learn. Is the label column right (%s)? Set [data] label", train->source,
                    source == SOURCE_CSV && *ks_config_get_string (c, "data", "label") == '\0'
                        ? "the last column, by default" : "as set");

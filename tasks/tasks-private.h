@@ -22,6 +22,18 @@ ks_tasks_invalid (GError **error, const char *format, ...)
   return FALSE;
 }
 
+/* sets KS_CONFIG_ERROR_BAD_VALUE, a setting to change; FALSE */
+static inline G_GNUC_PRINTF (2, 3) gboolean
+ks_tasks_config_error (GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start (args, format);
+  g_propagate_error (error, g_error_new_valist (KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                                                format, args));
+  va_end (args);
+  return FALSE;
+}
+
 G_END_DECLS
 
 #pragma GCC visibility pop

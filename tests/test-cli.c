@@ -691,9 +691,10 @@ test_train_errors (Fixture *f, gconstpointer data)
                                            "available: sgd (plugin optim), "));
   run (f, ARGS ("train", "--set", "model.type=gpt"), NULL);
   assert_error_line (f, 2, "[model] type = gpt does not train on [data] task = spirals: mlp "
-                           "and layers take spirals, rings, csv, npy or idx, gpt takes text or addition, ctr takes ctr");
+                           "and layers take spirals, rings, csv, npy or idx (layers tokens too), gpt takes text or addition, ctr takes ctr");
   run (f, ARGS ("train", "--set", "data.task=moons"), NULL);
-  assert_error_line (f, 2, "--set: [data] task = 'moons': expected one of spirals, rings, text, addition, ctr");
+  assert_error_line (f, 2, "--set: [data] task = 'moons': expected one of spirals, rings, csv, npy, idx, tokens, "
+                           "text, addition, ctr");
 }
 
 /* ksdist run from its build tree finds the build's plugins with nothing set, and trains

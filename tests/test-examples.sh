@@ -46,6 +46,7 @@ for ini in $examples; do
         fi ;;
       datagen\ glyphs*) args="$args --alphabets 6 --characters 8 --per-class 12" ;;
       datagen\ images*) args="$args --classes 10 --per-class 8" ;;
+      datagen\ tokens*) ;;
       datagen*) args="$args --train 4000 --test 1000" ;;
     esac
     if ! (cd "$dir" && eval "\"$KSDIST\" $args") >"$log" 2>&1; then

@@ -3,14 +3,16 @@
 # layer): the built-in mlp written as a layer list trains bitwise as `type = mlp`; a layer
 # list with a skip connection learns the spirals, alone, data parallel and cut into two
 # pipeline stages (the skip crossing them); every mistake in a layer group is refused by
-# `ksdist config` (exit 2) naming the group and what to do. TAP output. Needs KSDIST,
+# `ksdist config` (exit 2) naming the group and what to do; [model] init_from; a
+# transformer language model with a tied head on token files, alone and on two pipeline
+# stages (the tied table's gradient summed over both). TAP output. Needs KSDIST,
 # KS_SRCDIR and KS_BUILD_PLUGINS (tests/local.mk).
 set -u
 unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-layers-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..12"
+echo "1..15"
 
 # the tensors of a safetensors file: the bytes after its header
 tensors () {
@@ -172,3 +174,33 @@ if [ $? -ne 0 ] && grep -q "its tensor 'fc_1.weight' is no parameter of this mod
 else
   echo "not ok 12 - an extra tensor"; sed 's/^/# /' err.log
 fi
+
+# a transformer language model of the config on token files (llm.c's shard layout)
+words=/usr/share/dict/words
+if [ ! -r "$words" ] || ! "$KSDIST" datagen tokens words-tokens --text "$words" > tokens.log 2>&1; then
+  for n in 13 14 15; do echo "ok $n # SKIP no token files: $words or ksdist datagen tokens"; done
+  exit 0
+fi
+lm="$KS_SRCDIR/examples/tokens-lm.ini --set optim.warmup=5"
+"$KSDIST" train $lm --set train.steps=200 > lm.log 2>&1
+l=$(sed -n 's/.*eval loss \([0-9.]*\) .*/\1/p' lm.log)
+# a model that learned nothing scores ln 71 = 4.26 (uniform) or about 3.2 (letter frequencies)
+if [ -n "$l" ] && awk -v l="$l" 'BEGIN { exit !(l < 2.9) }'; then
+  echo "ok 13 - the tied-head transformer learns the words' tokens (held-out loss $l)"
+else
+  echo "not ok 13 - token LM: loss '$l'"; sed 's/^/# /' lm.log
+fi
+if [ ! -e "$KS_BUILD_PLUGINS/gloo/.libs/gloo.so" ]; then
+  echo "ok 14 # SKIP the gloo plugin was not built"
+else
+  "$KSDIST" train $lm --set train.steps=30 > one.log 2>&1
+  "$KSDIST" launch -n 2 $lm --set train.steps=30 --set pipeline.stages=2 --set pipeline.micro_batches=2 > pp.log 2>&1
+  want=$(grep '^eval' one.log)
+  if [ -n "$want" ] && grep -q "\[rank 0\] $want" pp.log; then
+    echo "ok 14 - two stages, the embedding on one and its tied head on the other, train as one process ($want)"
+  else
+    echo "not ok 14 - tied head on a pipeline: '$(grep eval pp.log | head -1)' against '$want'"
+    sed 's/^/# /' pp.log
+  fi
+fi
+refused 15 "a head tied to a layer that is no embedding" "\[layer.head\] tie: name an embedding layer" $KS_SRCDIR/examples/tokens-lm.ini --set layer.head.tie=norm

@@ -632,6 +632,27 @@ run_datagen_digits (int argc, char **argv)
 #endif
 }
 
+/* ksdist datagen tokens DIR --text FILE */
+static int
+run_datagen_tokens (int argc, char **argv)
+{
+  g_autofree char *text = NULL;
+  GOptionEntry entries[] = {
+    { "text", 0, 0, G_OPTION_ARG_FILENAME, &text,
+      "The text whose bytes become tokens (default /usr/share/dict/words)", "FILE" },
+    { NULL },
+  };
+  if (!ks_cli_parse ("datagen", "tokens DIR", ks_cmd_datagen.summary, entries, &argc, &argv))
+    return KS_EXIT_USAGE;
+  if (argc != 3)
+    {
+      ks_cli_error ("datagen tokens: give one DIR, as in `ksdist datagen tokens DIR --text "
+                    "FILE` (see ksdist help datagen)");
+      return KS_EXIT_USAGE;
+    }
+  return datagen_tokens (argv[2], text != NULL ? text : "/usr/share/dict/words");
+}
+
 static int
 run_datagen (int argc, char **argv)
 {
@@ -657,12 +678,14 @@ run_datagen (int argc, char **argv)
     return run_datagen_image_set (argc, argv);
   if (argc >= 2 && strcmp (argv[1], "digits") == 0)
     return run_datagen_digits (argc, argv);
-  if (!ks_cli_parse ("datagen", "ctr|digits|glyphs|images DIR", ks_cmd_datagen.summary, entries,
+  if (argc >= 2 && strcmp (argv[1], "tokens") == 0)
+    return run_datagen_tokens (argc, argv);
+  if (!ks_cli_parse ("datagen", "ctr|digits|tokens|glyphs|images DIR", ks_cmd_datagen.summary, entries,
                      &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc != 3 || strcmp (argv[1], "ctr") != 0)
     {
-      ks_cli_error ("datagen: give the kind of data, ctr, digits, glyphs or images, and a DIR, as in "
+      ks_cli_error ("datagen: give the kind of data, ctr, digits, tokens, glyphs or images, and a DIR, as in "
                     "`ksdist datagen glyphs DIR` (see ksdist help datagen)");
       return KS_EXIT_USAGE;
     }
@@ -682,7 +705,7 @@ run_datagen (int argc, char **argv)
 const KsCommand ks_cmd_datagen = {
   "datagen",
   "Write synthetic data: click logs (Criteo format) from a hidden teacher, MNIST-like "
-  "digits (IDX, npy or CSV), or few-shot image sets (glyphs of this machine's fonts, "
+  "digits (IDX, npy or CSV), a text's bytes as token files, or few-shot image sets (glyphs of this machine's fonts, "
   "coloured shapes)",
   run_datagen,
 };

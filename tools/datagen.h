@@ -79,6 +79,8 @@ typedef struct {
 gboolean datagen_prepare_image_dir (const char *dir, gboolean force);
 
 int datagen_glyphs (const char *dir, const DatagenImageOptions *o);
+/* A text's bytes as token files (llm.c's shard layout). */
+int datagen_tokens (const char *dir, const char *text);
 /* MNIST-like digits: `format` idx (MNIST's files), npy or csv. */
 int datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed,
                     const char *format);

@@ -17,6 +17,7 @@ tools_ksdist_SOURCES = \
 	tools/cmd-export.c \
 	tools/datagen.h \
 	tools/cmd-datagen.c \
+	tools/datagen-tokens.c \
 	tools/cmd-plot.c \
 	tools/plot-trace.c \
 	tools/plot-write.c \

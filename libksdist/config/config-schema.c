@@ -69,9 +69,10 @@ static const KsKeyDesc core_schema[] = {
     "--torch` writes); every parameter must be there with its shape, and nothing else" },
   { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
   { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0,
-    "spirals|rings|csv|npy|idx|text|addition|ctr",
+    "spirals|rings|csv|npy|idx|tokens|text|addition|ctr",
     "spirals, rings: generated classification in the plane (mlp, layers); csv, npy, idx: "
-    "your own rows from [data] path (mlp, layers); text: next-character "
+    "your own rows from [data] path (mlp, layers); tokens: a language model (layers) on a "
+    "token file (llm.c's .bin shards, nanoGPT's train.bin); text: next-character "
     "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
     "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
     "path's train/ and test/ (ctr), scored by AUC" },
@@ -123,12 +124,14 @@ static const KsKeyDesc core_schema[] = {
     "Text corpus of the text task (the last tenth is held out; by default the English word "
     "list of Debian's wamerican); the ctr task's directory of train/ and test/ files; csv: "
     "a CSV or TSV file (gzip read directly); npy: the features' .npy file; idx: a folder of "
-    "MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz)" },
+    "MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz); "
+    "tokens: the training tokens' file" },
   { "data", "labels", KS_VALUE_STRING, "", 1, 0, NULL,
     "npy: the labels' .npy file, one per row of [data] path" },
   { "data", "test_path", KS_VALUE_STRING, "", 1, 0, NULL,
-    "csv, npy: the held-out rows' file (npy: with [data] test_labels); empty: [data] "
-    "holdout of the rows, chosen by a seeded hash" },
+    "csv, npy: the held-out rows' file (npy: with [data] test_labels); tokens: the "
+    "held-out tokens' file; empty: [data] holdout of the rows (chosen by a seeded hash) or "
+    "of the tokens (the file's end)" },
   { "data", "test_labels", KS_VALUE_STRING, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
   { "data", "holdout", KS_VALUE_DOUBLE, "0.1", 0.001, 0.9, NULL,
     "csv, npy without a test_path: the fraction of rows held out (by a hash of the row "
@@ -215,9 +218,19 @@ static const KsKeyDesc core_schema[] = {
     "Async: queued gradients averaged into one push" },
   /* [layer.NAME]: one group per layer of a [model] type = layers network */
   { "layer.*", "type", KS_VALUE_CHOICE, "linear", 1, 0,
-    "linear|conv2d|max_pool|batch_norm|layer_norm|dropout|flatten|activation",
-    "Layer: what it computes (required). Images are [rows, height, width, channels]" },
-  { "layer.*", "size", KS_VALUE_INT, "1", 1, 1 << 24, NULL, "Layer: linear's outputs" },
+    "linear|conv2d|max_pool|batch_norm|layer_norm|dropout|flatten|activation|embedding|"
+    "position|transformer",
+    "Layer: what it computes (required). Images are [rows, height, width, channels]; "
+    "embedding, position and transformer work on [data] task = tokens" },
+  { "layer.*", "size", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
+    "Layer: linear's outputs; embedding's width" },
+  { "layer.*", "vocab", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
+    "Layer: embedding's token ids (default: the data's largest + 1)" },
+  { "layer.*", "heads", KS_VALUE_INT, "1", 1, 1024, NULL,
+    "Layer: transformer's attention heads (they divide the width)" },
+  { "layer.*", "tie", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Layer: linear: the name of an earlier embedding whose table it uses, transposed, as "
+    "its weights (a language model's head tied to its input, as GPT-2's)" },
   { "layer.*", "filters", KS_VALUE_INT, "1", 1, 1 << 20, NULL, "Layer: conv2d's output channels" },
   { "layer.*", "kernel", KS_VALUE_INT, "3", 1, 64, NULL,
     "Layer: conv2d's and max_pool's window, kernel x kernel" },
@@ -227,7 +240,8 @@ static const KsKeyDesc core_schema[] = {
   { "layer.*", "activation", KS_VALUE_CHOICE, "none", 1, 0, "none|relu|tanh|sigmoid|gelu",
     "Layer: applied to the output of linear, conv2d, batch_norm, layer_norm, or alone" },
   { "layer.*", "rate", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
-    "Layer: dropout's rate; on linear, dropout after the activation" },
+    "Layer: dropout's rate; on linear, dropout after the activation; on transformer, on "
+    "each residual branch" },
   { "layer.*", "momentum", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,
     "Layer: batch_norm's running-statistics update weight" },
   { "layer.*", "eps", KS_VALUE_DOUBLE, "1e-5", 1e-12, 1, NULL,

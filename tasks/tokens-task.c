@@ -1,0 +1,212 @@
+/* A language model of the config ([model] type = layers: an embedding first, then
+ * positions, transformer blocks, a norm and a head, tied or not) on token files, llm.c's
+ * and nanoGPT's layout (table.h): each row a window of [model] context tokens, drawn from
+ * the training tokens by the seed and the step alone (so resumed and data-parallel runs
+ * see what one unbroken run would), predicting each next token; held out: [data]
+ * test_path's tokens, or the last [data] holdout of the file. */
+#include "net.h"
+
+#include <ksdist/table.h>
+#include <string.h>
+
+typedef struct {
+  KsTokens *train, *test;
+  const guint16 *tokens, *held; /* the training tokens and the held-out ones */
+  gsize n, n_held;
+  gsize context;
+  gint64 *x, *positions, *y;
+  Net net;
+  char *description;
+} Tokens;
+
+static const char *const tokens_settings[] = {
+  "model.type", "model.net", "model.context", "model.seed", "model.init_from", "data.task",
+  "data.path", "data.test_path", "data.holdout", NULL,
+};
+
+static gboolean
+tokens_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
+{
+  (void) world;
+  if (strcmp (ks_config_get_string (c, "model", "type"), "layers") != 0)
+    return ks_tasks_config_error (error, "[data] task = tokens trains a layer list: set [model] "
+                                  "type = layers and describe it in [model] net");
+  if (strcmp (ks_config_get_string (c, "model", "loss"), "cross_entropy") != 0)
+    return ks_tasks_config_error (error, "[data] task = tokens predicts the next token: [model] "
+                                  "loss = cross_entropy");
+  if (!ks_config_is_set (c, "data", "path") || *ks_config_get_string (c, "data", "path") == '\0')
+    return ks_tasks_config_error (error, "[data] task = tokens reads [data] path: set it to a "
+                                  "token file (llm.c's .bin shard or nanoGPT's train.bin)");
+  if (ks_config_is_set (c, "data", "holdout") && *ks_config_get_string (c, "data", "test_path"))
+    return ks_tasks_config_error (error, "[data] holdout is set, but [data] test_path gives "
+                                  "the held-out tokens: remove one of them");
+  return net_check_config (c, error);
+}
+
+/* The training and held-out tokens, each long enough for a window. */
+static gboolean
+load (Tokens *k, const KsConfig *c, GError **error)
+{
+  const char *test = ks_config_get_string (c, "data", "test_path");
+  if ((k->train = ks_tokens_load (ks_config_get_string (c, "data", "path"), error)) == NULL
+      || (*test != '\0' && (k->test = ks_tokens_load (test, error)) == NULL))
+    return FALSE;
+  k->tokens = k->train->tokens;
+  k->n = k->train->n;
+  if (k->test != NULL)
+    {
+      k->held = k->test->tokens;
+      k->n_held = k->test->n;
+    }
+  else
+    {
+      k->n_held = (gsize) (k->n * ks_config_get_double (c, "data", "holdout"));
+      k->n -= k->n_held;
+      k->held = k->tokens + k->n;
+    }
+  if (k->n < k->context + 2 || k->n_held < k->context + 2)
+    return ks_tasks_config_error (error, "%s: %" G_GSIZE_FORMAT " training and %" G_GSIZE_FORMAT
+                                  " held-out tokens; each part needs more than [model] "
+                                  "context + 1 = %" G_GSIZE_FORMAT, k->train->path, k->n,
+                                  k->n_held, k->context + 1);
+  return TRUE;
+}
+
+static gboolean
+tokens_build (KsTrainer *t, GError **error)
+{
+  const KsConfig *c = ks_trainer_config (t);
+  Tokens *k = g_new0 (Tokens, 1);
+  gint64 vocab;
+  ks_trainer_set_data (t, k);
+
+  k->context = ks_config_get_int (c, "model", "context");
+  if (!load (k, c, error))
+    return FALSE;
+  vocab = MAX (k->train->vocab_hint, k->test != NULL ? k->test->vocab_hint : 0);
+  if (!net_from_config (&k->net, c, NET_LOSS_CROSS_ENTROPY, vocab, vocab, error))
+    return FALSE;
+  if (k->net.layer[0].type != NET_EMBEDDING)
+    return ks_tasks_config_error (error, "[layer.%s]: a model on tokens starts with an "
+                                  "embedding layer (type = embedding)", k->net.layer[0].name);
+  /* the head's outputs: the embedding's vocabulary when it sets one */
+  k->net.outputs = k->net.layer[0].vocab;
+  if (k->net.outputs < vocab)
+    return ks_tasks_config_error (error, "[layer.%s] vocab = %" G_GINT64_FORMAT ", but %s holds "
+                                  "token %" G_GINT64_FORMAT ": raise vocab or leave it out",
+                                  k->net.layer[0].name, k->net.outputs, k->train->path, vocab - 1);
+  k->net.context = k->context;
+  net_describe (&k->net, ks_trainer_rows (t), 0, NULL);
+  KsExpr *metric;
+  const KsLayerDesc no_metric = { 0 };
+  if (!ks_trainer_build_layers (t, k->net.desc, k->net.n, &k->net.loss_desc, &no_metric,
+                                &metric, error))
+    return FALSE;
+  static const char *const with_positions[] = { "x", "positions", NULL };
+  static const char *const ids_only[] = { "x", NULL };
+  ks_trainer_set_inputs (t, net_has_positions (&k->net) ? with_positions : ids_only);
+  ks_trainer_set_tokens_per_row (t, k->context);
+  k->description = g_strdup_printf ("a language model (%" G_GSIZE_FORMAT " layers, vocabulary %"
+                                    G_GINT64_FORMAT ") on %s (%" G_GSIZE_FORMAT " tokens)",
+                                    k->net.n, k->net.outputs, k->train->path, k->n);
+
+  gsize n = ks_trainer_batch (t) * k->context;
+  k->x = g_new (gint64, n);
+  k->y = g_new (gint64, n);
+  k->positions = g_new (gint64, n);
+  for (gsize i = 0; i < n; i++)
+    k->positions[i] = i % k->context;
+  const KsFeed feeds[] = { { "x", k->x, n * sizeof (gint64) },
+                           { "y", k->y, n * sizeof (gint64) },
+                           { "positions", k->positions, n * sizeof (gint64) } };
+  ks_trainer_set_feeds (t, feeds, net_has_positions (&k->net) ? 3 : 2);
+  return TRUE;
+}
+
+/* Row `row`: the window at `start`, and each token's next. */
+static void
+fill_window (Tokens *k, const guint16 *tokens, gsize row, gsize start)
+{
+  for (gsize j = 0; j < k->context; j++)
+    {
+      k->x[row * k->context + j] = tokens[start + j];
+      k->y[row * k->context + j] = tokens[start + j + 1];
+    }
+}
+
+static void
+tokens_batch (KsTrainer *t, gint64 step)
+{
+  Tokens *k = ks_trainer_data (t);
+  guint64 seed = ks_config_get_int (ks_trainer_config (t), "train", "seed");
+  g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) (seed * 1000003u + (guint64) step));
+  gsize first = ks_trainer_rank (t) * ks_trainer_batch (t);
+  for (gsize g = 0; g < first + ks_trainer_batch (t); g++) /* the global batch up to ours */
+    {
+      /* two draws: a 64-bit start, for files of more than 2^31 tokens */
+      guint64 r = ((guint64) g_rand_int (rng) << 32) | g_rand_int (rng);
+      gsize start = r % (k->n - k->context - 1);
+      if (g >= first)
+        fill_window (k, k->tokens, g - first, start);
+    }
+}
+
+/* Mean loss over held-out windows, evenly spaced. */
+static gboolean
+tokens_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
+{
+  Tokens *k = ks_trainer_data (t);
+  gsize batch = ks_trainer_batch (t), span = k->n_held - k->context - 1, rounds = 4;
+  double sum = 0;
+  (void) final;
+  for (gsize r = 0; r < rounds; r++)
+    {
+      double loss;
+      for (gsize b = 0; b < batch; b++)
+        fill_window (k, k->held, b, span * (r * batch + b) / (rounds * batch));
+      gsize n_feeds;
+      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
+      if (!ks_trainer_metric (t, feeds, n_feeds, ks_trainer_loss (t), &loss, error))
+        return FALSE;
+      sum += loss;
+    }
+  *value = sum / rounds;
+  if (samples != NULL)
+    *samples = rounds * batch * k->context;
+  return TRUE;
+}
+
+static const char *
+tokens_describe (KsTrainer *t)
+{
+  Tokens *k = ks_trainer_data (t);
+  return k->description != NULL ? k->description : "a language model on tokens";
+}
+
+static void
+tokens_clear (KsTrainer *t)
+{
+  Tokens *k = ks_trainer_data (t);
+  g_clear_pointer (&k->train, ks_tokens_free);
+  g_clear_pointer (&k->test, ks_tokens_free);
+  net_clear (&k->net);
+  g_free (k->x);
+  g_free (k->y);
+  g_free (k->positions);
+  g_free (k->description);
+  g_free (k);
+}
+
+const KsTrainTask ks_tokens_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "a language model on tokens",
+  .metric = "loss",
+  .unit = "tokens",
+  .build = tokens_build,
+  .batch = tokens_batch,
+  .evaluate = tokens_evaluate,
+  .describe = tokens_describe,
+  .clear = tokens_clear,
+  .settings = tokens_settings,
+  .check = tokens_check,
+};
