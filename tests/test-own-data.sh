@@ -9,7 +9,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-own-data-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..12"
+echo "1..13"
 
 # three classes of 4 features, separable: class k centred on k, named
 awk 'BEGIN { srand (3); print "f1,f2,f3,f4,kind";
@@ -120,35 +120,47 @@ failing 7 "a CSV task without a path" "\[data\] task = csv reads \[data\] path" 
 sed '/^path/d' reg.ini > points.ini
 failing 8 "mse on classes from a generator" "\[model\] loss = mse needs values" config points.ini --set data.task=spirals
 
+# ksdist infer on an export of a standardised model takes the file's raw values
+"$KSDIST" train csv.ini --set train.export_dir=export > export.log 2>&1
+sed -n '2,61p' kinds.csv | cut -d, -f1-4 > rows.txt
+sed -n '2,61p' kinds.csv | awk -F, '{ print ($5 == "alpha") ? 0 : ($5 == "beta") ? 1 : 2 }' > want.txt
+"$KSDIST" infer export --argmax -i rows.txt > got.txt 2> infer.log
+right=$(paste -d' ' got.txt want.txt | awk '$1 == $2 { n++ } END { print n + 0 }')
+if [ "$right" -ge 57 ] && grep -q "standardised by the training rows' moments" infer.log; then
+  echo "ok 9 - ksdist infer standardises raw CSV rows as training did ($right of 60 right)"
+else
+  echo "not ok 9 - infer on raw rows: $right of 60 right"; sed 's/^/# /' export.log infer.log
+fi
+
 # a CNN of the config on 28 x 28 digits in MNIST's IDX files
 if ! "$KSDIST" datagen digits digits --train 2000 --test 500 > datagen.log 2>&1; then
-  for n in 9 10 11 12; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 datagen.log)"; done
+  for n in 10 11 12 13; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 datagen.log)"; done
   exit 0
 fi
 cnn="$KS_SRCDIR/examples/cnn-idx.ini --set layer.conv1.filters=8 --set layer.conv2.filters=8 --set layer.hidden.size=32 --set train.batch=32"
 "$KSDIST" train $cnn --set train.steps=150 > cnn.log 2>&1
 a=$(value cnn.log accuracy)
 if at_least "$a" 0.9; then
-  echo "ok 9 - the CNN of examples/cnn-idx.ini learns the IDX digits (held-out accuracy $a)"
+  echo "ok 10 - the CNN of examples/cnn-idx.ini learns the IDX digits (held-out accuracy $a)"
 else
-  echo "not ok 9 - CNN on IDX: accuracy '$a'"; sed 's/^/# /' cnn.log
+  echo "not ok 10 - CNN on IDX: accuracy '$a'"; sed 's/^/# /' cnn.log
 fi
 mkdir gz && for f in digits/*; do gzip -c "$f" > "gz/$(basename "$f").gz"; done
 "$KSDIST" train $cnn --set train.steps=150 --set data.path=gz > gz.log 2>&1
 if [ -n "$a" ] && [ "$(grep '^eval' gz.log)" = "$(grep '^eval' cnn.log)" ]; then
-  echo "ok 10 - the same files gzipped train the same ($(grep '^eval' gz.log))"
+  echo "ok 11 - the same files gzipped train the same ($(grep '^eval' gz.log))"
 else
-  echo "not ok 10 - gzipped IDX: '$(grep '^eval' gz.log)'"; sed 's/^/# /' gz.log
+  echo "not ok 11 - gzipped IDX: '$(grep '^eval' gz.log)'"; sed 's/^/# /' gz.log
 fi
 if [ ! -e "$KS_BUILD_PLUGINS/gloo/.libs/gloo.so" ]; then
-  echo "ok 11 # SKIP the gloo plugin was not built"
+  echo "ok 12 # SKIP the gloo plugin was not built"
 else
   "$KSDIST" launch -n 2 $cnn --set train.steps=20 --set pipeline.stages=2 --set pipeline.micro_batches=2 > pp.log 2>&1
   if [ $? -eq 0 ] && grep -q "eval accuracy" pp.log; then
-    echo "ok 11 - the CNN cut into two pipeline stages trains ($(grep 'eval accuracy' pp.log | head -1))"
+    echo "ok 12 - the CNN cut into two pipeline stages trains ($(grep 'eval accuracy' pp.log | head -1))"
   else
-    echo "not ok 11 - CNN pipeline"; sed 's/^/# /' pp.log
+    echo "not ok 12 - CNN pipeline"; sed 's/^/# /' pp.log
   fi
 fi
 cp -r digits bad && printf '\000\000\010\002' | dd of=bad/train-images-idx3-ubyte conv=notrunc 2>/dev/null
-failing 12 "an IDX file of the wrong magic" "train-images-idx3-ubyte: magic 0x00000802" train $cnn --set data.path=bad
+failing 13 "an IDX file of the wrong magic" "train-images-idx3-ubyte: magic 0x00000802" train $cnn --set data.path=bad

@@ -169,6 +169,54 @@ print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, GErr
   return TRUE;
 }
 
+/* A model trained on standardised rows ([data] normalize = standard) keeps the training
+ * rows' moments in its metadata: raw rows are scaled by them here, as the trainer scaled
+ * its own, so a user feeds what the data file holds. */
+static gboolean
+standardize (const char *dir, Feed *feeds, guint n_feeds, gsize rows, GError **error)
+{
+  g_autoptr (GHashTable) meta = ks_checkpoint_metadata (dir, error);
+  if (meta == NULL)
+    return FALSE;
+  const char *mean_text = g_hash_table_lookup (meta, "data.mean");
+  const char *std_text = g_hash_table_lookup (meta, "data.std");
+  if (mean_text == NULL || std_text == NULL)
+    return TRUE;
+  g_auto (GStrv) mean = g_strsplit (mean_text, ",", -1), std = g_strsplit (std_text, ",", -1);
+  Feed *x = NULL;
+  for (guint i = 0; i < n_feeds; i++)
+    if (strcmp (feeds[i].name, "x") == 0 && feeds[i].dtype == KS_DTYPE_FLOAT32)
+      x = &feeds[i];
+  if (x == NULL || g_strv_length (mean) != x->per_row || g_strv_length (std) != x->per_row)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: its data.mean and data.std do not fit its input 'x' of %" G_GSIZE_FORMAT
+                   " values: export it again", dir, x != NULL ? x->per_row : 0);
+      return FALSE;
+    }
+  g_autofree float *m = g_new (float, x->per_row), *s = g_new (float, x->per_row);
+  for (gsize j = 0; j < x->per_row; j++)
+    {
+      char *end_m, *end_s;
+      m[j] = g_ascii_strtod (mean[j], &end_m);
+      s[j] = g_ascii_strtod (std[j], &end_s);
+      if (*end_m != '\0' || *end_s != '\0' || !isfinite (m[j]) || !(s[j] > 0 && isfinite (s[j])))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "%s: data.mean or data.std holds '%s' / '%s' at feature %" G_GSIZE_FORMAT
+                       ": not a finite number (and a positive deviation)", dir, mean[j], std[j], j);
+          return FALSE;
+        }
+    }
+  float *v = (float *) x->values->data;
+  for (gsize r = 0; r < rows; r++)
+    for (gsize j = 0; j < x->per_row; j++)
+      v[r * x->per_row + j] = (v[r * x->per_row + j] - m[j]) / s[j];
+  g_message ("rows standardised by the training rows' moments (the export's data.mean and "
+             "data.std)");
+  return TRUE;
+}
+
 static int
 infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name, gsize chunk,
        gboolean argmax)
@@ -195,7 +243,8 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name, gsize
       feeds[i].values = g_array_new (FALSE, FALSE, dtype == KS_DTYPE_INT64 ? sizeof (gint64)
                                                                           : sizeof (float));
     }
-  if (!read_rows (in, in_name, feeds, n_feeds, &rows, &error))
+  if (!read_rows (in, in_name, feeds, n_feeds, &rows, &error)
+      || !standardize (dir, feeds, n_feeds, rows, &error))
     {
       ks_cli_error ("%s", error->message);
       feeds_clear (feeds, n_feeds);
