@@ -15,7 +15,8 @@ bench_bench_sgemm_LDADD = libksdist.la $(GLIB_LIBS) $(OPENBLAS_LIBS)
 CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv bench/bench-ddp
 EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/bench-conv-torch.py \
 	bench/torch_step_timing.py bench/run-vs-torch.sh bench/bench-overlap.sh \
-	bench/bench-cnn-config.sh bench/bench-cnn-idx-torch.py bench/bench-data.sh
+	bench/bench-cnn-config.sh bench/bench-cnn-idx-torch.py bench/bench-data.sh \
+	bench/cnn-idx-accuracy-torch.py
 
 bench: bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv
 	KS_PLUGIN_PATH=$(abs_top_builddir)/plugins/openblas/.libs KS_PLUGIN_SYSTEM_PATH= \
