@@ -214,6 +214,10 @@ TESTS += tests/test-examples.sh
 dist_check_SCRIPTS += tests/test-plan.sh
 TESTS += tests/test-plan.sh
 
+# Limits and bad values: exit statuses, environment typos, long values, BLAS threads.
+dist_check_SCRIPTS += tests/test-limits.sh
+TESTS += tests/test-limits.sh
+
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh
 TESTS += tests/test-core-deps.sh

@@ -17,6 +17,13 @@ ks_cli_error (const char *format, ...)
   fprintf (stderr, "ksdist: %s\n", message);
 }
 
+int
+ks_cli_fail (const GError *error)
+{
+  ks_cli_error ("%s", error->message);
+  return ks_trainer_exit_status (error);
+}
+
 gboolean
 ks_cli_parse (const char *name, const char *parameters, const char *summary,
               GOptionEntry *entries, int *argc, char ***argv)

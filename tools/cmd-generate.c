@@ -157,10 +157,7 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
   g_autoptr (KsModel) model = compute != NULL ? load_gpt (compute, path, &info, &logits, &error)
                                               : NULL;
   if (model == NULL)
-    {
-      ks_cli_error ("%s", error->message);
-      return KS_EXIT_RUNTIME;
-    }
+    return ks_cli_fail (error);
   g_autofree gint64 *window = g_new0 (gint64, T);
   g_autofree gint64 *positions = g_new (gint64, T);
   g_autofree float *out = g_new (float, T * V);
