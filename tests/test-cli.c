@@ -731,6 +731,42 @@ test_plugins_of_the_build (Fixture *f, gconstpointer data)
                      "once installed, plugins/*/.libs of a build) or [plugins] path");
 }
 
+/* A KS_<GROUP>_<KEY> variable with a known group and an unknown key is the typo it is in
+ * a file or --set (KS_TRAIN_STPES trained 3000 steps); the project's own KS_* variables
+ * that are not settings (KS_STORE_TOKEN under the [store] plugin's prefix) are not. */
+static void
+test_environment_typos (Fixture *f, gconstpointer data)
+{
+  static const char *const plugins[] = { "openblas", "optim", "store", NULL };
+
+  run (f, ARGS ("train", "--set", "train.steps=1"), ARGS ("KS_TRAIN_STPES=10"));
+  assert_error_line (f, 2, "environment variable KS_TRAIN_STPES: unknown key 'stpes' in "
+                           "[train]; did you mean KS_TRAIN_STEPS? (known: optimizer, steps, "
+                           "batch, log_every, eval_every, seed, checkpoint_dir, "
+                           "checkpoint_every, keep, export_dir, resume); rename or unset it");
+  g_assert_cmpstr (f->out, ==, "");
+  run (f, ARGS ("config"), ARGS ("KS_OPENBLAS_THREDS=2")); /* a plugin's group */
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_nonnull (strstr (f->err, "did you mean KS_OPENBLAS_THREADS?"));
+  run (f, ARGS ("config"), ARGS ("KS_TABLE_EMB_DIMM=3")); /* a templated group's */
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_nonnull (strstr (f->err, "write KS_TABLE_<NAME>_<KEY> with KEY one of embedx_dim"));
+
+  /* settings, names of no group, and the reserved names pass */
+  g_clear_pointer (&f->err, g_free);
+  g_clear_pointer (&f->out, g_free);
+  f->status = ks_test_run_ksdist (ARGS ("config"),
+                                  ARGS ("KS_TRAIN_STEPS=7", "KS_TABLE_EMB_EMBEDX_DIM=3",
+                                        "KS_STORE_TOKEN=secret", "KS_STORE_ADDRESS=/tmp/x",
+                                        "KS_STORE=file", "KS_JOB=j", "KS_NOT_A_GROUP_X=1",
+                                        "KS_STORE_POLL_MAX_MS=30"),
+                                  plugins, &f->out, &f->err);
+  g_assert_cmpstr (f->err, ==, "");
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "steps = 7                        # env KS_TRAIN_STEPS\n"));
+  g_assert_nonnull (strstr (f->out, "# env KS_STORE_POLL_MAX_MS\n"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -743,6 +779,7 @@ main (int argc, char **argv)
   ADD ("plugins-of-the-build", test_plugins_of_the_build);
   ADD ("config-sources", test_config_sources);
   ADD ("config-errors", test_config_errors);
+  ADD ("environment-typos", test_environment_typos);
   ADD ("warning-and-log-level", test_warning_and_log_level);
   ADD ("train", test_train);
   ADD ("train-resume", test_train_resume);
