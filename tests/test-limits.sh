@@ -1,6 +1,7 @@
 #!/bin/sh
 # Limits and bad values (issue 38): a configuration error exits 2 from every command that
-# reads a configuration; what the loaded OpenBLAS cannot run is refused, never a hang.
+# reads a configuration; what the loaded OpenBLAS cannot run is refused, never a hang;
+# over-long values are cut in messages.
 # TAP output. Needs KSDIST and KS_SRCDIR (tests/local.mk).
 set -u
 unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH # this build's ksdist finds its own plugins
@@ -52,6 +53,34 @@ else
   ok "threads under ulimit -v # SKIP this build does not start under ulimit -v (ASan?)"
   ok "default threads under ulimit -v # SKIP as above"
 fi
+
+# 3. A value, key or group of 1 MB (a file) or 100 KB (the most one argument or variable
+# can hold) is cut in the message: one line under 1 KB, where it was echoed whole.
+# short NAME COMMAND...: exits 2 with one short stderr line that says how long it was
+short () {
+  name=$1; shift
+  "$@" >/dev/null 2>err; status=$?
+  bytes=$(wc -c <err); lines=$(wc -l <err)
+  if [ "$status" -eq 2 ] && [ "$bytes" -lt 1024 ] && [ "$lines" -eq 1 ] \
+     && grep -q "\.\.\. ([0-9]* bytes)" err; then ok "$name"; else
+    echo "# status $status, $bytes bytes, $lines lines"; not_ok "$name"; fi
+}
+mb=$(head -c 1048576 /dev/zero | tr '\0' x)
+kb=$(printf %s "$mb" | head -c 100000)
+printf '[train]\noptimizer = %s\n' "$mb" >value.ini
+printf '[comm]\n%s = 1\n' "$mb" >key.ini
+printf '[%s]\nsteps = 1\n' "$mb" >group.ini
+printf '[%s]\na = 1\na = 2\n' "$mb" >duplicate.ini
+printf '[model]\nhidden = 64, %s\n' "$mb" >item.ini
+for f in value key group duplicate item; do
+  short "a 1 MB $f in a file" "$KSDIST" train $f.ini
+done
+short "a 100 KB value in KS_TRAIN_OPTIMIZER" env KS_TRAIN_OPTIMIZER="$kb" "$KSDIST" train
+short "a 100 KB name KS_TRAIN_..." env KS_TRAIN_"$kb"=1 "$KSDIST" train
+short "a 100 KB key in --set" "$KSDIST" train --set comm."$kb"=1
+short "a 100 KB group in --set" "$KSDIST" config --set "$kb".key=1
+short "a 100 KB list item in --set" "$KSDIST" train --set model.hidden="64, $kb"
+short "a 100 KB path in --set" "$KSDIST" train --set train.export_dir=/etc/passwd/"$kb"
 
 echo "1..$n"
 exit $failed

@@ -217,9 +217,10 @@ scan_lines (KsConfig *config, const char *path, const char *text, GHashTable *li
       if (previous != NULL)
         {
           g_autofree char *shown = ks_printable (g_strstrip (row), MESSAGE_TEXT);
+          g_autofree char *shown_group = ks_printable (group, MESSAGE_TEXT);
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_DUPLICATE,
                        "%s:%d: [%s] %s is set again (first set on line %d): keep one", path,
-                       line, group, shown, GPOINTER_TO_INT (previous));
+                       line, shown_group, shown, GPOINTER_TO_INT (previous));
           return FALSE;
         }
       g_hash_table_insert (lines, g_steal_pointer (&name), GINT_TO_POINTER (line));
@@ -275,10 +276,12 @@ read_file (KsConfig *config, const char *path, GError **error)
           if (local != NULL)
             {
               g_autofree char *shown = ks_printable (local->message, MESSAGE_TEXT);
+              g_autofree char *shown_group = ks_printable (groups[g], MESSAGE_TEXT);
+              g_autofree char *shown_key = ks_printable (keys[k], MESSAGE_TEXT);
               g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX,
                            "%s:%d: [%s] %s: %s", path,
-                           GPOINTER_TO_INT (g_hash_table_lookup (lines, name)), groups[g],
-                           keys[k], shown);
+                           GPOINTER_TO_INT (g_hash_table_lookup (lines, name)), shown_group,
+                           shown_key, shown);
               g_free (name);
               g_free (v->value);
               g_free (v);
@@ -616,9 +619,10 @@ check_known (KsConfig *config, const char *group, const char *key, const char *w
 {
   if (strchr (group, '*') != NULL)
     {
+      g_autofree char *shown = ks_printable (group, MESSAGE_TEXT);
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_UNKNOWN_GROUP,
                    "%s: [%s] is the template of a group per name: write [%.*sNAME]", where,
-                   group, (int) (strchr (group, '*') - group), group);
+                   shown, (int) MIN (strchr (group, '*') - group, MESSAGE_TEXT), group);
       return FALSE;
     }
   if (!g_hash_table_contains (config->schema, group))
@@ -778,7 +782,8 @@ ks_config_validate (KsConfig *config, GError **error)
     {
       const char *name = g_ptr_array_index (config->cmdline_keys, i);
       g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
-      g_autofree char *where = g_strdup_printf ("--set %s", name);
+      g_autofree char *shown = ks_printable (name, MESSAGE_TEXT);
+      g_autofree char *where = g_strdup_printf ("--set %s", shown);
       if (!check_known (config, group, strrchr (name, '.') + 1, where, error))
         return FALSE;
     }
