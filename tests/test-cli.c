@@ -767,6 +767,50 @@ test_environment_typos (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (f->out, "# env KS_STORE_POLL_MAX_MS\n"));
 }
 
+/* generate reads a GPT's shape and vocabulary from the checkpoint's metadata: a file
+ * edited and sealed again is held to the ranges of the same settings in a config, and a
+ * vocabulary that is not hex is refused (it shifted -1 into a byte). */
+static void
+test_generate_checks_metadata (Fixture *f, gconstpointer data)
+{
+  static const struct { const char *from, *to, *message; } cases[] = {
+    { "\"vocab_hex\":\"", "\"vocab_hex\":\"zz",
+      "@/ckpt/checkpoint-2: metadata 'vocab_hex' has byte 0x7a at offset 0, not a hex digit: "
+      "it was not saved by `ksdist train`" },
+    { "\"model.context\":\"8\"", "\"model.context\":\"1\"",
+      "@/ckpt/checkpoint-2: metadata 'model.context' is '1', not an integer in [2, 4096] as "
+      "[model] context takes: it was not saved by `ksdist train` for a gpt" },
+    { "\"model.layers\":\"1\"", "\"model.layers\":\"100000000\"",
+      "@/ckpt/checkpoint-2: metadata 'model.layers' is '100000000', not an integer in [1, 256] "
+      "as [model] layers takes: it was not saved by `ksdist train` for a gpt" },
+  };
+  g_autoptr (GString) text = g_string_new (NULL);
+  for (int i = 0; i < 10; i++)
+    g_string_append (text, "the quick brown fox jumps over the lazy dog. ");
+  g_autofree char *path = ks_test_write (f->dir, "fox.txt", text->str);
+  g_autofree char *set_path = g_strdup_printf ("data.path=%s", path);
+  g_autofree char *ckpt = g_build_filename (f->dir, "ckpt", NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_autofree char *file = g_build_filename (ckpt, "checkpoint-2", "model.safetensors", NULL);
+  g_autofree char *good = NULL;
+  gsize len;
+
+  run (f, ARGS ("train", "--set", "model.type=gpt", "--set", "data.task=text", "--set", set_path,
+                "--set", "model.context=8", "--set", "model.layers=1", "--set", "model.width=8",
+                "--set", "model.heads=2", "--set", "train.batch=2", "--set", "train.steps=2",
+                "--set", "train.checkpoint_every=2", "--set", set_ckpt),
+       NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_file_get_contents (file, &good, &len, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_assert_true (g_file_set_contents (file, good, len, NULL));
+      ks_test_edit_header (file, cases[i].from, cases[i].to, TRUE, 0);
+      run (f, ARGS ("generate", ckpt, "--prompt", "the", "-n", "2"), NULL);
+      assert_error_line (f, 2, cases[i].message);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -787,6 +831,7 @@ main (int argc, char **argv)
   ADD ("train-gpt", test_train_gpt);
   ADD ("train-addition", test_train_addition);
   ADD ("generate-needs-gpt", test_generate_needs_gpt);
+  ADD ("generate-checks-metadata", test_generate_checks_metadata);
   ADD ("infer", test_infer);
   ADD ("train-errors", test_train_errors);
   return g_test_run ();

@@ -116,7 +116,10 @@ ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error)
       g_message ("no checkpoint in %s yet: starting from step 1", dir);
       return TRUE;
     }
-  g_autofree char *name = g_strdup_printf ("%s/checkpoint-%" G_GINT64_FORMAT, dir, status.step);
+  /* the directory loaded; the algorithm's is named by its step, which its load checked */
+  g_autofree char *name = latest != NULL ? g_strdup (latest)
+                                         : g_strdup_printf ("%s/checkpoint-%" G_GINT64_FORMAT,
+                                                            dir, status.step);
   compare_config (t, meta, name);
   const char *epoch = g_hash_table_lookup (meta, "epoch");
   if (epoch != NULL && strcmp (epoch, "-1") != 0)
