@@ -38,6 +38,14 @@ status=$?; check "generate: [openblas] threads = 4096 exits 2" 2 "\[openblas\] t
 timeout 120 "$KSDIST" infer export $big </dev/null >/dev/null 2>err
 status=$?; check "infer: [openblas] threads = 4096 exits 2" 2 "\[openblas\] threads = 4096: "
 
+# The cosine shorter than its warmup, both set explicitly: exit 2 from each (train said 1).
+cosine="--set optim.schedule=cosine --set optim.total_steps=50 --set optim.warmup=100"
+for cmd in config train "launch -n 2"; do
+  timeout 120 "$KSDIST" $cmd "$ex/default.ini" $cosine >/dev/null 2>err
+  status=$?; check "$cmd: a cosine shorter than its warmup exits 2" 2 \
+    "\[optim\] schedule = cosine needs total_steps (50) greater than warmup (100); set "
+done
+
 # 4. Under an address-space limit OpenBLAS's threads do not all fit (each reserves a
 # 128 MB buffer): the first sgemm hung; now refused, naming the limit.
 if (ulimit -v 4194304 && "$KSDIST" --version) >/dev/null 2>&1; then
