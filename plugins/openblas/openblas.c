@@ -91,7 +91,7 @@ address_space_threads (guint64 *limit_mb)
  * can run are refused as a configuration error; the default (0) is capped, with a
  * warning, since no one chose it. */
 static gboolean
-fit_threads (int n_threads, int *threads, GError **error)
+fit_threads (int n_threads, gboolean setting, int *threads, GError **error)
 {
   guint64 limit_mb = 0;
   int build = build_max_threads (), space = address_space_threads (&limit_mb);
@@ -108,11 +108,17 @@ fit_threads (int n_threads, int *threads, GError **error)
                                "%" G_GUINT64_FORMAT " MB buffer and a stack, and OpenBLAS "
                                "would hang in its first sgemm",
                                limit_mb, most, BLAS_BUFFER_BYTES >> 20);
-  if (n_threads > 0)
+  if (n_threads > 0 && setting)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[openblas] threads = %d: %s; set [openblas] threads to %d or fewer%s",
                    n_threads, why, most, most == build ? "" : ", or raise ulimit -v");
+      return FALSE;
+    }
+  if (n_threads > 0) /* ks_compute_set_threads */
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "openblas: %d threads: %s; ask for %d or fewer", n_threads, why, most);
       return FALSE;
     }
   g_warning ("openblas: %d threads by default, but %s: running %d", *threads, why, most);
@@ -121,7 +127,7 @@ fit_threads (int n_threads, int *threads, GError **error)
 }
 
 static gboolean
-apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
+apply_threads (OpenblasCtx *ctx, int n_threads, gboolean setting, GError **error)
 {
   int threads;
 
@@ -132,7 +138,7 @@ apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
       return FALSE;
     }
   threads = n_threads > 0 ? n_threads : default_threads ();
-  if (!fit_threads (n_threads, &threads, error))
+  if (!fit_threads (n_threads, setting, &threads, error))
     return FALSE;
   ctx->threads = threads;
   openblas_set_num_threads (ctx->threads);
@@ -152,7 +158,7 @@ static void *
 openblas_create (const KsSettings *settings, GError **error)
 {
   OpenblasCtx *ctx = g_new0 (OpenblasCtx, 1);
-  if (!apply_threads (ctx, (int) ks_settings_get_int (settings, "threads"), error))
+  if (!apply_threads (ctx, (int) ks_settings_get_int (settings, "threads"), TRUE, error))
     {
       g_free (ctx);
       return NULL;
@@ -225,7 +231,7 @@ openblas_synchronize (void *ctx, GError **error)
 static gboolean
 openblas_set_threads (void *ctx, int n_threads, GError **error)
 {
-  return apply_threads (ctx, n_threads, error);
+  return apply_threads (ctx, n_threads, FALSE, error);
 }
 
 static enum CBLAS_TRANSPOSE
