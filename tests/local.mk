@@ -214,10 +214,6 @@ TESTS += tests/test-examples.sh
 dist_check_SCRIPTS += tests/test-plan.sh
 TESTS += tests/test-plan.sh
 
-# Limits and bad values: exit statuses, environment typos, long values, BLAS threads.
-dist_check_SCRIPTS += tests/test-limits.sh
-TESTS += tests/test-limits.sh
-
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh
 TESTS += tests/test-core-deps.sh
@@ -232,6 +228,10 @@ tests/test-own-model.log: examples/own-model$(EXEEXT)
 dist_check_SCRIPTS += tests/test-export-torch.sh
 EXTRA_DIST += tests/torch-load.py tests/lsan.supp
 TESTS += tests/test-export-torch.sh
+
+# Limits and bad values: exit statuses, environment typos, long values, BLAS threads.
+dist_check_SCRIPTS += tests/test-limits.sh
+TESTS += tests/test-limits.sh
 
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
