@@ -38,6 +38,11 @@ status=$?; check "generate: [openblas] threads = 4096 exits 2" 2 "\[openblas\] t
 timeout 120 "$KSDIST" infer export $big </dev/null >/dev/null 2>err
 status=$?; check "infer: [openblas] threads = 4096 exits 2" 2 "\[openblas\] threads = 4096: "
 
+# A configuration error found by a worker (launch runs no check before a PROGRAM) is the
+# job's: launch exits 2, as the worker did (it said 1).
+timeout 120 "$KSDIST" launch -n 2 -- "$KSDIST" config --set train.stpes=1 >/dev/null 2>err
+status=$?; check "launch: a worker's configuration error exits 2" 2 "exited with status 2"
+
 # The cosine shorter than its warmup, both set explicitly: exit 2 from each (train said 1).
 cosine="--set optim.schedule=cosine --set optim.total_steps=50 --set optim.warmup=100"
 for cmd in config train "launch -n 2"; do
