@@ -13,6 +13,9 @@ G_BEGIN_DECLS
 
 /* config-schema.c */
 const KsKeyDesc *ks_core_schema (gsize *n_keys);
+/* The core setting group.key (which must exist): its range checks a value read
+ * elsewhere, such as a checkpoint's, as the config checks the setting. */
+const KsKeyDesc *ks_core_key (const char *group, const char *key);
 gboolean ks_is_first_party_plugin (const char *name);
 
 /* optimizer.c: the optimizer's state arenas and step, for checkpoints */

@@ -249,6 +249,10 @@ dist_check_SCRIPTS += tests/test-export-torch.sh
 EXTRA_DIST += tests/torch-load.py tests/lsan.supp
 TESTS += tests/test-export-torch.sh
 
+# Limits and bad values: exit statuses, environment typos, long values, BLAS threads.
+dist_check_SCRIPTS += tests/test-limits.sh
+TESTS += tests/test-limits.sh
+
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c

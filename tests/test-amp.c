@@ -521,6 +521,98 @@ test_checkpoint (Fixture *f, gconstpointer data)
   ks_test_rmtree (dir);
 }
 
+/* The "\"key\":\"value\"" pair of `key` in the safetensors header of `file`. */
+static char *
+header_pair (const char *file, const char *key)
+{
+  g_autofree char *bytes = NULL;
+  g_autofree char *from = g_strdup_printf ("\"%s\":\"", key);
+  gsize len;
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  const char *at = strstr (bytes + 8, from); /* the header: its length in bytes 0-7 */
+  g_assert_nonnull (at);
+  return g_strndup (at, strchr (at + strlen (from), '"') + 1 - at);
+}
+
+/* A checkpoint's loss scale and step, edited and sealed again as a forger who knows the
+ * format would, meet the checks the same settings meet in a config (loss_scale = 1e-45
+ * turned the weights into NaN, good_steps = INT64_MAX overflowed, a deleted loss_scale
+ * restarted at the initial scale, step 5 in checkpoint-5's place was "checkpoint-60"). */
+static void
+test_checkpoint_ranges (Fixture *f, gconstpointer data)
+{
+  static const struct {
+    const char *key, *to, *message; /* to NULL: the key renamed away */
+  } cases[] = {
+    { "loss_scale", "\"loss_scale\":\"1e-45\"",
+      "metadata 'loss_scale' is '1e-45', not a number in [1e-30, 3.40282e+38] (the range of "
+      "[amp] initial_scale)" },
+    { "loss_scale", "\"loss_scale\":\"inf\"", "metadata 'loss_scale' is 'inf'" },
+    { "loss_scale_good_steps", "\"loss_scale_good_steps\":\"9223372036854775807\"",
+      "metadata 'loss_scale_good_steps' is '9223372036854775807', not an integer in [0, "
+      "999999999999]" },
+    { "loss_scale_skipped", "\"loss_scale_skipped\":\"9223372036854775807\"",
+      "metadata 'loss_scale_skipped' is '9223372036854775807', not an integer in [0, "
+      "9007199254740992]" },
+    { "loss_scale", NULL,
+      "has no metadata 'loss_scale', though its run trained with [amp] dtype = fp16, which "
+      "saves it: the file was edited; resume from another checkpoint" },
+    { "step", "\"step\":\"60\"",
+      "metadata 'step' is 60, but the directory is checkpoint-5: the file was edited or "
+      "moved; resume from another checkpoint" },
+  };
+  KsAmpSettings amp = amp_settings (KS_DTYPE_FLOAT16, 0x1p30);
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ck = g_build_filename (dir, "checkpoint-5", NULL);
+  g_autofree char *file = g_build_filename (ck, "model.safetensors", NULL);
+  g_autoptr (GHashTable) meta = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *good = NULL;
+  gsize len;
+  Net net;
+
+  /* the trainer's checkpoints say their settings; the fp16 one is what counts here */
+  g_hash_table_insert (meta, "config", "amp.dtype = fp16\namp.initial_scale = 1073741824\n");
+  net_build (&net, f, &amp);
+  for (int s = 1; s <= 5; s++)
+    g_assert_true (ks_optimizer_step (net.opt, net.feeds, 2, &error));
+  g_assert_true (ks_checkpoint_save (dir, 5, net.model, net.opt, meta, 0, &error));
+  g_assert_no_error (error);
+  net_free (&net);
+  g_assert_true (g_file_get_contents (file, &good, &len, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *from = header_pair (file, cases[i].key);
+      g_autofree char *renamed = g_strdup_printf ("\"%sX\"%s", cases[i].key,
+                                                  from + strlen (cases[i].key) + 2);
+      gint64 step = -1;
+      KsLossScale before, after;
+      ks_test_edit_header (file, from, cases[i].to != NULL ? cases[i].to : renamed, TRUE, 0);
+      net_build (&net, f, &amp);
+      g_assert_true (ks_model_loss_scale (net.model, &before));
+      g_assert_false (ks_checkpoint_load (ck, net.model, net.opt, &step, NULL, &error));
+      g_test_message ("%s", error->message);
+      g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT);
+      g_autofree char *want = g_strdup_printf ("%s: %s", file, cases[i].message);
+      g_assert_true (g_str_has_prefix (error->message, want));
+      g_clear_error (&error);
+      /* refused before anything changed */
+      g_assert_true (ks_model_loss_scale (net.model, &after));
+      g_assert_cmpfloat (after.scale, ==, before.scale);
+      g_assert_cmpint (step, ==, -1);
+      net_free (&net);
+      g_assert_true (g_file_set_contents (file, good, len, NULL));
+    }
+  /* the untouched checkpoint loads, scale and step included */
+  net_build (&net, f, &amp);
+  gint64 step = -1;
+  g_assert_true (ks_checkpoint_load (ck, net.model, net.opt, &step, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (step, ==, 5);
+  net_free (&net);
+  ks_test_rmtree (dir);
+}
+
 /* A step crosses between host and device only for its feeds (and, with float16, the one
  * overflow flag); the loss stays on the device until read */
 static void
@@ -614,6 +706,7 @@ main (int argc, char **argv)
   g_test_add ("/amp/precisions-agree", Fixture, "optim.lr=0.02", setup, test_precisions_agree,
               teardown);
   ADD ("checkpoint", test_checkpoint);
+  ADD ("checkpoint-ranges", test_checkpoint_ranges);
   ADD ("transfers", test_transfers);
   ADD ("refusals", test_refusals);
   return g_test_run ();

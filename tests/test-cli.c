@@ -387,6 +387,8 @@ assert_resume_bitwise (Fixture *f, const char *const *extra)
           g_ptr_array_add (args, NULL);
           run (f, (const char *const *) args->pdata, NULL);
           g_assert_cmpint (f->status, ==, 0);
+          /* the same settings but the steps: nothing the steps after 30 read differs */
+          g_assert_null (strstr (f->err, "will differ"));
         }
       g_autofree char *file = g_build_filename (dir, "checkpoint-60", "model.safetensors", NULL);
       files[r] = ks_test_checkpoint_bytes (file);
@@ -415,8 +417,19 @@ test_train_resume (Fixture *f, gconstpointer data)
        NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_assert_nonnull (strstr (f->err, want));
-  /* [optim] total_steps follows [train] steps: a longer run changes the schedule */
-  g_assert_nonnull (strstr (f->err, "resuming with optim.total_steps = 61, but "));
+  /* [optim] total_steps follows [train] steps, but the constant schedule does not read it
+   * (it was warned about, falsely) */
+  g_assert_null (strstr (f->err, "optim.total_steps"));
+  /* the cosine does: a longer run changes the rate of every step */
+  g_autofree char *cosine = g_build_filename (f->dir, "cosine", NULL);
+  g_autofree char *set_cosine = g_strdup_printf ("train.checkpoint_dir=%s", cosine);
+  for (int part = 0; part < 2; part++)
+    run (f, ARGS ("train", "--set", "data.samples=300", "--set", "optim.schedule=cosine",
+                  "--set", part == 0 ? "train.steps=20" : "train.steps=30", "--set",
+                  "train.resume=true", "--set", set_cosine),
+         NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->err, "resuming with optim.total_steps = 30, but "));
 
   /* the newest checkpoint damaged: the error says how to take an older one */
   g_autofree char *newest = g_build_filename (dir, "checkpoint-61", "optimizer.safetensors", NULL);
@@ -457,6 +470,17 @@ test_train_amp (Fixture *f, gconstpointer data)
   g_assert_true (g_file_get_contents (file, &header, &len, NULL));
   g_assert_true (len > 8); /* past the header's length, its JSON */
   g_assert_nonnull (g_strstr_len (header + 8, MIN (len - 8, 4096), "\"loss_scale\""));
+  /* resumed with another initial scale: the saved scale is restored, the initial one
+   * unread, so no warning (there was one) */
+  g_autofree char *resumed = g_build_filename (f->dir, "resumed", NULL);
+  g_autofree char *set_resumed = g_strdup_printf ("train.checkpoint_dir=%s", resumed);
+  run (f, ARGS ("train", "--set", "data.samples=300", "--set", "train.batch=64", "--set",
+                "model.dropout=0.2", "--set", "train.steps=61", "--set", "train.resume=true",
+                "--set", set_resumed, "--set", "amp.dtype=fp16", "--set",
+                "amp.initial_scale=1024", "--set", "amp.growth_interval=7"),
+       NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_null (strstr (f->err, "will differ"));
 
   run (f, ARGS ("train", "--set", "meta.algorithm=reptile", "--set", "amp.dtype=bf16"), NULL);
   assert_error_line (f, 2, "[amp] dtype = bf16: meta-learning does not support mixed precision "
@@ -732,6 +756,86 @@ test_plugins_of_the_build (Fixture *f, gconstpointer data)
                      "once installed, plugins/*/.libs of a build) or [plugins] path");
 }
 
+/* A KS_<GROUP>_<KEY> variable with a known group and an unknown key is the typo it is in
+ * a file or --set (KS_TRAIN_STPES trained 3000 steps); the project's own KS_* variables
+ * that are not settings (KS_STORE_TOKEN under the [store] plugin's prefix) are not. */
+static void
+test_environment_typos (Fixture *f, gconstpointer data)
+{
+  static const char *const plugins[] = { "openblas", "optim", "store", NULL };
+
+  run (f, ARGS ("train", "--set", "train.steps=1"), ARGS ("KS_TRAIN_STPES=10"));
+  assert_error_line (f, 2, "environment variable KS_TRAIN_STPES: unknown key 'stpes' in "
+                           "[train]; did you mean KS_TRAIN_STEPS? (known: optimizer, steps, "
+                           "batch, log_every, eval_every, seed, checkpoint_dir, "
+                           "checkpoint_every, keep, export_dir, resume); rename or unset it");
+  g_assert_cmpstr (f->out, ==, "");
+  run (f, ARGS ("config"), ARGS ("KS_OPENBLAS_THREDS=2")); /* a plugin's group */
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_nonnull (strstr (f->err, "did you mean KS_OPENBLAS_THREADS?"));
+  run (f, ARGS ("config"), ARGS ("KS_TABLE_EMB_DIMM=3")); /* a templated group's */
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_nonnull (strstr (f->err, "write KS_TABLE_<NAME>_<KEY> with KEY one of embedx_dim"));
+
+  /* settings, names of no group, and the reserved names pass */
+  g_clear_pointer (&f->err, g_free);
+  g_clear_pointer (&f->out, g_free);
+  f->status = ks_test_run_ksdist (ARGS ("config"),
+                                  ARGS ("KS_TRAIN_STEPS=7", "KS_TABLE_EMB_EMBEDX_DIM=3",
+                                        "KS_STORE_TOKEN=secret", "KS_STORE_ADDRESS=/tmp/x",
+                                        "KS_STORE=file", "KS_JOB=j", "KS_NOT_A_GROUP_X=1",
+                                        "KS_STORE_POLL_MAX_MS=30"),
+                                  plugins, &f->out, &f->err);
+  g_assert_cmpstr (f->err, ==, "");
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "steps = 7                        # env KS_TRAIN_STEPS\n"));
+  g_assert_nonnull (strstr (f->out, "# env KS_STORE_POLL_MAX_MS\n"));
+}
+
+/* generate reads a GPT's shape and vocabulary from the checkpoint's metadata: a file
+ * edited and sealed again is held to the ranges of the same settings in a config, and a
+ * vocabulary that is not hex is refused (it shifted -1 into a byte). */
+static void
+test_generate_checks_metadata (Fixture *f, gconstpointer data)
+{
+  static const struct { const char *from, *to, *message; } cases[] = {
+    { "\"vocab_hex\":\"", "\"vocab_hex\":\"zz",
+      "@/ckpt/checkpoint-2: metadata 'vocab_hex' has byte 0x7a at offset 0, not a hex digit: "
+      "it was not saved by `ksdist train`" },
+    { "\"model.context\":\"8\"", "\"model.context\":\"1\"",
+      "@/ckpt/checkpoint-2: metadata 'model.context' is '1', not an integer in [2, 4096] as "
+      "[model] context takes: it was not saved by `ksdist train` for a gpt" },
+    { "\"model.layers\":\"1\"", "\"model.layers\":\"100000000\"",
+      "@/ckpt/checkpoint-2: metadata 'model.layers' is '100000000', not an integer in [1, 256] "
+      "as [model] layers takes: it was not saved by `ksdist train` for a gpt" },
+  };
+  g_autoptr (GString) text = g_string_new (NULL);
+  for (int i = 0; i < 10; i++)
+    g_string_append (text, "the quick brown fox jumps over the lazy dog. ");
+  g_autofree char *path = ks_test_write (f->dir, "fox.txt", text->str);
+  g_autofree char *set_path = g_strdup_printf ("data.path=%s", path);
+  g_autofree char *ckpt = g_build_filename (f->dir, "ckpt", NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_autofree char *file = g_build_filename (ckpt, "checkpoint-2", "model.safetensors", NULL);
+  g_autofree char *good = NULL;
+  gsize len;
+
+  run (f, ARGS ("train", "--set", "model.type=gpt", "--set", "data.task=text", "--set", set_path,
+                "--set", "model.context=8", "--set", "model.layers=1", "--set", "model.width=8",
+                "--set", "model.heads=2", "--set", "train.batch=2", "--set", "train.steps=2",
+                "--set", "train.checkpoint_every=2", "--set", set_ckpt),
+       NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_true (g_file_get_contents (file, &good, &len, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_assert_true (g_file_set_contents (file, good, len, NULL));
+      ks_test_edit_header (file, cases[i].from, cases[i].to, TRUE, 0);
+      run (f, ARGS ("generate", ckpt, "--prompt", "the", "-n", "2"), NULL);
+      assert_error_line (f, 2, cases[i].message);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -744,6 +848,7 @@ main (int argc, char **argv)
   ADD ("plugins-of-the-build", test_plugins_of_the_build);
   ADD ("config-sources", test_config_sources);
   ADD ("config-errors", test_config_errors);
+  ADD ("environment-typos", test_environment_typos);
   ADD ("warning-and-log-level", test_warning_and_log_level);
   ADD ("train", test_train);
   ADD ("train-resume", test_train_resume);
@@ -751,6 +856,7 @@ main (int argc, char **argv)
   ADD ("train-gpt", test_train_gpt);
   ADD ("train-addition", test_train_addition);
   ADD ("generate-needs-gpt", test_generate_needs_gpt);
+  ADD ("generate-checks-metadata", test_generate_checks_metadata);
   ADD ("infer", test_infer);
   ADD ("train-errors", test_train_errors);
   return g_test_run ();

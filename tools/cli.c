@@ -12,9 +12,19 @@ ks_cli_error (const char *format, ...)
   va_start (args, format);
   message = g_strdup_vprintf (format, args);
   va_end (args);
+  /* a value quoted whole (a 1 MB path) would make one unreadable line */
+  g_autofree char *whole = g_steal_pointer (&message);
+  message = ks_message_shorten (whole);
   /* One line each, so scripts and log collectors can take it whole. */
   g_strdelimit (message, "\n", ' ');
   fprintf (stderr, "ksdist: %s\n", message);
+}
+
+int
+ks_cli_fail (const GError *error)
+{
+  ks_cli_error ("%s", error->message);
+  return ks_trainer_exit_status (error);
 }
 
 gboolean

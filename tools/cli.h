@@ -35,6 +35,10 @@ extern const KsCommand ks_cmd_segment;
 /* One line on stderr, starting with "ksdist: ". */
 void ks_cli_error (const char *format, ...) G_GNUC_PRINTF (1, 2);
 
+/* Prints `error` as ks_cli_error does and returns its exit status: 2 for a configuration
+ * error (KS_CONFIG_ERROR, a plugin not found or unavailable), 1 for failed work. */
+int ks_cli_fail (const GError *error);
+
 /* Parses a subcommand's options; prints the error and returns FALSE on bad usage.
  * `--help` prints the help and exits 0. */
 gboolean ks_cli_parse (const char *name, const char *parameters, const char *summary,

@@ -15,16 +15,31 @@ typedef struct {
   gboolean export; /* an inference model, not a checkpoint */
 } GptInfo;
 
+/* The GPT setting `key` ("model.context") from the metadata of the checkpoint `path`,
+ * checked against the range the config gives the same setting. */
 static gboolean
-meta_int (GHashTable *meta, const char *key, gint64 *out, GError **error)
+meta_int (const char *path, GHashTable *meta, const char *key, gint64 *out, GError **error)
 {
+  g_autoptr (KsConfig) schema = ks_config_new ();
+  g_autoptr (GPtrArray) keys = ks_config_group_keys (schema, "model");
   const char *text = g_hash_table_lookup (meta, key);
-  if (text != NULL && g_ascii_string_to_signed (text, 10, 1, G_MAXINT32, out, NULL))
-    return TRUE;
+  g_autofree char *expected = NULL;
+
+  for (guint i = 0; keys != NULL && i < keys->len; i++)
+    {
+      const KsKeyDesc *d = g_ptr_array_index (keys, i);
+      if (strcmp (d->key, key + strlen ("model.")) != 0)
+        continue;
+      if (text != NULL && ks_config_check_value (d, text, &expected))
+        return *out = g_ascii_strtoll (text, NULL, 10), TRUE;
+      break;
+    }
+  g_autofree char *shown = text != NULL ? g_strescape (text, NULL) : NULL;
   g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
-               "the checkpoint's metadata has no valid '%s': it was not saved by `ksdist train` "
-               "for a gpt",
-               key);
+               "%s: metadata '%s' is %s%.64s%s, not %s as [model] %s takes: it was not saved "
+               "by `ksdist train` for a gpt", path, key, shown ? "'" : "missing",
+               shown ? shown : "", shown ? "'" : "", expected ? expected : "an integer",
+               key + strlen ("model."));
   return FALSE;
 }
 
@@ -45,6 +60,16 @@ read_info (const char *path, GptInfo *info, GError **error)
                    "and vocabulary in its metadata)", path);
       return FALSE;
     }
+  /* a digit that is not hex would shift -1 into a byte */
+  for (const char *c = hex; *c != '\0'; c++)
+    if (!g_ascii_isxdigit (*c))
+      {
+        g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
+                     "%s: metadata 'vocab_hex' has byte 0x%02x at offset %d, not a hex "
+                     "digit: it was not saved by `ksdist train`", path, (guchar) *c,
+                     (int) (c - hex));
+        return FALSE;
+      }
   info->export = g_hash_table_contains (meta, KS_INFERENCE_GRAPH_KEY);
   info->vocab_size = strlen (hex) / 2;
   for (gsize i = 0; i < info->vocab_size; i++)
@@ -53,10 +78,10 @@ read_info (const char *path, GptInfo *info, GError **error)
   info->shape.batch = 1;
   info->shape.seed = 1; /* the initialisers' values are replaced by the checkpoint's */
   info->shape.skip = g_strcmp0 (g_hash_table_lookup (meta, "model.skip"), "true") == 0;
-  return meta_int (meta, "model.context", &info->shape.context, error)
-         && meta_int (meta, "model.layers", &info->shape.layers, error)
-         && meta_int (meta, "model.heads", &info->shape.heads, error)
-         && meta_int (meta, "model.width", &info->shape.width, error);
+  return meta_int (path, meta, "model.context", &info->shape.context, error)
+         && meta_int (path, meta, "model.layers", &info->shape.layers, error)
+         && meta_int (path, meta, "model.heads", &info->shape.heads, error)
+         && meta_int (path, meta, "model.width", &info->shape.width, error);
 }
 
 /* The token of each prompt byte; an error names a byte the model never saw. */
@@ -157,10 +182,7 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
   g_autoptr (KsModel) model = compute != NULL ? load_gpt (compute, path, &info, &logits, &error)
                                               : NULL;
   if (model == NULL)
-    {
-      ks_cli_error ("%s", error->message);
-      return KS_EXIT_RUNTIME;
-    }
+    return ks_cli_fail (error);
   g_autofree gint64 *window = g_new0 (gint64, T);
   g_autofree gint64 *positions = g_new (gint64, T);
   g_autofree float *out = g_new (float, T * V);

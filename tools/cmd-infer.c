@@ -325,10 +325,7 @@ run_infer (int argc, char **argv)
     {
       g_autoptr (KsCompute) compute = ks_compute_new (registry, config, NULL, &error);
       if (compute == NULL)
-        {
-          ks_cli_error ("%s", error->message);
-          status = KS_EXIT_RUNTIME;
-        }
+        status = ks_cli_fail (error);
       else
         status = infer (compute, argv[1], in, in == stdin ? "(standard input)" : input, chunk,
                         argmax);

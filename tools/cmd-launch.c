@@ -614,7 +614,11 @@ run_launch (int argc, char **argv)
       ks_cli_error ("launch: %s %s; the others were stopped. Its output is above%s%s",
                     l.failed->name, l.failure, l.failed->log_path ? " and in " : "",
                     l.failed->log_path ? l.failed->log_path : " (keep it with --log-dir)");
-      status = KS_EXIT_RUNTIME;
+      /* a configuration error a worker found is still one: its status, 2, is the job's */
+      status = l.failed->exited && !g_subprocess_get_if_signaled (l.failed->process)
+                       && g_subprocess_get_exit_status (l.failed->process) == KS_EXIT_USAGE
+                   ? KS_EXIT_USAGE
+                   : KS_EXIT_RUNTIME;
     }
   else if (l.signal_received)
     status = 128 + SIGINT;

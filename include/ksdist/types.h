@@ -35,6 +35,11 @@ const char *ks_reduce_op_name (KsReduceOp op);
  * or NULL when none is near enough to be a likely typo. */
 const char *ks_suggest (const char *word, const char *const *candidates, gsize n);
 
+/* `message` with every run of more than 256 bytes without a blank cut to its first 200
+ * and "... (N bytes)": a value pasted whole into a message (a 16 MB path) stays a line
+ * a person can read. Newly allocated. */
+char *ks_message_shorten (const char *message);
+
 /* One error domain per area; messages name the file, line, key, rank or path. */
 #define KS_CONFIG_ERROR (ks_config_error_quark ())
 #define KS_PLUGIN_ERROR (ks_plugin_error_quark ())

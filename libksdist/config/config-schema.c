@@ -2,6 +2,8 @@
  * Later work appends its groups here; plugins declare theirs in their descriptors. */
 #include "ks-private.h"
 
+#include <string.h>
+
 static const KsKeyDesc core_schema[] = {
   { "plugins", "path", KS_VALUE_LIST, "", 1, 0, NULL,
     "Directories (or plugin files) searched after KS_PLUGIN_PATH and before the system "
@@ -323,6 +325,15 @@ ks_core_schema (gsize *n_keys)
 {
   *n_keys = G_N_ELEMENTS (core_schema);
   return core_schema;
+}
+
+const KsKeyDesc *
+ks_core_key (const char *group, const char *key)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (core_schema); i++)
+    if (strcmp (core_schema[i].group, group) == 0 && strcmp (core_schema[i].key, key) == 0)
+      return &core_schema[i];
+  g_return_val_if_reached (NULL);
 }
 
 gboolean

@@ -29,6 +29,34 @@ ks_printable (const char *text, gsize max)
   return g_string_free (out, FALSE);
 }
 
+char *
+ks_message_shorten (const char *message)
+{
+  enum { LONGEST = 256, KEPT = 200 };
+  GString *out = g_string_sized_new (MIN (strlen (message), 4096));
+
+  for (const char *p = message; *p != '\0';)
+    {
+      gsize run = strcspn (p, " \t\n");
+      if (run > LONGEST)
+        {
+          /* whole UTF-8 characters only */
+          const char *cut = g_utf8_find_prev_char (p, p + KEPT + 1);
+          if (cut == NULL || cut <= p)
+            cut = p + KEPT;
+          g_string_append_len (out, p, cut - p);
+          g_string_append_printf (out, "... (%" G_GSIZE_FORMAT " bytes)", run);
+        }
+      else
+        g_string_append_len (out, p, run);
+      p += run;
+      gsize blanks = strspn (p, " \t\n");
+      g_string_append_len (out, p, blanks);
+      p += blanks;
+    }
+  return g_string_free (out, FALSE);
+}
+
 static gsize
 edit_distance (const char *a, const char *b)
 {

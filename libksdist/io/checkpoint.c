@@ -173,26 +173,52 @@ meta_number (const char *file, JsonObject *meta, const char *key, gint64 min, gi
                   text ? "'" : "", min, max);
 }
 
-/* The saved loss scale, checked; *found FALSE when the checkpoint has none or the model
+/* Whether the run that saved the checkpoint trained with `line` ("amp.dtype = fp16") in
+ * its settings (the metadata "config" of checkpoints from the trainer). */
+static gboolean
+saved_with (JsonObject *meta, const char *line)
+{
+  const char *config = json_object_get_string_member_with_default (meta, "config", NULL);
+  g_auto (GStrv) lines = g_strsplit (config != NULL ? config : "", "\n", -1);
+  return g_strv_contains ((const char *const *) lines, line);
+}
+
+/* The saved loss scale, checked as the config checks the settings it comes from ([amp]
+ * initial_scale, growth_interval); *found FALSE when the checkpoint has none or the model
  * does not scale its loss (a run resumed with other [amp] settings keeps its own). */
 static gboolean
 read_loss_scale (const char *file, JsonObject *meta, KsModel *model, KsLossScale *ls,
                  gboolean *found, GError **error)
 {
   const char *text = json_object_get_string_member_with_default (meta, "loss_scale", NULL);
+  const KsKeyDesc *scale = ks_core_key ("amp", "initial_scale");
+  const KsKeyDesc *interval = ks_core_key ("amp", "growth_interval");
   char *end = NULL;
 
   *found = FALSE;
-  if (text == NULL || !ks_model_loss_scale (model, ls))
+  if (!ks_model_loss_scale (model, ls))
+    return TRUE;
+  /* an fp16 run always saves its scale: without it the run would silently start over
+   * from [amp] initial_scale */
+  if (text == NULL && saved_with (meta, "amp.dtype = fp16"))
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                    "has no metadata 'loss_scale', though its run trained with [amp] dtype = "
+                    "fp16, which saves it: the file was edited; resume from another checkpoint");
+  if (text == NULL)
     return TRUE;
   ls->scale = g_ascii_strtod (text, &end);
-  if (end == text || *end != '\0' || !(ls->scale > 0) || ls->scale > G_MAXFLOAT)
-    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
-                    "metadata 'loss_scale' is '%s', not a positive float32", text);
+  if (end == text || *end != '\0' || !(ls->scale >= scale->min) || ls->scale > G_MAXFLOAT)
+    {
+      g_autofree char *shown = ks_printable (text, 64);
+      return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                      "metadata 'loss_scale' is '%s', not a number in [%g, %g] (the range of "
+                      "[amp] initial_scale)", shown, scale->min, (double) G_MAXFLOAT);
+    }
   *found = TRUE;
-  return meta_number (file, meta, "loss_scale_good_steps", 0, G_MAXINT64, -1, &ls->good_steps,
-                      error)
-         && meta_number (file, meta, "loss_scale_skipped", 0, G_MAXINT64, -1, &ls->skipped,
+  /* the good steps count toward growth_interval and restart there */
+  return meta_number (file, meta, "loss_scale_good_steps", 0, (gint64) interval->max - 1, -1,
+                      &ls->good_steps, error)
+         && meta_number (file, meta, "loss_scale_skipped", 0, MAX_STEP, -1, &ls->skipped,
                          error);
 }
 
@@ -516,6 +542,23 @@ find_entry (const char *path, GPtrArray *parts, const Entry *e, const guint8 **a
                       (const guint8 *) from->bytes + 8 + from->header_len, at, error);
 }
 
+/* A checkpoint-N directory holds step N: another step inside would resume at the wrong
+ * place and be reported under a directory that does not exist. */
+static gboolean
+step_matches_name (const char *path, const char *file, gint64 saved_step, GError **error)
+{
+  g_autofree char *base = g_path_get_basename (path);
+  gint64 named;
+
+  if (!g_str_has_prefix (base, PREFIX)
+      || !g_ascii_string_to_signed (base + strlen (PREFIX), 10, 0, G_MAXINT64, &named, NULL)
+      || named == saved_step)
+    return TRUE;
+  return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, file,
+                  "metadata 'step' is %" G_GINT64_FORMAT ", but the directory is %s: the file "
+                  "was edited or moved; resume from another checkpoint", saved_step, base);
+}
+
 gboolean
 ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gint64 *step,
                     GHashTable **metadata, GError **error)
@@ -542,6 +585,7 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
   KsLossScale loss_scale;
   gboolean has_loss_scale;
   if ((step != NULL && !meta_number (file, meta, "step", 0, MAX_STEP, -1, &saved_step, error))
+      || (step != NULL && !step_matches_name (path, file, saved_step, error))
       || !read_loss_scale (file, meta, model, &loss_scale, &has_loss_scale, error)
       || (optimizer != NULL && (optim = open_optim_parts (path, parts, error)) == NULL))
     return FALSE;

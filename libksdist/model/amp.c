@@ -69,10 +69,14 @@ ks_model_set_loss_scale (KsModel *model, const KsLossScale *state, GError **erro
 {
   if (!model->scaling)
     return amp_invalid (error, "this model does not scale its loss ([amp] dtype is not fp16)");
+  /* the counts are incremented each step: far from overflowing */
   if (!(state->scale > 0) || !isfinite (state->scale) || state->scale > G_MAXFLOAT
-      || state->good_steps < 0 || state->skipped < 0)
-    return amp_invalid (error, "a loss scale is a positive finite float32, its counts are "
-                               "not negative");
+      || state->scale < ks_core_key ("amp", "initial_scale")->min || state->good_steps < 0
+      || state->skipped < 0 || state->good_steps > G_MAXINT64 / 2
+      || state->skipped > G_MAXINT64 / 2)
+    return amp_invalid (error, "a loss scale is a positive finite float32 no smaller than "
+                               "[amp] initial_scale's least (1e-30), its counts are not "
+                               "negative nor near overflowing");
   model->loss_scale = *state;
   return TRUE;
 }
@@ -118,7 +122,9 @@ ks_model_unscale_gradients (KsModel *model, gboolean *apply, GError **error)
       s->skipped++;
       s->good_steps = 0;
       if (model->amp.dynamic)
-        s->scale = MAX (s->scale * model->amp.backoff_factor, G_MINFLOAT);
+        /* the smallest scale [amp] initial_scale takes, so a saved scale loads back */
+        s->scale = MAX (s->scale * model->amp.backoff_factor,
+                        ks_core_key ("amp", "initial_scale")->min);
       return TRUE;
     }
   if (!ks_compute_axpby (model->compute, (float) (1 / s->scale), ks_arena_data (grads), 0,

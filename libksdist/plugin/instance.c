@@ -20,7 +20,11 @@ ks_instance_new (KsRegistry *registry, const KsConfig *config, KsKind kind, cons
   instance->ctx = ((const KsOpsHead *) impl->ops)->create (instance->settings, &local);
   if (instance->ctx == NULL)
     {
-      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+      /* a plugin refusing its settings is a configuration error (exit 2), as the
+       * same refusal by the core is */
+      gboolean config = local != NULL && local->domain == KS_CONFIG_ERROR;
+      g_set_error (error, config ? KS_CONFIG_ERROR : KS_PLUGIN_ERROR,
+                   config ? local->code : KS_PLUGIN_ERROR_FAILED,
                    "%s '%s' (plugin %s) could not be created: %s", ks_kind_name (kind),
                    impl->name, plugin->name,
                    local != NULL ? local->message : "the plugin gave no reason");

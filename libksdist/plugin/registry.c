@@ -484,8 +484,9 @@ ks_registry_select (KsRegistry *registry, KsKind kind, const char *name,
           return NULL;
         }
     }
+  g_autofree char *shown = ks_printable (name, 200); /* a name from a config: cut */
   g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND,
-               "no %s implementation named '%s'; available: %s", ks_kind_name (kind), name,
+               "no %s implementation named '%s'; available: %s", ks_kind_name (kind), shown,
                available);
   return NULL;
 }

@@ -17,8 +17,10 @@ log_line (const char *domain, GLogLevelFlags level, const char *message, gpointe
                       : severity <= G_LOG_LEVEL_WARNING ? "warning"
                       : severity <= G_LOG_LEVEL_INFO    ? "info"
                                                         : "debug";
-  if (severity <= log_threshold)
-    fprintf (stderr, "%s: %s: %s\n", log_program, label, message);
+  if (severity > log_threshold)
+    return;
+  g_autofree char *shown = ks_message_shorten (message); /* no 16 MB lines */
+  fprintf (stderr, "%s: %s: %s\n", log_program, label, shown);
 }
 
 void
@@ -75,6 +77,7 @@ ks_trainer_main (int argc, char **argv, const KsTrainTask *task, gpointer data)
     g_set_error (&error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
                  "the task %s failed without an error message", name);
   g_strdelimit (error->message, "\n", ' ');
-  g_printerr ("%s: %s\n", name, error->message);
+  g_autofree char *shown = ks_message_shorten (error->message);
+  g_printerr ("%s: %s\n", name, shown);
   return error->domain == G_OPTION_ERROR ? 2 : ks_trainer_exit_status (error);
 }

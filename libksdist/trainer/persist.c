@@ -57,10 +57,48 @@ ks_trainer_save (KsTrainer *t, const char *dir, gint64 step, guint keep, GError 
   return t->exec->save (t, dir, step, meta, keep, error);
 }
 
-/* Warns about each setting that differs from the checkpoint's: the run goes on, but it
- * will not repeat an uninterrupted one. */
+/* The value of `key` ("optim.warmup") in "group.key = value" lines, or NULL. */
+static const char *
+line_value (char **lines, const char *key)
+{
+  gsize n = strlen (key);
+  for (int j = 0; lines[j] != NULL; j++)
+    if (strncmp (lines[j], key, n) == 0 && strncmp (lines[j] + n, " = ", 3) == 0)
+      return lines[j] + n + 3;
+  return NULL;
+}
+
+/* Whether the steps after `step` do not read `key` under the settings they run with, so
+ * that a value other than the checkpoint's leaves the result as it was: the cosine's
+ * length and floor under another schedule, the step decay's under another, a warmup
+ * both runs had finished by `step` outside the cosine (whose curve starts after it), and
+ * [amp] initial_scale where the checkpoint's loss scale is restored or none is used. */
+static gboolean
+unread_after (KsTrainer *t, GHashTable *meta, gint64 step, const char *key, const char *now,
+              const char *was)
+{
+  const KsConfig *c = t->config;
+  const char *schedule = NULL;
+  gboolean fp16 = strcmp (ks_config_get_string (c, "amp", "dtype"), "fp16") == 0;
+
+  if (strcmp (key, "amp.initial_scale") == 0)
+    return !fp16 || g_hash_table_contains (meta, "loss_scale");
+  if (!g_str_has_prefix (key, "optim.")
+      || !ks_config_lookup (c, "optim", "schedule", &schedule, NULL, NULL))
+    return FALSE;
+  if (strcmp (key, "optim.total_steps") == 0 || strcmp (key, "optim.min_lr") == 0)
+    return strcmp (schedule, "cosine") != 0;
+  if (strcmp (key, "optim.step_size") == 0 || strcmp (key, "optim.gamma") == 0)
+    return strcmp (schedule, "step") != 0;
+  if (strcmp (key, "optim.warmup") == 0 && strcmp (schedule, "cosine") != 0)
+    return g_ascii_strtoll (now, NULL, 10) <= step && g_ascii_strtoll (was, NULL, 10) <= step;
+  return FALSE;
+}
+
+/* Warns about each setting that differs from the checkpoint's and that the steps after
+ * it read: the run goes on, but it will not repeat an uninterrupted one. */
 static void
-compare_config (KsTrainer *t, GHashTable *meta, const char *checkpoint)
+compare_config (KsTrainer *t, GHashTable *meta, const char *checkpoint, gint64 step)
 {
   const char *saved = g_hash_table_lookup (meta, "config");
   g_autofree char *now = trajectory_config (t);
@@ -75,12 +113,13 @@ compare_config (KsTrainer *t, GHashTable *meta, const char *checkpoint)
       if (eq == NULL || g_strv_contains ((const char *const *) old_lines, new_lines[i]))
         continue;
       g_autofree char *key = g_strndup (new_lines[i], eq - new_lines[i]);
-      const char *was = "(not set)";
-      for (int j = 0; old_lines[j] != NULL; j++)
-        if (g_str_has_prefix (old_lines[j], key) && g_str_has_prefix (old_lines[j] + strlen (key), " = "))
-          was = old_lines[j] + strlen (key) + 3;
-      if (*(eq + 3) == '\0' && strcmp (was, "(not set)") == 0)
+      const char *was = line_value (old_lines, key);
+      if (*(eq + 3) == '\0' && was == NULL)
         continue; /* a key newer than the checkpoint, at its default now */
+      if (was != NULL && unread_after (t, meta, step, key, eq + 3, was))
+        continue;
+      if (was == NULL)
+        was = "(not set)";
       g_warning ("resuming with %s = %s, but %s was trained with %s: the result will differ "
                  "from an uninterrupted run", key, eq + 3, checkpoint, was);
     }
@@ -116,8 +155,11 @@ ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error)
       g_message ("no checkpoint in %s yet: starting from step 1", dir);
       return TRUE;
     }
-  g_autofree char *name = g_strdup_printf ("%s/checkpoint-%" G_GINT64_FORMAT, dir, status.step);
-  compare_config (t, meta, name);
+  /* the directory loaded; the algorithm's is named by its step, which its load checked */
+  g_autofree char *name = latest != NULL ? g_strdup (latest)
+                                         : g_strdup_printf ("%s/checkpoint-%" G_GINT64_FORMAT,
+                                                            dir, status.step);
+  compare_config (t, meta, name, status.step);
   const char *epoch = g_hash_table_lookup (meta, "epoch");
   if (epoch != NULL && strcmp (epoch, "-1") != 0)
     g_message ("resumed from %s at step %" G_GINT64_FORMAT " (epoch %s done)", name,

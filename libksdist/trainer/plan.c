@@ -100,6 +100,26 @@ follow_steps (KsConfig *c)
   shrink_warmup (c);
 }
 
+/* The cosine decays from the end of its warmup to total_steps: a total not past the
+ * warmup leaves it nothing. The optimizer refuses it too, but as a plugin's failure;
+ * here it is the configuration error it is (exit 2) from config, launch and train. */
+static gboolean
+check_schedule (const KsConfig *c, GError **error)
+{
+  const char *schedule;
+  if (!ks_config_lookup (c, "optim", "schedule", &schedule, NULL, NULL)
+      || strcmp (schedule, "cosine") != 0)
+    return TRUE;
+  gint64 total = ks_config_get_int (c, "optim", "total_steps");
+  gint64 warmup = ks_config_get_int (c, "optim", "warmup");
+  if (total > warmup)
+    return TRUE;
+  return refuse (error, "[optim] schedule = cosine needs total_steps (%" G_GINT64_FORMAT ") "
+                 "greater than warmup (%" G_GINT64_FORMAT "); set [optim] total_steps (0 "
+                 "follows [train] steps) past the warmup, or a shorter [optim] warmup", total,
+                 warmup);
+}
+
 /* A directory the run will write: it exists and is writable, or can be made. */
 static gboolean
 writable_dir (const char *group, const char *key, const char *dir, GError **error)
@@ -331,7 +351,8 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
   if (program_task != NULL)
     task = &copy;
   follow_steps (c);
-  if (!check_combination (registry, c, task, error) || !check_paths (c, error)
+  if (!check_combination (registry, c, task, error) || !check_schedule (c, error)
+      || !check_paths (c, error)
       || (task != NULL && !check_task_settings (c, task, error))
       || !ks_trainer_check_world (registry, c, task,
                                   world != NULL ? world : &(KsTrainWorld) { 0, 0 }, error))

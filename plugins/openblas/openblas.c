@@ -6,8 +6,11 @@
 #include "kernels.h"
 
 #include <cblas.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #define ALIGNMENT 64 /* a cache line, and enough for AVX-512 loads */
 
@@ -42,16 +45,102 @@ default_threads (void)
   return MAX (1, (int) g_get_num_processors () / MAX (local, 1));
 }
 
-static gboolean
-apply_threads (OpenblasCtx *ctx, int n_threads, GError **error)
+/* The most threads the loaded OpenBLAS was built for (its MAX_THREADS, which it prints
+ * in its config string), or 0 where it does not say. Above it OpenBLAS silently runs
+ * fewer threads than ksdist's kernels would. */
+static int
+build_max_threads (void)
 {
+  const char *at = strstr (openblas_get_config (), "MAX_THREADS=");
+  return at != NULL ? atoi (at + strlen ("MAX_THREADS=")) : 0;
+}
+
+/* Each OpenBLAS thread reserves a buffer (128 MB on x86-64 builds) and a stack in the
+ * address space; past an address-space limit (ulimit -v) its thread start fails and the
+ * first sgemm waits forever for the missing thread. Measured with OpenBLAS 0.3.21: under
+ * 4 GB, 29 threads run and 30 hang; under 8 GB, 59 and 60. The most threads that fit in
+ * what the limit leaves, or G_MAXINT without a limit. */
+#define BLAS_BUFFER_BYTES ((guint64) 128 << 20)
+static int
+address_space_threads (guint64 *limit_mb)
+{
+  struct rlimit as, stack;
+  unsigned long pages = 0;
+  FILE *statm;
+
+  if (getrlimit (RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
+    return G_MAXINT;
+  *limit_mb = as.rlim_cur >> 20;
+  if ((statm = fopen ("/proc/self/statm", "r")) != NULL)
+    {
+      if (fscanf (statm, "%lu", &pages) != 1)
+        pages = 0;
+      fclose (statm);
+    }
+  guint64 used = (guint64) pages * sysconf (_SC_PAGESIZE);
+  guint64 stack_bytes = getrlimit (RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY
+                            ? stack.rlim_cur
+                            : (guint64) 8 << 20;
+  if (used >= as.rlim_cur)
+    return 1;
+  return (int) MIN ((guint64) G_MAXINT,
+                    MAX (1, (as.rlim_cur - used) / (BLAS_BUFFER_BYTES + stack_bytes)));
+}
+
+/* Threads asked for (`n_threads` > 0, [openblas] threads) beyond what the loaded OpenBLAS
+ * can run are refused as a configuration error; the default (0) is capped, with a
+ * warning, since no one chose it. */
+static gboolean
+fit_threads (int n_threads, gboolean setting, int *threads, GError **error)
+{
+  guint64 limit_mb = 0;
+  int build = build_max_threads (), space = address_space_threads (&limit_mb);
+  int most = MIN (build > 0 ? build : G_MAXINT, space);
+
+  if (*threads <= most)
+    return TRUE;
+  g_autofree char *why
+      = most == build
+            ? g_strdup_printf ("the OpenBLAS loaded runs at most %d (MAX_THREADS=%d in "
+                               "\"%s\")", build, build, openblas_get_config ())
+            : g_strdup_printf ("under this process's address-space limit (ulimit -v, %"
+                               G_GUINT64_FORMAT " MB) at most %d fit, each reserving a "
+                               "%" G_GUINT64_FORMAT " MB buffer and a stack, and OpenBLAS "
+                               "would hang in its first sgemm",
+                               limit_mb, most, BLAS_BUFFER_BYTES >> 20);
+  if (n_threads > 0 && setting)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[openblas] threads = %d: %s; set [openblas] threads to %d or fewer%s",
+                   n_threads, why, most, most == build ? "" : ", or raise ulimit -v");
+      return FALSE;
+    }
+  if (n_threads > 0) /* ks_compute_set_threads */
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "openblas: %d threads: %s; ask for %d or fewer", n_threads, why, most);
+      return FALSE;
+    }
+  g_warning ("openblas: %d threads by default, but %s: running %d", *threads, why, most);
+  *threads = most;
+  return TRUE;
+}
+
+static gboolean
+apply_threads (OpenblasCtx *ctx, int n_threads, gboolean setting, GError **error)
+{
+  int threads;
+
   if (n_threads < 0)
     {
       g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
                    "openblas: thread count %d is negative (0 means one per core)", n_threads);
       return FALSE;
     }
-  ctx->threads = n_threads > 0 ? n_threads : default_threads ();
+  threads = n_threads > 0 ? n_threads : default_threads ();
+  if (!fit_threads (n_threads, setting, &threads, error))
+    return FALSE;
+  ctx->threads = threads;
   openblas_set_num_threads (ctx->threads);
   /* asked of the OpenBLAS loaded, not of the one configure saw: another may have been
    * loaded first, under the same soname */
@@ -69,7 +158,7 @@ static void *
 openblas_create (const KsSettings *settings, GError **error)
 {
   OpenblasCtx *ctx = g_new0 (OpenblasCtx, 1);
-  if (!apply_threads (ctx, (int) ks_settings_get_int (settings, "threads"), error))
+  if (!apply_threads (ctx, (int) ks_settings_get_int (settings, "threads"), TRUE, error))
     {
       g_free (ctx);
       return NULL;
@@ -142,7 +231,7 @@ openblas_synchronize (void *ctx, GError **error)
 static gboolean
 openblas_set_threads (void *ctx, int n_threads, GError **error)
 {
-  return apply_threads (ctx, n_threads, error);
+  return apply_threads (ctx, n_threads, FALSE, error);
 }
 
 static enum CBLAS_TRANSPOSE
