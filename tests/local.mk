@@ -231,8 +231,9 @@ TESTS += tests/test-examples.sh
 dist_check_SCRIPTS += tests/test-plan.sh
 TESTS += tests/test-plan.sh
 
-dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh
-TESTS += tests/test-layers.sh tests/test-own-data.sh
+dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh
+TESTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh
+EXTRA_DIST += tests/layers_torch.py
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh
