@@ -235,6 +235,10 @@ dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh tests/test-lay
 TESTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh
 EXTRA_DIST += tests/layers_torch.py
 
+# doc/config.md against ksdist config --reference
+dist_check_SCRIPTS += tests/test-reference.sh
+TESTS += tests/test-reference.sh
+
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh
 TESTS += tests/test-core-deps.sh
