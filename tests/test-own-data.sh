@@ -9,7 +9,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-own-data-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..15"
+echo "1..16"
 
 # three classes of 4 features, separable: class k centred on k, named
 awk 'BEGIN { srand (3); print "f1,f2,f3,f4,kind";
@@ -152,7 +152,7 @@ if ! "$KSDIST" datagen digits digits --train 2000 --test 500 > datagen.log 2>&1;
   exit 0
 fi
 cnn="$KS_SRCDIR/examples/cnn-idx.ini --set layer.conv1.filters=8 --set layer.conv2.filters=8 --set layer.hidden.size=32 --set train.batch=32"
-"$KSDIST" train $cnn --set train.steps=150 > cnn.log 2>&1
+"$KSDIST" train $cnn --set train.steps=150 --set train.export_dir=cnn-export > cnn.log 2>&1
 a=$(value cnn.log accuracy)
 if at_least "$a" 0.9; then
   echo "ok 12 - the CNN of examples/cnn-idx.ini learns the IDX digits (held-out accuracy $a)"
@@ -178,3 +178,12 @@ else
 fi
 cp -r digits bad && printf '\000\000\010\002' | dd of=bad/train-images-idx3-ubyte conv=notrunc 2>/dev/null
 failing 15 "an IDX file of the wrong magic" "train-images-idx3-ubyte: magic 0x00000802" train $cnn --set data.path=bad
+
+# ksdist infer reads the training formats: the export scored on the IDX folder's t10k files
+"$KSDIST" infer cnn-export --format idx -i digits --argmax > classes.txt 2> infer.log
+a=$(sed -n 's/.*accuracy \([0-9.]*\) (\([0-9]*\) of 500 rows.*/\1/p' infer.log)
+if at_least "$a" 0.9 && [ "$(wc -l < classes.txt)" -eq 500 ]; then
+  echo "ok 16 - ksdist infer --format idx runs and scores the 500 held-out images (accuracy $a)"
+else
+  echo "not ok 16 - infer --format idx: '$a'"; sed 's/^/# /' infer.log
+fi
