@@ -17,6 +17,18 @@
 
 static const KsImageFolderOptions rgb_6x8 = { 6, 8, 3 };
 
+#ifdef HAVE_PIXBUF
+static char *
+write_file (const char *dir, const char *name, const void *bytes, gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  char *path = g_build_filename (dir, name, NULL);
+  g_file_set_contents (path, bytes, n, &error);
+  g_assert_no_error (error);
+  return path;
+}
+#endif
+
 /* Asserts that loading root with o fails with a message holding `where` and `what`. */
 static void
 load_bad (const char *root, const KsImageFolderOptions *o, const char *where, const char *what)
@@ -63,6 +75,65 @@ static const guint8 red[3] = { 255, 0, 0 }, green[3] = { 0, 255, 0 },
                     blue[3] = { 0, 0, 255 }, grey[3] = { 51, 51, 51 },
                     white[3] = { 255, 255, 255 }, black[3] = { 0, 0, 0 };
 
+static void
+put32 (GByteArray *out, guint32 v)
+{
+  guint8 b[4] = { v >> 24, v >> 16, v >> 8, v };
+  g_byte_array_append (out, b, 4);
+}
+
+/* PNG's CRC-32 (the reflected 0xedb88320 polynomial), bit by bit: a few bytes only. */
+static guint32
+crc32_png (const guint8 *p, gsize n)
+{
+  guint32 c = 0xffffffff;
+  for (gsize i = 0; i < n; i++)
+    {
+      c ^= p[i];
+      for (int k = 0; k < 8; k++)
+        c = c & 1 ? 0xedb88320 ^ (c >> 1) : c >> 1;
+    }
+  return c ^ 0xffffffff;
+}
+
+static void
+chunk (GByteArray *out, const char *type, const guint8 *data, gsize n)
+{
+  put32 (out, (guint32) n);
+  guint start = out->len;
+  g_byte_array_append (out, (const guint8 *) type, 4);
+  g_byte_array_append (out, data, (guint) n);
+  put32 (out, crc32_png (out->data + start, n + 4));
+}
+
+/* dir/name: a w x h 8-bit grey PNG (colour type 0) of one value, which gdk-pixbuf cannot
+ * write: its zlib stream is one stored block. */
+static void
+save_grey_png (const char *dir, const char *name, int w, int h, guint8 value)
+{
+  g_autoptr (GByteArray) png = g_byte_array_new ();
+  g_autoptr (GByteArray) z = g_byte_array_new ();
+  static const guint8 magic[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+  guint8 ihdr[13] = { 0, 0, 0, w, 0, 0, 0, h, 8, 0, 0, 0, 0 };
+  guint16 len = (guint16) ((w + 1) * h);
+  guint8 head[7] = { 0x78, 0x01, 1, len & 0xff, len >> 8, ~len & 0xff, (~len >> 8) & 0xff };
+  guint32 a = 1, b = 0;
+
+  g_byte_array_append (png, magic, 8);
+  chunk (png, "IHDR", ihdr, 13);
+  g_byte_array_append (z, head, 7);
+  for (int i = 0; i < len; i++)
+    {
+      guint8 v = i % (w + 1) == 0 ? 0 : value; /* each row: filter type 0, then pixels */
+      g_byte_array_append (z, &v, 1);
+      a = (a + v) % 65521, b = (b + a) % 65521;
+    }
+  put32 (z, b << 16 | a); /* zlib's Adler-32 */
+  chunk (png, "IDAT", z->data, z->len);
+  chunk (png, "IEND", NULL, 0);
+  g_free (write_file (dir, name, png->data, png->len));
+}
+
 /* root/Apple, root/cat, root/zebra (strcmp order puts the capital first); a README at the
  * root and hidden files are skipped. */
 static char *
@@ -86,6 +157,7 @@ make_folder (void)
   save (cat, "x.PNG", "png", 8, 6, TRUE, blue, blue);
   save (zebra, "1.png", "png", 3, 5, FALSE, grey, grey);
   save (zebra, "2.png", "png", 8, 6, FALSE, white, black);
+  save_grey_png (zebra, "3.png", 5, 4, 51);
   g_free (ks_test_write (root, "README", "not a class"));
   g_free (ks_test_write (cat, ".DS_Store", "junk"));
   g_free (ks_test_write (zebra, "._1.png", "junk (macOS resource fork)"));
@@ -119,10 +191,10 @@ test_load (void)
   g_autofree char *root = make_folder ();
   g_autoptr (GError) error = NULL;
   g_autoptr (KsTable) t = ks_table_load_image_folder (root, &rgb_6x8, &error);
-  const gint64 y[] = { 0, 0, 0, 1, 2, 2 };
+  const gint64 y[] = { 0, 0, 0, 1, 2, 2, 2 };
 
   g_assert_no_error (error);
-  g_assert_cmpuint (t->rows, ==, 6);
+  g_assert_cmpuint (t->rows, ==, 7);
   g_assert_cmpint (t->ndim, ==, 3);
   g_assert_cmpint (t->shape[0], ==, 6);
   g_assert_cmpint (t->shape[1], ==, 8);
@@ -134,15 +206,17 @@ test_load (void)
   g_assert_cmpstr (t->class_names[1], ==, "cat");
   g_assert_cmpstr (t->class_names[2], ==, "zebra");
   g_assert_null (t->class_names[3]);
-  for (int r = 0; r < 6; r++)
+  for (int r = 0; r < 7; r++)
     g_assert_cmpint (t->y[r], ==, y[r]);
-  /* rows: Apple/a.JPG, b.png, c.jpeg, cat/x.PNG, zebra/1.png, 2.png; a solid colour stays
-   * solid through the resize (JPEG within its error); the split image keeps its rows */
+  /* rows: Apple/a.JPG, b.png, c.jpeg, cat/x.PNG, zebra/1.png, 2.png, 3.png; a solid colour
+   * stays solid through the resize (JPEG within its error); the split image keeps its
+   * rows; the grey PNG's value is in all three channels */
   check_row (t, 0, 6, green, green, 0.02);
   check_row (t, 1, 6, red, red, 0);
   check_row (t, 3, 6, blue, blue, 0);
   check_row (t, 4, 6, grey, grey, 1e-6);
   check_row (t, 5, 3, white, black, 0);
+  check_row (t, 6, 6, grey, grey, 1e-6);
   /* c.jpeg, 12 rows to 6: the top and bottom rows away from the edge between colours */
   const float *c = t->x + 2 * t->features;
   for (int x = 0; x < 8; x++)
@@ -162,6 +236,7 @@ test_load (void)
   check_row (g, 1, 6, red, red, 1e-6);
   check_row (g, 3, 6, blue, blue, 1e-6);
   check_row (g, 5, 3, white, black, 0);
+  check_row (g, 6, 6, grey, grey, 1e-6);
   for (gsize i = 0; i < g->rows * g->features; i++)
     g_assert_true (g->x[i] >= 0 && g->x[i] <= 1);
 
