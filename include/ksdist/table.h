@@ -89,7 +89,12 @@ KsTable *ks_table_load_idx (const char *path, gboolean train, GError **error);
  * entries (names starting with '.') anywhere are skipped; in a class folder every other
  * entry must be a .png, .jpg or .jpeg file (any case) holding a whole PNG or JPEG: a
  * sub-folder, another file, a dangling link, a truncated or undecodable image is an error
- * naming it, as is a class folder without images. Symbolic links are followed.
+ * naming it, as is a class folder without images. Symbolic links are followed. The
+ * format is known by the first bytes (another format under a .png name is refused), and
+ * PNG chunks and JPEG segments must reach their end marker, since gdk-pixbuf would decode
+ * a truncated file into a partly grey image; images over 64 megapixels are refused.
+ * A missing root, or a folder or file that cannot be read, is KS_CONFIG_ERROR_IO; the
+ * rest is KS_CONFIG_ERROR_BAD_VALUE.
  * Each image is decoded by gdk-pixbuf (an error saying so when built without it), resized
  * to height x width (bilinear), made `channels` 1 (the mean of R, G and B) or 3 (grey
  * images repeated; alpha dropped), scaled to [0, 1]; shape [height, width, channels]. */
