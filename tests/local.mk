@@ -104,6 +104,13 @@ tests_test_table_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
 tests_test_table_LDADD = $(KS_TASKS_TEST_LDADD) $(ZLIB_LIBS) -lm
 TESTS += tests/test-table
 
+# The image-folder reader on PNGs and JPEGs written here (only the no-gdk-pixbuf error
+# without it).
+check_PROGRAMS += tests/test-image-folder
+tests_test_image_folder_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
+tests_test_image_folder_LDADD = $(KS_TASKS_TEST_LDADD) $(PIXBUF_LIBS) -lm
+TESTS += tests/test-image-folder
+
 # Reptile through ksdist train and launch on a glyph set.
 check_PROGRAMS += tests/test-meta
 tests_test_meta_LDADD = $(KS_TEST_LDADD) -lm
