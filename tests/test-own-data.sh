@@ -9,7 +9,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-own-data-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..16"
+echo "1..18"
 
 # three classes of 4 features, separable: class k centred on k, named
 awk 'BEGIN { srand (3); print "f1,f2,f3,f4,kind";
@@ -187,3 +187,21 @@ if at_least "$a" 0.9 && [ "$(wc -l < classes.txt)" -eq 500 ]; then
 else
   echo "not ok 16 - infer --format idx: '$a'"; sed 's/^/# /' infer.log
 fi
+
+# an image folder (torchvision's layout): one folder of PNGs per class
+if ! "$KSDIST" datagen digits png --format folder --train 1000 --test 200 > png.log 2>&1; then
+  echo "ok 17 # SKIP ksdist datagen digits --format folder failed: $(head -1 png.log)"
+  echo "ok 18 # SKIP ksdist datagen digits --format folder failed"
+  exit 0
+fi
+folder="$KS_SRCDIR/examples/image-folder.ini --set data.path=png/train --set data.test_path=png/t10k --set train.batch=32"
+"$KSDIST" train $folder --set train.steps=150 > folder.log 2>&1
+a=$(value folder.log accuracy)
+if at_least "$a" 0.8; then
+  echo "ok 17 - examples/image-folder.ini learns the PNG folders (held-out accuracy $a)"
+else
+  echo "not ok 17 - image folder: accuracy '$a'"; sed 's/^/# /' folder.log
+fi
+first=$(ls png/train/3 | head -1)
+head -c 100 "png/train/3/$first" > cut.png && mv cut.png "png/train/3/$first"
+failing 18 "a PNG cut short in a class folder" "png/train/3/$first: truncated" train $folder --set train.steps=1
