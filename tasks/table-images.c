@@ -169,23 +169,34 @@ walk_jpeg (const guint8 *b, gsize n, guint32 *w, guint32 *h)
   return "truncated: the file ends before the JPEG's end-of-image marker";
 }
 
-/* Decodes the whole PNG or JPEG b[0, n) of `path`; NULL with an error naming it. */
-static GdkPixbuf *
-decode (const char *path, const guint8 *b, gsize n, GError **error)
+const char *
+ks_image_check (const guint8 *b, gsize n, gboolean *png, guint32 *w, guint32 *h)
 {
   static const guint8 png_magic[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
   Kind kind = n >= 8 && memcmp (b, png_magic, 8) == 0 ? PNG
               : n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff ? JPEG : NOT_IMAGE;
-  guint32 w = 0, h = 0;
-  g_autoptr (GError) local = NULL;
 
+  *w = *h = 0;
+  *png = kind == PNG;
   /* only PNG and JPEG: the other loaders would take untrusted files unchecked */
   if (kind == NOT_IMAGE)
-    return ks_table_bad (error, "%s: %s; only PNG and JPEG are read", path,
-                         n == 0 ? "an empty file" : "neither a PNG nor a JPEG by its first bytes");
-  const char *cut = kind == PNG ? walk_png (b, n, &w, &h) : walk_jpeg (b, n, &w, &h);
-  if (cut != NULL)
-    return ks_table_bad (error, "%s: %s", path, cut);
+    return n == 0 ? "an empty file; only PNG and JPEG are read"
+                  : "neither a PNG nor a JPEG by its first bytes; only PNG and JPEG are read";
+  return kind == PNG ? walk_png (b, n, w, h) : walk_jpeg (b, n, w, h);
+}
+
+/* Decodes the whole PNG or JPEG b[0, n) of `path`; NULL with an error naming it. */
+static GdkPixbuf *
+decode (const char *path, const guint8 *b, gsize n, GError **error)
+{
+  guint32 w, h;
+  gboolean png;
+  g_autoptr (GError) local = NULL;
+  const char *bad = ks_image_check (b, n, &png, &w, &h);
+  Kind kind = png ? PNG : JPEG;
+
+  if (bad != NULL)
+    return ks_table_bad (error, "%s: %s", path, bad);
   if ((guint64) w * h > MAX_PIXELS)
     return ks_table_bad (error, "%s: a %ux%u image, over the %d megapixels an image may have "
                          "here; shrink it", path, w, h, (int) (MAX_PIXELS >> 20));
