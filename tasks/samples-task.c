@@ -191,13 +191,17 @@ samples_clear (KsTrainer *t)
   g_free (s);
 }
 
-/* What a user of a checkpoint or an export needs to feed it raw rows: the moments the
- * training rows were standardised by. */
+/* What a user of a checkpoint or an export needs to feed it raw rows and read its
+ * classes: the moments the training rows were standardised by, the classes' names. */
 static void
 samples_metadata (KsTrainer *t, GHashTable *meta)
 {
   Samples *s = ks_trainer_data (t);
   gsize features = s->train.x_bytes / sizeof (float);
+  /* the classes' names, so ksdist infer --argmax prints "cat" rather than 3 */
+  if (s->train.class_names != NULL)
+    g_hash_table_insert (meta, g_strdup ("data.classes"),
+                         g_strjoinv ("\n", s->train.class_names));
   if (s->train.mean == NULL)
     return;
   GString *mean = g_string_new (NULL), *std = g_string_new (NULL);

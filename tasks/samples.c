@@ -134,6 +134,7 @@ from_table (SampleSet *s, KsTable *t)
       s->y_bytes = sizeof (gint64);
       s->outputs = t->classes;
       s->y = (guint8 *) g_steal_pointer (&t->y);
+      s->class_names = g_steal_pointer (&t->class_names);
     }
 }
 
@@ -234,5 +235,6 @@ sample_set_clear (SampleSet *s)
   g_free (s->y);
   g_free (s->mean);
   g_free (s->std);
+  g_strfreev (s->class_names);
   memset (s, 0, sizeof *s);
 }

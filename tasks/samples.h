@@ -20,6 +20,7 @@ typedef struct {
   gint64 outputs;   /* classes, or targets a row */
   gboolean generated; /* by [data] task, [data] samples of them */
   float *mean, *std; /* per feature, when the rows were standardised by them; else NULL */
+  char **class_names; /* the classes' names in id order (from a file's named labels), or NULL */
 } SampleSet;
 
 /* The [data] keys the configured data set reads ("data.task", ...), NULL-terminated. */

@@ -125,8 +125,9 @@ read_rows (FILE *in, const char *name, Feed *feeds, guint n_feeds, gsize *rows, 
 /* Prints rows [0, rows) of the targets' values, or their classes. */
 static gboolean
 print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, gint64 *classes,
-            GError **error)
+            char **names, GError **error)
 {
+  guint n_names = names != NULL ? g_strv_length (names) : 0;
   g_autofree const float **values = g_new (const float *, n_targets);
   g_autofree gsize *per_row = g_new (gsize, n_targets), *group = g_new (gsize, n_targets);
   g_autoptr (GPtrArray) host = g_ptr_array_new_with_free_func (g_free);
@@ -164,7 +165,10 @@ print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, gint
                 gsize best = 0;
                 for (gsize j = 1; j < group[t]; j++)
                   best = x[g * group[t] + j] > x[g * group[t] + best] ? j : best;
-                printf ("%s%" G_GSIZE_FORMAT, t + g ? " " : "", best);
+                if (best < n_names)
+                  printf ("%s%s", t + g ? " " : "", names[best]);
+                else
+                  printf ("%s%" G_GSIZE_FORMAT, t + g ? " " : "", best);
                 if (classes != NULL && t == 0 && g == 0)
                   classes[r] = best;
               }
@@ -277,6 +281,10 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
   guint n_targets = g_strv_length (target_names);
   g_autofree KsExpr **targets = g_new (KsExpr *, n_targets);
   g_autofree KsFeed *batch = g_new (KsFeed, MAX (n_feeds, 1));
+  /* the classes' names the training file gave, printed for --argmax */
+  g_autoptr (GHashTable) meta = ks_checkpoint_metadata (dir, NULL);
+  const char *joined = meta != NULL ? g_hash_table_lookup (meta, "data.classes") : NULL;
+  g_auto (GStrv) names = joined != NULL ? g_strsplit (joined, "\n", -1) : NULL;
   /* with a data file's classes: how many the model gets right */
   gboolean score = table != NULL && table->y != NULL && argmax;
   g_autofree gint64 *classes = score ? g_new0 (gint64, MAX (rows, 1)) : NULL;
@@ -299,17 +307,34 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
         }
       if (model == NULL || !ks_model_run (model, batch, n_feeds, targets, n_targets, &error)
           || !print_rows (targets, n_targets, n, argmax, classes != NULL ? classes + at : NULL,
-                          &error))
+                          names, &error))
         {
           ks_cli_error ("%s: %s", dir, error->message);
           status = KS_EXIT_RUNTIME;
+        }
+    }
+  /* named labels: a file's class ids follow its own names' order, which may lack some of
+   * the training file's; compare by name */
+  g_autofree gint64 *to_training = NULL;
+  if (status == KS_EXIT_OK && score && names != NULL && table->class_names != NULL)
+    {
+      to_training = g_new (gint64, g_strv_length (table->class_names));
+      for (guint i = 0; table->class_names[i] != NULL; i++)
+        {
+          to_training[i] = -1;
+          for (guint j = 0; names[j] != NULL; j++)
+            if (strcmp (names[j], table->class_names[i]) == 0)
+              to_training[i] = j;
+          if (to_training[i] < 0)
+            g_warning ("%s: class '%s' is not one the model was trained on; its rows count as "
+                       "wrong", table->path, table->class_names[i]);
         }
     }
   if (status == KS_EXIT_OK && score)
     {
       gsize right = 0;
       for (gsize r = 0; r < rows; r++)
-        right += classes[r] == table->y[r];
+        right += classes[r] == (to_training != NULL ? to_training[table->y[r]] : table->y[r]);
       g_message ("accuracy %.4f (%" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " rows of %s)",
                  rows ? (double) right / rows : 0.0, right, rows, table->path);
     }
@@ -352,7 +377,8 @@ run_infer (int argc, char **argv)
     { "label", 0, 0, G_OPTION_ARG_STRING, &label,
       "csv: the label column, by name or 0-based index (default: the last)", "COLUMN" },
     { "argmax", 0, 0, G_OPTION_ARG_NONE, &argmax,
-      "Print the index of each row's largest output (the class), not the values", NULL },
+      "Print the index of each row's largest output (the class; its name when the training "
+      "file named the classes), not the values", NULL },
     { "batch", 'b', 0, G_OPTION_ARG_INT, &chunk, "Rows run at a time (default 256)", "N" },
     KS_CLI_SET_OPTION (sets),
     { NULL },
