@@ -225,7 +225,8 @@ load_file (const char *path, Rows *rows, gboolean skip_bad, gsize *skipped, GErr
         {
           if (!skip_bad)
             {
-              g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+              /* bad data, not a setting: exit status 1, as every data error */
+              g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
                            "%s:%" G_GSIZE_FORMAT ": %s; fix or delete the line, or skip "
                            "malformed lines",
                            path, line_no, what);
@@ -263,7 +264,7 @@ ks_criteo_load (const char *const *paths, gsize n_paths, gboolean skip_bad, GErr
         g_string_append_printf (names, "%s%s", i > 0 ? ", " : "", paths[i]);
       if (n_paths > 4)
         g_string_append_printf (names, " and %" G_GSIZE_FORMAT " more", n_paths - 4);
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
                    "no Criteo samples in %s (%" G_GSIZE_FORMAT " malformed lines skipped): "
                    "give files of lines 'label<TAB>I1..I13<TAB>C1..C26'",
                    n_paths > 0 ? names->str : "no files", skipped);

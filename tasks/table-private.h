@@ -8,7 +8,8 @@
 
 G_BEGIN_DECLS
 
-/* Sets a KS_CONFIG_ERROR_BAD_VALUE error; NULL, for `return ks_table_bad (...)`. */
+/* Sets a KS_COMPUTE_ERROR_INVALID error, bad data (exit status 1, as every data error:
+ * a setting to change is 2); NULL, for `return ks_table_bad (...)`. */
 G_GNUC_PRINTF (2, 3) gpointer ks_table_bad (GError **error, const char *format, ...);
 
 /* The bytes of `path`, decompressed when they start with gzip's magic (whatever the name);

@@ -10,7 +10,7 @@ ks_table_bad (GError **error, const char *format, ...)
 {
   va_list args;
   va_start (args, format);
-  g_propagate_error (error, g_error_new_valist (KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, format,
+  g_propagate_error (error, g_error_new_valist (KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, format,
                                                 args));
   va_end (args);
   return NULL;

@@ -134,7 +134,7 @@ test_malformed (void)
       KsCriteo *data = ks_criteo_load (paths, 1, FALSE, &error);
 
       g_assert_null (data);
-      g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE);
+      g_assert_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID);
       g_test_message ("%s", error->message);
       g_assert_nonnull (strstr (error->message, where));
       g_assert_nonnull (strstr (error->message, cases[i].what));
@@ -153,7 +153,7 @@ test_malformed (void)
     g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
     g_assert_nonnull (strstr (error->message, missing));
     g_assert_null (ks_criteo_load (empties, 1, TRUE, &error2));
-    g_assert_error (error2, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE);
+    g_assert_error (error2, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID);
     g_assert_nonnull (strstr (error2->message, empty));
   }
   ks_test_rmtree (dir);
@@ -477,7 +477,7 @@ test_datagen (void)
     g_autoptr (KsCriteo) skipped = NULL;
     g_assert_cmpint (ks_test_run_ksdist (args, NULL, no_plugins, &out, &err), ==, 0);
     g_assert_null (load_dir (d4, "train", FALSE, &error));
-    g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE);
+    g_assert_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID);
     g_assert_nonnull (strstr (error->message, "train/part-00000:"));
     g_clear_error (&error);
     skipped = load_dir (d4, "train", TRUE, &error);

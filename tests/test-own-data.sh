@@ -101,24 +101,25 @@ else
 fi
 
 # malformed rows: the error names the file and line
-failing () { # number, description, expected, arguments...
-  n=$1 what=$2 want=$3
-  shift 3
+# bad data exits 1, a setting to change 2
+failing () { # number, description, expected text, expected exit status, arguments...
+  n=$1 what=$2 want=$3 code=$4
+  shift 4
   "$KSDIST" "$@" > err.log 2>&1
   status=$?
-  if [ $status -ne 0 ] && grep -q -- "$want" err.log; then
-    echo "ok $n - $what: $(grep -- "$want" err.log | head -1 | cut -c1-160)"
+  if [ $status -eq "$code" ] && grep -q -- "$want" err.log; then
+    echo "ok $n - $what (exit $status): $(grep -- "$want" err.log | head -1 | cut -c1-160)"
   else
-    echo "not ok $n - $what: exit $status, wanted '$want'"; sed 's/^/# /' err.log
+    echo "not ok $n - $what: exit $status, wanted $code and '$want'"; sed 's/^/# /' err.log
   fi
 }
 sed '7s/,[^,]*$//' kinds.csv > short.csv
-failing 5 "a short row" "short.csv:7" train csv.ini --set data.path=short.csv
+failing 5 "a short row" "short.csv:7" 1 train csv.ini --set data.path=short.csv
 sed '9s/^[^,]*/abc/' kinds.csv > word.csv
-failing 6 "a word among the numbers" "word.csv:9" train csv.ini --set data.path=word.csv
-failing 7 "a CSV task without a path" "\[data\] task = csv reads \[data\] path" config csv.ini --set data.path=
+failing 6 "a word among the numbers" "word.csv:9" 1 train csv.ini --set data.path=word.csv
+failing 7 "a CSV task without a path" "\[data\] task = csv reads \[data\] path" 2 config csv.ini --set data.path=
 sed '/^path/d' reg.ini > points.ini
-failing 8 "mse on classes from a generator" "\[model\] loss = mse needs values" config points.ini --set data.task=spirals
+failing 8 "mse on classes from a generator" "\[model\] loss = mse needs values" 2 config points.ini --set data.task=spirals
 
 # ksdist infer on an export of a standardised model takes the file's raw values
 "$KSDIST" train csv.ini --set train.export_dir=export > export.log 2>&1
@@ -144,7 +145,7 @@ else
   echo "not ok 10 - a folder of texts"; sed 's/^/# /' texts.log
 fi
 mkdir texts/more
-failing 11 "a folder inside the texts' folder" "texts/more is not a text file (a folder)" train $gpt
+failing 11 "a folder inside the texts' folder" "texts/more is not a text file (a folder)" 2 train $gpt
 
 # a CNN of the config on 28 x 28 digits in MNIST's IDX files
 if ! "$KSDIST" datagen digits digits --train 2000 --test 500 > datagen.log 2>&1; then
@@ -177,7 +178,7 @@ else
   fi
 fi
 cp -r digits bad && printf '\000\000\010\002' | dd of=bad/train-images-idx3-ubyte conv=notrunc 2>/dev/null
-failing 15 "an IDX file of the wrong magic" "train-images-idx3-ubyte: magic 0x00000802" train $cnn --set data.path=bad
+failing 15 "an IDX file of the wrong magic" "train-images-idx3-ubyte: magic 0x00000802" 1 train $cnn --set data.path=bad
 
 # ksdist infer reads the training formats: the export scored on the IDX folder's t10k files
 "$KSDIST" infer cnn-export --format idx -i digits --argmax > classes.txt 2> infer.log
@@ -204,4 +205,4 @@ else
 fi
 first=$(ls png/train/3 | head -1)
 head -c 100 "png/train/3/$first" > cut.png && mv cut.png "png/train/3/$first"
-failing 18 "a PNG cut short in a class folder" "png/train/3/$first: truncated" train $folder --set train.steps=1
+failing 18 "a PNG cut short in a class folder" "png/train/3/$first: truncated" 1 train $folder --set train.steps=1

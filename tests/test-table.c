@@ -54,7 +54,7 @@ csv_bad (const char *dir, const char *name, const char *text, const KsCsvOptions
   g_assert_nonnull (error);
   if (strstr (error->message, where) == NULL || strstr (error->message, what) == NULL)
     g_error ("'%s' lacks '%s' or '%s'", error->message, where, what);
-  g_assert_true (g_error_matches (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE));
+  g_assert_true (g_error_matches (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID));
 }
 
 static void

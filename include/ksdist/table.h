@@ -3,9 +3,10 @@
  * loaded whole into memory.
  *
  * Every reader treats the file as untrusted: sizes, ranges and counts are checked before
- * use, and a malformed file is one KS_CONFIG_ERROR naming the file and the line, record
- * or element and what was expected: KS_CONFIG_ERROR_IO for a file that is missing or
- * cannot be read, KS_CONFIG_ERROR_BAD_VALUE for a malformed one or bad options. A file whose first bytes are
+ * use, and a malformed file is one error naming the file and the line, record or
+ * element and what was expected: KS_CONFIG_ERROR_IO for a file that is missing or cannot
+ * be read (a path to change), KS_COMPUTE_ERROR_INVALID for a malformed one or bad options
+ * (bad data: ksdist exits 1 for it, as for every data error). A file whose first bytes are
  * gzip's magic is decompressed as it is read, whatever its name (token files excepted:
  * they are memory-mapped). */
 #ifndef KSDIST_TABLE_H
@@ -94,7 +95,7 @@ KsTable *ks_table_load_idx (const char *path, gboolean train, GError **error);
  * PNG chunks and JPEG segments must reach their end marker, since gdk-pixbuf would decode
  * a truncated file into a partly grey image; images over 64 megapixels are refused.
  * A missing root, or a folder or file that cannot be read, is KS_CONFIG_ERROR_IO; the
- * rest is KS_CONFIG_ERROR_BAD_VALUE.
+ * rest is KS_COMPUTE_ERROR_INVALID.
  * Each image is decoded by gdk-pixbuf (an error saying so when built without it), resized
  * to height x width (bilinear), made `channels` 1 (the mean of R, G and B) or 3 (grey
  * images repeated; alpha dropped), scaled to [0, 1]; shape [height, width, channels]. */
