@@ -79,6 +79,9 @@ int ks_strcmp_indirect (gconstpointer a, gconstpointer b);
  * (a value from a file must not drive the terminal), cut after `max` bytes with the
  * length said. */
 char *ks_printable (const char *text, gsize max);
+/* config-env.c: the KS_<GROUP>_<KEY> variables of the environment whose group is known
+ * and key is not, refused with a did-you-mean (ks_config_validate calls it). */
+gboolean ks_config_check_environment (const KsConfig *config, GError **error);
 
 /* settings.c */
 KsSettings *ks_settings_new (const KsConfig *config, const char *plugin);

@@ -459,7 +459,8 @@ ks_builtin_task (const KsConfig *c, GError **error)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[model] type = %s does not train on [data] task = %s: mlp and layers take "
-                   "spirals, rings, csv, npy or idx (layers tokens too), gpt takes text or "
+                   "spirals, rings, csv, npy, idx or image_folder (layers tokens too), gpt "
+                   "takes text or "
                    "addition, ctr takes ctr", model, task);
       return NULL;
     }

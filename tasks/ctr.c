@@ -324,6 +324,16 @@ ks_data_dir_files (const char *dir, GError **error)
       path = g_build_filename (dir, name, NULL);
       if (g_file_test (path, G_FILE_TEST_IS_REGULAR))
         g_ptr_array_add (files, path);
+      else if (g_file_test (path, G_FILE_TEST_IS_SYMLINK))
+        {
+          /* a part file whose link broke: training on the others would drop its samples
+           * without a word */
+          g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                       "%s is a link to nothing (its target is gone): restore the part file "
+                       "it pointed to, or remove the link", path);
+          g_free (path);
+          return NULL;
+        }
       else
         g_free (path);
     }

@@ -67,6 +67,63 @@ ks_task_generate (KsTask task, gsize n, double noise, guint64 seed, float *xs, g
     }
 }
 
+static int
+by_name (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* The files of a folder of texts, joined in name order (hidden ones left out), each
+ * ending in a newline so the last line of one never runs into the next file's first. A
+ * link to nothing or a sub-folder is an error naming it, never skipped without a word. */
+static char *
+read_folder (const char *path, gsize *len, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GDir) dir = g_dir_open (path, 0, &local);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  const char *name;
+
+  if (dir == NULL)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "text corpus: %s", local->message);
+      return NULL;
+    }
+  while ((name = g_dir_read_name (dir)) != NULL)
+    if (name[0] != '.')
+      g_ptr_array_add (names, g_build_filename (path, name, NULL));
+  g_ptr_array_sort (names, by_name);
+  GString *all = g_string_new (NULL);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const char *file = g_ptr_array_index (names, i);
+      g_autofree char *bytes = NULL;
+      gsize n;
+      if (!g_file_test (file, G_FILE_TEST_IS_REGULAR))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO,
+                       "text corpus: %s is not a text file (%s): a folder of texts holds "
+                       "files only; move it out", file,
+                       g_file_test (file, G_FILE_TEST_IS_DIR) ? "a folder" : "a link to nothing "
+                                                                              "or a device");
+          g_string_free (all, TRUE);
+          return NULL;
+        }
+      if (!g_file_get_contents (file, &bytes, &n, &local))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "text corpus: %s",
+                       local->message);
+          g_string_free (all, TRUE);
+          return NULL;
+        }
+      g_string_append_len (all, bytes, n);
+      if (n > 0 && bytes[n - 1] != '\n')
+        g_string_append_c (all, '\n');
+    }
+  *len = all->len;
+  return g_string_free (all, FALSE);
+}
+
 KsText *
 ks_text_load (const char *path, GError **error)
 {
@@ -76,14 +133,20 @@ ks_text_load (const char *path, GError **error)
   gsize len;
   KsText *text;
 
-  if (!g_file_get_contents (path, &bytes, &len, &local))
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      if ((bytes = read_folder (path, &len, error)) == NULL)
+        return NULL;
+    }
+  else if (!g_file_get_contents (path, &bytes, &len, &local))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "text corpus: %s", local->message);
       return NULL;
     }
   if (len == 0)
     {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "text corpus %s is empty", path);
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "text corpus %s is empty%s", path,
+                   g_file_test (path, G_FILE_TEST_IS_DIR) ? " (a folder of no text files)" : "");
       return NULL;
     }
   text = g_new0 (KsText, 1);

@@ -1,7 +1,7 @@
 /* Image folders for few-shot learning: the classes of train, val and test, images decoded
  * by gdk-pixbuf (PNG, JPEG), resized, made float32 in [0, 1] and cached, sampled without
  * replacement, rotated for the characters' augmentation. */
-#include "tasks-private.h"
+#include "table-private.h"
 
 
 #ifdef HAVE_PIXBUF
@@ -240,6 +240,21 @@ decode (const KsImageSet *set, const char *path, GError **error)
                    "%s: a %dx%d image, over the %d megapixels an image may have here; shrink "
                    "it, or set [data] bad_images = skip to skip such files", path, width,
                    height, MAX_IMAGE_PIXELS >> 20);
+      return NULL;
+    }
+  /* cut short or not PNG/JPEG: gdk-pixbuf would decode a part as grey without an error */
+  g_autofree guint8 *bytes = NULL;
+  gsize length = 0;
+  guint32 w, h;
+  gboolean png;
+  const char *bad = !g_file_get_contents (path, (char **) &bytes, &length, NULL)
+                        ? "it cannot be read"
+                        : ks_image_check (bytes, length, &png, &w, &h);
+  if (bad != NULL)
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "%s: not an image ksdist reads (%s); remove it, or set [data] bad_images = "
+                   "skip to skip such files", path, bad);
       return NULL;
     }
   if ((raw = gdk_pixbuf_new_from_file (path, &local)) == NULL)

@@ -24,6 +24,7 @@ libksdist_tasks_la_SOURCES = \
 	tasks/table-csv.c \
 	tasks/table-npy.c \
 	tasks/table-idx.c \
+	tasks/table-images.c \
 	tasks/table-tokens.c
 libksdist_tasks_la_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS) $(ZLIB_CFLAGS)
 libksdist_tasks_la_LIBADD = libksdist.la $(GLIB_LIBS) $(PIXBUF_LIBS) $(ZLIB_LIBS) -lm

@@ -217,32 +217,14 @@ samples_last_epoch (KsTrainer *t, gint64 step)
   return (gint64) ((guint64) step * ks_trainer_world (t) * ks_trainer_batch (t) / s->train.n) - 1;
 }
 
-const KsTrainTask ks_samples_task = {
-  .size = sizeof (KsTrainTask),
-  .name = "a network on samples",
-  .metric = "accuracy",
-  .unit = "samples",
-  .build = samples_build,
-  .batch = samples_batch,
-  .evaluate = samples_evaluate,
-  .describe = samples_describe,
-  .clear = samples_clear,
-  .metadata = samples_metadata,
-  .last_epoch = samples_last_epoch,
-  .check = samples_check,
-};
+/* The classifier and the regression differ in what their evaluation reports. */
+#define SAMPLES_TASK(task_name, task_metric)                                              \
+  {                                                                                      \
+    .size = sizeof (KsTrainTask), .name = task_name, .metric = task_metric,              \
+    .unit = "samples", .build = samples_build, .batch = samples_batch,                   \
+    .evaluate = samples_evaluate, .describe = samples_describe, .clear = samples_clear,  \
+    .metadata = samples_metadata, .last_epoch = samples_last_epoch, .check = samples_check, \
+  }
 
-const KsTrainTask ks_samples_regression_task = {
-  .size = sizeof (KsTrainTask),
-  .name = "a regression on samples",
-  .metric = "rmse",
-  .unit = "samples",
-  .build = samples_build,
-  .batch = samples_batch,
-  .evaluate = samples_evaluate,
-  .describe = samples_describe,
-  .clear = samples_clear,
-  .metadata = samples_metadata,
-  .last_epoch = samples_last_epoch,
-  .check = samples_check,
-};
+const KsTrainTask ks_samples_task = SAMPLES_TASK ("a network on samples", "accuracy");
+const KsTrainTask ks_samples_regression_task = SAMPLES_TASK ("a regression on samples", "rmse");

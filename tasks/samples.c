@@ -6,7 +6,7 @@
 #include <ksdist/table.h>
 #include <string.h>
 
-typedef enum { SOURCE_POINTS, SOURCE_CSV, SOURCE_NPY, SOURCE_IDX } Source;
+typedef enum { SOURCE_POINTS, SOURCE_CSV, SOURCE_NPY, SOURCE_IDX, SOURCE_IMAGES } Source;
 
 static Source
 source_of (const KsConfig *c)
@@ -15,6 +15,7 @@ source_of (const KsConfig *c)
   return strcmp (task, "csv") == 0   ? SOURCE_CSV
          : strcmp (task, "npy") == 0 ? SOURCE_NPY
          : strcmp (task, "idx") == 0 ? SOURCE_IDX
+         : strcmp (task, "image_folder") == 0 ? SOURCE_IMAGES
                                      : SOURCE_POINTS;
 }
 
@@ -30,7 +31,10 @@ sample_set_settings (const KsConfig *c)
                                      "data.test_labels", "data.holdout", "data.seed",
                                      "data.normalize", NULL };
   static const char *const idx[] = { "data.task", "data.path", "data.normalize", NULL };
-  const char *const *by_source[] = { points, csv, npy, idx };
+  static const char *const images[] = { "data.task", "data.path", "data.test_path",
+                                        "data.holdout", "data.seed", "data.height",
+                                        "data.width", "data.channels", "data.normalize", NULL };
+  const char *const *by_source[] = { points, csv, npy, idx, images };
   return by_source[source_of (c)];
 }
 
@@ -40,7 +44,7 @@ sample_set_check (const KsConfig *c, gboolean regression, GError **error)
   Source source = source_of (c);
   const char *task = ks_config_get_string (c, "data", "task");
 
-  if (regression && (source == SOURCE_POINTS || source == SOURCE_IDX))
+  if (regression && (source == SOURCE_POINTS || source == SOURCE_IDX || source == SOURCE_IMAGES))
     return ks_tasks_config_error (error, "[model] loss = mse needs values to predict, but [data] task = %s "
                    "gives classes: use loss = cross_entropy", task);
   if (source == SOURCE_POINTS)
@@ -49,7 +53,8 @@ sample_set_check (const KsConfig *c, gboolean regression, GError **error)
     return ks_tasks_config_error (error, "[data] task = %s reads [data] path: set it to your %s", task,
                    source == SOURCE_CSV   ? "CSV file"
                    : source == SOURCE_NPY ? "features' .npy file"
-                                          : "folder of MNIST-named IDX files");
+                   : source == SOURCE_IDX ? "folder of MNIST-named IDX files"
+                                          : "folder of one image folder per class");
   if (source == SOURCE_NPY && *ks_config_get_string (c, "data", "labels") == '\0')
     return ks_tasks_config_error (error, "[data] task = npy needs [data] labels: the labels' .npy file");
   if (source == SOURCE_NPY
@@ -86,6 +91,13 @@ load_table (const KsConfig *c, Source source, const char *path, const char *labe
 {
   if (source == SOURCE_IDX)
     return ks_table_load_idx (path, train, error);
+  if (source == SOURCE_IMAGES)
+    {
+      KsImageFolderOptions o = { ks_config_get_int (c, "data", "height"),
+                                 ks_config_get_int (c, "data", "width"),
+                                 ks_config_get_string (c, "data", "channels")[0] - '0' };
+      return ks_table_load_image_folder (path, &o, error);
+    }
   if (source == SOURCE_NPY)
     return ks_table_load_npy (path, labels, regression, error);
   static const char *const names[] = { "comma", "tab", "semicolon", "space" };

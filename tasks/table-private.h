@@ -20,6 +20,11 @@ char *ks_table_read (const char *path, gsize *length, GError **error);
 KsTable *ks_table_alloc (const char *path, gsize rows, gsize features, gboolean regression,
                          GError **error);
 
+/* table-images.c (with gdk-pixbuf): whether b[0, n) is a whole PNG or JPEG, walked to its
+ * last chunk or end-of-image marker (gdk-pixbuf decodes a file cut short without a word):
+ * NULL, with *png and the size its header declares, or the reason it is not. */
+const char *ks_image_check (const guint8 *b, gsize n, gboolean *png, guint32 *w, guint32 *h);
+
 G_END_DECLS
 
 #pragma GCC visibility pop

@@ -104,6 +104,13 @@ tests_test_table_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
 tests_test_table_LDADD = $(KS_TASKS_TEST_LDADD) $(ZLIB_LIBS) -lm
 TESTS += tests/test-table
 
+# The image-folder reader on PNGs and JPEGs written here (only the no-gdk-pixbuf error
+# without it).
+check_PROGRAMS += tests/test-image-folder
+tests_test_image_folder_CFLAGS = $(AM_CFLAGS) $(PIXBUF_CFLAGS)
+tests_test_image_folder_LDADD = $(KS_TASKS_TEST_LDADD) $(PIXBUF_LIBS) -lm
+TESTS += tests/test-image-folder
+
 # Reptile through ksdist train and launch on a glyph set.
 check_PROGRAMS += tests/test-meta
 tests_test_meta_LDADD = $(KS_TEST_LDADD) -lm
@@ -231,8 +238,13 @@ TESTS += tests/test-examples.sh
 dist_check_SCRIPTS += tests/test-plan.sh
 TESTS += tests/test-plan.sh
 
-dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh
-TESTS += tests/test-layers.sh tests/test-own-data.sh
+dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh
+TESTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh
+EXTRA_DIST += tests/layers_torch.py
+
+# doc/config.md against ksdist config --reference
+dist_check_SCRIPTS += tests/test-reference.sh
+TESTS += tests/test-reference.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A Criteo line from its label, 13 integer fields and 26 categorical fields (NULL
  * arrays or entries: empty fields). */
@@ -204,6 +205,15 @@ test_data_dir (void)
   g_assert_true (g_str_has_suffix (files[0], "/sub/a"));
   g_assert_true (g_str_has_suffix (files[1], "/part-00000"));
   g_assert_true (g_str_has_suffix (files[2], "/part-00001"));
+
+  /* a part file's link that broke is an error naming it, not a file skipped */
+  g_autofree char *link = g_build_filename (sub, "part-00002", NULL);
+  g_assert_cmpint (symlink ("/nonexistent/ks-ctr-part", link), ==, 0);
+  g_assert_null (ks_data_dir_files (sub, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+  g_assert_nonnull (strstr (error->message, "part-00002 is a link to nothing"));
+  g_clear_error (&error);
+  g_assert_cmpint (unlink (link), ==, 0);
 
   g_assert_null (ks_data_dir_files (empty_dir, &error));
   g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);

@@ -214,6 +214,27 @@ test_colour_and_bad_files (void)
       g_assert_cmpint (g_unlink (path), ==, 0);
     }
 
+  /* a JPEG cut short, its scan data half there, is refused, not decoded half grey */
+  {
+    g_autofree char *whole = NULL;
+    gsize len;
+    g_assert_true (g_file_get_contents (jpeg, &whole, &len, NULL));
+    g_autofree char *broken_dir = g_build_filename (dir, "val", NULL);
+    g_autoptr (GDir) d = g_dir_open (broken_dir, 0, NULL);
+    g_autofree char *vcls = g_build_filename (broken_dir, g_dir_read_name (d), NULL);
+    g_autofree char *cut = g_build_filename (vcls, "09.jpg", NULL);
+    write_file (cut, whole, len / 2);
+    g_autoptr (KsImageSet) strict = open_set (dir, KS_IMAGES_COLOUR, 0, FALSE, FALSE);
+    g_autoptr (GRand) r = g_rand_new_with_seed (3);
+    g_autofree float *all = g_new (float, 10 * floats);
+    g_assert_cmpint (ks_image_set_sample (strict, KS_SPLIT_VAL, 0, 10, r, all, &error), ==, -1);
+    g_assert_nonnull (strstr (error->message, cut));
+    g_assert_nonnull (strstr (error->message, "truncated: the file ends before the JPEG's "
+                                              "end-of-image marker"));
+    g_clear_error (&error);
+    g_assert_cmpint (g_unlink (cut), ==, 0);
+  }
+
   /* a missing split and an empty class folder are named */
   g_autofree char *val = g_build_filename (dir, "val", NULL);
   g_autofree char *moved = g_build_filename (dir, "val.away", NULL);

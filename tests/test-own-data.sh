@@ -9,7 +9,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-own-data-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..13"
+echo "1..18"
 
 # three classes of 4 features, separable: class k centred on k, named
 awk 'BEGIN { srand (3); print "f1,f2,f3,f4,kind";
@@ -132,35 +132,76 @@ else
   echo "not ok 9 - infer on raw rows: $right of 60 right"; sed 's/^/# /' export.log infer.log
 fi
 
+# a folder of texts for the character-level GPT: the files joined in name order
+mkdir texts
+for f in a b c; do awk -v f=$f 'BEGIN { for (i = 0; i < 300; i++) printf "%s line %d of the text\n", f, i }' > texts/$f.txt; done
+bytes=$(cat texts/*.txt | wc -c)
+gpt="$KS_SRCDIR/examples/gpt-words.ini --set data.path=texts --set train.steps=5 --set model.context=8 --set model.width=16 --set train.batch=4 --set optim.clip_norm=0"
+"$KSDIST" train $gpt > texts.log 2>&1
+if grep -q "on texts ($bytes bytes)" texts.log && grep -q "^eval loss" texts.log; then
+  echo "ok 10 - a folder of text files is one corpus ($bytes bytes) for the GPT"
+else
+  echo "not ok 10 - a folder of texts"; sed 's/^/# /' texts.log
+fi
+mkdir texts/more
+failing 11 "a folder inside the texts' folder" "texts/more is not a text file (a folder)" train $gpt
+
 # a CNN of the config on 28 x 28 digits in MNIST's IDX files
 if ! "$KSDIST" datagen digits digits --train 2000 --test 500 > datagen.log 2>&1; then
-  for n in 10 11 12 13; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 datagen.log)"; done
+  for n in 12 13 14 15; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 datagen.log)"; done
   exit 0
 fi
 cnn="$KS_SRCDIR/examples/cnn-idx.ini --set layer.conv1.filters=8 --set layer.conv2.filters=8 --set layer.hidden.size=32 --set train.batch=32"
-"$KSDIST" train $cnn --set train.steps=150 > cnn.log 2>&1
+"$KSDIST" train $cnn --set train.steps=150 --set train.export_dir=cnn-export > cnn.log 2>&1
 a=$(value cnn.log accuracy)
 if at_least "$a" 0.9; then
-  echo "ok 10 - the CNN of examples/cnn-idx.ini learns the IDX digits (held-out accuracy $a)"
+  echo "ok 12 - the CNN of examples/cnn-idx.ini learns the IDX digits (held-out accuracy $a)"
 else
-  echo "not ok 10 - CNN on IDX: accuracy '$a'"; sed 's/^/# /' cnn.log
+  echo "not ok 12 - CNN on IDX: accuracy '$a'"; sed 's/^/# /' cnn.log
 fi
 mkdir gz && for f in digits/*; do gzip -c "$f" > "gz/$(basename "$f").gz"; done
 "$KSDIST" train $cnn --set train.steps=150 --set data.path=gz > gz.log 2>&1
 if [ -n "$a" ] && [ "$(grep '^eval' gz.log)" = "$(grep '^eval' cnn.log)" ]; then
-  echo "ok 11 - the same files gzipped train the same ($(grep '^eval' gz.log))"
+  echo "ok 13 - the same files gzipped train the same ($(grep '^eval' gz.log))"
 else
-  echo "not ok 11 - gzipped IDX: '$(grep '^eval' gz.log)'"; sed 's/^/# /' gz.log
+  echo "not ok 13 - gzipped IDX: '$(grep '^eval' gz.log)'"; sed 's/^/# /' gz.log
 fi
 if [ ! -e "$KS_BUILD_PLUGINS/gloo/.libs/gloo.so" ]; then
-  echo "ok 12 # SKIP the gloo plugin was not built"
+  echo "ok 14 # SKIP the gloo plugin was not built"
 else
   "$KSDIST" launch -n 2 $cnn --set train.steps=20 --set pipeline.stages=2 --set pipeline.micro_batches=2 > pp.log 2>&1
   if [ $? -eq 0 ] && grep -q "eval accuracy" pp.log; then
-    echo "ok 12 - the CNN cut into two pipeline stages trains ($(grep 'eval accuracy' pp.log | head -1))"
+    echo "ok 14 - the CNN cut into two pipeline stages trains ($(grep 'eval accuracy' pp.log | head -1))"
   else
-    echo "not ok 12 - CNN pipeline"; sed 's/^/# /' pp.log
+    echo "not ok 14 - CNN pipeline"; sed 's/^/# /' pp.log
   fi
 fi
 cp -r digits bad && printf '\000\000\010\002' | dd of=bad/train-images-idx3-ubyte conv=notrunc 2>/dev/null
-failing 13 "an IDX file of the wrong magic" "train-images-idx3-ubyte: magic 0x00000802" train $cnn --set data.path=bad
+failing 15 "an IDX file of the wrong magic" "train-images-idx3-ubyte: magic 0x00000802" train $cnn --set data.path=bad
+
+# ksdist infer reads the training formats: the export scored on the IDX folder's t10k files
+"$KSDIST" infer cnn-export --format idx -i digits --argmax > classes.txt 2> infer.log
+a=$(sed -n 's/.*accuracy \([0-9.]*\) (\([0-9]*\) of 500 rows.*/\1/p' infer.log)
+if at_least "$a" 0.9 && [ "$(wc -l < classes.txt)" -eq 500 ]; then
+  echo "ok 16 - ksdist infer --format idx runs and scores the 500 held-out images (accuracy $a)"
+else
+  echo "not ok 16 - infer --format idx: '$a'"; sed 's/^/# /' infer.log
+fi
+
+# an image folder (torchvision's layout): one folder of PNGs per class
+if ! "$KSDIST" datagen digits png --format folder --train 1000 --test 200 > png.log 2>&1; then
+  echo "ok 17 # SKIP ksdist datagen digits --format folder failed: $(head -1 png.log)"
+  echo "ok 18 # SKIP ksdist datagen digits --format folder failed"
+  exit 0
+fi
+folder="$KS_SRCDIR/examples/image-folder.ini --set data.path=png/train --set data.test_path=png/t10k --set train.batch=32"
+"$KSDIST" train $folder --set train.steps=150 > folder.log 2>&1
+a=$(value folder.log accuracy)
+if at_least "$a" 0.8; then
+  echo "ok 17 - examples/image-folder.ini learns the PNG folders (held-out accuracy $a)"
+else
+  echo "not ok 17 - image folder: accuracy '$a'"; sed 's/^/# /' folder.log
+fi
+first=$(ls png/train/3 | head -1)
+head -c 100 "png/train/3/$first" > cut.png && mv cut.png "png/train/3/$first"
+failing 18 "a PNG cut short in a class folder" "png/train/3/$first: truncated" train $folder --set train.steps=1

@@ -2,6 +2,7 @@
 #include "train.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static void
 print_config (const KsConfig *config)
@@ -25,13 +26,92 @@ print_config (const KsConfig *config)
     }
 }
 
+/* A table cell: '|' escaped, so Markdown keeps one cell. */
+static char *
+cell (const char *text)
+{
+  GString *out = g_string_new (NULL);
+  for (const char *p = text != NULL ? text : ""; *p != '\0'; p++)
+    {
+      if (*p == '|')
+        g_string_append_c (out, '\\');
+      g_string_append_c (out, *p);
+    }
+  return g_string_free (out, FALSE);
+}
+
+static char *
+allowed (const KsKeyDesc *d)
+{
+  static const char *const types[] = { "text", "integer", "number", "true or false", "", "a list" };
+  if (d->type == KS_VALUE_CHOICE)
+    {
+      g_auto (GStrv) words = g_strsplit (d->choices, "|", -1);
+      return g_strjoinv (", ", words);
+    }
+  if ((d->type == KS_VALUE_INT || d->type == KS_VALUE_DOUBLE) && d->min <= d->max)
+    return g_strdup_printf ("%s in [%g, %g]", types[d->type], d->min, d->max);
+  return g_strdup (types[d->type]);
+}
+
+/* Every group and key this ksdist knows, the core's and the plugins' found, as Markdown:
+ * doc/config.md is this output (tests/test-reference.sh). */
+static void
+print_reference (const KsConfig *config)
+{
+  g_auto (GStrv) groups = ks_config_groups (config);
+  g_autoptr (KsConfig) core = ks_config_new ();
+  g_auto (GStrv) core_groups = ks_config_groups (core);
+  g_autoptr (GPtrArray) plugins = g_ptr_array_new ();
+
+  for (int g = 0; groups[g] != NULL; g++)
+    if (!g_strv_contains ((const char *const *) core_groups, groups[g]))
+      g_ptr_array_add (plugins, groups[g]);
+  g_ptr_array_add (plugins, NULL);
+  g_autofree char *names = g_strjoinv (", ", (char **) plugins->pdata);
+  printf ("# ksdist configuration reference\n\n"
+          "Every group and key of ksdist's configuration: the core's, and those of the plugins "
+          "found when it was made (%s). Written by `ksdist config --reference`, which prints "
+          "what the program knows; `tests/test-reference.sh` fails when this file differs. A "
+          "value resolves as default < file < environment `KS_<GROUP>_<KEY>` < `--set "
+          "group.key=value`; an unknown group or key, or a value out of its range, is an "
+          "error naming it.\n", names);
+  for (int g = 0; groups[g] != NULL; g++)
+    {
+      g_autoptr (GPtrArray) keys = ks_config_group_keys (config, groups[g]);
+      const char *star = strstr (groups[g], ".*");
+      if (star != NULL)
+        printf ("\n## [%.*s.NAME]\n\n", (int) (star - groups[g]), groups[g]);
+      else if (strchr (groups[g], '.') != NULL)
+        continue; /* a template's instance, written in the file read */
+      else
+        printf ("\n## [%s]%s\n\n", groups[g],
+                g_strv_contains ((const char *const *) core_groups, groups[g]) ? ""
+                                                                               : " (plugin)");
+      printf ("| key | default | allowed | meaning |\n|---|---|---|---|\n");
+      for (guint i = 0; i < keys->len; i++)
+        {
+          const KsKeyDesc *d = g_ptr_array_index (keys, i);
+          g_autofree char *def = cell (d->default_value);
+          g_autofree char *ok = allowed (d);
+          g_autofree char *help = cell (d->help);
+          printf ("| `%s` | %s%s%s | %s | %s |\n", d->key, *def ? "`" : "", def, *def ? "`" : "",
+                  ok, help);
+        }
+    }
+}
+
 static int
 run_config (int argc, char **argv)
 {
   g_auto (GStrv) sets = NULL;
   KsTrainWorld world = { 0, 0 };
+  gboolean reference = FALSE;
   GOptionEntry entries[] = {
     KS_CLI_SET_OPTION (sets),
+    { "reference", 0, 0, G_OPTION_ARG_NONE, &reference,
+      "Print every group and key known (the core's and the plugins' found), with its type, "
+      "range, default and meaning, as Markdown (doc/config.md), and nothing else", NULL },
     { "workers", 'n', 0, G_OPTION_ARG_INT, &world.workers,
       "Check for a job of N workers (as ksdist launch -n N or --workers N)", "N" },
     { "servers", 0, 0, G_OPTION_ARG_INT, &world.servers,
@@ -49,8 +129,19 @@ run_config (int argc, char **argv)
       ks_cli_error ("config: one FILE at most, got '%s' too (see ksdist help config)", argv[2]);
       return KS_EXIT_USAGE;
     }
+  if (reference && (argc > 1 || sets != NULL))
+    {
+      ks_cli_error ("config: --reference takes no FILE and no --set: it prints what this "
+                    "ksdist knows");
+      return KS_EXIT_USAGE;
+    }
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != KS_EXIT_OK)
     return status;
+  if (reference)
+    {
+      print_reference (config);
+      return KS_EXIT_OK;
+    }
   /* printed as written, before the check sets what follows from other keys */
   print_config (config);
   fflush (stdout);

@@ -607,7 +607,8 @@ run_datagen_digits (int argc, char **argv)
     { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the drawings (default 1)", "S" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format,
       "idx (MNIST's four files, the default), npy (train-images.npy, train-labels.npy, "
-      "t10k-...) or csv (train.csv, t10k.csv: a label and 784 pixels a line)", "F" },
+      "t10k-...), csv (train.csv, t10k.csv: a label and 784 pixels a line) or folder "
+      "(train/<digit>/*.png and t10k/<digit>/*.png)", "F" },
     { NULL },
   };
 
@@ -617,10 +618,10 @@ run_datagen_digits (int argc, char **argv)
     format = g_strdup ("idx");
   if (argc != 3 || train < 1 || train > 10000000 || test < 1 || test > 10000000
       || (strcmp (format, "idx") != 0 && strcmp (format, "npy") != 0
-          && strcmp (format, "csv") != 0))
+          && strcmp (format, "csv") != 0 && strcmp (format, "folder") != 0))
     {
       ks_cli_error ("datagen digits: give one DIR, 1 <= --train, --test <= 10000000 and "
-                    "--format idx, npy or csv (see ksdist help datagen)");
+                    "--format idx, npy, csv or folder (see ksdist help datagen)");
       return KS_EXIT_USAGE;
     }
 #ifdef HAVE_GLYPHS

@@ -5,6 +5,8 @@
  * dimension: the class). The export runs with any batch, so rows go through in chunks. */
 #include "cli.h"
 
+#include <ksdist/table.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -122,7 +124,8 @@ read_rows (FILE *in, const char *name, Feed *feeds, guint n_feeds, gsize *rows, 
 
 /* Prints rows [0, rows) of the targets' values, or their classes. */
 static gboolean
-print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, GError **error)
+print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, gint64 *classes,
+            GError **error)
 {
   g_autofree const float **values = g_new (const float *, n_targets);
   g_autofree gsize *per_row = g_new (gsize, n_targets), *group = g_new (gsize, n_targets);
@@ -162,10 +165,30 @@ print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, GErr
                 for (gsize j = 1; j < group[t]; j++)
                   best = x[g * group[t] + j] > x[g * group[t] + best] ? j : best;
                 printf ("%s%" G_GSIZE_FORMAT, t + g ? " " : "", best);
+                if (classes != NULL && t == 0 && g == 0)
+                  classes[r] = best;
               }
         }
       putchar ('\n');
     }
+  return TRUE;
+}
+
+/* The rows of a data file read by the training readers (table.h): its features are the
+ * model's one float32 input, "x". */
+static gboolean
+table_rows (const KsTable *table, Feed *feeds, guint n_feeds, gsize *rows, GError **error)
+{
+  if (n_feeds != 1 || feeds[0].dtype != KS_DTYPE_FLOAT32 || feeds[0].per_row != table->features)
+    {
+      g_autofree char *layout = row_layout (feeds, n_feeds);
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: %" G_GSIZE_FORMAT " features a row, but this model's row is %s",
+                   table->path, table->features, layout);
+      return FALSE;
+    }
+  g_array_append_vals (feeds[0].values, table->x, table->rows * table->features);
+  *rows = table->rows;
   return TRUE;
 }
 
@@ -218,8 +241,8 @@ standardize (const char *dir, Feed *feeds, guint n_feeds, gsize rows, GError **e
 }
 
 static int
-infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name, gsize chunk,
-       gboolean argmax)
+infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
+       const KsTable *table, gsize chunk, gboolean argmax)
 {
   g_autoptr (GError) error = NULL;
   g_auto (GStrv) feed_names = NULL, target_names = NULL;
@@ -243,7 +266,8 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name, gsize
       feeds[i].values = g_array_new (FALSE, FALSE, dtype == KS_DTYPE_INT64 ? sizeof (gint64)
                                                                           : sizeof (float));
     }
-  if (!read_rows (in, in_name, feeds, n_feeds, &rows, &error)
+  if (!(table != NULL ? table_rows (table, feeds, n_feeds, &rows, &error)
+                       : read_rows (in, in_name, feeds, n_feeds, &rows, &error))
       || !standardize (dir, feeds, n_feeds, rows, &error))
     {
       ks_cli_error ("%s", error->message);
@@ -253,6 +277,9 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name, gsize
   guint n_targets = g_strv_length (target_names);
   g_autofree KsExpr **targets = g_new (KsExpr *, n_targets);
   g_autofree KsFeed *batch = g_new (KsFeed, MAX (n_feeds, 1));
+  /* with a data file's classes: how many the model gets right */
+  gboolean score = table != NULL && table->y != NULL && argmax;
+  g_autofree gint64 *classes = score ? g_new0 (gint64, MAX (rows, 1)) : NULL;
   int status = KS_EXIT_OK;
   for (gsize at = 0; at < rows && status == KS_EXIT_OK; at += chunk)
     {
@@ -271,14 +298,38 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name, gsize
           batch[i] = (KsFeed) { feeds[i].name, feeds[i].values->data + at * size, n * size };
         }
       if (model == NULL || !ks_model_run (model, batch, n_feeds, targets, n_targets, &error)
-          || !print_rows (targets, n_targets, n, argmax, &error))
+          || !print_rows (targets, n_targets, n, argmax, classes != NULL ? classes + at : NULL,
+                          &error))
         {
           ks_cli_error ("%s: %s", dir, error->message);
           status = KS_EXIT_RUNTIME;
         }
     }
+  if (status == KS_EXIT_OK && score)
+    {
+      gsize right = 0;
+      for (gsize r = 0; r < rows; r++)
+        right += classes[r] == table->y[r];
+      g_message ("accuracy %.4f (%" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " rows of %s)",
+                 rows ? (double) right / rows : 0.0, right, rows, table->path);
+    }
   feeds_clear (feeds, n_feeds);
   return status;
+}
+
+/* The rows of --format csv, npy or idx, with their labels. */
+static KsTable *
+load_table (const char *format, const char *input, const char *labels, const char *label,
+            GError **error)
+{
+  if (strcmp (format, "csv") == 0)
+    {
+      KsCsvOptions o = { 0, -1, label, FALSE };
+      return ks_table_load_csv (input, &o, error);
+    }
+  if (strcmp (format, "npy") == 0)
+    return ks_table_load_npy (input, labels, FALSE, error);
+  return ks_table_load_idx (input, FALSE, error);
 }
 
 static int
@@ -288,9 +339,18 @@ run_infer (int argc, char **argv)
   g_autofree char *input = NULL;
   gboolean argmax = FALSE;
   gint chunk = 256;
+  g_autofree char *format = NULL, *labels = NULL, *label = NULL;
   GOptionEntry entries[] = {
     { "input", 'i', 0, G_OPTION_ARG_FILENAME, &input,
-      "Rows to run, one a line (default: standard input)", "FILE" },
+      "Rows to run, one a line (default: standard input); with --format, the data file "
+      "(idx: the folder, whose t10k files are run)", "FILE" },
+    { "format", 0, 0, G_OPTION_ARG_STRING, &format,
+      "text (the default: values a line), or a training data format: csv (a header and a "
+      "label column, as [data] task = csv reads), npy (with --labels) or idx; their rows are "
+      "run and, with --argmax, scored against their labels", "F" },
+    { "labels", 0, 0, G_OPTION_ARG_FILENAME, &labels, "npy: the labels' .npy file", "FILE" },
+    { "label", 0, 0, G_OPTION_ARG_STRING, &label,
+      "csv: the label column, by name or 0-based index (default: the last)", "COLUMN" },
     { "argmax", 0, 0, G_OPTION_ARG_NONE, &argmax,
       "Print the index of each row's largest output (the class), not the values", NULL },
     { "batch", 'b', 0, G_OPTION_ARG_INT, &chunk, "Rows run at a time (default 256)", "N" },
@@ -315,8 +375,24 @@ run_infer (int argc, char **argv)
       ks_cli_error ("%s is not a directory: give the [train] export_dir of a run", argv[1]);
       return KS_EXIT_USAGE;
     }
-  FILE *in = input == NULL || strcmp (input, "-") == 0 ? stdin : fopen (input, "r");
-  if (in == NULL)
+  g_autoptr (KsTable) table = NULL;
+  if (format != NULL && strcmp (format, "text") != 0)
+    {
+      if ((strcmp (format, "csv") != 0 && strcmp (format, "npy") != 0
+           && strcmp (format, "idx") != 0)
+          || input == NULL || (strcmp (format, "npy") == 0) != (labels != NULL)
+          || (label != NULL && strcmp (format, "csv") != 0))
+        {
+          ks_cli_error ("infer: --format is text, csv, npy or idx, with -i the data file (npy: "
+                        "and --labels; --label for csv only)");
+          return KS_EXIT_USAGE;
+        }
+      if ((table = load_table (format, input, labels, label, &error)) == NULL)
+        return ks_cli_fail (error);
+    }
+  FILE *in = table != NULL ? NULL
+             : input == NULL || strcmp (input, "-") == 0 ? stdin : fopen (input, "r");
+  if (table == NULL && in == NULL)
     {
       ks_cli_error ("cannot open %s: %s", input, g_strerror (errno));
       return KS_EXIT_USAGE;
@@ -327,10 +403,10 @@ run_infer (int argc, char **argv)
       if (compute == NULL)
         status = ks_cli_fail (error);
       else
-        status = infer (compute, argv[1], in, in == stdin ? "(standard input)" : input, chunk,
-                        argmax);
+        status = infer (compute, argv[1], in, in == stdin ? "(standard input)" : input, table,
+                        chunk, argmax);
     }
-  if (in != stdin)
+  if (in != NULL && in != stdin)
     fclose (in);
   return status;
 }

@@ -3,10 +3,12 @@
  * sets), made 28 x 28 grey by averaging, white ink on black as MNIST has them, written in
  * MNIST's own layout (IDX files under MNIST's names) so that a folder of the real MNIST,
  * or of Fashion-MNIST, drops in where this one was. --format npy or csv writes the same
- * images as NumPy arrays or a CSV of 784 pixel columns and a label. */
+ * images as NumPy arrays or a CSV of 784 pixel columns and a label, --format folder as PNG
+ * files in one folder per class (torchvision's ImageFolder), train/ and t10k/. */
 #include "datagen-fonts.h"
 
 #include <errno.h>
+#include <gdk-pixbuf/gdk-pixbuf.h>
 #include <string.h>
 
 enum { SIDE = 28, PIXELS = SIDE * SIDE, MAX_DIGIT_FONTS = 48 };
@@ -129,10 +131,38 @@ write_csv (const char *dir, const char *split, const guint8 *images, const guint
   return ok;
 }
 
+/* an image folder as torchvision's ImageFolder reads it: SPLIT/<digit>/<n>.png */
+static gboolean
+write_folder (const char *dir, const char *split, const guint8 *images, const guint8 *labels,
+              guint32 n)
+{
+  for (guint32 i = 0; i < n; i++)
+    {
+      g_autofree char *class_dir = g_strdup_printf ("%s/%s/%u", dir, split, labels[i]);
+      g_autofree char *path = g_strdup_printf ("%s/%05u.png", class_dir, i);
+      g_autoptr (GdkPixbuf) pb = gdk_pixbuf_new (GDK_COLORSPACE_RGB, FALSE, 8, SIDE, SIDE);
+      g_autoptr (GError) error = NULL;
+      guint8 *px = gdk_pixbuf_get_pixels (pb);
+      int stride = gdk_pixbuf_get_rowstride (pb);
+      for (int y = 0; y < SIDE; y++)
+        for (int x = 0; x < SIDE; x++)
+          memset (px + y * stride + x * 3, images[(gsize) i * PIXELS + y * SIDE + x], 3);
+      if (g_mkdir_with_parents (class_dir, 0755) != 0 || !gdk_pixbuf_save (pb, path, "png", &error, NULL))
+        {
+          ks_cli_error ("datagen digits: %s: %s", path,
+                        error != NULL ? error->message : g_strerror (errno));
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 static gboolean
 write_split (const char *dir, const char *format, const char *split, const guint8 *images,
              const guint8 *labels, guint32 n)
 {
+  if (strcmp (format, "folder") == 0)
+    return write_folder (dir, split, images, labels, n);
   if (strcmp (format, "idx") == 0)
     return write_idx (dir, split, images, labels, n);
   if (strcmp (format, "csv") == 0)

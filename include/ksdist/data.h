@@ -32,7 +32,8 @@ typedef struct {
   gsize length;
 } KsText;
 
-/* Reads `path`; an empty file or one that cannot be read is an error naming it. */
+/* Reads `path`, a file or a folder of text files (joined in name order, each ending in a
+ * newline); an empty text or a file that cannot be read is an error naming it. */
 KsText *ks_text_load (const char *path, GError **error);
 void ks_text_free (KsText *text);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsText, ks_text_free)

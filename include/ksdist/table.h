@@ -1,5 +1,6 @@
 /* ksdist — table: a user's own data set from a standard file (CSV or TSV, NumPy .npy,
- * MNIST's IDX, llm.c/nanoGPT token shards), loaded whole into memory.
+ * MNIST's IDX, a folder of PNG and JPEG images per class, llm.c/nanoGPT token shards),
+ * loaded whole into memory.
  *
  * Every reader treats the file as untrusted: sizes, ranges and counts are checked before
  * use, and a malformed file is one KS_CONFIG_ERROR naming the file and the line, record
@@ -25,7 +26,8 @@ typedef struct {
   char *path;          /* the file or folder loaded, for messages */
   gsize rows;
   int ndim;            /* of one sample's features */
-  gint64 shape[4];     /* CSV: [columns]; IDX images: [h, w, 1] (NHWC, channels last);
+  gint64 shape[4];     /* CSV: [columns]; IDX images: [h, w, 1], image folders:
+                        * [h, w, channels] (NHWC, channels last);
                         * npy: the array's trailing dims ([1] for a 1-D array) */
   gsize features;      /* product of shape */
   float *x;            /* rows * features float32, row-major */
@@ -33,8 +35,9 @@ typedef struct {
   gint64 *y;           /* rows class ids in [0, classes) when !regression; else NULL */
   float *target;       /* rows values when regression; else NULL */
   gint64 classes;      /* when !regression: max id + 1, or the number of categorical names */
-  char **class_names;  /* categorical labels mapped to classes (sorted by strcmp),
-                        * NULL-terminated; NULL when the labels are numeric */
+  char **class_names;  /* categorical labels mapped to classes (sorted by strcmp), or an
+                        * image folder's class folders; NULL-terminated; NULL when the
+                        * labels are numeric */
   char **feature_names; /* CSV with a header: the feature columns' names, NULL-terminated;
                          * else NULL */
 } KsTable;
@@ -79,6 +82,31 @@ KsTable *ks_table_load_npy (const char *features, const char *labels, gboolean r
  * train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each possibly
  * with .gz added); `train` picks the pair. Pixels scaled to [0, 1]; shape [h, w, 1]. */
 KsTable *ks_table_load_idx (const char *path, gboolean train, GError **error);
+
+/* An image folder as torchvision's ImageFolder lays it out: ROOT/<class>/<image>, one
+ * folder per class (at least 2), class ids in strcmp order of the folder names (kept in
+ * class_names), rows ordered by class then file name. Files in ROOT itself and hidden
+ * entries (names starting with '.') anywhere are skipped; in a class folder every other
+ * entry must be a .png, .jpg or .jpeg file (any case) holding a whole PNG or JPEG: a
+ * sub-folder, another file, a dangling link, a truncated or undecodable image is an error
+ * naming it, as is a class folder without images. Symbolic links are followed. The
+ * format is known by the first bytes (another format under a .png name is refused), and
+ * PNG chunks and JPEG segments must reach their end marker, since gdk-pixbuf would decode
+ * a truncated file into a partly grey image; images over 64 megapixels are refused.
+ * A missing root, or a folder or file that cannot be read, is KS_CONFIG_ERROR_IO; the
+ * rest is KS_CONFIG_ERROR_BAD_VALUE.
+ * Each image is decoded by gdk-pixbuf (an error saying so when built without it), resized
+ * to height x width (bilinear), made `channels` 1 (the mean of R, G and B) or 3 (grey
+ * images repeated; alpha dropped), scaled to [0, 1]; shape [height, width, channels]. */
+typedef struct {
+  int height, width; /* 1 to KS_IMAGE_FOLDER_MAX_SIDE */
+  int channels;      /* 1 or 3 */
+} KsImageFolderOptions;
+
+#define KS_IMAGE_FOLDER_MAX_SIDE 4096
+
+KsTable *ks_table_load_image_folder (const char *root, const KsImageFolderOptions *options,
+                                     GError **error);
 
 /* A held-out split: rows whose seeded hash of the row index falls below `fraction`
  * (in (0, 1)) go to *test, the rest to *train, both new tables in the original order;

@@ -71,9 +71,9 @@ static const KsKeyDesc core_schema[] = {
     "--torch` writes); every parameter must be there with its shape, and nothing else" },
   { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
   { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0,
-    "spirals|rings|csv|npy|idx|tokens|text|addition|ctr",
-    "spirals, rings: generated classification in the plane (mlp, layers); csv, npy, idx: "
-    "your own rows from [data] path (mlp, layers); tokens: a language model (layers) on a "
+    "spirals|rings|csv|npy|idx|image_folder|tokens|text|addition|ctr",
+    "spirals, rings: generated classification in the plane (mlp, layers); csv, npy, idx, "
+    "image_folder: your own rows from [data] path (mlp, layers); tokens: a language model (layers) on a "
     "token file (llm.c's .bin shards, nanoGPT's train.bin); text: next-character "
     "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
     "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
@@ -127,11 +127,18 @@ static const KsKeyDesc core_schema[] = {
     "list of Debian's wamerican); the ctr task's directory of train/ and test/ files; csv: "
     "a CSV or TSV file (gzip read directly); npy: the features' .npy file; idx: a folder of "
     "MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz); "
-    "tokens: the training tokens' file" },
+    "image_folder: a folder of one sub-folder of PNG or JPEG images per class "
+    "(torchvision's ImageFolder); tokens: the training tokens' file" },
+  { "data", "height", KS_VALUE_INT, "32", 1, 4096, NULL,
+    "image_folder: the rows' image height; each image is resized to height x width" },
+  { "data", "width", KS_VALUE_INT, "32", 1, 4096, NULL, "image_folder: the rows' image width" },
+  { "data", "channels", KS_VALUE_CHOICE, "3", 1, 0, "1|3",
+    "image_folder: 1 (grey, the mean of red, green and blue) or 3 (RGB)" },
   { "data", "labels", KS_VALUE_STRING, "", 1, 0, NULL,
     "npy: the labels' .npy file, one per row of [data] path" },
   { "data", "test_path", KS_VALUE_STRING, "", 1, 0, NULL,
-    "csv, npy: the held-out rows' file (npy: with [data] test_labels); tokens: the "
+    "csv, npy: the held-out rows' file (npy: with [data] test_labels); image_folder: the "
+    "held-out images' folder, its classes the same; tokens: the "
     "held-out tokens' file; empty: [data] holdout of the rows (chosen by a seeded hash) or "
     "of the tokens (the file's end)" },
   { "data", "test_labels", KS_VALUE_STRING, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
