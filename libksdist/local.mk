@@ -61,6 +61,7 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/trainer.c \
 	libksdist/trainer/init-from.c \
 	libksdist/trainer/plan.c \
+	libksdist/trainer/owner.c \
 	libksdist/trainer/single.c \
 	libksdist/trainer/dist.c \
 	libksdist/trainer/meet.c \

@@ -265,6 +265,12 @@ TESTS += tests/test-export-torch.sh
 dist_check_SCRIPTS += tests/test-limits.sh
 TESTS += tests/test-limits.sh
 
+# A run owns its checkpoint_dir: fresh runs refused or started over, one job at a time.
+dist_check_SCRIPTS += tests/test-ckpt-owner.sh
+TESTS += tests/test-ckpt-owner.sh
+# it loads build-tree plugins (see test-install.log below)
+tests/test-install.log: tests/test-ckpt-owner.log
+
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c

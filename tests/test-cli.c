@@ -768,7 +768,7 @@ test_environment_typos (Fixture *f, gconstpointer data)
   assert_error_line (f, 2, "environment variable KS_TRAIN_STPES: unknown key 'stpes' in "
                            "[train]; did you mean KS_TRAIN_STEPS? (known: optimizer, steps, "
                            "batch, log_every, eval_every, seed, checkpoint_dir, "
-                           "checkpoint_every, keep, export_dir, resume); rename or unset it");
+                           "checkpoint_every, keep, export_dir, resume, start_over); rename or unset it");
   g_assert_cmpstr (f->out, ==, "");
   run (f, ARGS ("config"), ARGS ("KS_OPENBLAS_THREDS=2")); /* a plugin's group */
   g_assert_cmpint (f->status, ==, 2);

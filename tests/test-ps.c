@@ -417,14 +417,15 @@ test_save_confined (void)
     return;
   g_assert_cmpint (g_mkdir_with_parents (outside, 0755), ==, 0);
   g_assert_cmpint (g_mkdir_with_parents (target, 0755), ==, 0);
-  g_assert_cmpint (g_mkdir_with_parents (committed, 0755), ==, 0);
   g_assert_cmpint (g_mkdir_with_parents (good, 0755), ==, 0);
   g_assert_cmpint (symlink (target, linked), ==, 0);
-  g_free (ks_test_write (committed, "job.json", "{}"));
   ps_test_job_start (&j, 1, 1, ARGS ("strategy.mode=async", "train.steps=10000", set_ckpt,
                                      "openblas.threads=1", "comm.timeout=20",
                                      "train.log_every=10000"));
   g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 60)); /* worker 0 said hello */
+  /* committed once the job runs: a fresh job refuses a directory holding checkpoints */
+  g_assert_cmpint (g_mkdir_with_parents (committed, 0755), ==, 0);
+  g_free (ks_test_write (committed, "job.json", "{}"));
 
   assert_save_refused (&j, elsewhere, "not the temporary directory of a save of step 5");
   g_assert_false (g_file_test (elsewhere, G_FILE_TEST_EXISTS));
@@ -601,7 +602,8 @@ test_checkpoint_commit (void)
   g_ptr_array_sort (names, by_name);
   g_ptr_array_add (names, NULL);
   g_autofree char *listed = g_strjoinv (" ", (char **) names->pdata);
-  g_assert_cmpstr (listed, ==, "checkpoint-1.notes checkpoint-4");
+  /* .ksdist-lock: the job's lock on the directory, emptied when the job ended */
+  g_assert_cmpstr (listed, ==, ".ksdist-lock checkpoint-1.notes checkpoint-4");
   g_autofree char *job = g_build_filename (ckpt, "checkpoint-4", "job.json", NULL);
   g_assert_true (g_file_test (job, G_FILE_TEST_IS_REGULAR));
   ks_test_rmtree (dir);

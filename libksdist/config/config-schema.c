@@ -194,6 +194,10 @@ static const KsKeyDesc core_schema[] = {
     "graph from its inputs to the logits, and its parameters); empty for none" },
   { "train", "resume", KS_VALUE_BOOL, "false", 1, 0, NULL,
     "Start from the newest checkpoint in checkpoint_dir when there is one" },
+  { "train", "start_over", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "A fresh run (resume = false) into a checkpoint_dir that holds checkpoints moves them "
+    "aside into checkpoint_dir/previous-<UTC time>/ (never deletes them) and starts from "
+    "step 1; without it such a run is refused" },
   { "pipeline", "stages", KS_VALUE_INT, "1", 1, 4095, NULL,
     "Pipeline stages: `ksdist train` cuts the model's layer list over this many workers "
     "(one process each; a job of k times as many workers runs k data-parallel replicas); 1 "

@@ -170,6 +170,10 @@ ks_trainer_run (KsTrainer *t, GError **error)
   if (!ks_trainer_dist_setup (t, error))
     return FALSE;
   leader = t->rank == 0 && t->stage == 0;
+  /* one process per job (whichever processes write) holds the directory, from before
+   * anything is built until the job ends */
+  if (leader && *ckpt_dir != '\0' && !ks_trainer_own_checkpoints (t, ckpt_dir, error))
+    return FALSE;
   if (leader && *metrics != '\0' && (t->metrics = fopen (metrics, resuming ? "a" : "w")) == NULL)
     return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                         "[log] metrics = %s: %s", metrics, g_strerror (errno)), FALSE;

@@ -145,6 +145,32 @@ writable_dir (const char *group, const char *key, const char *dir, GError **erro
   return TRUE;
 }
 
+/* A fresh run into a checkpoint_dir holding another run's checkpoints would replace them
+ * (a GPT's checkpoint-2000 became an MLP's): refused, before any process starts, unless
+ * the user says to resume or to start over. */
+static gboolean
+check_owner (const KsConfig *c, GError **error)
+{
+  const char *dir = ks_config_get_string (c, "train", "checkpoint_dir");
+  gboolean resume = ks_config_get_bool (c, "train", "resume");
+  gboolean start_over = ks_config_get_bool (c, "train", "start_over");
+
+  if (resume && start_over)
+    return refuse (error, "[train] resume = true and [train] start_over = true: resume goes "
+                   "on from the checkpoints in checkpoint_dir, start_over moves them aside; "
+                   "set one of them");
+  if (*dir == '\0' || resume || start_over)
+    return TRUE;
+  g_autofree char *there = ks_trainer_describe_checkpoints (dir);
+  if (there == NULL)
+    return TRUE;
+  return refuse (error, "[train] checkpoint_dir = %s already holds checkpoints, the newest "
+                 "%s, and this run (resume = false) would replace them: --set "
+                 "train.resume=true goes on from them, or --set train.start_over=true moves "
+                 "them aside into %s/previous-<time>/ and starts again (or give this run "
+                 "another checkpoint_dir)", dir, there, dir);
+}
+
 /* A file the run will write: its directory must be one it can write. */
 static gboolean
 writable_file (const char *group, const char *key, const char *path, GError **error)
@@ -177,6 +203,8 @@ check_paths (const KsConfig *c, GError **error)
       if (*v != '\0' && !writable_file (files[i][0], files[i][1], v, error))
         return FALSE;
     }
+  if (!check_owner (c, error))
+    return FALSE;
   const char *init = ks_config_get_string (c, "model", "init_from");
   if (*init != '\0' && !g_file_test (init, G_FILE_TEST_IS_REGULAR))
     return refuse (error, "[model] init_from = %s: no such file (give a .safetensors file of "

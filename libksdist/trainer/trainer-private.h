@@ -7,6 +7,7 @@
  * stages.c    the pipeline executor: segmenting, building a stage, its report
  * precision.c [amp] on the built model
  * persist.c   checkpoints, resume and export
+ * owner.c     a run owns its checkpoint_dir: the lock, fresh runs refused or started over
  * loop.c      ks_trainer_run: the loop */
 #ifndef KS_TRAINER_PRIVATE_H
 #define KS_TRAINER_PRIVATE_H
@@ -86,6 +87,7 @@ struct _KsTrainer {
   char *clip_norm_setting; /* [optim] clip_norm as set, when the pipeline clips instead */
   const KsLayerDesc *layers, *loss_layer;
   gsize n_layers;
+  int ckpt_lock; /* owner.c: the lock on [train] checkpoint_dir this process holds, or -1 */
 };
 
 /* trainer.c */
@@ -106,6 +108,16 @@ gboolean ks_trainer_check_world (KsRegistry *registry, const KsConfig *c,
                                  GError **error);
 /* Whether the compute backend this run will get is CUDA's (device memory). */
 gboolean ks_trainer_on_gpu (KsRegistry *registry, const KsConfig *c);
+
+/* owner.c */
+/* "checkpoint-N (a model of [model] type = T)", the newest checkpoint of `dir`, or NULL
+ * when it holds none. */
+char *ks_trainer_describe_checkpoints (const char *dir);
+/* The job's one owner of [train] checkpoint_dir `dir` (its leader) takes the lock, a
+ * configuration error naming the holder when another job has it; with [train]
+ * start_over, then moves the old checkpoints aside. */
+gboolean ks_trainer_own_checkpoints (KsTrainer *t, const char *dir, GError **error);
+void ks_trainer_release_checkpoints (KsTrainer *t);
 
 /* dist.c */
 gboolean ks_trainer_dist_setup (KsTrainer *t, GError **error);

@@ -27,6 +27,7 @@ ks_trainer_alloc (KsRegistry *registry, KsConfig *config, const KsTrainTask *tas
                   gpointer data, GError **error)
 {
   KsTrainer *t = g_new0 (KsTrainer, 1);
+  t->ckpt_lock = -1;
 
   if (!ks_trainer_task_copy (task, &t->task_copy, error))
     {
@@ -63,6 +64,7 @@ ks_trainer_free (KsTrainer *t)
     return;
   if (t->metrics != NULL)
     fclose (t->metrics);
+  ks_trainer_release_checkpoints (t);
   ks_optimizer_free (t->optimizer);
   if (t->pipeline != NULL)
     ks_pipeline_free (t->pipeline); /* with its model */
