@@ -105,5 +105,17 @@ done
   && ok "the launched job started over with its old checkpoints aside" \
   || not_ok "the launched job started over with its old checkpoints aside"
 
+# 6. A run that fails before its first save (here its task refuses [model] context in
+# the build, after the lock is taken) leaves no directory and no lock file behind.
+"$KSDIST" train "$ex/addition.ini" --set model.context=9 --set train.checkpoint_dir=never \
+  >/dev/null 2>err
+status=$?
+if [ $status -eq 2 ] && [ ! -e never ]; then
+  ok "a run that failed before saving left no checkpoint_dir behind"
+else
+  echo "# status $status; left: $(ls -a never 2>&1 | tr '\n' ' ')"
+  not_ok "a run that failed before saving left no checkpoint_dir behind"
+fi
+
 echo "1..$n"
 exit $failed

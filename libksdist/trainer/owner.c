@@ -99,8 +99,11 @@ ks_trainer_own_checkpoints (KsTrainer *t, const char *dir, GError **error)
   struct stat st;
   int fd;
 
+  gboolean existed = g_file_test (dir, G_FILE_TEST_IS_DIR);
   if (g_mkdir_with_parents (dir, 0755) != 0)
     return io_error (error, "[train] checkpoint_dir: cannot create", dir);
+  if (!existed)
+    t->ckpt_made = g_strdup (dir);
   /* not through a link, and only a regular file (a FIFO there would block the read) */
   fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0)
@@ -158,10 +161,23 @@ void
 ks_trainer_release_checkpoints (KsTrainer *t)
 {
   if (t->ckpt_lock < 0)
-    return;
+    {
+      g_clear_pointer (&t->ckpt_made, g_free);
+      return;
+    }
   /* empty: the next job knows this one ended as it should */
   if (ftruncate (t->ckpt_lock, 0) != 0)
     g_debug ("cannot empty the checkpoint lock: %s", g_strerror (errno));
+  /* a run that made the directory and saved nothing in it (it failed before its first
+   * save) leaves nothing behind: the lock file goes, then the directory if empty */
+  if (t->ckpt_made != NULL)
+    {
+      g_autofree char *there = ks_trainer_describe_checkpoints (t->ckpt_made);
+      g_autofree char *path = g_build_filename (t->ckpt_made, LOCK_NAME, NULL);
+      if (there == NULL && g_unlink (path) == 0)
+        g_rmdir (t->ckpt_made);
+    }
   close (t->ckpt_lock); /* releases the flock */
   t->ckpt_lock = -1;
+  g_clear_pointer (&t->ckpt_made, g_free);
 }

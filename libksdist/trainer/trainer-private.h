@@ -88,6 +88,7 @@ struct _KsTrainer {
   const KsLayerDesc *layers, *loss_layer;
   gsize n_layers;
   int ckpt_lock; /* owner.c: the lock on [train] checkpoint_dir this process holds, or -1 */
+  char *ckpt_made; /* owner.c: that directory when this process created it, else NULL */
 };
 
 /* trainer.c */
