@@ -219,7 +219,8 @@ net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
 {
   net->rows = rows;
   net->in_ndim = ndim;
-  memcpy (net->in_shape, shape, ndim * sizeof (gint64));
+  if (ndim > 0) /* token models give no sample shape */
+    memcpy (net->in_shape, shape, ndim * sizeof (gint64));
   g_free (net->desc);
   net->desc = g_new0 (KsLayerDesc, net->n);
   for (gsize i = 0; i < net->n; i++)
