@@ -27,7 +27,7 @@ for t in "$@"; do
           | sort -n | awk '{ v[NR] = $1 } END { printf "%.2f", 128000 / v[int ((NR + 1) / 2)] }')
   if [ $have_torch = yes ]; then
     set -- $(OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$python" "$src/bench-cnn-idx-torch.py" "$t" cpu 128)
-    printf "  %7s %12s %12s %8.2f\n" "$t" "$ks_ms" "$1" "$(echo "$1 / $ks_ms" | bc -l)"
+    printf "  %7s %12s %12s %8.2f\n" "$t" "$ks_ms" "$1" "$(awk -v a="$1" -v b="$ks_ms" 'BEGIN { print a / b }')"
   else
     printf "  %7s %12s %12s %8s\n" "$t" "$ks_ms" - "(no python3-torch)"
   fi

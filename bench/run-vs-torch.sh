@@ -47,7 +47,7 @@ for t in "$@"; do
         printf "  %7s %7s %12s %10s %12s %10s %8s\n" "$t" "$b" "$ks_ms" "$ks_rss" - - "(torch failed)"
       else
         printf "  %7s %7s %12s %10s %12s %10s %8.2f\n" "$t" "$b" "$ks_ms" "$ks_rss" "$1" "$2" \
-          "$(echo "$1 / $ks_ms" | bc -l)"
+          "$(awk -v a="$1" -v b="$ks_ms" 'BEGIN { print a / b }')"
       fi
     else
       printf "  %7s %7s %12s %10s %12s %10s %8s\n" "$t" "$b" "$ks_ms" "$ks_rss" "-" "-" \

@@ -8,10 +8,12 @@
 #    binaries load (GLib, OpenBLAS, Gloo, ZeroMQ, ...) into .gpu/lib (.gitignore has it).
 # 2. Through the device tool, from the repository root:
 #      run (command = "sh tools/gpu-check.sh run", carry = [".gpu"])
-#    runs the GPU tests (test-cuda, test-nccl, test-amp), trains the default MLP, a GPT
-#    and the addition task on the GPU and on the CPU, checks a resumed GPU run against an
-#    unbroken one, and runs the benchmarks against PyTorch eager on the same GPU. Logs
-#    and a summary come back in $OUT; the command exits non-zero when a check failed.
+#    runs the GPU tests (test-cuda, test-amp, test-nccl), trains the default MLP, a GPT
+#    and the addition task on the GPU in float32 and bfloat16 (and on the CPU with
+#    GPU_CHECK_CPU=yes), checks a resumed GPU run against an unbroken one, and runs the
+#    benchmarks against PyTorch eager on the same GPU, most important first, each with
+#    a time limit and all within GPU_CHECK_BUDGET seconds (default 420). The summary and
+#    logs.tar.gz come back in $OUT; the command exits non-zero when a check failed.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -23,6 +25,7 @@ pack () {
   done
   make -j"$(nproc)" >/dev/null
   make -j"$(nproc)" check TESTS= >/dev/null # the test programs, not run
+  make -j"$(nproc)" bench/bench-mlp bench/bench-gpt >/dev/null
   rm -rf .gpu && mkdir -p .gpu/lib
   echo "$top" >.gpu/build-dir # libtool's wrappers name it: the run links it there
   # the binaries without objects, and every library they load except the C library's
@@ -36,8 +39,10 @@ pack () {
     if [ -f "$f" ]; then ldd "$f" 2>/dev/null || true; fi
   done | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u | while read -r lib; do
     case $lib in
-      */libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/ld-linux*) ;;
+      */libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/libresolv.so*|*/ld-linux*) ;;
       */libcuda*|*/libcublas*|*/libnccl*|/usr/local/cuda*|*/libksdist.so*) ;;
+      # the GPU machine's own are newer, and PyTorch there needs them
+      */libstdc++.so*|*/libgcc_s.so*) ;;
       *) cp -L "$lib" .gpu/lib/ ;;
     esac
   done
@@ -55,13 +60,21 @@ note () {
   case $1 in FAIL*) failed=1 ;; esac
 }
 
-check () { # NAME COMMAND...: runs it, its output in $OUT/NAME.log
-  check_name=$1
-  shift
-  if "$@" >"$OUT/$check_name.log" 2>&1; then
-    note "PASS $check_name"
+check () { # NAME SECONDS COMMAND...: runs it, its output in $OUT/logs/NAME.log, within the
+  # whole run's budget (GPU_CHECK_BUDGET seconds, default 420: device time is scarce)
+  check_name=$1 check_limit=$2
+  shift 2
+  left=$((deadline - $(date +%s)))
+  if [ "$left" -lt 15 ]; then
+    note "SKIP $check_name (out of time)"
+    return
+  fi
+  [ "$check_limit" -lt "$left" ] || check_limit=$left
+  check_start=$(date +%s)
+  if timeout -k 5 "$check_limit" "$@" >"$OUT/logs/$check_name.log" 2>&1; then
+    note "PASS $check_name ($(( $(date +%s) - check_start )) s)"
   else
-    note "FAIL $check_name (rc $?)"
+    note "FAIL $check_name (rc $?, $(( $(date +%s) - check_start )) s)"
   fi
 }
 
@@ -71,63 +84,81 @@ eval_line () { # the held-out metric's line of a training log
 
 run () {
   : "${OUT:?gpu-check: run it through the device tool (OUT unset)}"
+  deadline=$(( $(date +%s) + ${GPU_CHECK_BUDGET:-420} ))
   built=$(cat .gpu/build-dir 2>/dev/null) || { echo "gpu-check: run 'tools/gpu-check.sh pack' here first" >&2; exit 2; }
   tar -xJf .gpu/build.tar.xz && tar -xJf .gpu/libs.tar.xz -C .gpu || exit 2
   if [ "$built" != "$top" ] && [ ! -e "$built" ]; then
     mkdir -p "$(dirname "$built")" && ln -s "$top" "$built"
   fi
+  # PyTorch runs with the machine's own libraries, not the Debian ones packed here
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec python3 "$@"\n' "${LD_LIBRARY_PATH:-}" >.gpu/python3
+  chmod +x .gpu/python3
   # NCCL: the toolkit's, else PyTorch's wheel
   nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null || true)
   export LD_LIBRARY_PATH="$top/.gpu/lib:/usr/local/cuda/lib64:${nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export KS_BUILD_PLUGINS="$top/plugins" KS_PLUGIN_SYSTEM_PATH=
   export KS_PLUGIN_PATH="$top/plugins/cuda/.libs:$top/plugins/nccl/.libs:$top/plugins/openblas/.libs:$top/plugins/optim/.libs:$top/plugins/store/.libs:$top/plugins/gloo/.libs:$top/plugins/collective/.libs:$top/plugins/roles/.libs"
+  mkdir -p "$OUT/logs"
   : >"$OUT/summary.txt"
-  nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
-  tools/ksdist plugins >"$OUT/plugins.txt" 2>&1 || true
+  # the logs come back as one file: the device tool returns at most 8
+  trap 'tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"' EXIT
+  { nvidia-smi; ldd plugins/cuda/.libs/cuda.so plugins/nccl/.libs/nccl.so; } >"$OUT/logs/machine.txt" 2>&1 || true
+  tools/ksdist plugins >"$OUT/logs/plugins.txt" 2>&1 || true
 
-  for t in test-cuda test-nccl test-amp; do
-    check "$t" "tests/$t"
-    grep -E '^(ok|not ok)' "$OUT/$t.log" | grep -c '# SKIP' | sed "s/^/      $t skipped cases: /" >>"$OUT/summary.txt"
+  for t in test-cuda test-amp test-nccl; do
+    check "$t" 120 "tests/$t"
+    grep -E '^(ok|not ok)' "$OUT/logs/$t.log" | grep -c '# SKIP' | sed "s/^/      $t skipped cases: /" >>"$OUT/summary.txt"
   done
 
-  # the same job on both devices: the held-out metrics side by side
+  # the same jobs on the GPU, float32 and bfloat16 (the CPU's figures: GPU_CHECK_CPU=yes,
+  # or measured beside it)
   text="$top/README.md"
-  for job in "default examples/default.ini" \
-             "gpt examples/gpt-words.ini --set data.path=$text --set train.steps=300" \
-             "addition examples/addition.ini --set train.steps=1000"; do
-    set -- $job
-    job_name=$1
-    shift
-    for backend in openblas cuda; do
-      check "train-$job_name-$backend" tools/ksdist train "$@" --set compute.backend=$backend
-      note "      $job_name on $backend: $(eval_line "$OUT/train-$job_name-$backend.log")"
+  backends="cuda cuda-bf16"
+  [ "${GPU_CHECK_CPU:-no}" = no ] || backends="$backends openblas"
+  for backend in $backends; do
+    for job in "default examples/default.ini" \
+               "addition examples/addition.ini --set train.steps=1000" \
+               "gpt examples/gpt-words.ini --set data.path=$text --set train.steps=300"; do
+      set -- $job
+      job_name=$1
+      shift
+      case $backend in
+        cuda-bf16) set -- "$@" --set compute.backend=cuda --set amp.dtype=bf16 ;;
+        *) set -- "$@" --set compute.backend=$backend ;;
+      esac
+      check "train-$job_name-$backend" 150 tools/ksdist train "$@"
+      note "      $job_name on $backend: $(eval_line "$OUT/logs/train-$job_name-$backend.log")"
     done
-    check "train-$job_name-cuda-bf16" tools/ksdist train "$@" --set compute.backend=cuda --set amp.dtype=bf16
-    note "      $job_name on cuda, bf16: $(eval_line "$OUT/train-$job_name-cuda-bf16.log")"
   done
 
-  # bitwise resume on the GPU: 40 steps, against 20, then 20 more from the checkpoint
+  # bitwise resume on the GPU: 40 steps saving at 20 and 40, against its step 20 resumed
+  # to 40 (the tensors compared; each save has its own id)
+  py="$top/.gpu/python3"
   dirs=$(mktemp -d)
-  for mode in straight resumed; do
-    if [ $mode = resumed ]; then
-      tools/ksdist train examples/default.ini --set compute.backend=cuda --set train.steps=20 --set train.checkpoint_dir="$dirs/$mode" >/dev/null 2>&1
-    fi
-    tools/ksdist train examples/default.ini --set compute.backend=cuda --set train.steps=40 --set train.resume=true \
-      --set train.checkpoint_dir="$dirs/$mode" >"$OUT/resume-$mode.log" 2>&1
-  done
-  check resume-bitwise cmp "$dirs/straight/checkpoint-40/model.safetensors" "$dirs/resumed/checkpoint-40/model.safetensors"
+  resume="tools/ksdist train examples/default.ini --set compute.backend=cuda --set train.steps=40"
+  $resume --set train.checkpoint_every=20 --set train.checkpoint_dir="$dirs/straight" >"$OUT/logs/resume-straight.log" 2>&1
+  mkdir -p "$dirs/resumed" && cp -r "$dirs/straight/checkpoint-20" "$dirs/resumed/" 2>/dev/null
+  $resume --set train.resume=true --set train.checkpoint_dir="$dirs/resumed" >"$OUT/logs/resume-resumed.log" 2>&1
+  check resume-bitwise 20 "$py" -c 'import sys, json, struct
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    header = json.loads(b[8:8 + n])
+    header.pop("__metadata__")
+    return header, b[8 + n:]
+sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))' "$dirs/straight/checkpoint-40/model.safetensors" "$dirs/resumed/checkpoint-40/model.safetensors"
   rm -rf "$dirs"
 
   # against PyTorch eager on the same GPU: bench/'s tiny GPT and GPT-2 small at context
   # 1024, each in float32 and bfloat16 (the [amp] target: bf16 1.5x float32's tokens/s)
+  check bench-mlp 60 env DEVICE=cuda PYTHON="$py" bench/run-vs-torch.sh mlp 1
   for amp in off bf16; do
-    check "bench-gpt-$amp" env DEVICE=cuda PYTHON=python3 AMP=$amp CONTEXTS="64 512" \
+    check "bench-gpt-$amp" 90 env DEVICE=cuda PYTHON="$py" AMP=$amp CONTEXTS="64 512" \
       bench/run-vs-torch.sh gpt 1
-    check "bench-gpt2-$amp" env DEVICE=cuda PYTHON=python3 AMP=$amp GPT_SHAPE=12,12,768,8 \
+    check "bench-gpt2-$amp" 150 env DEVICE=cuda PYTHON="$py" AMP=$amp GPT_SHAPE=12,12,768,8 \
       CONTEXTS=1024 bench/run-vs-torch.sh gpt 1
   done
-  check bench-mlp env DEVICE=cuda PYTHON=python3 bench/run-vs-torch.sh mlp 1
-  for f in "$OUT"/bench-*.log; do
+  for f in "$OUT"/logs/bench-*.log; do
     echo "      $(basename "$f" .log):"
     grep -v '^#' "$f" | tail -n 2
   done >>"$OUT/summary.txt"
