@@ -6,27 +6,29 @@
 #include <ksdist/ksdist.h>
 
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 
 /* The compute of a bench program run as `PROGRAM [THREADS [BACKEND ...]]`: `config` gets
- * openblas.threads = THREADS (default 1) and the --set lines `sets` (NULL-terminated),
- * `registry` the plugins; the backend is BACKEND (default openblas). Aborts with the
- * reason. */
+ * openblas.threads = THREADS (default 1) when the backend is openblas (another's plugin
+ * path need not reach openblas) and the --set lines `sets` (NULL-terminated), `registry`
+ * the plugins; the backend is BACKEND (default openblas). Aborts with the reason. */
 static inline KsCompute *
 ks_bench_compute (int argc, char **argv, const char *const *sets, KsConfig *config,
                   KsRegistry *registry)
 {
   g_autoptr (GError) error = NULL;
   g_autofree char *threads = g_strdup_printf ("openblas.threads=%s", argc > 1 ? argv[1] : "1");
+  const char *backend = argc > 2 ? argv[2] : "openblas";
   KsCompute *compute;
 
-  if (!ks_config_set_override (config, threads, &error))
+  if (strcmp (backend, "openblas") == 0 && !ks_config_set_override (config, threads, &error))
     g_error ("%s", error->message);
   for (int i = 0; sets[i] != NULL; i++)
     if (!ks_config_set_override (config, sets[i], &error))
       g_error ("%s", error->message);
   if (!ks_registry_scan (registry, config, &error) || !ks_config_validate (config, &error)
-      || (compute = ks_compute_new (registry, config, argc > 2 ? argv[2] : "openblas", &error))
+      || (compute = ks_compute_new (registry, config, backend, &error))
              == NULL)
     g_error ("%s", error->message);
   return compute;

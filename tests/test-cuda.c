@@ -239,6 +239,14 @@ test_softmax_layer_norm (Fixture *f, gconstpointer data)
   g_assert_true (ks_compute_softmax (f->cpu, x, y, ROWS, COLS, FALSE, NULL));
   g_assert_true (ks_compute_softmax (f->gpu, d_x, d_x, ROWS, COLS, FALSE, NULL));
   assert_same (f, "softmax in place", d_x, y, N, 1e-5);
+  /* causal attention's rows: the masked scores are -inf */
+  for (int r = 0; r < ROWS; r++)
+    for (int j = r + 1; j < COLS; j++)
+      x[r * COLS + j] = -INFINITY;
+  g_assert_true (ks_compute_copy_to_device (f->gpu, d_x, x, N * 4, NULL));
+  g_assert_true (ks_compute_softmax (f->cpu, x, y, ROWS, COLS, FALSE, NULL));
+  g_assert_true (ks_compute_softmax (f->gpu, d_x, d_y, ROWS, COLS, FALSE, NULL));
+  assert_same (f, "softmax masked", d_y, y, N, 1e-5);
   dev_free_all (f, d_x, d_dy, d_y, d_dx, d_gamma, d_beta, d_dgamma, d_dbeta, d_mean, d_rstd, NULL);
 }
 

@@ -89,7 +89,7 @@ test_world_of_one (void)
   g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID);
   g_clear_error (&error);
   g_assert_false (ks_comm_broadcast (comm, d, COUNT, KS_DTYPE_FLOAT32, 3, &error));
-  g_assert_nonnull (strstr (error->message, "root 3"));
+  g_assert_nonnull (strstr (error->message, "rank 3"));
   g_clear_error (&error);
   g_assert_true (ks_comm_barrier (comm, &error)); /* still usable */
 

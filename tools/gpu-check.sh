@@ -31,7 +31,7 @@ pack () {
   # the binaries without objects, and every library they load except the C library's
   # own and CUDA's (the GPU machine has those, matching its driver), each compressed:
   # the device tool carries 64 MiB
-  binaries=$(ls -d libksdist/.libs/*.so* plugins/*/.libs/*.so tools/ksdist tools/.libs/* \
+  binaries=$(ls -d .libs/*.so* plugins/*/.libs/*.so tools/ksdist tools/.libs/* \
                tests/.libs/* bench/.libs/* 2>/dev/null | grep -v '\.o$')
   wrappers=$(for f in tests/test-* bench/bench-* bench/*.sh bench/*.py; do
                if [ -f "$f" ] && [ -x "$f" ]; then echo "$f"; fi; done)
@@ -82,9 +82,7 @@ eval_line () { # the held-out metric's line of a training log
   grep '^eval ' "$1" | tail -n 1
 }
 
-run () {
-  : "${OUT:?gpu-check: run it through the device tool (OUT unset)}"
-  deadline=$(( $(date +%s) + ${GPU_CHECK_BUDGET:-420} ))
+setup () { # unpacks the build where it was built and points the loader and ksdist at it
   built=$(cat .gpu/build-dir 2>/dev/null) || { echo "gpu-check: run 'tools/gpu-check.sh pack' here first" >&2; exit 2; }
   tar -xJf .gpu/build.tar.xz && tar -xJf .gpu/libs.tar.xz -C .gpu || exit 2
   if [ "$built" != "$top" ] && [ ! -e "$built" ]; then
@@ -98,6 +96,12 @@ run () {
   export LD_LIBRARY_PATH="$top/.gpu/lib:/usr/local/cuda/lib64:${nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export KS_BUILD_PLUGINS="$top/plugins" KS_PLUGIN_SYSTEM_PATH=
   export KS_PLUGIN_PATH="$top/plugins/cuda/.libs:$top/plugins/nccl/.libs:$top/plugins/openblas/.libs:$top/plugins/optim/.libs:$top/plugins/store/.libs:$top/plugins/gloo/.libs:$top/plugins/collective/.libs:$top/plugins/roles/.libs"
+}
+
+run () {
+  : "${OUT:?gpu-check: run it through the device tool (OUT unset)}"
+  deadline=$(( $(date +%s) + ${GPU_CHECK_BUDGET:-420} ))
+  setup
   mkdir -p "$OUT/logs"
   : >"$OUT/summary.txt"
   # the logs come back as one file: the device tool returns at most 8
@@ -115,9 +119,10 @@ run () {
   text="$top/README.md"
   backends="cuda cuda-bf16"
   [ "${GPU_CHECK_CPU:-no}" = no ] || backends="$backends openblas"
+  runs=$(mktemp -d) # each run its own checkpoint_dir: a run never replaces another's
   for backend in $backends; do
     for job in "default examples/default.ini" \
-               "addition examples/addition.ini --set train.steps=1000" \
+               "addition examples/addition.ini" \
                "gpt examples/gpt-words.ini --set data.path=$text --set train.steps=300"; do
       set -- $job
       job_name=$1
@@ -126,7 +131,8 @@ run () {
         cuda-bf16) set -- "$@" --set compute.backend=cuda --set amp.dtype=bf16 ;;
         *) set -- "$@" --set compute.backend=$backend ;;
       esac
-      check "train-$job_name-$backend" 150 tools/ksdist train "$@"
+      check "train-$job_name-$backend" 150 tools/ksdist train "$@" \
+        --set train.checkpoint_dir="$runs/$job_name-$backend"
       note "      $job_name on $backend: $(eval_line "$OUT/logs/train-$job_name-$backend.log")"
     done
   done
@@ -166,8 +172,53 @@ sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))' "$dirs/straight/checkpoi
   exit $failed
 }
 
+# Where a GPT-2-small step's GPU time goes: ncu times each kernel of the first 2,000
+# launches of bench-gpt (warm-up steps included), summed per kernel, float32 and bf16
+profile () {
+  : "${OUT:?gpu-check: run it through the device tool (OUT unset)}"
+  setup
+  ncu --version >"$OUT/ncu-version.txt" 2>&1
+  for amp in off bf16; do
+    KS_PLUGIN_PATH="$top/plugins/cuda/.libs:$top/plugins/optim/.libs" GPT_SHAPE=12,12,768,8 AMP=$amp \
+      PATH="/usr/local/cuda/bin:$PATH" timeout 150 ncu --metrics gpu__time_duration.sum --csv --print-units base \
+      --launch-count 2000 bench/bench-gpt 1 cuda 1024 >"$OUT/ncu-$amp.csv" 2>"$OUT/ncu-$amp.err"
+    .gpu/python3 - "$OUT/ncu-$amp.csv" <<'PY' | tee "$OUT/kernels-$amp.txt"
+import csv, sys, collections
+total = collections.Counter(); count = collections.Counter()
+lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
+for row in csv.DictReader(lines):
+    if row.get("Metric Name") == "gpu__time_duration.sum":
+        name = row["Kernel Name"].split("(")[0][:70]
+        total[name] += float(row["Metric Value"].replace(",", "")); count[name] += 1
+all_ns = sum(total.values())
+print(f"{sys.argv[1]}: {sum(count.values())} launches, {all_ns / 1e6:.1f} ms of kernel time")
+for name, ns in total.most_common(25):
+    print(f"{100 * ns / all_ns:5.1f}% {ns / 1e6:9.2f} ms {count[name]:6d}x  {name}")
+PY
+  done
+}
+
+# compute-sanitizer's memcheck (out-of-bounds and misaligned accesses, leaks of device
+# memory) over test-cuda and a short GPT run (test-amp runs on the CPU alone)
+sanitize () {
+  : "${OUT:?gpu-check: run it through the device tool (OUT unset)}"
+  setup
+  export LD_LIBRARY_PATH="$top/.libs:$LD_LIBRARY_PATH" # the programs themselves, not libtool's wrappers
+  failed=0
+  deadline=$(( $(date +%s) + ${GPU_CHECK_BUDGET:-200} ))
+  mkdir -p "$OUT/logs"
+  memcheck="/usr/local/cuda/bin/compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 --target-processes application-only"
+  check memcheck-test-cuda 120 $memcheck tests/.libs/test-cuda
+  check memcheck-gpt 120 $memcheck tools/.libs/ksdist train examples/gpt-words.ini \
+    --set data.path="$top/README.md" --set train.steps=3 --set model.context=32 --set compute.backend=cuda
+  tar -czf "$OUT/sanitize.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+  exit $failed
+}
+
 case ${1:-} in
   pack) pack ;;
+  sanitize) sanitize ;;
   run) run ;;
-  *) echo "usage: tools/gpu-check.sh pack (here) | run (on the GPU machine, through the device tool)" >&2; exit 2 ;;
+  profile) profile ;;
+  *) echo "usage: tools/gpu-check.sh pack (here) | run | profile | sanitize (on the GPU machine, through the device tool)" >&2; exit 2 ;;
 esac
