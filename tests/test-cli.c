@@ -68,6 +68,18 @@ test_version_and_help (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->status, ==, 0);
   g_assert_nonnull (strstr (f->out, "--json"));
 
+  run (f, ARGS ("help", "help"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "ksdist help COMMAND"));
+
+  /* every kind of data set with its own options */
+  run (f, ARGS ("help", "datagen"), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  const char *const kinds[] = { "ctr DIR", "--bad-lines", "digits DIR", "--format", "tokens DIR",
+                                "--text", "glyphs DIR", "--alphabets", "images DIR", "--classes" };
+  for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++)
+    g_assert_nonnull (strstr (f->out, kinds[i]));
+
   run (f, ARGS (NULL), NULL);
   g_assert_cmpint (f->status, ==, 2);
 }

@@ -48,6 +48,20 @@ ks_cli_parse (const char *name, const char *parameters, const char *summary,
   return TRUE;
 }
 
+void
+ks_cli_print_help (const char *name, const char *parameters, const char *summary,
+                   GOptionEntry *entries)
+{
+  g_autofree char *program = g_strdup_printf ("ksdist %s", name);
+  g_autoptr (GOptionContext) context = g_option_context_new (parameters);
+
+  g_set_prgname (program);
+  g_option_context_set_summary (context, summary);
+  g_option_context_add_main_entries (context, entries, NULL);
+  g_autofree char *help = g_option_context_get_help (context, TRUE, NULL);
+  fputs (help, stdout);
+}
+
 int
 ks_cli_load (const char *file, char **sets, KsConfig **config_out, KsRegistry **registry_out)
 {

@@ -43,6 +43,10 @@ int ks_cli_fail (const GError *error);
  * `--help` prints the help and exits 0. */
 gboolean ks_cli_parse (const char *name, const char *parameters, const char *summary,
                        GOptionEntry *entries, int *argc, char ***argv);
+/* Prints the --help text ks_cli_parse would, without parsing anything: for a command
+ * whose kinds each have their own options (datagen) */
+void ks_cli_print_help (const char *name, const char *parameters, const char *summary,
+                        GOptionEntry *entries);
 
 /* The configuration (file optional, then --set overrides) and the plugins it selects,
  * validated once the plugins have added their settings. Returns an exit status. */

@@ -553,6 +553,9 @@ out:
   return status;
 }
 
+/* `ksdist help datagen`: each kind prints its options instead of running */
+static gboolean help_only;
+
 /* ksdist datagen glyphs|images DIR */
 static int
 run_datagen_image_set (int argc, char **argv)
@@ -573,7 +576,16 @@ run_datagen_image_set (int argc, char **argv)
     { NULL },
   };
   g_autofree char *parameters = g_strdup_printf ("%s DIR", argv[1]);
+  const char *summary = glyphs ? "Few-shot image sets (train, val, test) of glyphs drawn "
+                                 "with this machine's fonts, one class per character"
+                               : "Few-shot image sets (train, val, test) of coloured shapes, "
+                                 "one class per shape and colour";
 
+  if (help_only)
+    {
+      ks_cli_print_help ("datagen", parameters, summary, entries);
+      return KS_EXIT_OK;
+    }
   if (!ks_cli_parse ("datagen", parameters, ks_cmd_datagen.summary, entries, &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc != 3 || o.per_class < 1 || o.per_class > 100000 || o.alphabets < 0
@@ -612,6 +624,12 @@ run_datagen_digits (int argc, char **argv)
     { NULL },
   };
 
+  if (help_only)
+    {
+      ks_cli_print_help ("datagen", "digits DIR", "MNIST-like handwritten digits drawn with "
+                         "this machine's fonts, in MNIST's layout", entries);
+      return KS_EXIT_OK;
+    }
   if (!ks_cli_parse ("datagen", "digits DIR", ks_cmd_datagen.summary, entries, &argc, &argv))
     return KS_EXIT_USAGE;
   if (format == NULL)
@@ -643,6 +661,13 @@ run_datagen_tokens (int argc, char **argv)
       "The text whose bytes become tokens (default /usr/share/dict/words)", "FILE" },
     { NULL },
   };
+  if (help_only)
+    {
+      ks_cli_print_help ("datagen", "tokens DIR", "A text's bytes as token files "
+                         "(train.bin, val.bin: nanoGPT's and llm.c's header and uint16 "
+                         "tokens)", entries);
+      return KS_EXIT_OK;
+    }
   if (!ks_cli_parse ("datagen", "tokens DIR", ks_cmd_datagen.summary, entries, &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc != 3)
@@ -652,6 +677,28 @@ run_datagen_tokens (int argc, char **argv)
       return KS_EXIT_USAGE;
     }
   return datagen_tokens (argv[2], text != NULL ? text : "/usr/share/dict/words");
+}
+
+/* Every kind's options, one after another */
+static int
+datagen_help (GOptionEntry *ctr_entries)
+{
+  static const char *const kinds[] = { "digits", "tokens", "glyphs", "images" };
+  printf ("Usage:\n  ksdist datagen KIND [OPTION…] DIR\n\n%s\n\nThe kinds and their options:"
+          "\n\n", ks_cmd_datagen.summary);
+  help_only = TRUE;
+  ks_cli_print_help ("datagen", "ctr DIR", "Click logs in Criteo's format (train part files and "
+                     "a test file) labelled by a hidden teacher", ctr_entries);
+  for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++)
+    {
+      char *argv[] = { "datagen", (char *) kinds[i], NULL };
+      int status = strcmp (kinds[i], "digits") == 0   ? run_datagen_digits (2, argv)
+                   : strcmp (kinds[i], "tokens") == 0 ? run_datagen_tokens (2, argv)
+                                                      : run_datagen_image_set (2, argv);
+      if (status != KS_EXIT_OK)
+        return status;
+    }
+  return KS_EXIT_OK;
 }
 
 static int
@@ -675,6 +722,8 @@ run_datagen (int argc, char **argv)
     { NULL },
   };
 
+  if (argc == 2 && (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0))
+    return datagen_help (entries);
   if (argc >= 2 && (strcmp (argv[1], "glyphs") == 0 || strcmp (argv[1], "images") == 0))
     return run_datagen_image_set (argc, argv);
   if (argc >= 2 && strcmp (argv[1], "digits") == 0)

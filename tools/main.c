@@ -72,7 +72,7 @@ main (int argc, char **argv)
     }
   if (strcmp (argv[1], "help") == 0)
     {
-      if (argc < 3)
+      if (argc < 3 || strcmp (argv[2], "help") == 0)
         {
           print_help (stdout);
           return KS_EXIT_OK;
