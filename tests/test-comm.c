@@ -580,7 +580,8 @@ test_bench_allreduce (void)
 
   g_test_message ("%s%s", out, err);
   g_assert_cmpint (status, ==, 0);
-  g_assert_true (g_str_has_prefix (out, "# ksdist allreduce: 3 ranks, gloo, float32 sum\n"));
+  g_assert_true (g_str_has_prefix (out, "# ksdist allreduce: 3 ranks, gloo (auto: the shm plugin "
+                                        "is not loaded), float32 sum\n"));
   lines = g_strsplit (out, "\n", -1);
   for (int i = 0; lines[i] != NULL; i++)
     {
@@ -611,6 +612,7 @@ test_bench_allreduce (void)
                                NULL, plugins, &json, NULL);
   g_assert_cmpint (status, ==, 0);
   g_assert_true (g_str_has_prefix (json, "{\"what\": \"allreduce\", \"comm\": \"gloo\", "
+                                         "\"chosen_by\": \"auto: the shm plugin is not loaded\", "
                                          "\"ranks\": 2,"));
   g_assert_nonnull (strstr (json, "{\"bytes\": 16384, \"count\": 4096, \"time_us\": "));
   g_assert_null (strstr (json, "65536"));
@@ -621,6 +623,16 @@ test_bench_allreduce (void)
                                NULL, plugins, NULL, &err);
   g_assert_cmpint (status, ==, 2);
   g_assert_nonnull (strstr (err, "an allreduce needs 2 processes or more"));
+
+  /* with shared memory at hand, auto measures what a job launched here uses */
+  static const char *const with_shm[] = { "store", "gloo", "shm", NULL };
+  g_clear_pointer (&out, g_free);
+  status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "-e", "16K", NULL },
+                               NULL, with_shm, &out, NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_true (g_str_has_prefix (out, "# ksdist allreduce: 2 ranks, shm (auto: every rank on "
+                                        "this host, as a job launched here), float32 sum\n"));
+  g_assert_nonnull (strstr (out, "# Out of bounds values : 0 OK\n"));
 }
 
 int

@@ -94,11 +94,17 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
   g_autoptr (GError) error = NULL;
   g_autoptr (KsStore) store = NULL;
   g_autoptr (KsComm) comm = NULL;
-  const char *backend = ks_config_get_string (c, "comm", "backend");
+  const char *backend = ks_config_get_string (c, "comm", "backend"), *why = "[comm] backend";
   int timeout_ms = (int) (ks_config_get_double (c, "comm", "timeout") * 1000);
   gsize wrong_total = 0, sizes = 0;
   double busbw_sum = 0;
 
+  /* what a launched job on one host takes (the trainer's rule): shared memory */
+  if (strcmp (backend, "auto") == 0
+      && ks_registry_select (registry, KS_KIND_COMM, "shm", NULL, NULL) != NULL)
+    backend = "shm", why = "auto: every rank on this host, as a job launched here";
+  else if (strcmp (backend, "auto") == 0)
+    why = "auto: the shm plugin is not loaded";
   if ((store = ks_store_new (registry, c, "tcp", &error)) == NULL
       || !ks_store_open (store, b->address, "bench", g_getenv ("KS_STORE_TOKEN"), &error)
       || (comm = ks_comm_new (registry, c, backend, &error)) == NULL
@@ -108,12 +114,12 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
       return KS_EXIT_RUNTIME;
     }
   if (b->rank == 0 && b->json)
-    printf ("{\"what\": \"allreduce\", \"comm\": \"%s\", \"ranks\": %d, \"type\": \"float32\", "
-            "\"op\": \"sum\", \"results\": [",
-            ks_comm_name (comm), b->n);
+    printf ("{\"what\": \"allreduce\", \"comm\": \"%s\", \"chosen_by\": \"%s\", \"ranks\": %d, "
+            "\"type\": \"float32\", \"op\": \"sum\", \"results\": [",
+            ks_comm_name (comm), why, b->n);
   else if (b->rank == 0)
-    printf ("# ksdist allreduce: %d ranks, %s, float32 sum\n# %10s %10s %10s %10s %10s %6s\n",
-            b->n, ks_comm_name (comm), "size (B)", "count", "time (us)", "algbw GB/s",
+    printf ("# ksdist allreduce: %d ranks, %s (%s), float32 sum\n# %10s %10s %10s %10s %10s %6s\n",
+            b->n, ks_comm_name (comm), why, "size (B)", "count", "time (us)", "algbw GB/s",
             "busbw GB/s", "wrong");
   for (gsize bytes = b->min_bytes; (gint64) bytes <= b->max_bytes;
        bytes = b->factor > 1 && (gint64) bytes <= b->max_bytes / b->factor

@@ -26,16 +26,28 @@ on_gpu (KsTrainer *t)
   return ks_trainer_on_gpu (t->registry, t->config);
 }
 
+/* The ranks on this host and in the world as the launcher says: LOCAL_WORLD_SIZE and
+ * WORLD_SIZE (ksdist launch, torchrun), else Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE and
+ * OMPI_COMM_WORLD_SIZE (mpirun); NULL where neither says. */
+static void
+launcher_sizes (const char **local, const char **world)
+{
+  *local = g_getenv ("LOCAL_WORLD_SIZE"), *world = g_getenv ("WORLD_SIZE");
+  if (*local == NULL || *world == NULL)
+    *local = g_getenv ("OMPI_COMM_WORLD_LOCAL_SIZE"), *world = g_getenv ("OMPI_COMM_WORLD_SIZE");
+}
+
 /* [comm] backend = auto: NCCL when the compute backend is CUDA (data parallel); shared
- * memory when the launcher says every rank is on this host (LOCAL_WORLD_SIZE =
- * WORLD_SIZE, as ksdist launch and torchrun set them), whatever the mode; else the
- * available one of highest priority (Gloo). */
+ * memory when the launcher says every rank is on this host (launcher_sizes equal),
+ * whatever the mode; else the available one of highest priority (Gloo). */
 static const char *
 comm_backend (KsTrainer *t, int total, const char **why)
 {
   const KsConfig *c = t->config;
   const char *backend = ks_config_get_string (c, "comm", "backend");
-  const char *local = g_getenv ("LOCAL_WORLD_SIZE"), *world = g_getenv ("WORLD_SIZE");
+  const char *local, *world;
+
+  launcher_sizes (&local, &world);
 
   *why = "[comm] backend";
   if (strcmp (backend, "auto") != 0)
@@ -67,7 +79,9 @@ hierarchical (KsTrainer *t, int total, const char **why)
 {
   const KsConfig *c = t->config;
   const char *want = ks_config_get_string (c, "comm", "hierarchical");
-  const char *local = g_getenv ("LOCAL_WORLD_SIZE"), *world = g_getenv ("WORLD_SIZE");
+  const char *local, *world;
+
+  launcher_sizes (&local, &world);
 
   if (strcmp (want, "auto") != 0)
     {
