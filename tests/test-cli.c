@@ -299,6 +299,42 @@ test_train (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (svg, ">m.jsonl (held-out accuracy "));
   g_assert_nonnull (strstr (svg, ">other.jsonl</text>"));
 
+  /* four runs with long names: the legend wraps, and every run is named within the width */
+  g_autoptr (GPtrArray) four = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (four, g_strdup ("plot"));
+  for (int r = 0; r < 4; r++)
+    {
+      g_autofree char *name = g_strdup_printf ("run-%d-amp-bf16-with-a-long-name.jsonl", r);
+      g_ptr_array_add (four, ks_test_write (f->dir, name,
+                                            "{\"step\": 10, \"loss\": 2, \"eval_accuracy\": 0.5}\n"
+                                            "{\"step\": 20, \"loss\": 1.5, \"eval_accuracy\": 0.75}\n"));
+    }
+  g_autofree char *four_svg = g_build_filename (f->dir, "four.svg", NULL);
+  g_ptr_array_add (four, g_strdup ("-o"));
+  g_ptr_array_add (four, g_strdup (four_svg));
+  g_ptr_array_add (four, NULL);
+  run (f, (const char *const *) four->pdata, NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_autofree char *four_text = NULL;
+  g_assert_true (g_file_get_contents (four_svg, &four_text, NULL, NULL));
+  int rows_seen = 0, last_y = 0;
+  for (int r = 0; r < 4; r++)
+    {
+      g_autofree char *pattern = g_strdup_printf ("<text x=\"([0-9]+)\" y=\"([0-9]+)\">run-%d-amp-"
+                                                  "bf16-with-a-long-name.jsonl \\(held-out "
+                                                  "accuracy 0.75\\)</text>", r);
+      g_autoptr (GRegex) regex = g_regex_new (pattern, 0, 0, NULL);
+      g_autoptr (GMatchInfo) match = NULL;
+      g_assert_true (g_regex_match (regex, four_text, 0, &match));
+      g_autofree char *x = g_match_info_fetch (match, 1), *y = g_match_info_fetch (match, 2);
+      /* the text's width at 7 px a character stays inside the 760 px picture */
+      g_assert_cmpint (atoi (x) + 7 * (int) strlen ("run-0-amp-bf16-with-a-long-name.jsonl "
+                                                    "(held-out accuracy 0.75)"), <=, 760);
+      rows_seen += atoi (y) != last_y;
+      last_y = atoi (y);
+    }
+  g_assert_cmpint (rows_seen, >=, 2);
+
   /* the same as PNG (with librsvg): a PNG of the SVG's size, far from blank; other
    * names refused */
   g_autofree char *png = g_build_filename (f->dir, "both.png", NULL);
@@ -354,6 +390,34 @@ test_train (Fixture *f, gconstpointer data)
   run (f, ARGS ("plot", trace, "-o", odd_svg), NULL);
   g_assert_cmpint (f->status, ==, 0);
   g_assert_nonnull (strstr (f->out, "1 rows, 1 events"));
+
+  /* a trace of 5 steps (a forward, then the optimizer, each step 100 us): the last 3 by
+   * default, a window by --steps, the rest refused naming the range */
+  g_autoptr (GString) five = g_string_new ("[");
+  for (int k = 0; k < 5; k++)
+    g_string_append_printf (five, "%s{\"ph\": \"X\", \"pid\": 0, \"tid\": 0, \"ts\": %d, "
+                            "\"dur\": 60, \"cat\": \"forward\"}, {\"ph\": \"X\", \"pid\": 0, "
+                            "\"tid\": 0, \"ts\": %d, \"dur\": 40, \"cat\": \"optimizer\"}",
+                            k ? ", " : "", 100 * k, 100 * k + 60);
+  g_string_append (five, "]\n");
+  g_autofree char *five_path = ks_test_write (f->dir, "five.json", five->str);
+  run (f, ARGS ("plot", five_path, "-o", odd_svg), NULL);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->out, "1 rows, 6 events over 0.3 ms (steps 3 to 5 of 5)"));
+  run (f, ARGS ("plot", five_path, "-o", odd_svg, "--steps", "2:3"), NULL);
+  g_assert_nonnull (strstr (f->out, "1 rows, 4 events over 0.2 ms (steps 2 to 3 of 5)"));
+  g_clear_pointer (&odd_text, g_free);
+  g_assert_true (g_file_get_contents (odd_svg, &odd_text, NULL, NULL));
+  g_assert_nonnull (strstr (odd_text, ">time (ms), steps 2 to 3 of 5</text>"));
+  run (f, ARGS ("plot", five_path, "-o", odd_svg, "--steps", "all"), NULL);
+  g_assert_nonnull (strstr (f->out, "1 rows, 10 events over 0.5 ms (steps 1 to 5 of 5)"));
+  g_autofree char *range_error = g_strdup_printf ("%s: --steps 4:9: give A:B (or one step, or "
+                                                  "all) with 1 <= A <= B <= 5, the steps this "
+                                                  "trace holds", five_path);
+  run (f, ARGS ("plot", five_path, "-o", odd_svg, "--steps", "4:9"), NULL);
+  assert_error_line (f, 2, range_error);
+  run (f, ARGS ("plot", other, "-o", odd_svg, "--steps", "2"), NULL);
+  g_assert_cmpint (f->status, ==, 2);
 
   /* a line that is not a metrics object: named, and no image written */
   g_autofree char *bad = ks_test_write (f->dir, "bad.jsonl", "{\"step\": 1, \"loss\": 2}\n[1, 2]\n");

@@ -572,9 +572,16 @@ test_launch (void)
   /* drawn: a row per stage of each replica */
   g_autofree char *svg_path = g_build_filename (dir, "trace.svg", NULL);
   g_autofree char *out = NULL, *err = NULL, *svg = NULL;
+  g_assert_cmpint (ks_test_run_ksdist (ARGS ("plot", trace2, "-o", svg_path, "--steps", "all"),
+                                       NULL, plugins, &out, &err), ==, 0);
+  g_assert_nonnull (strstr (out, ": 4 rows, 4800 events over "));
+  g_assert_nonnull (strstr (out, " ms (steps 1 to 120 of 120)"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  /* by default the last steps, readable */
   g_assert_cmpint (ks_test_run_ksdist (ARGS ("plot", trace2, "-o", svg_path), NULL, plugins,
                                        &out, &err), ==, 0);
-  g_assert_nonnull (strstr (out, ": 4 rows, 4800 events over "));
+  g_assert_nonnull (strstr (out, " ms (steps 118 to 120 of 120)"));
   g_assert_true (g_file_get_contents (svg_path, &svg, NULL, NULL));
   g_assert_nonnull (strstr (svg, ">replica 1 stage 1 ("));
   g_assert_nonnull (strstr (svg, "fill=\"#2ca02c\"")); /* a backward */

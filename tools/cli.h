@@ -64,8 +64,9 @@ char *ks_cli_checkpoint_path (const char *arg);
 
 
 
-/* plot-trace.c: draws a pipeline trace file as SVG into `output`; the exit status. */
-int ks_plot_trace (const char *path, const char *output);
+/* plot-trace.c: draws a pipeline trace file as SVG into `output`, the steps `steps`
+ * ("A:B", "A", "all"; NULL: the last few); the exit status. */
+int ks_plot_trace (const char *path, const char *output, const char *steps);
 /* plot-write.c: whether `output` names a format ksdist writes (*.svg; *.png with
  * librsvg); writes `svg` there as that format, through a temporary file. */
 gboolean ks_plot_check_output (const char *output, GError **error);

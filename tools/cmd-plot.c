@@ -21,7 +21,7 @@ typedef struct {
   char *eval_name;
 } Run;
 
-enum { WIDTH = 760, PANEL = 250, LEFT = 80, RIGHT = 24, TOP = 56, GAP = 46, BOTTOM = 46,
+enum { WIDTH = 760, PANEL = 250, LEFT = 80, RIGHT = 24, TOP = 56, GAP = 46, BOTTOM = 46, LEGEND_ROW = 18,
        TICKS = 5 };
 
 static const char *const colours[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -233,16 +233,11 @@ render (Run *runs, int n, int *n_panels)
   gboolean shown[G_N_ELEMENTS (offsets)];
   for (guint k = 0; k < G_N_ELEMENTS (offsets); k++)
     panels += shown[k] = any (runs, n, offsets[k]);
-  height = TOP + panels * PANEL + (panels - 1) * GAP + BOTTOM;
-
-  g_string_append_printf (c.svg,
-                          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-                          "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-                          WIDTH, height, WIDTH, height);
-  /* the legend: each run's file in its colour, with its held-out result */
-  for (int r = 0, x = LEFT; r < n; r++)
+  /* the legend: each run's file in its colour, with its held-out result, in rows that
+   * wrap at the chart's width so that every run is named */
+  g_autoptr (GString) legend = g_string_new (NULL);
+  int x = LEFT, y = 24;
+  for (int r = 0; r < n; r++)
     {
       g_autofree char *name = g_markup_escape_text (runs[r].name, -1);
       g_autofree char *metric = g_markup_escape_text (runs[r].eval_name ? runs[r].eval_name : "", -1);
@@ -251,12 +246,27 @@ render (Run *runs, int n, int *n_panels)
                 ? g_strdup_printf (" (held-out %s %.4g)", metric,
                                    g_array_index (runs[r].eval, Point, runs[r].eval->len - 1).value)
                 : g_strdup ("");
-      g_string_append_printf (c.svg, "<rect x=\"%d\" y=\"18\" width=\"14\" height=\"4\" "
-                              "fill=\"%s\"/><text x=\"%d\" y=\"24\">%s%s</text>\n",
-                              x, colours[r % G_N_ELEMENTS (colours)], x + 18, name, result);
-      x += 40 + 7 * (int) (strlen (runs[r].name) + strlen (result));
+      /* 7 px a character: wide enough for the 12 px sans-serif of most fonts */
+      int width = 18 + 7 * (int) (g_utf8_strlen (runs[r].name, -1) + strlen (result));
+      if (x > LEFT && x + width > WIDTH - RIGHT)
+        x = LEFT, y += LEGEND_ROW;
+      g_string_append_printf (legend, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"4\" "
+                              "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s%s</text>\n",
+                              x, y - 6, colours[r % G_N_ELEMENTS (colours)], x + 18, y, name,
+                              result);
+      x += width + 22;
     }
-  for (guint k = 0, top = TOP; k < G_N_ELEMENTS (offsets); k++)
+  const int shift = y - 24; /* the legend's rows after its first push the panels down */
+  height = TOP + shift + panels * PANEL + (panels - 1) * GAP + BOTTOM;
+
+  g_string_append_printf (c.svg,
+                          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+                          "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                          WIDTH, height, WIDTH, height);
+  g_string_append_len (c.svg, legend->str, legend->len);
+  for (guint k = 0, top = TOP + shift; k < G_N_ELEMENTS (offsets); k++)
     if (shown[k])
       {
         panel (&c, (int) top, labels[k], runs, n, offsets[k]);
@@ -287,9 +297,11 @@ is_trace (const char *path)
 static int
 run_plot (int argc, char **argv)
 {
-  g_autofree char *output = NULL, *svg = NULL;
+  g_autofree char *output = NULL, *svg = NULL, *steps = NULL;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "The picture: *.svg (default loss.svg) or *.png", "FILE" },
+    { "steps", 0, 0, G_OPTION_ARG_STRING, &steps,
+      "A trace's steps to draw: A:B, one step, or all (default: the last 3)", "A:B" },
     { NULL },
   };
   g_autoptr (GError) error = NULL;
@@ -313,7 +325,13 @@ run_plot (int argc, char **argv)
       return KS_EXIT_USAGE;
     }
   if (argc == 2 && is_trace (argv[1]))
-    return ks_plot_trace (argv[1], output);
+    return ks_plot_trace (argv[1], output, steps);
+  if (steps != NULL)
+    {
+      ks_cli_error ("plot: --steps %s: only a pipeline trace ([trace] path) is drawn by steps; "
+                    "a metrics file is drawn whole", steps);
+      return KS_EXIT_USAGE;
+    }
   n = argc - 1;
   runs = g_new0 (Run, n);
   for (int r = 0; r < n && status == KS_EXIT_OK; r++)

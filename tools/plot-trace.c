@@ -28,7 +28,10 @@ static const struct {
   { "shared", "#9467bd", "shared weights" }, { "optimizer", "#ff7f0e", "optimizer" },
 };
 
-enum { WIDTH = 1000, LEFT = 200, RIGHT = 20, TOP = 50, ROW = 28, GAP = 6 };
+enum { WIDTH = 1000, LEFT = 200, RIGHT = 20, TOP = 50, ROW = 28, GAP = 6, TICKS = 6 };
+
+/* A long run's trace is a blur: by default the last few steps are drawn */
+enum { DEFAULT_STEPS = 3 };
 
 static const char *
 colour_of (const char *cat)
@@ -57,8 +60,53 @@ by_row (gconstpointer a, gconstpointer b)
   return x->pid != y->pid ? (x->pid > y->pid) - (x->pid < y->pid) : (x->tid > y->tid) - (x->tid < y->tid);
 }
 
+/* The steps of `steps` ("A:B", "A", "all", or NULL: the last DEFAULT_STEPS) among the
+ * n counted as the first row's optimizer events; FALSE with the error printed. */
+static gboolean
+parse_steps (const char *path, const char *steps, guint n, guint *first, guint *last)
+{
+  guint64 a = 0, b = 0;
+  char *end = NULL;
+
+  if (steps == NULL || strcmp (steps, "all") == 0)
+    {
+      *first = steps == NULL && n > DEFAULT_STEPS ? n - DEFAULT_STEPS + 1 : 1, *last = n;
+      return TRUE;
+    }
+  if (n == 0)
+    {
+      ks_cli_error ("%s: --steps %s: the trace has no optimizer events to count steps by; "
+                    "leave out --steps", path, steps);
+      return FALSE;
+    }
+  a = g_ascii_strtoull (steps, &end, 10);
+  b = a;
+  if (end != steps && *end == ':')
+    {
+      const char *second = end + 1;
+      b = g_ascii_strtoull (second, &end, 10);
+      if (end == second)
+        end = (char *) second - 1; /* "A:" is not a range */
+    }
+  if (end == steps || *end != '\0' || a < 1 || b < a || b > n)
+    {
+      ks_cli_error ("%s: --steps %s: give A:B (or one step, or all) with 1 <= A <= B <= %u, "
+                    "the steps this trace holds", path, steps, n);
+      return FALSE;
+    }
+  *first = (guint) a, *last = (guint) b;
+  return TRUE;
+}
+
+static int
+by_start (gconstpointer a, gconstpointer b)
+{
+  const Box *x = a, *y = b;
+  return (x->start > y->start) - (x->start < y->start);
+}
+
 int
-ks_plot_trace (const char *path, const char *output)
+ks_plot_trace (const char *path, const char *output, const char *steps)
 {
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GError) error = NULL;
@@ -107,6 +155,39 @@ ks_plot_trace (const char *path, const char *output)
       row_of (rows, b->pid, b->tid);
     }
   g_array_sort (rows, by_row);
+  g_array_sort (boxes, by_start);
+  /* the steps: each ends with the first row's optimizer event */
+  g_autoptr (GArray) ends = g_array_new (FALSE, FALSE, sizeof (double));
+  const Row *first_row = &g_array_index (rows, Row, 0);
+  for (guint i = 0; i < boxes->len; i++)
+    {
+      const Box *b = &g_array_index (boxes, Box, i);
+      if (b->pid == first_row->pid && b->tid == first_row->tid
+          && strcmp (b->cat, "optimizer") == 0)
+        {
+          double end = b->start + b->dur;
+          g_array_append_val (ends, end);
+        }
+    }
+  guint first, last;
+  if (!parse_steps (path, steps, ends->len, &first, &last))
+    return KS_EXIT_USAGE;
+  /* the window: from the end of the step before the first to the end of the last */
+  double w0 = first > 1 ? g_array_index (ends, double, first - 2) : -INFINITY;
+  double w1 = ends->len > 0 && (steps == NULL ? last < ends->len : strcmp (steps, "all") != 0)
+                  ? g_array_index (ends, double, last - 1) : INFINITY;
+  guint kept = 0;
+  t0 = INFINITY, t1 = -INFINITY;
+  for (guint i = 0; i < boxes->len; i++)
+    {
+      const Box *b = &g_array_index (boxes, Box, i);
+      if (b->start < w0 || b->start >= w1)
+        continue;
+      g_array_index (boxes, Box, kept++) = *b;
+      t0 = MIN (t0, b->start);
+      t1 = MAX (t1, b->start + b->dur);
+    }
+  g_array_set_size (boxes, kept);
   for (guint i = 0; i < boxes->len; i++)
     {
       Box *b = &g_array_index (boxes, Box, i);
@@ -151,14 +232,29 @@ ks_plot_trace (const char *path, const char *output)
                               LEFT + (b->start - t0) / span * pw, TOP + r * (ROW + GAP),
                               MAX (b->dur / span * pw, 0.3), ROW, colour_of (b->cat));
     }
-  g_string_append_printf (svg, "<text x=\"%d\" y=\"%d\">0</text><text x=\"%d\" y=\"%d\" "
-                          "text-anchor=\"end\">%.1f ms</text>\n</svg>\n",
-                          LEFT, height - 20, WIDTH - RIGHT, height - 20, span / 1000);
+  /* the time axis: ticks at a round number of milliseconds, and its label with the unit */
+  double tick = pow (10, floor (log10 (span / 1000 / TICKS)));
+  if (span / 1000 / tick > 2 * TICKS)
+    tick *= span / 1000 / (tick * 2) > 2 * TICKS ? 5 : 2;
+  const double axis = TOP + rows->len * (ROW + GAP);
+  for (int k = 0; k * tick <= span / 1000 + tick / 1e6; k++)
+    g_string_append_printf (svg, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.0f\" y2=\"%.0f\" "
+                            "stroke=\"#999\"/><text x=\"%.1f\" y=\"%.0f\" "
+                            "text-anchor=\"middle\">%g</text>\n",
+                            LEFT + k * tick * 1000 / span * pw, LEFT + k * tick * 1000 / span * pw,
+                            axis - 2, axis + 3, LEFT + k * tick * 1000 / span * pw, axis + 16,
+                            k * tick);
+  g_autofree char *window = ends->len > 0 ? g_strdup_printf ("steps %u to %u of %u", first, last,
+                                                             ends->len)
+                                          : g_strdup ("the whole trace");
+  g_string_append_printf (svg, "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">time (ms), %s"
+                          "</text>\n</svg>\n", LEFT + pw / 2, height - 12, window);
   if (!ks_plot_write (output, svg->str, &error))
     {
       ks_cli_error ("plot: %s", error->message);
       return KS_EXIT_RUNTIME;
     }
-  printf ("%s: %u rows, %u events over %.1f ms\n", output, rows->len, boxes->len, span / 1000);
+  printf ("%s: %u rows, %u events over %.1f ms (%s)\n", output, rows->len, boxes->len,
+          span / 1000, window);
   return KS_EXIT_OK;
 }
