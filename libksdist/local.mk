@@ -69,6 +69,7 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/precision.c \
 	libksdist/trainer/persist.c \
 	libksdist/trainer/loop.c \
+	libksdist/trainer/progress.c \
 	libksdist/trainer/main.c
 libksdist_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/libksdist $(JSON_CFLAGS)
 libksdist_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) -lm

@@ -36,6 +36,13 @@ reptile_options (const KsConfig *c)
   return o;
 }
 
+/* An evaluation over many tasks shows its progress on a terminal */
+static void
+evaluation_progress (gpointer t, gsize done, gsize total)
+{
+  ks_trainer_progress (t, "evaluation tasks", done, total);
+}
+
 static gboolean
 meta_build (KsTrainer *t, GError **error)
 {
@@ -74,6 +81,7 @@ meta_build (KsTrainer *t, GError **error)
         g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
+  ks_reptile_set_progress (m->reptile, evaluation_progress, t);
   if (!ks_trainer_use_model (t, ks_reptile_model (m->reptile), error))
     return FALSE;
   m->description = g_strdup_printf (

@@ -24,7 +24,16 @@ struct KsReptile {
   gsize image_floats;
   float *images, *batch; /* host: a task's images, a mini-batch */
   gint64 *labels, *batch_labels;
+  KsReptileProgress progress;
+  gpointer progress_data;
 };
+
+void
+ks_reptile_set_progress (KsReptile *r, KsReptileProgress progress, gpointer data)
+{
+  r->progress = progress;
+  r->progress_data = data;
+}
 
 static void
 net_clear (Net *net)
@@ -357,6 +366,9 @@ ks_reptile_evaluate (KsReptile *r, KsSplit split, int n_tasks, guint64 seed, dou
         }
       double acc = (double) correct / ways;
       sums[0] += acc, sums[1] += acc * acc;
+      if (r->progress != NULL)
+        r->progress (r->progress_data, (gsize) (t / size + 1),
+                     (gsize) ((n_tasks - rank + size - 1) / size));
     }
   if (r->comm != NULL
       && !ks_comm_allreduce (r->comm, sums, 2, KS_DTYPE_FLOAT64, KS_REDUCE_SUM, error))

@@ -249,6 +249,8 @@ dist_check_SCRIPTS += tests/test-man.sh
 TESTS += tests/test-man.sh
 dist_check_SCRIPTS += tests/test-mpi-env.sh
 TESTS += tests/test-mpi-env.sh
+dist_check_SCRIPTS += tests/test-progress.sh
+TESTS += tests/test-progress.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh
@@ -290,7 +292,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
 	tests/test-own-model.log tests/test-plan.log tests/test-core-deps.log \
-	tests/test-reference.log tests/test-man.log tests/test-mpi-env.log \
+	tests/test-reference.log tests/test-man.log tests/test-mpi-env.log tests/test-progress.log \
 	$(KS_PS_TEST_LOG)
 
 # The whole suite under ASan, LeakSanitizer and UBSan, in a copy of the distribution

@@ -59,6 +59,10 @@ gboolean ks_reptile_step (KsReptile *reptile, gint64 iter, double *loss, GError 
  * mean over all. */
 gboolean ks_reptile_evaluate (KsReptile *reptile, KsSplit split, int n_tasks, guint64 seed,
                               double *accuracy, double *ci95, GError **error);
+/* Called after each task an evaluation has done on this rank, with that rank's count
+ * of tasks done and to do (a progress line, say); NULL for none. */
+typedef void (*KsReptileProgress) (gpointer data, gsize done, gsize total);
+void ks_reptile_set_progress (KsReptile *reptile, KsReptileProgress progress, gpointer data);
 
 G_END_DECLS
 

@@ -159,6 +159,11 @@ KsModel *ks_trainer_model (const KsTrainer *t);
 KsExpr *ks_trainer_loss (const KsTrainer *t);
 KsExpr *ks_trainer_logits (const KsTrainer *t);
 
+/* A long phase of the task's own (an evaluation over many tasks, say): `done` of
+ * `total` `what` are done. On a terminal, once the phase has run [log] progress_after
+ * seconds, a line that updates with the count and the time left; nothing elsewhere. */
+void ks_trainer_progress (KsTrainer *t, const char *what, gsize done, gsize total);
+
 /* Builds the task's layer list with its loss and metric layers (metric's build may be
  * NULL): one model, or this worker's pipeline stage, cut by [pipeline] seg_method
  * (*metric_out NULL there: ks_trainer_metric asks the pipeline). Initialised. The

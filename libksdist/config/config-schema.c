@@ -38,6 +38,9 @@ static const KsKeyDesc core_schema[] = {
     "(the one whose environment is present; a single worker when none is)" },
   { "log", "level", KS_VALUE_CHOICE, "info", 1, 0, "error|warning|info|debug",
     "Least severe log messages shown" },
+  { "log", "progress_after", KS_VALUE_DOUBLE, "2", 0, 1e6, NULL,
+    "Seconds a long phase (an evaluation over many tasks, say) runs before its progress "
+    "shows on a terminal; 0 at once" },
   { "log", "metrics", KS_VALUE_STRING, "", 1, 0, NULL,
     "File to write one JSON object per logged step to (step, loss, lr, throughput, eval "
     "metrics); empty for none" },
