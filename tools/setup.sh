@@ -32,12 +32,28 @@ if [ -n "$missing" ]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-[ -x configure ] || autoreconf -fi
+started=$(date +%s)
+# The build's output goes to setup.log (its end is shown if a step fails); --check, as
+# CI runs it, shows everything.
+log=$PWD/setup.log
+: >"$log"
+step () { # WHAT COMMAND...
+  what=$1
+  shift
+  if [ $check = yes ]; then "$@"; return; fi
+  echo "ksdist setup: $what (output in setup.log)"
+  if ! "$@" >>"$log" 2>&1; then
+    echo "ksdist setup: $what failed; the end of setup.log:" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+}
+[ -x configure ] || step "making configure" autoreconf -fi
 # root installs to /usr/local; anyone else to ~/.local
 if [ ! -f Makefile ]; then
-  if [ "$(id -u)" = 0 ]; then ./configure; else ./configure --prefix="$HOME/.local"; fi
+  if [ "$(id -u)" = 0 ]; then step configuring ./configure; else step configuring ./configure --prefix="$HOME/.local"; fi
 fi
-make -j"$jobs"
+step "building with $jobs jobs" make -j"$jobs"
 
 if [ $check = yes ]; then
   make -j"$jobs" check
@@ -47,22 +63,32 @@ if [ $check = yes ]; then
 fi
 
 # Install, so that `ksdist` is on the PATH: as root to /usr/local, else to ~/.local
-# (configured so above). Then the default job with the installed ksdist: the plugins
-# found, then an MLP trained on examples/default.ini by two data-parallel workers (one
-# process when Gloo is missing).
-make install >/dev/null
+# (configured so above). Then the default job with the installed ksdist: an MLP trained
+# on examples/default.ini by two data-parallel workers (one process when Gloo is
+# missing).
+step installing make install
 [ "$(id -u)" != 0 ] || ldconfig # libksdist.so in /usr/local/lib
 bindir=$(make -s print-bindir)
+prefix=$(dirname "$bindir")
 case ":$PATH:" in
-  *":$bindir:"*) ;;
+  *":$bindir:"*) path_note= ;;
   *) PATH="$bindir:$PATH"; export PATH
-     echo "ksdist setup: add $bindir to your PATH (e.g. in ~/.profile) to run ksdist from anywhere" ;;
+     path_note="  add $bindir to your PATH (e.g. in ~/.profile) to run ksdist from anywhere" ;;
 esac
-ksdist plugins || true
+echo "ksdist setup: the default job, an MLP on two spirals:"
 if ksdist plugins --json | grep -q '"name": "gloo", "path": "[^"]*", "state": "loaded"'; then
   ksdist launch -n 2 examples/default.ini
 else
   ksdist train examples/default.ini
 fi
+
+# What there is now, and what to try next
 echo
-echo "ksdist is installed in $bindir (man ksdist; examples in $(dirname "$bindir")/share/ksdist/examples)."
+echo "ksdist setup: done in $(( $(date +%s) - started )) s"
+echo "  installed: ksdist in $bindir, its plugins in $prefix/lib/ksdist, examples in"
+echo "    $prefix/share/ksdist/examples, the documentation in $prefix/share/doc/ksdist, man ksdist"
+echo "  plugins (configure's summary; the full build log is setup.log):"
+awk '/^  plugins \(installed into/ { on = 1; next } /^  MPI/ { exit } on { sub (/^ +/, "    "); print }' config.log
+[ -z "$path_note" ] || echo "$path_note"
+echo "  next: ksdist train $prefix/share/ksdist/examples/gpt-words.ini   (a small GPT, a minute)"
+echo "        ksdist help; README.md's \"Your own model and data\" to train yours"
