@@ -4,6 +4,7 @@
  * both (gradients, SGD and AdamW steps), and twice on the GPU, bitwise. Skipped without
  * a GPU. */
 #include "testutil.h"
+#include "../plugins/cuda/local-device.h"
 #include <ksdist/tasks.h>
 
 #include <math.h>
@@ -526,10 +527,33 @@ test_skipped (void)
   g_test_skip (skip_reason);
 }
 
+/* Which device a rank takes when none is named: its place on its host as each launcher
+ * says it, modulo the devices; no GPU needed */
+static void
+test_local_device (void)
+{
+  const char *const names[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID" };
+  for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+    g_unsetenv (names[i]);
+  g_assert_cmpint (ks_cuda_local_device (4), ==, 0);
+  g_setenv ("SLURM_LOCALID", "3", TRUE);
+  g_assert_cmpint (ks_cuda_local_device (4), ==, 3);
+  g_setenv ("OMPI_COMM_WORLD_LOCAL_RANK", "2", TRUE); /* before srun's */
+  g_assert_cmpint (ks_cuda_local_device (4), ==, 2);
+  g_setenv ("LOCAL_RANK", "5", TRUE); /* before both; 6 ranks on 4 GPUs share them */
+  g_assert_cmpint (ks_cuda_local_device (4), ==, 1);
+  g_setenv ("LOCAL_RANK", "x", TRUE); /* not a number: the next launcher's */
+  g_assert_cmpint (ks_cuda_local_device (4), ==, 2);
+  g_assert_cmpint (ks_cuda_local_device (0), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+    g_unsetenv (names[i]);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cuda/local-device", test_local_device);
   if ((skip_reason = gpu_unusable ()) != NULL)
     {
       g_test_add_func ("/cuda/kernels", test_skipped);

@@ -8,6 +8,7 @@
 #include <config.h>
 
 #include "kernels.h"
+#include "local-device.h"
 
 #include <ksdist/compute.h>
 
@@ -66,6 +67,8 @@ cuda_create (const KsSettings *settings, GError **error)
   ctx->device = (int) ks_settings_get_int (settings, "device");
   if (!cuda_check (cudaGetDeviceCount (&count), "cudaGetDeviceCount", error))
     goto fail;
+  if (ctx->device < 0)
+    ctx->device = ks_cuda_local_device (count);
   if (ctx->device >= count)
     {
       g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_DEVICE,
@@ -487,7 +490,10 @@ static const KsImplDesc cuda_impls[] = {
 };
 
 static const KsKeyDesc cuda_settings[] = {
-  { NULL, "device", KS_VALUE_INT, "0", 0, 1023, NULL, "Index of the CUDA device to use" },
+  { NULL, "device", KS_VALUE_INT, "-1", -1, 1023, NULL,
+    "Index of the CUDA device to use; -1: this rank's place on its host (LOCAL_RANK from "
+    "ksdist launch or torchrun, OMPI_COMM_WORLD_LOCAL_RANK from mpirun, SLURM_LOCALID from "
+    "srun) modulo the devices, else 0" },
 };
 
 static const KsPluginDesc cuda_plugin = {

@@ -18,6 +18,8 @@
  * no tags: a pair's messages arrive in the order they were sent. */
 #include <config.h>
 
+#include "../cuda/local-device.h"
+
 #include <ksdist/comm.h>
 
 #include <cuda_runtime_api.h>
@@ -33,7 +35,7 @@ typedef struct {
 } Transfer;
 
 typedef struct {
-  int device; /* -1: LOCAL_RANK's, else 0 */
+  int device; /* -1: ks_cuda_local_device's */
   ncclComm_t comm;
   cudaStream_t stream;
   const KsStoreOps *store_ops;
@@ -235,8 +237,10 @@ join (Nccl *n, const char *key, GError **error)
 
   if (device < 0)
     {
-      const char *local = g_getenv ("LOCAL_RANK");
-      device = local != NULL ? atoi (local) : 0;
+      int devices = 0;
+      if (!cuda_ok (cudaGetDeviceCount (&devices), "cudaGetDeviceCount", error))
+        return FALSE;
+      device = ks_cuda_local_device (devices);
     }
   if (!cuda_ok (cudaSetDevice (device), "cudaSetDevice", error)
       || (n->stream == NULL
@@ -571,7 +575,8 @@ static const KsImplDesc nccl_impls[] = {
 
 static const KsKeyDesc nccl_settings[] = {
   { NULL, "device", KS_VALUE_INT, "-1", -1, 1023, NULL,
-    "CUDA device of this rank; -1: LOCAL_RANK (set by ksdist launch, torchrun), else 0" },
+    "CUDA device of this rank; -1: the cuda plugin's choice (this rank's place on its host, "
+    "modulo the devices), else 0" },
 };
 
 static const KsPluginDesc nccl_plugin = {
