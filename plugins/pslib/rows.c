@@ -204,25 +204,41 @@ file_name (const char *dir, const char *table, int index, int servers)
   return g_strdup_printf ("%s/sparse-%s-server-%d-of-%d.bin", dir, table, index, servers);
 }
 
-gboolean
-ps_rows_save (PsRows *r, const char *dir, GError **error)
+/* A file's identity: what ps_rows_save writes and ps_rows_load requires. */
+static GHashTable *
+identity (const char *save_id, gint64 step, int server, int servers, const char *table)
 {
+  GHashTable *id = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  if (save_id != NULL)
+    g_hash_table_insert (id, KS_CHECKPOINT_SAVE_KEY, g_strdup (save_id));
+  g_hash_table_insert (id, "step", g_strdup_printf ("%" G_GINT64_FORMAT, step));
+  g_hash_table_insert (id, "server", g_strdup_printf ("%d", server));
+  g_hash_table_insert (id, "servers", g_strdup_printf ("%d", servers));
+  g_hash_table_insert (id, "table", g_strdup (table));
+  return id;
+}
+
+gboolean
+ps_rows_save (PsRows *r, const char *dir, gint64 step, GError **error)
+{
+  g_autofree char *save_id = ks_checkpoint_save_id (dir);
   for (gsize i = 0; i < r->n; i++)
     {
-      g_autofree char *path = file_name (dir, ks_sparse_table_name (r->tables[i]), r->index,
-                                         r->servers);
+      const char *name = ks_sparse_table_name (r->tables[i]);
+      g_autofree char *path = file_name (dir, name, r->index, r->servers);
+      g_autoptr (GHashTable) id = identity (save_id, step, r->index, r->servers, name);
       gsize rows = 0;
-      if (!ks_sparse_table_save (r->tables[i], path, KS_SPARSE_SAVE_ALL, &rows, error))
+      if (!ks_sparse_table_save_with (r->tables[i], path, KS_SPARSE_SAVE_ALL, id, &rows, error))
         return FALSE;
-      g_message ("server %d: saved %" G_GSIZE_FORMAT " rows of table %s", r->index, rows,
-                 ks_sparse_table_name (r->tables[i]));
+      g_message ("server %d: saved %" G_GSIZE_FORMAT " rows of table %s", r->index, rows, name);
     }
   return TRUE;
 }
 
 gboolean
-ps_rows_load (PsRows *r, const char *dir, int saved, GError **error)
+ps_rows_load (PsRows *r, const char *dir, const PsJobIdentity *id, GError **error)
 {
+  int saved = id->servers;
   /* every table is read and checked into staging before any is replaced: a table that
    * loads is not undone when a later one fails, so check all files exist first */
   for (gsize i = 0; i < r->n; i++)
@@ -239,15 +255,24 @@ ps_rows_load (PsRows *r, const char *dir, int saved, GError **error)
       }
   for (gsize i = 0; i < r->n; i++)
     {
+      const char *name = ks_sparse_table_name (r->tables[i]);
       g_autoptr (GPtrArray) paths = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr (GPtrArray) ids = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
+      g_autofree KsSparseFileCheck *checks = g_new0 (KsSparseFileCheck, saved);
       gsize rows = 0;
       for (int s = 0; s < saved; s++)
-        g_ptr_array_add (paths, file_name (dir, ks_sparse_table_name (r->tables[i]), s, saved));
-      if (!ks_sparse_table_load (r->tables[i], (const char *const *) paths->pdata, paths->len,
-                                 r->index, r->servers, TRUE, &rows, error))
+        {
+          g_ptr_array_add (paths, file_name (dir, name, s, saved));
+          /* an older checkpoint's files name nothing: only their rows are checked */
+          g_ptr_array_add (ids, identity (id->save_id, id->step, s, saved, name));
+          checks[s] = (KsSparseFileCheck) { id->save_id != NULL ? g_ptr_array_index (ids, s) : NULL,
+                                            s, saved, id->file };
+        }
+      if (!ks_sparse_table_load_with (r->tables[i], (const char *const *) paths->pdata, checks,
+                                      paths->len, r->index, r->servers, TRUE, &rows, error))
         return FALSE;
       g_message ("server %d: loaded %" G_GSIZE_FORMAT " rows of table %s from %d files",
-                 r->index, rows, ks_sparse_table_name (r->tables[i]), saved);
+                 r->index, rows, name, saved);
     }
   return TRUE;
 }

@@ -8,6 +8,7 @@
 #ifndef KS_PSLIB_ROWS_H
 #define KS_PSLIB_ROWS_H
 
+#include "ps/job.h"
 #include "ps/wire.h"
 
 #include <ksdist/ksdist.h>
@@ -33,12 +34,15 @@ void ps_rows_free (PsRows *rows);
 /* A PsServerConfig.extra handler: sparse pulls, pushes and shrink. */
 gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,
                          GByteArray *reply, gint64 *reply_step, char **refusal);
-/* Writes every table's rows (mode all) as DIR/sparse-<table>-server-<i>-of-<S>.bin. */
-gboolean ps_rows_save (PsRows *rows, const char *dir, GError **error);
-/* Loads every table from the files of checkpoint `dir`, written by `saved_servers`
- * servers; keeps this server's rows. A table whose file is bad is as it was (one loaded
- * before it is not: the server then refuses to start). */
-gboolean ps_rows_load (PsRows *rows, const char *dir, int saved_servers, GError **error);
+/* Writes every table's rows (mode all) as DIR/sparse-<table>-server-<i>-of-<S>.bin, each
+ * naming its save (ks_checkpoint_save_id of DIR), step, server, server count and table. */
+gboolean ps_rows_save (PsRows *rows, const char *dir, gint64 step, GError **error);
+/* Loads every table from the files of checkpoint `dir`, each of which must name the save,
+ * step and server count of `id` (its job.json), its own server and table, and hold only
+ * its server's ids; keeps this server's rows. A table whose file is bad is as it was (one
+ * loaded before it is not: the server then refuses to start). */
+gboolean ps_rows_load (PsRows *rows, const char *dir, const PsJobIdentity *id,
+                       GError **error);
 /* Rows pulled and pushed so far, and the seconds spent serving them. */
 void ps_rows_served (PsRows *rows, guint64 *pulled, double *pull_s, guint64 *pushed,
                      double *push_s);
