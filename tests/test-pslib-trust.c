@@ -227,6 +227,120 @@ test_resume_identity (void)
   ks_test_rmtree (dir);
 }
 
+/* One push record of table emb (embedx_dim 8): id, show 1, click 0, gradient `g` in
+ * embed_w. */
+static gsize
+push_record (guint8 *record, guint64 id, float g)
+{
+  float show = 1, click = 0;
+  memset (record, 0, 16 + 9 * 4);
+  memcpy (record, &id, 8);
+  memcpy (record + 8, &show, 4);
+  memcpy (record + 12, &click, 4);
+  memcpy (record + 16, &g, 4);
+  return 16 + 9 * 4;
+}
+
+/* Requests a token holder may forge, each once, as worker 0 or 1 of a running job: a save
+ * and a shrink from worker 1, 40 shrinks from worker 0 (one is due every [data]
+ * shrink_every steps), a pull that would create 10,000 rows (one batch pulls at most
+ * 64 x 26), a gradient of 9.9e5 per show (above [table.emb] max_grad): all refused and
+ * logged, and what is allowed still answered; the job finishes. */
+static void
+test_forged_requests (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *data = NULL, *set_data = NULL, *set_ckpt = NULL;
+  g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
+  PsTestJob j = { 0 };
+  char *text = NULL;
+
+  if (!have_pslib ())
+    return;
+  data = small_data (dir);
+  set_data = g_strdup_printf ("data.path=%s", data);
+  set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  ps_test_job_start (&j, 2, 2, ARGS (set_data, set_ckpt, "train.steps=3000", "train.batch=64",
+                                     "train.log_every=3000", "data.shrink_every=100000",
+                                     "openblas.threads=1", "comm.timeout=20"));
+  g_assert_true (ps_test_job_wait_log (&j, 0, "training a ctr model", 30));
+  int port = j.ports[0];
+
+  /* a save that worker 0 could ask for, from worker 1 */
+  g_autofree char *tmp = g_strdup_printf ("%s/.tmp-checkpoint-5.0123456789abcdef0123456789abcdef"
+                                          "@elsewhere-1", ckpt);
+  g_assert_cmpint (g_mkdir_with_parents (tmp, 0755), ==, 0);
+  /* (until worker 1 said hello: a request before it is refused as such) */
+  for (int tries = 0; tries < 300; tries++, g_usleep (100000))
+    {
+      g_clear_pointer (&text, g_free);
+      g_assert_cmpint (ps_test_request_as (port, 1, PS_SAVE, 0, 0, 5, tmp, strlen (tmp), 20,
+                                           &text),
+                       ==, PS_REPLY_ERROR);
+      if (strstr (text, "before hello") == NULL)
+        break;
+    }
+  g_assert_nonnull (strstr (text, "a save from worker 1: only worker 0"));
+  g_clear_pointer (&text, g_free);
+  g_autofree char *saved = g_build_filename (tmp, "sparse-emb-server-0-of-2.bin", NULL);
+  g_assert_false (g_file_test (saved, G_FILE_TEST_EXISTS));
+
+  /* shrinks: none from worker 1, one of 40 from worker 0, none beyond training */
+  g_assert_cmpint (ps_test_request_as (port, 1, PS_SHRINK, 0, 0, 100000, NULL, 0, 20, &text),
+                   ==, PS_REPLY_ERROR);
+  g_assert_nonnull (strstr (text, "a shrink from worker 1"));
+  g_clear_pointer (&text, g_free);
+  int accepted = 0;
+  for (int i = 0; i < 40; i++)
+    {
+      int r = ps_test_request_as (port, 0, PS_SHRINK, 0, 0, 100000, NULL, 0, 20, &text);
+      g_assert_cmpint (r, >=, 0);
+      accepted += r == PS_REPLY_OK;
+      if (r == PS_REPLY_ERROR)
+        g_assert_nonnull (strstr (text, "the last was at step 100000"));
+      g_clear_pointer (&text, g_free);
+    }
+  g_assert_cmpint (accepted, ==, 1);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_SHRINK, 0, 0, 300000, NULL, 0, 20, &text),
+                   ==, PS_REPLY_ERROR);
+  g_clear_pointer (&text, g_free);
+
+  /* pulls that create rows: 10,000 refused, 100 served */
+  g_autofree guint64 *ids = g_new (guint64, 10000);
+  for (int i = 0; i < 10000; i++)
+    ids[i] = (guint64) (1u << 30) * 2 + 2 * (guint64) i; /* even: server 0's, new */
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, ids,
+                                       10000 * sizeof (guint64), 20, &text),
+                   ==, PS_REPLY_ERROR);
+  g_assert_nonnull (strstr (text, "a pull that would create 10000 rows of table emb, above the "
+                                  "1665 one pull may create"));
+  g_clear_pointer (&text, g_free);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, ids,
+                                       100 * sizeof (guint64), 20, NULL),
+                   ==, PS_REPLY_OK);
+
+  /* gradients: 9.9e5 per show refused, 50 applied */
+  guint8 record[16 + 9 * 4];
+  gsize len = push_record (record, ids[0], 9.9e5f);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PUSH_SPARSE, 0, 0, 1, record, len, 20, &text),
+                   ==, PS_REPLY_ERROR);
+  g_assert_nonnull (strstr (text, "above 100 per show"));
+  g_assert_nonnull (strstr (text, "[table.emb] max_grad"));
+  g_clear_pointer (&text, g_free);
+  len = push_record (record, ids[0], 50);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PUSH_SPARSE, 0, 0, 1, record, len, 20, NULL),
+                   ==, PS_REPLY_OK);
+
+  ps_test_job_wait (&j, 300);
+  for (int p = 0; p < 4; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_autofree char *server = ps_test_read_log (&j, 2);
+  g_assert_nonnull (strstr (server, "refused a save from worker 1"));
+  g_assert_nonnull (strstr (server, "refused a shrink from worker 1"));
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -235,5 +349,6 @@ main (int argc, char **argv)
   ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ctr-pslib.ini", NULL);
   ps_test_plugins = plugins;
   g_test_add_func ("/pslib/resume-identity", test_resume_identity);
+  g_test_add_func ("/pslib/forged-requests", test_forged_requests);
   return g_test_run ();
 }

@@ -43,6 +43,9 @@ typedef struct {
   int delete_after_unseen_days;     /* 30 */
   int shard_num;                    /* 64: hash tables per table (rows go by id) */
   guint64 seed;                     /* 1: of the initial values */
+  /* what a parameter server accepts for the table (the table itself does not check) */
+  double max_grad;                  /* 100: the largest |gradient| per show of a push */
+  gint64 max_new_rows;              /* 0: rows a pull may create (0: the batch's bound) */
 } KsSparseConfig;
 
 /* pslib's defaults (above). */

@@ -33,6 +33,7 @@ typedef struct {
   char *name, *rows_param;
   KsSparseConfig config;
   gsize dim;
+  gint64 batch_rows; /* the rows parameter's rows: the most ids one batch pulls */
 } Table;
 
 typedef struct {
@@ -337,6 +338,9 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
   int index = ks_role_maker_server_index (p->role);
   g_autofree char **names = g_new0 (char *, p->tables->len + 1);
   g_autofree KsSparseConfig *configs = g_new0 (KsSparseConfig, MAX (p->tables->len, 1));
+  g_autofree gint64 *max_new = g_new0 (gint64, MAX (p->tables->len, 1));
+  const char *every = NULL;
+  gint64 shrink_every = 0;
 
   if (!need_model (p, "init_server", error))
     return FALSE;
@@ -364,9 +368,14 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
       Table *t = g_ptr_array_index (p->tables, i);
       names[i] = t->name;
       configs[i] = t->config;
+      max_new[i] = t->config.max_new_rows > 0 ? t->config.max_new_rows : t->batch_rows;
     }
-  p->rows = ps_rows_new ((const char *const *) names, configs, p->tables->len, index,
-                         ks_role_maker_server_num (p->role), p->settings.max_message);
+  /* the task's day length, when the configuration has the key (a benchmark's has not) */
+  if (ks_config_lookup (p->config, "data", "shrink_every", &every, NULL, NULL) && every != NULL)
+    shrink_every = g_ascii_strtoll (every, NULL, 10);
+  p->rows = ps_rows_new ((const char *const *) names, configs, max_new, p->tables->len, index,
+                         ks_role_maker_server_num (p->role), p->settings.max_message,
+                         MAX (shrink_every, 0));
   return model_dir == NULL || load_server (p, model_dir, error);
 }
 
@@ -435,6 +444,7 @@ mode_bind (void *ctx, KsModel *model, GArray *pairs, GError **error)
       if (rows == NULL || rows->ndim != 2 || (gsize) rows->shape[1] != t->dim)
         return ps_failed (error, "pslib: sparse table %s: parameter %s must be [rows, %" G_GSIZE_FORMAT
                        "] (1 + [table.%s] embedx_dim)", t->name, t->rows_param, t->dim, t->name);
+      t->batch_rows = rows->shape[0];
     }
   p->model = model;
   ps_layout_free (p->layout);

@@ -4,7 +4,9 @@
  * push carries one record per id: the id, its show and click counts and its gradient
  * (summed over the shows). Ids go to server id % S. Everything in a request is checked
  * before it touches a table: the table's index, the payload's size, each id's server,
- * finite gradients, 0 <= click <= show. */
+ * finite gradients within [table.NAME] max_grad per show, 0 <= click <= show, the rows a
+ * pull would create within max_new_rows; a shrink only from worker 0, as often as [data]
+ * shrink_every says. */
 #ifndef KS_PSLIB_ROWS_H
 #define KS_PSLIB_ROWS_H
 
@@ -26,10 +28,12 @@ ps_row_server (guint64 id, int servers)
 
 typedef struct PsRows PsRows;
 
-/* Server `index` of `servers`: a table per config (names[i], configs[i]); no request or
- * answer may exceed `max_message` bytes. */
-PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs, gsize n,
-                     int index, int servers, gsize max_message);
+/* Server `index` of `servers`: a table per config (names[i], configs[i]), of which a pull
+ * may create at most max_new[i] rows; no request or answer may exceed `max_message`
+ * bytes; worker 0 may ask for a shrink every `shrink_every` steps (0: never). */
+PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs,
+                     const gint64 *max_new, gsize n, int index, int servers,
+                     gsize max_message, gint64 shrink_every);
 void ps_rows_free (PsRows *rows);
 /* A PsServerConfig.extra handler: sparse pulls, pushes and shrink. */
 gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,
