@@ -139,6 +139,7 @@ test_resume_identity (void)
   g_autofree char *x40 = g_build_filename (other, "checkpoint-40", NULL);
   static const char *const sparse1 = "sparse-emb-server-1-of-2.bin";
   static const char *const sparse0 = "sparse-emb-server-0-of-2.bin";
+  static const char *const dense0 = "server-0-of-2.safetensors";
   static const char *const dense1 = "server-1-of-2.safetensors";
   enum { OLDER_SPARSE, OLDER_DENSE, SERVER0_OVER_1, STEP_EDITED, OTHER_JOB, NAN_ROW,
          DUPLICATE_ID, OTHER_SERVER_ID, UNFORGED };
@@ -146,7 +147,7 @@ test_resume_identity (void)
     const char *name, *file, *want;
   } cases[] = {
     [OLDER_SPARSE] = { "older-sparse", sparse1, "holds save_id " },
-    [OLDER_DENSE] = { "older-dense", dense1, "a file of another save or job" },
+    [OLDER_DENSE] = { "older-dense", dense0, "a file of another save or job" },
     [SERVER0_OVER_1] = { "server0-over-1", sparse1, "holds server 0 but " },
     [STEP_EDITED] = { "step-edited", "server-0-of-2.safetensors", "is of step 40 but " },
     [OTHER_JOB] = { "other-job", sparse1, "holds save_id " },
@@ -166,12 +167,20 @@ test_resume_identity (void)
       switch (i)
         {
         case OLDER_SPARSE:
-        case OLDER_DENSE:
           {
             g_autofree char *from = g_build_filename (c20, cases[i].file, NULL);
             copy_file (from, target);
             break;
           }
+        case OLDER_DENSE: /* both: the shards agree with each other, not with job.json */
+          for (int k = 0; k < 2; k++)
+            {
+              const char *name = k == 0 ? dense0 : dense1;
+              g_autofree char *from = g_build_filename (c20, name, NULL);
+              g_autofree char *into = g_build_filename (to, name, NULL);
+              copy_file (from, into);
+            }
+          break;
         case SERVER0_OVER_1:
           {
             g_autofree char *from = g_build_filename (c40, sparse0, NULL);
