@@ -13,7 +13,10 @@
  * capacity.
  *
  * File: a 32-byte header (magic, version, embedx_dim, rule, bytes per record, rows; little
- * endian), records (id, then the record as held), then the SHA-256 of all before it. */
+ * endian), since version 2 an identity block (a 4-byte length, at most 4096, then
+ * "key=value\n" lines: what the saver named, a parameter server's save_id, step, server,
+ * servers, table; version 1 files have none and still load), records (id, then the record
+ * as held), then the SHA-256 of all before it. */
 #include "sparse-private.h"
 
 #include <errno.h>
