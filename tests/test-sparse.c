@@ -668,6 +668,21 @@ test_identity_and_rows (Fixture *f, gconstpointer data)
   };
   memcpy (&dup, bytes + rows_at + 4 * rec, 8);
   edits[1].with = &dup;
+  /* an identity that names a key twice (the second save_id would win a lookup) */
+  char *table = NULL;
+  for (gsize at = 0; table == NULL && at + 9 <= n; at++)
+    if (memcmp (bytes + at, "table=id\n", 9) == 0)
+      table = bytes + at;
+  g_assert_nonnull (table);
+  memcpy (copy, bytes, n);
+  memcpy (copy + (table - bytes), "save_id=\n", 9);
+  reseal (copy, n);
+  g_autofree char *twice = g_build_filename (f->dir, "twice", NULL);
+  write_bytes (twice, copy, n);
+  paths[0] = twice;
+  g_assert_false (ks_sparse_table_load_with (t, paths, &ok, 1, 0, 1, TRUE, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "gives 'save_id' twice"));
+  g_clear_error (&error);
   for (guint i = 0; i < G_N_ELEMENTS (edits); i++)
     {
       g_autofree char *forged = g_build_filename (f->dir, edits[i].name, NULL);

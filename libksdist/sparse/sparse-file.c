@@ -279,8 +279,16 @@ parse_identity (const char *path, const char *text, gsize len, GError **error)
                       "an intact copy");
           return NULL;
         }
-      g_hash_table_insert (id, g_strndup (text + at, eq - (text + at)),
-                           g_strndup (eq + 1, nl - eq - 1));
+      char *key = g_strndup (text + at, eq - (text + at));
+      if (g_hash_table_contains (id, key))
+        {
+          file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
+                      "its identity block gives '%s' twice; the header is damaged or edited: "
+                      "use an intact copy", key);
+          g_free (key);
+          return NULL;
+        }
+      g_hash_table_insert (id, key, g_strndup (eq + 1, nl - eq - 1));
       at = nl + 1 - text;
     }
   return g_steal_pointer (&id);
