@@ -236,6 +236,47 @@ test_resume_identity (void)
   ks_test_rmtree (dir);
 }
 
+/* With the dense part on the workers ([strategy] dense = allreduce, worker 0's checkpoint
+ * under dense/): an older dense part in a newer job directory is refused naming it. */
+static void
+test_resume_identity_allreduce (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *data = NULL, *set_data = NULL, *set_ckpt = NULL;
+  g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
+  g_autofree char *o = NULL, *e = NULL, *o2 = NULL, *e2 = NULL;
+
+  if (!have_pslib ())
+    return;
+  data = small_data (dir);
+  set_data = g_strdup_printf ("data.path=%s", data);
+  set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "1"),
+                                ARGS (set_data, set_ckpt, "strategy.dense=allreduce",
+                                      "train.steps=40", "train.batch=64",
+                                      "train.checkpoint_every=20", "train.log_every=40"),
+                                &o, &e),
+                   ==, 0);
+  g_autofree char *old = g_build_filename (ckpt, "checkpoint-20", "dense", "checkpoint-20", NULL);
+  g_autofree char *mine = g_build_filename (ckpt, "checkpoint-40", "dense", "checkpoint-40", NULL);
+  g_autofree char *planted = g_build_filename (ckpt, "checkpoint-40", "dense", "checkpoint-20", NULL);
+  g_assert_true (g_file_test (mine, G_FILE_TEST_IS_DIR));
+  ks_test_rmtree (mine);
+  copy_dir (old, planted);
+  int status = ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "1"),
+                            ARGS (set_data, set_ckpt, "strategy.dense=allreduce",
+                                  "train.steps=60", "train.batch=64", "train.log_every=60",
+                                  "train.resume=true"),
+                            &o2, &e2);
+  g_autofree char *all = g_strconcat (o2, e2, NULL);
+  g_assert_cmpint (status, !=, 0);
+  g_autofree char *want = g_strdup_printf ("%s holds save ", planted);
+  g_assert_nonnull (strstr (all, want));
+  g_assert_nonnull (strstr (all, "of step 20 but "));
+  g_assert_nonnull (strstr (all, "a dense part of another save"));
+  ks_test_rmtree (dir);
+}
+
 /* One push record of table emb (embedx_dim 8): id, show 1, click 0, gradient `g` in
  * embed_w. */
 static gsize
@@ -358,6 +399,7 @@ main (int argc, char **argv)
   ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ctr-pslib.ini", NULL);
   ps_test_plugins = plugins;
   g_test_add_func ("/pslib/resume-identity", test_resume_identity);
+  g_test_add_func ("/pslib/resume-identity-allreduce", test_resume_identity_allreduce);
   g_test_add_func ("/pslib/forged-requests", test_forged_requests);
   return g_test_run ();
 }
