@@ -150,8 +150,14 @@ tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harnes
 tests_test_pslib_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib
+check_PROGRAMS += tests/test-pslib-trust
+tests_test_pslib_trust_SOURCES = tests/test-pslib-trust.c tests/ps-harness.c \
+	tests/ps-harness.h plugins/ps/wire.c
+tests_test_pslib_trust_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_pslib_trust_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
+TESTS += tests/test-pslib-trust
 # they load build-tree plugins: done before test-install relinks them (below)
-KS_PS_TEST_LOG = tests/test-ps.log tests/test-pslib.log
+KS_PS_TEST_LOG = tests/test-ps.log tests/test-pslib.log tests/test-pslib-trust.log
 endif
 
 # The CUDA kernels against the CPU's; skipped without a GPU.

@@ -265,6 +265,13 @@ int
 ps_test_request (int port, guint type, gint64 step, const void *payload, gsize len,
                  double seconds, char **text)
 {
+  return ps_test_request_as (port, 0, type, 0, 0, step, payload, len, seconds, text);
+}
+
+int
+ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux, gint64 step,
+                    const void *payload, gsize len, double seconds, char **text)
+{
   void *ctx = zmq_ctx_new (), *s = zmq_socket (ctx, ZMQ_DEALER);
   g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", port);
   PsHeader h = { 0 };
@@ -275,6 +282,9 @@ ps_test_request (int port, guint type, gint64 step, const void *payload, gsize l
   h.type = type;
   h.id = 4242;
   h.step = step;
+  h.sender = sender;
+  h.arg = arg;
+  h.aux = aux;
   ps_token_digest ("the-jobs-token", h.token);
   ps_header_seal (&h, len);
   zmq_send (s, &h, sizeof h, ZMQ_SNDMORE);

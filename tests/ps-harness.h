@@ -49,6 +49,10 @@ void ps_test_send_header (void *socket, PsHeader *h, guint64 payload, guint32 ma
  * when none came. */
 int ps_test_request (int port, guint type, gint64 step, const void *payload, gsize len,
                      double seconds, char **text);
+/* The same as worker `sender` (who must have said hello), with the header's arg and aux. */
+int ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux,
+                        gint64 step, const void *payload, gsize len, double seconds,
+                        char **text);
 /* The pids of `launcher`'s children (GPid array). */
 GArray *ps_test_children_of (GPid launcher);
 

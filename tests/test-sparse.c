@@ -531,17 +531,18 @@ test_bad_files (Fixture *f, gconstpointer data)
   g_autofree char *bytes = NULL;
   gsize n;
   g_assert_true (g_file_get_contents (good, &bytes, &n, NULL));
-  gsize rec = (n - 64) / 20;
-  g_assert_cmpuint (64 + 20 * rec, ==, n);
+  /* header, an empty identity block (its length), rows, SHA-256 */
+  gsize rec = (n - 68) / 20;
+  g_assert_cmpuint (68 + 20 * rec, ==, n);
 
   g_autofree char *cut = g_build_filename (f->dir, "cut", NULL);
   write_bytes (cut, bytes, n - 10);
   g_autofree char *cut_rec = g_build_filename (f->dir, "cut-record", NULL);
   write_bytes (cut_rec, bytes, n - rec);
   g_autofree char *flip = g_build_filename (f->dir, "flip", NULL);
-  bytes[32 + 7 * rec + rec / 2] ^= 0x10;
+  bytes[36 + 7 * rec + rec / 2] ^= 0x10;
   write_bytes (flip, bytes, n);
-  bytes[32 + 7 * rec + rec / 2] ^= 0x10;
+  bytes[36 + 7 * rec + rec / 2] ^= 0x10;
   g_autofree char *magic = g_build_filename (f->dir, "magic", NULL);
   bytes[2] = 'X';
   write_bytes (magic, bytes, n);
@@ -585,6 +586,119 @@ test_bad_files (Fixture *f, gconstpointer data)
   g_autofree char *nodir = g_build_filename (f->dir, "no", "such", NULL);
   g_assert_false (ks_sparse_table_save (t, nodir, KS_SPARSE_SAVE_ALL, NULL, &error));
   g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO);
+}
+
+/* `bytes` (a file of `n` bytes) with its SHA-256 recomputed, as a forger would. */
+static void
+reseal (char *bytes, gsize n)
+{
+  gsize dlen = 32;
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_checksum_update (sum, (const guint8 *) bytes, n - 32);
+  g_checksum_get_digest (sum, (guint8 *) bytes + n - 32, &dlen);
+}
+
+/* A file names its save, server and table; a load that requires another is refused naming
+ * the file, what it holds and what was expected. Rows no save writes (a value that is not
+ * finite, an id twice, an id of another server), sealed again after the edit, are refused
+ * too; the table is as it was. */
+static void
+test_identity_and_rows (Fixture *f, gconstpointer data)
+{
+  KsSparseConfig c = config (3, KS_SPARSE_RULE_ADAGRAD, 0, 4);
+  g_autoptr (KsSparseTable) src = ks_sparse_table_new ("id", &c);
+  g_autoptr (KsSparseTable) t = ks_sparse_table_new ("id", &c);
+  g_autoptr (GHashTable) mine = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GHashTable) other = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GError) error = NULL;
+  const float g[4] = { 1, 2, 3, 4 };
+  gsize n_rows = 0;
+
+  for (guint64 id = 2; id <= 40; id += 2) /* server 0 of 2's ids */
+    push1 (src, id, g, 3, 1);
+  g_hash_table_insert (mine, "save_id", "aaaa");
+  g_hash_table_insert (mine, "table", "id");
+  g_hash_table_insert (other, "save_id", "bbbb");
+  g_hash_table_insert (other, "table", "id");
+  g_autofree char *path = g_build_filename (f->dir, "s0", NULL);
+  g_assert_true (ks_sparse_table_save_with (src, path, KS_SPARSE_SAVE_ALL, mine, &n_rows, &error));
+  g_assert_no_error (error);
+  KsSparseFileCheck ok = { mine, 0, 2, "job.json" }, wrong = { other, 0, 2, "job.json" };
+  KsSparseFileCheck as_server1 = { mine, 1, 2, "job.json" };
+  const char *paths[] = { path };
+  g_assert_true (ks_sparse_table_load_with (t, paths, &ok, 1, 0, 1, TRUE, &n_rows, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_rows, ==, 20);
+  g_assert_false (ks_sparse_table_load_with (t, paths, &wrong, 1, 0, 1, TRUE, NULL, &error));
+  g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_MISMATCH);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, path));
+  g_assert_nonnull (strstr (error->message, "holds save_id aaaa but job.json expects save_id bbbb"));
+  g_clear_error (&error);
+  /* server 0's file where server 1's belongs */
+  g_assert_false (ks_sparse_table_load_with (t, paths, &as_server1, 1, 0, 1, TRUE, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "a row of server 0 of 2, but this is server 1's file"));
+  g_clear_error (&error);
+  /* a file without identity where one is required */
+  g_autofree char *bare = g_build_filename (f->dir, "bare", NULL);
+  g_assert_true (ks_sparse_table_save (src, bare, KS_SPARSE_SAVE_ALL, NULL, &error));
+  paths[0] = bare;
+  g_assert_false (ks_sparse_table_load_with (t, paths, &ok, 1, 0, 1, TRUE, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "carries no save identity"));
+  g_clear_error (&error);
+
+  /* rows edited and sealed again */
+  g_autofree char *bytes = NULL;
+  gsize n;
+  g_assert_true (g_file_get_contents (path, &bytes, &n, NULL));
+  gsize rec = 8 + 16 + (4 + 2) * 4, rows_at = n - 32 - 20 * rec;
+  g_assert_cmpuint ((n - 32 - rows_at) % rec, ==, 0);
+  g_autofree char *copy = g_memdup2 (bytes, n);
+  float nan_value = NAN;
+  guint64 dup, odd = 7;
+  struct {
+    const char *name, *want;
+    gsize at;
+    const void *with;
+    gsize len;
+  } edits[] = {
+    { "nan", "not finite", rows_at + 3 * rec + 8 + 16, &nan_value, 4 },
+    { "dup", "is saved twice", rows_at + 5 * rec, NULL, 8 },
+    { "odd", "a row of server 1 of 2", rows_at + 9 * rec, &odd, 8 },
+  };
+  memcpy (&dup, bytes + rows_at + 4 * rec, 8);
+  edits[1].with = &dup;
+  /* an identity that names a key twice (the second save_id would win a lookup) */
+  char *table = NULL;
+  for (gsize at = 0; table == NULL && at + 9 <= n; at++)
+    if (memcmp (bytes + at, "table=id\n", 9) == 0)
+      table = bytes + at;
+  g_assert_nonnull (table);
+  memcpy (copy, bytes, n);
+  memcpy (copy + (table - bytes), "save_id=\n", 9);
+  reseal (copy, n);
+  g_autofree char *twice = g_build_filename (f->dir, "twice", NULL);
+  write_bytes (twice, copy, n);
+  paths[0] = twice;
+  g_assert_false (ks_sparse_table_load_with (t, paths, &ok, 1, 0, 1, TRUE, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "gives 'save_id' twice"));
+  g_clear_error (&error);
+  for (guint i = 0; i < G_N_ELEMENTS (edits); i++)
+    {
+      g_autofree char *forged = g_build_filename (f->dir, edits[i].name, NULL);
+      memcpy (copy, bytes, n);
+      memcpy (copy + edits[i].at, edits[i].with, edits[i].len);
+      reseal (copy, n);
+      write_bytes (forged, copy, n);
+      paths[0] = forged;
+      g_assert_false (ks_sparse_table_load_with (t, paths, &ok, 1, 0, 1, TRUE, NULL, &error));
+      g_test_message ("%s", error->message);
+      g_assert_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT);
+      g_assert_nonnull (strstr (error->message, forged));
+      g_assert_nonnull (strstr (error->message, edits[i].want));
+      g_clear_error (&error);
+      g_assert_cmpuint (ks_sparse_table_size (t), ==, 20); /* as the good load left it */
+    }
 }
 
 static void
@@ -650,6 +764,7 @@ main (int argc, char **argv)
   ADD ("save-modes", test_save_modes);
   ADD ("reshard", test_reshard);
   ADD ("bad-files", test_bad_files);
+  ADD ("identity-and-rows", test_identity_and_rows);
   ADD ("memory", test_memory);
   ADD ("config-read", test_config_read);
   return g_test_run ();

@@ -107,6 +107,10 @@ gboolean ks_checkpoint_write_part (const char *tmp, int part, int parts, gint64 
                                    GError **error);
 gboolean ks_checkpoint_commit (const char *tmp, const char *final, guint keep, GError **error);
 void ks_checkpoint_abort (const char *tmp);
+/* The identity of the save being written into `tmp` (a directory ks_checkpoint_begin
+ * returned): what every part records as save_id. Any process told the directory computes
+ * the same (a new string); another begin gives another. */
+char *ks_checkpoint_save_id (const char *tmp);
 /* For a process that writes into a directory another process names (a parameter
  * server, told by a request): whether `tmp` is a directory ks_checkpoint_begin made for
  * checkpoint-<step> directly in `dir` (links resolved), not a link, not a committed

@@ -43,6 +43,9 @@ typedef struct {
   int delete_after_unseen_days;     /* 30 */
   int shard_num;                    /* 64: hash tables per table (rows go by id) */
   guint64 seed;                     /* 1: of the initial values */
+  /* what a parameter server accepts for the table (the table itself does not check) */
+  double max_grad;                  /* 100: the largest |gradient| per show of a push */
+  gint64 max_new_rows;              /* 0: rows a pull may create (0: the batch's bound) */
 } KsSparseConfig;
 
 /* pslib's defaults (above). */
@@ -102,14 +105,40 @@ gboolean ks_sparse_save_mode_from_name (const char *name, KsSparseSaveMode *mode
  * a SHA-256 of all before it. *n_rows (may be NULL) gets the rows written. */
 gboolean ks_sparse_table_save (KsSparseTable *table, const char *path, KsSparseSaveMode mode,
                                gsize *n_rows, GError **error);
+/* The same with `identity` (string to string, may be NULL: none) in the file's header,
+ * so a load can tell which save, server and table a file is of (a parameter server's
+ * checkpoint: save_id, step, server, servers, table). Keys hold no '=' or newline, values
+ * no newline; all of it at most 4096 bytes. */
+gboolean ks_sparse_table_save_with (KsSparseTable *table, const char *path,
+                                    KsSparseSaveMode mode, GHashTable *identity,
+                                    gsize *n_rows, GError **error);
+
+/* What ks_sparse_table_load_with requires of one file. */
+typedef struct {
+  /* every pair of it in the file's identity, equal (NULL: none required); a file without
+   * one is refused when it is not NULL */
+  GHashTable *identity;
+  /* the file holds only ids with id % servers == server (servers 0: any id) */
+  int server, servers;
+  /* who expects it, for the message ("checkpoint-300/job.json"; NULL: "the load") */
+  const char *expected_by;
+} KsSparseFileCheck;
+
 /* Reads files of ks_sparse_table_save (of any server count) and keeps the rows with
  * id % servers == index. With `replace` they become the table's rows; without, they go
  * over the table's (a delta on its base). Every file is read and checked (size, magic,
- * version, embedx_dim and rule, checksum) before the table changes: a bad file is an
+ * version, embedx_dim and rule, checksum, each row) before the table changes: a bad file is an
  * error naming it, and the table is as it was. *n_rows (may be NULL) gets the rows kept. */
 gboolean ks_sparse_table_load (KsSparseTable *table, const char *const *paths, gsize n_paths,
                                int index, int servers, gboolean replace, gsize *n_rows,
                                GError **error);
+/* The same with checks[p] (checks may be NULL) required of paths[p]. Every load also
+ * refuses rows no save writes: id 0, an id twice, a value, state or statistic that is
+ * not finite, a negative count. */
+gboolean ks_sparse_table_load_with (KsSparseTable *table, const char *const *paths,
+                                    const KsSparseFileCheck *checks, gsize n_paths, int index,
+                                    int servers, gboolean replace, gsize *n_rows,
+                                    GError **error);
 
 G_END_DECLS
 

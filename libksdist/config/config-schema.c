@@ -315,6 +315,13 @@ static const KsKeyDesc core_schema[] = {
     "Sparse table: hash tables per server (a row goes by its id); pslib uses 1000" },
   { "table.*", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL,
     "Sparse table: seed of the initial values" },
+  { "table.*", "max_grad", KS_VALUE_DOUBLE, "100", 1e-6, 1e12, NULL,
+    "Sparse table: a parameter server refuses a push whose gradient exceeds this per show "
+    "in any element (normal training stays far below; a larger one would only freeze or "
+    "wreck the rows it reaches)" },
+  { "table.*", "max_new_rows", KS_VALUE_INT, "0", 0, 1e12, NULL,
+    "Sparse table: a parameter server refuses a pull that would create more rows than "
+    "this; 0: the most ids one batch pulls (the rows parameter's rows)" },
   { "strategy", "staleness", KS_VALUE_INT, "2", 0, 1e6, NULL,
     "pslib: sparse pushes a worker may have unanswered when it pulls the next batch's rows "
     "(0: each step waits for its pushes, and the dense part on the servers is sync; more: "

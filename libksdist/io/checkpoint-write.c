@@ -59,12 +59,14 @@ ks_string_table_copy (GHashTable *from)
 /* The identity of the save being written into `tmp`: every part of it is written into
  * that directory, whose name ks_checkpoint_begin made unique, so the processes writing
  * the parts agree on it without telling each other anything more. */
-static char *
-save_of (const char *tmp)
+char *
+ks_checkpoint_save_id (const char *tmp)
 {
   g_autofree char *name = g_path_get_basename (tmp);
   return g_compute_checksum_for_string (G_CHECKSUM_SHA256, name, -1);
 }
+
+#define save_of ks_checkpoint_save_id
 
 /* The metadata every file of a checkpoint carries: `extra`, the step, the format, the
  * save it is of. */

@@ -8,8 +8,11 @@
 #pragma GCC visibility push(hidden)
 
 #define MAGIC "KSSPARSE"
-#define FORMAT_VERSION 1u
+/* 2: an identity block after the header (a 4-byte length, then "key=value\n" lines);
+ * 1 (still read): none */
+#define FORMAT_VERSION 2u
 #define HEADER_BYTES 32
+#define MAX_IDENTITY_BYTES 4096
 #define DIGEST_BYTES 32
 #define EMPTY_LIST G_MAXUINT32
 #define FLAG_EMBEDX 1u

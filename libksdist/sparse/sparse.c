@@ -13,7 +13,10 @@
  * capacity.
  *
  * File: a 32-byte header (magic, version, embedx_dim, rule, bytes per record, rows; little
- * endian), records (id, then the record as held), then the SHA-256 of all before it. */
+ * endian), since version 2 an identity block (a 4-byte length, at most 4096, then
+ * "key=value\n" lines: what the saver named, a parameter server's save_id, step, server,
+ * servers, table; version 1 files have none and still load), records (id, then the record
+ * as held), then the SHA-256 of all before it. */
 #include "sparse-private.h"
 
 #include <errno.h>
@@ -35,7 +38,8 @@ ks_sparse_config_defaults (KsSparseConfig *c)
     .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .embedx_threshold = 10,
     .nonclk_coeff = 0.1, .click_coeff = 1, .base_threshold = 1.5, .delta_threshold = 0.25,
     .delta_keep_days = 16, .show_click_decay_rate = 0.98, .delete_threshold = 0.8,
-    .delete_after_unseen_days = 30, .shard_num = 64, .seed = 1,
+    .delete_after_unseen_days = 30, .shard_num = 64, .seed = 1, .max_grad = 100,
+    .max_new_rows = 0,
   };
 }
 
@@ -54,8 +58,9 @@ ks_sparse_config_read (const KsConfig *config, const char *name, KsSparseConfig 
   D (learning_rate); D (initial_g2sum); D (initial_range); D (min_bound); D (max_bound);
   D (beta1); D (beta2); D (epsilon); D (embedx_threshold); D (nonclk_coeff);
   D (click_coeff); D (base_threshold); D (delta_threshold); D (show_click_decay_rate);
-  D (delete_threshold);
+  D (delete_threshold); D (max_grad);
 #undef D
+  out->max_new_rows = ks_config_get_int (config, g, "max_new_rows");
   out->delta_keep_days = (int) ks_config_get_int (config, g, "delta_keep_days");
   out->delete_after_unseen_days = (int) ks_config_get_int (config, g, "delete_after_unseen_days");
   out->shard_num = (int) ks_config_get_int (config, g, "shard_num");

@@ -48,7 +48,7 @@ ps_job_resolve (const char *model_dir, GError **error)
 
 static gboolean
 write_job_file (const char *dir, const KsTrainStatus *status, GHashTable *metadata,
-                int servers, GError **error)
+                int servers, const char *save_id, GError **error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   g_autoptr (JsonGenerator) gen = json_generator_new ();
@@ -73,6 +73,7 @@ write_job_file (const char *dir, const KsTrainStatus *status, GHashTable *metada
   FIELD ("step", "%" G_GINT64_FORMAT, status->step);
   FIELD ("epoch", "%" G_GINT64_FORMAT, status->epoch);
   FIELD ("servers", "%d", servers);
+  FIELD (PS_JOB_SAVE_KEY, "%s", save_id);
 #undef FIELD
   json_builder_end_object (b);
   g_autoptr (JsonNode) root = json_builder_get_root (b);
@@ -96,8 +97,10 @@ ps_job_save (const char *dir, const KsTrainStatus *status, GHashTable *metadata,
 
   if (tmp == NULL)
     return FALSE;
+  g_autofree char *save_id = ks_checkpoint_save_id (tmp);
+  /* the servers compute the same save id from the directory they are told */
   if (!save_servers (data, tmp, status->step, error)
-      || !write_job_file (tmp, status, metadata, servers, error))
+      || !write_job_file (tmp, status, metadata, servers, save_id, error))
     {
       ks_checkpoint_abort (tmp);
       return FALSE;
@@ -138,6 +141,45 @@ ps_job_read (const char *path, KsTrainStatus *status, GHashTable **metadata, GEr
   if (metadata != NULL)
     *metadata = g_steal_pointer (&meta);
   return TRUE;
+}
+
+gboolean
+ps_job_identity_read (const char *path, PsJobIdentity *id, GError **error)
+{
+  g_autoptr (GHashTable) meta = NULL;
+  KsTrainStatus status;
+  const char *servers, *save;
+  gint64 n;
+
+  memset (id, 0, sizeof *id);
+  id->file = g_build_filename (path, PS_JOB_FILE, NULL);
+  if (!ps_job_read (path, &status, &meta, error))
+    return FALSE;
+  id->step = status.step;
+  servers = g_hash_table_lookup (meta, "servers");
+  if (servers == NULL || !g_ascii_string_to_signed (servers, 10, 1, 1 << 20, &n, NULL))
+    return ps_failed (error, "%s: no valid 'servers' entry (a count from 1 to %d): restore "
+                      "the checkpoint directory whole from the run that saved it", id->file,
+                      1 << 20);
+  id->servers = (int) n;
+  save = g_hash_table_lookup (meta, PS_JOB_SAVE_KEY);
+  if (save != NULL
+      && (strlen (save) != 64 || strspn (save, "0123456789abcdef") != 64))
+    return ps_failed (error, "%s: '" PS_JOB_SAVE_KEY "' is not 64 hexadecimal digits: restore "
+                      "the checkpoint directory whole from the run that saved it", id->file);
+  if (save == NULL)
+    g_warning ("%s: written by an older ksdist, whose checkpoint files name no save: a file "
+               "of another save or step beside them would not be noticed; the next save "
+               "names it", id->file);
+  id->save_id = g_strdup (save);
+  return TRUE;
+}
+
+void
+ps_job_identity_clear (PsJobIdentity *id)
+{
+  g_clear_pointer (&id->file, g_free);
+  g_clear_pointer (&id->save_id, g_free);
 }
 
 /* Every worker's flag, and together: TRUE when all are set. */

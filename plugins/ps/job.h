@@ -9,6 +9,22 @@
 
 #define PS_JOB_FILE "job.json"
 #define PS_JOB_PREFIX "checkpoint-"
+/* job.json's identity of the save (ks_checkpoint_save_id of the directory it was written
+ * in): every server's files carry it too, and a load refuses a file that does not */
+#define PS_JOB_SAVE_KEY KS_CHECKPOINT_SAVE_KEY
+
+/* What every file of a checkpoint must say it is, from its job.json. */
+typedef struct {
+  char *file;    /* the job.json, for messages */
+  gint64 step;
+  int servers;
+  char *save_id; /* NULL: written by an older ksdist, whose files name no save */
+} PsJobIdentity;
+
+/* Reads checkpoint `path`'s job.json into `id` (cleared first; clear it after, also on
+ * failure). */
+gboolean ps_job_identity_read (const char *path, PsJobIdentity *id, GError **error);
+void ps_job_identity_clear (PsJobIdentity *id);
 
 /* The newest complete checkpoint-N under `dir` (a new string), or NULL. */
 char *ps_job_latest (const char *dir);

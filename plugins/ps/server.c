@@ -240,7 +240,9 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
         g_autoptr (GError) e = NULL;
         /* the directory is the request's, so untrusted: only a save's own, in the
          * directory this server was started with */
-        if (req->payload == 0 || req->payload > 4096 || strlen (dir) != req->payload)
+        if (w != 0)
+          send_error (s, peer, req, "a save from worker %d: only worker 0 asks for one", w);
+        else if (req->payload == 0 || req->payload > 4096 || strlen (dir) != req->payload)
           send_error (s, peer, req, "a save needs a directory name (1 to 4096 bytes, no NUL)");
         else if (s->checkpoint_dir == NULL)
           send_error (s, peer, req, "server %d was started without [train] checkpoint_dir, "

@@ -80,6 +80,8 @@ ps_shard_save (PsDenseTable *t, const char *dir, int server, int servers, gint64
   g_hash_table_insert (meta, "server", g_strdup_printf ("%d", server));
   g_hash_table_insert (meta, "servers", g_strdup_printf ("%d", servers));
   g_hash_table_insert (meta, "step", g_strdup_printf ("%" G_GINT64_FORMAT, step));
+  /* the save's identity, as job.json and every other file of it name it */
+  g_hash_table_insert (meta, KS_CHECKPOINT_SAVE_KEY, ks_checkpoint_save_id (dir));
   g_hash_table_insert (meta, "optimizer_step", g_strdup_printf ("%" G_GINT64_FORMAT, *opt_step));
   g_hash_table_insert (meta, "optimizer_states", g_strdup_printf ("%" G_GSIZE_FORMAT, n_arenas - 1));
   /* each arena's blocks packed in message order: the values, then each state */
@@ -291,13 +293,52 @@ shard_paths (const char *dir, int *servers, GError **error)
   return paths;
 }
 
+/* A metadata string of the shard, or NULL. */
+static const char *
+meta_string (Shard *s, const char *key)
+{
+  JsonNode *n = json_object_get_member (s->meta, key);
+  return n != NULL && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING
+             ? json_node_get_string (n) : NULL;
+}
+
+/* The shard is of the save `id` names: its save, step and server count, and its place. */
+static gboolean
+of_save (Shard *s, const PsJobIdentity *id, int index, int servers, gint64 step,
+         GError **error)
+{
+  const char *save = meta_string (s, KS_CHECKPOINT_SAVE_KEY);
+  gint64 server = -1, count = -1;
+  const char *fix = "restore the checkpoint directory whole from the run that saved it (or "
+                    "remove the checkpoint to resume from an older one)";
+
+  if (id->save_id != NULL && g_strcmp0 (save, id->save_id) != 0)
+    return bad (error, s->path, "holds save %s but %s names save %s: a file of another save "
+                "or job; %s", save != NULL ? save : "(none: an older ksdist's)", id->file,
+                id->save_id, fix);
+  if (step != id->step)
+    return bad (error, s->path, "is of step %" G_GINT64_FORMAT " but %s says step %"
+                G_GINT64_FORMAT ": %s", step, id->file, id->step, fix);
+  if (servers != id->servers)
+    return bad (error, s->path, "is one of %d servers' shards but %s says %d servers: %s",
+                servers, id->file, id->servers, fix);
+  if (!meta_int (s, "server", 0, servers - 1, &server, error)
+      || !meta_int (s, "servers", servers, servers, &count, error))
+    return FALSE;
+  if (server != index)
+    return bad (error, s->path, "holds server %" G_GINT64_FORMAT "'s blocks, not server %d's "
+                "(a shard copied over another): %s", server, index, fix);
+  return TRUE;
+}
+
 gboolean
-ps_shard_load (PsDenseTable *t, const char *dir, gint64 *step, GError **error)
+ps_shard_load (PsDenseTable *t, const char *dir, const PsJobIdentity *id, gint64 *step,
+               GError **error)
 {
   KsArena **state = NULL;
   gsize n_state = 0;
   gint64 *opt_step = NULL, best_opt_step = 0;
-  int servers;
+  int servers = 0;
   g_autoptr (GPtrArray) paths = shard_paths (dir, &servers, error);
   gboolean ok = paths != NULL && ps_dense_table_state (t, &state, &n_state, &opt_step, error);
   gsize n_arenas = 1 + n_state;
@@ -316,7 +357,8 @@ ps_shard_load (PsDenseTable *t, const char *dir, gint64 *step, GError **error)
       ok = shard_open (&s, error)
            && meta_int (&s, "optimizer_states", 0, 16, &states, error)
            && meta_int (&s, "step", 0, G_MAXINT64, &shard_step, error)
-           && meta_int (&s, "optimizer_step", 0, G_MAXINT64, &shard_opt_step, error);
+           && meta_int (&s, "optimizer_step", 0, G_MAXINT64, &shard_opt_step, error)
+           && of_save (&s, id, (int) f, servers, shard_step, error);
       if (ok && states != (gint64) n_state)
         ok = bad (error, s.path, "holds %" G_GINT64_FORMAT " optimizer state arrays per "
                   "parameter but [train] optimizer keeps %" G_GSIZE_FORMAT ": resume with the "

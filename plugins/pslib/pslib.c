@@ -27,11 +27,13 @@
 #include <string.h>
 
 #define DENSE_DIR "dense" /* with dense = allreduce: worker 0's checkpoint of the dense part */
+#define JOB_SAVE_KEY "ps_save_id" /* its metadata: the save of the job directory */
 
 typedef struct {
   char *name, *rows_param;
   KsSparseConfig config;
   gsize dim;
+  gint64 batch_rows; /* the rows parameter's rows: the most ids one batch pulls */
 } Table;
 
 typedef struct {
@@ -302,32 +304,31 @@ save_server (void *data, const char *dir, gint64 step, GError **error)
   Pslib *p = data;
   int index = ks_role_maker_server_index (p->role), servers = ks_role_maker_server_num (p->role);
   return (p->dense_allreduce || ps_shard_save (p->table, dir, index, servers, step, error))
-         && ps_rows_save (p->rows, dir, error);
+         && ps_rows_save (p->rows, dir, step, error);
 }
 
 static gboolean
 load_server (Pslib *p, const char *model_dir, GError **error)
 {
   g_autofree char *path = ps_job_resolve (model_dir, error);
-  g_autoptr (GHashTable) meta = NULL;
-  KsTrainStatus status;
-  gint64 saved;
+  PsJobIdentity id;
 
-  if (path == NULL || !ps_job_read (path, &status, &meta, error))
+  if (path == NULL)
     return FALSE;
-  if (!g_ascii_string_to_signed (g_hash_table_lookup (meta, "servers"), 10, 1, 1 << 20, &saved,
-                                 NULL))
-    return ps_failed (error, "%s/" PS_JOB_FILE ": no valid 'servers' entry", path);
-  if ((!p->dense_allreduce && !ps_shard_load (p->table, path, &p->loaded_step, error))
-      || !ps_rows_load (p->rows, path, (int) saved, error))
+  /* every file must be of the save job.json names: its save id, step and server count */
+  gboolean ok = ps_job_identity_read (path, &id, error)
+                && (p->dense_allreduce || ps_shard_load (p->table, path, &id, &p->loaded_step, error))
+                && ps_rows_load (p->rows, path, &id, error);
+  if (ok)
     {
-      g_prefix_error (error, "init_server: ");
-      return FALSE;
+      p->loaded_step = id.step;
+      g_message ("server %d: loaded %s (step %" G_GINT64_FORMAT ", written by %d servers)",
+                 ks_role_maker_server_index (p->role), path, id.step, id.servers);
     }
-  p->loaded_step = status.step;
-  g_message ("server %d: loaded %s (step %" G_GINT64_FORMAT ", written by %" G_GINT64_FORMAT
-             " servers)", ks_role_maker_server_index (p->role), path, status.step, saved);
-  return TRUE;
+  else
+    g_prefix_error (error, "init_server: ");
+  ps_job_identity_clear (&id);
+  return ok;
 }
 
 static gboolean
@@ -337,6 +338,9 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
   int index = ks_role_maker_server_index (p->role);
   g_autofree char **names = g_new0 (char *, p->tables->len + 1);
   g_autofree KsSparseConfig *configs = g_new0 (KsSparseConfig, MAX (p->tables->len, 1));
+  g_autofree gint64 *max_new = g_new0 (gint64, MAX (p->tables->len, 1));
+  const char *every = NULL;
+  gint64 shrink_every = 0;
 
   if (!need_model (p, "init_server", error))
     return FALSE;
@@ -364,9 +368,14 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
       Table *t = g_ptr_array_index (p->tables, i);
       names[i] = t->name;
       configs[i] = t->config;
+      max_new[i] = t->config.max_new_rows > 0 ? t->config.max_new_rows : t->batch_rows;
     }
-  p->rows = ps_rows_new ((const char *const *) names, configs, p->tables->len, index,
-                         ks_role_maker_server_num (p->role), p->settings.max_message);
+  /* the task's day length, when the configuration has the key (a benchmark's has not) */
+  if (ks_config_lookup (p->config, "data", "shrink_every", &every, NULL, NULL) && every != NULL)
+    shrink_every = g_ascii_strtoll (every, NULL, 10);
+  p->rows = ps_rows_new ((const char *const *) names, configs, max_new, p->tables->len, index,
+                         ks_role_maker_server_num (p->role), p->settings.max_message,
+                         MAX (shrink_every, 0));
   return model_dir == NULL || load_server (p, model_dir, error);
 }
 
@@ -435,6 +444,7 @@ mode_bind (void *ctx, KsModel *model, GArray *pairs, GError **error)
       if (rows == NULL || rows->ndim != 2 || (gsize) rows->shape[1] != t->dim)
         return ps_failed (error, "pslib: sparse table %s: parameter %s must be [rows, %" G_GSIZE_FORMAT
                        "] (1 + [table.%s] embedx_dim)", t->name, t->rows_param, t->dim, t->name);
+      t->batch_rows = rows->shape[0];
     }
   p->model = model;
   ps_layout_free (p->layout);
@@ -560,9 +570,12 @@ save_servers (void *data, const char *dir, gint64 step, GError **error)
     return FALSE;
   if (!p->dense_allreduce)
     return TRUE;
-  /* the dense part lives on the workers: worker 0's copy (all are equal) */
+  /* the dense part lives on the workers: worker 0's copy (all are equal), naming the
+   * save of the job directory it is in */
   g_autofree char *dense = g_build_filename (dir, DENSE_DIR, NULL);
-  return ks_checkpoint_save (dense, step, p->model, p->optimizer, NULL, 0, error);
+  g_autoptr (GHashTable) meta = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  g_hash_table_insert (meta, JOB_SAVE_KEY, ks_checkpoint_save_id (dir));
+  return ks_checkpoint_save (dense, step, p->model, p->optimizer, meta, 0, error);
 }
 
 static gboolean
@@ -592,10 +605,34 @@ pslib_load_check_point (void *ctx, KsModel *model, KsOptimizer *optimizer, const
   g_autofree char *job = ps_job_latest (dir);
   g_autofree char *dense_dir = g_build_filename (job, DENSE_DIR, NULL);
   g_autofree char *dense = ks_checkpoint_latest (dense_dir);
+  g_autoptr (GHashTable) meta = NULL;
+  PsJobIdentity id;
+  gint64 step = -1;
   if (dense == NULL)
     return ps_failed (error, "%s holds no dense part (%s/checkpoint-N): was it written with "
                    "[strategy] dense = allreduce?", job, DENSE_DIR);
-  return ks_checkpoint_load (dense, model, optimizer, NULL, NULL, error);
+  if (!ps_job_identity_read (job, &id, error))
+    {
+      ps_job_identity_clear (&id);
+      return FALSE;
+    }
+  /* checked before the model changes: a part of another save or step is refused */
+  g_autoptr (GHashTable) saved = ks_checkpoint_metadata (dense, error);
+  gboolean ok = saved != NULL;
+  const char *got = ok ? g_hash_table_lookup (saved, JOB_SAVE_KEY) : NULL;
+  const char *got_step = ok ? g_hash_table_lookup (saved, "step") : NULL;
+  if (ok && ((id.save_id != NULL && g_strcmp0 (got, id.save_id) != 0)
+             || !g_ascii_string_to_signed (got_step != NULL ? got_step : "", 10, 0, G_MAXINT64,
+                                           &step, NULL)
+             || step != id.step))
+    ok = ps_failed (error, "%s holds save %s of step %s but %s names save %s of step %"
+                    G_GINT64_FORMAT ": a dense part of another save; restore the checkpoint "
+                    "directory whole from the run that saved it", dense,
+                    got != NULL ? got : "(none)", got_step != NULL ? got_step : "(none)",
+                    id.file, id.save_id != NULL ? id.save_id : "(none)", id.step);
+  ok = ok && ks_checkpoint_load (dense, model, optimizer, NULL, &meta, error);
+  ps_job_identity_clear (&id);
+  return ok;
 }
 
 static const KsAlgorithmOps pslib_ops = {

@@ -4,13 +4,14 @@
 #include <math.h>
 #include <string.h>
 
-/* A mean gradient above this would only overflow a row's state (g2sum, adam's v). */
-#define MAX_MEAN_GRADIENT 1e6
-
 struct PsRows {
   KsSparseTable **tables;
   gsize n, max_message;
   int index, servers;
+  gint64 *max_new;     /* per table: rows a pull may create */
+  gint64 shrink_every; /* [data] shrink_every: 0, no shrink is accepted */
+  gint64 last_shrink;  /* the step of the last shrink accepted (0: none) */
+  gint64 max_step;     /* the largest step pushed here */
   /* aligned copies of a request's fields, grown to the largest request */
   gsize capacity, dim;
   guint64 *ids;
@@ -21,11 +22,13 @@ struct PsRows {
 };
 
 PsRows *
-ps_rows_new (const char *const *names, const KsSparseConfig *configs, gsize n, int index,
-             int servers, gsize max_message)
+ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint64 *max_new,
+             gsize n, int index, int servers, gsize max_message, gint64 shrink_every)
 {
   PsRows *r = g_new0 (PsRows, 1);
 
+  r->max_new = g_memdup2 (max_new, MAX (n, 1) * sizeof (gint64));
+  r->shrink_every = shrink_every;
   r->n = n;
   r->index = index;
   r->servers = servers;
@@ -61,6 +64,7 @@ ps_rows_free (PsRows *r)
   for (gsize i = 0; i < r->n; i++)
     ks_sparse_table_free (r->tables[i]);
   g_free (r->tables);
+  g_free (r->max_new);
   g_free (r->ids);
   g_free (r->shows);
   g_free (r->clicks);
@@ -121,6 +125,19 @@ pull (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload,
   memcpy (r->ids, payload, n * sizeof (guint64));
   if (!check_ids (r, n, refusal))
     return FALSE;
+  if (req->aux & 1)
+    {
+      /* rows are memory: a pull makes at most as many as one batch of the job pulls */
+      gint64 made = 0, limit = r->max_new[req->arg];
+      for (gsize i = 0; i < n; i++)
+        made += r->ids[i] != 0
+                && !ks_sparse_table_row_stats (t, r->ids[i], NULL, NULL, NULL, NULL, NULL);
+      if (made > limit)
+        return refuse (refusal, "a pull that would create %" G_GINT64_FORMAT " rows of table "
+                       "%s, above the %" G_GINT64_FORMAT " one pull may create ([table.%s] "
+                       "max_new_rows; 0: the most ids one batch pulls): nothing was created",
+                       made, ks_sparse_table_name (t), limit, ks_sparse_table_name (t));
+    }
   g_byte_array_set_size (reply, n * dim * sizeof (float));
   if (req->aux & 1)
     ks_sparse_table_pull (t, r->ids, n, (float *) reply->data);
@@ -133,6 +150,7 @@ static gboolean
 push (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload, char **refusal)
 {
   gsize n, dim = ks_sparse_table_dim (t), record = PS_PUSH_RECORD (dim);
+  double max_grad = ks_sparse_table_config (t)->max_grad;
   if (!count_records (r, req, record, 0, &n, refusal))
     return FALSE;
   for (gsize i = 0; i < n; i++)
@@ -150,15 +168,43 @@ push (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload, c
         return refuse (refusal, "id %" G_GUINT64_FORMAT ": show %g and click %g (a push needs "
                        "whole counts, 1 <= show, 0 <= click <= show)", r->ids[i], r->shows[i],
                        r->clicks[i]);
+      /* refused, not clipped: a clipped push would still move the rows as far as the
+       * bound lets it, and a worker whose training diverged would go on unnoticed */
       for (gsize j = 0; j < dim; j++)
-        if (!isfinite (g[j]) || fabsf (g[j]) > MAX_MEAN_GRADIENT * r->shows[i])
+        if (!isfinite (g[j]) || fabs (g[j]) > max_grad * r->shows[i])
           return refuse (refusal, "id %" G_GUINT64_FORMAT ": a gradient that is not finite "
-                         "or above %g per show (%g): the worker's training diverged", r->ids[i],
-                         MAX_MEAN_GRADIENT, g[j]);
+                         "or above %g per show (%g over %g shows; [table.%s] max_grad): the "
+                         "worker's training diverged, or raise max_grad", r->ids[i], max_grad,
+                         g[j], r->shows[i], ks_sparse_table_name (t));
     }
   if (!check_ids (r, n, refusal))
     return FALSE;
   ks_sparse_table_push (t, r->ids, n, r->grads, r->shows, r->clicks);
+  r->max_step = MAX (r->max_step, req->step);
+  return TRUE;
+}
+
+/* A day's end asked by worker 0 at a step of [data] shrink_every that training reached,
+ * at most once per shrink_every steps: a shrink deletes rows for good. */
+static gboolean
+shrink (PsRows *r, const PsHeader *req, gint64 *deleted, char **refusal)
+{
+  gint64 every = r->shrink_every, step = req->step;
+
+  if (req->sender != 0)
+    return refuse (refusal, "a shrink from worker %u: only worker 0 asks for one", req->sender);
+  if (every <= 0)
+    return refuse (refusal, "a shrink, but [data] shrink_every is 0 (never)");
+  if (step <= 0 || step % every != 0 || step < r->last_shrink + every
+      || step > r->max_step + every)
+    return refuse (refusal, "a shrink at step %" G_GINT64_FORMAT ": one is due every %"
+                   G_GINT64_FORMAT " steps ([data] shrink_every) and the last was at step %"
+                   G_GINT64_FORMAT ", training is at step %" G_GINT64_FORMAT, step, every,
+                   r->last_shrink, r->max_step);
+  r->last_shrink = step;
+  *deleted = 0;
+  for (gsize i = 0; i < r->n; i++)
+    *deleted += ks_sparse_table_shrink (r->tables[i]);
   return TRUE;
 }
 
@@ -170,13 +216,7 @@ ps_rows_handle (void *data, const PsHeader *req, const void *payload, GByteArray
   KsSparseTable *t;
 
   if (req->type == PS_SHRINK)
-    {
-      gint64 deleted = 0;
-      for (gsize i = 0; i < r->n; i++)
-        deleted += ks_sparse_table_shrink (r->tables[i]);
-      *reply_step = deleted;
-      return TRUE;
-    }
+    return shrink (r, req, reply_step, refusal);
   if (req->type != PS_PULL_SPARSE && req->type != PS_PUSH_SPARSE)
     return refuse (refusal, "unknown request type %u", req->type);
   if (req->arg >= r->n)
@@ -204,25 +244,41 @@ file_name (const char *dir, const char *table, int index, int servers)
   return g_strdup_printf ("%s/sparse-%s-server-%d-of-%d.bin", dir, table, index, servers);
 }
 
-gboolean
-ps_rows_save (PsRows *r, const char *dir, GError **error)
+/* A file's identity: what ps_rows_save writes and ps_rows_load requires. */
+static GHashTable *
+identity (const char *save_id, gint64 step, int server, int servers, const char *table)
 {
+  GHashTable *id = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  if (save_id != NULL)
+    g_hash_table_insert (id, KS_CHECKPOINT_SAVE_KEY, g_strdup (save_id));
+  g_hash_table_insert (id, "step", g_strdup_printf ("%" G_GINT64_FORMAT, step));
+  g_hash_table_insert (id, "server", g_strdup_printf ("%d", server));
+  g_hash_table_insert (id, "servers", g_strdup_printf ("%d", servers));
+  g_hash_table_insert (id, "table", g_strdup (table));
+  return id;
+}
+
+gboolean
+ps_rows_save (PsRows *r, const char *dir, gint64 step, GError **error)
+{
+  g_autofree char *save_id = ks_checkpoint_save_id (dir);
   for (gsize i = 0; i < r->n; i++)
     {
-      g_autofree char *path = file_name (dir, ks_sparse_table_name (r->tables[i]), r->index,
-                                         r->servers);
+      const char *name = ks_sparse_table_name (r->tables[i]);
+      g_autofree char *path = file_name (dir, name, r->index, r->servers);
+      g_autoptr (GHashTable) id = identity (save_id, step, r->index, r->servers, name);
       gsize rows = 0;
-      if (!ks_sparse_table_save (r->tables[i], path, KS_SPARSE_SAVE_ALL, &rows, error))
+      if (!ks_sparse_table_save_with (r->tables[i], path, KS_SPARSE_SAVE_ALL, id, &rows, error))
         return FALSE;
-      g_message ("server %d: saved %" G_GSIZE_FORMAT " rows of table %s", r->index, rows,
-                 ks_sparse_table_name (r->tables[i]));
+      g_message ("server %d: saved %" G_GSIZE_FORMAT " rows of table %s", r->index, rows, name);
     }
   return TRUE;
 }
 
 gboolean
-ps_rows_load (PsRows *r, const char *dir, int saved, GError **error)
+ps_rows_load (PsRows *r, const char *dir, const PsJobIdentity *id, GError **error)
 {
+  int saved = id->servers;
   /* every table is read and checked into staging before any is replaced: a table that
    * loads is not undone when a later one fails, so check all files exist first */
   for (gsize i = 0; i < r->n; i++)
@@ -239,15 +295,24 @@ ps_rows_load (PsRows *r, const char *dir, int saved, GError **error)
       }
   for (gsize i = 0; i < r->n; i++)
     {
+      const char *name = ks_sparse_table_name (r->tables[i]);
       g_autoptr (GPtrArray) paths = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr (GPtrArray) ids = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
+      g_autofree KsSparseFileCheck *checks = g_new0 (KsSparseFileCheck, saved);
       gsize rows = 0;
       for (int s = 0; s < saved; s++)
-        g_ptr_array_add (paths, file_name (dir, ks_sparse_table_name (r->tables[i]), s, saved));
-      if (!ks_sparse_table_load (r->tables[i], (const char *const *) paths->pdata, paths->len,
-                                 r->index, r->servers, TRUE, &rows, error))
+        {
+          g_ptr_array_add (paths, file_name (dir, name, s, saved));
+          /* an older checkpoint's files name nothing: only their rows are checked */
+          g_ptr_array_add (ids, identity (id->save_id, id->step, s, saved, name));
+          checks[s] = (KsSparseFileCheck) { id->save_id != NULL ? g_ptr_array_index (ids, s) : NULL,
+                                            s, saved, id->file };
+        }
+      if (!ks_sparse_table_load_with (r->tables[i], (const char *const *) paths->pdata, checks,
+                                      paths->len, r->index, r->servers, TRUE, &rows, error))
         return FALSE;
       g_message ("server %d: loaded %" G_GSIZE_FORMAT " rows of table %s from %d files",
-                 r->index, rows, ks_sparse_table_name (r->tables[i]), saved);
+                 r->index, rows, name, saved);
     }
   return TRUE;
 }

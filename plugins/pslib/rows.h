@@ -4,10 +4,13 @@
  * push carries one record per id: the id, its show and click counts and its gradient
  * (summed over the shows). Ids go to server id % S. Everything in a request is checked
  * before it touches a table: the table's index, the payload's size, each id's server,
- * finite gradients, 0 <= click <= show. */
+ * finite gradients within [table.NAME] max_grad per show, 0 <= click <= show, the rows a
+ * pull would create within max_new_rows; a shrink only from worker 0, as often as [data]
+ * shrink_every says. */
 #ifndef KS_PSLIB_ROWS_H
 #define KS_PSLIB_ROWS_H
 
+#include "ps/job.h"
 #include "ps/wire.h"
 
 #include <ksdist/ksdist.h>
@@ -25,20 +28,25 @@ ps_row_server (guint64 id, int servers)
 
 typedef struct PsRows PsRows;
 
-/* Server `index` of `servers`: a table per config (names[i], configs[i]); no request or
- * answer may exceed `max_message` bytes. */
-PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs, gsize n,
-                     int index, int servers, gsize max_message);
+/* Server `index` of `servers`: a table per config (names[i], configs[i]), of which a pull
+ * may create at most max_new[i] rows; no request or answer may exceed `max_message`
+ * bytes; worker 0 may ask for a shrink every `shrink_every` steps (0: never). */
+PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs,
+                     const gint64 *max_new, gsize n, int index, int servers,
+                     gsize max_message, gint64 shrink_every);
 void ps_rows_free (PsRows *rows);
 /* A PsServerConfig.extra handler: sparse pulls, pushes and shrink. */
 gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,
                          GByteArray *reply, gint64 *reply_step, char **refusal);
-/* Writes every table's rows (mode all) as DIR/sparse-<table>-server-<i>-of-<S>.bin. */
-gboolean ps_rows_save (PsRows *rows, const char *dir, GError **error);
-/* Loads every table from the files of checkpoint `dir`, written by `saved_servers`
- * servers; keeps this server's rows. A table whose file is bad is as it was (one loaded
- * before it is not: the server then refuses to start). */
-gboolean ps_rows_load (PsRows *rows, const char *dir, int saved_servers, GError **error);
+/* Writes every table's rows (mode all) as DIR/sparse-<table>-server-<i>-of-<S>.bin, each
+ * naming its save (ks_checkpoint_save_id of DIR), step, server, server count and table. */
+gboolean ps_rows_save (PsRows *rows, const char *dir, gint64 step, GError **error);
+/* Loads every table from the files of checkpoint `dir`, each of which must name the save,
+ * step and server count of `id` (its job.json), its own server and table, and hold only
+ * its server's ids; keeps this server's rows. A table whose file is bad is as it was (one
+ * loaded before it is not: the server then refuses to start). */
+gboolean ps_rows_load (PsRows *rows, const char *dir, const PsJobIdentity *id,
+                       GError **error);
 /* Rows pulled and pushed so far, and the seconds spent serving them. */
 void ps_rows_served (PsRows *rows, guint64 *pulled, double *pull_s, guint64 *pushed,
                      double *push_s);

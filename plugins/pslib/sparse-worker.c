@@ -27,6 +27,7 @@ struct PsSparseWorker {
   gboolean stopping;
   guint64 pushed, answered;
   GError *failure;
+  gint64 last_step; /* of the latest push: a shrink names it */
 };
 
 static void
@@ -257,6 +258,7 @@ ps_sparse_worker_push (PsSparseWorker *w, guint table, gint64 step, const guint6
     {
       PushJob *j = g_new0 (PushJob, 1);
       j->step = step;
+      w->last_step = MAX (w->last_step, step);
       j->table = table;
       j->payload = g_new (GByteArray *, w->servers);
       for (int s = 0; s < w->servers; s++)
@@ -297,7 +299,8 @@ ps_sparse_worker_shrink (PsSparseWorker *w, guint64 *deleted, GError **error)
     return FALSE;
   for (int s = 0; s < w->servers; s++)
     calls[s] = (PsCall) { s, NULL, 0, NULL, 0, 0 };
-  if (!ps_client_call (w->pull_client, PS_SHRINK, 0, 0, 0, calls, w->servers, error))
+  /* the step it is due at: servers accept one every [data] shrink_every steps */
+  if (!ps_client_call (w->pull_client, PS_SHRINK, w->last_step, 0, 0, calls, w->servers, error))
     return FALSE;
   *deleted = 0;
   for (int s = 0; s < w->servers; s++)

@@ -172,7 +172,11 @@ transpiler_init_server (void *p, const char *model_dir, GError **error)
   g_autofree char *path = ps_job_resolve (model_dir, error);
   if (path == NULL)
     return FALSE;
-  if (!ps_shard_load (t->table, path, &t->loaded_step, error))
+  PsJobIdentity id;
+  gboolean ok = ps_job_identity_read (path, &id, error)
+                && ps_shard_load (t->table, path, &id, &t->loaded_step, error);
+  ps_job_identity_clear (&id);
+  if (!ok)
     {
       g_prefix_error (error, "init_server: ");
       return FALSE;
