@@ -159,6 +159,24 @@ if [ -n "$found" ] && same "ckl/checkpoint-$end" "refl/checkpoint-$end"; then
   ok "launch: stopped at $s0 and resumed, step $end's tensors are an uninterrupted job's"
 else not_ok "launch: stopped and resumed, step $end's tensors are an uninterrupted job's"; fi
 
+# 5b. SIGTERM to one worker alone (a scheduler that signals processes, not the launcher):
+# the job stops the same way, the launcher naming no failure (it said "worker 1 exited
+# with status 143").
+if command -v pgrep >/dev/null; then
+start "$KSDIST" launch -n 2 $mlp --set train.steps=1000000000 --set train.checkpoint_dir=ckw
+set -- $(pgrep -P "$pid")
+kill -TERM "${2:-0}"
+finish
+s0=$(sed -n 's/^\[rank 0\] ksdist: stopped by SIGTERM at step \([0-9]*\): saved checkpoint-\1 in ckw; .*/\1/p' err)
+s1=$(sed -n 's/^\[rank 1\] ksdist: stopped by SIGTERM at step \([0-9]*\): saved checkpoint-\1 in ckw; .*/\1/p' err)
+if [ "$status" -eq 143 ] && [ -n "$s0" ] && [ "$s0" = "$s1" ] && [ -d "ckw/checkpoint-$s0" ] \
+   && grep -q "ksdist: launch: worker [01] was stopped by SIGTERM" err && ! grep -q "exited with status" err; then
+  ok "launch: SIGTERM to one worker: both save step $s0, exit 143, no failure named"
+else echo "# status $status, steps '$s0' '$s1'"; not_ok "launch: SIGTERM to one worker stops the job, saved"; fi
+else
+  n=$((n + 1)); echo "ok $n # SKIP SIGTERM to one worker: needs pgrep"
+fi
+
 # 6. A second signal to the launcher kills the workers at once.
 start "$KSDIST" launch -n 2 $mlp --set train.steps=1000000000 --set train.checkpoint_dir=twicel
 kill -STOP "$pid"

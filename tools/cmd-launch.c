@@ -57,6 +57,7 @@ struct Launch {
   gboolean stopping;   /* the workers were told to stop */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
   double grace_s;      /* --grace-period: from that signal to SIGKILL */
+  int worker_signal;   /* a worker stopped by a signal sent to it alone (exit 128 + it) */
   double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
   char *master_addr;   /* MASTER_ADDR and MASTER_PORT given to the processes */
   int master_port;
@@ -196,6 +197,8 @@ stopped_worker (Launch *l)
   return NULL;
 }
 
+static void stop_for_signal (Launch *l, int sig);
+
 static void
 on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
 {
@@ -209,6 +212,17 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping
       && (stopped = stopped_worker (l)) != NULL)
     fail_stopped (l, stopped, w);
+  else if (l->failed == NULL && !l->stopping && g_subprocess_get_if_exited (w->process)
+           && (g_subprocess_get_exit_status (w->process) == 128 + SIGTERM
+               || g_subprocess_get_exit_status (w->process) == 128 + SIGINT))
+    {
+      /* a worker a signal stopped (the scheduler's, to it alone): no failure; the others
+       * stop at the same step */
+      l->worker_signal = g_subprocess_get_exit_status (w->process) - 128;
+      g_printerr ("ksdist: launch: %s was stopped by %s\n", w->name,
+                  l->worker_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop_for_signal (l, l->worker_signal);
+    }
   else if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping)
     {
       l->failed = w;
@@ -238,12 +252,18 @@ on_signal (Launch *l, int sig)
       return;
     }
   l->signal_received = sig;
-  if (l->stopping)
-    return; /* a failure is stopping them already */
+  if (!l->stopping) /* else a failure or a worker's signal is stopping them already */
+    stop_for_signal (l, sig);
+}
+
+/* The signal passed on: the workers save at the next step and stop. */
+static void
+stop_for_signal (Launch *l, int sig)
+{
   l->stopping = TRUE;
   g_printerr ("ksdist: launch: %s: the workers save a checkpoint at the next step and stop "
               "(a second signal kills them now; they are killed after --grace-period %g s)\n",
-              name, l->grace_s);
+              sig == SIGTERM ? "SIGTERM" : "SIGINT", l->grace_s);
   kill_all (l, sig);
   g_timeout_add ((guint) (l->grace_s * 1000), on_grace_over, l);
 }
@@ -664,8 +684,8 @@ run_launch (int argc, char **argv)
                    ? KS_EXIT_USAGE
                    : KS_EXIT_RUNTIME;
     }
-  else if (l.signal_received)
-    status = 128 + l.signal_received;
+  else if (l.signal_received || l.worker_signal)
+    status = 128 + (l.signal_received ? l.signal_received : l.worker_signal);
   for (int i = 0; i < l.n; i++)
     {
       g_clear_object (&l.workers[i].output);
