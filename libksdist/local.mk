@@ -68,6 +68,7 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/stages.c \
 	libksdist/trainer/precision.c \
 	libksdist/trainer/persist.c \
+	libksdist/trainer/stop.c \
 	libksdist/trainer/loop.c \
 	libksdist/trainer/progress.c \
 	libksdist/trainer/main.c

@@ -283,6 +283,12 @@ TESTS += tests/test-ckpt-owner.sh
 # it loads build-tree plugins (see test-install.log below)
 tests/test-install.log: tests/test-ckpt-owner.log
 
+# Preemption: SIGTERM or SIGINT saves at the next step boundary, says how to resume, and
+# exits 128 + the signal; under ksdist launch too; a second signal stops at once.
+dist_check_SCRIPTS += tests/test-preempt.sh
+TESTS += tests/test-preempt.sh
+tests/test-install.log: tests/test-preempt.log
+
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
 EXTRA_DIST += tests/out-of-tree/oot.c

@@ -4,7 +4,9 @@
  * that meet at --master. Parameter-server jobs: --servers S --workers W here. Each
  * process gets the environment the paddlecloud role maker reads plus the rendezvous
  * (launch-rendezvous.c). Output lines are prefixed with the rank and copied to
- * --log-dir/workerlog.R (serverlog.S for a server). Ctrl-C and SIGTERM are passed on.
+ * --log-dir/workerlog.R (serverlog.S for a server). Ctrl-C and SIGTERM are passed on:
+ * the workers save a checkpoint at the next step and stop, with --grace-period to do it;
+ * a second signal kills them at once; the launcher exits with the signal's status.
  * When one process fails, the others are stopped and the launcher exits non-zero
  * naming it and its log. A process stopped (SIGSTOP, a debugger) for [comm] timeout is a
  * failure too, and it is the one named when the others give up waiting for it. */
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #define STOP_GRACE_MS 5000 /* SIGTERM, then SIGKILL after this long */
+#define SIGNAL_GRACE_S 30  /* --grace-period's default: Slurm's KillWait, Kubernetes' */
 #define WATCH_MS 500       /* how often the processes' states are looked at */
 
 typedef struct Launch Launch;
@@ -53,6 +56,8 @@ struct Launch {
   char *failure;       /* how it failed */
   gboolean stopping;   /* the workers were told to stop */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
+  double grace_s;      /* --grace-period: from that signal to SIGKILL */
+  int worker_signal;   /* a worker stopped by a signal sent to it alone (exit 128 + it) */
   double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
   char *master_addr;   /* MASTER_ADDR and MASTER_PORT given to the processes */
   int master_port;
@@ -104,7 +109,7 @@ kill_all (Launch *l, int sig)
     if (!l->workers[r].exited)
       {
         g_subprocess_send_signal (l->workers[r].process, sig);
-        if (sig == SIGTERM) /* a stopped process acts on it only once woken */
+        if (sig != SIGKILL) /* a stopped process acts on it only once woken */
           g_subprocess_send_signal (l->workers[r].process, SIGCONT);
       }
 }
@@ -192,6 +197,8 @@ stopped_worker (Launch *l)
   return NULL;
 }
 
+static void stop_for_signal (Launch *l, int sig);
+
 static void
 on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
 {
@@ -205,6 +212,17 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping
       && (stopped = stopped_worker (l)) != NULL)
     fail_stopped (l, stopped, w);
+  else if (l->failed == NULL && !l->stopping && g_subprocess_get_if_exited (w->process)
+           && (g_subprocess_get_exit_status (w->process) == 128 + SIGTERM
+               || g_subprocess_get_exit_status (w->process) == 128 + SIGINT))
+    {
+      /* a worker a signal stopped (the scheduler's, to it alone): no failure; the others
+       * stop at the same step */
+      l->worker_signal = g_subprocess_get_exit_status (w->process) - 128;
+      g_printerr ("ksdist: launch: %s was stopped by %s\n", w->name,
+                  l->worker_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop_for_signal (l, l->worker_signal);
+    }
   else if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping)
     {
       l->failed = w;
@@ -220,13 +238,47 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   maybe_quit (l);
 }
 
-static gboolean
-on_signal (gpointer data)
+/* Ctrl-C or SIGTERM: passed on, the workers save at the next step and stop (SIGKILL after
+ * --grace-period); a second one kills them at once. */
+static void
+on_signal (Launch *l, int sig)
 {
-  Launch *l = data;
-  l->signal_received = SIGINT;
-  g_printerr ("ksdist: launch: stopping the workers\n");
-  stop_all (l);
+  const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+
+  if (l->signal_received != 0)
+    {
+      g_printerr ("ksdist: launch: %s, a second signal: killing the workers now\n", name);
+      kill_all (l, SIGKILL);
+      return;
+    }
+  l->signal_received = sig;
+  if (!l->stopping) /* else a failure or a worker's signal is stopping them already */
+    stop_for_signal (l, sig);
+}
+
+/* The signal passed on: the workers save at the next step and stop. */
+static void
+stop_for_signal (Launch *l, int sig)
+{
+  l->stopping = TRUE;
+  g_printerr ("ksdist: launch: %s: the workers save a checkpoint at the next step and stop "
+              "(a second signal kills them now; they are killed after --grace-period %g s)\n",
+              sig == SIGTERM ? "SIGTERM" : "SIGINT", l->grace_s);
+  kill_all (l, sig);
+  g_timeout_add ((guint) (l->grace_s * 1000), on_grace_over, l);
+}
+
+static gboolean
+on_sigint (gpointer data)
+{
+  on_signal (data, SIGINT);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigterm (gpointer data)
+{
+  on_signal (data, SIGTERM);
   return G_SOURCE_CONTINUE;
 }
 
@@ -302,6 +354,9 @@ set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
   g_subprocess_launcher_setenv (launcher, "KS_STORE", l->rv.store_kind, TRUE);
   g_subprocess_launcher_setenv (launcher, "KS_STORE_ADDRESS", l->rv.store_address, TRUE);
   g_subprocess_launcher_setenv (launcher, "KS_JOB", l->rv.job, TRUE);
+  /* a stopped worker names this launcher's command as the one that resumes */
+  g_autofree char *pid = g_strdup_printf ("%d", (int) getpid ());
+  g_subprocess_launcher_setenv (launcher, "KS_LAUNCHER_PID", pid, TRUE);
   if (l->rv.token != NULL)
     g_subprocess_launcher_setenv (launcher, "KS_STORE_TOKEN", l->rv.token, TRUE);
   if (l->gloo_hostname != NULL)
@@ -489,7 +544,7 @@ run_launch (int argc, char **argv)
   g_autofree char *log_dir = NULL, *master = NULL, *master_addr = NULL;
   char **program = NULL;
   g_auto (GStrv) sets = NULL;
-  Launch l = { .rv = { .nnodes = 1 } };
+  Launch l = { .rv = { .nnodes = 1 }, .grace_s = SIGNAL_GRACE_S };
   GOptionEntry entries[] = {
     { "nproc", 'n', 0, G_OPTION_ARG_INT, &n, "Workers to start on this machine (default 2)", "N" },
     { "nnodes", 0, 0, G_OPTION_ARG_INT, &l.rv.nnodes,
@@ -504,6 +559,9 @@ run_launch (int argc, char **argv)
       "A parameter-server job: this many workers (with --servers)", "W" },
     { "log-dir", 0, 0, G_OPTION_ARG_FILENAME, &log_dir,
       "Write each process's output to DIR/workerlog.RANK (serverlog.S) too", "DIR" },
+    { "grace-period", 0, 0, G_OPTION_ARG_DOUBLE, &l.grace_s,
+      "After Ctrl-C or SIGTERM, the seconds the workers have to save a checkpoint and stop "
+      "before they are killed (default 30)", "SECONDS" },
     KS_CLI_SET_OPTION (sets),
     /* torchrun's and fleetrun's spellings */
     { "nproc-per-node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &n, NULL, NULL },
@@ -551,6 +609,12 @@ run_launch (int argc, char **argv)
     }
   if (!check_options (&l, n, workers, master))
     return KS_EXIT_USAGE;
+  if (!(l.grace_s > 0 && l.grace_s <= 86400))
+    {
+      ks_cli_error ("launch: --grace-period %g: give the seconds the workers have to save and "
+                    "stop after a signal, more than 0 and at most 86400", l.grace_s);
+      return KS_EXIT_USAGE;
+    }
   l.rv.master = master;
   /* a bad configuration is reported once, here, rather than by every process */
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0
@@ -581,8 +645,8 @@ run_launch (int argc, char **argv)
 
   l.loop = g_main_loop_new (NULL, FALSE);
   l.workers = g_new0 (Worker, l.n);
-  guint sigint = g_unix_signal_add (SIGINT, on_signal, &l);
-  guint sigterm = g_unix_signal_add (SIGTERM, on_signal, &l);
+  guint sigint = g_unix_signal_add (SIGINT, on_sigint, &l);
+  guint sigterm = g_unix_signal_add (SIGTERM, on_sigterm, &l);
   guint watch = g_timeout_add (WATCH_MS, on_watch, &l);
   l.timeout_s = ks_config_get_double (config, "comm", "timeout");
   for (int i = 0; i < l.n && error == NULL; i++)
@@ -620,8 +684,8 @@ run_launch (int argc, char **argv)
                    ? KS_EXIT_USAGE
                    : KS_EXIT_RUNTIME;
     }
-  else if (l.signal_received)
-    status = 128 + SIGINT;
+  else if (l.signal_received || l.worker_signal)
+    status = 128 + (l.signal_received ? l.signal_received : l.worker_signal);
   for (int i = 0; i < l.n; i++)
     {
       g_clear_object (&l.workers[i].output);

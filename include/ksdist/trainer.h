@@ -118,8 +118,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTrainer, ks_trainer_free)
  * the exit status (ks_trainer_exit_status). */
 int ks_trainer_main (int argc, char **argv, const KsTrainTask *task, gpointer data);
 /* The exit status for an error of the trainer: 2 for a setting to change (a
- * KS_CONFIG_ERROR, a plugin or mode not found), else 1. */
+ * KS_CONFIG_ERROR, a plugin or mode not found), 128 + the signal for a run that SIGTERM
+ * or SIGINT stopped (a KS_TRAINER_SIGNAL_ERROR: 143, 130), else 1. */
 int ks_trainer_exit_status (const GError *error);
+
+/* ks_trainer_run's error when SIGTERM or SIGINT asked it to stop: the workers agreed on a
+ * step boundary, saved a checkpoint there (where [train] checkpoint_dir is set) and
+ * stopped; the message says where and the command that resumes. Its code is the signal's
+ * number. A second signal stops the process at once (its default action). */
+#define KS_TRAINER_SIGNAL_ERROR (ks_trainer_signal_error_quark ())
+GQuark ks_trainer_signal_error_quark (void);
 
 /* Log messages as one line each on stderr, "PROGRAM: LEVEL: message", those less
  * severe than `level` ("error", "warning", "info", "debug"; [log] level) left out.

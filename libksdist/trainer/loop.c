@@ -2,7 +2,8 @@
  * model, resumes, and runs [train] steps: each the task's batch, then the task's own
  * step or the optimizer's (which the mode's algorithm wrapped) or the pipeline's;
  * checkpoints, held-out evaluations, progress (a line on a terminal, plain lines
- * otherwise) and [log] metrics JSONL; at the end the evaluation and the export. */
+ * otherwise) and [log] metrics JSONL; at the end the evaluation and the export.
+ * SIGTERM or SIGINT stops it at a step boundary the workers agree on, saved (stop.c). */
 #include "trainer-private.h"
 
 #include <errno.h>
@@ -150,8 +151,8 @@ announce (KsTrainer *t, gboolean leader)
                device, amp);
 }
 
-gboolean
-ks_trainer_run (KsTrainer *t, GError **error)
+static gboolean
+run (KsTrainer *t, GError **error)
 {
   const KsConfig *c = t->config;
   gint64 steps = ks_config_get_int (c, "train", "steps");
@@ -180,7 +181,7 @@ ks_trainer_run (KsTrainer *t, GError **error)
   if (!build (t, error))
     return FALSE;
   if (t->role != NULL && ks_role_maker_is_server (t->role))
-    return serve (t, resuming ? ckpt_dir : NULL, error);
+    return serve (t, resuming ? ckpt_dir : NULL, error) && ks_trainer_server_stopped (t, error);
   if ((resuming && !ks_trainer_resume (t, ckpt_dir, &first, error))
       || !ks_trainer_mode_begin (t, error))
     return FALSE;
@@ -199,13 +200,22 @@ ks_trainer_run (KsTrainer *t, GError **error)
         loss_sum += task_loss;
       if (step == first)
         t->exec->first_step (t);
+      /* SIGTERM or SIGINT to any worker: every worker saves the step where they agree on
+       * it and stops */
+      int stop = 0;
+      if (!ks_trainer_stop_agreed (t, step, &stop, error))
+        return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       /* with servers every worker takes part (the algorithm writes), else the executor
        * says who writes */
       if ((t->algorithm != NULL || t->exec->writes (t))
           && *ckpt_dir != '\0'
-          && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps)
+          && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps || stop != 0)
           && !ks_trainer_save (t, ckpt_dir, step, keep, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
+      /* with servers, the workers stop them */
+      if (stop != 0)
+        return (t->worker_stopped || ks_trainer_mode_end (t, error))
+               && ks_trainer_stopped (t, stop, step, ckpt_dir, error);
       /* a held-out evaluation during training ([train] eval_every); the last step's is below */
       double mid_eval;
       gboolean mid = eval_every > 0 && step % eval_every == 0 && step != steps;
@@ -262,4 +272,16 @@ ks_trainer_run (KsTrainer *t, GError **error)
   printf ("eval %s %.4f (%" G_GSIZE_FORMAT " held-out %s)\n", t->task->metric, eval,
             t->eval_samples, t->task->unit);
   return TRUE;
+}
+
+gboolean
+ks_trainer_run (KsTrainer *t, GError **error)
+{
+  gboolean ok;
+
+  /* SIGTERM and SIGINT ask for a stop at the next step boundary while the run lasts */
+  ks_trainer_signals_catch ();
+  ok = run (t, error);
+  ks_trainer_signals_restore ();
+  return ok;
 }

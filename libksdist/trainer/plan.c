@@ -32,6 +32,8 @@ amp_refused (const KsConfig *c, const char *why, GError **error)
 int
 ks_trainer_exit_status (const GError *error)
 {
+  if (error->domain == KS_TRAINER_SIGNAL_ERROR)
+    return 128 + error->code;
   return error->domain == KS_CONFIG_ERROR
                  || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
                  || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE)

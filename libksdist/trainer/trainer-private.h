@@ -8,6 +8,7 @@
  * precision.c [amp] on the built model
  * persist.c   checkpoints, resume and export
  * owner.c     a run owns its checkpoint_dir: the lock, fresh runs refused or started over
+ * stop.c      preemption: SIGTERM or SIGINT saves at the next step boundary and stops
  * loop.c      ks_trainer_run: the loop */
 #ifndef KS_TRAINER_PRIVATE_H
 #define KS_TRAINER_PRIVATE_H
@@ -89,6 +90,8 @@ struct _KsTrainer {
   gsize n_layers;
   int ckpt_lock; /* owner.c: the lock on [train] checkpoint_dir this process holds, or -1 */
   char *ckpt_made; /* owner.c: that directory when this process created it, else NULL */
+  /* stop.c: the step of the workers' next agreement on a stop; the last one's time, step */
+  gint64 agree_next, agree_at_us, agree_at_step;
 };
 
 /* trainer.c */
@@ -160,6 +163,15 @@ gboolean ks_trainer_save (KsTrainer *t, const char *dir, gint64 step, guint keep
                           GError **error);
 gboolean ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error);
 gboolean ks_trainer_export (KsTrainer *t, const char *dir, GError **error);
+
+/* stop.c: SIGTERM and SIGINT handlers for ks_trainer_run's time (a flag; a second signal
+ * stops at once), the workers' agreement at a step boundary, the stop's error. */
+void ks_trainer_signals_catch (void);
+void ks_trainer_signals_restore (void);
+gboolean ks_trainer_stop_agreed (KsTrainer *t, gint64 step, int *sig, GError **error);
+gboolean ks_trainer_stopped (KsTrainer *t, int sig, gint64 step, const char *ckpt_dir,
+                             GError **error);
+gboolean ks_trainer_server_stopped (KsTrainer *t, GError **error);
 
 G_END_DECLS
 

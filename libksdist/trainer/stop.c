@@ -1,0 +1,190 @@
+/* Preemption: Slurm and Kubernetes stop a job with SIGTERM and a grace period, a person
+ * with Ctrl-C (SIGINT). During ks_trainer_run either signal only asks for a stop: at the
+ * next step boundary the workers agree whether any of them was asked (the max of their
+ * flags over the workers' communicator), save a checkpoint of that step where [train]
+ * checkpoint_dir is set, say where and how to resume, and end with an error whose code
+ * is the signal (ks_trainer_exit_status: 128 + it). A second signal stops at once (the
+ * default action, re-raised); under ksdist launch the launcher does that instead (its
+ * workers may get one signal twice: from the terminal's process group or the scheduler,
+ * and from the launcher passing it on), so there a worker ignores the repeats. */
+#include "trainer-private.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+G_DEFINE_QUARK (ks-trainer-signal-error-quark, ks_trainer_signal_error)
+
+/* the first SIGTERM or SIGINT since the handlers were installed, or 0 */
+static volatile sig_atomic_t stop_signal;
+/* under ksdist launch: repeats are ignored (the launcher stops us at once) */
+static volatile sig_atomic_t launched;
+static struct sigaction old_term, old_int;
+static gboolean caught_int; /* SIGINT's handler is ours (it was not ignored) */
+
+static void
+on_stop_signal (int sig)
+{
+  struct sigaction dfl;
+
+  /* the first (two threads may take one signal each at once: one of them is) */
+  if (__sync_bool_compare_and_swap (&stop_signal, 0, sig))
+    return;
+  if (launched)
+    return;
+  /* a second signal: its default action, now (sigaction and raise are
+   * async-signal-safe; the signal is blocked here and acts once the handler returns) */
+  memset (&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset (&dfl.sa_mask);
+  sigaction (sig, &dfl, NULL);
+  raise (sig);
+}
+
+/* Whether ksdist launch started this process: it says its process id, and is the parent. */
+static gboolean
+under_launch (void)
+{
+  const char *pid = g_getenv ("KS_LAUNCHER_PID");
+  return pid != NULL && atoi (pid) == (int) getppid ();
+}
+
+void
+ks_trainer_signals_catch (void)
+{
+  struct sigaction sa;
+
+  memset (&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset (&sa.sa_mask);
+  sa.sa_flags = SA_RESTART; /* reads, writes and waits go on until the step's end */
+  stop_signal = 0;
+  launched = under_launch ();
+  sigaction (SIGTERM, &sa, &old_term);
+  /* SIGINT ignored (a shell's background job, nohup) stays ignored */
+  caught_int = sigaction (SIGINT, NULL, &old_int) == 0 && old_int.sa_handler != SIG_IGN;
+  if (caught_int)
+    sigaction (SIGINT, &sa, NULL);
+}
+
+void
+ks_trainer_signals_restore (void)
+{
+  sigaction (SIGTERM, &old_term, NULL);
+  if (caught_int)
+    sigaction (SIGINT, &old_int, NULL);
+  caught_int = FALSE;
+}
+
+/* Whether any worker was asked to stop: *sig the signal (the largest number when they
+ * differ, so that every worker reports the same), 0 when none was. Every worker calls it
+ * after each step. With several workers they agree in one small allreduce (the max of
+ * the flag and of each one's proposal for the next agreement), not at every step where
+ * steps are short: the next is about AGREE_S of training later (at most AGREE_MAX steps),
+ * so that its cost stays a small part of the time and a stop comes soon. */
+#define AGREE_S 0.05
+#define AGREE_MAX 100
+gboolean
+ks_trainer_stop_agreed (KsTrainer *t, gint64 step, int *sig, GError **error)
+{
+  gint64 now;
+
+  *sig = 0;
+  if (t->role == NULL || !ks_role_maker_is_worker (t->role)
+      || ks_role_maker_worker_num (t->role) <= 1)
+    {
+      *sig = stop_signal; /* alone: at once */
+      return TRUE;
+    }
+  if (step < t->agree_next)
+    return TRUE;
+  now = g_get_monotonic_time ();
+  double per_step = t->agree_at_us > 0 && step > t->agree_at_step
+                        ? (now - t->agree_at_us) / 1e6 / (step - t->agree_at_step)
+                        : 0;
+  double in[2] = { stop_signal, per_step > 0 ? MIN (AGREE_MAX, AGREE_S / per_step) : 1 };
+  double out[2];
+  if (!ks_role_maker_all_reduce_worker (t->role, in, out, 2, KS_REDUCE_MAX, error))
+    return g_prefix_error (error, "agreeing whether a worker was asked to stop: "), FALSE;
+  *sig = (int) out[0];
+  t->agree_next = step + MAX (1, (gint64) out[1]);
+  t->agree_at_us = g_get_monotonic_time ();
+  t->agree_at_step = step;
+  return TRUE;
+}
+
+/* The command that resumes this run: that of the ksdist launch that started this
+ * process, else this process's own, with --set train.resume=true unless the run resumed already. */
+static char *
+resume_command (KsTrainer *t)
+{
+  g_autofree char *cmdline = NULL;
+  g_autofree char *path = under_launch () ? g_strdup_printf ("/proc/%d/cmdline", (int) getppid ())
+                                          : g_strdup ("/proc/self/cmdline");
+  gsize len = 0;
+  g_autoptr (GString) out = g_string_new (NULL);
+
+  if (g_file_get_contents (path, &cmdline, &len, NULL) && len > 0)
+    for (gsize at = 0; at < len; at += strlen (cmdline + at) + 1)
+      {
+        const char *a = cmdline + at;
+        g_autofree char *base = at == 0 ? g_path_get_basename (a) : NULL;
+        g_autofree char *quoted = NULL;
+        /* the build tree's libtool binary (.libs/lt-ksdist) is ksdist to a person */
+        if (base != NULL && g_str_has_suffix (base, "ksdist"))
+          quoted = g_strdup ("ksdist");
+        else if (*a == '\0' || strpbrk (a, " \t\n'\"\\$`*?[]#~&;|<>(){}!") != NULL)
+          quoted = g_shell_quote (a);
+        else
+          quoted = g_strdup (a);
+        g_string_append_printf (out, "%s%s", at > 0 ? " " : "", quoted);
+      }
+  else
+    g_string_append (out, "the same command");
+  if (!ks_config_get_bool (t->config, "train", "resume"))
+    g_string_append (out, " --set train.resume=true");
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+static const char *
+signal_name (int sig)
+{
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
+}
+
+/* The stop after `step` was saved (or not, without a checkpoint_dir): FALSE with the
+ * error that says so. */
+gboolean
+ks_trainer_stopped (KsTrainer *t, int sig, gint64 step, const char *ckpt_dir, GError **error)
+{
+  if (*ckpt_dir == '\0')
+    {
+      g_set_error (error, KS_TRAINER_SIGNAL_ERROR, sig,
+                   "stopped by %s at step %" G_GINT64_FORMAT ": nothing was saved, as [train] "
+                   "checkpoint_dir is not set (set it, e.g. --set train.checkpoint_dir=DIR, "
+                   "for a stop to save a checkpoint to resume from)",
+                   signal_name (sig), step);
+      return FALSE;
+    }
+  g_autofree char *command = resume_command (t);
+  g_set_error (error, KS_TRAINER_SIGNAL_ERROR, sig,
+               "stopped by %s at step %" G_GINT64_FORMAT ": saved checkpoint-%" G_GINT64_FORMAT
+               " in %s; resume with: %s",
+               signal_name (sig), step, step, ckpt_dir, command);
+  return FALSE;
+}
+
+/* A server stops when every worker has: after a signal, with the signal's status. */
+gboolean
+ks_trainer_server_stopped (KsTrainer *t, GError **error)
+{
+  int sig = stop_signal;
+  if (sig == 0)
+    return TRUE;
+  g_set_error (error, KS_TRAINER_SIGNAL_ERROR, sig,
+               "server %d: stopped by %s: it served until every worker had stopped (the "
+               "workers' lines say what they saved)",
+               ks_role_maker_server_index (t->role), signal_name (sig));
+  return FALSE;
+}
