@@ -7,7 +7,11 @@
  * --log-dir/workerlog.R (serverlog.S for a server). Ctrl-C and SIGTERM are passed on.
  * When one process fails, the others are stopped and the launcher exits non-zero
  * naming it and its log. A process stopped (SIGSTOP, a debugger) for [comm] timeout is a
- * failure too, and it is the one named when the others give up waiting for it. */
+ * failure too, and it is the one named when the others give up waiting for it. The one
+ * named is the first cause: a process killed by a signal the launcher did not send comes
+ * before one that exited non-zero (often only reporting the dead one), and a process that
+ * ended after the launcher began stopping the others counts only when such a signal
+ * killed it. */
 #include "launch.h"
 #include "train.h"
 
@@ -36,6 +40,7 @@ typedef struct {
   FILE *log;
   char *log_path;
   gboolean output_done, exited;
+  gboolean failed_alone; /* ended badly, and not by the launcher's own signal */
   gint64 stopped_since; /* monotonic µs when it was first seen stopped, or 0 */
 } Worker;
 
@@ -49,9 +54,11 @@ struct Launch {
   const char *gloo_hostname; /* exported as KS_GLOO_HOSTNAME, or NULL */
   Worker *workers;
   int n, running, reading;
-  Worker *failed;      /* the first process that failed, or NULL */
+  Worker *failed;      /* the process that failed first, or NULL */
   char *failure;       /* how it failed */
-  gboolean stopping;   /* the workers were told to stop */
+  gboolean failed_stopped; /* it was stopped (SIGSTOP) too long: nothing overrides that */
+  gboolean stopping;   /* the workers were told to stop (SIGTERM) */
+  gboolean killing;    /* ... and those left were sent SIGKILL */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
   double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
   char *master_addr;   /* MASTER_ADDR and MASTER_PORT given to the processes */
@@ -112,7 +119,9 @@ kill_all (Launch *l, int sig)
 static gboolean
 on_grace_over (gpointer data)
 {
-  kill_all (data, SIGKILL);
+  Launch *l = data;
+  l->killing = TRUE;
+  kill_all (l, SIGKILL);
   return G_SOURCE_REMOVE;
 }
 
@@ -147,6 +156,8 @@ fail_stopped (Launch *l, Worker *w, Worker *gave_up)
 {
   gint64 for_us = g_get_monotonic_time () - w->stopped_since;
   l->failed = w;
+  l->failed_stopped = TRUE;
+  g_free (l->failure);
   l->failure = g_strdup_printf (
       "was stopped (SIGSTOP, Ctrl-Z or a debugger) %.0f s ago and did not go on%s%s%s",
       for_us / 1e6, gave_up != NULL ? ": " : "", gave_up != NULL ? gave_up->name : "",
@@ -192,6 +203,28 @@ stopped_worker (Launch *l)
   return NULL;
 }
 
+/* Whether the process was killed by a signal the launcher did not send. */
+static gboolean
+killed_by_other (Launch *l, Worker *w)
+{
+  int sig;
+  if (!g_subprocess_get_if_signaled (w->process))
+    return FALSE;
+  sig = g_subprocess_get_term_sig (w->process);
+  return !(l->stopping && sig == SIGTERM) && !(l->killing && sig == SIGKILL);
+}
+
+/* Whether `w` is a better first cause than the one named so far: a process killed by a
+ * signal comes before one that exited non-zero, which may only have reported it (the
+ * two can be reaped in either order); otherwise the one reaped first stays. */
+static gboolean
+blame_instead (Launch *l, Worker *w)
+{
+  if (l->failed == NULL)
+    return TRUE;
+  return !l->failed_stopped && killed_by_other (l, w) && !killed_by_other (l, l->failed);
+}
+
 static void
 on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
 {
@@ -202,12 +235,17 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   g_subprocess_wait_finish (w->process, result, NULL);
   w->exited = TRUE;
   l->running--;
-  if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping
+  /* one that ended after the others were told to stop failed by itself only when a
+   * signal the launcher did not send killed it (it died at about the same time) */
+  w->failed_alone = !g_subprocess_get_successful (w->process) && !l->signal_received
+                    && (!l->stopping || killed_by_other (l, w));
+  if (w->failed_alone && l->failed == NULL && !l->stopping
       && (stopped = stopped_worker (l)) != NULL)
     fail_stopped (l, stopped, w);
-  else if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping)
+  else if (w->failed_alone && blame_instead (l, w))
     {
       l->failed = w;
+      g_free (l->failure);
       if (g_subprocess_get_if_signaled (w->process))
         l->failure = g_strdup_printf ("was killed by signal %d (%s)",
                                       g_subprocess_get_term_sig (w->process),
@@ -330,11 +368,14 @@ set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
 }
 
 /* In the child before exec: it ends when the launcher dies, even by SIGKILL, instead of
- * training on alone (Linux's parent-death signal). */
+ * training on alone (Linux's parent-death signal). SIGKILL, not SIGTERM: a stopped
+ * process (SIGSTOP, a debugger) keeps a SIGTERM pending and would outlive the launcher.
+ * Nothing is saved then; a launcher that is asked to stop (SIGTERM, Ctrl-C) passes the
+ * signal on itself, and one killed outright leaves no one to agree on a step anyway. */
 static void
 die_with_launcher (gpointer launcher_pid)
 {
-  prctl (PR_SET_PDEATHSIG, SIGTERM);
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
   if (getppid () != GPOINTER_TO_INT (launcher_pid)) /* it died before the line above */
     _exit (1);
 }
