@@ -1,6 +1,8 @@
-/* ksdist launch when a process dies, with real processes: a stopped worker dies with a
- * SIGKILLed launcher, and the launcher names the rank that died first, not one that only
- * reported it. */
+/* ksdist launch when a process dies, with real processes: --max-restarts N restarts the
+ * whole job from its newest checkpoint and ends where an uninterrupted run does; a
+ * failure that repeats stops after N restarts; --max-restarts without a checkpoint_dir is
+ * refused before anything starts; a stopped worker dies with a SIGKILLed launcher; and
+ * the launcher names the rank that died first, not one that only reported it. */
 #include "testutil.h"
 
 #include <signal.h>
@@ -86,6 +88,140 @@ state (GPid pid)
   if (!g_file_get_contents (path, &stat, NULL, NULL) || (paren = strrchr (stat, ')')) == NULL)
     return 0;
   return paren[2];
+}
+
+/* The launch arguments of a 1000-step collective job of examples/default.ini that saves
+ * every 50 steps into `ckpt`, with `more` after. */
+static GPtrArray *
+job_args (const char *ckpt, const char *const *more)
+{
+  GPtrArray *args = g_ptr_array_new_with_free_func (g_free);
+  const char *const sets[] = { "train.steps=1000", "train.checkpoint_every=50", "train.keep=2",
+                               "train.log_every=500", "openblas.threads=1" };
+  g_ptr_array_add (args, g_strdup ("launch"));
+  g_ptr_array_add (args, g_strdup ("-n"));
+  g_ptr_array_add (args, g_strdup ("2"));
+  g_ptr_array_add (args,
+                   g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "default.ini", NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (sets); i++)
+    {
+      g_ptr_array_add (args, g_strdup ("--set"));
+      g_ptr_array_add (args, g_strdup (sets[i]));
+    }
+  g_ptr_array_add (args, g_strdup ("--set"));
+  g_ptr_array_add (args, g_strdup_printf ("train.checkpoint_dir=%s", ckpt));
+  for (int i = 0; more != NULL && more[i] != NULL; i++)
+    g_ptr_array_add (args, g_strdup (more[i]));
+  g_ptr_array_add (args, NULL);
+  return args;
+}
+
+/* The tensor data of DIR/checkpoint-1000/model.safetensors (after its header, which
+ * differs by its save_id). */
+static float *
+final_floats (const char *ckpt, gsize *n)
+{
+  g_autofree char *file = g_build_filename (ckpt, "checkpoint-1000", "model.safetensors", NULL);
+  return ks_test_safetensors_floats (file, n);
+}
+
+/* Worker 1 killed (SIGKILL) mid-run of a job with --max-restarts 2: the launcher names
+ * it, restarts the job from the newest checkpoint, and the job ends with exit 0 and the
+ * tensors of an uninterrupted run, bit for bit (collective, sync: deterministic). */
+static void
+test_restart (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *whole = g_build_filename (dir, "whole", NULL);
+  g_autofree char *ckpt = g_build_filename (dir, "restarted", NULL);
+  g_autofree char *logs = g_build_filename (dir, "logs", NULL);
+  g_autofree char *log0 = g_build_filename (logs, "workerlog.0", NULL);
+  g_autofree char *fifty = g_build_filename (ckpt, "checkpoint-50", NULL);
+  g_autoptr (GPtrArray) plain = job_args (whole, NULL);
+  g_autoptr (GPtrArray) args
+      = job_args (ckpt, ARGS ("--max-restarts", "2", "--log-dir", logs));
+  g_autofree char *out = NULL, *err = NULL, *log = NULL;
+  int status, err_fd;
+
+  status = ks_test_run_ksdist ((const char *const *) plain->pdata, NULL, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 0);
+
+  GPid launcher = ks_test_spawn_ksdist ((const char *const *) args->pdata, NULL, plugins,
+                                        NULL, &err_fd);
+  for (int i = 0; i < WAIT_S * 50 && !g_file_test (fifty, G_FILE_TEST_IS_DIR); i++)
+    g_usleep (20000);
+  GPid worker = find_worker (launcher, 1);
+  g_assert_cmpint (worker, >, 0);
+  g_assert_cmpint (kill (worker, SIGKILL), ==, 0);
+  g_free (err);
+  err = read_all (err_fd);
+  waitpid (launcher, &status, 0);
+  g_test_message ("%s", err);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  g_assert_nonnull (strstr (err, "ksdist: launch: worker 1 was killed by signal 9"));
+  g_assert_nonnull (strstr (err, "; restart 1 of 2 from checkpoint-"));
+  g_assert_null (strstr (err, "restart 2 of 2"));
+  g_assert_true (g_file_get_contents (log0, &log, NULL, NULL));
+  g_assert_nonnull (strstr (log, "resumed from"));
+
+  gsize na, nb;
+  g_autofree float *a = final_floats (whole, &na), *b = final_floats (ckpt, &nb);
+  g_assert_cmpuint (na, ==, nb);
+  g_assert_cmpuint (na, >, 0);
+  g_assert_cmpint (memcmp (a, b, na * sizeof *a), ==, 0);
+  ks_test_rmtree (dir);
+}
+
+/* A failure that comes back at every start: two restarts, then the launcher gives up,
+ * exit 1, saying so; each start knows its number (torchrun's variable). */
+static void
+test_restarts_spent (void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int status = ks_test_run_ksdist (
+      ARGS ("launch", "-n", "2", "--max-restarts", "2", "--", "sh", "-c",
+            "echo start $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS; "
+            "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 300"),
+      NULL, plugins, &out, &err);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 1);
+  g_assert_nonnull (strstr (err, "worker 1 exited with status 3; the others were stopped; "
+                                 "restart 1 of 2 of the same command "
+                                 "(TORCHELASTIC_RESTART_COUNT=1)"));
+  g_assert_nonnull (strstr (err, "restart 2 of 2"));
+  g_assert_null (strstr (err, "restart 3"));
+  g_assert_nonnull (strstr (err, "worker 1 exited with status 3; the others were stopped (no "
+                                 "restart left of --max-restarts 2)"));
+  g_assert_nonnull (strstr (out, "[rank 0] start 0 of 2"));
+  g_assert_nonnull (strstr (out, "[rank 1] start 2 of 2"));
+}
+
+/* --max-restarts needs a checkpoint_dir to restart from, and one node: refused with exit
+ * 2 before any process starts. */
+static void
+test_refused (void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  int status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", "--max-restarts", "1"), NULL,
+                                   plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_cmpstr (out, ==, "");
+  g_assert_nonnull (strstr (err, "--max-restarts 1 needs [train] checkpoint_dir"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", "--max-restarts", "-2"), NULL,
+                               plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "--max-restarts -2: give 0"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "-n", "1", "--nnodes", "2", "--master",
+                                     "127.0.0.1:9", "--max-restarts", "1", "--set",
+                                     "train.checkpoint_dir=x"),
+                               NULL, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "--max-restarts 1 with --nnodes 2"));
 }
 
 /* A worker stopped with SIGSTOP when the launcher is killed with SIGKILL: every worker
@@ -215,6 +351,9 @@ main (int argc, char **argv)
       g_test_skip ("the gloo plugin was not built (apt-get install libgloo-dev, reconfigure)");
       return g_test_run ();
     }
+  g_test_add_func ("/launch-restart/restart", test_restart);
+  g_test_add_func ("/launch-restart/restarts-spent", test_restarts_spent);
+  g_test_add_func ("/launch-restart/refused", test_refused);
   g_test_add_func ("/launch-restart/stopped-orphan", test_stopped_orphan);
   g_test_add_func ("/launch-restart/blame", test_blame);
   g_test_add_func ("/launch-restart/blame-training", test_blame_training);

@@ -11,7 +11,8 @@
  * named is the first cause: a process killed by a signal the launcher did not send comes
  * before one that exited non-zero (often only reporting the dead one), and a process that
  * ended after the launcher began stopping the others counts only when such a signal
- * killed it. */
+ * killed it. With --max-restarts N the whole job then starts again from its newest
+ * checkpoint, up to N times (launch-restart.c). */
 #include "launch.h"
 #include "train.h"
 
@@ -59,6 +60,8 @@ struct Launch {
   gboolean failed_stopped; /* it was stopped (SIGSTOP) too long: nothing overrides that */
   gboolean stopping;   /* the workers were told to stop (SIGTERM) */
   gboolean killing;    /* ... and those left were sent SIGKILL */
+  guint grace;         /* the source that sends that SIGKILL, or 0 */
+  int restart, max_restarts; /* this start's number (0: the first) and the limit */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
   double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
   char *master_addr;   /* MASTER_ADDR and MASTER_PORT given to the processes */
@@ -120,6 +123,7 @@ static gboolean
 on_grace_over (gpointer data)
 {
   Launch *l = data;
+  l->grace = 0;
   l->killing = TRUE;
   kill_all (l, SIGKILL);
   return G_SOURCE_REMOVE;
@@ -133,7 +137,7 @@ stop_all (Launch *l)
     return;
   l->stopping = TRUE;
   kill_all (l, SIGTERM);
-  g_timeout_add (STOP_GRACE_MS, on_grace_over, l);
+  l->grace = g_timeout_add (STOP_GRACE_MS, on_grace_over, l);
 }
 
 /* Whether the process is stopped now (state T or t in /proc/PID/stat). */
@@ -324,6 +328,8 @@ set_torch_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
   SETENV_INT (launcher, "LOCAL_RANK", w->rank - l->first_rank);
   SETENV_INT (launcher, "LOCAL_WORLD_SIZE", l->n);
   SETENV_INT (launcher, "GROUP_RANK", l->rv.node_rank);
+  SETENV_INT (launcher, "TORCHELASTIC_RESTART_COUNT", l->restart);
+  SETENV_INT (launcher, "TORCHELASTIC_MAX_RESTARTS", l->max_restarts);
   g_subprocess_launcher_setenv (launcher, "MASTER_ADDR", l->master_addr, TRUE);
   SETENV_INT (launcher, "MASTER_PORT", l->master_port);
 }
@@ -393,7 +399,8 @@ start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GErr
     {
       g_auto (GStrv) what = g_strsplit (w->name, " ", 2);
       w->log_path = g_strdup_printf ("%s/%slog.%s", log_dir, what[0], what[1]);
-      if ((w->log = fopen (w->log_path, "w")) == NULL)
+      /* a restart's output goes after the earlier starts' */
+      if ((w->log = fopen (w->log_path, l->restart > 0 ? "a" : "w")) == NULL)
         {
           g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
                        "cannot write the log %s: %s", w->log_path, g_strerror (errno));
@@ -461,9 +468,10 @@ gloo_address_unset (const KsConfig *config)
          && hostname == KS_SOURCE_DEFAULT && iface == KS_SOURCE_DEFAULT;
 }
 
-/* The processes run this same program's `train` with the same config and --set. */
+/* The processes run this same program's `train` with the same config and --set (and
+ * for a restart, resume). */
 static GPtrArray *
-child_command (const char *config_file, char **sets)
+child_command (const char *config_file, char **sets, gboolean resume)
 {
   GPtrArray *child = g_ptr_array_new_with_free_func (g_free);
   char *self = g_file_read_link ("/proc/self/exe", NULL);
@@ -475,6 +483,11 @@ child_command (const char *config_file, char **sets)
     {
       g_ptr_array_add (child, g_strdup ("--set"));
       g_ptr_array_add (child, g_strdup (sets[i]));
+    }
+  if (resume)
+    {
+      g_ptr_array_add (child, g_strdup ("--set"));
+      g_ptr_array_add (child, g_strdup ("train.resume=true"));
     }
   g_ptr_array_add (child, NULL);
   return child;
@@ -523,6 +536,84 @@ choose_master (Launch *l)
   l->master_port = free_port (l->master_addr, held);
 }
 
+/* One start of the job: a fresh rendezvous, the processes, until all have ended. The
+ * exit status; l->failed names the process that failed first, if one did. */
+static int
+run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
+          const char *log_dir)
+{
+  g_autoptr (GError) error = NULL;
+  int status;
+
+  l->failed = NULL;
+  l->failed_stopped = l->stopping = l->killing = FALSE;
+  g_clear_pointer (&l->failure, g_free);
+  if (!ks_launch_rendezvous_begin (&l->rv, registry, config, &error))
+    {
+      ks_cli_error ("launch: %s", error->message);
+      ks_launch_rendezvous_end (&l->rv, 0);
+      return KS_EXIT_RUNTIME;
+    }
+  /* across nodes Gloo listens where this node meets the master, unless told otherwise */
+  if (l->rv.nnodes > 1 && gloo_address_unset (config))
+    l->gloo_hostname = l->rv.hosts[l->rv.node_rank];
+  l->endpoints = l->servers > 0 ? endpoint_list (l, l->world - l->servers, l->servers)
+                                : endpoint_list (l, 0, l->world);
+  choose_master (l);
+  for (int i = 0; i < l->n && error == NULL; i++)
+    {
+      Worker *w = &l->workers[i];
+      memset (w, 0, sizeof *w);
+      w->launch = l;
+      w->rank = l->first_rank + i;
+      w->name = w->rank < l->world - l->servers
+                    ? g_strdup_printf ("worker %d", w->rank)
+                    : g_strdup_printf ("server %d", w->rank - (l->world - l->servers));
+      if (!start_worker (l, w, argv, log_dir, &error))
+        {
+          ks_cli_error ("launch: cannot start %s: %s", w->name, error->message);
+          stop_all (l);
+        }
+    }
+  if (l->running > 0 || l->reading > 0)
+    g_main_loop_run (l->loop);
+  if (l->grace != 0)
+    g_source_remove (l->grace);
+  l->grace = 0;
+
+  status = KS_EXIT_OK;
+  if (error != NULL)
+    status = KS_EXIT_RUNTIME;
+  else if (l->failed != NULL)
+    /* a configuration error a worker found is still one: its status, 2, is the job's */
+    status = l->failed->exited && !g_subprocess_get_if_signaled (l->failed->process)
+                     && g_subprocess_get_exit_status (l->failed->process) == KS_EXIT_USAGE
+                 ? KS_EXIT_USAGE
+                 : KS_EXIT_RUNTIME;
+  else if (l->signal_received)
+    status = 128 + SIGINT;
+  g_clear_pointer (&l->endpoints, g_free);
+  g_clear_pointer (&l->master_addr, g_free);
+  ks_launch_rendezvous_end (&l->rv, status == KS_EXIT_OK ? 30000 : 0);
+  return status;
+}
+
+/* The processes of one start, gone: their objects, logs and names. */
+static void
+clear_workers (Launch *l)
+{
+  for (int i = 0; i < l->n; i++)
+    {
+      g_clear_object (&l->workers[i].output);
+      g_clear_object (&l->workers[i].process);
+      if (l->workers[i].log != NULL)
+        fclose (l->workers[i].log);
+      l->workers[i].log = NULL;
+      g_clear_pointer (&l->workers[i].log_path, g_free);
+      g_clear_pointer (&l->workers[i].name, g_free);
+    }
+}
+
 static int
 run_launch (int argc, char **argv)
 {
@@ -545,6 +636,10 @@ run_launch (int argc, char **argv)
       "A parameter-server job: this many workers (with --servers)", "W" },
     { "log-dir", 0, 0, G_OPTION_ARG_FILENAME, &log_dir,
       "Write each process's output to DIR/workerlog.RANK (serverlog.S) too", "DIR" },
+    { "max-restarts", 0, 0, G_OPTION_ARG_INT, &l.max_restarts,
+      "When a process dies, stop the others and start the job again from the newest "
+      "checkpoint in [train] checkpoint_dir (train.resume=true), up to N times (default 0)",
+      "N" },
     KS_CLI_SET_OPTION (sets),
     /* torchrun's and fleetrun's spellings */
     { "nproc-per-node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &n, NULL, NULL },
@@ -554,6 +649,7 @@ run_launch (int argc, char **argv)
     { "master_addr", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master_addr, NULL, NULL },
     { "master-port", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &master_port, NULL, NULL },
     { "master_port", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &master_port, NULL, NULL },
+    { "max_restarts", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.max_restarts, NULL, NULL },
     { "rdzv-endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
     { "rdzv_endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
     { "server_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.servers, NULL, NULL },
@@ -563,7 +659,6 @@ run_launch (int argc, char **argv)
   };
   g_autoptr (KsConfig) config = NULL;
   g_autoptr (KsRegistry) registry = NULL;
-  g_autoptr (GError) error = NULL;
   int status;
 
   /* `-- PROGRAM ARGS...`: the processes run PROGRAM instead of `ksdist train` */
@@ -600,25 +695,19 @@ run_launch (int argc, char **argv)
                                        &(KsTrainWorld) { l.world - l.servers, l.servers }, TRUE))
                  != 0))
     return status;
+  if (!ks_launch_restart_check (config, program != NULL, l.rv.nnodes, l.max_restarts))
+    return KS_EXIT_USAGE;
   if (log_dir != NULL && g_mkdir_with_parents (log_dir, 0755) != 0)
     {
       ks_cli_error ("launch: cannot create --log-dir %s: %s", log_dir, g_strerror (errno));
       return KS_EXIT_USAGE;
     }
-  if (!ks_launch_rendezvous_begin (&l.rv, registry, config, &error))
-    {
-      ks_cli_error ("launch: %s", error->message);
-      ks_launch_rendezvous_end (&l.rv, 0);
-      return KS_EXIT_RUNTIME;
-    }
-  /* across nodes Gloo listens where this node meets the master, unless told otherwise */
-  if (l.rv.nnodes > 1 && gloo_address_unset (config))
-    l.gloo_hostname = l.rv.hosts[l.rv.node_rank];
-  l.endpoints = l.servers > 0 ? endpoint_list (&l, l.world - l.servers, l.servers)
-                              : endpoint_list (&l, 0, l.world);
   g_autoptr (GPtrArray) child = program != NULL ? NULL
-                                                 : child_command (argc == 2 ? argv[1] : NULL, sets);
-  choose_master (&l);
+                                                 : child_command (argc == 2 ? argv[1] : NULL, sets,
+                                                                  FALSE);
+  g_autoptr (GPtrArray) resume = program != NULL ? NULL
+                                                  : child_command (argc == 2 ? argv[1] : NULL,
+                                                                   sets, TRUE);
 
   l.loop = g_main_loop_new (NULL, FALSE);
   l.workers = g_new0 (Worker, l.n);
@@ -626,58 +715,40 @@ run_launch (int argc, char **argv)
   guint sigterm = g_unix_signal_add (SIGTERM, on_signal, &l);
   guint watch = g_timeout_add (WATCH_MS, on_watch, &l);
   l.timeout_s = ks_config_get_double (config, "comm", "timeout");
-  for (int i = 0; i < l.n && error == NULL; i++)
+  for (;; l.restart++)
     {
-      Worker *w = &l.workers[i];
-      w->launch = &l;
-      w->rank = l.first_rank + i;
-      w->name = w->rank < l.world - l.servers
-                    ? g_strdup_printf ("worker %d", w->rank)
-                    : g_strdup_printf ("server %d", w->rank - (l.world - l.servers));
-      if (!start_worker (&l, w, program != NULL ? program : (char **) child->pdata, log_dir,
-                         &error))
+      char **args = program != NULL ? program
+                    : (char **) (l.restart > 0 ? resume : child)->pdata;
+      status = run_once (&l, config, registry, args, log_dir);
+      if (l.failed == NULL)
+        break;
+      g_autofree char *where = l.failed->log_path != NULL
+                                   ? g_strdup_printf (" and in %s", l.failed->log_path)
+                                   : g_strdup (" (keep it with --log-dir)");
+      /* a configuration error comes back at every start; a signal asked us to stop */
+      if (status != KS_EXIT_RUNTIME || l.signal_received || l.restart >= l.max_restarts)
         {
-          ks_cli_error ("launch: cannot start %s: %s", w->name, error->message);
-          stop_all (&l);
+          g_autofree char *spent = l.max_restarts > 0
+                                       ? g_strdup_printf (" (no restart left of --max-restarts "
+                                                          "%d)", l.max_restarts)
+                                       : g_strdup ("");
+          ks_cli_error ("launch: %s %s; the others were stopped%s. Its output is above%s",
+                        l.failed->name, l.failure, spent, where);
+          break;
         }
+      g_autofree char *origin = ks_launch_restart_origin (config, program != NULL, l.restart + 1);
+      ks_cli_error ("launch: %s %s; the others were stopped; restart %d of %d %s. Its output "
+                    "is above%s",
+                    l.failed->name, l.failure, l.restart + 1, l.max_restarts, origin, where);
+      clear_workers (&l);
     }
-  if (l.running > 0 || l.reading > 0)
-    g_main_loop_run (l.loop);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   g_source_remove (watch);
-
-  status = KS_EXIT_OK;
-  if (error != NULL)
-    status = KS_EXIT_RUNTIME;
-  else if (l.failed != NULL)
-    {
-      ks_cli_error ("launch: %s %s; the others were stopped. Its output is above%s%s",
-                    l.failed->name, l.failure, l.failed->log_path ? " and in " : "",
-                    l.failed->log_path ? l.failed->log_path : " (keep it with --log-dir)");
-      /* a configuration error a worker found is still one: its status, 2, is the job's */
-      status = l.failed->exited && !g_subprocess_get_if_signaled (l.failed->process)
-                       && g_subprocess_get_exit_status (l.failed->process) == KS_EXIT_USAGE
-                   ? KS_EXIT_USAGE
-                   : KS_EXIT_RUNTIME;
-    }
-  else if (l.signal_received)
-    status = 128 + SIGINT;
-  for (int i = 0; i < l.n; i++)
-    {
-      g_clear_object (&l.workers[i].output);
-      g_clear_object (&l.workers[i].process);
-      if (l.workers[i].log != NULL)
-        fclose (l.workers[i].log);
-      g_free (l.workers[i].log_path);
-      g_free (l.workers[i].name);
-    }
+  clear_workers (&l);
   g_free (l.workers);
   g_free (l.failure);
-  g_free (l.endpoints);
-  g_free (l.master_addr);
   g_main_loop_unref (l.loop);
-  ks_launch_rendezvous_end (&l.rv, status == KS_EXIT_OK ? 30000 : 0);
   return status;
 }
 
