@@ -1,7 +1,8 @@
 /* ksdist launch when a process dies, with real processes: --max-restarts N restarts the
  * whole job from its newest checkpoint and ends where an uninterrupted run does; a
  * failure that repeats stops after N restarts; --max-restarts without a checkpoint_dir is
- * refused before anything starts; a stopped worker dies with a SIGKILLed launcher; and
+ * refused before anything starts; output held open by a process's own children is not
+ * waited for; a stopped worker dies with a SIGKILLed launcher; and
  * the launcher names the rank that died first, not one that only reported it. */
 #include "testutil.h"
 
@@ -197,6 +198,37 @@ test_restarts_spent (void)
   g_assert_nonnull (strstr (out, "[rank 1] start 2 of 2"));
 }
 
+/* A process that leaves something of its own holding its output open (`sleep 60 &`):
+ * the launcher does not wait for that output for ever, so the job ends (and a restart
+ * could happen). */
+static void
+test_output_held (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *pids = g_build_filename (dir, "pids", NULL);
+  g_autofree char *script = g_strdup_printf ("sleep 60 & echo $! >> %s; exit 3", pids);
+  g_autofree char *out = NULL, *err = NULL, *text = NULL;
+  gint64 start = g_get_monotonic_time ();
+  int status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", "--max-restarts", "1", "--", "sh",
+                                         "-c", script),
+                                   NULL, plugins, &out, &err);
+  double took = (g_get_monotonic_time () - start) / 1e6;
+  g_auto (GStrv) lines = NULL;
+
+  g_test_message ("%s\nended in %.1f s", err, took);
+  g_assert_true (g_file_get_contents (pids, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  for (int i = 0; lines[i] != NULL; i++)
+    if (atoi (lines[i]) > 0)
+      kill (atoi (lines[i]), SIGKILL);
+  g_assert_cmpint (status, ==, 1);
+  g_assert_nonnull (strstr (err, "restart 1 of 1"));
+  g_assert_nonnull (strstr (err, "keeps their output open"));
+  g_assert_nonnull (strstr (err, "(no restart left of --max-restarts 1)"));
+  g_assert_cmpfloat (took, <, 55); /* not the sleep's 60 s (DRAIN_MS is 5 s a start) */
+  ks_test_rmtree (dir);
+}
+
 /* --max-restarts needs a checkpoint_dir to restart from, and one node: refused with exit
  * 2 before any process starts. */
 static void
@@ -354,6 +386,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launch-restart/restart", test_restart);
   g_test_add_func ("/launch-restart/restarts-spent", test_restarts_spent);
   g_test_add_func ("/launch-restart/refused", test_refused);
+  g_test_add_func ("/launch-restart/output-held", test_output_held);
   g_test_add_func ("/launch-restart/stopped-orphan", test_stopped_orphan);
   g_test_add_func ("/launch-restart/blame", test_blame);
   g_test_add_func ("/launch-restart/blame-training", test_blame_training);

@@ -29,6 +29,7 @@
 
 #define STOP_GRACE_MS 5000 /* SIGTERM, then SIGKILL after this long */
 #define WATCH_MS 500       /* how often the processes' states are looked at */
+#define DRAIN_MS 5000      /* output read after the last process ended, at most */
 
 typedef struct Launch Launch;
 
@@ -61,6 +62,8 @@ struct Launch {
   gboolean stopping;   /* the workers were told to stop (SIGTERM) */
   gboolean killing;    /* ... and those left were sent SIGKILL */
   guint grace;         /* the source that sends that SIGKILL, or 0 */
+  GCancellable *reads; /* the output reads of this start */
+  guint drain;         /* the source that ends them once every process has ended, or 0 */
   int restart, max_restarts; /* this start's number (0: the first) and the limit */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
   double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
@@ -104,7 +107,8 @@ on_line (GObject *source, GAsyncResult *result, gpointer data)
 static void
 read_next_line (Worker *w)
 {
-  g_data_input_stream_read_line_async (w->output, G_PRIORITY_DEFAULT, NULL, on_line, w);
+  g_data_input_stream_read_line_async (w->output, G_PRIORITY_DEFAULT, w->launch->reads, on_line,
+                                       w);
 }
 
 static void
@@ -207,6 +211,19 @@ stopped_worker (Launch *l)
   return NULL;
 }
 
+/* Every process has ended, and something they started still holds an output pipe open
+ * (`sleep 60 &` in a script): its output is not waited for any longer. */
+static gboolean
+on_drain_over (gpointer data)
+{
+  Launch *l = data;
+  l->drain = 0;
+  g_printerr ("ksdist: launch: every process has ended, but something they started keeps "
+              "their output open; not reading it any longer\n");
+  g_cancellable_cancel (l->reads);
+  return G_SOURCE_REMOVE;
+}
+
 /* Whether the process was killed by a signal the launcher did not send. */
 static gboolean
 killed_by_other (Launch *l, Worker *w)
@@ -259,6 +276,8 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
                                       g_subprocess_get_exit_status (w->process));
       stop_all (l);
     }
+  if (l->running == 0 && l->reading > 0 && l->drain == 0)
+    l->drain = g_timeout_add (DRAIN_MS, on_drain_over, l);
   maybe_quit (l);
 }
 
@@ -548,10 +567,12 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
   l->failed = NULL;
   l->failed_stopped = l->stopping = l->killing = FALSE;
   g_clear_pointer (&l->failure, g_free);
+  l->reads = g_cancellable_new ();
   if (!ks_launch_rendezvous_begin (&l->rv, registry, config, &error))
     {
       ks_cli_error ("launch: %s", error->message);
       ks_launch_rendezvous_end (&l->rv, 0);
+      g_clear_object (&l->reads);
       return KS_EXIT_RUNTIME;
     }
   /* across nodes Gloo listens where this node meets the master, unless told otherwise */
@@ -579,7 +600,10 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
     g_main_loop_run (l->loop);
   if (l->grace != 0)
     g_source_remove (l->grace);
-  l->grace = 0;
+  if (l->drain != 0)
+    g_source_remove (l->drain);
+  l->grace = l->drain = 0;
+  g_clear_object (&l->reads);
 
   status = KS_EXIT_OK;
   if (error != NULL)
