@@ -9,9 +9,9 @@
  * naming it and its log. A process stopped (SIGSTOP, a debugger) for [comm] timeout is a
  * failure too, and it is the one named when the others give up waiting for it. The one
  * named is the first cause: a process killed by a signal the launcher did not send comes
- * before one that exited non-zero, which comes before one that exited KS_EXIT_PEER
- * (`ksdist train` reporting another's end); a process that ended after the launcher
- * began stopping the others counts only when it outranks the one named (cause_rank). With --max-restarts N the whole job then starts again from its newest
+ * before one that exited non-zero (often only reporting the dead one), and a process that
+ * ended after the launcher began stopping the others counts only when such a signal
+ * killed it. With --max-restarts N the whole job then starts again from its newest
  * checkpoint, up to N times (launch-restart.c). */
 #include "launch.h"
 #include "train.h"
@@ -42,6 +42,7 @@ typedef struct {
   FILE *log;
   char *log_path;
   gboolean output_done, exited;
+  gboolean failed_alone; /* ended badly, and not by the launcher's own signal */
   gint64 stopped_since; /* monotonic µs when it was first seen stopped, or 0 */
 } Worker;
 
@@ -58,7 +59,6 @@ struct Launch {
   Worker *failed;      /* the process that failed first, or NULL */
   char *failure;       /* how it failed */
   gboolean failed_stopped; /* it was stopped (SIGSTOP) too long: nothing overrides that */
-  int failed_rank;     /* how sure it is the first cause (cause_rank) */
   gboolean stopping;   /* the workers were told to stop (SIGTERM) */
   gboolean killing;    /* ... and those left were sent SIGKILL */
   guint grace;         /* the source that sends that SIGKILL, or 0 */
@@ -235,23 +235,15 @@ killed_by_other (Launch *l, Worker *w)
   return !(l->stopping && sig == SIGTERM) && !(l->killing && sig == SIGKILL);
 }
 
-/* How surely the end of `w` was a failure of its own: 3 killed by a signal the launcher
- * did not send; 2 exited non-zero; 1 exited KS_EXIT_PEER (`ksdist train` saying another
- * process ended or never came); 0 no failure, or the launcher's own stop (its signal, or
- * after it began stopping the others, the status a stopped train exits with or
- * KS_EXIT_PEER). */
-static int
-cause_rank (Launch *l, Worker *w)
+/* Whether `w` is a better first cause than the one named so far: a process killed by a
+ * signal comes before one that exited non-zero, which may only have reported it (the
+ * two can be reaped in either order); otherwise the one reaped first stays. */
+static gboolean
+blame_instead (Launch *l, Worker *w)
 {
-  int status;
-  if (g_subprocess_get_successful (w->process) || l->signal_received)
-    return 0;
-  if (g_subprocess_get_if_signaled (w->process))
-    return killed_by_other (l, w) ? 3 : 0;
-  status = g_subprocess_get_exit_status (w->process);
-  if (status == KS_EXIT_PEER)
-    return l->stopping ? 0 : 1;
-  return l->stopping && (status == 128 + SIGTERM || status == 128 + SIGINT) ? 0 : 2;
+  if (l->failed == NULL)
+    return TRUE;
+  return !l->failed_stopped && killed_by_other (l, w) && !killed_by_other (l, l->failed);
 }
 
 static void
@@ -264,28 +256,24 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   g_subprocess_wait_finish (w->process, result, NULL);
   w->exited = TRUE;
   l->running--;
-  /* the first cause is the surest (a signal, then an exit of its own, then one that says
-   * a peer failed), and among equals the one reaped first: two that end at about the
-   * same time can be reaped in either order */
-  int rank = cause_rank (l, w);
-  if (rank > 0 && l->failed == NULL && !l->stopping && (stopped = stopped_worker (l)) != NULL)
+  /* one that ended after the others were told to stop failed by itself only when a
+   * signal the launcher did not send killed it (it died at about the same time) */
+  w->failed_alone = !g_subprocess_get_successful (w->process) && !l->signal_received
+                    && (!l->stopping || killed_by_other (l, w));
+  if (w->failed_alone && l->failed == NULL && !l->stopping
+      && (stopped = stopped_worker (l)) != NULL)
     fail_stopped (l, stopped, w);
-  else if (rank > 0 && !l->failed_stopped
-           && (l->failed == NULL ? !l->stopping : rank > l->failed_rank))
+  else if (w->failed_alone && blame_instead (l, w))
     {
       l->failed = w;
-      l->failed_rank = rank;
       g_free (l->failure);
       if (g_subprocess_get_if_signaled (w->process))
         l->failure = g_strdup_printf ("was killed by signal %d (%s)",
                                       g_subprocess_get_term_sig (w->process),
                                       g_strsignal (g_subprocess_get_term_sig (w->process)));
       else
-        l->failure = g_strdup_printf ("exited with status %d%s",
-                                      g_subprocess_get_exit_status (w->process),
-                                      rank == 1 ? " (another process of the job failed "
-                                                  "first: see the message above)"
-                                                : "");
+        l->failure = g_strdup_printf ("exited with status %d",
+                                      g_subprocess_get_exit_status (w->process));
       stop_all (l);
     }
   if (l->running == 0 && l->reading > 0 && l->drain == 0)
@@ -578,7 +566,6 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
 
   l->failed = NULL;
   l->failed_stopped = l->stopping = l->killing = FALSE;
-  l->failed_rank = 0;
   g_clear_pointer (&l->failure, g_free);
   l->reads = g_cancellable_new ();
   if (!ks_launch_rendezvous_begin (&l->rv, registry, config, &error))

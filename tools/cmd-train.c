@@ -57,10 +57,6 @@ train (KsTrainer *trainer)
   if (ks_trainer_run (trainer, &error))
     return KS_EXIT_OK;
   ks_cli_error ("%s", error->message);
-  /* a peer that ended or never came: ksdist launch names that one, not this */
-  if (g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST)
-      || g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
-    return KS_EXIT_PEER;
   return ks_trainer_exit_status (error);
 }
 
