@@ -194,6 +194,11 @@ check_PROGRAMS += tests/test-launch
 tests_test_launch_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-launch
 
+# ksdist launch when a process dies: --max-restarts, the first cause named, no orphans.
+check_PROGRAMS += tests/test-launch-restart
+tests_test_launch_restart_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-launch-restart
+
 # Criteo data, the streaming AUC and ksdist datagen ctr.
 check_PROGRAMS += tests/test-ctr
 tests_test_ctr_LDADD = $(KS_TASKS_TEST_LDADD) -lm
@@ -300,7 +305,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log \
-	tests/test-launch.log tests/test-netns.log tests/test-segment.log \
+	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
 	tests/test-own-model.log tests/test-plan.log tests/test-core-deps.log \

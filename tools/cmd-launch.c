@@ -9,7 +9,12 @@
  * a second signal kills them at once; the launcher exits with the signal's status.
  * When one process fails, the others are stopped and the launcher exits non-zero
  * naming it and its log. A process stopped (SIGSTOP, a debugger) for [comm] timeout is a
- * failure too, and it is the one named when the others give up waiting for it. */
+ * failure too, and it is the one named when the others give up waiting for it. The one
+ * named is the first cause: a process killed by a signal the launcher did not send comes
+ * before one that exited non-zero (often only reporting the dead one), and a process that
+ * ended after the launcher began stopping the others counts only when such a signal
+ * killed it. With --max-restarts N the whole job then starts again from its newest
+ * checkpoint, up to N times (launch-restart.c). */
 #include "launch.h"
 #include "train.h"
 
@@ -27,6 +32,7 @@
 #define STOP_GRACE_MS 5000 /* SIGTERM, then SIGKILL after this long */
 #define SIGNAL_GRACE_S 30  /* --grace-period's default: Slurm's KillWait, Kubernetes' */
 #define WATCH_MS 500       /* how often the processes' states are looked at */
+#define DRAIN_MS 5000      /* output read after the last process ended, at most */
 
 typedef struct Launch Launch;
 
@@ -39,6 +45,7 @@ typedef struct {
   FILE *log;
   char *log_path;
   gboolean output_done, exited;
+  gboolean failed_alone; /* ended badly, and not by the launcher's own signal */
   gint64 stopped_since; /* monotonic µs when it was first seen stopped, or 0 */
 } Worker;
 
@@ -52,9 +59,15 @@ struct Launch {
   const char *gloo_hostname; /* exported as KS_GLOO_HOSTNAME, or NULL */
   Worker *workers;
   int n, running, reading;
-  Worker *failed;      /* the first process that failed, or NULL */
+  Worker *failed;      /* the process that failed first, or NULL */
   char *failure;       /* how it failed */
-  gboolean stopping;   /* the workers were told to stop */
+  gboolean failed_stopped; /* it was stopped (SIGSTOP) too long: nothing overrides that */
+  gboolean stopping;   /* the workers were told to stop (SIGTERM) */
+  gboolean killing;    /* ... and those left were sent SIGKILL */
+  guint grace;         /* the source that sends that SIGKILL, or 0 */
+  GCancellable *reads; /* the output reads of this start */
+  guint drain;         /* the source that ends them once every process has ended, or 0 */
+  int restart, max_restarts; /* this start's number (0: the first) and the limit */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
   double grace_s;      /* --grace-period: from that signal to SIGKILL */
   int worker_signal;   /* a worker stopped by a signal sent to it alone (exit 128 + it) */
@@ -99,7 +112,8 @@ on_line (GObject *source, GAsyncResult *result, gpointer data)
 static void
 read_next_line (Worker *w)
 {
-  g_data_input_stream_read_line_async (w->output, G_PRIORITY_DEFAULT, NULL, on_line, w);
+  g_data_input_stream_read_line_async (w->output, G_PRIORITY_DEFAULT, w->launch->reads, on_line,
+                                       w);
 }
 
 static void
@@ -117,7 +131,10 @@ kill_all (Launch *l, int sig)
 static gboolean
 on_grace_over (gpointer data)
 {
-  kill_all (data, SIGKILL);
+  Launch *l = data;
+  l->grace = 0;
+  l->killing = TRUE;
+  kill_all (l, SIGKILL);
   return G_SOURCE_REMOVE;
 }
 
@@ -129,7 +146,7 @@ stop_all (Launch *l)
     return;
   l->stopping = TRUE;
   kill_all (l, SIGTERM);
-  g_timeout_add (STOP_GRACE_MS, on_grace_over, l);
+  l->grace = g_timeout_add (STOP_GRACE_MS, on_grace_over, l);
 }
 
 /* Whether the process is stopped now (state T or t in /proc/PID/stat). */
@@ -152,6 +169,8 @@ fail_stopped (Launch *l, Worker *w, Worker *gave_up)
 {
   gint64 for_us = g_get_monotonic_time () - w->stopped_since;
   l->failed = w;
+  l->failed_stopped = TRUE;
+  g_free (l->failure);
   l->failure = g_strdup_printf (
       "was stopped (SIGSTOP, Ctrl-Z or a debugger) %.0f s ago and did not go on%s%s%s",
       for_us / 1e6, gave_up != NULL ? ": " : "", gave_up != NULL ? gave_up->name : "",
@@ -199,6 +218,41 @@ stopped_worker (Launch *l)
 
 static void stop_for_signal (Launch *l, int sig);
 
+/* Every process has ended, and something they started still holds an output pipe open
+ * (`sleep 60 &` in a script): its output is not waited for any longer. */
+static gboolean
+on_drain_over (gpointer data)
+{
+  Launch *l = data;
+  l->drain = 0;
+  g_printerr ("ksdist: launch: every process has ended, but something they started keeps "
+              "their output open; not reading it any longer\n");
+  g_cancellable_cancel (l->reads);
+  return G_SOURCE_REMOVE;
+}
+
+/* Whether the process was killed by a signal the launcher did not send. */
+static gboolean
+killed_by_other (Launch *l, Worker *w)
+{
+  int sig;
+  if (!g_subprocess_get_if_signaled (w->process))
+    return FALSE;
+  sig = g_subprocess_get_term_sig (w->process);
+  return !(l->stopping && sig == SIGTERM) && !(l->killing && sig == SIGKILL);
+}
+
+/* Whether `w` is a better first cause than the one named so far: a process killed by a
+ * signal comes before one that exited non-zero, which may only have reported it (the
+ * two can be reaped in either order); otherwise the one reaped first stays. */
+static gboolean
+blame_instead (Launch *l, Worker *w)
+{
+  if (l->failed == NULL)
+    return TRUE;
+  return !l->failed_stopped && killed_by_other (l, w) && !killed_by_other (l, l->failed);
+}
+
 static void
 on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
 {
@@ -209,7 +263,11 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   g_subprocess_wait_finish (w->process, result, NULL);
   w->exited = TRUE;
   l->running--;
-  if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping
+  /* one that ended after the others were told to stop failed by itself only when a
+   * signal the launcher did not send killed it (it died at about the same time) */
+  w->failed_alone = !g_subprocess_get_successful (w->process) && !l->signal_received
+                    && (!l->stopping || killed_by_other (l, w));
+  if (w->failed_alone && l->failed == NULL && !l->stopping
       && (stopped = stopped_worker (l)) != NULL)
     fail_stopped (l, stopped, w);
   else if (l->failed == NULL && !l->stopping && g_subprocess_get_if_exited (w->process)
@@ -223,9 +281,10 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
                   l->worker_signal == SIGTERM ? "SIGTERM" : "SIGINT");
       stop_for_signal (l, l->worker_signal);
     }
-  else if (!g_subprocess_get_successful (w->process) && l->failed == NULL && !l->stopping)
+  else if (w->failed_alone && blame_instead (l, w))
     {
       l->failed = w;
+      g_free (l->failure);
       if (g_subprocess_get_if_signaled (w->process))
         l->failure = g_strdup_printf ("was killed by signal %d (%s)",
                                       g_subprocess_get_term_sig (w->process),
@@ -235,6 +294,8 @@ on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
                                       g_subprocess_get_exit_status (w->process));
       stop_all (l);
     }
+  if (l->running == 0 && l->reading > 0 && l->drain == 0)
+    l->drain = g_timeout_add (DRAIN_MS, on_drain_over, l);
   maybe_quit (l);
 }
 
@@ -265,7 +326,7 @@ stop_for_signal (Launch *l, int sig)
               "(a second signal kills them now; they are killed after --grace-period %g s)\n",
               sig == SIGTERM ? "SIGTERM" : "SIGINT", l->grace_s);
   kill_all (l, sig);
-  g_timeout_add ((guint) (l->grace_s * 1000), on_grace_over, l);
+  l->grace = g_timeout_add ((guint) (l->grace_s * 1000), on_grace_over, l);
 }
 
 static gboolean
@@ -338,6 +399,8 @@ set_torch_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
   SETENV_INT (launcher, "LOCAL_RANK", w->rank - l->first_rank);
   SETENV_INT (launcher, "LOCAL_WORLD_SIZE", l->n);
   SETENV_INT (launcher, "GROUP_RANK", l->rv.node_rank);
+  SETENV_INT (launcher, "TORCHELASTIC_RESTART_COUNT", l->restart);
+  SETENV_INT (launcher, "TORCHELASTIC_MAX_RESTARTS", l->max_restarts);
   g_subprocess_launcher_setenv (launcher, "MASTER_ADDR", l->master_addr, TRUE);
   SETENV_INT (launcher, "MASTER_PORT", l->master_port);
 }
@@ -385,11 +448,14 @@ set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
 }
 
 /* In the child before exec: it ends when the launcher dies, even by SIGKILL, instead of
- * training on alone (Linux's parent-death signal). */
+ * training on alone (Linux's parent-death signal). SIGKILL, not SIGTERM: a stopped
+ * process (SIGSTOP, a debugger) keeps a SIGTERM pending and would outlive the launcher.
+ * Nothing is saved then; a launcher that is asked to stop (SIGTERM, Ctrl-C) passes the
+ * signal on itself, and one killed outright leaves no one to agree on a step anyway. */
 static void
 die_with_launcher (gpointer launcher_pid)
 {
-  prctl (PR_SET_PDEATHSIG, SIGTERM);
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
   if (getppid () != GPOINTER_TO_INT (launcher_pid)) /* it died before the line above */
     _exit (1);
 }
@@ -407,7 +473,8 @@ start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GErr
     {
       g_auto (GStrv) what = g_strsplit (w->name, " ", 2);
       w->log_path = g_strdup_printf ("%s/%slog.%s", log_dir, what[0], what[1]);
-      if ((w->log = fopen (w->log_path, "w")) == NULL)
+      /* a restart's output goes after the earlier starts' */
+      if ((w->log = fopen (w->log_path, l->restart > 0 ? "a" : "w")) == NULL)
         {
           g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
                        "cannot write the log %s: %s", w->log_path, g_strerror (errno));
@@ -475,9 +542,10 @@ gloo_address_unset (const KsConfig *config)
          && hostname == KS_SOURCE_DEFAULT && iface == KS_SOURCE_DEFAULT;
 }
 
-/* The processes run this same program's `train` with the same config and --set. */
+/* The processes run this same program's `train` with the same config and --set (and
+ * for a restart, resume). */
 static GPtrArray *
-child_command (const char *config_file, char **sets)
+child_command (const char *config_file, char **sets, gboolean resume)
 {
   GPtrArray *child = g_ptr_array_new_with_free_func (g_free);
   char *self = g_file_read_link ("/proc/self/exe", NULL);
@@ -489,6 +557,11 @@ child_command (const char *config_file, char **sets)
     {
       g_ptr_array_add (child, g_strdup ("--set"));
       g_ptr_array_add (child, g_strdup (sets[i]));
+    }
+  if (resume)
+    {
+      g_ptr_array_add (child, g_strdup ("--set"));
+      g_ptr_array_add (child, g_strdup ("train.resume=true"));
     }
   g_ptr_array_add (child, NULL);
   return child;
@@ -537,6 +610,89 @@ choose_master (Launch *l)
   l->master_port = free_port (l->master_addr, held);
 }
 
+/* One start of the job: a fresh rendezvous, the processes, until all have ended. The
+ * exit status; l->failed names the process that failed first, if one did. */
+static int
+run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
+          const char *log_dir)
+{
+  g_autoptr (GError) error = NULL;
+  int status;
+
+  l->failed = NULL;
+  l->failed_stopped = l->stopping = l->killing = FALSE;
+  g_clear_pointer (&l->failure, g_free);
+  l->reads = g_cancellable_new ();
+  if (!ks_launch_rendezvous_begin (&l->rv, registry, config, &error))
+    {
+      ks_cli_error ("launch: %s", error->message);
+      ks_launch_rendezvous_end (&l->rv, 0);
+      g_clear_object (&l->reads);
+      return KS_EXIT_RUNTIME;
+    }
+  /* across nodes Gloo listens where this node meets the master, unless told otherwise */
+  if (l->rv.nnodes > 1 && gloo_address_unset (config))
+    l->gloo_hostname = l->rv.hosts[l->rv.node_rank];
+  l->endpoints = l->servers > 0 ? endpoint_list (l, l->world - l->servers, l->servers)
+                                : endpoint_list (l, 0, l->world);
+  choose_master (l);
+  for (int i = 0; i < l->n && error == NULL; i++)
+    {
+      Worker *w = &l->workers[i];
+      memset (w, 0, sizeof *w);
+      w->launch = l;
+      w->rank = l->first_rank + i;
+      w->name = w->rank < l->world - l->servers
+                    ? g_strdup_printf ("worker %d", w->rank)
+                    : g_strdup_printf ("server %d", w->rank - (l->world - l->servers));
+      if (!start_worker (l, w, argv, log_dir, &error))
+        {
+          ks_cli_error ("launch: cannot start %s: %s", w->name, error->message);
+          stop_all (l);
+        }
+    }
+  if (l->running > 0 || l->reading > 0)
+    g_main_loop_run (l->loop);
+  if (l->grace != 0)
+    g_source_remove (l->grace);
+  if (l->drain != 0)
+    g_source_remove (l->drain);
+  l->grace = l->drain = 0;
+  g_clear_object (&l->reads);
+
+  status = KS_EXIT_OK;
+  if (error != NULL)
+    status = KS_EXIT_RUNTIME;
+  else if (l->failed != NULL)
+    /* a configuration error a worker found is still one: its status, 2, is the job's */
+    status = l->failed->exited && !g_subprocess_get_if_signaled (l->failed->process)
+                     && g_subprocess_get_exit_status (l->failed->process) == KS_EXIT_USAGE
+                 ? KS_EXIT_USAGE
+                 : KS_EXIT_RUNTIME;
+  else if (l->signal_received || l->worker_signal)
+    status = 128 + (l->signal_received ? l->signal_received : l->worker_signal);
+  g_clear_pointer (&l->endpoints, g_free);
+  g_clear_pointer (&l->master_addr, g_free);
+  ks_launch_rendezvous_end (&l->rv, status == KS_EXIT_OK ? 30000 : 0);
+  return status;
+}
+
+/* The processes of one start, gone: their objects, logs and names. */
+static void
+clear_workers (Launch *l)
+{
+  for (int i = 0; i < l->n; i++)
+    {
+      g_clear_object (&l->workers[i].output);
+      g_clear_object (&l->workers[i].process);
+      if (l->workers[i].log != NULL)
+        fclose (l->workers[i].log);
+      l->workers[i].log = NULL;
+      g_clear_pointer (&l->workers[i].log_path, g_free);
+      g_clear_pointer (&l->workers[i].name, g_free);
+    }
+}
+
 static int
 run_launch (int argc, char **argv)
 {
@@ -562,6 +718,10 @@ run_launch (int argc, char **argv)
     { "grace-period", 0, 0, G_OPTION_ARG_DOUBLE, &l.grace_s,
       "After Ctrl-C or SIGTERM, the seconds the workers have to save a checkpoint and stop "
       "before they are killed (default 30)", "SECONDS" },
+    { "max-restarts", 0, 0, G_OPTION_ARG_INT, &l.max_restarts,
+      "When a process dies, stop the others and start the job again from the newest "
+      "checkpoint in [train] checkpoint_dir (train.resume=true), up to N times (default 0)",
+      "N" },
     KS_CLI_SET_OPTION (sets),
     /* torchrun's and fleetrun's spellings */
     { "nproc-per-node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &n, NULL, NULL },
@@ -571,6 +731,7 @@ run_launch (int argc, char **argv)
     { "master_addr", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master_addr, NULL, NULL },
     { "master-port", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &master_port, NULL, NULL },
     { "master_port", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &master_port, NULL, NULL },
+    { "max_restarts", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.max_restarts, NULL, NULL },
     { "rdzv-endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
     { "rdzv_endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
     { "server_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.servers, NULL, NULL },
@@ -580,7 +741,6 @@ run_launch (int argc, char **argv)
   };
   g_autoptr (KsConfig) config = NULL;
   g_autoptr (KsRegistry) registry = NULL;
-  g_autoptr (GError) error = NULL;
   int status;
 
   /* `-- PROGRAM ARGS...`: the processes run PROGRAM instead of `ksdist train` */
@@ -623,25 +783,19 @@ run_launch (int argc, char **argv)
                                        &(KsTrainWorld) { l.world - l.servers, l.servers }, TRUE))
                  != 0))
     return status;
+  if (!ks_launch_restart_check (config, program != NULL, l.rv.nnodes, l.max_restarts))
+    return KS_EXIT_USAGE;
   if (log_dir != NULL && g_mkdir_with_parents (log_dir, 0755) != 0)
     {
       ks_cli_error ("launch: cannot create --log-dir %s: %s", log_dir, g_strerror (errno));
       return KS_EXIT_USAGE;
     }
-  if (!ks_launch_rendezvous_begin (&l.rv, registry, config, &error))
-    {
-      ks_cli_error ("launch: %s", error->message);
-      ks_launch_rendezvous_end (&l.rv, 0);
-      return KS_EXIT_RUNTIME;
-    }
-  /* across nodes Gloo listens where this node meets the master, unless told otherwise */
-  if (l.rv.nnodes > 1 && gloo_address_unset (config))
-    l.gloo_hostname = l.rv.hosts[l.rv.node_rank];
-  l.endpoints = l.servers > 0 ? endpoint_list (&l, l.world - l.servers, l.servers)
-                              : endpoint_list (&l, 0, l.world);
   g_autoptr (GPtrArray) child = program != NULL ? NULL
-                                                 : child_command (argc == 2 ? argv[1] : NULL, sets);
-  choose_master (&l);
+                                                 : child_command (argc == 2 ? argv[1] : NULL, sets,
+                                                                  FALSE);
+  g_autoptr (GPtrArray) resume = program != NULL ? NULL
+                                                  : child_command (argc == 2 ? argv[1] : NULL,
+                                                                   sets, TRUE);
 
   l.loop = g_main_loop_new (NULL, FALSE);
   l.workers = g_new0 (Worker, l.n);
@@ -649,58 +803,40 @@ run_launch (int argc, char **argv)
   guint sigterm = g_unix_signal_add (SIGTERM, on_sigterm, &l);
   guint watch = g_timeout_add (WATCH_MS, on_watch, &l);
   l.timeout_s = ks_config_get_double (config, "comm", "timeout");
-  for (int i = 0; i < l.n && error == NULL; i++)
+  for (;; l.restart++)
     {
-      Worker *w = &l.workers[i];
-      w->launch = &l;
-      w->rank = l.first_rank + i;
-      w->name = w->rank < l.world - l.servers
-                    ? g_strdup_printf ("worker %d", w->rank)
-                    : g_strdup_printf ("server %d", w->rank - (l.world - l.servers));
-      if (!start_worker (&l, w, program != NULL ? program : (char **) child->pdata, log_dir,
-                         &error))
+      char **args = program != NULL ? program
+                    : (char **) (l.restart > 0 ? resume : child)->pdata;
+      status = run_once (&l, config, registry, args, log_dir);
+      if (l.failed == NULL)
+        break;
+      g_autofree char *where = l.failed->log_path != NULL
+                                   ? g_strdup_printf (" and in %s", l.failed->log_path)
+                                   : g_strdup (" (keep it with --log-dir)");
+      /* a configuration error comes back at every start; a signal asked us to stop */
+      if (status != KS_EXIT_RUNTIME || l.signal_received || l.restart >= l.max_restarts)
         {
-          ks_cli_error ("launch: cannot start %s: %s", w->name, error->message);
-          stop_all (&l);
+          g_autofree char *spent = l.max_restarts > 0
+                                       ? g_strdup_printf (" (no restart left of --max-restarts "
+                                                          "%d)", l.max_restarts)
+                                       : g_strdup ("");
+          ks_cli_error ("launch: %s %s; the others were stopped%s. Its output is above%s",
+                        l.failed->name, l.failure, spent, where);
+          break;
         }
+      g_autofree char *origin = ks_launch_restart_origin (config, program != NULL, l.restart + 1);
+      ks_cli_error ("launch: %s %s; the others were stopped; restart %d of %d %s. Its output "
+                    "is above%s",
+                    l.failed->name, l.failure, l.restart + 1, l.max_restarts, origin, where);
+      clear_workers (&l);
     }
-  if (l.running > 0 || l.reading > 0)
-    g_main_loop_run (l.loop);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   g_source_remove (watch);
-
-  status = KS_EXIT_OK;
-  if (error != NULL)
-    status = KS_EXIT_RUNTIME;
-  else if (l.failed != NULL)
-    {
-      ks_cli_error ("launch: %s %s; the others were stopped. Its output is above%s%s",
-                    l.failed->name, l.failure, l.failed->log_path ? " and in " : "",
-                    l.failed->log_path ? l.failed->log_path : " (keep it with --log-dir)");
-      /* a configuration error a worker found is still one: its status, 2, is the job's */
-      status = l.failed->exited && !g_subprocess_get_if_signaled (l.failed->process)
-                       && g_subprocess_get_exit_status (l.failed->process) == KS_EXIT_USAGE
-                   ? KS_EXIT_USAGE
-                   : KS_EXIT_RUNTIME;
-    }
-  else if (l.signal_received || l.worker_signal)
-    status = 128 + (l.signal_received ? l.signal_received : l.worker_signal);
-  for (int i = 0; i < l.n; i++)
-    {
-      g_clear_object (&l.workers[i].output);
-      g_clear_object (&l.workers[i].process);
-      if (l.workers[i].log != NULL)
-        fclose (l.workers[i].log);
-      g_free (l.workers[i].log_path);
-      g_free (l.workers[i].name);
-    }
+  clear_workers (&l);
   g_free (l.workers);
   g_free (l.failure);
-  g_free (l.endpoints);
-  g_free (l.master_addr);
   g_main_loop_unref (l.loop);
-  ks_launch_rendezvous_end (&l.rv, status == KS_EXIT_OK ? 30000 : 0);
   return status;
 }
 

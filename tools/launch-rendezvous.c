@@ -199,11 +199,12 @@ ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
     }
   if (rv->store_dir != NULL)
     remove_store_dir (rv->store_dir, rv->job);
-  ks_store_free (rv->store);
-  g_strfreev (rv->hosts);
-  g_free (rv->store_kind);
-  g_free (rv->store_address);
-  g_free (rv->store_dir);
-  g_free (rv->token);
-  g_free (rv->job);
+  /* cleared: a restart begins again with the same struct */
+  g_clear_pointer (&rv->store, ks_store_free);
+  g_clear_pointer (&rv->hosts, g_strfreev);
+  g_clear_pointer (&rv->store_kind, g_free);
+  g_clear_pointer (&rv->store_address, g_free);
+  g_clear_pointer (&rv->store_dir, g_free);
+  g_clear_pointer (&rv->token, g_free);
+  g_clear_pointer (&rv->job, g_free);
 }

@@ -21,4 +21,11 @@ gboolean ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry,
 /* Node 0 of several waits up to wait_ms for the other nodes to finish first. */
 void ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms);
 
+/* --max-restarts N: whether the job can be restarted (prints what is wrong and returns
+ * FALSE: a usage error), and where restart number `restart` starts ("from checkpoint-40
+ * in DIR"). */
+gboolean ks_launch_restart_check (const KsConfig *config, gboolean program, int nnodes,
+                                  int max_restarts);
+char *ks_launch_restart_origin (const KsConfig *config, gboolean program, int restart);
+
 #endif

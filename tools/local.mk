@@ -11,6 +11,7 @@ tools_ksdist_SOURCES = \
 	tools/cmd-segment.c \
 	tools/launch.h \
 	tools/launch-rendezvous.c \
+	tools/launch-restart.c \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
 	tools/cmd-infer.c \
