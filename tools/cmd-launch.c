@@ -15,7 +15,7 @@
  * ended after the launcher began stopping the others counts only when such a signal
  * killed it. With --max-restarts N the whole job then starts again from its newest
  * checkpoint, up to N times (launch-restart.c). */
-#include "launch.h"
+#include "launch-job.h"
 #include "train.h"
 
 #include <gio/gio.h>
@@ -28,60 +28,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
-
-#define STOP_GRACE_MS 5000 /* SIGTERM, then SIGKILL after this long */
-#define SIGNAL_GRACE_S 30  /* --grace-period's default: Slurm's KillWait, Kubernetes' */
-#define WATCH_MS 500       /* how often the processes' states are looked at */
-#define DRAIN_MS 5000      /* output read after the last process ended, at most */
-
-typedef struct Launch Launch;
-
-typedef struct {
-  Launch *launch;
-  int rank;   /* in the job: workers first, then servers */
-  char *name; /* "worker 3", "server 0" */
-  GSubprocess *process;
-  GDataInputStream *output;
-  FILE *log;
-  char *log_path;
-  gboolean output_done, exited;
-  gboolean failed_alone; /* ended badly, and not by the launcher's own signal */
-  gint64 stopped_since; /* monotonic µs when it was first seen stopped, or 0 */
-} Worker;
-
-struct Launch {
-  GMainLoop *loop;
-  LaunchRendezvous rv;
-  int servers;     /* > 0: a parameter-server job of rv.nproc - servers workers */
-  int first_rank;  /* the job rank of this node's first process */
-  int world;       /* processes in the job, all nodes */
-  char *endpoints; /* the workers' (collective) or the servers' (parameter server) */
-  const char *gloo_hostname; /* exported as KS_GLOO_HOSTNAME, or NULL */
-  Worker *workers;
-  int n, running, reading;
-  Worker *failed;      /* the process that failed first, or NULL */
-  char *failure;       /* how it failed */
-  gboolean failed_stopped; /* it was stopped (SIGSTOP) too long: nothing overrides that */
-  gboolean stopping;   /* the workers were told to stop (SIGTERM) */
-  gboolean killing;    /* ... and those left were sent SIGKILL */
-  guint grace;         /* the source that sends that SIGKILL, or 0 */
-  GCancellable *reads; /* the output reads of this start */
-  guint drain;         /* the source that ends them once every process has ended, or 0 */
-  int restart, max_restarts; /* this start's number (0: the first) and the limit */
-  int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
-  double grace_s;      /* --grace-period: from that signal to SIGKILL */
-  int worker_signal;   /* a worker stopped by a signal sent to it alone (exit 128 + it) */
-  double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */
-  char *master_addr;   /* MASTER_ADDR and MASTER_PORT given to the processes */
-  int master_port;
-};
-
-static void
-maybe_quit (Launch *l)
-{
-  if (l->running == 0 && l->reading == 0)
-    g_main_loop_quit (l->loop);
-}
 
 static void read_next_line (Worker *w);
 
@@ -96,7 +42,7 @@ on_line (GObject *source, GAsyncResult *result, gpointer data)
     {
       w->output_done = TRUE;
       w->launch->reading--;
-      maybe_quit (w->launch);
+      launch_maybe_quit (w->launch);
       return;
     }
   printf ("[rank %d] %s\n", w->rank, line);
@@ -114,233 +60,6 @@ read_next_line (Worker *w)
 {
   g_data_input_stream_read_line_async (w->output, G_PRIORITY_DEFAULT, w->launch->reads, on_line,
                                        w);
-}
-
-static void
-kill_all (Launch *l, int sig)
-{
-  for (int r = 0; r < l->n; r++)
-    if (!l->workers[r].exited)
-      {
-        g_subprocess_send_signal (l->workers[r].process, sig);
-        if (sig != SIGKILL) /* a stopped process acts on it only once woken */
-          g_subprocess_send_signal (l->workers[r].process, SIGCONT);
-      }
-}
-
-static gboolean
-on_grace_over (gpointer data)
-{
-  Launch *l = data;
-  l->grace = 0;
-  l->killing = TRUE;
-  kill_all (l, SIGKILL);
-  return G_SOURCE_REMOVE;
-}
-
-/* Stops every worker still running: SIGTERM now, SIGKILL if it lingers. */
-static void
-stop_all (Launch *l)
-{
-  if (l->stopping)
-    return;
-  l->stopping = TRUE;
-  kill_all (l, SIGTERM);
-  l->grace = g_timeout_add (STOP_GRACE_MS, on_grace_over, l);
-}
-
-/* Whether the process is stopped now (state T or t in /proc/PID/stat). */
-static gboolean
-is_stopped (Worker *w)
-{
-  const char *pid = g_subprocess_get_identifier (w->process);
-  g_autofree char *path = g_strdup_printf ("/proc/%s/stat", pid != NULL ? pid : "0");
-  g_autofree char *stat = NULL;
-  const char *paren;
-
-  if (!g_file_get_contents (path, &stat, NULL, NULL) || (paren = strrchr (stat, ')')) == NULL
-      || paren[1] != ' ')
-    return FALSE;
-  return paren[2] == 'T' || paren[2] == 't';
-}
-
-static void
-fail_stopped (Launch *l, Worker *w, Worker *gave_up)
-{
-  gint64 for_us = g_get_monotonic_time () - w->stopped_since;
-  l->failed = w;
-  l->failed_stopped = TRUE;
-  g_free (l->failure);
-  l->failure = g_strdup_printf (
-      "was stopped (SIGSTOP, Ctrl-Z or a debugger) %.0f s ago and did not go on%s%s%s",
-      for_us / 1e6, gave_up != NULL ? ": " : "", gave_up != NULL ? gave_up->name : "",
-      gave_up != NULL ? " gave up waiting for it" : "; [comm] timeout is its limit");
-  stop_all (l);
-}
-
-/* Every WATCH_MS: notes which processes are stopped; one stopped for [comm] timeout
- * fails the job (the others would wait for it that long, then longer to agree on it). */
-static gboolean
-on_watch (gpointer data)
-{
-  Launch *l = data;
-  gint64 now = g_get_monotonic_time ();
-
-  for (int r = 0; r < l->n; r++)
-    {
-      Worker *w = &l->workers[r];
-      if (w->exited || w->process == NULL)
-        continue;
-      if (!is_stopped (w))
-        w->stopped_since = 0;
-      else if (w->stopped_since == 0)
-        w->stopped_since = now;
-      else if (now - w->stopped_since >= (gint64) (l->timeout_s * G_USEC_PER_SEC)
-               && l->failed == NULL && !l->stopping)
-        fail_stopped (l, w, NULL);
-    }
-  return G_SOURCE_CONTINUE;
-}
-
-/* The process stopped for half a timeout or more, if one is: the cause when another
- * fails by timing out (one stopped just now did not make anyone time out). */
-static Worker *
-stopped_worker (Launch *l)
-{
-  gint64 now = g_get_monotonic_time ();
-  for (int r = 0; r < l->n; r++)
-    if (!l->workers[r].exited && l->workers[r].process != NULL && is_stopped (&l->workers[r])
-        && l->workers[r].stopped_since != 0
-        && now - l->workers[r].stopped_since >= (gint64) (l->timeout_s * G_USEC_PER_SEC / 2))
-      return &l->workers[r];
-  return NULL;
-}
-
-static void stop_for_signal (Launch *l, int sig);
-
-/* Every process has ended, and something they started still holds an output pipe open
- * (`sleep 60 &` in a script): its output is not waited for any longer. */
-static gboolean
-on_drain_over (gpointer data)
-{
-  Launch *l = data;
-  l->drain = 0;
-  g_printerr ("ksdist: launch: every process has ended, but something they started keeps "
-              "their output open; not reading it any longer\n");
-  g_cancellable_cancel (l->reads);
-  return G_SOURCE_REMOVE;
-}
-
-/* Whether the process was killed by a signal the launcher did not send. */
-static gboolean
-killed_by_other (Launch *l, Worker *w)
-{
-  int sig;
-  if (!g_subprocess_get_if_signaled (w->process))
-    return FALSE;
-  sig = g_subprocess_get_term_sig (w->process);
-  return !(l->stopping && sig == SIGTERM) && !(l->killing && sig == SIGKILL);
-}
-
-/* Whether `w` is a better first cause than the one named so far: a process killed by a
- * signal comes before one that exited non-zero, which may only have reported it (the
- * two can be reaped in either order); otherwise the one reaped first stays. */
-static gboolean
-blame_instead (Launch *l, Worker *w)
-{
-  if (l->failed == NULL)
-    return TRUE;
-  return !l->failed_stopped && killed_by_other (l, w) && !killed_by_other (l, l->failed);
-}
-
-static void
-on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
-{
-  Worker *w = data;
-  Launch *l = w->launch;
-  Worker *stopped;
-
-  g_subprocess_wait_finish (w->process, result, NULL);
-  w->exited = TRUE;
-  l->running--;
-  /* one that ended after the others were told to stop failed by itself only when a
-   * signal the launcher did not send killed it (it died at about the same time) */
-  w->failed_alone = !g_subprocess_get_successful (w->process) && !l->signal_received
-                    && (!l->stopping || killed_by_other (l, w));
-  if (w->failed_alone && l->failed == NULL && !l->stopping
-      && (stopped = stopped_worker (l)) != NULL)
-    fail_stopped (l, stopped, w);
-  else if (l->failed == NULL && !l->stopping && g_subprocess_get_if_exited (w->process)
-           && (g_subprocess_get_exit_status (w->process) == 128 + SIGTERM
-               || g_subprocess_get_exit_status (w->process) == 128 + SIGINT))
-    {
-      /* a worker a signal stopped (the scheduler's, to it alone): no failure; the others
-       * stop at the same step */
-      l->worker_signal = g_subprocess_get_exit_status (w->process) - 128;
-      g_printerr ("ksdist: launch: %s was stopped by %s\n", w->name,
-                  l->worker_signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      stop_for_signal (l, l->worker_signal);
-    }
-  else if (w->failed_alone && blame_instead (l, w))
-    {
-      l->failed = w;
-      g_free (l->failure);
-      if (g_subprocess_get_if_signaled (w->process))
-        l->failure = g_strdup_printf ("was killed by signal %d (%s)",
-                                      g_subprocess_get_term_sig (w->process),
-                                      g_strsignal (g_subprocess_get_term_sig (w->process)));
-      else
-        l->failure = g_strdup_printf ("exited with status %d",
-                                      g_subprocess_get_exit_status (w->process));
-      stop_all (l);
-    }
-  if (l->running == 0 && l->reading > 0 && l->drain == 0)
-    l->drain = g_timeout_add (DRAIN_MS, on_drain_over, l);
-  maybe_quit (l);
-}
-
-/* Ctrl-C or SIGTERM: passed on, the workers save at the next step and stop (SIGKILL after
- * --grace-period); a second one kills them at once. */
-static void
-on_signal (Launch *l, int sig)
-{
-  const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
-
-  if (l->signal_received != 0)
-    {
-      g_printerr ("ksdist: launch: %s, a second signal: killing the workers now\n", name);
-      kill_all (l, SIGKILL);
-      return;
-    }
-  l->signal_received = sig;
-  if (!l->stopping) /* else a failure or a worker's signal is stopping them already */
-    stop_for_signal (l, sig);
-}
-
-/* The signal passed on: the workers save at the next step and stop. */
-static void
-stop_for_signal (Launch *l, int sig)
-{
-  l->stopping = TRUE;
-  g_printerr ("ksdist: launch: %s: the workers save a checkpoint at the next step and stop "
-              "(a second signal kills them now; they are killed after --grace-period %g s)\n",
-              sig == SIGTERM ? "SIGTERM" : "SIGINT", l->grace_s);
-  kill_all (l, sig);
-  l->grace = g_timeout_add ((guint) (l->grace_s * 1000), on_grace_over, l);
-}
-
-static gboolean
-on_sigint (gpointer data)
-{
-  on_signal (data, SIGINT);
-  return G_SOURCE_CONTINUE;
-}
-
-static gboolean
-on_sigterm (gpointer data)
-{
-  on_signal (data, SIGTERM);
-  return G_SOURCE_CONTINUE;
 }
 
 /* A TCP port free on `host` now (the kernel's choice), or 0; the probing socket is added
@@ -489,7 +208,7 @@ start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GErr
   l->running++;
   l->reading++;
   read_next_line (w);
-  g_subprocess_wait_async (w->process, NULL, on_worker_exit, w);
+  g_subprocess_wait_async (w->process, NULL, launch_on_worker_exit, w);
   return TRUE;
 }
 
@@ -648,7 +367,7 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
       if (!start_worker (l, w, argv, log_dir, &error))
         {
           ks_cli_error ("launch: cannot start %s: %s", w->name, error->message);
-          stop_all (l);
+          launch_stop_all (l);
         }
     }
   if (l->running > 0 || l->reading > 0)
@@ -799,9 +518,9 @@ run_launch (int argc, char **argv)
 
   l.loop = g_main_loop_new (NULL, FALSE);
   l.workers = g_new0 (Worker, l.n);
-  guint sigint = g_unix_signal_add (SIGINT, on_sigint, &l);
-  guint sigterm = g_unix_signal_add (SIGTERM, on_sigterm, &l);
-  guint watch = g_timeout_add (WATCH_MS, on_watch, &l);
+  guint sigint = g_unix_signal_add (SIGINT, launch_on_sigint, &l);
+  guint sigterm = g_unix_signal_add (SIGTERM, launch_on_sigterm, &l);
+  guint watch = g_timeout_add (WATCH_MS, launch_on_watch, &l);
   l.timeout_s = ks_config_get_double (config, "comm", "timeout");
   for (;; l.restart++)
     {

@@ -12,6 +12,8 @@ tools_ksdist_SOURCES = \
 	tools/launch.h \
 	tools/launch-rendezvous.c \
 	tools/launch-restart.c \
+	tools/launch-watch.c \
+	tools/launch-job.h \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
 	tools/cmd-infer.c \
