@@ -199,9 +199,13 @@ name_missing_ranks (KsComm *comm, const char *op, GError **error)
       g_autofree void *data = NULL;
       gsize len;
       int left = MAX (1, (int) ((deadline - g_get_monotonic_time ()) / 1000));
-      if (r != me && ended[r]) /* it will never say so */
+      if (r == me)
+        continue;
+      /* an ended rank that said it saw the failure failed because of it, and then ended:
+       * not a cause */
+      if (ended[r] && !ks_store_get (comm->store, key, 1, &data, &len, NULL))
         g_string_append_printf (gone, "%s%d", gone->len > 0 ? ", " : "", comm->world[r]);
-      else if (r != me && !ks_store_get (comm->store, key, left, &data, &len, NULL))
+      else if (!ended[r] && !ks_store_get (comm->store, key, left, &data, &len, NULL))
         g_string_append_printf (missing, "%s%d", missing->len > 0 ? ", " : "", comm->world[r]);
     }
   if (missing->len > 0)
