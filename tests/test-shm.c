@@ -3,6 +3,7 @@
  * N DIR TIMEOUT_MS`); a rank checks its results against values computed here and exits
  * non-zero with a message on stderr when one is wrong. No case leaves a segment in
  * /dev/shm. */
+#define _GNU_SOURCE /* unshare */
 #include "testutil.h"
 
 #include <errno.h>
@@ -11,6 +12,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -413,6 +416,35 @@ before_connect (KsStore *store, const char *scenario, int rank)
     }
 }
 
+/* rank0-full: rank 0 sees a /dev/shm of 64 KiB (a tmpfs in a mount namespace of its own;
+ * exit 77 where this process may not make one), fails to connect and ends; rank 1 opens
+ * the store only then. Rank 0's process id is in DIR/pid0. */
+static void
+rank0_full (const char *dir, int rank)
+{
+  g_autofree char *file = g_build_filename (dir, "pid0", NULL);
+  g_autofree char *pid = NULL;
+
+  if (rank == 0)
+    {
+      if (unshare (CLONE_NEWNS) != 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0
+          || mount ("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
+        {
+          g_printerr ("rank 0: cannot make a small /dev/shm: %s\n", g_strerror (errno));
+          exit (77);
+        }
+      pid = g_strdup_printf ("%d", (int) getpid ());
+      g_assert_true (g_file_set_contents (file, pid, -1, NULL));
+      return;
+    }
+  for (int i = 0; i < 600 && !g_file_get_contents (file, &pid, NULL, NULL); i++)
+    g_usleep (100000);
+  CHECK (pid != NULL, "rank 0 did not start within a minute");
+  for (int i = 0; i < 600 && !process_ended (atoi (pid)); i++)
+    g_usleep (100000);
+  CHECK (process_ended (atoi (pid)), "rank 0 still runs after a minute");
+}
+
 static int
 run_rank (char **argv)
 {
@@ -427,8 +459,11 @@ run_rank (char **argv)
   g_autoptr (KsStore) store = NULL;
   g_autoptr (KsComm) comm = NULL;
 
+  if (strcmp (scenario, "rank0-full") == 0)
+    rank0_full (argv[5], rank);
   OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
-  OK (ks_store_open (store, argv[5], "job", NULL, ERR));
+  /* the same token on every rank, as ksdist launch gives */
+  OK (ks_store_open (store, argv[5], "job", "test-token", ERR));
   if (strcmp (scenario, "hier") == 0)
     {
       scenario_hier (registry, config, store, rank, n, timeout_ms);
@@ -677,6 +712,31 @@ test_stale_segment (void)
   g_unlink (live);
 }
 
+/* Rank 0 fails early (its /dev/shm is full) and ends before rank 1 opens the store: rank
+ * 1 keeps this run's records (not "an earlier job's") and names rank 0's failure at once,
+ * not a key rank 0 never wrote. */
+static void
+test_rank0_failed (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("rank0-full", 2, 20000, status);
+  const char *line = strstr (err, "rank 1: ");
+
+  g_test_message ("%s", err);
+  if (WIFEXITED (status[0]) && WEXITSTATUS (status[0]) == 77)
+    {
+      g_test_skip ("this process may not mount a tmpfs in a mount namespace of its own");
+      return;
+    }
+  g_assert_false (g_spawn_check_wait_status (status[0], NULL));
+  g_assert_false (g_spawn_check_wait_status (status[1], NULL));
+  g_assert_nonnull (line);
+  g_autofree char *one = g_strndup (line, strcspn (line, "\n"));
+  g_assert_nonnull (strstr (one, "waiting for ks/shm/segment in the store: rank 0 failed: "));
+  g_assert_nonnull (strstr (one, "No space left on device (make /dev/shm larger"));
+  g_assert_null (strstr (err, "earlier job"));
+}
+
 /* A stalled rank (alive, not answering): the others name it after their timeout. */
 static void
 test_stalled_rank (void)
@@ -721,6 +781,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/shm/kill-root-2", GINT_TO_POINTER (2), test_kill_root);
   g_test_add_data_func ("/shm/kill-root-3", GINT_TO_POINTER (3), test_kill_root);
   g_test_add_func ("/shm/stale-segment", test_stale_segment);
+  g_test_add_func ("/shm/rank0-failed", test_rank0_failed);
   g_test_add_func ("/shm/stalled-rank", test_stalled_rank);
   return g_test_run ();
 }

@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -386,6 +387,65 @@ create_mapping (Shm *s, gsize len, char **name, guint8 **base, GError **error)
   return shm_fail (error, KS_COMM_ERROR_FAILED, "no free name in /dev/shm after 8 tries");
 }
 
+/* Says in the store that this rank failed where the others wait for it (the job's first
+ * failure stays), so that they name it, not the key it never wrote. */
+static void
+report_failure (Shm *s, const GError *error)
+{
+  void *data = NULL;
+  gsize len;
+  if (error == NULL)
+    return;
+  if (s->store_ops->get (s->store, KS_STORE_FAILURE_KEY, 1, &data, &len, NULL))
+    {
+      g_free (data);
+      return;
+    }
+  g_autofree char *group = strcmp (s->prefix, "ks/shm") == 0
+                               ? g_strdup ("")
+                               : g_strdup_printf (" of the group at %s", s->prefix);
+  g_autofree char *text = g_strdup_printf ("rank %d%s failed: %s", s->rank, group,
+                                           error->message);
+  s->store_ops->set (s->store, KS_STORE_FAILURE_KEY, text, strlen (text) + 1, NULL);
+}
+
+/* The store's `key`, within the timeout; a failure a peer reported meanwhile ends the
+ * wait at once, naming it. */
+static gboolean
+wait_key (Shm *s, const char *key, void **data, gsize *len, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) s->timeout_ms * 1000;
+  for (;;)
+    {
+      int left = MAX (0, (int) ((deadline - g_get_monotonic_time ()) / 1000));
+      void *failed = NULL;
+      gsize failed_len;
+      if (left <= 500)
+        {
+          if (s->store_ops->get (s->store, key, left, data, len, error))
+            return TRUE;
+          ks_store_whole_timeout (error != NULL ? *error : NULL, left, s->timeout_ms);
+          return FALSE;
+        }
+      GError *slice = NULL;
+      if (s->store_ops->get (s->store, key, 500, data, len, &slice))
+        return TRUE;
+      if (!g_error_matches (slice, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
+        {
+          g_propagate_error (error, slice); /* not a wait: the store's own failure */
+          return FALSE;
+        }
+      g_error_free (slice);
+      if (s->store_ops->get (s->store, KS_STORE_FAILURE_KEY, 1, &failed, &failed_len, NULL))
+        {
+          g_autofree char *text = g_strndup (failed, failed_len);
+          g_free (failed);
+          return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "rank %d of %d, waiting for %s in "
+                           "the store: %s", s->rank, s->size, key, text);
+        }
+    }
+}
+
 /* Tells the other ranks the segment's name, once it is ready for them. */
 static gboolean
 publish (Shm *s, const char *key, const char *name, GError **error)
@@ -403,14 +463,21 @@ open_mapping (Shm *s, const char *key, gsize len, char **out_name, guint8 **base
   gsize name_len;
   struct stat st;
 
-  if (!s->store_ops->get (s->store, key, s->timeout_ms, (void **) &name, &name_len, error))
+  if (!wait_key (s, key, (void **) &name, &name_len, error))
     return FALSE;
   if (name_len < 2 || name[name_len - 1] != '\0' || name[0] != '/'
       || strchr (name + 1, '/') != NULL || !g_str_has_prefix (name, "/ksdist-"))
     return shm_fail (error, KS_COMM_ERROR_INVALID, "the store's %s is not a segment's name", key);
   shm_remember_name (name);
   *out_name = g_strdup (name);
-  int fd = shm_open (name, O_RDWR, 0);
+  int fd = shm_open (name, O_RDWR, 0), creator = 0;
+  guint64 ns = 0;
+  if (fd < 0 && errno == ENOENT
+      && sscanf (name, "/ksdist-%d-%" G_GINT64_MODIFIER "x-", &creator, &ns) == 2
+      && ns == s->pid_ns && creator > 0 && shm_process_ended (creator))
+    return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "rank %d of %d: rank 0 (process %d) "
+                     "is gone, and its segment %s with it", s->rank, s->size,
+                     creator, name);
   if (fd < 0)
     return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot open rank 0's segment %s: %s (a rank "
                      "that failed to connect removes it: see the others' messages; or are "
@@ -465,7 +532,7 @@ join (Shm *s, int rank, int size, int timeout_ms, GError **error)
   s->map_len = header_bytes (size) + inbox_bytes (size) + 2 * (size + 1) * s->chunk;
   /* every rank on rank 0's host, or this one says where it is */
   if ((rank == 0 && !ops->set (s->store, host_key, host, strlen (host) + 1, error))
-      || (rank > 0 && !ops->get (s->store, host_key, timeout_ms, (void **) &first, &len, error)))
+      || (rank > 0 && !wait_key (s, host_key, (void **) &first, &len, error)))
     return FALSE;
   if (rank > 0 && (len == 0 || first[len - 1] != '\0' || strcmp (first, host) != 0))
     return shm_fail (error, KS_COMM_ERROR_INVALID, "rank %d is on host %s, rank 0 on another "
@@ -475,6 +542,8 @@ join (Shm *s, int rank, int size, int timeout_ms, GError **error)
   if (!(rank == 0 ? create_mapping (s, s->map_len, &s->name, &s->base, error)
                   : open_mapping (s, key, s->map_len, &s->name, &s->base, error)))
     {
+      if (rank == 0)
+        report_failure (s, error != NULL ? *error : NULL);
       shm_unlink_name (&s->name); /* rank 0 may be gone: its name goes with this failure */
       return FALSE;
     }
@@ -571,6 +640,8 @@ shm_alloc_shared (void *p, gsize nbytes, GError **error)
   ok = s->rank == 0 ? create_mapping (s, r.stride * s->size, &name, &r.base, error)
                          && publish (s, key, name, error)
                     : open_mapping (s, key, r.stride * s->size, &name, &r.base, error);
+  if (!ok && s->rank == 0)
+    report_failure (s, error != NULL ? *error : NULL);
   /* every rank has it mapped, or one failed: every rank unlinks it (rank 0 may be gone) */
   ok = ok && shm_arrive_and_wait (s, "alloc_shared", error);
   shm_unlink_name (&name);
