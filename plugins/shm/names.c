@@ -31,11 +31,12 @@ shm_process_ended (int pid)
 static GMutex registry_lock;
 static GPtrArray *linked; /* names this process made or opened, not yet unlinked */
 static GPtrArray *open_shms; /* communicators whose line says RANK_RUNNING */
+static pid_t owner;          /* the process they are of: a forked child's exit is not its */
 
 static void
 at_exit (void)
 {
-  if (!g_mutex_trylock (&registry_lock)) /* another thread is in there: never hang at exit */
+  if (getpid () != owner || !g_mutex_trylock (&registry_lock)) /* never hang at exit */
     return;
   for (guint i = 0; i < linked->len; i++)
     shm_unlink (linked->pdata[i]);
@@ -55,6 +56,7 @@ registry_init (void)
     {
       linked = g_ptr_array_new_with_free_func (g_free);
       open_shms = g_ptr_array_new ();
+      owner = getpid ();
       atexit (at_exit);
     }
 }
