@@ -496,6 +496,20 @@ run_rank (char **argv)
           return 1;
         }
     }
+  else if (strcmp (scenario, "failed-first") == 0)
+    {
+      /* rank 2 ends; rank 0 fails to receive from it and ends; rank 1 then receives
+       * from rank 0 */
+      g_autoptr (GError) error = NULL;
+      char byte;
+      if (rank == 2)
+        _exit (0);
+      if (rank == 1)
+        wait_rank0_ended (store, rank);
+      CHECK (!ks_comm_recv (comm, &byte, 1, rank == 0 ? 2 : 0, 3, &error), "received a byte");
+      g_printerr ("rank %d: %s\n", rank, error->message);
+      return 1;
+    }
   else if (strcmp (scenario, "kill-root") == 0)
     OK (ks_comm_barrier (comm, ERR)); /* fails, naming rank 0, if connect did not */
   else if (strcmp (scenario, "big") == 0)
@@ -657,6 +671,25 @@ test_dead_rank_late (void)
   g_assert_nonnull (strstr (one, ") is gone"));
 }
 
+/* A rank waiting for one that failed (because a third died) and ended since quotes its
+ * failure: the first cause, not "rank 0 is gone". */
+static void
+test_failed_first (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("failed-first", 3, 20000, status);
+  const char *line = strstr (err, "rank 1: ");
+
+  g_test_message ("%s", err);
+  g_assert_nonnull (line);
+  g_autofree char *one = g_strndup (line, strcspn (line, "\n"));
+  g_assert_nonnull (strstr (one, "receive of 1 bytes with tag 3 from rank 0 on rank 1 of 3: "
+                                 "rank 0 (process "));
+  g_assert_nonnull (strstr (one, ") failed first and ended: shm: receive of 1 bytes with tag 3 "
+                                 "from rank 2 on rank 0 of 3: rank 2 (process "));
+  g_assert_nonnull (strstr (one, ") is gone"));
+}
+
 /* A non-zero rank killed while rank 0's segment has a name (before it mapped it): rank
  * 0 fails its connect, and nothing of the job is left in /dev/shm (run_job checks). */
 static void
@@ -777,6 +810,7 @@ main (int argc, char **argv)
   g_test_add_func ("/shm/dead-sender", test_dead_sender);
   g_test_add_func ("/shm/dead-rank", test_dead_rank);
   g_test_add_func ("/shm/dead-rank-late", test_dead_rank_late);
+  g_test_add_func ("/shm/failed-first", test_failed_first);
   g_test_add_func ("/shm/kill-unmapped", test_kill_unmapped);
   g_test_add_data_func ("/shm/kill-root-2", GINT_TO_POINTER (2), test_kill_root);
   g_test_add_data_func ("/shm/kill-root-3", GINT_TO_POINTER (3), test_kill_root);
