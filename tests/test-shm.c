@@ -3,8 +3,8 @@
  * N DIR TIMEOUT_MS`); a rank checks its results against values computed here and exits
  * non-zero with a message on stderr when one is wrong. No case leaves a segment in
  * /dev/shm. */
-#define _GNU_SOURCE /* unshare */
 #include "testutil.h"
+#include "shm-faults.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -12,8 +12,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sched.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -354,97 +352,6 @@ scenario_hier (KsRegistry *registry, KsConfig *config, KsStore *store, int rank,
   OK (ks_comm_barrier (comm, ERR));
 }
 
-/* Whether process `pid` has ended: gone, or a zombie not reaped yet. */
-static gboolean
-process_ended (int pid)
-{
-  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", pid);
-  g_autofree char *stat = NULL;
-  const char *state;
-
-  if (kill (pid, 0) != 0)
-    return errno == ESRCH;
-  if (!g_file_get_contents (path, &stat, NULL, NULL))
-    return TRUE;
-  state = strrchr (stat, ')');
-  return state != NULL && (state[2] == 'Z' || state[2] == 'X');
-}
-
-/* Rank 0's process id, from the store (rank 0 puts it there before it connects). */
-static int
-rank0_pid (KsStore *store, int rank)
-{
-  g_autofree char *pid = NULL;
-  gsize len;
-  OK (ks_store_get (store, "test/pid0", 60000, (void **) &pid, &len, ERR));
-  return atoi (pid);
-}
-
-/* Waits (a minute at most) until rank 0's process has ended. */
-static void
-wait_rank0_ended (KsStore *store, int rank)
-{
-  int pid = rank0_pid (store, rank);
-  for (int i = 0; i < 600 && !process_ended (pid); i++)
-    g_usleep (100000);
-  CHECK (process_ended (pid), "rank 0 (process %d) still runs after a minute", pid);
-}
-
-/* Before connecting: the scenarios that kill a rank while rank 0's segment has a name
- * (published in the store, not yet mapped by every rank). */
-static void
-before_connect (KsStore *store, const char *scenario, int rank)
-{
-  g_autofree void *name = NULL;
-  gsize len;
-
-  if (rank == 0)
-    {
-      g_autofree char *pid = g_strdup_printf ("%d", (int) getpid ());
-      OK (ks_store_set (store, "test/pid0", pid, strlen (pid) + 1, ERR));
-      return;
-    }
-  if (strcmp (scenario, "kill-unmapped") != 0 && strcmp (scenario, "kill-root") != 0)
-    return;
-  OK (ks_store_get (store, "ks/shm/segment", 60000, &name, &len, ERR));
-  if (strcmp (scenario, "kill-unmapped") == 0)
-    kill (getpid (), SIGKILL); /* before mapping it */
-  else
-    {
-      kill (rank0_pid (store, rank), SIGKILL);
-      wait_rank0_ended (store, rank);
-    }
-}
-
-/* rank0-full: rank 0 sees a /dev/shm of 64 KiB (a tmpfs in a mount namespace of its own;
- * exit 77 where this process may not make one), fails to connect and ends; rank 1 opens
- * the store only then. Rank 0's process id is in DIR/pid0. */
-static void
-rank0_full (const char *dir, int rank)
-{
-  g_autofree char *file = g_build_filename (dir, "pid0", NULL);
-  g_autofree char *pid = NULL;
-
-  if (rank == 0)
-    {
-      if (unshare (CLONE_NEWNS) != 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0
-          || mount ("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
-        {
-          g_printerr ("rank 0: cannot make a small /dev/shm: %s\n", g_strerror (errno));
-          exit (77);
-        }
-      pid = g_strdup_printf ("%d", (int) getpid ());
-      g_assert_true (g_file_set_contents (file, pid, -1, NULL));
-      return;
-    }
-  for (int i = 0; i < 600 && !g_file_get_contents (file, &pid, NULL, NULL); i++)
-    g_usleep (100000);
-  CHECK (pid != NULL, "rank 0 did not start within a minute");
-  for (int i = 0; i < 600 && !process_ended (atoi (pid)); i++)
-    g_usleep (100000);
-  CHECK (process_ended (atoi (pid)), "rank 0 still runs after a minute");
-}
-
 static int
 run_rank (char **argv)
 {
@@ -460,7 +367,7 @@ run_rank (char **argv)
   g_autoptr (KsComm) comm = NULL;
 
   if (strcmp (scenario, "rank0-full") == 0)
-    rank0_full (argv[5], rank);
+    shm_faults_rank0_full (argv[5], rank);
   OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
   /* the same token on every rank, as ksdist launch gives */
   OK (ks_store_open (store, argv[5], "job", "test-token", ERR));
@@ -469,7 +376,7 @@ run_rank (char **argv)
       scenario_hier (registry, config, store, rank, n, timeout_ms);
       return 0;
     }
-  before_connect (store, scenario, rank);
+  shm_faults_before_connect (store, scenario, rank);
   OK ((comm = ks_comm_new (registry, config, "shm", ERR)) != NULL);
   OK (ks_comm_connect (comm, store, rank, n, timeout_ms, ERR));
   CHECK (ks_comm_rank (comm) == rank && ks_comm_size (comm) == n, "wrong rank or size");
@@ -505,7 +412,7 @@ run_rank (char **argv)
       if (rank == 2)
         _exit (0);
       if (rank == 1)
-        wait_rank0_ended (store, rank);
+        shm_faults_wait_rank0_ended (store, rank);
       CHECK (!ks_comm_recv (comm, &byte, 1, rank == 0 ? 2 : 0, 3, &error), "received a byte");
       g_printerr ("rank %d: %s\n", rank, error->message);
       return 1;
@@ -528,7 +435,7 @@ run_rank (char **argv)
           g_autoptr (GError) error = NULL;
           if (i == 1 && rank == 1 && strcmp (scenario, "die-late") == 0)
             {
-              wait_rank0_ended (store, rank);
+              shm_faults_wait_rank0_ended (store, rank);
               start = g_get_monotonic_time ();
             }
           if (i == 1 && rank == n - 1)
