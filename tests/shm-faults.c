@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CHECK(cond, ...) KS_RANK_CHECK ("rank", rank, cond, __VA_ARGS__)
@@ -64,10 +65,20 @@ shm_faults_before_connect (KsStore *store, const char *scenario, int rank)
       OK (ks_store_set (store, "test/pid0", pid, strlen (pid) + 1, ERR));
       return;
     }
-  if (strcmp (scenario, "kill-unmapped") != 0 && strcmp (scenario, "kill-root") != 0)
+  if (strcmp (scenario, "kill-unmapped") != 0 && strcmp (scenario, "kill-connecting") != 0
+      && strcmp (scenario, "kill-root") != 0)
     return;
   OK (ks_store_get (store, "ks/shm/segment", 60000, &name, &len, ERR));
-  if (strcmp (scenario, "kill-unmapped") == 0)
+  if (strcmp (scenario, "kill-connecting") == 0)
+    {
+      /* as connect does first: its process id for rank 0 */
+      struct stat ns;
+      CHECK (stat ("/proc/self/ns/pid", &ns) == 0, "no /proc/self/ns/pid");
+      g_autofree char *pid = g_strdup_printf ("%d %" G_GINT64_MODIFIER "x", (int) getpid (),
+                                              (guint64) ns.st_ino);
+      OK (ks_store_set (store, "ks/shm/pid/1", pid, strlen (pid) + 1, ERR));
+    }
+  if (strcmp (scenario, "kill-root") != 0)
     kill (getpid (), SIGKILL); /* before mapping it */
   else
     {

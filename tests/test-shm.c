@@ -597,8 +597,8 @@ test_failed_first (void)
   g_assert_nonnull (strstr (one, ") is gone"));
 }
 
-/* A non-zero rank killed while rank 0's segment has a name (before it mapped it): rank
- * 0 fails its connect, and nothing of the job is left in /dev/shm (run_job checks). */
+/* A non-zero rank killed while rank 0's segment has a name, before its connect: rank 0
+ * fails its connect, and nothing of the job is left in /dev/shm (run_job checks). */
 static void
 test_kill_unmapped (void)
 {
@@ -609,6 +609,21 @@ test_kill_unmapped (void)
   g_assert_true (WIFSIGNALED (status[1]) && WTERMSIG (status[1]) == SIGKILL);
   g_assert_false (g_spawn_check_wait_status (status[0], NULL));
   g_assert_nonnull (strstr (err, "connect on rank 0 of 2: rank 1 did not arrive within 1500 ms"));
+}
+
+/* The same, but rank 1 dies inside its connect (its process id is in the store): rank 0
+ * names it at once, not at the 20 s timeout; nothing is left in /dev/shm. */
+static void
+test_kill_connecting (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("kill-connecting", 2, 20000, status);
+
+  g_test_message ("%s", err);
+  g_assert_true (WIFSIGNALED (status[1]) && WTERMSIG (status[1]) == SIGKILL);
+  g_assert_false (g_spawn_check_wait_status (status[0], NULL));
+  g_assert_nonnull (strstr (err, "connect on rank 0 of 2: rank 1 (process "));
+  g_assert_nonnull (strstr (err, ") is gone: it ended before it mapped the segment"));
 }
 
 /* Rank 0 killed while its segment has a name (no code of it runs): the others name it
@@ -719,6 +734,7 @@ main (int argc, char **argv)
   g_test_add_func ("/shm/dead-rank-late", test_dead_rank_late);
   g_test_add_func ("/shm/failed-first", test_failed_first);
   g_test_add_func ("/shm/kill-unmapped", test_kill_unmapped);
+  g_test_add_func ("/shm/kill-connecting", test_kill_connecting);
   g_test_add_data_func ("/shm/kill-root-2", GINT_TO_POINTER (2), test_kill_root);
   g_test_add_data_func ("/shm/kill-root-3", GINT_TO_POINTER (3), test_kill_root);
   g_test_add_func ("/shm/stale-segment", test_stale_segment);

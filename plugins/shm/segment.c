@@ -512,6 +512,60 @@ allow_peer_reads (void)
     prctl (PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 }
 
+/* Rank 0, until every rank has mapped the segment: a rank whose process ended before it
+ * did (it put its process id in the store first) is named at once, not at the timeout. */
+static gboolean
+wait_mapped (Shm *s, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) s->timeout_ms * 1000;
+  g_autofree int *pids = g_new0 (int, s->size); /* 0: not known yet; -1: not of ours */
+
+  while (atomic_load (&s->h->mapped) < s->size)
+    {
+      gint64 left = deadline - g_get_monotonic_time ();
+      if (left <= 0)
+        {
+          g_autoptr (GString) late = g_string_new (NULL);
+          for (int r = 1; r < s->size; r++)
+            if (atomic_load (&s->h->ranks[r].pid) == 0)
+              g_string_append_printf (late, "%s%d", late->len ? ", " : "", r);
+          return shm_fail (error, KS_COMM_ERROR_TIMEOUT, "connect on rank 0 of %d: rank %s did "
+                           "not arrive within %d ms", s->size, late->str, s->timeout_ms);
+        }
+      for (int r = 1; r < s->size; r++)
+        {
+          g_autofree char *key = g_strdup_printf ("%s/pid/%d", s->prefix, r);
+          g_autofree char *value = NULL;
+          gsize len;
+          guint64 ns = 0;
+          if (atomic_load (&s->h->ranks[r].pid) != 0)
+            continue; /* mapped: the waits after connect watch it */
+          if (pids[r] == 0
+              && s->store_ops->get (s->store, key, 1, (void **) &value, &len, NULL))
+            {
+              value = g_realloc (value, len + 1);
+              value[len] = '\0';
+              if (sscanf (value, "%d %" G_GINT64_MODIFIER "x", &pids[r], &ns) != 2
+                  || ns != s->pid_ns || pids[r] <= 0)
+                pids[r] = -1;
+            }
+          if (pids[r] > 0 && atomic_load (&s->h->ranks[r].pid) == 0
+              && shm_process_ended (pids[r]))
+            return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "connect on rank 0 of %d: rank %d "
+                             "(process %d) is gone: it ended before it mapped the segment",
+                             s->size, r, pids[r]);
+        }
+      unsigned seen = atomic_load (&s->h->wake);
+      gint64 nap = MIN (left, SLEEP_MS * 1000);
+      struct timespec ts = { nap / 1000000, (nap % 1000000) * 1000 };
+      atomic_fetch_add (&s->h->sleepers, 1);
+      if (atomic_load (&s->h->mapped) < s->size)
+        futex (&s->h->wake, FUTEX_WAIT, seen, &ts);
+      atomic_fetch_sub (&s->h->sleepers, 1);
+    }
+  return TRUE;
+}
+
 /* Joins the group whose store keys start with s->prefix as `rank` of `size`. */
 static gboolean
 join (Shm *s, int rank, int size, int timeout_ms, GError **error)
@@ -530,6 +584,12 @@ join (Shm *s, int rank, int size, int timeout_ms, GError **error)
   s->timeout_ms = timeout_ms;
   s->yield = g_get_num_processors () < (guint) size;
   s->map_len = header_bytes (size) + inbox_bytes (size) + 2 * (size + 1) * s->chunk;
+  /* this rank's process, for rank 0 to notice its end before it maps the segment */
+  g_autofree char *pid_key = g_strdup_printf ("%s/pid/%d", s->prefix, rank);
+  g_autofree char *pid = g_strdup_printf ("%d %" G_GINT64_MODIFIER "x", (int) getpid (),
+                                          s->pid_ns);
+  if (rank > 0 && !ops->set (s->store, pid_key, pid, strlen (pid) + 1, error))
+    return FALSE;
   /* every rank on rank 0's host, or this one says where it is */
   if ((rank == 0 && !ops->set (s->store, host_key, host, strlen (host) + 1, error))
       || (rank > 0 && !wait_key (s, host_key, (void **) &first, &len, error)))
@@ -570,12 +630,13 @@ join (Shm *s, int rank, int size, int timeout_ms, GError **error)
   /* the last rank to map it unlinks the name: nothing is left behind after a crash */
   if (atomic_fetch_add (&s->h->mapped, 1) + 1 == size)
     shm_unlink_name (&s->name);
+  shm_wake (s);
   if (rank == 0 && s->name != NULL && !publish (s, key, s->name, error))
     {
       shm_unlink_name (&s->name);
       return FALSE;
     }
-  gboolean ok = shm_arrive_and_wait (s, "connect", error);
+  gboolean ok = (rank > 0 || wait_mapped (s, error)) && shm_arrive_and_wait (s, "connect", error);
   /* every rank has it (it is unlinked), or connect failed: unlink it now, whoever is gone */
   shm_unlink_name (&s->name);
   return ok;
