@@ -182,6 +182,7 @@ TESTS += tests/test-comm
 
 # The shared-memory communicator, one process per rank.
 check_PROGRAMS += tests/test-shm
+tests_test_shm_SOURCES = tests/test-shm.c tests/shm-faults.c tests/shm-faults.h
 tests_test_shm_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-shm
 

@@ -4,10 +4,15 @@
  * non-zero with a message on stderr when one is wrong. No case leaves a segment in
  * /dev/shm. */
 #include "testutil.h"
+#include "shm-faults.h"
 
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -361,13 +366,17 @@ run_rank (char **argv)
   g_autoptr (KsStore) store = NULL;
   g_autoptr (KsComm) comm = NULL;
 
+  if (strcmp (scenario, "rank0-full") == 0)
+    shm_faults_rank0_full (argv[5], rank);
   OK ((store = ks_store_new (registry, config, "file", ERR)) != NULL);
-  OK (ks_store_open (store, argv[5], "job", NULL, ERR));
+  /* the same token on every rank, as ksdist launch gives */
+  OK (ks_store_open (store, argv[5], "job", "test-token", ERR));
   if (strcmp (scenario, "hier") == 0)
     {
       scenario_hier (registry, config, store, rank, n, timeout_ms);
       return 0;
     }
+  shm_faults_before_connect (store, scenario, rank);
   OK ((comm = ks_comm_new (registry, config, "shm", ERR)) != NULL);
   OK (ks_comm_connect (comm, store, rank, n, timeout_ms, ERR));
   CHECK (ks_comm_rank (comm) == rank && ks_comm_size (comm) == n, "wrong rank or size");
@@ -394,18 +403,41 @@ run_rank (char **argv)
           return 1;
         }
     }
+  else if (strcmp (scenario, "failed-first") == 0)
+    {
+      /* rank 2 ends; rank 0 fails to receive from it and ends; rank 1 then receives
+       * from rank 0 */
+      g_autoptr (GError) error = NULL;
+      char byte;
+      if (rank == 2)
+        _exit (0);
+      if (rank == 1)
+        shm_faults_wait_rank0_ended (store, rank);
+      CHECK (!ks_comm_recv (comm, &byte, 1, rank == 0 ? 2 : 0, 3, &error), "received a byte");
+      g_printerr ("rank %d: %s\n", rank, error->message);
+      return 1;
+    }
+  else if (strcmp (scenario, "kill-root") == 0)
+    OK (ks_comm_barrier (comm, ERR)); /* fails, naming rank 0, if connect did not */
   else if (strcmp (scenario, "big") == 0)
     ks_test_check_allreduce (comm, rank, n, KS_DTYPE_FLOAT32, KS_REDUCE_SUM, 16 << 20,
                              1e-6); /* 64 MiB */
-  else if (strcmp (scenario, "die") == 0 || strcmp (scenario, "stall") == 0)
+  else if (strcmp (scenario, "die") == 0 || strcmp (scenario, "stall") == 0
+           || strcmp (scenario, "die-late") == 0)
     {
       /* the last rank dies (or stalls for 4 timeouts) after the first allreduce; the
-       * others say how long their second took to fail, and why */
+       * others say how long their second took to fail, and why (die-late: rank 1 starts
+       * its second once rank 0 has failed and ended) */
       for (int i = 0; i < 2; i++)
         {
           float x[1000] = { 0 };
           gint64 start = g_get_monotonic_time ();
           g_autoptr (GError) error = NULL;
+          if (i == 1 && rank == 1 && strcmp (scenario, "die-late") == 0)
+            {
+              shm_faults_wait_rank0_ended (store, rank);
+              start = g_get_monotonic_time ();
+            }
           if (i == 1 && rank == n - 1)
             {
               if (strcmp (scenario, "stall") == 0)
@@ -505,7 +537,7 @@ static void
 test_dead_rank (void)
 {
   int status[8];
-  g_autofree char *err = run_job ("die", 3, 2000, status);
+  g_autofree char *err = run_job ("die", 3, 5000, status);
 
   g_test_message ("%s", err);
   g_assert_true (g_spawn_check_wait_status (status[2], NULL));
@@ -519,11 +551,145 @@ test_dead_rank (void)
                                       "it): shm: allreduce on rank"));
       g_assert_nonnull (strstr (line, ": rank 2 (process "));
       g_assert_nonnull (strstr (line, ") is gone"));
-      /* before the 2 s timeout (waiting for it and then 1.5 timeouts for the dead one's
-       * report would take 5 s): it is known to be gone. It takes about 10 ms alone; the
+      /* before the 5 s timeout (waiting for it and then 1.5 timeouts for the dead one's
+       * report would take 12.5 s): it is known to be gone. It takes about 10 ms alone; the
        * margin is for loaded machines and sanitizers (1.2 s seen under ASan and load). */
-      g_assert_cmpint (atoi (line + strlen (want)), <, 2000);
+      g_assert_cmpint (atoi (line + strlen (want)), <, 5000);
     }
+}
+
+/* The first cause, even when a rank that failed because of it has ended since: rank 0
+ * fails (rank 2 died) and ends before rank 1 starts the same allreduce; rank 1 names
+ * rank 2, not "rank 0, 2" (rank 0 reported the failure before it ended). */
+static void
+test_dead_rank_late (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("die-late", 3, 2000, status);
+  const char *line = strstr (err, "rank 1: failed after ");
+
+  g_test_message ("%s", err);
+  g_assert_false (g_spawn_check_wait_status (status[0], NULL));
+  g_assert_false (g_spawn_check_wait_status (status[1], NULL));
+  g_assert_nonnull (line);
+  g_autofree char *one = g_strndup (line, strcspn (line, "\n"));
+  g_assert_nonnull (strstr (one, "rank 2 ended before allreduce #2 (the others reached it): "
+                                 "shm: allreduce on rank 1 of 3: rank 2 (process "));
+  g_assert_nonnull (strstr (one, ") is gone"));
+}
+
+/* A rank waiting for one that failed (because a third died) and ended since quotes its
+ * failure: the first cause, not "rank 0 is gone". */
+static void
+test_failed_first (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("failed-first", 3, 20000, status);
+  const char *line = strstr (err, "rank 1: ");
+
+  g_test_message ("%s", err);
+  g_assert_nonnull (line);
+  g_autofree char *one = g_strndup (line, strcspn (line, "\n"));
+  g_assert_nonnull (strstr (one, "receive of 1 bytes with tag 3 from rank 0 on rank 1 of 3: "
+                                 "rank 0 (process "));
+  g_assert_nonnull (strstr (one, ") failed first and ended: shm: receive of 1 bytes with tag 3 "
+                                 "from rank 2 on rank 0 of 3: rank 2 (process "));
+  g_assert_nonnull (strstr (one, ") is gone"));
+}
+
+/* A non-zero rank killed while rank 0's segment has a name, before its connect: rank 0
+ * fails its connect, and nothing of the job is left in /dev/shm (run_job checks). */
+static void
+test_kill_unmapped (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("kill-unmapped", 2, 1500, status);
+
+  g_test_message ("%s", err);
+  g_assert_true (WIFSIGNALED (status[1]) && WTERMSIG (status[1]) == SIGKILL);
+  g_assert_false (g_spawn_check_wait_status (status[0], NULL));
+  g_assert_nonnull (strstr (err, "connect on rank 0 of 2: rank 1 did not arrive within 1500 ms"));
+}
+
+/* The same, but rank 1 dies inside its connect (its process id is in the store): rank 0
+ * names it at once, not at the 20 s timeout; nothing is left in /dev/shm. */
+static void
+test_kill_connecting (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("kill-connecting", 2, 20000, status);
+
+  g_test_message ("%s", err);
+  g_assert_true (WIFSIGNALED (status[1]) && WTERMSIG (status[1]) == SIGKILL);
+  g_assert_false (g_spawn_check_wait_status (status[0], NULL));
+  g_assert_nonnull (strstr (err, "connect on rank 0 of 2: rank 1 (process "));
+  g_assert_nonnull (strstr (err, ") is gone: it ended before it mapped the segment"));
+}
+
+/* Rank 0 killed while its segment has a name (no code of it runs): the others name it
+ * and remove the name; nothing is left in /dev/shm. */
+static void
+test_kill_root (gconstpointer data)
+{
+  int status[8], n = GPOINTER_TO_INT (data);
+  g_autofree char *err = run_job ("kill-root", n, 20000, status);
+
+  g_test_message ("%s", err);
+  g_assert_true (WIFSIGNALED (status[0]) && WTERMSIG (status[0]) == SIGKILL);
+  for (int r = 1; r < n; r++)
+    g_assert_false (g_spawn_check_wait_status (status[r], NULL));
+  g_assert_nonnull (strstr (err, "rank 1: "));
+  g_assert_nonnull (strstr (err, ": rank 0 (process "));
+  g_assert_nonnull (strstr (err, ") is gone"));
+}
+
+/* A name left by a job killed whole (its creator ended, no code ran) is removed by the
+ * next job; a name whose creator lives stays. */
+static void
+test_stale_segment (void)
+{
+  struct stat ns;
+  pid_t dead = fork ();
+  if (dead == 0)
+    _exit (0);
+  g_assert_cmpint (waitpid (dead, NULL, 0), ==, dead);
+  g_assert_cmpint (stat ("/proc/self/ns/pid", &ns), ==, 0);
+  g_autofree char *stale = g_strdup_printf ("/dev/shm/ksdist-%d-%" G_GINT64_MODIFIER
+                                            "x-0badcafe", (int) dead, (guint64) ns.st_ino);
+  g_autofree char *live = g_strdup_printf ("/dev/shm/ksdist-%d-%" G_GINT64_MODIFIER
+                                           "x-0badcafe", (int) getpid (), (guint64) ns.st_ino);
+  g_assert_true (g_file_set_contents (stale, "x", 1, NULL));
+  g_assert_true (g_file_set_contents (live, "x", 1, NULL));
+  assert_job_ok ("connect", 2);
+  g_assert_false (g_file_test (stale, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (live, G_FILE_TEST_EXISTS));
+  g_unlink (stale);
+  g_unlink (live);
+}
+
+/* Rank 0 fails early (its /dev/shm is full) and ends before rank 1 opens the store: rank
+ * 1 keeps this run's records (not "an earlier job's") and names rank 0's failure at once,
+ * not a key rank 0 never wrote. */
+static void
+test_rank0_failed (void)
+{
+  int status[8];
+  g_autofree char *err = run_job ("rank0-full", 2, 20000, status);
+  const char *line = strstr (err, "rank 1: ");
+
+  g_test_message ("%s", err);
+  if (WIFEXITED (status[0]) && WEXITSTATUS (status[0]) == 77)
+    {
+      g_test_skip ("this process may not mount a tmpfs in a mount namespace of its own");
+      return;
+    }
+  g_assert_false (g_spawn_check_wait_status (status[0], NULL));
+  g_assert_false (g_spawn_check_wait_status (status[1], NULL));
+  g_assert_nonnull (line);
+  g_autofree char *one = g_strndup (line, strcspn (line, "\n"));
+  g_assert_nonnull (strstr (one, "waiting for ks/shm/segment in the store: rank 0 failed: "));
+  g_assert_nonnull (strstr (one, "No space left on device (make /dev/shm larger"));
+  g_assert_null (strstr (err, "earlier job"));
 }
 
 /* A stalled rank (alive, not answering): the others name it after their timeout. */
@@ -565,6 +731,14 @@ main (int argc, char **argv)
     g_test_add_data_func (jobs[i].path, &jobs[i], test_job);
   g_test_add_func ("/shm/dead-sender", test_dead_sender);
   g_test_add_func ("/shm/dead-rank", test_dead_rank);
+  g_test_add_func ("/shm/dead-rank-late", test_dead_rank_late);
+  g_test_add_func ("/shm/failed-first", test_failed_first);
+  g_test_add_func ("/shm/kill-unmapped", test_kill_unmapped);
+  g_test_add_func ("/shm/kill-connecting", test_kill_connecting);
+  g_test_add_data_func ("/shm/kill-root-2", GINT_TO_POINTER (2), test_kill_root);
+  g_test_add_data_func ("/shm/kill-root-3", GINT_TO_POINTER (3), test_kill_root);
+  g_test_add_func ("/shm/stale-segment", test_stale_segment);
+  g_test_add_func ("/shm/rank0-failed", test_rank0_failed);
   g_test_add_func ("/shm/stalled-rank", test_stalled_rank);
   return g_test_run ();
 }

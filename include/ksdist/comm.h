@@ -111,6 +111,16 @@ gboolean ks_store_set (KsStore *store, const char *key, const void *data, gsize 
                        GError **error);
 gboolean ks_store_get (KsStore *store, const char *key, int timeout_ms, void **data,
                        gsize *len, GError **error);
+/* A process that fails while its peers may wait for it says so under this key (the
+ * first failure of the job stays), and a wait for another key that finds it fails at
+ * once with that message: peers name the failed rank, not the key it never wrote. */
+#define KS_STORE_FAILURE_KEY "ks/failure"
+void ks_store_report_failure (KsStore *store, const char *who, const char *message);
+/* The failure a process of the job reported ("rank 0 failed: ..."), or NULL; g_free it. */
+char *ks_store_failure (KsStore *store);
+/* For a wait in slices: a timeout's "... within LAST ms" (the last slice's) becomes the
+ * whole wait's TIMEOUT ms. */
+void ks_store_whole_timeout (GError *error, int last_ms, int timeout_ms);
 /* Waits for every key; on timeout the error lists the keys still missing. */
 gboolean ks_store_wait (KsStore *store, const char *const *keys, int timeout_ms, GError **error);
 gboolean ks_store_add (KsStore *store, const char *key, gint64 delta, gint64 *result,

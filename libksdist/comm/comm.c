@@ -44,11 +44,81 @@ ks_store_set (KsStore *store, const char *key, const void *data, gsize len, GErr
   return STORE_OPS (store)->set (CTX (store), key, data, len, error);
 }
 
+void
+ks_store_report_failure (KsStore *store, const char *who, const char *message)
+{
+  g_autofree char *first = ks_store_failure (store);
+  g_autofree char *text = g_strdup_printf ("%s failed: %s", who, message);
+  if (first == NULL) /* two at once: either one is a first cause */
+    STORE_OPS (store)->set (CTX (store), KS_STORE_FAILURE_KEY, text, strlen (text) + 1, NULL);
+}
+
+char *
+ks_store_failure (KsStore *store)
+{
+  void *data = NULL;
+  gsize len;
+  if (!STORE_OPS (store)->get (CTX (store), KS_STORE_FAILURE_KEY, 1, &data, &len, NULL))
+    return NULL;
+  char *text = g_strndup (data, len); /* whatever a peer wrote, a string */
+  g_free (data);
+  return text;
+}
+
+#define FAILURE_LOOK_MS 500 /* how often a long wait looks for a peer's failure */
+
+/* A store's "... within LAST ms" of the wait's last slice says the whole wait's. */
+void
+ks_store_whole_timeout (GError *error, int last_ms, int timeout_ms)
+{
+  g_autofree char *tail = g_strdup_printf (" within %d ms", last_ms);
+  if (error == NULL || !g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT)
+      || !g_str_has_suffix (error->message, tail))
+    return;
+  char *whole = g_strdup_printf ("%.*s within %d ms",
+                                 (int) (strlen (error->message) - strlen (tail)),
+                                 error->message, timeout_ms);
+  g_free (error->message);
+  error->message = whole;
+}
+
 gboolean
 ks_store_get (KsStore *store, const char *key, int timeout_ms, void **data, gsize *len,
               GError **error)
 {
-  return STORE_OPS (store)->get (CTX (store), key, timeout_ms, data, len, error);
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  for (;;)
+    {
+      int left = MAX (0, (int) ((deadline - g_get_monotonic_time ()) / 1000));
+      /* torch's c10d store leaves a waiter behind each wait that times out, and this
+       * client connects anew after one: no slices there */
+      if (strcmp (key, KS_STORE_FAILURE_KEY) == 0
+          || strcmp (ks_store_name (store), "c10d") == 0)
+        return STORE_OPS (store)->get (CTX (store), key, timeout_ms, data, len, error);
+      if (left <= FAILURE_LOOK_MS)
+        {
+          if (STORE_OPS (store)->get (CTX (store), key, left, data, len, error))
+            return TRUE;
+          ks_store_whole_timeout (error != NULL ? *error : NULL, left, timeout_ms);
+          return FALSE;
+        }
+      GError *slice = NULL;
+      if (STORE_OPS (store)->get (CTX (store), key, FAILURE_LOOK_MS, data, len, &slice))
+        return TRUE;
+      if (!g_error_matches (slice, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
+        {
+          g_propagate_error (error, slice); /* not a wait: the store's own failure */
+          return FALSE;
+        }
+      g_error_free (slice);
+      g_autofree char *failed = ks_store_failure (store);
+      if (failed != NULL)
+        {
+          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST, "waiting for %s in the "
+                       "store: %s", key, failed);
+          return FALSE;
+        }
+    }
 }
 
 gboolean
@@ -143,7 +213,12 @@ ks_comm_connect (KsComm *comm, KsStore *store, int rank, int size, int timeout_m
     }
   if (!COMM_OPS (comm)->connect (CTX (comm), STORE_OPS (store), CTX (store), rank, size,
                                  timeout_ms, error))
-    return FALSE;
+    {
+      g_autofree char *who = g_strdup_printf ("rank %d", rank);
+      if (error != NULL && *error != NULL)
+        ks_store_report_failure (store, who, (*error)->message);
+      return FALSE;
+    }
   comm->store = store;
   comm->timeout_ms = timeout_ms;
   comm->n_world = size;
@@ -199,9 +274,14 @@ name_missing_ranks (KsComm *comm, const char *op, GError **error)
       g_autofree void *data = NULL;
       gsize len;
       int left = MAX (1, (int) ((deadline - g_get_monotonic_time ()) / 1000));
-      if (r != me && ended[r]) /* it will never say so */
+      if (r == me)
+        continue;
+      /* an ended rank that said it saw the failure failed because of it, and then ended:
+       * not a cause */
+      if (ended[r] && !STORE_OPS (comm->store)->get (CTX (comm->store), key, 1, &data, &len, NULL))
         g_string_append_printf (gone, "%s%d", gone->len > 0 ? ", " : "", comm->world[r]);
-      else if (r != me && !ks_store_get (comm->store, key, left, &data, &len, NULL))
+      else if (!ended[r]
+               && !STORE_OPS (comm->store)->get (CTX (comm->store), key, left, &data, &len, NULL))
         g_string_append_printf (missing, "%s%d", missing->len > 0 ? ", " : "", comm->world[r]);
     }
   if (missing->len > 0)

@@ -4,9 +4,16 @@
  * segment and holds the waiting every operation shares; collectives.c and p2p.c use them.
  *
  * Rank 0 creates the segment (shm_open, a random name given to the others through the
- * store) and unlinks it once every rank has it mapped, so a crash after connect leaves
- * nothing in /dev/shm (one during connect, only if rank 0 itself is killed then). A
+ * store). The name lives as briefly as it can: the last rank to map the segment unlinks
+ * it at once; a rank whose connect fails unlinks the name it knows (rank 0 or not, so a
+ * killed rank 0's name goes with its peers' failure), and so does a process that exits
+ * while it knows one (atexit). A name left by a job killed whole (no code ran) is removed
+ * by the next job's rank 0 when its creator's process has ended (sweep_stale). A
  * sub-group makes a segment of its own the same way, under its own store keys.
+ *
+ * Each rank's line says whether it failed (and why) or closed its communicator, so a
+ * peer that finds its process ended names the rank that died, not one that failed
+ * because of that death and then exited.
  *
  * Arrivals are per-rank counters in the segment. A waiter spins briefly, then sleeps on a
  * futex that every arrival and message bumps, waking every 100 ms to look for ranks whose
@@ -18,6 +25,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -27,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC 0x6b736d32u /* "ksm2" */
+#define MAGIC 0x6b736d33u /* "ksm3" */
 #define SPINS 4000       /* checks before sleeping: a round trip on one host is microseconds,
                           * unless a spinning rank holds the core a late one needs */
 #define SLEEP_MS 100     /* the longest sleep between looks at the peers' processes */
@@ -76,6 +84,17 @@ shm_fail (GError **error, int code, const char *format, ...)
   va_end (args);
   g_set_error (error, KS_COMM_ERROR, code, "shm: %s", message);
   return FALSE;
+}
+
+/* This rank's first failure, for peers that find its process ended later. */
+static void
+record_failure (Shm *s, const char *reason)
+{
+  RankLine *line = &s->h->ranks[s->rank];
+  if (atomic_load (&line->state) != RANK_RUNNING)
+    return;
+  g_strlcpy (line->reason, reason, sizeof line->reason);
+  atomic_store_explicit (&line->state, RANK_FAILED, memory_order_release);
 }
 
 /* ---- waiting ---- */
@@ -129,22 +148,6 @@ late_ranks (Shm *s, int peer, guint64 target)
   return late != NULL ? g_string_free (late, FALSE) : NULL;
 }
 
-/* Whether process `pid` has ended: gone, or a zombie its parent has not reaped yet. */
-static gboolean
-process_ended (int pid)
-{
-  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", pid);
-  g_autofree char *stat = NULL;
-  const char *state;
-
-  if (kill (pid, 0) != 0)
-    return errno == ESRCH;
-  if (!g_file_get_contents (path, &stat, NULL, NULL))
-    return FALSE;
-  state = strrchr (stat, ')'); /* the name in parentheses may hold anything */
-  return state != NULL && (state[2] == 'Z' || state[2] == 'X');
-}
-
 /* Whether rank r's process has ended (one in our pid namespace: a pid means something
  * only there). */
 static gboolean
@@ -152,17 +155,53 @@ rank_ended (Shm *s, int r)
 {
   RankLine *line = &s->h->ranks[r];
   int pid = atomic_load (&line->pid);
-  return pid > 0 && line->pid_ns == s->pid_ns && process_ended (pid);
+  return pid > 0 && line->pid_ns == s->pid_ns && shm_process_ended (pid);
 }
 
-/* An awaited rank whose process has ended, or -1. */
+/* An awaited rank whose process has ended, or -1: first one that died (its line still
+ * says running), then one that closed its communicator, then one that failed (because of
+ * another, most likely: its reason says which). */
 static int
 dead_rank (Shm *s, int peer, guint64 target)
 {
+  int found = -1, found_state = -1;
+  static const int rank_of_state[] = { [RANK_RUNNING] = 3, [RANK_CLOSED] = 2,
+                                       [RANK_FAILED] = 1 };
   for (int r = 0; r < s->size; r++)
     if (awaited (s, r, peer, target) && rank_ended (s, r))
-      return r;
-  return -1;
+      {
+        int state = atomic_load_explicit (&s->h->ranks[r].state, memory_order_acquire);
+        if (state < RANK_RUNNING || state > RANK_CLOSED)
+          state = RANK_RUNNING;
+        if (found < 0 || rank_of_state[state] > rank_of_state[found_state])
+          found = r, found_state = state;
+      }
+  return found;
+}
+
+/* Why awaited rank r's process ended, as far as its line says. */
+static gboolean
+fail_ended (Shm *s, int r, const char *what, GError **error)
+{
+  RankLine *line = &s->h->ranks[r];
+  int pid = atomic_load (&line->pid);
+  int state = atomic_load_explicit (&line->state, memory_order_acquire);
+  char reason[sizeof line->reason];
+
+  if (state == RANK_FAILED)
+    {
+      memcpy (reason, line->reason, sizeof reason);
+      reason[sizeof reason - 1] = '\0';
+      return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "%s on rank %d of %d: rank %d (process "
+                       "%d) failed first and ended: %s", what, s->rank, s->size, r, pid,
+                       reason);
+    }
+  if (state == RANK_CLOSED)
+    return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "%s on rank %d of %d: rank %d (process "
+                     "%d) closed the communicator or exited without this operation: every "
+                     "rank must make the same calls", what, s->rank, s->size, r, pid);
+  return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "%s on rank %d of %d: rank %d (process %d) "
+                   "is gone", what, s->rank, s->size, r, pid);
 }
 
 static gboolean
@@ -189,9 +228,7 @@ wait_until (Shm *s, ShmDone done, const void *arg, int peer, guint64 target, con
       if (now >= next_look)
         next_look = now + SLEEP_MS * 1000;
       if (dead >= 0)
-        return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "%s on rank %d of %d: rank %d "
-                         "(process %d) is gone", what, s->rank, s->size, dead,
-                         atomic_load (&s->h->ranks[dead].pid));
+        return fail_ended (s, dead, what, error);
       if (left <= 0)
         {
           g_autofree char *late = late_ranks (s, peer, target);
@@ -214,9 +251,12 @@ gboolean
 shm_wait (Shm *s, ShmDone done, const void *arg, int peer, guint64 target, const char *what,
           const char *verb, GError **error)
 {
-  if (!wait_until (s, done, arg, peer, target, what, verb, error))
-    return s->broken = TRUE, FALSE;
-  return TRUE;
+  GError *local = NULL;
+  if (wait_until (s, done, arg, peer, target, what, verb, &local))
+    return TRUE;
+  record_failure (s, local->message);
+  g_propagate_error (error, local);
+  return s->broken = TRUE, FALSE;
 }
 
 /* After a failure the communicator refuses every operation: a later arrival would pair
@@ -276,8 +316,12 @@ static void
 shm_destroy (void *p)
 {
   Shm *s = p;
-  if (s->name != NULL)
-    shm_unlink (s->name);
+  shm_unlink_name (&s->name);
+  if (s->h != NULL && shm_track (s, FALSE)) /* its line is this rank's: it says so */
+    {
+      int running = RANK_RUNNING;
+      atomic_compare_exchange_strong (&s->h->ranks[s->rank].state, &running, RANK_CLOSED);
+    }
   if (s->base != NULL)
     munmap (s->base, s->map_len);
   for (guint i = 0; i < s->regions->len; i++)
@@ -308,16 +352,19 @@ host_id (void)
 static gboolean
 create_mapping (Shm *s, gsize len, char **name, guint8 **base, GError **error)
 {
+  shm_sweep_stale (s->pid_ns);
   for (int attempt = 0; attempt < 8; attempt++)
     {
       g_free (*name);
-      *name = g_strdup_printf ("/ksdist-%d-%08x", (int) getpid (), g_random_int ());
+      *name = g_strdup_printf ("/ksdist-%d-%" G_GINT64_MODIFIER "x-%08x", (int) getpid (),
+                               s->pid_ns, g_random_int ());
       int fd = shm_open (*name, O_RDWR | O_CREAT | O_EXCL, 0600);
       if (fd < 0 && errno == EEXIST)
         continue;
       if (fd < 0)
         return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot create %s in /dev/shm: %s", *name,
                          g_strerror (errno));
+      shm_remember_name (*name);
       /* allocated now: tmpfs would grant a bigger ftruncate, then kill the process with
        * SIGBUS at the first write past what /dev/shm holds */
       int err = posix_fallocate (fd, 0, len);
@@ -329,15 +376,74 @@ create_mapping (Shm *s, gsize len, char **name, guint8 **base, GError **error)
       if (err != 0 || *base == MAP_FAILED)
         {
           *base = NULL;
-          shm_unlink (*name);
-          return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot allocate or map %s (%"
-                           G_GSIZE_FORMAT " bytes): %s (make /dev/shm larger, lower [shm] "
-                           "chunk_kib, or set [comm] backend = gloo)", *name, len,
-                           g_strerror (errno));
+          shm_fail (error, KS_COMM_ERROR_FAILED, "cannot allocate or map %s (%" G_GSIZE_FORMAT
+                    " bytes): %s (make /dev/shm larger, lower [shm] chunk_kib, or set [comm] "
+                    "backend = gloo)", *name, len, g_strerror (errno));
+          shm_unlink_name (name);
+          return FALSE;
         }
       return TRUE;
     }
   return shm_fail (error, KS_COMM_ERROR_FAILED, "no free name in /dev/shm after 8 tries");
+}
+
+/* Says in the store that this rank failed where the others wait for it (the job's first
+ * failure stays), so that they name it, not the key it never wrote. */
+static void
+report_failure (Shm *s, const GError *error)
+{
+  void *data = NULL;
+  gsize len;
+  if (error == NULL)
+    return;
+  if (s->store_ops->get (s->store, KS_STORE_FAILURE_KEY, 1, &data, &len, NULL))
+    {
+      g_free (data);
+      return;
+    }
+  g_autofree char *group = strcmp (s->prefix, "ks/shm") == 0
+                               ? g_strdup ("")
+                               : g_strdup_printf (" of the group at %s", s->prefix);
+  g_autofree char *text = g_strdup_printf ("rank %d%s failed: %s", s->rank, group,
+                                           error->message);
+  s->store_ops->set (s->store, KS_STORE_FAILURE_KEY, text, strlen (text) + 1, NULL);
+}
+
+/* The store's `key`, within the timeout; a failure a peer reported meanwhile ends the
+ * wait at once, naming it. */
+static gboolean
+wait_key (Shm *s, const char *key, void **data, gsize *len, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) s->timeout_ms * 1000;
+  for (;;)
+    {
+      int left = MAX (0, (int) ((deadline - g_get_monotonic_time ()) / 1000));
+      void *failed = NULL;
+      gsize failed_len;
+      if (left <= 500)
+        {
+          if (s->store_ops->get (s->store, key, left, data, len, error))
+            return TRUE;
+          ks_store_whole_timeout (error != NULL ? *error : NULL, left, s->timeout_ms);
+          return FALSE;
+        }
+      GError *slice = NULL;
+      if (s->store_ops->get (s->store, key, 500, data, len, &slice))
+        return TRUE;
+      if (!g_error_matches (slice, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
+        {
+          g_propagate_error (error, slice); /* not a wait: the store's own failure */
+          return FALSE;
+        }
+      g_error_free (slice);
+      if (s->store_ops->get (s->store, KS_STORE_FAILURE_KEY, 1, &failed, &failed_len, NULL))
+        {
+          g_autofree char *text = g_strndup (failed, failed_len);
+          g_free (failed);
+          return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "rank %d of %d, waiting for %s in "
+                           "the store: %s", s->rank, s->size, key, text);
+        }
+    }
 }
 
 /* Tells the other ranks the segment's name, once it is ready for them. */
@@ -347,23 +453,35 @@ publish (Shm *s, const char *key, const char *name, GError **error)
   return s->store_ops->set (s->store, key, name, strlen (name) + 1, error);
 }
 
-/* The other ranks map rank 0's segment of `len` bytes named under `key`. */
+/* The other ranks map rank 0's segment of `len` bytes named under `key`; *out_name keeps
+ * its name (this rank may be the one to unlink it). */
 static gboolean
-open_mapping (Shm *s, const char *key, gsize len, guint8 **base, GError **error)
+open_mapping (Shm *s, const char *key, gsize len, char **out_name, guint8 **base,
+              GError **error)
 {
   g_autofree char *name = NULL;
   gsize name_len;
   struct stat st;
 
-  if (!s->store_ops->get (s->store, key, s->timeout_ms, (void **) &name, &name_len, error))
+  if (!wait_key (s, key, (void **) &name, &name_len, error))
     return FALSE;
   if (name_len < 2 || name[name_len - 1] != '\0' || name[0] != '/'
-      || strchr (name + 1, '/') != NULL)
+      || strchr (name + 1, '/') != NULL || !g_str_has_prefix (name, "/ksdist-"))
     return shm_fail (error, KS_COMM_ERROR_INVALID, "the store's %s is not a segment's name", key);
-  int fd = shm_open (name, O_RDWR, 0);
+  shm_remember_name (name);
+  *out_name = g_strdup (name);
+  int fd = shm_open (name, O_RDWR, 0), creator = 0;
+  guint64 ns = 0;
+  if (fd < 0 && errno == ENOENT
+      && sscanf (name, "/ksdist-%d-%" G_GINT64_MODIFIER "x-", &creator, &ns) == 2
+      && ns == s->pid_ns && creator > 0 && shm_process_ended (creator))
+    return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "rank %d of %d: rank 0 (process %d) "
+                     "is gone, and its segment %s with it", s->rank, s->size,
+                     creator, name);
   if (fd < 0)
-    return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot open rank 0's segment %s: %s (are all "
-                     "ranks on one host, in one IPC namespace?)", name, g_strerror (errno));
+    return shm_fail (error, KS_COMM_ERROR_FAILED, "cannot open rank 0's segment %s: %s (a rank "
+                     "that failed to connect removes it: see the others' messages; or are "
+                     "the ranks in different IPC namespaces?)", name, g_strerror (errno));
   if (fstat (fd, &st) != 0 || (gsize) st.st_size != len)
     {
       close (fd);
@@ -394,6 +512,60 @@ allow_peer_reads (void)
     prctl (PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 }
 
+/* Rank 0, until every rank has mapped the segment: a rank whose process ended before it
+ * did (it put its process id in the store first) is named at once, not at the timeout. */
+static gboolean
+wait_mapped (Shm *s, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) s->timeout_ms * 1000;
+  g_autofree int *pids = g_new0 (int, s->size); /* 0: not known yet; -1: not of ours */
+
+  while (atomic_load (&s->h->mapped) < s->size)
+    {
+      gint64 left = deadline - g_get_monotonic_time ();
+      if (left <= 0)
+        {
+          g_autoptr (GString) late = g_string_new (NULL);
+          for (int r = 1; r < s->size; r++)
+            if (atomic_load (&s->h->ranks[r].pid) == 0)
+              g_string_append_printf (late, "%s%d", late->len ? ", " : "", r);
+          return shm_fail (error, KS_COMM_ERROR_TIMEOUT, "connect on rank 0 of %d: rank %s did "
+                           "not arrive within %d ms", s->size, late->str, s->timeout_ms);
+        }
+      for (int r = 1; r < s->size; r++)
+        {
+          g_autofree char *key = g_strdup_printf ("%s/pid/%d", s->prefix, r);
+          g_autofree char *value = NULL;
+          gsize len;
+          guint64 ns = 0;
+          if (atomic_load (&s->h->ranks[r].pid) != 0)
+            continue; /* mapped: the waits after connect watch it */
+          if (pids[r] == 0
+              && s->store_ops->get (s->store, key, 1, (void **) &value, &len, NULL))
+            {
+              value = g_realloc (value, len + 1);
+              value[len] = '\0';
+              if (sscanf (value, "%d %" G_GINT64_MODIFIER "x", &pids[r], &ns) != 2
+                  || ns != s->pid_ns || pids[r] <= 0)
+                pids[r] = -1;
+            }
+          if (pids[r] > 0 && atomic_load (&s->h->ranks[r].pid) == 0
+              && shm_process_ended (pids[r]))
+            return shm_fail (error, KS_COMM_ERROR_PEER_LOST, "connect on rank 0 of %d: rank %d "
+                             "(process %d) is gone: it ended before it mapped the segment",
+                             s->size, r, pids[r]);
+        }
+      unsigned seen = atomic_load (&s->h->wake);
+      gint64 nap = MIN (left, SLEEP_MS * 1000);
+      struct timespec ts = { nap / 1000000, (nap % 1000000) * 1000 };
+      atomic_fetch_add (&s->h->sleepers, 1);
+      if (atomic_load (&s->h->mapped) < s->size)
+        futex (&s->h->wake, FUTEX_WAIT, seen, &ts);
+      atomic_fetch_sub (&s->h->sleepers, 1);
+    }
+  return TRUE;
+}
+
 /* Joins the group whose store keys start with s->prefix as `rank` of `size`. */
 static gboolean
 join (Shm *s, int rank, int size, int timeout_ms, GError **error)
@@ -412,9 +584,15 @@ join (Shm *s, int rank, int size, int timeout_ms, GError **error)
   s->timeout_ms = timeout_ms;
   s->yield = g_get_num_processors () < (guint) size;
   s->map_len = header_bytes (size) + inbox_bytes (size) + 2 * (size + 1) * s->chunk;
+  /* this rank's process, for rank 0 to notice its end before it maps the segment */
+  g_autofree char *pid_key = g_strdup_printf ("%s/pid/%d", s->prefix, rank);
+  g_autofree char *pid = g_strdup_printf ("%d %" G_GINT64_MODIFIER "x", (int) getpid (),
+                                          s->pid_ns);
+  if (rank > 0 && !ops->set (s->store, pid_key, pid, strlen (pid) + 1, error))
+    return FALSE;
   /* every rank on rank 0's host, or this one says where it is */
   if ((rank == 0 && !ops->set (s->store, host_key, host, strlen (host) + 1, error))
-      || (rank > 0 && !ops->get (s->store, host_key, timeout_ms, (void **) &first, &len, error)))
+      || (rank > 0 && !wait_key (s, host_key, (void **) &first, &len, error)))
     return FALSE;
   if (rank > 0 && (len == 0 || first[len - 1] != '\0' || strcmp (first, host) != 0))
     return shm_fail (error, KS_COMM_ERROR_INVALID, "rank %d is on host %s, rank 0 on another "
@@ -422,34 +600,46 @@ join (Shm *s, int rank, int size, int timeout_ms, GError **error)
                      "gloo (or auto) for a job across hosts", rank, g_get_host_name (),
                      len > 0 && first[len - 1] == '\0' ? first : "?");
   if (!(rank == 0 ? create_mapping (s, s->map_len, &s->name, &s->base, error)
-                  : open_mapping (s, key, s->map_len, &s->base, error)))
-    return FALSE;
+                  : open_mapping (s, key, s->map_len, &s->name, &s->base, error)))
+    {
+      if (rank == 0)
+        report_failure (s, error != NULL ? *error : NULL);
+      shm_unlink_name (&s->name); /* rank 0 may be gone: its name goes with this failure */
+      return FALSE;
+    }
   s->h = (Header *) s->base;
   if (rank == 0)
     {
       s->h->size = size;
       s->h->chunk = s->chunk;
       s->h->magic = MAGIC;
-      if (!publish (s, key, s->name, error))
-        return FALSE;
     }
   else if (s->h->magic != MAGIC || s->h->size != (guint32) size || s->h->chunk != s->chunk)
-    return shm_fail (error, KS_COMM_ERROR_INVALID, "the segment of %s is not one of this job "
-                     "of %d ranks", key, size);
+    {
+      shm_unlink_name (&s->name);
+      return shm_fail (error, KS_COMM_ERROR_INVALID, "the segment of %s is not one of this job "
+                       "of %d ranks", key, size);
+    }
   s->inboxes = (Inbox *) (s->base + header_bytes (size));
   s->data = s->base + header_bytes (size) + inbox_bytes (size);
   s->h->ranks[rank].pid_ns = s->pid_ns;
+  atomic_store (&s->h->ranks[rank].state, RANK_RUNNING);
   atomic_store (&s->h->ranks[rank].pid, (int) getpid ());
+  shm_track (s, TRUE);
   allow_peer_reads ();
-  /* every rank has it: rank 0 unlinks it, and nothing is left behind after a crash */
-  if (!shm_arrive_and_wait (s, "connect", error))
-    return FALSE;
-  if (rank == 0)
+  /* the last rank to map it unlinks the name: nothing is left behind after a crash */
+  if (atomic_fetch_add (&s->h->mapped, 1) + 1 == size)
+    shm_unlink_name (&s->name);
+  shm_wake (s);
+  if (rank == 0 && s->name != NULL && !publish (s, key, s->name, error))
     {
-      shm_unlink (s->name);
-      g_clear_pointer (&s->name, g_free);
+      shm_unlink_name (&s->name);
+      return FALSE;
     }
-  return TRUE;
+  gboolean ok = (rank > 0 || wait_mapped (s, error)) && shm_arrive_and_wait (s, "connect", error);
+  /* every rank has it (it is unlinked), or connect failed: unlink it now, whoever is gone */
+  shm_unlink_name (&s->name);
+  return ok;
 }
 
 static gboolean
@@ -510,11 +700,12 @@ shm_alloc_shared (void *p, gsize nbytes, GError **error)
     return NULL;
   ok = s->rank == 0 ? create_mapping (s, r.stride * s->size, &name, &r.base, error)
                          && publish (s, key, name, error)
-                    : open_mapping (s, key, r.stride * s->size, &r.base, error);
-  /* every rank has it mapped: rank 0 unlinks it, as the communicator's segment */
+                    : open_mapping (s, key, r.stride * s->size, &name, &r.base, error);
+  if (!ok && s->rank == 0)
+    report_failure (s, error != NULL ? *error : NULL);
+  /* every rank has it mapped, or one failed: every rank unlinks it (rank 0 may be gone) */
   ok = ok && shm_arrive_and_wait (s, "alloc_shared", error);
-  if (name != NULL)
-    shm_unlink (name);
+  shm_unlink_name (&name);
   if (!ok)
     {
       if (r.base != NULL)

@@ -19,13 +19,20 @@ typedef struct {
   atomic_int pid;
   guint64 pid_ns; /* its pid namespace: a pid means something only in ours */
   guint64 allreduce_at; /* its allreduce's buffer: region, offset and count, or 0 */
+  atomic_int state;     /* RANK_RUNNING, then RANK_FAILED or RANK_CLOSED */
+  char reason[160];     /* with RANK_FAILED: its first failure, written before `state` */
 } RankLine;
+
+/* What a rank's line says of it, so that a peer that finds its process ended names the
+ * first cause: a rank that died, not one that failed because of it and then ended. */
+enum { RANK_RUNNING, RANK_FAILED, RANK_CLOSED };
 
 typedef struct {
   guint32 magic, size;
   guint64 chunk;
   _Alignas (64) atomic_uint wake;  /* the futex word: bumped by every arrival and message */
   atomic_uint sleepers;
+  atomic_int mapped; /* ranks that have the segment mapped: the last one unlinks its name */
   RankLine ranks[];
 } Header;
 
@@ -57,7 +64,7 @@ typedef struct {
 typedef struct {
   gsize chunk;
   int rank, size, timeout_ms;
-  char *name;        /* the segment's name until it is unlinked */
+  char *name;        /* the segment's name until it is unlinked (every rank knows it) */
   guint8 *base;
   gsize map_len;
   Header *h;
@@ -82,6 +89,18 @@ gboolean shm_fail (GError **error, int code, const char *format, ...) G_GNUC_PRI
 
 /* Set `round`'s slot of `rank` (rank = size: the shared result). */
 guint8 *shm_slot (Shm *s, guint64 round, int rank);
+
+/* names.c: a name this process made or opened is remembered until shm_unlink_name
+ * unlinks it (any rank may; ENOENT is fine) and forgets it; those still linked when the
+ * process exits are unlinked then (atexit). A tracked communicator's line says
+ * RANK_CLOSED after exit. */
+void shm_remember_name (const char *name);
+void shm_unlink_name (char **name);
+gboolean shm_track (Shm *s, gboolean on); /* off: whether it was tracked */
+/* Once per process: removes /dev/shm names whose creator (of this pid namespace) ended. */
+void shm_sweep_stale (guint64 pid_ns);
+/* Whether process `pid` has ended: gone, or a zombie its parent has not reaped yet. */
+gboolean shm_process_ended (int pid);
 
 /* Refuses an operation after a failed one. */
 gboolean shm_usable (Shm *s, const char *what, GError **error);

@@ -20,6 +20,7 @@ typedef struct {
 } FileStore;
 
 #define LOCK_NAME ".lock" /* no key's file name: escape() writes a leading '.' as %2E */
+#define RUN_NAME ".run"   /* which run (of the job's token) the records are of */
 
 static void *
 file_create (const KsSettings *settings, GError **error)
@@ -44,9 +45,12 @@ file_destroy (void *p)
  * job finds no lock held: any record there was left by an earlier job of the same name
  * (ended or killed), which would send this job's ranks to peers that are gone, so it
  * removes them (and says so) before taking its shared lock; a process coming meanwhile
- * waits for that. */
+ * waits for that. With a token (ksdist launch gives each run its own), DIR/.run holds a
+ * digest of it, and records of the same token are this run's: a rank that failed and
+ * ended before another opened the store left them (its failure among them), and they
+ * stay. */
 static gboolean
-claim (FileStore *s, const char *job, GError **error)
+claim (FileStore *s, const char *job, const char *token, GError **error)
 {
   g_autofree char *lock = g_build_filename (s->dir, LOCK_NAME, NULL);
   int fd = open (lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -68,7 +72,12 @@ claim (FileStore *s, const char *job, GError **error)
       s->lock_fd = fd;
       return TRUE;
     }
-  if (got == 0)
+  g_autofree char *run_path = g_build_filename (s->dir, RUN_NAME, NULL), *theirs = NULL;
+  g_autofree char *mine = token != NULL && *token != '\0'
+                              ? g_compute_checksum_for_string (G_CHECKSUM_SHA256, token, -1)
+                              : NULL;
+  if (got == 0 && (mine == NULL || !g_file_get_contents (run_path, &theirs, NULL, NULL)
+                   || strcmp (mine, theirs) != 0))
     {
       g_autoptr (GDir) d = g_dir_open (s->dir, 0, NULL);
       const char *name;
@@ -77,12 +86,16 @@ claim (FileStore *s, const char *job, GError **error)
         if (strcmp (name, LOCK_NAME) != 0)
           {
             g_autofree char *path = g_build_filename (s->dir, name, NULL);
-            removed += g_unlink (path) == 0;
+            removed += g_unlink (path) == 0 && strcmp (name, RUN_NAME) != 0;
           }
       if (removed > 0)
         g_warning ("file store %s: removed %d records of an earlier job named '%s' (no "
-                   "process of it holds the store any more); this job starts clean",
-                   s->dir, removed, job);
+                   "process of it holds the store any more); this job starts clean%s",
+                   s->dir, removed, job, mine != NULL ? "" : " (without KS_STORE_TOKEN a "
+                   "rank of this job that failed and ended before this one started looks "
+                   "the same: give each run its own [job] name, or a token)");
+      if (mine != NULL)
+        g_file_set_contents (run_path, mine, -1, NULL);
     }
   if (flock (fd, LOCK_SH) != 0) /* waits while another process clears the directory */
     {
@@ -151,7 +164,7 @@ file_open (void *p, const char *address, const char *prefix, const char *token, 
   if (s->lock_fd >= 0)
     close (s->lock_fd);
   s->lock_fd = -1;
-  if (!claim (s, prefix != NULL && *prefix ? prefix : "default", error))
+  if (!claim (s, prefix != NULL && *prefix ? prefix : "default", token, error))
     {
       g_clear_pointer (&s->dir, g_free);
       return FALSE;
