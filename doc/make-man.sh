@@ -120,7 +120,10 @@ Every setting of the core and of the plugins, as
 prints it.
 .SH EXIT STATUS
 0 on success, 1 when training or a process failed, 2 for a usage or configuration
-error.
+error, 3 from
+.B train
+when another process of its job failed first (it ended, or did not answer in time), 143
+or 130 after SIGTERM or Ctrl-C (a checkpoint saved at the step the workers agreed on).
 .SH SEE ALSO
 The README of the source distribution (installed in
 .IR PREFIX/share/doc/ksdist ).

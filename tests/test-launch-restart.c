@@ -183,16 +183,16 @@ test_restarts_spent (void)
   int status = ks_test_run_ksdist (
       ARGS ("launch", "-n", "2", "--max-restarts", "2", "--", "sh", "-c",
             "echo start $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS; "
-            "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 300"),
+            "if [ $RANK = 1 ]; then exit 4; fi; exec sleep 300"),
       NULL, plugins, &out, &err);
   g_test_message ("%s%s", out, err);
   g_assert_cmpint (status, ==, 1);
-  g_assert_nonnull (strstr (err, "worker 1 exited with status 3; the others were stopped; "
+  g_assert_nonnull (strstr (err, "worker 1 exited with status 4; the others were stopped; "
                                  "restart 1 of 2 of the same command "
                                  "(TORCHELASTIC_RESTART_COUNT=1)"));
   g_assert_nonnull (strstr (err, "restart 2 of 2"));
   g_assert_null (strstr (err, "restart 3"));
-  g_assert_nonnull (strstr (err, "worker 1 exited with status 3; the others were stopped (no "
+  g_assert_nonnull (strstr (err, "worker 1 exited with status 4; the others were stopped (no "
                                  "restart left of --max-restarts 2)"));
   g_assert_nonnull (strstr (out, "[rank 0] start 0 of 2"));
   g_assert_nonnull (strstr (out, "[rank 1] start 2 of 2"));
@@ -206,7 +206,7 @@ test_output_held (void)
 {
   g_autofree char *dir = ks_test_tmpdir ();
   g_autofree char *pids = g_build_filename (dir, "pids", NULL);
-  g_autofree char *script = g_strdup_printf ("sleep 60 & echo $! >> %s; exit 3", pids);
+  g_autofree char *script = g_strdup_printf ("sleep 60 & echo $! >> %s; exit 4", pids);
   g_autofree char *out = NULL, *err = NULL, *text = NULL;
   gint64 start = g_get_monotonic_time ();
   int status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", "--max-restarts", "1", "--", "sh",
@@ -292,20 +292,21 @@ test_stopped_orphan (void)
   ks_test_rmtree (dir);
 }
 
-/* Worker 1 killed with SIGKILL while the launcher is stopped, and worker 0 exits 1 as if
- * reporting it before the launcher looks: both are reaped in one go, and the launcher
- * must name worker 1 (killed by a signal), not the one that exited. Then the mirror
- * image, worker 0 killed and worker 1 exiting, so that neither reaping order can pass
- * by luck. */
+/* Two processes end while the launcher is stopped, so that both are reaped in one go:
+ * the victim first (killed with SIGKILL, or exiting 1 by itself), then the reporter,
+ * exiting as if it reported the victim's end (1 after a signal, KS_EXIT_PEER 3 after an
+ * exit). The launcher must name the victim, in both places (worker 0 or 1), so that
+ * neither reaping order passes by luck. */
 static void
-blame_one (int victim)
+blame_one (int victim, gboolean by_signal)
 {
   g_autofree char *dir = ks_test_tmpdir ();
   g_autofree char *go = g_build_filename (dir, "go", NULL);
+  g_autofree char *die = g_build_filename (dir, "die", NULL);
   g_autofree char *script = g_strdup_printf (
-      "echo ready; if [ $RANK = %d ]; then exec sleep 300; fi; "
-      "while [ ! -e %s ]; do sleep 0.05; done; exit 1",
-      victim, go);
+      "echo ready; if [ $RANK = %d ]; then while [ ! -e %s ]; do sleep 0.05; done; exit 1; fi; "
+      "while [ ! -e %s ]; do sleep 0.05; done; exit %d",
+      victim, die, go, by_signal ? 1 : 3);
   g_autofree char *name = g_strdup_printf ("workerlog.%d", 1 - victim);
   g_autofree char *ready = g_build_filename (dir, "logs", name, NULL);
   g_autofree char *logs = g_build_filename (dir, "logs", NULL);
@@ -318,9 +319,13 @@ blame_one (int victim)
 
   g_assert_cmpint (dead, >, 0);
   g_assert_cmpint (kill (launcher, SIGSTOP), ==, 0);
-  g_assert_cmpint (kill (dead, SIGKILL), ==, 0);
+  if (by_signal)
+    g_assert_cmpint (kill (dead, SIGKILL), ==, 0);
+  else
+    g_assert_true (g_file_set_contents (die, "", 0, NULL));
   for (int i = 0; i < WAIT_S * 20 && state (dead) != 'Z'; i++)
     g_usleep (50000);
+  g_assert_cmpint (state (dead), ==, 'Z');
   g_assert_true (g_file_set_contents (go, "", 0, NULL));
   for (int i = 0; i < WAIT_S * 20 && state (reporter) != 'Z'; i++)
     g_usleep (50000);
@@ -330,8 +335,11 @@ blame_one (int victim)
   waitpid (launcher, &status, 0);
   g_test_message ("%s", err);
   g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 1);
-  g_autofree char *want = g_strdup_printf ("ksdist: launch: worker %d was killed by signal 9",
-                                           victim);
+  g_autofree char *want = by_signal
+                              ? g_strdup_printf ("ksdist: launch: worker %d was killed by "
+                                                 "signal 9", victim)
+                              : g_strdup_printf ("ksdist: launch: worker %d exited with "
+                                                 "status 1;", victim);
   g_assert_nonnull (strstr (err, want));
   ks_test_rmtree (dir);
 }
@@ -339,8 +347,10 @@ blame_one (int victim)
 static void
 test_blame (void)
 {
-  blame_one (1);
-  blame_one (0);
+  blame_one (1, TRUE);
+  blame_one (0, TRUE);
+  blame_one (1, FALSE);
+  blame_one (0, FALSE);
 }
 
 /* The real thing, a few times: worker 1 of a training job killed with SIGKILL is the one

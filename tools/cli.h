@@ -8,6 +8,7 @@ enum {
   KS_EXIT_OK = 0,
   KS_EXIT_RUNTIME = 1, /* the work failed */
   KS_EXIT_USAGE = 2,   /* bad arguments or configuration */
+  KS_EXIT_PEER = 3,    /* another process of the job failed first (lost, or timed out) */
 };
 
 typedef struct {

@@ -17,6 +17,17 @@ ks_train_check (KsRegistry *registry, KsConfig *config, const KsTrainWorld *worl
   return ks_trainer_exit_status (error);
 }
 
+/* The exit status of a run that failed: a peer that ended or never answered is
+ * KS_EXIT_PEER, so that ksdist launch names that one, not this */
+static int
+failed_status (const GError *error)
+{
+  if (g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST)
+      || g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
+    return KS_EXIT_PEER;
+  return ks_trainer_exit_status (error);
+}
+
 int
 ks_train_command (const KsCommand *command, int argc, char **argv, int (*body) (KsTrainer *t))
 {
@@ -44,7 +55,7 @@ ks_train_command (const KsCommand *command, int argc, char **argv, int (*body) (
   if (trainer == NULL)
     {
       ks_cli_error ("%s", error->message);
-      return ks_trainer_exit_status (error);
+      return failed_status (error);
     }
   return body (trainer);
 }
@@ -57,7 +68,7 @@ train (KsTrainer *trainer)
   if (ks_trainer_run (trainer, &error))
     return KS_EXIT_OK;
   ks_cli_error ("%s", error->message);
-  return ks_trainer_exit_status (error);
+  return failed_status (error);
 }
 
 static int

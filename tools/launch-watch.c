@@ -145,11 +145,27 @@ killed_by_other (Launch *l, Worker *w)
  * signal comes before one that exited non-zero, which may only have reported it (the
  * two can be reaped in either order); otherwise the one reaped first stays. */
 static gboolean
+exited_with (Worker *w, int status)
+{
+  return g_subprocess_get_if_exited (w->process)
+         && g_subprocess_get_exit_status (w->process) == status;
+}
+
+/* How likely a failed process is the first cause: killed by a signal the launcher did
+ * not send (3), failed by itself (2), or only reporting a peer that failed first (1:
+ * `ksdist train` exits KS_EXIT_PEER then) */
+static int
+cause_rank (Launch *l, Worker *w)
+{
+  return killed_by_other (l, w) ? 3 : exited_with (w, KS_EXIT_PEER) ? 1 : 2;
+}
+
+static gboolean
 blame_instead (Launch *l, Worker *w)
 {
   if (l->failed == NULL)
     return TRUE;
-  return !l->failed_stopped && killed_by_other (l, w) && !killed_by_other (l, l->failed);
+  return !l->failed_stopped && cause_rank (l, w) > cause_rank (l, l->failed);
 }
 
 void
@@ -163,9 +179,14 @@ launch_on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   w->exited = TRUE;
   l->running--;
   /* one that ended after the others were told to stop failed by itself only when a
-   * signal the launcher did not send killed it (it died at about the same time) */
+   * signal the launcher did not send killed it (it died at about the same time), or when
+   * it failed on its own while the one named so far only reported a peer's failure (the
+   * two reaped in either order: a rank out of disk space and the rank that lost it) */
   w->failed_alone = !g_subprocess_get_successful (w->process) && !l->signal_received
-                    && (!l->stopping || killed_by_other (l, w));
+                    && (!l->stopping || killed_by_other (l, w)
+                        || (l->failed != NULL && exited_with (l->failed, KS_EXIT_PEER)
+                            && !exited_with (w, KS_EXIT_PEER)
+                            && !exited_with (w, 128 + SIGTERM) && !exited_with (w, 128 + SIGINT)));
   if (w->failed_alone && l->failed == NULL && !l->stopping
       && (stopped = stopped_worker (l)) != NULL)
     fail_stopped (l, stopped, w);
