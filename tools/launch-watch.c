@@ -135,7 +135,7 @@ static gboolean
 killed_by_other (Launch *l, Worker *w)
 {
   int sig;
-  if (!g_subprocess_get_if_signaled (w->process))
+  if (!w->exited || !g_subprocess_get_if_signaled (w->process))
     return FALSE;
   sig = g_subprocess_get_term_sig (w->process);
   return !(l->stopping && sig == SIGTERM) && !(l->killing && sig == SIGKILL);
@@ -147,7 +147,7 @@ killed_by_other (Launch *l, Worker *w)
 static gboolean
 exited_with (Worker *w, int status)
 {
-  return g_subprocess_get_if_exited (w->process)
+  return w->exited && g_subprocess_get_if_exited (w->process)
          && g_subprocess_get_exit_status (w->process) == status;
 }
 
@@ -184,7 +184,8 @@ launch_on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
    * two reaped in either order: a rank out of disk space and the rank that lost it) */
   w->failed_alone = !g_subprocess_get_successful (w->process) && !l->signal_received
                     && (!l->stopping || killed_by_other (l, w)
-                        || (l->failed != NULL && exited_with (l->failed, KS_EXIT_PEER)
+                        || (l->failed != NULL && cause_rank (l, l->failed) == 1
+                            && g_subprocess_get_if_exited (w->process)
                             && !exited_with (w, KS_EXIT_PEER)
                             && !exited_with (w, 128 + SIGTERM) && !exited_with (w, 128 + SIGINT)));
   if (w->failed_alone && l->failed == NULL && !l->stopping
