@@ -276,7 +276,7 @@ tests/test-own-model.log: examples/own-model$(EXEEXT)
 
 # ksdist export --torch loaded by PyTorch (python3-torch; skipped without it).
 dist_check_SCRIPTS += tests/test-export-torch.sh
-EXTRA_DIST += tests/torch-load.py tests/lsan.supp
+EXTRA_DIST += tests/torch-load.py tests/lsan.supp tests/tap.sh
 TESTS += tests/test-export-torch.sh
 
 # Limits and bad values: exit statuses, environment typos, long values, BLAS threads.

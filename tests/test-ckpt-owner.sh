@@ -14,15 +14,7 @@ first=
 trap '[ -n "$first" ] && kill -9 "$first" 2>/dev/null; rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
 export OPENBLAS_NUM_THREADS=1
-n=0
-failed=0
-ok () { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok () { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' err | cut -c1-400; }
-# check NAME STATUS PATTERN: the last command's status and a stderr line matching PATTERN
-check () {
-  if [ "$status" -eq "$2" ] && grep -q -- "$3" err; then ok "$1"; else
-    echo "# status $status, expected $2; stderr lacks: $3"; not_ok "$1"; fi
-}
+. "$KS_SRCDIR/tests/tap.sh"
 # sums DIR: one checksum of every file's path and bytes under DIR
 sums () { (cd "$1" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum); }
 mlp () { "$KSDIST" "$@" "$ex/default.ini" --set train.steps=4 --set optim.warmup=0; }
@@ -117,5 +109,4 @@ else
   not_ok "a run that failed before saving left no checkpoint_dir behind"
 fi
 
-echo "1..$n"
-exit $failed
+tap_done

@@ -33,32 +33,12 @@ read_all (int fd)
   return g_string_free (s, FALSE);
 }
 
-/* The pid of the launcher's child whose environment says RANK=`rank`, or 0. */
+/* The pid of the launcher's child of rank `rank`, or 0. */
 static GPid
 find_worker (GPid launcher, int rank)
 {
   g_autofree char *want = g_strdup_printf ("RANK=%d", rank);
-  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
-  const char *name;
-
-  while ((name = g_dir_read_name (proc)) != NULL)
-    {
-      g_autofree char *stat_path = g_strdup_printf ("/proc/%s/stat", name);
-      g_autofree char *env_path = g_strdup_printf ("/proc/%s/environ", name);
-      g_autofree char *stat = NULL, *env = NULL;
-      gsize len;
-      const char *close_paren;
-      int ppid;
-      if (!g_file_get_contents (stat_path, &stat, NULL, NULL)
-          || (close_paren = strrchr (stat, ')')) == NULL
-          || sscanf (close_paren + 2, "%*c %d", &ppid) != 1 || ppid != launcher
-          || !g_file_get_contents (env_path, &env, &len, NULL))
-        continue;
-      for (gsize off = 0; off < len; off += strlen (env + off) + 1)
-        if (strcmp (env + off, want) == 0)
-          return atoi (name);
-    }
-  return 0;
+  return ks_test_find_child (launcher, want);
 }
 
 /* Waits up to WAIT_S for the launcher's worker `rank`, once `file` holds `text`. */
@@ -89,6 +69,15 @@ state (GPid pid)
   if (!g_file_get_contents (path, &stat, NULL, NULL) || (paren = strrchr (stat, ')')) == NULL)
     return 0;
   return paren[2];
+}
+
+/* Waits up to WAIT_S for `pid` to reach state `want`; its state then. */
+static char
+wait_state (GPid pid, char want)
+{
+  for (int i = 0; i < WAIT_S * 20 && state (pid) != want; i++)
+    g_usleep (50000);
+  return state (pid);
 }
 
 /* The launch arguments of a 1000-step collective job of examples/default.ini that saves
@@ -319,18 +308,24 @@ blame_one (int victim, gboolean by_signal)
 
   g_assert_cmpint (dead, >, 0);
   g_assert_cmpint (kill (launcher, SIGSTOP), ==, 0);
+  /* the stop takes effect when the launcher next runs: wait for it, or a loaded machine
+   * lets it reap the victim before it stops */
+  wait_state (launcher, 'T');
+  char stopped = state (launcher);
   if (by_signal)
     g_assert_cmpint (kill (dead, SIGKILL), ==, 0);
   else
     g_assert_true (g_file_set_contents (die, "", 0, NULL));
-  for (int i = 0; i < WAIT_S * 20 && state (dead) != 'Z'; i++)
-    g_usleep (50000);
-  g_assert_cmpint (state (dead), ==, 'Z');
+  char dead_state = wait_state (dead, 'Z');
   g_assert_true (g_file_set_contents (go, "", 0, NULL));
-  for (int i = 0; i < WAIT_S * 20 && state (reporter) != 'Z'; i++)
-    g_usleep (50000);
-  g_assert_cmpint (state (reporter), ==, 'Z');
+  char reporter_state = wait_state (reporter, 'Z');
+  /* assert only once the launcher runs again, so that a failure leaves nothing behind */
   g_assert_cmpint (kill (launcher, SIGCONT), ==, 0);
+  if (stopped != 'T' || dead_state != 'Z' || reporter_state != 'Z')
+    kill (launcher, SIGKILL); /* and its workers with it (their parent-death signal) */
+  g_assert_cmpint (stopped, ==, 'T');
+  g_assert_cmpint (dead_state, ==, 'Z');
+  g_assert_cmpint (reporter_state, ==, 'Z');
   g_autofree char *err = read_all (err_fd);
   waitpid (launcher, &status, 0);
   g_test_message ("%s", err);

@@ -514,32 +514,12 @@ test_program (void)
   ks_test_rmtree (dir);
 }
 
-/* The pid of the launcher's child whose environment says PADDLE_TRAINER_ID=`rank`. */
+/* The pid of the launcher's child of rank `rank`, or 0. */
 static GPid
 find_worker (GPid launcher, int rank)
 {
   g_autofree char *want = g_strdup_printf ("PADDLE_TRAINER_ID=%d", rank);
-  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
-  const char *name;
-
-  while ((name = g_dir_read_name (proc)) != NULL)
-    {
-      g_autofree char *stat_path = g_strdup_printf ("/proc/%s/stat", name);
-      g_autofree char *env_path = g_strdup_printf ("/proc/%s/environ", name);
-      g_autofree char *stat = NULL, *env = NULL;
-      gsize len;
-      const char *close_paren;
-      int ppid;
-      if (!g_file_get_contents (stat_path, &stat, NULL, NULL)
-          || (close_paren = strrchr (stat, ')')) == NULL
-          || sscanf (close_paren + 2, "%*c %d", &ppid) != 1 || ppid != launcher
-          || !g_file_get_contents (env_path, &env, &len, NULL))
-        continue;
-      for (gsize off = 0; off < len; off += strlen (env + off) + 1)
-        if (strcmp (env + off, want) == 0)
-          return atoi (name);
-    }
-  return 0;
+  return ks_test_find_child (launcher, want);
 }
 
 /* Worker 2 of 3 gets `sig` mid-training with a 5 s timeout; returns the launcher's

@@ -10,15 +10,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-limits-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
 export OPENBLAS_NUM_THREADS=1
-n=0
-failed=0
-ok () { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok () { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' err | cut -c1-400; }
-# check NAME STATUS PATTERN: the last command's status and a stderr line matching PATTERN
-check () {
-  if [ "$status" -eq "$2" ] && grep -q -- "$3" err; then ok "$1"; else
-    echo "# status $status, expected $2; stderr lacks: $3"; not_ok "$1"; fi
-}
+. "$KS_SRCDIR/tests/tap.sh"
 
 # A GPT checkpoint and an export for generate and infer, two steps long.
 "$KSDIST" train "$ex/gpt-words.ini" --set model.context=8 --set model.width=16 \
@@ -95,5 +87,4 @@ short "a 100 KB group in --set" "$KSDIST" config --set "$kb".key=1
 short "a 100 KB list item in --set" "$KSDIST" train --set model.hidden="64, $kb"
 short "a 100 KB path in --set" "$KSDIST" train --set train.export_dir=/etc/passwd/"$kb"
 
-echo "1..$n"
-exit $failed
+tap_done

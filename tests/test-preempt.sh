@@ -14,15 +14,7 @@ pid=
 trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
 export OPENBLAS_NUM_THREADS=1
-n=0
-failed=0
-ok () { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok () { n=$((n + 1)); failed=1; echo "not ok $n - $1"; sed 's/^/# /' err | tail -n 15 | cut -c1-400; }
-# check NAME STATUS PATTERN: the last run's status and a line of err matching PATTERN
-check () {
-  if [ "$status" -eq "$2" ] && grep -q -- "$3" err; then ok "$1"; else
-    echo "# status $status, expected $2; the output lacks: $3"; not_ok "$1"; fi
-}
+. "$KS_SRCDIR/tests/tap.sh"
 # tensors FILE: a checksum of a safetensors file's tensor bytes (after the header, whose
 # metadata differs from save to save)
 tensors () {
@@ -190,5 +182,4 @@ if { [ "$status" -eq 130 ] || [ "$status" -eq 143 ]; } \
   ok "launch: a second signal kills the workers at once"
 else echo "# status $status"; not_ok "launch: a second signal kills the workers at once"; fi
 
-echo "1..$n"
-exit $failed
+tap_done

@@ -2,6 +2,7 @@
 
 #include <glib/gstdio.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -535,3 +536,29 @@ ks_test_edit_header (const char *file, const char *from, const char *to, gboolea
   g_string_free (out, TRUE);
 }
 
+
+GPid
+ks_test_find_child (GPid parent, const char *env_entry)
+{
+  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+
+  while ((name = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree char *stat_path = g_strdup_printf ("/proc/%s/stat", name);
+      g_autofree char *env_path = g_strdup_printf ("/proc/%s/environ", name);
+      g_autofree char *stat = NULL, *env = NULL;
+      gsize len;
+      const char *close_paren;
+      int ppid;
+      if (!g_file_get_contents (stat_path, &stat, NULL, NULL)
+          || (close_paren = strrchr (stat, ')')) == NULL
+          || sscanf (close_paren + 2, "%*c %d", &ppid) != 1 || ppid != parent
+          || !g_file_get_contents (env_path, &env, &len, NULL))
+        continue;
+      for (gsize off = 0; off < len; off += strlen (env + off) + 1)
+        if (strcmp (env + off, env_entry) == 0)
+          return atoi (name);
+    }
+  return 0;
+}

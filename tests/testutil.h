@@ -10,6 +10,10 @@
 char *ks_test_tmpdir (void);
 void ks_test_rmtree (const char *dir);
 
+/* The pid of `parent`'s child whose environment holds the entry `env_entry` (such as
+ * "RANK=1"), or 0: how tests find a launcher's worker. */
+GPid ks_test_find_child (GPid parent, const char *env_entry);
+
 /* The largest |a[i] - b[i]| over n floats, in double. */
 double ks_test_max_difference (const float *a, const float *b, gsize n);
 /* Rewrites a safetensors file's header, `from` (which must be there) replaced by `to`,
