@@ -109,4 +109,26 @@ else
   not_ok "a run that failed before saving left no checkpoint_dir behind"
 fi
 
+# 7. Worker 0 cannot write a checkpoint mid-run (its directory became a file): worker 1
+# reports it and exits 3 (a peer failed first), so the launcher names worker 0 whichever
+# it reaps first (before, both exited 1 and it could name worker 1).
+"$KSDIST" launch -n 2 --log-dir logs "$ex/default.ini" --set train.steps=1000000 \
+  --set train.checkpoint_dir=moved --set train.checkpoint_every=100 >/dev/null 2>err &
+first=$!
+i=0
+while [ ! -d moved/checkpoint-100 ] && [ $i -lt 600 ] && kill -0 "$first" 2>/dev/null; do
+  sleep 0.1; i=$((i + 1)); done
+mv moved moved.aside && touch moved
+i=0
+while kill -0 "$first" 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 "$first" 2>/dev/null
+wait "$first"
+status=$?
+first=
+check "a checkpoint worker 0 cannot write: the launcher names worker 0" 1 \
+  "^ksdist: launch: worker 0 exited with status 1"
+if grep -q "worker 0 could not write the checkpoint of step" logs/workerlog.1; then
+  ok "worker 1 says worker 0 could not write it"
+else cp logs/workerlog.1 err; not_ok "worker 1 says worker 0 could not write it"; fi
+
 tap_done

@@ -335,7 +335,7 @@ run_rank (char **argv)
           CHECK (x == want, "sum %g, want %g", x, want);
         }
     }
-  else if (strcmp (scenario, "die") == 0)
+  else if (strcmp (scenario, "die") == 0 || strcmp (scenario, "die-reported") == 0)
     {
       /* the last rank leaves after the first allreduce; the others fail the second. It
        * lingers first: closing a socket with unread bytes resets it, which could cut off
@@ -345,6 +345,9 @@ run_rank (char **argv)
           float x[1000] = { 0 };
           if (i == 1 && rank == n - 1)
             {
+              /* die-reported: it failed by itself and said why, as the trainer does */
+              if (strcmp (scenario, "die-reported") == 0)
+                ks_store_report_failure (store, "rank 2", "step 7: no space left on /ckpt");
               g_usleep (300 * 1000);
               _exit (0);
             }
@@ -537,6 +540,29 @@ test_dead_rank (void)
   ks_test_rmtree (dir);
 }
 
+/* A rank that failed by itself and said why in the store: the others name it and its
+ * cause, before what they saw themselves. */
+static void
+test_dead_rank_reported (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  int status[8];
+  g_autofree char *err = run_job ("die-reported", 3, 3, dir, "job", 1000, status);
+
+  g_test_message ("%s", err);
+  for (int r = 0; r < 2; r++)
+    {
+      g_autofree char *want = g_strdup_printf ("rank %d: rank 2 did not reach allreduce #2", r);
+      const char *line = strstr (err, want);
+      g_assert_false (g_spawn_check_wait_status (status[r], NULL));
+      g_assert_nonnull (line);
+      g_autofree char *one = g_strndup (line, strcspn (line, "\n"));
+      g_assert_nonnull (strstr (one, ": rank 2 failed: step 7: no space left on /ckpt; on this "
+                                     "rank: "));
+    }
+  ks_test_rmtree (dir);
+}
+
 /* A stalled rank (alive, not answering): the others name it after 1.5 timeouts (their
  * own, then half of one for the others to say they timed out too), not 3 as before. */
 static void
@@ -658,6 +684,7 @@ main (int argc, char **argv)
   g_test_add_func ("/comm/gloo/reused-name", test_reused_name);
   g_test_add_func ("/comm/gloo/missing-rank", test_missing_rank);
   g_test_add_func ("/comm/gloo/dead-rank", test_dead_rank);
+  g_test_add_func ("/comm/gloo/dead-rank-reported", test_dead_rank_reported);
   g_test_add_func ("/comm/gloo/stalled-rank", test_stalled_rank);
   g_test_add_func ("/comm/gloo/bench-allreduce", test_bench_allreduce);
   return g_test_run ();

@@ -284,6 +284,10 @@ name_missing_ranks (KsComm *comm, const char *op, GError **error)
                && !STORE_OPS (comm->store)->get (CTX (comm->store), key, left, &data, &len, NULL))
         g_string_append_printf (missing, "%s%d", missing->len > 0 ? ", " : "", comm->world[r]);
     }
+  /* a rank that failed by itself said why (the trainer does): its cause comes first */
+  g_autofree char *cause = missing->len > 0 || gone->len > 0 ? ks_store_failure (comm->store) : NULL;
+  if (cause != NULL)
+    g_prefix_error (error, "%s; on this rank: ", cause);
   if (missing->len > 0)
     g_prefix_error (error, "rank %s did not reach %s #%" G_GUINT64_FORMAT
                     " within %d ms (the others did): ",

@@ -92,7 +92,8 @@ ks_pipeline_save_checkpoint (KsPipeline *pl, KsOptimizer *optimizer, const char 
         if (!theirs && ok)
           {
             ok = FALSE;
-            g_set_error (&mine, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+            /* another's failure, reported: a peer failed first */
+            g_set_error (&mine, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST,
                          "stage %d could not write its part of %s (its message says why)", s,
                          final);
           }

@@ -274,6 +274,20 @@ run (KsTrainer *t, GError **error)
   return TRUE;
 }
 
+/* A failure of this process's own (not a peer's that it found, nor a stop asked by a
+ * signal) goes in the store, so that the others name its cause, not only that it ended. */
+static void
+report_own_failure (KsTrainer *t, const GError *error)
+{
+  if (t->store == NULL || t->role == NULL || error == NULL
+      || error->domain == KS_TRAINER_SIGNAL_ERROR
+      || g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST)
+      || g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
+    return;
+  g_autofree char *who = g_strdup_printf ("rank %d", ks_role_maker_global_rank (t->role));
+  ks_store_report_failure (t->store, who, error->message);
+}
+
 gboolean
 ks_trainer_run (KsTrainer *t, GError **error)
 {
@@ -283,5 +297,7 @@ ks_trainer_run (KsTrainer *t, GError **error)
   ks_trainer_signals_catch ();
   ok = run (t, error);
   ks_trainer_signals_restore ();
+  if (!ok && error != NULL)
+    report_own_failure (t, *error);
   return ok;
 }

@@ -70,7 +70,8 @@ ks_collective_save_check_point (KsRoleMaker *role, KsModel *model, KsOptimizer *
     }
   if (!ok[0])
     {
-      g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+      /* another's failure, reported: a peer failed first (exit 3 under ksdist launch) */
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST,
                    "worker 0 could not write the checkpoint of step %" G_GINT64_FORMAT
                    " in %s; its log says why",
                    status->step, dir);
