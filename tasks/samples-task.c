@@ -6,6 +6,8 @@
 #include "net.h"
 #include "samples.h"
 
+#include <ksdist/ctr.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -27,6 +29,28 @@ regression (const KsConfig *c)
          && strcmp (ks_config_get_string (c, "model", "loss"), "mse") == 0;
 }
 
+static gboolean
+logistic (const KsConfig *c)
+{
+  return strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0
+         && strcmp (ks_config_get_string (c, "model", "loss"), "logistic") == 0;
+}
+
+/* The AUC needs every held-out row's probability; a pipeline's evaluation gives one
+ * scalar a micro-batch. */
+static gboolean
+logistic_check (const KsConfig *c, GError **error)
+{
+  if (!logistic (c) || ks_config_get_int (c, "pipeline", "stages") <= 1)
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "[model] loss = logistic with [pipeline] stages = %" G_GINT64_FORMAT ": its "
+               "held-out AUC is not computed on pipeline stages yet; train it with stages = 1 "
+               "(data parallel or parameter servers work)",
+               ks_config_get_int (c, "pipeline", "stages"));
+  return FALSE;
+}
+
 /* The [model] and [data] keys this task reads, for the plan's check of unused ones. */
 static gboolean
 samples_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
@@ -44,7 +68,8 @@ samples_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
   (void) world;
   return ks_config_check_used (c, "model", is_layers ? layers : mlp, reader, error)
          && ks_config_check_used (c, "data", sample_set_settings (c), data_reader, error)
-         && sample_set_check (c, regression (c), error) && net_check_config (c, error);
+         && sample_set_check (c, regression (c), error) && net_check_config (c, error)
+         && logistic_check (c, error);
 }
 
 static gboolean
@@ -72,9 +97,19 @@ samples_build (KsTrainer *t, GError **error)
                      s->train.source);
       return FALSE;
     }
-  if (is_layers ? !net_from_config (&s->net, c, regression (c) ? NET_LOSS_MSE
-                                                               : NET_LOSS_CROSS_ENTROPY,
-                                    s->train.outputs, 0, error)
+  if (logistic (c) && s->train.outputs != 2)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[model] loss = logistic takes labels 0 and 1, but %s has %" G_GINT64_FORMAT
+                   " classes: use loss = cross_entropy, or give the rows two classes",
+                   s->train.source, s->train.outputs);
+      return FALSE;
+    }
+  if (is_layers ? !net_from_config (&s->net, c,
+                                    regression (c) ? NET_LOSS_MSE
+                                    : logistic (c) ? NET_LOSS_LOGISTIC
+                                                   : NET_LOSS_CROSS_ENTROPY,
+                                    logistic (c) ? 1 : s->train.outputs, 0, error)
                 : !net_mlp (&s->net, c, s->train.outputs, error))
     return FALSE;
   net_describe (&s->net, ks_trainer_rows (t), s->train.ndim, s->train.shape);
@@ -137,7 +172,42 @@ samples_batch (KsTrainer *t, gint64 step)
     }
 }
 
-/* The metric over the held-out batches: accuracy, or the root of the mean squared error. */
+/* The AUC of the held-out rows (each once; the last batch filled up with repeats that
+ * are not counted) from the metric layer's probabilities, bucketed as the ctr's. */
+static gboolean
+samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
+{
+  Samples *s = ks_trainer_data (t);
+  gsize batch = ks_trainer_batch (t);
+  g_autoptr (KsAuc) auc = ks_auc_new (KS_AUC_BUCKETS);
+  g_autofree float *p = g_new (float, batch), *y = g_new (float, batch);
+  for (gsize start = 0; start < s->eval.n; start += batch)
+    {
+      gsize valid = MIN (batch, s->eval.n - start), n_feeds;
+      for (gsize i = 0; i < batch; i++)
+        {
+          gsize row = start + MIN (i, valid - 1);
+          gint64 label;
+          memcpy (s->bx + i * s->eval.x_bytes, s->eval.x + row * s->eval.x_bytes, s->eval.x_bytes);
+          memcpy (s->by + i * s->eval.y_bytes, s->eval.y + row * s->eval.y_bytes, s->eval.y_bytes);
+          memcpy (&label, s->by + i * s->eval.y_bytes, sizeof label);
+          y[i] = (float) label;
+        }
+      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
+      if (!ks_model_run (ks_trainer_model (t), feeds, n_feeds, &s->metric, 1, error)
+          || !ks_tensor_to_host (ks_expr_value (s->metric, error), p, batch * sizeof (float),
+                                 error))
+        return FALSE;
+      ks_auc_add (auc, p, y, valid);
+    }
+  *value = ks_auc_value (auc);
+  if (samples != NULL)
+    *samples = (gsize) ks_auc_samples (auc);
+  return TRUE;
+}
+
+/* The metric over the held-out batches: accuracy, the root of the mean squared error, or
+ * the AUC. */
 static gboolean
 samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
@@ -145,6 +215,8 @@ samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, G
   gsize batch = ks_trainer_batch (t);
   double sum = 0;
   (void) final;
+  if (s->net.loss == NET_LOSS_LOGISTIC)
+    return samples_auc (t, value, samples, error);
   for (gsize b = 0; b < s->eval_batches; b++)
     {
       /* a held-out set smaller than a batch is used round and round */
@@ -232,3 +304,5 @@ samples_last_epoch (KsTrainer *t, gint64 step)
 
 const KsTrainTask ks_samples_task = SAMPLES_TASK ("a network on samples", "accuracy");
 const KsTrainTask ks_samples_regression_task = SAMPLES_TASK ("a regression on samples", "rmse");
+const KsTrainTask ks_samples_logistic_task = SAMPLES_TASK ("a binary classifier on samples",
+                                                           "auc");
