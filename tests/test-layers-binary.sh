@@ -6,14 +6,15 @@
 # learns the digits 0 and 1 of ksdist datagen to a stated AUC; each mistake (a last
 # layer of two outputs, data of ten classes, a pool's padding above half its kernel, a
 # kernel wider than its input, a pipeline) is refused by `ksdist config` (exit 2) naming
-# the group or key. TAP output. Needs KSDIST, KS_SRCDIR and KS_BUILD_PLUGINS
+# the group or key; its export, avg pools included, runs in `ksdist infer`, whose
+# --argmax of one logit is the class it is above 0 for. TAP output. Needs KSDIST, KS_SRCDIR and KS_BUILD_PLUGINS
 # (tests/local.mk).
 set -u
 unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-binary-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..9"
+echo "1..10"
 
 cat > spirals.ini <<'INI'
 [model]
@@ -82,7 +83,7 @@ refused 5 "the logistic loss on pipeline stages" "loss = logistic with \[pipelin
   spirals.ini --set pipeline.stages=2
 
 if ! "$KSDIST" datagen digits digits01 --classes 2 --train 2000 --test 500 > datagen.log 2>&1; then
-  for n in 6 7 8 9; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 datagen.log)"; done
+  for n in 6 7 8 9 10; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 datagen.log)"; done
   exit 0
 fi
 ex="$KS_SRCDIR/examples/cnn-binary.ini"
@@ -96,10 +97,18 @@ refused 7 "an avg_pool kernel wider than its input" \
 refused 8 "the logistic loss on the ten digits" "takes labels 0 and 1, but digits10 has 10 classes" \
   "$ex" --set data.path=digits10
 
-"$KSDIST" train "$ex" --set train.steps=100 > cnn.log 2>&1
+"$KSDIST" train "$ex" --set train.steps=100 --set train.export_dir=exp > cnn.log 2>&1
 a=$(auc cnn.log)
 if good "$a" 0.98 && grep -q "(500 held-out samples)" cnn.log; then
   echo "ok 9 - examples/cnn-binary.ini learns the digits 0 and 1 in 100 steps (held-out AUC $a)"
 else
   echo "not ok 9 - examples/cnn-binary.ini: AUC '$a'"; sed 's/^/# /' cnn.log
+fi
+"$KSDIST" infer exp --format idx -i digits01 --argmax > classes.txt 2> infer.log
+acc=$(sed -n 's/.*accuracy \([0-9.]*\) (\([0-9]*\) of 500 rows.*/\1/p' infer.log)
+if good "$acc" 0.95 && [ "$(sort -u classes.txt | tr '\n' ' ')" = "0 1 " ]; then
+  echo "ok 10 - ksdist infer runs the export: --argmax gives classes 0 and 1 (accuracy $acc)"
+else
+  echo "not ok 10 - ksdist infer of the binary export: accuracy '$acc'"
+  sed 's/^/# /' infer.log; sort classes.txt | uniq -c | sed 's/^/# /'
 fi
