@@ -36,21 +36,6 @@ logistic (const KsConfig *c)
          && strcmp (ks_config_get_string (c, "model", "loss"), "logistic") == 0;
 }
 
-/* The AUC needs every held-out row's probability; a pipeline's evaluation gives one
- * scalar a micro-batch. */
-static gboolean
-logistic_check (const KsConfig *c, GError **error)
-{
-  if (!logistic (c) || ks_config_get_int (c, "pipeline", "stages") <= 1)
-    return TRUE;
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-               "[model] loss = logistic with [pipeline] stages = %" G_GINT64_FORMAT ": its "
-               "held-out AUC is not computed on pipeline stages yet; train it with stages = 1 "
-               "(data parallel or parameter servers work)",
-               ks_config_get_int (c, "pipeline", "stages"));
-  return FALSE;
-}
-
 /* The [model] and [data] keys this task reads, for the plan's check of unused ones. */
 static gboolean
 samples_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
@@ -68,8 +53,7 @@ samples_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
   (void) world;
   return ks_config_check_used (c, "model", is_layers ? layers : mlp, reader, error)
          && ks_config_check_used (c, "data", sample_set_settings (c), data_reader, error)
-         && sample_set_check (c, regression (c), error) && net_check_config (c, error)
-         && logistic_check (c, error);
+         && sample_set_check (c, regression (c), error) && net_check_config (c, error);
 }
 
 static gboolean
@@ -173,7 +157,8 @@ samples_batch (KsTrainer *t, gint64 step)
 }
 
 /* The AUC of the held-out rows (each once; the last batch filled up with repeats that
- * are not counted) from the metric layer's probabilities, bucketed as the ctr's. */
+ * are not counted) from the metric layer's probabilities (a pipeline's last stage's
+ * too), bucketed as the ctr's. */
 static gboolean
 samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
 {
@@ -194,9 +179,7 @@ samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
           y[i] = (float) label;
         }
       const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
-      if (!ks_model_run (ks_trainer_model (t), feeds, n_feeds, &s->metric, 1, error)
-          || !ks_tensor_to_host (ks_expr_value (s->metric, error), p, batch * sizeof (float),
-                                 error))
+      if (!ks_trainer_metric_values (t, feeds, n_feeds, s->metric, p, batch, error))
         return FALSE;
       ks_auc_add (auc, p, y, valid);
     }
