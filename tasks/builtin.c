@@ -472,6 +472,8 @@ ks_builtin_task (const KsConfig *c, GError **error)
     return addition ? &addition_task : &text_task;
   if (strcmp (task, "tokens") == 0)
     return &ks_tokens_task;
+  if (layers && strcmp (ks_config_get_string (c, "model", "loss"), "logistic") == 0)
+    return &ks_samples_logistic_task;
   return layers && strcmp (ks_config_get_string (c, "model", "loss"), "mse") == 0
              ? &ks_samples_regression_task
              : &ks_samples_task;

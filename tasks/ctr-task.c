@@ -22,7 +22,6 @@
 
 #define TABLE "emb"
 #define ROWS_PARAM "emb.rows"
-#define AUC_BUCKETS 4095
 
 typedef struct {
   guint64 id;
@@ -417,7 +416,7 @@ static gboolean
 ctr_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
   Ctr *x = ks_trainer_data (t);
-  g_autoptr (KsAuc) auc = ks_auc_new (AUC_BUCKETS);
+  g_autoptr (KsAuc) auc = ks_auc_new (KS_AUC_BUCKETS);
   g_autofree float *prob = g_new (float, ks_trainer_batch (t) * 2);
   g_autofree float *p1 = g_new (float, ks_trainer_batch (t));
   g_autofree float *y = g_new (float, ks_trainer_batch (t));

@@ -16,6 +16,7 @@ static const TypeKeys types[] = {
   { "linear", NET_LINEAR, "", "size tie activation rate seed" },
   { "conv2d", NET_CONV2D, "filters kernel", "stride padding activation seed" },
   { "max_pool", NET_MAX_POOL, "kernel", "stride" },
+  { "avg_pool", NET_AVG_POOL, "kernel", "stride padding" },
   { "batch_norm", NET_BATCH_NORM, "", "momentum eps activation" },
   { "layer_norm", NET_LAYER_NORM, "", "eps activation" },
   { "dropout", NET_DROPOUT, "rate", "seed" },
@@ -74,6 +75,22 @@ check_keys (const KsConfig *c, const char *group, const TypeKeys *t, GError **er
   return TRUE;
 }
 
+/* A pooling window's padding: at most half the kernel, as PyTorch's pools allow (so each
+ * window keeps pixels of the image). */
+static gboolean
+check_window (const KsConfig *c, const char *group, const TypeKeys *t, GError **error)
+{
+  gint64 kernel = ks_config_get_int (c, group, "kernel");
+  gint64 padding = ks_config_get_int (c, group, "padding");
+  if (t->type != NET_AVG_POOL || 2 * padding <= kernel)
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "[%s] padding = %" G_GINT64_FORMAT " with kernel = %" G_GINT64_FORMAT ": an "
+               "%s layer's padding is at most half its kernel; lower padding or raise kernel",
+               group, padding, kernel, t->name);
+  return FALSE;
+}
+
 /* The [layer.NAME] groups written, and whether each is in `names`. */
 static gboolean
 check_groups (const KsConfig *c, char **names, gboolean layers_model, GError **error)
@@ -112,8 +129,8 @@ read_layer (const KsConfig *c, const char *group, const TypeKeys *t, NetLayer *l
   l->size = ks_config_get_int (c, group, t->type == NET_CONV2D ? "filters" : "size");
   l->kernel = ks_config_get_int (c, group, "kernel");
   l->stride = ks_config_is_set (c, group, "stride") ? ks_config_get_int (c, group, "stride")
-              : t->type == NET_MAX_POOL               ? l->kernel
-                                                      : 1;
+              : t->type == NET_MAX_POOL || t->type == NET_AVG_POOL ? l->kernel
+                                                                   : 1;
   l->padding = ks_config_get_int (c, group, "padding");
   l->act = activation (ks_config_get_string (c, group, "activation"));
   l->rate = ks_config_get_double (c, group, "rate");
@@ -202,7 +219,7 @@ parse (Net *net, const KsConfig *c, gint64 vocab, GError **error)
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "[model] net names '%s', but there is no [%s] group with a type: "
-                       "write one (type = linear, conv2d, max_pool, batch_norm, layer_norm, "
+                       "write one (type = linear, conv2d, max_pool, avg_pool, batch_norm, layer_norm, "
                        "dropout, flatten, activation, embedding, position or transformer)", names[i], group);
           return FALSE;
         }
@@ -214,7 +231,7 @@ parse (Net *net, const KsConfig *c, gint64 vocab, GError **error)
           return FALSE;
         }
       const TypeKeys *t = type_keys (ks_config_get_string (c, group, "type"));
-      if (!check_keys (c, group, t, error))
+      if (!check_keys (c, group, t, error) || !check_window (c, group, t, error))
         return FALSE;
       gint64 repeat = ks_config_get_int (c, group, "repeat");
       gssize tie = -1;

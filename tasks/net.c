@@ -90,6 +90,8 @@ apply (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
                                   l->seed, error), l->act, error);
     case NET_MAX_POOL:
       return ks_max_pool (x, l->kernel, l->stride, error);
+    case NET_AVG_POOL:
+      return ks_avg_pool (x, l->kernel, l->stride, l->padding, error);
     case NET_BATCH_NORM:
       return with_act (ks_batch_norm (x, l->name, l->momentum, l->eps, error), l->act, error);
     case NET_LAYER_NORM:
@@ -132,8 +134,18 @@ build_layer (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
   for (int i = 0; x != NULL && l->stash != NULL && l->stash[i] != NULL; i++)
     if (!ks_layer_stash (model, l->stash[i], x, error))
       x = NULL;
-  if (x == NULL && l->kind == l->name) /* a [layer.NAME] group's */
-    g_prefix_error (error, "[layer.%s]: ", l->name);
+  if (x == NULL && l->kind == l->name && error != NULL && *error != NULL)
+    {
+      /* a [layer.NAME] group's: a shape that does not fit is the config's mistake (a
+       * kernel wider than its input, ...), refused as one (ksdist config exits 2) */
+      GError *e = *error;
+      if (e->domain != KS_CONFIG_ERROR)
+        {
+          *error = g_error_new (KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, "%s", e->message);
+          g_error_free (e);
+        }
+      g_prefix_error (error, "[layer.%s]: ", l->name);
+    }
   return x;
 }
 
@@ -145,7 +157,7 @@ labels (KsModel *model, const Net *net, GError **error)
   if (y != NULL)
     return y;
   gint64 rows = net->context > 0 ? net->rows * net->context : net->rows;
-  if (net->loss == NET_LOSS_CROSS_ENTROPY)
+  if (net->loss != NET_LOSS_MSE)
     return ks_model_data (model, "y", 1, &rows, KS_DTYPE_INT64, error);
   const gint64 shape[] = { net->rows, net->outputs };
   return ks_model_data (model, "y", 2, shape, KS_DTYPE_FLOAT32, error);
@@ -161,6 +173,15 @@ check_outputs (const Net *net, KsExpr *out, GError **error)
                                            rows, net->outputs);
   if (strcmp (have, want) == 0)
     return TRUE;
+  if (net->loss == NET_LOSS_LOGISTIC)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[model] loss = logistic takes one logit a row, but the last layer (%s) "
+                   "gives %s for %" G_GINT64_FORMAT " rows: end [model] net with a linear "
+                   "layer of size = 1 ([layer.%s] size)", net->layer[net->n - 1].name, have,
+                   rows, net->layer[net->n - 1].name);
+      return FALSE;
+    }
   g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                "the last layer (%s) gives %s for %" G_GINT64_FORMAT " rows, but the data needs "
                "%s (%" G_GINT64_FORMAT " %s a row): end [model] net with a linear layer of "
@@ -178,6 +199,8 @@ net_loss (KsModel *model, KsExpr *out, gconstpointer args, GError **error)
     return NULL;
   if (net->loss == NET_LOSS_CROSS_ENTROPY)
     return ks_softmax_cross_entropy (out, y, error);
+  if (net->loss == NET_LOSS_LOGISTIC)
+    return ks_sigmoid_cross_entropy (out, y, error);
   /* the mean of (out - y)^2 over rows and outputs */
   if ((d = ks_unary (KS_UNARY_NEG, y, error)) == NULL || (d = ks_add (out, d, error)) == NULL
       || (d = ks_mul (d, d, error)) == NULL)
@@ -189,6 +212,8 @@ static KsExpr *
 net_metric (KsModel *model, KsExpr *out, gconstpointer args, GError **error)
 {
   const Net *net = args;
+  if (net->loss == NET_LOSS_LOGISTIC) /* the probabilities, for the AUC of the evaluation */
+    return check_outputs (net, out, error) ? ks_sigmoid (out, error) : NULL;
   if (net->loss != NET_LOSS_CROSS_ENTROPY)
     return net_loss (model, out, args, error);
   KsExpr *y = labels (model, net, error);
@@ -234,10 +259,14 @@ net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
                                      (const char *const *) l->stash,
                                      (const char *const *) l->pop };
     }
-  net->loss_desc = (KsLayerDesc) { net->loss == NET_LOSS_MSE ? "MeanSquaredError"
-                                                             : "CrossEntropy", net_loss, net };
-  net->metric_desc = (KsLayerDesc) { net->loss == NET_LOSS_MSE ? "MeanSquaredError"
-                                                               : "Accuracy", net_metric, net };
+  static const char *const losses[] = { [NET_LOSS_CROSS_ENTROPY] = "CrossEntropy",
+                                        [NET_LOSS_MSE] = "MeanSquaredError",
+                                        [NET_LOSS_LOGISTIC] = "Logistic" };
+  static const char *const metrics[] = { [NET_LOSS_CROSS_ENTROPY] = "Accuracy",
+                                         [NET_LOSS_MSE] = "MeanSquaredError",
+                                         [NET_LOSS_LOGISTIC] = "Probability" };
+  net->loss_desc = (KsLayerDesc) { losses[net->loss], net_loss, net };
+  net->metric_desc = (KsLayerDesc) { metrics[net->loss], net_metric, net };
 }
 
 gboolean

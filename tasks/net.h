@@ -16,6 +16,7 @@ typedef enum {
   NET_LINEAR,
   NET_CONV2D,
   NET_MAX_POOL,
+  NET_AVG_POOL,
   NET_BATCH_NORM,
   NET_LAYER_NORM,
   NET_DROPOUT,
@@ -30,6 +31,8 @@ typedef enum {
   NET_LOSS_CROSS_ENTROPY, /* int64 labels "y" [rows] (of tokens: [rows * context]);
                            * metric accuracy */
   NET_LOSS_MSE,           /* float targets "y" [rows, outputs]; metric the loss (RMSE) */
+  NET_LOSS_LOGISTIC,      /* one logit a row, int64 labels "y" [rows] of 0 or 1; the
+                           * metric layer gives sigmoid (logit) [rows, 1] for the AUC */
 } NetLoss;
 
 typedef struct Net Net;

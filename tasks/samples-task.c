@@ -6,6 +6,8 @@
 #include "net.h"
 #include "samples.h"
 
+#include <ksdist/ctr.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -25,6 +27,13 @@ regression (const KsConfig *c)
 {
   return strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0
          && strcmp (ks_config_get_string (c, "model", "loss"), "mse") == 0;
+}
+
+static gboolean
+logistic (const KsConfig *c)
+{
+  return strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0
+         && strcmp (ks_config_get_string (c, "model", "loss"), "logistic") == 0;
 }
 
 /* The [model] and [data] keys this task reads, for the plan's check of unused ones. */
@@ -72,9 +81,19 @@ samples_build (KsTrainer *t, GError **error)
                      s->train.source);
       return FALSE;
     }
-  if (is_layers ? !net_from_config (&s->net, c, regression (c) ? NET_LOSS_MSE
-                                                               : NET_LOSS_CROSS_ENTROPY,
-                                    s->train.outputs, 0, error)
+  if (logistic (c) && s->train.outputs != 2)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[model] loss = logistic takes labels 0 and 1, but %s has %" G_GINT64_FORMAT
+                   " classes: use loss = cross_entropy, or give the rows two classes",
+                   s->train.source, s->train.outputs);
+      return FALSE;
+    }
+  if (is_layers ? !net_from_config (&s->net, c,
+                                    regression (c) ? NET_LOSS_MSE
+                                    : logistic (c) ? NET_LOSS_LOGISTIC
+                                                   : NET_LOSS_CROSS_ENTROPY,
+                                    logistic (c) ? 1 : s->train.outputs, 0, error)
                 : !net_mlp (&s->net, c, s->train.outputs, error))
     return FALSE;
   net_describe (&s->net, ks_trainer_rows (t), s->train.ndim, s->train.shape);
@@ -137,7 +156,41 @@ samples_batch (KsTrainer *t, gint64 step)
     }
 }
 
-/* The metric over the held-out batches: accuracy, or the root of the mean squared error. */
+/* The AUC of the held-out rows (each once; the last batch filled up with repeats that
+ * are not counted) from the metric layer's probabilities (a pipeline's last stage's
+ * too), bucketed as the ctr's. */
+static gboolean
+samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
+{
+  Samples *s = ks_trainer_data (t);
+  gsize batch = ks_trainer_batch (t);
+  g_autoptr (KsAuc) auc = ks_auc_new (KS_AUC_BUCKETS);
+  g_autofree float *p = g_new (float, batch), *y = g_new (float, batch);
+  for (gsize start = 0; start < s->eval.n; start += batch)
+    {
+      gsize valid = MIN (batch, s->eval.n - start), n_feeds;
+      for (gsize i = 0; i < batch; i++)
+        {
+          gsize row = start + MIN (i, valid - 1);
+          gint64 label;
+          memcpy (s->bx + i * s->eval.x_bytes, s->eval.x + row * s->eval.x_bytes, s->eval.x_bytes);
+          memcpy (s->by + i * s->eval.y_bytes, s->eval.y + row * s->eval.y_bytes, s->eval.y_bytes);
+          memcpy (&label, s->by + i * s->eval.y_bytes, sizeof label);
+          y[i] = (float) label;
+        }
+      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
+      if (!ks_trainer_metric_values (t, feeds, n_feeds, s->metric, p, batch, error))
+        return FALSE;
+      ks_auc_add (auc, p, y, valid);
+    }
+  *value = ks_auc_value (auc);
+  if (samples != NULL)
+    *samples = (gsize) ks_auc_samples (auc);
+  return TRUE;
+}
+
+/* The metric over the held-out batches: accuracy, the root of the mean squared error, or
+ * the AUC. */
 static gboolean
 samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
@@ -145,6 +198,8 @@ samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, G
   gsize batch = ks_trainer_batch (t);
   double sum = 0;
   (void) final;
+  if (s->net.loss == NET_LOSS_LOGISTIC)
+    return samples_auc (t, value, samples, error);
   for (gsize b = 0; b < s->eval_batches; b++)
     {
       /* a held-out set smaller than a batch is used round and round */
@@ -232,3 +287,5 @@ samples_last_epoch (KsTrainer *t, gint64 step)
 
 const KsTrainTask ks_samples_task = SAMPLES_TASK ("a network on samples", "accuracy");
 const KsTrainTask ks_samples_regression_task = SAMPLES_TASK ("a regression on samples", "rmse");
+const KsTrainTask ks_samples_logistic_task = SAMPLES_TASK ("a binary classifier on samples",
+                                                           "auc");

@@ -33,7 +33,7 @@ gboolean sample_set_load (SampleSet *train, SampleSet *eval, const KsConfig *con
                           gboolean regression, gsize batch, GError **error);
 void sample_set_clear (SampleSet *set);
 
-extern const KsTrainTask ks_samples_task, ks_samples_regression_task;
+extern const KsTrainTask ks_samples_task, ks_samples_regression_task, ks_samples_logistic_task;
 
 G_END_DECLS
 

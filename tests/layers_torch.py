@@ -1,9 +1,10 @@
-"""The CNN of examples/cnn-idx.ini in PyTorch, from the weights ksdist started with
-(W0, written by `ksdist export --torch`), on every training image of the IDX folder:
-prints the loss and checks it and every gradient against ksdist's, whose gradient is
-(W0 - W1) / LR for W1 the weights after one plain SGD step of learning rate LR on the
-same images. Exits 1 naming the first tensor that differs.
-  layers_torch.py FOLDER W0 W1 LR KSDIST_LOSS"""
+"""The CNN of examples/cnn-idx.ini (or, with `binary`, of examples/cnn-binary.ini: average
+pools, one padded and overlapping, and the binary logistic loss) in PyTorch, from the
+weights ksdist started with (W0, written by `ksdist export --torch`), on every training
+image of the IDX folder: prints the loss and checks it and every gradient against
+ksdist's, whose gradient is (W0 - W1) / LR for W1 the weights after one plain SGD step of
+learning rate LR on the same images. Exits 1 naming the first tensor that differs.
+  layers_torch.py FOLDER W0 W1 LR KSDIST_LOSS [binary]"""
 import json
 import os
 import struct
@@ -13,6 +14,7 @@ import torch
 from torch import nn
 
 folder, w0_path, w1_path, lr, ks_loss = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+binary = len(sys.argv) > 6 and sys.argv[6] == "binary"
 
 
 def safetensors(path):
@@ -39,31 +41,45 @@ def to_torch(name, w):
     """ksdist's export layout -> PyTorch's: conv weights [f, ky*kx*c] -> [f, c, ky, kx];
     the layer after the flatten reads NHWC's (h, w, c) order, PyTorch's NCHW (c, h, w)."""
     if name in ("conv1.weight", "conv2.weight"):
-        f, k = w.shape[0], 5
+        f, k = w.shape[0], 3 if binary and name == "conv2.weight" else 5
         return w.reshape(f, k, k, -1).permute(0, 3, 1, 2).contiguous()
-    if name == "hidden.weight":
-        return w.reshape(w.shape[0], 7, 7, 32).permute(0, 3, 1, 2).reshape(w.shape[0], -1).contiguous()
+    if name == ("out.weight" if binary else "hidden.weight"):
+        c = 16 if binary else 32
+        return w.reshape(w.shape[0], 7, 7, c).permute(0, 3, 1, 2).reshape(w.shape[0], -1).contiguous()
     return w
 
 
 w0 = {k: to_torch(k, v) for k, v in safetensors(w0_path).items()}
 w1 = {k: to_torch(k, v) for k, v in safetensors(w1_path).items()}
 model = nn.Sequential()
-model.add_module("conv1", nn.Conv2d(1, 16, 5, padding=2))
-model.add_module("relu1", nn.ReLU())
-model.add_module("pool1", nn.MaxPool2d(2))
-model.add_module("conv2", nn.Conv2d(16, 32, 5, padding=2))
-model.add_module("relu2", nn.ReLU())
-model.add_module("pool2", nn.MaxPool2d(2))
-model.add_module("flat", nn.Flatten())
-model.add_module("hidden", nn.Linear(32 * 7 * 7, 128))
-model.add_module("relu3", nn.ReLU())
-model.add_module("out", nn.Linear(128, 10))
+if binary:  # examples/cnn-binary.ini
+    model.add_module("conv1", nn.Conv2d(1, 8, 5, padding=2))
+    model.add_module("relu1", nn.ReLU())
+    model.add_module("pool1", nn.AvgPool2d(2))
+    model.add_module("conv2", nn.Conv2d(8, 16, 3, padding=1))
+    model.add_module("relu2", nn.ReLU())
+    model.add_module("pool2", nn.AvgPool2d(3, stride=2, padding=1))  # count_include_pad
+    model.add_module("flat", nn.Flatten())
+    model.add_module("out", nn.Linear(16 * 7 * 7, 1))
+else:
+    model.add_module("conv1", nn.Conv2d(1, 16, 5, padding=2))
+    model.add_module("relu1", nn.ReLU())
+    model.add_module("pool1", nn.MaxPool2d(2))
+    model.add_module("conv2", nn.Conv2d(16, 32, 5, padding=2))
+    model.add_module("relu2", nn.ReLU())
+    model.add_module("pool2", nn.MaxPool2d(2))
+    model.add_module("flat", nn.Flatten())
+    model.add_module("hidden", nn.Linear(32 * 7 * 7, 128))
+    model.add_module("relu3", nn.ReLU())
+    model.add_module("out", nn.Linear(128, 10))
 model.load_state_dict(w0, strict=True)
 
 x = idx("train-images-idx3-ubyte").float().div(255).unsqueeze(1)
 y = idx("train-labels-idx1-ubyte").long()
-loss = nn.functional.cross_entropy(model(x), y)
+if binary:
+    loss = nn.functional.binary_cross_entropy_with_logits(model(x).squeeze(1), y.float())
+else:
+    loss = nn.functional.cross_entropy(model(x), y)
 loss.backward()
 print(f"loss: PyTorch {loss.item():.6f}, ksdist {ks_loss:.4f}")
 if abs(loss.item() - ks_loss) > 1e-4:

@@ -250,8 +250,10 @@ TESTS += tests/test-examples.sh
 dist_check_SCRIPTS += tests/test-plan.sh
 TESTS += tests/test-plan.sh
 
-dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh
-TESTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh
+dist_check_SCRIPTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh \
+	tests/test-layers-binary.sh
+TESTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh \
+	tests/test-layers-binary.sh
 EXTRA_DIST += tests/layers_torch.py
 
 # doc/config.md against ksdist config --reference

@@ -1,7 +1,8 @@
-/* Convolutional layers on the CPU backend: conv2d, max pooling and batch norm against
- * direct loops written here, im2col against its adjoint, every gradient against finite
- * differences, the running statistics (eval mode, excluded from gradients, kept by a
- * checkpoint), and the errors of bad shapes. */
+/* Convolutional layers on the CPU backend: conv2d, max and average pooling and batch norm
+ * against direct loops written here, im2col and the average pool against their adjoints,
+ * every gradient against finite differences, the binary logistic loss against its
+ * closed form (large logits included), the running statistics (eval mode, excluded from
+ * gradients, kept by a checkpoint), and the errors of bad shapes. */
 #include "testutil.h"
 
 #include <glib/gstdio.h>
@@ -171,6 +172,176 @@ test_max_pool (Fixture *f, gconstpointer data)
         g_assert_cmpfloat_with_epsilon (dx[i], 2 * xs[i] / 36, 1e-6);
       }
   g_assert_cmpuint (routed, ==, 36);
+}
+
+/* The average pool against the direct mean (padding counted as zeros, every window over
+ * kernel^2, as PyTorch's AvgPool2d), its backward against its adjoint and the analytic
+ * gradient, for windows that overlap, pad, and step past the image's end. */
+static void
+check_avg_pool (Fixture *f, int n, int h, int w, int c, int k, int stride, int pad)
+{
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  const gint64 shape[] = { n, h, w, c };
+  gsize nx = (gsize) n * h * w * c;
+  int oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+  gsize ny = (gsize) n * oh * ow * c;
+  KsExpr *x = ks_model_parameter (model, "x", 4, shape,
+                                  (KsInit) { KS_INIT_UNIFORM, -1, 1, k * 10 + pad }, &error);
+  KsExpr *y = ks_avg_pool (x, k, stride, pad, &error);
+  KsExpr *loss = ks_mean (ks_mul (y, y, &error), &error);
+  g_assert_no_error (error);
+  g_autofree char *want_shape = g_strdup_printf ("[%d, %d, %d, %d]", n, oh, ow, c);
+  g_autofree char *got_shape = ks_expr_shape_string (y);
+  g_assert_cmpstr (got_shape, ==, want_shape);
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+  g_assert_true (ks_model_run (model, NULL, 0, NULL, 0, &error));
+  g_assert_no_error (error);
+
+  const float *xs = param (model, "x");
+  g_autofree float *got = host_copy (y);
+  g_autofree double *dx = g_new0 (double, nx);
+  for (int in = 0; in < n; in++)
+    for (int oy = 0; oy < oh; oy++)
+      for (int ox = 0; ox < ow; ox++)
+        for (int ch = 0; ch < c; ch++)
+          {
+            double sum = 0;
+            for (int ky = 0; ky < k; ky++)
+              for (int kx = 0; kx < k; kx++)
+                sum += pixel (xs, h, w, c, in, oy * stride - pad + ky, ox * stride - pad + kx, ch);
+            double mean = sum / (k * k);
+            float g = got[(((gsize) in * oh + oy) * ow + ox) * c + ch];
+            g_assert_cmpfloat_with_epsilon (g, mean, 1e-6);
+            /* d mean (y^2) / dx = 2 y / ny / k^2 at each pixel of the window on the image */
+            for (int ky = 0; ky < k; ky++)
+              for (int kx = 0; kx < k; kx++)
+                {
+                  int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                  if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+                    dx[(((gsize) in * h + iy) * w + ix) * c + ch] += 2 * mean / ny / (k * k);
+                }
+          }
+  const float *grad = ks_arena_data (ks_model_gradients (model));
+  for (gsize i = 0; i < nx; i++)
+    g_assert_cmpfloat_with_epsilon (grad[i], dx[i], 1e-7);
+  g_assert_cmpuint (ks_test_check_parameter_gradients (model, loss, 1e-2, 1e-3), ==, nx);
+
+  /* <avg_pool (x), g> = <x, avg_pool_backward (g)> */
+  KsConvShape s = { n, h, w, c, k, k, stride, pad, oh, ow };
+  g_autoptr (GRand) rng = g_rand_new_with_seed (k + stride + pad);
+  g_autofree float *gy = ks_test_random_floats (rng, ny, -1, 1);
+  g_autofree float *py = g_new (float, ny), *px = g_new (float, nx);
+  double left = 0, right = 0;
+  g_assert_true (ks_compute_avg_pool (f->c, xs, py, &s, &error));
+  g_assert_true (ks_compute_avg_pool_backward (f->c, gy, px, &s, &error));
+  for (gsize i = 0; i < ny; i++)
+    left += (double) py[i] * gy[i];
+  for (gsize i = 0; i < nx; i++)
+    right += (double) xs[i] * px[i];
+  g_assert_cmpfloat_with_epsilon (left, right, 1e-4);
+}
+
+static void
+test_avg_pool (Fixture *f, gconstpointer data)
+{
+  check_avg_pool (f, 2, 6, 6, 3, 2, 2, 0); /* the usual 2x2 halving */
+  check_avg_pool (f, 2, 7, 5, 2, 3, 2, 1); /* overlapping, padded, odd sizes */
+  check_avg_pool (f, 1, 5, 6, 4, 3, 1, 1); /* stride 1: every pixel in 9 windows */
+  check_avg_pool (f, 3, 8, 8, 1, 4, 3, 2); /* windows past the end, pad kernel / 2 */
+}
+
+/* The binary logistic loss: mean (max (z, 0) - y z + log (1 + e^-|z|)), in double here,
+ * and its gradient (sigmoid (z) - y) / m, for logits up to +-200 (a naive log (sigmoid)
+ * is -inf there); finite differences on moderate ones; a label other than 0 or 1 and a
+ * logit of more than one column are refused. */
+static void
+test_logistic (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  enum { M = 10 };
+  const gint64 zshape[] = { M, 1 }, yshape[] = { M };
+  const float zs[M] = { -200, -30, -3.5f, -0.7f, 0, 0.3f, 1.2f, 4, 40, 200 };
+  gint64 labels[M] = { 0, 1, 1, 0, 1, 0, 1, 0, 1, 0 };
+  KsExpr *z = ks_model_parameter (model, "z", 2, zshape, (KsInit) { KS_INIT_CONSTANT, 0, 0, 0 },
+                                  &error);
+  KsExpr *y = ks_model_data (model, "y", 1, yshape, KS_DTYPE_INT64, &error);
+  KsExpr *loss = ks_sigmoid_cross_entropy (z, y, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (model, &error));
+  memcpy ((float *) param (model, "z"), zs, sizeof zs);
+  ks_model_parameters_changed (model);
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+  KsFeed feed = { "y", labels, sizeof labels };
+  g_assert_true (ks_model_run (model, &feed, 1, NULL, 0, &error));
+  g_assert_no_error (error);
+
+  double want = 0;
+  const float *grad = ks_arena_data (ks_model_gradients (model));
+  for (int i = 0; i < M; i++)
+    {
+      double zi = zs[i];
+      want += (MAX (zi, 0) - labels[i] * zi + log1p (exp (-fabs (zi)))) / M;
+      double dz = (1 / (1 + exp (-zi)) - labels[i]) / M;
+      g_assert_cmpfloat_with_epsilon (grad[i], dz, 1e-6);
+    }
+  float got = ks_test_scalar (loss);
+  g_test_message ("loss %.7g, closed form %.7g", got, want);
+  g_assert_true (isfinite (got));
+  g_assert_cmpfloat_with_epsilon (got, want, 1e-5 * want);
+
+  /* finite differences where the loss is smooth enough for float32 steps */
+  for (int i = 0; i < M; i++)
+    ((float *) param (model, "z"))[i] = zs[i] / 100;
+  ks_model_parameters_changed (model);
+  g_assert_true (ks_model_run (model, &feed, 1, NULL, 0, &error));
+  g_assert_cmpuint (ks_test_check_parameter_gradients (model, loss, 1e-2, 1e-3), ==, M);
+
+  /* a label of 2 is an error naming its row */
+  labels[3] = 2;
+  g_assert_false (ks_model_run (model, &feed, 1, &loss, 1, &error));
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "binary logistic loss (labels 0 or 1): "));
+  g_assert_nonnull (strstr (error->message, "labels[3] = 2"));
+  g_clear_error (&error);
+
+  const gint64 two[] = { M, 2 };
+  KsExpr *z2 = ks_model_data (model, "z2", 2, two, KS_DTYPE_FLOAT32, &error);
+  g_assert_null (ks_sigmoid_cross_entropy (z2, y, &error));
+  g_assert_nonnull (strstr (error->message, "one logit a row, [m, 1]"));
+}
+
+/* A config CNN of the new pieces: image -> conv -> relu -> avg pool (k3, s2, p1) ->
+ * flatten -> fc to one logit -> binary logistic loss; every gradient, the image's
+ * through the pool, against finite differences. */
+static void
+test_avg_pool_logistic_gradients (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
+  const gint64 shape[] = { 4, 6, 5, 2 }, lshape[] = { 4 };
+  const gint64 labels[] = { 1, 0, 0, 1 };
+  KsExpr *image = ks_model_parameter (model, "image", 4, shape,
+                                      (KsInit) { KS_INIT_UNIFORM, -1, 1, 9 }, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, lshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_relu (ks_conv2d (image, 3, 3, 1, 1, "c1", 1, &error), &error);
+  h = ks_flatten (ks_avg_pool (h, 3, 2, 1, &error), &error);
+  KsExpr *loss = ks_sigmoid_cross_entropy (ks_fc (h, 1, -1, "fc", 3, &error), y, &error);
+  g_assert_no_error (error);
+  g_autofree char *hs = ks_expr_shape_string (h);
+  g_assert_cmpstr (hs, ==, "[4, 27]"); /* 6 x 5 -> 3 x 3, 3 channels */
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, pairs, &error));
+  KsFeed feed = { "y", labels, sizeof labels };
+  g_assert_true (ks_model_run (model, &feed, 1, NULL, 0, &error));
+  g_assert_no_error (error);
+  gsize checked = ks_test_check_parameter_gradients (model, loss, 1e-3, 5e-3);
+  g_assert_cmpuint (checked, ==, 240 + 54 + 3 + 27 + 1);
 }
 
 /* A small network through every op of this file and then some:
@@ -351,6 +522,15 @@ test_errors (Fixture *f, gconstpointer data)
   g_assert_null (ks_max_pool (x4, 2, 0, &error));
   g_assert_nonnull (strstr (error->message, "max pool of 'x4' [2, 5, 5, 3]"));
   g_clear_error (&error);
+  g_assert_null (ks_avg_pool (x4, 6, 1, 0, &error)); /* wider than the image */
+  g_assert_nonnull (strstr (error->message, "avg pool of 'x4' [2, 5, 5, 3]: kernel 6"));
+  g_clear_error (&error);
+  g_assert_null (ks_avg_pool (x4, 2, 1, 2, &error)); /* pad not below the kernel */
+  g_assert_nonnull (strstr (error->message, "pad 2 do not fit"));
+  g_clear_error (&error);
+  g_assert_null (ks_avg_pool (x2, 2, 2, 0, &error));
+  g_assert_nonnull (strstr (error->message, "avg pool: 'x2' is float32 [4, 8]"));
+  g_clear_error (&error);
   g_assert_null (ks_batch_norm (x4, "bn", 1.5f, 1e-5f, &error));
   g_assert_cmpstr (error->message, ==, "batch norm 'bn': momentum 1.5 must be in [0, 1] and "
                    "eps 1e-05 above 0");
@@ -378,6 +558,9 @@ main (int argc, char **argv)
   ADD ("forward", test_conv_forward);
   ADD ("im2col-adjoint", test_im2col_adjoint);
   ADD ("max-pool", test_max_pool);
+  ADD ("avg-pool", test_avg_pool);
+  ADD ("logistic", test_logistic);
+  ADD ("avg-pool-logistic-gradients", test_avg_pool_logistic_gradients);
   ADD ("gradients", test_gradients);
   ADD ("batch-norm", test_batch_norm);
   ADD ("export", test_export);

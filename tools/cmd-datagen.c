@@ -612,11 +612,15 @@ static int
 run_datagen_digits (int argc, char **argv)
 {
   gint64 train = 10000, test = 2000, seed = 1;
+  int classes = 10;
   g_autofree char *format = NULL;
   GOptionEntry entries[] = {
     { "train", 0, 0, G_OPTION_ARG_INT64, &train, "Training images (default 10000)", "N" },
     { "test", 0, 0, G_OPTION_ARG_INT64, &test, "Test images (default 2000)", "N" },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the drawings (default 1)", "S" },
+    { "classes", 0, 0, G_OPTION_ARG_INT, &classes,
+      "Only the digits 0 to N-1 (default 10; 2 makes labels 0 and 1 for a binary "
+      "classifier)", "N" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format,
       "idx (MNIST's four files, the default), npy (train-images.npy, train-labels.npy, "
       "t10k-...), csv (train.csv, t10k.csv: a label and 784 pixels a line) or folder "
@@ -635,15 +639,17 @@ run_datagen_digits (int argc, char **argv)
   if (format == NULL)
     format = g_strdup ("idx");
   if (argc != 3 || train < 1 || train > 10000000 || test < 1 || test > 10000000
+      || classes < 2 || classes > 10
       || (strcmp (format, "idx") != 0 && strcmp (format, "npy") != 0
           && strcmp (format, "csv") != 0 && strcmp (format, "folder") != 0))
     {
-      ks_cli_error ("datagen digits: give one DIR, 1 <= --train, --test <= 10000000 and "
-                    "--format idx, npy, csv or folder (see ksdist help datagen)");
+      ks_cli_error ("datagen digits: give one DIR, 1 <= --train, --test <= 10000000, "
+                    "2 <= --classes <= 10 and --format idx, npy, csv or folder (see ksdist "
+                    "help datagen)");
       return KS_EXIT_USAGE;
     }
 #ifdef HAVE_GLYPHS
-  return datagen_digits (argv[2], train, test, seed, format);
+  return datagen_digits (argv[2], train, test, seed, format, classes);
 #else
   ks_cli_error ("datagen digits: this ksdist was built without FreeType and fontconfig; "
                 "install them (see configure's summary) and build again");

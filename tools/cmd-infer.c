@@ -2,7 +2,8 @@
  * file. Each line is one row: the values of every feed for it, in the feeds' order,
  * separated by spaces or commas; each output line is the targets' values for that row
  * (or, with --argmax, the index of the largest value in each group of the last
- * dimension: the class). The export runs with any batch, so rows go through in chunks. */
+ * dimension: the class; of a group of one, a binary model's logit, 1 when it is above 0,
+ * else 0). The export runs with any batch, so rows go through in chunks. */
 #include "cli.h"
 
 #include <ksdist/table.h>
@@ -165,6 +166,8 @@ print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, gint
                 gsize best = 0;
                 for (gsize j = 1; j < group[t]; j++)
                   best = x[g * group[t] + j] > x[g * group[t] + best] ? j : best;
+                if (group[t] == 1) /* one logit ([model] loss = logistic): sigmoid > 1/2 */
+                  best = x[g] > 0;
                 if (best < n_names)
                   printf ("%s%s", t + g ? " " : "", names[best]);
                 else
@@ -378,7 +381,8 @@ run_infer (int argc, char **argv)
       "csv: the label column, by name or 0-based index (default: the last)", "COLUMN" },
     { "argmax", 0, 0, G_OPTION_ARG_NONE, &argmax,
       "Print the index of each row's largest output (the class; its name when the training "
-      "file named the classes), not the values", NULL },
+      "file named the classes), not the values; of one output (a logistic model's logit), "
+      "1 when it is above 0, else 0", NULL },
     { "batch", 'b', 0, G_OPTION_ARG_INT, &chunk, "Rows run at a time (default 256)", "N" },
     KS_CLI_SET_OPTION (sets),
     { NULL },

@@ -176,7 +176,8 @@ write_split (const char *dir, const char *format, const char *split, const guint
 }
 
 int
-datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed, const char *format)
+datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed, const char *format,
+                int classes)
 {
   FT_Library lib;
   GArray *fonts;
@@ -210,7 +211,7 @@ datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed, const c
       for (guint32 i = 0; i < n; i++)
         {
           guint8 canvas[CANVAS * CANVAS];
-          labels[i] = rng_next (&r) % 10;
+          labels[i] = rng_next (&r) % classes;
           FT_Face face = g_ptr_array_index (faces, rng_next (&r) % faces->len);
           if (!draw_glyph (face, '0' + labels[i], &r, canvas))
             {
@@ -224,7 +225,8 @@ datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed, const c
         goto out;
     }
   printf ("digits: %" G_GINT64_FORMAT " training and %" G_GINT64_FORMAT " test images of 28 x "
-          "28 drawn with %u fonts, as %s files in %s\n", train, test, faces->len, format, dir);
+          "28 (the digits 0 to %d) drawn with %u fonts, as %s files in %s\n", train, test,
+          classes - 1, faces->len, format, dir);
   status = KS_EXIT_OK;
 out:
   g_ptr_array_set_size (faces, 0);

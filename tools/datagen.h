@@ -81,9 +81,10 @@ gboolean datagen_prepare_image_dir (const char *dir, gboolean force);
 int datagen_glyphs (const char *dir, const DatagenImageOptions *o);
 /* A text's bytes as token files (llm.c's shard layout). */
 int datagen_tokens (const char *dir, const char *text);
-/* MNIST-like digits: `format` idx (MNIST's files), npy or csv. */
+/* MNIST-like digits, 0 to classes - 1 (10: all): `format` idx (MNIST's files), npy, csv
+ * or folder. */
 int datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed,
-                    const char *format);
+                    const char *format, int classes);
 int datagen_images (const char *dir, const DatagenImageOptions *o);
 
 #endif

@@ -191,6 +191,15 @@ typedef struct {
   /* The queue the backend's work runs on (CUDA: its cudaStream_t), for a communicator
    * that can queue behind it (KsCommOps use_stream); NULL when there is none. */
   void *(*native_stream) (void *ctx);
+
+  /* y = the mean of each window (ky, kx) of x, per channel; padding pixels count as zeros
+   * and every window divides by kh * kw (PyTorch's AvgPool2d, count_include_pad) */
+  gboolean (*avg_pool) (void *ctx, const float *x, float *y, const KsConvShape *s,
+                        GError **error);
+  /* dx = each output's gradient spread evenly over the pixels of its window that lie on
+   * the image, divided by kh * kw (dx is written) */
+  gboolean (*avg_pool_backward) (void *ctx, const float *dy, float *dx, const KsConvShape *s,
+                                 GError **error);
 } KsComputeOps;
 
 #ifdef __CUDACC__
@@ -292,6 +301,10 @@ gboolean ks_compute_col2im (KsCompute *compute, const float *col, float *dx, con
                             GError **error);
 gboolean ks_compute_max_pool (KsCompute *compute, const float *x, float *y, gint64 *argmax,
                               const KsConvShape *s, GError **error);
+gboolean ks_compute_avg_pool (KsCompute *compute, const float *x, float *y, const KsConvShape *s,
+                              GError **error);
+gboolean ks_compute_avg_pool_backward (KsCompute *compute, const float *dy, float *dx,
+                                       const KsConvShape *s, GError **error);
 gboolean ks_compute_batch_norm (KsCompute *compute, const float *x, const float *gamma,
                                 const float *beta, float *y, float *mean, float *var, gsize rows,
                                 gsize cols, float eps, gboolean training, GError **error);

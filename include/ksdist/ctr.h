@@ -42,7 +42,8 @@ char **ks_data_dir_files (const char *dir, GError **error);
  * counts of several workers add up to the AUC of all their samples. */
 typedef struct KsAuc KsAuc;
 
-KsAuc *ks_auc_new (gsize buckets); /* Paddle's num_thresholds: 4095 */
+#define KS_AUC_BUCKETS 4095 /* Paddle's num_thresholds, the ctr's and the layer lists' */
+KsAuc *ks_auc_new (gsize buckets);
 void ks_auc_free (KsAuc *auc);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsAuc, ks_auc_free)
 void ks_auc_reset (KsAuc *auc);

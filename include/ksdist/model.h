@@ -201,6 +201,11 @@ KsExpr *ks_dropout (KsExpr *x, float rate, guint64 seed, GError **error);
 KsExpr *ks_mean (KsExpr *x, GError **error);
 /* Mean softmax cross entropy of logits [m, c] against int64 labels [m]: a scalar. */
 KsExpr *ks_softmax_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error);
+/* Mean binary logistic loss (sigmoid, then binary cross entropy, in the stable form
+ * max (z, 0) - y z + log (1 + e^-|z|)) of logits [m, 1] against int64 labels [m] of 0 or
+ * 1 (another label is an error naming its row): a scalar, PyTorch's
+ * binary_cross_entropy_with_logits. */
+KsExpr *ks_sigmoid_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error);
 /* The fraction of rows whose largest logit is the label: a scalar (no gradient). */
 KsExpr *ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error);
 
@@ -216,6 +221,10 @@ KsExpr *ks_conv2d (KsExpr *x, gint64 filters, int kernel, int stride, int pad,
 /* The maximum of each kernel x kernel window moved by `stride`, per channel (no padding):
  * [n, (h - kernel) / stride + 1, ..., c]. */
 KsExpr *ks_max_pool (KsExpr *x, int kernel, int stride, GError **error);
+/* The mean of each kernel x kernel window moved by `stride` over x with `pad` zero pixels
+ * on each side, per channel, always divided by kernel * kernel (PyTorch's AvgPool2d with
+ * count_include_pad): [n, (h + 2 pad - kernel) / stride + 1, ..., c]; pad < kernel. */
+KsExpr *ks_avg_pool (KsExpr *x, int kernel, int stride, int pad, GError **error);
 /* Batch normalisation per channel (the last dimension) over every other one. Training
  * mode uses the batch's mean and variance and moves the running statistics toward them
  * by `momentum` (the variance unbiased, as PyTorch); evaluation mode uses the running

@@ -205,6 +205,10 @@ gboolean ks_pipeline_step (KsPipeline *pipeline, KsOptimizer *optimizer, const K
  * micro-batches of `feeds`; the same on every stage. */
 gboolean ks_pipeline_evaluate (KsPipeline *pipeline, const KsFeed *feeds, gsize n_feeds,
                                double *value, GError **error);
+/* The same forwards, but every value of the metric (one a row, say), the micro-batches'
+ * one after another, `n` in all, into `values` (host floats) on every stage. */
+gboolean ks_pipeline_evaluate_values (KsPipeline *pipeline, const KsFeed *feeds, gsize n_feeds,
+                                      float *values, gsize n, GError **error);
 /* The schedule this stage runs. */
 const KsSchedule *ks_pipeline_schedule (const KsPipeline *pipeline);
 /* Seconds this stage spent in forwards and backwards, and in steps from their start to

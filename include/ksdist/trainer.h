@@ -198,6 +198,11 @@ void ks_trainer_set_tokens_per_row (KsTrainer *t, gsize tokens);
  * non-finite value is an error. */
 gboolean ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
                             double *value, GError **error);
+/* One batch's metric of `n` values (one a row, say: a binary model's probabilities for an
+ * AUC) into `values` (host floats), on any executor: the model's `metric`, or the
+ * pipeline's last stage's, micro-batch after micro-batch, on every stage. */
+gboolean ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds,
+                                   KsExpr *metric, float *values, gsize n, GError **error);
 
 /* The model's layer list (ksdist segment): the task built with describing on. */
 const KsLayerDesc *ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss);

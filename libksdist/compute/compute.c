@@ -353,6 +353,23 @@ ks_compute_max_pool (KsCompute *compute, const float *x, float *y, gint64 *argma
 }
 
 gboolean
+ks_compute_avg_pool (KsCompute *compute, const float *x, float *y, const KsConvShape *s,
+                     GError **error)
+{
+  REQUIRE (compute, avg_pool, error);
+  return conv_shape_valid (s, error) && OPS (compute)->avg_pool (CTX (compute), x, y, s, error);
+}
+
+gboolean
+ks_compute_avg_pool_backward (KsCompute *compute, const float *dy, float *dx,
+                              const KsConvShape *s, GError **error)
+{
+  REQUIRE (compute, avg_pool_backward, error);
+  return conv_shape_valid (s, error)
+         && OPS (compute)->avg_pool_backward (CTX (compute), dy, dx, s, error);
+}
+
+gboolean
 ks_compute_batch_norm (KsCompute *compute, const float *x, const float *gamma, const float *beta,
                        float *y, float *mean, float *var, gsize rows, gsize cols, float eps,
                        gboolean training, GError **error)

@@ -50,10 +50,12 @@ static const KsKeyDesc core_schema[] = {
     "embeddings and integer features into an MLP)" },
   { "model", "net", KS_VALUE_LIST, "", 1, 0, NULL,
     "layers: the names of the [layer.NAME] groups, input to output (e.g. conv1, pool1, "
-    "flat, out); the last layer gives one value per class (or per target with loss = mse)" },
-  { "model", "loss", KS_VALUE_CHOICE, "cross_entropy", 1, 0, "cross_entropy|mse",
-    "layers: cross_entropy (softmax over classes; metric accuracy) or mse (mean squared "
-    "error against values; metric RMSE)" },
+    "flat, out); the last layer gives one value per class (per target with loss = mse, one "
+    "logit with loss = logistic)" },
+  { "model", "loss", KS_VALUE_CHOICE, "cross_entropy", 1, 0, "cross_entropy|mse|logistic",
+    "layers: cross_entropy (softmax over classes; metric accuracy), mse (mean squared "
+    "error against values; metric RMSE) or logistic (binary: sigmoid and binary cross "
+    "entropy of one logit a row against labels 0 and 1; metric AUC)" },
   { "model", "hidden", KS_VALUE_LIST, "64,64", 1, 0, NULL,
     "Sizes of the MLP's hidden layers, input to output (mlp and ctr)" },
   { "model", "activation", KS_VALUE_CHOICE, "tanh", 1, 0, "relu|tanh|sigmoid|gelu",
@@ -234,7 +236,8 @@ static const KsKeyDesc core_schema[] = {
     "Async: queued gradients averaged into one push" },
   /* [layer.NAME]: one group per layer of a [model] type = layers network */
   { "layer.*", "type", KS_VALUE_CHOICE, "linear", 1, 0,
-    "linear|conv2d|max_pool|batch_norm|layer_norm|dropout|flatten|activation|embedding|"
+    "linear|conv2d|max_pool|avg_pool|batch_norm|layer_norm|dropout|flatten|activation|"
+    "embedding|"
     "position|transformer",
     "Layer: what it computes (required). Images are [rows, height, width, channels]; "
     "embedding, position and transformer work on [data] task = tokens" },
@@ -249,10 +252,12 @@ static const KsKeyDesc core_schema[] = {
     "its weights (a language model's head tied to its input, as GPT-2's)" },
   { "layer.*", "filters", KS_VALUE_INT, "1", 1, 1 << 20, NULL, "Layer: conv2d's output channels" },
   { "layer.*", "kernel", KS_VALUE_INT, "3", 1, 64, NULL,
-    "Layer: conv2d's and max_pool's window, kernel x kernel" },
+    "Layer: conv2d's, max_pool's and avg_pool's window, kernel x kernel" },
   { "layer.*", "stride", KS_VALUE_INT, "1", 1, 64, NULL,
-    "Layer: conv2d's step (default 1) and max_pool's (default the kernel)" },
-  { "layer.*", "padding", KS_VALUE_INT, "0", 0, 64, NULL, "Layer: conv2d's zeros on each side" },
+    "Layer: conv2d's step (default 1), max_pool's and avg_pool's (default the kernel)" },
+  { "layer.*", "padding", KS_VALUE_INT, "0", 0, 64, NULL,
+    "Layer: conv2d's and avg_pool's zeros on each side (avg_pool: at most half the kernel; "
+    "the zeros count in each window's mean, as PyTorch's AvgPool2d)" },
   { "layer.*", "activation", KS_VALUE_CHOICE, "none", 1, 0, "none|relu|tanh|sigmoid|gelu",
     "Layer: applied to the output of linear, conv2d, batch_norm, layer_norm, or alone" },
   { "layer.*", "rate", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,

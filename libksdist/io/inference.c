@@ -78,6 +78,7 @@ add_op (JsonBuilder *b, const KsExpr *e)
       break;
     case OP_CONV2D:
     case OP_MAX_POOL:
+    case OP_AVG_POOL:
       add_ints (b, "window", 3, NULL, (const int[]) { e->conv.kh, e->conv.stride, e->conv.pad });
       break;
     case OP_BATCH_NORM:
@@ -179,6 +180,7 @@ static const int arity[] = {
   [OP_EMBEDDING] = 2, [OP_LAYER_NORM] = 3, [OP_ATTENTION] = 1, [OP_GRAD] = -1,
   [OP_SOFTMAX] = 1,   [OP_RESHAPE] = 1,   [OP_TRANSPOSE] = 1, [OP_DROPOUT] = 1,
   [OP_MUL] = 2,       [OP_CONV2D] = 3,    [OP_MAX_POOL] = 1,  [OP_BATCH_NORM] = 5,
+  [OP_AVG_POOL] = 1,  [OP_LOGISTIC] = 2,
 };
 
 static gboolean
@@ -256,6 +258,7 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
       return ks_invalid (error, "unknown function %s", s ? s : "(missing fn)"), NULL;
     case OP_MEAN: return ks_mean (in[0], error);
     case OP_CROSS_ENTROPY: return ks_softmax_cross_entropy (in[0], in[1], error);
+    case OP_LOGISTIC: return ks_sigmoid_cross_entropy (in[0], in[1], error);
     case OP_ACCURACY: return ks_accuracy (in[0], in[1], error);
     case OP_EMBEDDING: return ks_embedding (in[1], in[0], error);
     case OP_LAYER_NORM:
@@ -283,12 +286,15 @@ build_op (KsModel *model, OpType op, JsonObject *o, KsExpr **in, const char *nam
       return ks_dropout (in[0], double_member (o, "rate", 0), 0, error);
     case OP_CONV2D:
     case OP_MAX_POOL:
+    case OP_AVG_POOL:
       if (ints_member (o, "window", window, 3) != 3 || window[0] < 1 || window[0] > 4096
           || window[1] < 1 || window[1] > 4096 || window[2] < 0 || window[2] > 4096)
         return ks_invalid (error, "window must be [kernel, stride, pad], each in [0, 4096]"),
                NULL;
       if (op == OP_MAX_POOL)
         return ks_max_pool (in[0], window[0], window[1], error);
+      if (op == OP_AVG_POOL)
+        return ks_avg_pool (in[0], window[0], window[1], window[2], error);
       return ks_conv2d_with (in[0], in[1], in[2], window[0], window[1], window[2], error);
     case OP_BATCH_NORM:
       return ks_batch_norm_with (in[0], in + 1, double_member (o, "momentum", 0.1),

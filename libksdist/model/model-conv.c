@@ -1,6 +1,6 @@
 /* The ops of convolutional networks on NHWC images: conv2d (im2col, then one sgemm over
- * every output pixel of the batch), max pooling and batch normalisation. Like the other
- * ops (model-ops.c), a backward adds into its inputs' gradients. */
+ * every output pixel of the batch), max and average pooling and batch normalisation.
+ * Like the other ops (model-ops.c), a backward adds into its inputs' gradients. */
 #include "model-private.h"
 
 #include <math.h>
@@ -115,6 +115,21 @@ ks_max_pool (KsExpr *x, int kernel, int stride, GError **error)
     return NULL;
   const gint64 shape[] = { s.n, s.oh, s.ow, s.c };
   if ((e = ks_op_expr_n (OP_MAX_POOL, &x, 1, 4, shape, error)) != NULL)
+    e->conv = s;
+  return e;
+}
+
+KsExpr *
+ks_avg_pool (KsExpr *x, int kernel, int stride, int pad, GError **error)
+{
+  KsConvShape s;
+  KsExpr *e;
+
+  if (!require_image ("avg pool", x, error)
+      || !window_over ("avg pool", x, kernel, stride, pad, &s, error))
+    return NULL;
+  const gint64 shape[] = { s.n, s.oh, s.ow, s.c };
+  if ((e = ks_op_expr_n (OP_AVG_POOL, &x, 1, 4, shape, error)) != NULL)
     e->conv = s;
   return e;
 }
@@ -257,6 +272,8 @@ ks_conv_op_forward (KsExpr *e, GError **error)
       return ensure_aux (e, KS_DTYPE_INT64, e->numel, 1, error)
              && ks_compute_max_pool (DEV (e), F (e->in[0]->value), F (e->value), e->aux->data,
                                      &e->conv, error);
+    case OP_AVG_POOL:
+      return ks_compute_avg_pool (DEV (e), F (e->in[0]->value), F (e->value), &e->conv, error);
     case OP_BATCH_NORM:
       return batch_norm_forward (e, error);
     default:
@@ -332,6 +349,15 @@ ks_conv_op_backward (KsExpr *e, GError **error)
              || (ks_op_grad_zeroed (x, error)
                  && ks_compute_embedding_backward (DEV (e), F (e->grad), e->aux->data,
                                                    F (x->grad), x->numel, e->numel, 1, error));
+    case OP_AVG_POOL: /* each output's gradient spread over its window */
+      {
+        float *dx;
+        return !x->needs_grad
+               || ((dx = x->grad_fresh ? F (x->grad) : ks_model_scratch (e->model, x->numel,
+                                                                        error)) != NULL
+                   && ks_compute_avg_pool_backward (DEV (e), F (e->grad), dx, &e->conv, error)
+                   && ks_op_grad_written (x, dx, error));
+      }
     case OP_BATCH_NORM:
       return batch_norm_backward (e, error);
     default:

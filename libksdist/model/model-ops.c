@@ -17,7 +17,7 @@ ks_op_name (OpType op)
                                        "cross_entropy", "accuracy", "embedding", "layer_norm",
                                        "attention", "grad", "softmax", "reshape", "transpose",
                                        "dropout", "mul", "conv2d", "max_pool",
-                                       "batch_norm" };
+                                       "batch_norm", "avg_pool", "logistic" };
   return names[op];
 }
 
@@ -235,6 +235,24 @@ ks_softmax_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error)
   return op_expr (OP_CROSS_ENTROPY, logits, labels, 0, NULL, error);
 }
 
+/* The binary logistic loss of one logit a row: softmax cross entropy over the two logits
+ * [0, z], which is log (1 + e^z) - y z in the stable form max (z, 0) - y z + log (1 +
+ * e^-|z|), and whose gradient is sigmoid (z) - y. */
+KsExpr *
+ks_sigmoid_cross_entropy (KsExpr *logits, KsExpr *labels, GError **error)
+{
+  if (!check_labels ("sigmoid_cross_entropy", logits, labels, error))
+    return NULL;
+  if (logits->shape[1] != 1)
+    {
+      g_autofree char *sl = ks_expr_shape_string (logits);
+      return ks_invalid (error, "sigmoid_cross_entropy: logits '%s' are %s; the binary "
+                         "logistic loss takes one logit a row, [m, 1]", logits->name, sl),
+             NULL;
+    }
+  return op_expr (OP_LOGISTIC, logits, labels, 0, NULL, error);
+}
+
 KsExpr *
 ks_accuracy (KsExpr *logits, KsExpr *labels, GError **error)
 {
@@ -341,6 +359,54 @@ with_scalar (KsCompute *c, KsBinaryOp op, const float *x, const float *s, float 
              GError **error)
 {
   return ks_compute_binary (c, op, x, s, y, n, 1, 1, error);
+}
+
+/* The logits [0, z] of each row through the cross entropy kernel: aux holds [0 .. 0, z]
+ * ([2, rows]), its transpose ([rows, 2]), the kernel's softmax - onehot, the losses. */
+static gboolean
+logistic_forward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  const KsExpr *z = e->in[0], *y = e->in[1];
+  gsize rows = z->shape[0];
+  const gint64 shape[] = { (gint64) (7 * rows) }, cols[] = { 2, (gint64) rows };
+  static const int swap[] = { 1, 0 };
+  if (e->aux == NULL && (e->aux = ks_tensor_new (c, KS_DTYPE_FLOAT32, 1, shape, error)) == NULL)
+    return FALSE;
+  float *pair = F (e->aux), *logits = pair + 2 * rows, *dlogits = logits + 2 * rows;
+  float *losses = dlogits + 2 * rows;
+  if (!ks_compute_fill_zero (c, pair, rows * sizeof (float), error)
+      || !ks_compute_axpby (c, 1, F (z->value), 0, pair + rows, rows, error)
+      || !ks_compute_transpose (c, pair, logits, 2, cols, swap, error))
+    return FALSE;
+  if (!ks_compute_cross_entropy (c, logits, y->value->data, losses, dlogits, rows, 2, error))
+    {
+      g_prefix_error (error, "binary logistic loss (labels 0 or 1): ");
+      return FALSE;
+    }
+  return ks_compute_reduce (c, KS_REDUCE_AVG, losses, F (e->value), 1, rows, 1, error);
+}
+
+/* dz += (dloss / rows) (sigmoid (z) - y): the second column of softmax - onehot. */
+static gboolean
+logistic_backward (KsExpr *e, GError **error)
+{
+  KsCompute *c = DEV (e);
+  KsExpr *z = e->in[0];
+  gsize rows = z->shape[0];
+  const gint64 shape[] = { (gint64) rows, 2 };
+  static const int swap[] = { 1, 0 };
+  float *pair = F (e->aux), *dlogits = pair + 4 * rows, *scale, *tmp;
+  if (!z->needs_grad)
+    return TRUE;
+  if ((scale = ks_model_scratch (e->model, rows + 16, error)) == NULL)
+    return FALSE;
+  scale += rows;
+  tmp = z->grad_fresh ? F (z->grad) : scale - rows;
+  return ks_compute_transpose (c, dlogits, pair, 2, shape, swap, error)
+         && ks_compute_axpby (c, 1.0f / rows, F (e->grad), 0, scale, 1, error)
+         && with_scalar (c, KS_BINARY_MUL, pair + rows, scale, tmp, rows, error)
+         && ks_op_grad_written (z, tmp, error);
 }
 
 static gboolean
@@ -474,6 +540,8 @@ ks_op_forward (KsExpr *e, GError **error)
                                          cols, error)
                && ks_compute_reduce (c, KS_REDUCE_AVG, losses, F (e->value), 1, rows, 1, error);
       }
+    case OP_LOGISTIC:
+      return logistic_forward (e, error);
     case OP_ACCURACY:
       return accuracy_forward (e, error);
     case OP_EMBEDDING:
@@ -507,6 +575,7 @@ ks_op_forward (KsExpr *e, GError **error)
     case OP_CONV2D:
     case OP_MAX_POOL:
     case OP_BATCH_NORM:
+    case OP_AVG_POOL:
       return ks_conv_op_forward (e, error);
     case OP_PARAMETER:
     case OP_DATA:
@@ -675,7 +744,10 @@ ks_op_backward (KsExpr *e, GError **error)
     case OP_CONV2D:
     case OP_MAX_POOL:
     case OP_BATCH_NORM:
+    case OP_AVG_POOL:
       return ks_conv_op_backward (e, error);
+    case OP_LOGISTIC:
+      return logistic_backward (e, error);
     case OP_ACCURACY:
     case OP_GRAD:
     case OP_PARAMETER:

@@ -28,6 +28,9 @@ typedef enum {
   OP_CONV2D,        /* in: x, w, b (NHWC); aux: x's patches (im2col) */
   OP_MAX_POOL,      /* aux: the index in x of each output's maximum (int64) */
   OP_BATCH_NORM,    /* in: x, gamma, beta, running mean, running var; aux: the batch's mean, var */
+  OP_AVG_POOL,      /* the mean of each window, padding counted as zeros */
+  OP_LOGISTIC,      /* in: logits [m, 1], labels int64 [m] of 0 or 1; the mean of the binary
+                     * logistic loss; aux: [0, logit] a row, its softmax - onehot, the losses */
 } OpType;
 
 struct KsExpr {
@@ -40,7 +43,7 @@ struct KsExpr {
   int attr;   /* KsUnaryOp of OP_UNARY; log of OP_SOFTMAX */
   float eps;  /* OP_LAYER_NORM, OP_BATCH_NORM */
   float momentum; /* OP_BATCH_NORM: the running statistics' update weight */
-  KsConvShape conv; /* OP_CONV2D, OP_MAX_POOL: the window (n, h, w, c of the input) */
+  KsConvShape conv; /* OP_CONV2D, OP_MAX_POOL, OP_AVG_POOL: the window (n, h, w, c of the input) */
   gboolean buffer;  /* OP_PARAMETER: state without a gradient (running statistics) */
   gint64 batch, heads; /* OP_ATTENTION */
   int perm[KS_TENSOR_MAX_DIMS]; /* OP_TRANSPOSE */

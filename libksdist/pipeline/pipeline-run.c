@@ -431,9 +431,12 @@ ks_pipeline_step (KsPipeline *pl, KsOptimizer *optimizer, const KsFeed *feeds, g
              || ks_comm_allreduce (pl->data, loss, 1, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, error));
 }
 
-gboolean
-ks_pipeline_evaluate (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, double *value,
-                      GError **error)
+/* The forwards of an evaluation: the last chunk's target (the metric, else the loss) of
+ * each micro-batch summed into *sum from its first value, or, with `values`, all its
+ * values copied there, micro-batch after micro-batch (n in all). */
+static gboolean
+evaluate (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, double *value, float *values,
+          gsize n, GError **error)
 {
   gboolean training = ks_model_training (pl->model), ok = TRUE;
   int last = pl->p * pl->v - 1;
@@ -457,6 +460,17 @@ ks_pipeline_evaluate (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, double
                                   c->out_numel * sizeof (float), error)
                && ks_pipe_send (pl, c->act_out + mb * c->out_numel, c->out_numel * sizeof (float),
                            (g + 1) % pl->p, tag_of (TAG_ACTIVATION, g + 1, mb), error);
+        else if (ok && values != NULL)
+          {
+            gsize per = ks_expr_numel (target);
+            if (per * pl->m != n)
+              ok = ks_invalid (error, "pipeline evaluation: the metric gives %" G_GSIZE_FORMAT
+                               " values a micro-batch, %d micro-batches, but %" G_GSIZE_FORMAT
+                               " were asked for", per, pl->m, n);
+            else
+              ok = ks_tensor_to_host (target->value, values + mb * per, per * sizeof (float),
+                                      error);
+          }
         else if (ok)
           {
             ok = ks_tensor_to_host (target->value, &v, sizeof v, error);
@@ -465,6 +479,24 @@ ks_pipeline_evaluate (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, double
       }
   ks_model_set_training (pl->model, training);
   ok = ks_pipe_drain (pl, ok ? error : NULL) && ok;
+  if (values != NULL)
+    return ok
+           && (pl->p == 1
+               || ks_comm_broadcast (pl->comm, values, n, KS_DTYPE_FLOAT32, pl->p - 1, error));
   *value = sum / pl->m;
   return ok && from_last_stage (pl, value, error);
+}
+
+gboolean
+ks_pipeline_evaluate (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, double *value,
+                      GError **error)
+{
+  return evaluate (pl, feeds, n_feeds, value, NULL, 0, error);
+}
+
+gboolean
+ks_pipeline_evaluate_values (KsPipeline *pl, const KsFeed *feeds, gsize n_feeds, float *values,
+                             gsize n, GError **error)
+{
+  return evaluate (pl, feeds, n_feeds, NULL, values, n, error);
 }

@@ -248,6 +248,23 @@ ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *met
   return TRUE;
 }
 
+gboolean
+ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
+                          float *values, gsize n, GError **error)
+{
+  const KsTensor *out;
+
+  if (t->pipeline != NULL)
+    return ks_pipeline_evaluate_values (t->pipeline, feeds, n_feeds, values, n, error);
+  if (!ks_model_run (t->model, feeds, n_feeds, &metric, 1, error)
+      || (out = ks_expr_value (metric, error)) == NULL)
+    return FALSE;
+  if (ks_expr_numel (metric) != n)
+    return ks_invalid (error, "the metric '%s' gives %" G_GSIZE_FORMAT " values, not %"
+                       G_GSIZE_FORMAT, ks_expr_name (metric), ks_expr_numel (metric), n);
+  return ks_tensor_to_host (out, values, n * sizeof (float), error);
+}
+
 const KsLayerDesc *
 ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss)
 {

@@ -1,5 +1,5 @@
 /* The CPU kernels of convolutional networks on NHWC images: im2col and its adjoint,
- * max pooling, batch normalisation. A convolution is im2col then one sgemm, so the
+ * max and average pooling, batch normalisation. A convolution is im2col then one sgemm, so the
  * heavy work stays in OpenBLAS; these loops move memory. Sums accumulate in double. */
 #include <config.h>
 
@@ -98,6 +98,62 @@ ks_openblas_max_pool (void *ctx, const float *x, float *y, gint64 *argmax, const
                       y[out + j] = x[in + j];
                       argmax[out + j] = (gint64) (in + j);
                     }
+              }
+        }
+  return TRUE;
+}
+
+/* Each window's taps on the image summed in double, over kh * kw (padding counts as 0). */
+gboolean
+ks_openblas_avg_pool (void *ctx, const float *x, float *y, const KsConvShape *s, GError **error)
+{
+  double inv = 1.0 / ((double) s->kh * s->kw);
+  g_autofree double *sum = g_new (double, s->c);
+  for (int n = 0; n < s->n; n++)
+    for (int oy = 0; oy < s->oh; oy++)
+      for (int ox = 0; ox < s->ow; ox++)
+        {
+          float *out = y + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
+          int y0, y1, x0, x1;
+          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+          memset (sum, 0, s->c * sizeof *sum);
+          for (int ky = y0; ky < y1; ky++)
+            for (int kx = x0; kx < x1; kx++)
+              {
+                int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
+                const float *in = x + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
+                for (int j = 0; j < s->c; j++)
+                  sum[j] += in[j];
+              }
+          for (int j = 0; j < s->c; j++)
+            out[j] = (float) (sum[j] * inv);
+        }
+  return TRUE;
+}
+
+/* The adjoint: dx (zeroed first) gets dy / (kh * kw) at every tap on the image. */
+gboolean
+ks_openblas_avg_pool_backward (void *ctx, const float *dy, float *dx, const KsConvShape *s,
+                               GError **error)
+{
+  float inv = (float) (1.0 / ((double) s->kh * s->kw));
+  memset (dx, 0, (gsize) s->n * s->h * s->w * s->c * sizeof *dx);
+  for (int n = 0; n < s->n; n++)
+    for (int oy = 0; oy < s->oh; oy++)
+      for (int ox = 0; ox < s->ow; ox++)
+        {
+          const float *g = dy + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
+          int y0, y1, x0, x1;
+          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+          for (int ky = y0; ky < y1; ky++)
+            for (int kx = x0; kx < x1; kx++)
+              {
+                int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
+                float *d = dx + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
+                for (int j = 0; j < s->c; j++)
+                  d[j] += g[j] * inv;
               }
         }
   return TRUE;

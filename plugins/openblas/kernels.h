@@ -54,6 +54,10 @@ gboolean ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsCon
                              GError **error);
 gboolean ks_openblas_max_pool (void *ctx, const float *x, float *y, gint64 *argmax,
                                const KsConvShape *s, GError **error);
+gboolean ks_openblas_avg_pool (void *ctx, const float *x, float *y, const KsConvShape *s,
+                               GError **error);
+gboolean ks_openblas_avg_pool_backward (void *ctx, const float *dy, float *dx,
+                                        const KsConvShape *s, GError **error);
 gboolean ks_openblas_batch_norm (void *ctx, const float *x, const float *gamma, const float *beta,
                                  float *y, float *mean, float *var, gsize rows, gsize cols,
                                  float eps, gboolean training, GError **error);

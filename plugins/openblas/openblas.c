@@ -304,6 +304,8 @@ static const KsComputeOps openblas_ops = {
   .convert = ks_openblas_convert,
   .gemm_half = ks_openblas_gemm_half,
   .find_nonfinite = ks_openblas_find_nonfinite,
+  .avg_pool = ks_openblas_avg_pool,
+  .avg_pool_backward = ks_openblas_avg_pool_backward,
 };
 
 static int
