@@ -2,9 +2,9 @@
  * over 127.0.0.1: sync equals one process with the whole batch; half_async, async and GEO
  * reach its held-out accuracy; bad [strategy] settings are refused naming the keys; a
  * checkpoint written by 2 servers resumes on 3; a killed server, a killed worker (also
- * in async and GEO, found by heartbeats), a stopped worker that says so once continued,
- * hostile messages to a server's port, save requests for a directory outside [train]
- * checkpoint_dir and a server without a token each end as they should. */
+ * in async and GEO, found by heartbeats), a stopped worker or server that says so once
+ * continued, hostile messages to a server's port, save requests for a directory outside
+ * [train] checkpoint_dir and a server without a token each end as they should. */
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
 
@@ -433,6 +433,33 @@ test_stopped_worker (void)
     }
 }
 
+/* A server stopped (SIGSTOP) past the timeout in async mode: the workers end naming it;
+ * continued, it says that it was the one away, and ends (3). */
+static void
+test_stopped_server (void)
+{
+  PsTestJob j = { 0 };
+  if (!have_transpiler ())
+    return;
+  ps_test_job_start (&j, 2, 2, ARGS ("strategy.mode=async", LONG_RUN));
+  for (int w = 0; w < 2; w++)
+    g_assert_true (ps_test_job_wait_log (&j, w, "of 2 (transpiler mode", 30));
+  g_usleep (1000000);
+  g_subprocess_send_signal (j.proc[2 + 1], SIGSTOP);
+  for (int w = 0; w < 2; w++)
+    g_assert_true (ps_test_job_wait_log (&j, w, "server 1 (127.0.0.1:", 15));
+  g_usleep (1000000);
+  g_subprocess_send_signal (j.proc[2 + 1], SIGCONT);
+  ps_test_job_wait (&j, 30);
+  g_autofree char *server1 = ps_test_read_log (&j, 3);
+  g_assert_cmpint (ps_test_job_status (&j, 3), ==, 3);
+  g_assert_nonnull (strstr (server1, "server 1 (127.0.0.1:"));
+  g_assert_nonnull (strstr (server1, "): this server was stopped or starved for "));
+  for (int p = 0; p < 3; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 3);
+  ps_test_job_free (&j);
+}
+
 /* Garbage, a wrong token, lying lengths, strangers' worker numbers, several parts and a
  * half message to a server's port: each refused; the job finishes and learns. */
 static void
@@ -806,6 +833,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/killed-worker-heartbeat", test_killed_worker_heartbeat);
   g_test_add_func ("/ps/killed-server-heartbeat", test_killed_server_heartbeat);
   g_test_add_func ("/ps/stopped-worker", test_stopped_worker);
+  g_test_add_func ("/ps/stopped-server", test_stopped_server);
   g_test_add_func ("/ps/bad-messages", test_bad_messages);
   g_test_add_func ("/ps/nonfinite-push", test_nonfinite_push);
   g_test_add_func ("/ps/restart-after-killed-server", test_restart_after_killed_server);
