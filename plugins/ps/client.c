@@ -26,7 +26,6 @@ struct PsClient {
   gint64 beat_timeout_us, beat_interval_us; /* 0: no heartbeats */
   gint64 last_tick, next_beat;
   gint64 *heard;            /* per server: when it last sent anything */
-  gint64 away_us, away_at;  /* the last long gap in this process's own beats, and when */
 };
 
 PsClient *
@@ -128,19 +127,64 @@ receive_frames (void *socket, zmq_msg_t *frames, int max)
 
 /* ---- heartbeats (client.h) ---- */
 
-/* A note for a message blaming servers when this process was itself away lately (a
- * stop, or starved of CPU): the servers may have given up on it. "" when not. */
+/* The last long gap in this process's own progress (it was stopped, or starved of CPU)
+ * and when it was seen, by any client's heartbeats or calls: a worker's clients share it,
+ * so whichever thread reports a failure first tells the same story. */
+static GMutex away_lock;
+static gint64 away_us, away_at;
+
+static void
+note_away (gint64 gap, gint64 now)
+{
+  g_mutex_lock (&away_lock);
+  away_us = gap;
+  away_at = now;
+  g_mutex_unlock (&away_lock);
+}
+
+static void
+last_away (gint64 *gap, gint64 *at)
+{
+  g_mutex_lock (&away_lock);
+  *gap = away_us;
+  *at = away_at;
+  g_mutex_unlock (&away_lock);
+}
+
+/* [comm] timeout, as this client knows it (the callers' deadlines add PS_ANSWER_SLACK_MS) */
+static gint64
+comm_timeout_us (const PsClient *c)
+{
+  if (c->beat_timeout_us > 0)
+    return c->beat_timeout_us;
+  return (gint64) MAX (c->timeout_ms - PS_ANSWER_SLACK_MS, c->timeout_ms / 2) * 1000;
+}
+
+/* The error of a worker that was away longer than the timeout: the servers gave up on
+ * it, and it must not blame them. */
+static void
+set_stalled (PsClient *c, gint64 gap, GError **error)
+{
+  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+               "worker %u: this worker was stopped or starved for %.1f s, longer than [comm] "
+               "timeout = %g s, so the servers gave up on it (they end a worker silent that "
+               "long): it ends too; no server failed on its own, see their serverlogs",
+               c->worker, gap / 1e6, comm_timeout_us (c) / 1e6);
+}
+
+/* A note for a message blaming servers when this process was itself away lately: the
+ * servers may have given up on it. "" when not. */
 static char *
 away_note (PsClient *c, gint64 now)
 {
-  if (c->away_at == 0 || c->away_us < c->beat_timeout_us / 4
-      || now - c->away_at > 2 * c->beat_timeout_us + PS_ANSWER_SLACK_MS * 1000)
+  gint64 gap, at, t = comm_timeout_us (c);
+  last_away (&gap, &at);
+  if (at == 0 || gap < t / 4 || now - at > 2 * t + PS_ANSWER_SLACK_MS * 1000)
     return g_strdup ("");
   return g_strdup_printf (" (but this worker was itself stopped or starved for %.1f s, %.1f s "
                           "ago: the servers end a worker silent for [comm] timeout = %g s, so "
                           "they may have given up on it; see their serverlogs)",
-                          c->away_us / 1e6, (now - c->away_at) / 1e6,
-                          c->beat_timeout_us / 1e6);
+                          gap / 1e6, (now - at) / 1e6, t / 1e6);
 }
 
 /* A heartbeat to every server (header and an empty payload, id 0: no call's); a server
@@ -172,19 +216,14 @@ beat (PsClient *c, gboolean judge, GError **error)
   c->last_tick = now;
   if (gap > 2 * c->beat_interval_us)
     {
-      c->away_us = gap;
-      c->away_at = now;
+      note_away (gap, now);
       /* a server's silence counts only while this process runs */
       for (int s = 0; s < c->n; s++)
         c->heard[s] = MIN (now, c->heard[s] + gap);
       if (gap > c->beat_timeout_us)
         {
           c->beat_failed = TRUE;
-          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
-                       "worker %u: this worker was stopped or starved for %.1f s, longer than "
-                       "[comm] timeout = %g s, so the servers gave up on it (they end a worker "
-                       "silent that long): it ends too; no server failed on its own, see "
-                       "their serverlogs", c->worker, gap / 1e6, c->beat_timeout_us / 1e6);
+          set_stalled (c, gap, error);
           return FALSE;
         }
     }
@@ -354,7 +393,8 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
   guint64 id = c->next_id++;
   g_autofree gboolean *done = g_new0 (gboolean, n);
   g_autofree zmq_pollitem_t *items = g_new0 (zmq_pollitem_t, n);
-  gint64 deadline = g_get_monotonic_time () + (gint64) c->timeout_ms * 1000;
+  gint64 start = g_get_monotonic_time (), prev = start;
+  gint64 deadline = start + (gint64) c->timeout_ms * 1000;
   gsize left = n;
   PsHeader h = { 0 };
 
@@ -394,15 +434,17 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
     {
       gint64 now = g_get_monotonic_time (), wait = deadline - now;
       gsize k = 0;
-      /* heartbeats go on during a call (the servers of the call are judged by its
-       * deadline); a gap first: a deadline passed while this process was stopped is not
-       * the servers' fault */
+      /* a gap first (the polls last 250 ms at most): a deadline passed while this process
+       * was stopped is not the servers' fault; heartbeats go on during a call (the
+       * servers of the call are judged by its deadline) */
+      if (now - prev > G_USEC_PER_SEC)
+        note_away (now - prev, now);
+      prev = now;
       if (!beat (c, FALSE, error))
         return FALSE;
       if (now >= deadline)
         break;
-      if (c->beat_interval_us > 0)
-        wait = MIN (wait, c->beat_interval_us);
+      wait = MIN (wait, 250000);
       for (gsize i = 0; i < n; i++)
         items[i] = (zmq_pollitem_t) { c->sockets[calls[i].server], 0, done[i] ? 0 : ZMQ_POLLIN, 0 };
       if (zmq_poll (items, (int) n, (long) MAX (1, wait / 1000)) < 0 && errno != EINTR)
@@ -422,6 +464,13 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
     }
   if (left == 0)
     return TRUE;
+  gint64 gap, at;
+  last_away (&gap, &at);
+  if (at > start && gap > comm_timeout_us (c))
+    {
+      set_stalled (c, gap, error);
+      return FALSE;
+    }
   GString *who = g_string_new (NULL);
   for (gsize i = 0; i < n; i++)
     if (!done[i])
