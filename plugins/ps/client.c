@@ -168,7 +168,7 @@ set_stalled (PsClient *c, gint64 gap, GError **error)
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "worker %u: this worker was stopped or starved for %.1f s, longer than [comm] "
                "timeout = %g s, so the servers gave up on it (they end a worker silent that "
-               "long): it ends too; no server failed on its own, see their serverlogs",
+               "long, and their serverlogs name it): it ends too",
                c->worker, gap / 1e6, comm_timeout_us (c) / 1e6);
 }
 

@@ -426,8 +426,8 @@ serve (Server *s, GError **error)
               g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                            "server %d (%s): this server was stopped or starved for %.1f s, "
                            "longer than [comm] timeout = %g s, so its workers gave up on it "
-                           "(they end when a server does not answer that long): stopping; no "
-                           "worker failed on its own, see their workerlogs", c->index,
+                           "(they end when a server does not answer that long, and their "
+                           "workerlogs name it): stopping", c->index,
                            c->endpoint, gap / 1e6, c->timeout_ms / 1000.0);
               return FALSE;
             }
