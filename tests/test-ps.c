@@ -341,23 +341,25 @@ assert_lost_peer (PsTestJob *j, int w)
                  || strstr (log, "rank 1 did not reach") != NULL);
 }
 
-/* Servers and workers started by hand (no launcher to end the job), in async and GEO: a
- * worker killed mid-run is named by every server within the timeout (its heartbeats
+/* Servers and workers started by hand (no launcher to end the job), in half_async, async
+ * and GEO: a worker killed mid-run is named by every server within the timeout (its heartbeats
  * stopped), and each server ends with 3; the other worker then finds the servers gone. */
 static void
 test_killed_worker_heartbeat (void)
 {
+  static const char *const modes[] = { "strategy.mode=half_async", "strategy.mode=async",
+                                       "strategy.mode=geo" };
   if (!have_transpiler ())
     return;
-  for (guint m = 0; m < G_N_ELEMENTS (async_modes); m++)
+  for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
     {
       PsTestJob j = { 0 };
-      ps_test_job_start (&j, 2, 2, ARGS (async_modes[m], LONG_RUN));
+      ps_test_job_start (&j, 2, 2, ARGS (modes[m], LONG_RUN));
       g_assert_true (ps_test_job_wait_log (&j, 1, "worker 1 of 2", 30)); /* it said hello */
       g_usleep (1000000);
       g_subprocess_send_signal (j.proc[1], SIGKILL);
       double took = ps_test_job_wait (&j, 30);
-      g_test_message ("%s: the job ended %.1f s after the kill", async_modes[m], took);
+      g_test_message ("%s: the job ended %.1f s after the kill", modes[m], took);
       for (int s = 0; s < 2; s++)
         {
           g_autofree char *log = ps_test_read_log (&j, 2 + s);
