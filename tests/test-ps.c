@@ -391,12 +391,20 @@ test_killed_server_heartbeat (void)
   g_test_message ("the job ended %.1f s after the kill", took);
   g_autofree char *lost = g_strdup_printf ("server 1 (127.0.0.1:%d) sent nothing for 3 s, not "
                                            "even an answer to a heartbeat", j.ports[1]);
+  int named = 0;
   for (int w = 0; w < 2; w++)
     {
       g_autofree char *log = ps_test_read_log (&j, w);
+      g_test_message ("worker %d: %s", w, log);
       g_assert_cmpint (ps_test_job_status (&j, w), ==, 3);
-      g_assert_nonnull (strstr (log, lost));
+      /* both find it within a beat of each other; the one a moment later may first find
+       * the other worker gone, in the workers' own allreduce */
+      if (strstr (log, lost) != NULL)
+        named++;
+      else
+        g_assert_nonnull (strstr (log, "did not reach"));
     }
+  g_assert_cmpint (named, >=, 1);
   g_autofree char *server0 = ps_test_read_log (&j, 2);
   g_assert_cmpint (ps_test_job_status (&j, 2), ==, 3);
   g_assert_nonnull (strstr (server0, "sent nothing for 3 s, not even a heartbeat"));

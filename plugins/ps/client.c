@@ -2,6 +2,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -308,6 +309,10 @@ ps_client_heartbeat_start (PsClient *c, int timeout_ms)
 
   if (c->beat_thread != NULL || timeout_ms <= 0)
     return;
+  /* a worker that finds a server gone ends at once, and the other workers may then write
+   * to its closed sockets (the workers' own communicator): they report it, naming it,
+   * rather than die of SIGPIPE */
+  signal (SIGPIPE, SIG_IGN);
   g_mutex_lock (&c->lock);
   c->beat_timeout_us = (gint64) timeout_ms * 1000;
   c->beat_interval_us = CLAMP (c->beat_timeout_us / 6, 20000, G_USEC_PER_SEC);
