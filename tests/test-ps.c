@@ -1,9 +1,10 @@
 /* Parameter-server training (the transpiler plugin) with real server and worker processes
  * over 127.0.0.1: sync equals one process with the whole batch; half_async, async and GEO
  * reach its held-out accuracy; bad [strategy] settings are refused naming the keys; a
- * checkpoint written by 2 servers resumes on 3; a killed server, a killed worker,
- * hostile messages to a server's port, save requests for a directory outside [train]
- * checkpoint_dir and a server without a token each end as they should. */
+ * checkpoint written by 2 servers resumes on 3; a killed server, a killed worker (also
+ * in async and GEO, found by heartbeats), a stopped worker or server that says so once
+ * continued, hostile messages to a server's port, save requests for a directory outside
+ * [train] checkpoint_dir and a server without a token each end as they should. */
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
 
@@ -320,6 +321,152 @@ test_killed_worker (void)
        * nothing" from the server that never saw its step */
       g_assert_nonnull (strstr (log, "1 sent no"));
     }
+  ps_test_job_free (&j);
+}
+
+/* The modes whose workers may compute long between two requests (GEO: k_steps local
+ * steps); heartbeats tell the servers they are alive. */
+static const char *const async_modes[] = { "strategy.mode=async", "strategy.mode=geo" };
+
+/* The worker not killed or stopped ends too (3): the servers are gone, or (in the workers'
+ * own allreduce of whether to stop) worker 1 is. */
+static void
+assert_lost_peer (PsTestJob *j, int w)
+{
+  g_autofree char *log = ps_test_read_log (j, w);
+  g_test_message ("worker %d: %s", w, log);
+  g_assert_cmpint (ps_test_job_status (j, w), ==, 3);
+  g_assert_true (strstr (log, "not even an answer to a heartbeat") != NULL
+                 || strstr (log, "did not answer a") != NULL
+                 || strstr (log, "rank 1 did not reach") != NULL);
+}
+
+/* Servers and workers started by hand (no launcher to end the job), in half_async, async
+ * and GEO: a worker killed mid-run is named by every server within the timeout (its heartbeats
+ * stopped), and each server ends with 3; the other worker then finds the servers gone. */
+static void
+test_killed_worker_heartbeat (void)
+{
+  static const char *const modes[] = { "strategy.mode=half_async", "strategy.mode=async",
+                                       "strategy.mode=geo" };
+  if (!have_transpiler ())
+    return;
+  for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
+    {
+      PsTestJob j = { 0 };
+      ps_test_job_start (&j, 2, 2, ARGS (modes[m], LONG_RUN));
+      g_assert_true (ps_test_job_wait_log (&j, 1, "worker 1 of 2", 30)); /* it said hello */
+      g_usleep (1000000);
+      g_subprocess_send_signal (j.proc[1], SIGKILL);
+      double took = ps_test_job_wait (&j, 30);
+      g_test_message ("%s: the job ended %.1f s after the kill", modes[m], took);
+      for (int s = 0; s < 2; s++)
+        {
+          g_autofree char *log = ps_test_read_log (&j, 2 + s);
+          g_assert_cmpint (ps_test_job_status (&j, 2 + s), ==, 3);
+          g_assert_nonnull (strstr (log, "worker 1 sent nothing for 3 s, not even a heartbeat"));
+        }
+      assert_lost_peer (&j, 0);
+      /* the servers within the timeout, the other worker within one more */
+      g_assert_cmpfloat (took, <, 12);
+      ps_test_job_free (&j);
+    }
+}
+
+/* A server killed while GEO workers compute locally (k_steps far beyond the run): each
+ * worker notices within the timeout by its heartbeats, naming the server, and ends (3);
+ * the other server then finds the workers silent. */
+static void
+test_killed_server_heartbeat (void)
+{
+  PsTestJob j = { 0 };
+  if (!have_transpiler ())
+    return;
+  ps_test_job_start (&j, 2, 2, ARGS ("strategy.mode=geo", "strategy.k_steps=100000000", LONG_RUN));
+  for (int w = 0; w < 2; w++)
+    g_assert_true (ps_test_job_wait_log (&j, w, "of 2 (transpiler mode", 30));
+  g_usleep (1000000);
+  g_subprocess_send_signal (j.proc[2 + 1], SIGKILL);
+  double took = ps_test_job_wait (&j, 30);
+  g_test_message ("the job ended %.1f s after the kill", took);
+  g_autofree char *lost = g_strdup_printf ("server 1 (127.0.0.1:%d) sent nothing for 3 s, not "
+                                           "even an answer to a heartbeat", j.ports[1]);
+  int named = 0;
+  for (int w = 0; w < 2; w++)
+    {
+      g_autofree char *log = ps_test_read_log (&j, w);
+      g_test_message ("worker %d: %s", w, log);
+      g_assert_cmpint (ps_test_job_status (&j, w), ==, 3);
+      /* both find it within a beat of each other; the one a moment later may first find
+       * the other worker gone, in the workers' own allreduce */
+      if (strstr (log, lost) != NULL)
+        named++;
+      else
+        g_assert_nonnull (strstr (log, "did not reach"));
+    }
+  g_assert_cmpint (named, >=, 1);
+  g_autofree char *server0 = ps_test_read_log (&j, 2);
+  g_assert_cmpint (ps_test_job_status (&j, 2), ==, 3);
+  g_assert_nonnull (strstr (server0, "sent nothing for 3 s, not even a heartbeat"));
+  g_assert_cmpfloat (took, <, 12);
+  ps_test_job_free (&j);
+}
+
+/* A worker stopped (SIGSTOP) past the timeout: the servers end naming it; continued, it
+ * says that it was the one away, not that the servers died. */
+static void
+test_stopped_worker (void)
+{
+  if (!have_transpiler ())
+    return;
+  for (guint m = 0; m < G_N_ELEMENTS (async_modes); m++)
+    {
+      PsTestJob j = { 0 };
+      ps_test_job_start (&j, 2, 2, ARGS (async_modes[m], LONG_RUN));
+      g_assert_true (ps_test_job_wait_log (&j, 1, "worker 1 of 2", 30)); /* it said hello */
+      g_usleep (1000000);
+      g_subprocess_send_signal (j.proc[1], SIGSTOP);
+      for (int s = 0; s < 2; s++)
+        g_assert_true (ps_test_job_wait_log (&j, 2 + s, "worker 1 sent nothing", 15));
+      g_usleep (1500000); /* stopped for more than the timeout, surely */
+      g_subprocess_send_signal (j.proc[1], SIGCONT);
+      ps_test_job_wait (&j, 30);
+      g_autofree char *w1 = ps_test_read_log (&j, 1);
+      g_assert_cmpint (ps_test_job_status (&j, 1), ==, 3);
+      g_assert_nonnull (strstr (w1, "worker 1: this worker was stopped or starved for "));
+      g_assert_nonnull (strstr (w1, "longer than [comm] timeout = 3 s"));
+      g_assert_null (strstr (w1, "did not answer"));
+      for (int s = 0; s < 2; s++)
+        g_assert_cmpint (ps_test_job_status (&j, 2 + s), ==, 3);
+      assert_lost_peer (&j, 0);
+      ps_test_job_free (&j);
+    }
+}
+
+/* A server stopped (SIGSTOP) past the timeout in async mode: the workers end naming it;
+ * continued, it says that it was the one away, and ends (3). */
+static void
+test_stopped_server (void)
+{
+  PsTestJob j = { 0 };
+  if (!have_transpiler ())
+    return;
+  ps_test_job_start (&j, 2, 2, ARGS ("strategy.mode=async", LONG_RUN));
+  for (int w = 0; w < 2; w++)
+    g_assert_true (ps_test_job_wait_log (&j, w, "of 2 (transpiler mode", 30));
+  g_usleep (1000000);
+  g_subprocess_send_signal (j.proc[2 + 1], SIGSTOP);
+  for (int w = 0; w < 2; w++)
+    g_assert_true (ps_test_job_wait_log (&j, w, "server 1 (127.0.0.1:", 15));
+  g_usleep (1000000);
+  g_subprocess_send_signal (j.proc[2 + 1], SIGCONT);
+  ps_test_job_wait (&j, 30);
+  g_autofree char *server1 = ps_test_read_log (&j, 3);
+  g_assert_cmpint (ps_test_job_status (&j, 3), ==, 3);
+  g_assert_nonnull (strstr (server1, "server 1 (127.0.0.1:"));
+  g_assert_nonnull (strstr (server1, "): this server was stopped or starved for "));
+  for (int p = 0; p < 3; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 3);
   ps_test_job_free (&j);
 }
 
@@ -693,6 +840,10 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/reshard", test_reshard);
   g_test_add_func ("/ps/killed-server", test_killed_server);
   g_test_add_func ("/ps/killed-worker", test_killed_worker);
+  g_test_add_func ("/ps/killed-worker-heartbeat", test_killed_worker_heartbeat);
+  g_test_add_func ("/ps/killed-server-heartbeat", test_killed_server_heartbeat);
+  g_test_add_func ("/ps/stopped-worker", test_stopped_worker);
+  g_test_add_func ("/ps/stopped-server", test_stopped_server);
   g_test_add_func ("/ps/bad-messages", test_bad_messages);
   g_test_add_func ("/ps/nonfinite-push", test_nonfinite_push);
   g_test_add_func ("/ps/restart-after-killed-server", test_restart_after_killed_server);

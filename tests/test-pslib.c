@@ -3,7 +3,8 @@
  * process; 2 servers x 2 workers reach the teacher's AUC, asynchronous as synchronous;
  * checkpoints of 2 servers resume on 3 (dense part on the servers or on the workers) and
  * a damaged table file is refused; shrink deletes rows; bad settings and data are refused
- * naming them; hostile sparse requests are refused; a killed server ends the job. */
+ * naming them; hostile sparse requests are refused; a killed server ends the job;
+ * a stopped worker, continued, says it was the one away. */
 #include "ps-harness.h"
 
 #include <math.h>
@@ -465,6 +466,40 @@ test_killed_server (void)
   ks_test_rmtree (dir);
 }
 
+/* The worker stopped (SIGSTOP) past the timeout: the servers end naming it; continued, it
+ * says that it was the one away, not that the servers did not answer its pulls. */
+static void
+test_stopped_worker (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *data = NULL, *set_data = NULL;
+  PsTestJob j = { 0 };
+
+  if (!have_pslib ())
+    return;
+  data = small_data (dir);
+  set_data = DATA (data);
+  ps_test_job_start (&j, 2, 1, ARGS (set_data, "train.steps=100000000",
+                                     "train.log_every=100000000", "comm.timeout=3",
+                                     "openblas.threads=1"));
+  g_assert_true (ps_test_job_wait_log (&j, 0, "training a ctr model", 30));
+  g_usleep (300000);
+  g_subprocess_send_signal (j.proc[0], SIGSTOP);
+  for (int s = 0; s < 2; s++)
+    g_assert_true (ps_test_job_wait_log (&j, 1 + s, "worker 0 sent nothing for 3 s", 15));
+  g_usleep (1500000);
+  g_subprocess_send_signal (j.proc[0], SIGCONT);
+  ps_test_job_wait (&j, 30);
+  g_autofree char *log = ps_test_read_log (&j, 0);
+  g_assert_cmpint (ps_test_job_status (&j, 0), ==, 3);
+  g_assert_nonnull (strstr (log, "worker 0: this worker was stopped or starved for "));
+  g_assert_null (strstr (log, "did not answer"));
+  for (int s = 0; s < 2; s++)
+    g_assert_cmpint (ps_test_job_status (&j, 1 + s), ==, 3);
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -479,6 +514,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pslib/refusals", test_refusals);
   g_test_add_func ("/pslib/bad-sparse-requests", test_bad_sparse_requests);
   g_test_add_func ("/pslib/killed-server", test_killed_server);
+  g_test_add_func ("/pslib/stopped-worker", test_stopped_worker);
   g_test_add_func ("/pslib/save-planted-temporaries", test_save_planted_temporaries);
   return g_test_run ();
 }

@@ -2,7 +2,10 @@
 #include "client.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define ZERO_COPY_BYTES 65536
@@ -16,6 +19,14 @@ struct PsClient {
   guint32 worker;
   int timeout_ms;
   guint64 next_id;
+  /* heartbeats: a call and the heartbeat thread take turns on the sockets */
+  GMutex lock;
+  GCond wake;
+  GThread *beat_thread;
+  gboolean beat_stop, beat_failed;
+  gint64 beat_timeout_us, beat_interval_us; /* 0: no heartbeats */
+  gint64 last_tick, next_beat;
+  gint64 *heard;            /* per server: when it last sent anything */
 };
 
 PsClient *
@@ -30,6 +41,8 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
     return NULL;
   PsClient *c = g_new0 (PsClient, 1);
 
+  g_mutex_init (&c->lock);
+  g_cond_init (&c->wake);
   c->zctx = zmq_ctx_new ();
   c->n = g_strv_length ((char **) endpoints);
   c->endpoints = g_strdupv ((char **) endpoints);
@@ -61,12 +74,16 @@ ps_client_free (PsClient *c)
 {
   if (c == NULL)
     return;
+  ps_client_heartbeat_stop (c);
   for (int s = 0; s < c->n; s++)
     if (c->sockets[s] != NULL)
       zmq_close (c->sockets[s]);
   zmq_ctx_term (c->zctx);
   g_free (c->sockets);
   g_strfreev (c->endpoints);
+  g_free (c->heard);
+  g_mutex_clear (&c->lock);
+  g_cond_clear (&c->wake);
   g_free (c);
 }
 
@@ -109,6 +126,218 @@ receive_frames (void *socket, zmq_msg_t *frames, int max)
   return n;
 }
 
+/* ---- heartbeats (client.h) ---- */
+
+/* The last long gap in this process's own progress (it was stopped, or starved of CPU)
+ * and when it was seen, by any client's heartbeats or calls: a worker's clients share it,
+ * so whichever thread reports a failure first tells the same story. */
+static GMutex away_lock;
+static gint64 away_us, away_at;
+
+static void
+note_away (gint64 gap, gint64 now)
+{
+  g_mutex_lock (&away_lock);
+  away_us = gap;
+  away_at = now;
+  g_mutex_unlock (&away_lock);
+}
+
+static void
+last_away (gint64 *gap, gint64 *at)
+{
+  g_mutex_lock (&away_lock);
+  *gap = away_us;
+  *at = away_at;
+  g_mutex_unlock (&away_lock);
+}
+
+/* [comm] timeout, as this client knows it (the callers' deadlines add PS_ANSWER_SLACK_MS) */
+static gint64
+comm_timeout_us (const PsClient *c)
+{
+  if (c->beat_timeout_us > 0)
+    return c->beat_timeout_us;
+  return (gint64) MAX (c->timeout_ms - PS_ANSWER_SLACK_MS, c->timeout_ms / 2) * 1000;
+}
+
+/* The error of a worker that was away longer than the timeout: the servers gave up on
+ * it, and it must not blame them. */
+static void
+set_stalled (PsClient *c, gint64 gap, GError **error)
+{
+  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+               "worker %u: this worker was stopped or starved for %.1f s, longer than [comm] "
+               "timeout = %g s, so the servers gave up on it (they end a worker silent that "
+               "long, and their serverlogs name it): it ends too",
+               c->worker, gap / 1e6, comm_timeout_us (c) / 1e6);
+}
+
+/* A note for a message blaming servers when this process was itself away lately: the
+ * servers may have given up on it. "" when not. */
+static char *
+away_note (PsClient *c, gint64 now)
+{
+  gint64 gap, at, t = comm_timeout_us (c);
+  last_away (&gap, &at);
+  if (at == 0 || gap < t / 4 || now - at > 2 * t + PS_ANSWER_SLACK_MS * 1000)
+    return g_strdup ("");
+  return g_strdup_printf (" (but this worker was itself stopped or starved for %.1f s, %.1f s "
+                          "ago: the servers end a worker silent for [comm] timeout = %g s, so "
+                          "they may have given up on it; see their serverlogs)",
+                          gap / 1e6, (now - at) / 1e6, t / 1e6);
+}
+
+/* A heartbeat to every server (header and an empty payload, id 0: no call's); a server
+ * that cannot take it now is judged by its silence. */
+static void
+send_beats (PsClient *c)
+{
+  PsHeader h = { 0 };
+  h.type = PS_HEARTBEAT;
+  h.sender = c->worker;
+  memcpy (h.token, c->token, PS_TOKEN_BYTES);
+  ps_header_seal (&h, 0);
+  for (int s = 0; s < c->n; s++)
+    if (zmq_send (c->sockets[s], &h, sizeof h, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int) sizeof h)
+      zmq_send (c->sockets[s], "", 0, ZMQ_DONTWAIT);
+}
+
+/* One beat, with the lock held: measures the gap since the last one (this process was
+ * stopped or starved: past the timeout the servers gave up on it), sends heartbeats when
+ * due and, with `judge`, checks that every server sent something within the timeout.
+ * FALSE with the error that ends the worker. */
+static gboolean
+beat (PsClient *c, gboolean judge, GError **error)
+{
+  gint64 now = g_get_monotonic_time (), gap = now - c->last_tick;
+
+  if (c->beat_timeout_us == 0 || c->beat_stop || c->beat_failed)
+    return TRUE;
+  c->last_tick = now;
+  if (gap > 2 * c->beat_interval_us)
+    {
+      note_away (gap, now);
+      /* a server's silence counts only while this process runs */
+      for (int s = 0; s < c->n; s++)
+        c->heard[s] = MIN (now, c->heard[s] + gap);
+      if (gap > c->beat_timeout_us)
+        {
+          c->beat_failed = TRUE;
+          set_stalled (c, gap, error);
+          return FALSE;
+        }
+    }
+  if (now >= c->next_beat)
+    {
+      send_beats (c);
+      c->next_beat = now + c->beat_interval_us;
+    }
+  if (!judge)
+    return TRUE;
+  GString *who = NULL;
+  for (int s = 0; s < c->n; s++)
+    if (now - c->heard[s] > c->beat_timeout_us)
+      {
+        if (who == NULL)
+          who = g_string_new (NULL);
+        g_string_append_printf (who, "%sserver %d (%s)", who->len ? ", " : "", s,
+                                c->endpoints[s]);
+      }
+  if (who == NULL)
+    return TRUE;
+  g_autofree char *note = away_note (c, now);
+  c->beat_failed = TRUE;
+  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST,
+               "worker %u: %s sent nothing for %g s, not even an answer to a heartbeat "
+               "([comm] timeout): it died, hangs or was stopped; see its serverlog%s",
+               c->worker, who->str, c->beat_timeout_us / 1e6, note);
+  g_string_free (who, TRUE);
+  return FALSE;
+}
+
+/* Reads every message waiting from server `s` outside a call (answers to heartbeats, late
+ * replies), noting that it is alive. */
+static void
+drain (PsClient *c, int s)
+{
+  zmq_msg_t frames[3];
+  int n;
+  while ((n = receive_frames (c->sockets[s], frames, 2)) > 0)
+    {
+      PsHeader h;
+      g_autofree char *why = NULL;
+      if (n == 2
+          && ps_header_parse (zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
+                              zmq_msg_size (&frames[1]), c->token, &h, &why))
+        c->heard[s] = g_get_monotonic_time ();
+      for (int i = 0; i < MIN (n, 2); i++)
+        zmq_msg_close (&frames[i]);
+    }
+}
+
+static gpointer
+beat_loop (gpointer data)
+{
+  PsClient *c = data;
+
+  g_mutex_lock (&c->lock);
+  while (!c->beat_stop && !c->beat_failed)
+    {
+      GError *e = NULL;
+      for (int s = 0; s < c->n; s++)
+        drain (c, s);
+      if (!beat (c, TRUE, &e))
+        {
+          /* the worker may be computing for long: it ends here, with the status `ksdist
+           * train` gives a process that lost a peer (KS_EXIT_PEER) */
+          fflush (stdout);
+          fprintf (stderr, "ksdist: %s\n", e->message);
+          fflush (stderr);
+          _exit (3);
+        }
+      g_cond_wait_until (&c->wake, &c->lock, g_get_monotonic_time () + c->beat_interval_us);
+    }
+  g_mutex_unlock (&c->lock);
+  return NULL;
+}
+
+void
+ps_client_heartbeat_start (PsClient *c, int timeout_ms)
+{
+  gint64 now = g_get_monotonic_time ();
+
+  if (c->beat_thread != NULL || timeout_ms <= 0)
+    return;
+  /* a worker that finds a server gone ends at once, and the other workers may then write
+   * to its closed sockets (the workers' own communicator): they report it, naming it,
+   * rather than die of SIGPIPE */
+  signal (SIGPIPE, SIG_IGN);
+  g_mutex_lock (&c->lock);
+  c->beat_timeout_us = (gint64) timeout_ms * 1000;
+  c->beat_interval_us = CLAMP (c->beat_timeout_us / 6, 20000, G_USEC_PER_SEC);
+  c->heard = g_new (gint64, c->n);
+  for (int s = 0; s < c->n; s++)
+    c->heard[s] = now;
+  c->last_tick = now;
+  c->next_beat = now;
+  g_mutex_unlock (&c->lock);
+  c->beat_thread = g_thread_new ("ps-heartbeat", beat_loop, c);
+}
+
+void
+ps_client_heartbeat_stop (PsClient *c)
+{
+  if (c->beat_thread == NULL)
+    return;
+  g_mutex_lock (&c->lock);
+  c->beat_stop = TRUE;
+  g_cond_broadcast (&c->wake);
+  g_mutex_unlock (&c->lock);
+  g_thread_join (c->beat_thread);
+  c->beat_thread = NULL;
+}
+
 /* Reads what server `call->server` sent; TRUE when it was the awaited reply (*done). */
 static gboolean
 take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, GError **error)
@@ -127,6 +356,8 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
     ps_header_parse (zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
                      zmq_msg_size (&frames[1]), c->token, &h, &why);
   const char *payload = n == 2 ? zmq_msg_data (&frames[1]) : NULL;
+  if (why == NULL && c->heard != NULL)
+    c->heard[call->server] = g_get_monotonic_time ();
   if (why != NULL)
     g_warning ("worker %u: dropped a message from server %d (%s): %s", c->worker, call->server,
                c->endpoints[call->server], why);
@@ -160,14 +391,15 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
   return ok;
 }
 
-gboolean
-ps_client_call (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, PsCall *calls,
-                gsize n, GError **error)
+static gboolean
+call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, PsCall *calls,
+             gsize n, GError **error)
 {
   guint64 id = c->next_id++;
   g_autofree gboolean *done = g_new0 (gboolean, n);
   g_autofree zmq_pollitem_t *items = g_new0 (zmq_pollitem_t, n);
-  gint64 deadline = g_get_monotonic_time () + (gint64) c->timeout_ms * 1000;
+  gint64 start = g_get_monotonic_time (), prev = start;
+  gint64 deadline = start + (gint64) c->timeout_ms * 1000;
   gsize left = n;
   PsHeader h = { 0 };
 
@@ -205,13 +437,22 @@ ps_client_call (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux,
     }
   while (left > 0)
     {
-      gint64 now = g_get_monotonic_time ();
+      gint64 now = g_get_monotonic_time (), wait = deadline - now;
       gsize k = 0;
+      /* a gap first (the polls last 250 ms at most): a deadline passed while this process
+       * was stopped is not the servers' fault; heartbeats go on during a call (the
+       * servers of the call are judged by its deadline) */
+      if (now - prev > G_USEC_PER_SEC)
+        note_away (now - prev, now);
+      prev = now;
+      if (!beat (c, FALSE, error))
+        return FALSE;
       if (now >= deadline)
         break;
+      wait = MIN (wait, 250000);
       for (gsize i = 0; i < n; i++)
         items[i] = (zmq_pollitem_t) { c->sockets[calls[i].server], 0, done[i] ? 0 : ZMQ_POLLIN, 0 };
-      if (zmq_poll (items, (int) n, (long) MAX (1, (deadline - now) / 1000)) < 0 && errno != EINTR)
+      if (zmq_poll (items, (int) n, (long) MAX (1, wait / 1000)) < 0 && errno != EINTR)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "polling the servers: %s",
                        zmq_strerror (errno));
@@ -228,15 +469,35 @@ ps_client_call (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux,
     }
   if (left == 0)
     return TRUE;
+  gint64 gap, at;
+  last_away (&gap, &at);
+  if (at > start && gap > comm_timeout_us (c))
+    {
+      set_stalled (c, gap, error);
+      return FALSE;
+    }
   GString *who = g_string_new (NULL);
   for (gsize i = 0; i < n; i++)
     if (!done[i])
       g_string_append_printf (who, "%sserver %d (%s)", who->len ? ", " : "", calls[i].server,
                               c->endpoints[calls[i].server]);
+  g_autofree char *note = away_note (c, g_get_monotonic_time ());
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "%s did not answer a %s within %.0f s ([comm] timeout): a server died, or "
-               "never started; see its serverlog", who->str, ps_type_name (type),
-               c->timeout_ms / 1000.0);
+               "never started; see its serverlog%s", who->str, ps_type_name (type),
+               c->timeout_ms / 1000.0, note);
   g_string_free (who, TRUE);
   return FALSE;
+}
+
+gboolean
+ps_client_call (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, PsCall *calls,
+                gsize n, GError **error)
+{
+  g_mutex_lock (&c->lock);
+  gboolean ok = call_locked (c, type, step, arg, aux, calls, n, error);
+  if (!ok) /* the worker ends with this error: the heartbeat thread says nothing more */
+    c->beat_failed = TRUE;
+  g_mutex_unlock (&c->lock);
+  return ok;
 }

@@ -260,6 +260,9 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           s->last_seen[i] = MAX (s->last_seen[i], g_get_monotonic_time ());
         return TRUE;
       }
+    case PS_HEARTBEAT: /* last_seen is noted; the worker learns this server is alive */
+      send_reply (s, peer, req, PS_REPLY_OK, 0, NULL, 0);
+      return TRUE;
     case PS_STOP:
       s->stopped[w] = TRUE;
       send_reply (s, peer, req, PS_REPLY_OK, 0, NULL, 0);
@@ -402,9 +405,34 @@ serve (Server *s, GError **error)
   gint64 start = g_get_monotonic_time (), next_log = start + (gint64) (c->log_every_s * 1e6);
 
   s->window_start = start;
+  gint64 last = start;
   while (!all_stopped (s))
     {
       zmq_pollitem_t item = { s->socket, 0, ZMQ_POLLIN, 0 };
+      gint64 gap = g_get_monotonic_time () - last;
+      if (gap > 1000000 && gap > (gint64) c->timeout_ms * 1000 / 4)
+        {
+          /* this process was stopped or starved: its workers' silence counts only while
+           * it runs, and past the timeout they gave up on it */
+          gboolean watched = FALSE;
+          for (int w = 0; w < c->workers; w++)
+            {
+              s->last_seen[w] = MIN (s->last_seen[w] + gap, last + gap);
+              watched |= s->hello[w] && !s->stopped[w];
+            }
+          s->round_start += gap;
+          if (watched && gap > (gint64) c->timeout_ms * 1000)
+            {
+              g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+                           "server %d (%s): this server was stopped or starved for %.1f s, "
+                           "longer than [comm] timeout = %g s, so its workers gave up on it "
+                           "(they end when a server does not answer that long, and their "
+                           "workerlogs name it): stopping", c->index,
+                           c->endpoint, gap / 1e6, c->timeout_ms / 1000.0);
+              return FALSE;
+            }
+        }
+      last = g_get_monotonic_time ();
       if (zmq_poll (&item, 1, 100) < 0 && errno != EINTR)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "server %d: poll: %s",
@@ -446,15 +474,16 @@ serve (Server *s, GError **error)
               }
           return FALSE;
         }
-      /* a silent worker is gone when its kind talks every step (else the launcher ends
-       * the job) */
-      g_autofree char *silent = c->judge_silence ? silent_workers (s, now) : NULL;
+      /* a worker sends heartbeats while it computes: a silent one is gone (in every mode,
+       * also for servers started by hand, without a launcher to end the job) */
+      g_autofree char *silent = silent_workers (s, now);
       if (silent != NULL)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
-                       "server %d (%s): worker %s sent nothing for %.0f s ([comm] timeout) and "
-                       "did not stop: it died or hangs; see its workerlog", c->index,
-                       c->endpoint, silent, c->timeout_ms / 1000.0);
+                       "server %d (%s): worker %s sent nothing for %.0f s, not even a "
+                       "heartbeat ([comm] timeout), and did not stop: it died, hangs or was "
+                       "stopped; stopping (see its workerlog)", c->index, c->endpoint, silent,
+                       c->timeout_ms / 1000.0);
           return FALSE;
         }
       if (c->log_every_s > 0 && now >= next_log)

@@ -11,10 +11,9 @@ typedef struct {
   const char *endpoint; /* HOST:PORT, bound as given (never a wildcard) */
   const char *token; /* KS_STORE_TOKEN: a server without one does not start */
   PsMode mode;
-  int timeout_ms; /* a sync step or a silent worker waits this long at most */
-  /* a worker silent for the timeout ends the server: its workers talk every step (sync
-   * mode, pslib's pulls); async workers may compute long between pushes */
-  gboolean judge_silence;
+  /* a sync step waits this long at most; a worker silent this long (no request, no
+   * heartbeat) ends the server, naming it */
+  int timeout_ms;
   gsize max_message;
   double log_every_s;
   guint64 fingerprint; /* of the layout the workers must hold */

@@ -61,6 +61,7 @@ ps_type_name (guint type)
     case PS_PULL_SPARSE: return "sparse pull";
     case PS_PUSH_SPARSE: return "sparse push";
     case PS_SHRINK: return "shrink";
+    case PS_HEARTBEAT: return "heartbeat";
     case PS_REPLY_OK: return "reply";
     case PS_REPLY_ERROR: return "error reply";
     default: return "unknown";

@@ -22,6 +22,9 @@ typedef enum {
   PS_PULL_SPARSE = 7, /* payload: ids (guint64); aux 1: make missing rows; reply: values */
   PS_PUSH_SPARSE = 8, /* payload: per id its id, show, click and gradient; reply: nothing */
   PS_SHRINK = 9,      /* reply step: the rows deleted */
+  /* a worker's heartbeat (id 0, every few hundred ms; client.h): the server answers with an
+   * empty reply, so each side knows the other is alive while the worker computes */
+  PS_HEARTBEAT = 10,
   PS_REPLY_OK = 100,
   PS_REPLY_ERROR = 101, /* payload: the message (text) */
 } PsType;

@@ -322,6 +322,7 @@ ps_worker_stop (PsWorker *w, GError **error)
   if (!ps_worker_flush (w, error))
     return FALSE;
   stop_thread (w); /* the sockets are this thread's again */
+  ps_client_heartbeat_stop (w->client); /* the servers may end once every worker stopped */
   for (int s = 0; s < w->servers; s++)
     calls[s] = (PsCall) { s, NULL, 0, NULL, 0, 0 };
   return ps_client_call (w->client, PS_STOP, 0, 0, 0, calls, w->servers, error);

@@ -210,6 +210,8 @@ pslib_init_worker (void *ctx, GError **error)
                              p->dense_strategy.mode, dims, p->tables->len, p->staleness };
   if ((p->sparse = ps_sparse_worker_new (&c, &server_step, error)) == NULL)
     return FALSE;
+  /* the servers learn this worker is alive while it computes, and it that they are */
+  ps_client_heartbeat_start (ps_sparse_worker_pull_client (p->sparse), p->timeout_ms);
   /* workers that resume need the servers at the same checkpoint (servers that start from
    * [pslib] model_dir under fresh workers are incremental training) */
   if (p->resumed_step >= 0 && server_step != p->resumed_step)
@@ -256,6 +258,8 @@ pslib_stop_worker (void *ctx, GError **error)
   Pslib *p = ctx;
   if (!flush (p, error))
     return FALSE;
+  /* the servers may end once every worker stopped */
+  ps_client_heartbeat_stop (ps_sparse_worker_pull_client (p->sparse));
   if (p->dense != NULL)
     return ps_worker_stop (p->dense, error);
   return tell_servers (p, PS_STOP, error);
@@ -391,7 +395,6 @@ pslib_run_server (void *ctx, GError **error)
     return ps_failed (error, "pslib: run_server before init_server");
   ps_server_config_init (&c, p->role, &p->settings, p->timeout_ms);
   c.mode = p->dense_strategy.mode;
-  c.judge_silence = TRUE; /* workers pull every step */
   c.fingerprint = p->layout->fingerprint;
   c.step = p->loaded_step;
   c.table = p->table;

@@ -149,6 +149,12 @@ ps_sparse_worker_new (const PsSparseWorkerConfig *cfg, gint64 *server_step, GErr
   return w;
 }
 
+PsClient *
+ps_sparse_worker_pull_client (PsSparseWorker *w)
+{
+  return w->pull_client;
+}
+
 void
 ps_sparse_worker_free (PsSparseWorker *w)
 {

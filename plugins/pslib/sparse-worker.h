@@ -28,6 +28,9 @@ PsSparseWorker *ps_sparse_worker_new (const PsSparseWorkerConfig *config, gint64
                                       GError **error);
 /* Ends the sending thread (dropping queued pushes) and closes the connections. */
 void ps_sparse_worker_free (PsSparseWorker *w);
+/* The client of the pulls (the main thread's), which said hello to every server: the
+ * worker's heartbeats go on it. */
+PsClient *ps_sparse_worker_pull_client (PsSparseWorker *w);
 gboolean ps_sparse_worker_pull (PsSparseWorker *w, guint table, const guint64 *ids, gsize n,
                                 gboolean create, float *out, GError **error);
 gboolean ps_sparse_worker_push (PsSparseWorker *w, guint table, gint64 step,

@@ -117,6 +117,8 @@ transpiler_init_worker (void *p, GError **error)
                                      error))
              == NULL)
     return FALSE;
+  /* the servers learn this worker is alive while it computes, and it that they are */
+  ps_client_heartbeat_start (t->client, t->timeout_ms);
   /* workers that resume need the servers at the same checkpoint (servers that start from
    * [transpiler] model_dir under fresh workers are incremental training) */
   if (t->resumed_step >= 0 && server_step != t->resumed_step)
@@ -196,7 +198,6 @@ transpiler_run_server (void *p, GError **error)
     return ps_failed (error, "transpiler: run_server before init_server");
   ps_server_config_init (&c, t->role, &t->settings, t->timeout_ms);
   c.mode = t->strategy.mode;
-  c.judge_silence = t->strategy.mode == PS_MODE_SYNC;
   c.fingerprint = t->layout->fingerprint;
   c.step = t->loaded_step;
   c.table = t->table;
