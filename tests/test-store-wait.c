@@ -340,7 +340,7 @@ test_peer_missing (gconstpointer backend)
 /* A rank whose store stops answering (and accepting) ends within its timeout and a
  * little, saying which store, key and rank, and what to look at. */
 static void
-test_store_stops (void)
+test_store_stops (gconstpointer backend)
 {
   FakeStore f;
   Rank r;
@@ -348,7 +348,7 @@ test_store_stops (void)
   double lived;
 
   fake_start (&f);
-  start_rank (&r, &f, "gloo");
+  start_rank (&r, &f, backend);
   /* once the rank has been there a while (it waits for rank 1), the store stops */
   while (g_atomic_int_get (&f.accepts) == 0
          && g_get_monotonic_time () - r.started < 10 * G_USEC_PER_SEC)
@@ -378,6 +378,7 @@ main (int argc, char **argv)
   signal (SIGPIPE, SIG_IGN);
   g_test_add_data_func ("/store-wait/c10d/peer-missing/gloo", "gloo", test_peer_missing);
   g_test_add_data_func ("/store-wait/c10d/peer-missing/shm", "shm", test_peer_missing);
-  g_test_add_func ("/store-wait/c10d/store-stops", test_store_stops);
+  g_test_add_data_func ("/store-wait/c10d/store-stops/gloo", "gloo", test_store_stops);
+  g_test_add_data_func ("/store-wait/c10d/store-stops/shm", "shm", test_store_stops);
   return g_test_run ();
 }

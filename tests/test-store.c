@@ -501,6 +501,8 @@ test_c10d (Fixture *f, gconstpointer data)
   g_assert_cmpint (getsockname (fake.listener, (struct sockaddr *) &addr, &alen), ==, 0);
   g_autofree char *where = g_strdup_printf ("127.0.0.1:%d", ntohs (addr.sin_port));
   GThread *thread = g_thread_new ("fake-c10d", fake_c10d, &fake);
+  /* an answer to a look may take a quarter of [comm] timeout, 1 s at least */
+  g_assert_true (ks_config_set_override (f->config, "comm.timeout=2", NULL));
   g_autoptr (KsStore) c = ks_store_new (f->registry, f->config, "c10d", &error);
   g_assert_no_error (error);
   g_assert_true (ks_store_open (c, where, "job", NULL, &error)); /* torch's store has no token */

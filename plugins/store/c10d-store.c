@@ -11,7 +11,7 @@
  * poll). A GET is sent only once CHECK says the key is there (a GET of a missing key
  * makes the server close the connection). Every call ends by its deadline: a wait's own
  * timeout, and [comm] timeout (set_timeout) for a connect, a set, an add, a remove; an
- * answer gets at least ANSWER_FLOOR_MS. A connection lost is made again, with a growing
+ * answer gets at least answer_floor_ms. A connection lost is made again, with a growing
  * pause between tries, within the deadline of the call that needs it. */
 #include <config.h>
 #include <ksdist/ksdist.h>
@@ -30,7 +30,8 @@ enum { READY = 0, NOT_READY = 1 };
 #define POLL_MAX_MS 50        /* the longest pause between two CHECKs of a wait */
 #define RETRY_MIN_MS 50       /* pauses between connection tries: 50 ms doubling ... */
 #define RETRY_MAX_MS 1000     /* ... up to 1 s */
-#define ANSWER_FLOOR_MS 1000  /* an answer to a query with a shorter deadline (a look) */
+#define ANSWER_FLOOR_MS 1000  /* an answer to a look (a query whose deadline is sooner) gets */
+#define ANSWER_ROOF_MS 5000   /* a quarter of [comm] timeout, within these (and the timeout) */
 #define MAX_VALUE (64u << 20) /* a longer value from the server is refused */
 
 typedef struct {
@@ -86,6 +87,13 @@ c10d_set_timeout (void *p, int timeout_ms, GError **error)
   s->timeout_ms = MAX (timeout_ms, 1);
   g_mutex_unlock (&s->lock);
   return TRUE;
+}
+
+/* How long an answer may take when the call's own deadline is sooner. */
+static int
+answer_floor_ms (const C10dStore *s)
+{
+  return MIN (s->timeout_ms, CLAMP (s->timeout_ms / 4, ANSWER_FLOOR_MS, ANSWER_ROOF_MS));
 }
 
 static gint64
@@ -265,7 +273,7 @@ send_by (int fd, const void *data, gsize len, gint64 deadline)
 
 /* Sends query `q` whole (the server reads a query in one go and would stall on half of
  * one) and, when `reply` is not NULL, reads `reply_len` bytes of answer. Both by
- * `deadline`, an answer by ANSWER_FLOOR_MS at least (within [comm] timeout); a late
+ * `deadline`, an answer by answer_floor_ms at least (within [comm] timeout); a late
  * answer would come on the connection after the next query, so the connection goes with
  * it. Called with the lock held. */
 static gboolean
@@ -276,7 +284,7 @@ exchange (C10dStore *s, GByteArray *q, void *reply, gsize reply_len, gint64 dead
   if (!ensure_connected (s, deadline, doing, error))
     return FALSE;
   gint64 start = now ();
-  gint64 answer_by = MAX (deadline, deadline_in (MIN (ANSWER_FLOOR_MS, s->timeout_ms)));
+  gint64 answer_by = MAX (deadline, deadline_in (answer_floor_ms (s)));
   if (!send_by (s->fd, q->data, q->len, answer_by))
     return lost (s, g_strerror (errno), doing, error);
   if (reply == NULL)
@@ -393,7 +401,7 @@ c10d_get (void *p, const char *key, int timeout_ms, void **data, gsize *len, GEr
         {
           *data = g_malloc (size + 1);
           *len = size;
-          gint64 by = MAX (deadline, deadline_in (MIN (ANSWER_FLOOR_MS, s->timeout_ms)));
+          gint64 by = MAX (deadline, deadline_in (answer_floor_ms (s)));
           int got = size == 0 ? 1 : wire_receive_all (s->fd, *data, size, by, &why);
           if (!(ok = got > 0))
             {
