@@ -147,11 +147,12 @@ ensure_connected (C10dStore *s, gint64 deadline, const char *doing, GError **err
     }
   for (;;)
     {
-      if (s->retry_at > now ())
+      gint64 pause = s->retry_at - now ();
+      if (pause > 0)
         {
           if (s->retry_at >= deadline)
             break;
-          g_usleep (s->retry_at - now ());
+          g_usleep ((gulong) pause);
         }
       s->fd = ks_tcp_connect (s->host, s->port, deadline, error);
       if (s->fd >= 0)
@@ -281,10 +282,10 @@ exchange (C10dStore *s, GByteArray *q, void *reply, gsize reply_len, gint64 dead
           const char *doing, GError **error)
 {
   g_autofree char *why = NULL;
-  if (!ensure_connected (s, deadline, doing, error))
-    return FALSE;
   gint64 start = now ();
   gint64 answer_by = MAX (deadline, deadline_in (answer_floor_ms (s)));
+  if (!ensure_connected (s, answer_by, doing, error)) /* a look may connect too */
+    return FALSE;
   if (!send_by (s->fd, q->data, q->len, answer_by))
     return lost (s, g_strerror (errno), doing, error);
   if (reply == NULL)

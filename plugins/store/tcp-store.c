@@ -77,9 +77,9 @@ connect_by (int fd, const struct sockaddr *addr, socklen_t len, gint64 deadline)
         return -1;
       for (;;)
         {
-          gint64 left = deadline < 0 ? -1 : deadline - g_get_monotonic_time ();
+          gint64 left = deadline < 0 ? 0 : MAX (deadline - g_get_monotonic_time (), 0);
           struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-          int n = poll (&pfd, 1, left < 0 ? -1 : (int) MIN ((left + 999) / 1000, G_MAXINT));
+          int n = poll (&pfd, 1, deadline < 0 ? -1 : (int) MIN ((left + 999) / 1000, G_MAXINT));
           if (n < 0 && errno == EINTR)
             continue;
           if (n < 0)
