@@ -493,6 +493,8 @@ ctr_last_epoch (KsTrainer *t, gint64 step)
   return x->train == NULL ? -1 : (gint64) ((guint64) step * ks_trainer_batch (t) / x->train->n) - 1;
 }
 
+static const char *const ctr_tables[] = { TABLE, NULL };
+
 static const char *const ctr_settings[] = {
   "model.type", "model.hidden", "model.seed", "data.task", "data.path", "data.bad_lines",
   "data.shrink_every", NULL,
@@ -513,4 +515,5 @@ const KsTrainTask ks_ctr_task = {
   .finish = ctr_finish,
   .settings = ctr_settings,
   .check = ctr_check,
+  .sparse_tables = ctr_tables,
 };

@@ -175,6 +175,12 @@ check_PROGRAMS += tests/test-store
 tests_test_store_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-store
 
+# ksdist train against a stand-in for PyTorch's TCPStore: waits end by [comm] timeout, on
+# one connection.
+check_PROGRAMS += tests/test-store-wait
+tests_test_store_wait_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-store-wait
+
 # The file and TCP stores and the Gloo communicator, one process per rank.
 check_PROGRAMS += tests/test-comm
 tests_test_comm_LDADD = $(KS_TEST_LDADD) -lm
@@ -307,7 +313,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
-	tests/test-store.log \
+	tests/test-store.log tests/test-store-wait.log \
 	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \

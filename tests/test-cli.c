@@ -194,6 +194,7 @@ test_config_errors (Fixture *f, gconstpointer data)
     { "compute.backend=-nan", "no compute implementation named '-nan'" },
     { "model.type=gpt", "[model] type = gpt does not train on [data] task = spirals" },
     { "train.resume=true", "[train] resume = true needs [train] checkpoint_dir" },
+    { "table.emb.max_grad=5", "[table.emb]: a network on samples has no sparse tables" },
     { "optim.schedule=cosine", NULL }, /* accepted: total_steps follows [train] steps */
   };
   for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
@@ -212,6 +213,12 @@ test_config_errors (Fixture *f, gconstpointer data)
       if (refused[i].error == NULL)
         g_assert_nonnull (strstr (f->out, " lr 0 "));
     }
+  /* a [table.NAME] of a table the task does not have, named with those it has */
+  run (f, ARGS ("config", "--set", "data.task=ctr", "--set", "model.type=ctr", "--set",
+                "table.user.max_grad=5"), NULL);
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_nonnull (strstr (f->err, "[table.user]: the ctr model has no sparse table named "
+                                    "'user' (its tables: [table.emb]); remove the group"));
 }
 
 /* A group for a first-party plugin not built here is a warning, shown or not by

@@ -376,6 +376,7 @@ typedef struct {
   int listener;
   GHashTable *values; /* wire key -> GBytes */
   GString *keys_seen;
+  gint accepts;
 } FakeC10d;
 
 static gboolean
@@ -405,8 +406,8 @@ read_string (int fd, gsize *len)
 }
 
 /* Serves queries honestly, except for keys that script a hostile answer: "bad-wait" gets
- * a wait answer that is not 0, "huge" a value length of 2^40, "cut" a value cut short,
- * "never" no answer at all. */
+ * a check (or wait) answer that is neither 0 nor 1, "huge" a value length of 2^40, "cut" a
+ * value cut short, "mute" no answer at all; "never" is never there. */
 static gpointer
 fake_c10d (gpointer data)
 {
@@ -415,12 +416,13 @@ fake_c10d (gpointer data)
   while ((fd = accept (fake->listener, NULL, NULL)) >= 0)
     {
       guint8 type;
+      g_atomic_int_inc (&fake->accepts);
       while (read_exact (fd, &type, 1))
         {
           gsize len;
           guint64 n = 1;
           g_autofree char *key = NULL;
-          if (type == 5 && (!read_exact (fd, &n, 8) || n != 1)) /* WAIT: one key here */
+          if ((type == 4 || type == 5) && (!read_exact (fd, &n, 8) || n != 1)) /* one key here */
             break;
           if ((key = read_string (fd, &len)) == NULL)
             break;
@@ -433,11 +435,15 @@ fake_c10d (gpointer data)
                 break;
               g_hash_table_insert (fake->values, g_strdup (key), g_bytes_new_take (value, vlen));
             }
-          else if (type == 5 && g_str_has_suffix (key, "/never"))
+          else if ((type == 4 || type == 5) && g_str_has_suffix (key, "/mute"))
             continue; /* no answer */
-          else if (type == 5)
+          else if (type == 4 || type == 5) /* CHECK: 0 ready, 1 not; WAIT: 0 when there */
             {
-              guint8 answer = g_str_has_suffix (key, "/bad-wait") ? 7 : 0;
+              guint8 answer = g_str_has_suffix (key, "/bad-wait") ? 7
+                              : g_str_has_suffix (key, "/never")  ? 1
+                                                                  : 0;
+              if (type == 5 && answer == 1)
+                continue;
               if (write (fd, &answer, 1) != 1)
                 break;
             }
@@ -495,6 +501,8 @@ test_c10d (Fixture *f, gconstpointer data)
   g_assert_cmpint (getsockname (fake.listener, (struct sockaddr *) &addr, &alen), ==, 0);
   g_autofree char *where = g_strdup_printf ("127.0.0.1:%d", ntohs (addr.sin_port));
   GThread *thread = g_thread_new ("fake-c10d", fake_c10d, &fake);
+  /* an answer to a look may take a quarter of [comm] timeout, 1 s at least */
+  g_assert_true (ks_config_set_override (f->config, "comm.timeout=2", NULL));
   g_autoptr (KsStore) c = ks_store_new (f->registry, f->config, "c10d", &error);
   g_assert_no_error (error);
   g_assert_true (ks_store_open (c, where, "job", NULL, &error)); /* torch's store has no token */
@@ -511,9 +519,12 @@ test_c10d (Fixture *f, gconstpointer data)
 
   /* hostile answers: an error each, never a crash or a huge allocation */
   struct { const char *key; int code; const char *message; } cases[] = {
-    { "bad-wait", KS_COMM_ERROR_PEER_LOST, "an answer to a wait that is not 'stop waiting'" },
+    { "bad-wait", KS_COMM_ERROR_PEER_LOST,
+      "an answer to a check that is neither 'ready' nor 'not ready'" },
     { "huge", KS_COMM_ERROR_PEER_LOST, "a value longer than 64 MiB" },
     { "cut", KS_COMM_ERROR_PEER_LOST, "the connection closed in the middle of a message" },
+    { "mute", KS_COMM_ERROR_PEER_LOST, "stopped answering (no answer within 1000 ms) while "
+      "waiting for key 'mute'" },
     { "never", KS_COMM_ERROR_TIMEOUT, "keys 'never' did not appear within 300 ms" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -525,10 +536,19 @@ test_c10d (Fixture *f, gconstpointer data)
       g_assert_null (value);
       g_clear_error (&error);
     }
-  /* after each, a new connection: the store works again */
+  /* after each but a key not there yet, a new connection: the store works again */
   g_assert_true (ks_store_get (c, "k", 1000, &value, &len, &error));
   g_assert_cmpmem (value, len, "v\0w", 3);
   g_free (value);
+  g_assert_cmpint (g_atomic_int_get (&fake.accepts), ==, 5);
+  /* waits and looks for a key that is not there ask on the one connection */
+  for (int i = 0; i < 20; i++)
+    {
+      g_assert_false (ks_store_get (c, "never", i % 2 ? 0 : 20, &value, &len, &error));
+      g_assert_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT);
+      g_clear_error (&error);
+    }
+  g_assert_cmpint (g_atomic_int_get (&fake.accepts), ==, 5);
 
   g_clear_pointer (&c, ks_store_free);
   shutdown (fake.listener, SHUT_RDWR);

@@ -36,6 +36,9 @@ typedef struct {
    * (g_free'd by the caller) is the host:port actually listened on. */
   gboolean (*serve) (void *ctx, const char *address, const char *token, char **bound,
                      GError **error);
+  /* The longest any call waits for the network (a connect, an answer) beyond a wait's
+   * own timeout: [comm] timeout, set by ks_store_new. */
+  gboolean (*set_timeout) (void *ctx, int timeout_ms, GError **error);
 } KsStoreOps;
 
 typedef struct {

@@ -77,6 +77,9 @@ typedef struct {
   /* The task's own refusals, from the settings and the world alone, before anything is
    * built (the plan's check calls it, so ksdist config finds them too). */
   gboolean (*check) (const KsConfig *config, const KsTrainWorld *world, GError **error);
+  /* The names of the task's sparse tables (sparse.h), NULL-terminated: a [table.NAME]
+   * group of any other name is refused by the plan. NULL: none. */
+  const char *const *sparse_tables;
 } KsTrainTask;
 
 /* The plan's check, before anything is built: every setting that clashes with another,

@@ -12,11 +12,19 @@
 
 /* ---- store ---- */
 
+/* A store waits for nothing longer than [comm] timeout: its connects, its queries' answers
+ * (a wait's own timeout aside). */
 KsStore *
 ks_store_new (KsRegistry *registry, const KsConfig *config, const char *name, GError **error)
 {
-  return (KsStore *) ks_instance_new (registry, config, KS_KIND_STORE, name, sizeof (KsStore),
-                                      error);
+  KsStore *store = (KsStore *) ks_instance_new (registry, config, KS_KIND_STORE, name,
+                                                sizeof (KsStore), error);
+  double timeout_s = config != NULL ? ks_config_get_double (config, "comm", "timeout") : 0;
+  if (store != NULL && timeout_s > 0 && KS_OPS_HAS (STORE_OPS (store), KsStoreOps, set_timeout)
+      && !STORE_OPS (store)->set_timeout (CTX (store), (int) MIN (timeout_s * 1000, G_MAXINT),
+                                          error))
+    g_clear_pointer (&store, ks_store_free);
+  return store;
 }
 
 void
@@ -90,10 +98,7 @@ ks_store_get (KsStore *store, const char *key, int timeout_ms, void **data, gsiz
   for (;;)
     {
       int left = MAX (0, (int) ((deadline - g_get_monotonic_time ()) / 1000));
-      /* torch's c10d store leaves a waiter behind each wait that times out, and this
-       * client connects anew after one: no slices there */
-      if (strcmp (key, KS_STORE_FAILURE_KEY) == 0
-          || strcmp (ks_store_name (store), "c10d") == 0)
+      if (strcmp (key, KS_STORE_FAILURE_KEY) == 0)
         return STORE_OPS (store)->get (CTX (store), key, timeout_ms, data, len, error);
       if (left <= FAILURE_LOOK_MS)
         {

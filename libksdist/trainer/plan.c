@@ -232,6 +232,39 @@ check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
          && ks_config_check_used (c, "data", names, task->name, error);
 }
 
+/* A [table.NAME] group set for a sparse table the task does not have. */
+static gboolean
+check_tables (const KsConfig *c, const KsTrainTask *task, GError **error)
+{
+  g_auto (GStrv) groups = ks_config_groups (c);
+  const char *const *tables = task->sparse_tables;
+
+  for (int i = 0; groups[i] != NULL; i++)
+    {
+      const char *name = groups[i] + strlen ("table.");
+      if (!g_str_has_prefix (groups[i], "table.") || strcmp (name, "*") == 0
+          || (tables != NULL && g_strv_contains (tables, name)))
+        continue;
+      g_autoptr (GPtrArray) keys = ks_config_group_keys (c, groups[i]);
+      gboolean set = FALSE;
+      for (guint k = 0; k < keys->len && !set; k++)
+        set = ks_config_is_set (c, groups[i], ((const KsKeyDesc *) keys->pdata[k])->key);
+      if (!set)
+        continue;
+      g_autofree char *list = tables != NULL && tables[0] != NULL
+                                  ? g_strjoinv ("], [table.", (char **) tables)
+                                  : NULL;
+      if (list != NULL)
+        return refuse (error, "[%s]: %s has no sparse table named '%s' (its tables: "
+                       "[table.%s]); remove the group or rename it", groups[i], task->name,
+                       name, list);
+      return refuse (error, "[%s]: %s has no sparse tables ([table.NAME] configures a "
+                     "sparse table of a task that has them, such as [data] task = ctr); "
+                     "remove the group", groups[i], task->name);
+    }
+  return TRUE;
+}
+
 /* What the mode, the executor and the task allow of each other, without the world. */
 static gboolean
 check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *task,
@@ -384,6 +417,7 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
   if (!check_combination (registry, c, task, error) || !check_schedule (c, error)
       || !check_paths (c, error)
       || (task != NULL && !check_task_settings (c, task, error))
+      || (task != NULL && !check_tables (c, task, error))
       || !ks_trainer_check_world (registry, c, task,
                                   world != NULL ? world : &(KsTrainWorld) { 0, 0 }, error))
     return FALSE;

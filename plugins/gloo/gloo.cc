@@ -60,8 +60,17 @@ struct StoreAdapter : gloo::rendezvous::Store {
   const KsStoreOps *ops;
   void *ctx;
   int timeout_ms;
+  gint64 deadline = -1; /* while joining: the join's, so that its waits add up to timeout_ms */
 
   StoreAdapter (const KsStoreOps *o, void *c, int t) : ops (o), ctx (c), timeout_ms (t) {}
+
+  int
+  left (int ms) const
+  {
+    if (deadline < 0)
+      return ms;
+    return (int) MAX (0, MIN ((gint64) ms, (deadline - g_get_monotonic_time ()) / 1000));
+  }
 
   void
   set (const std::string &key, const std::vector<char> &data) override
@@ -77,7 +86,7 @@ struct StoreAdapter : gloo::rendezvous::Store {
     GError *e = NULL;
     void *data = NULL;
     gsize len = 0;
-    if (!ops->get (ctx, key.c_str (), timeout_ms, &data, &len, &e))
+    if (!ops->get (ctx, key.c_str (), left (timeout_ms), &data, &len, &e))
       throw_gerror (e);
     std::vector<char> out ((char *) data, (char *) data + len);
     g_free (data);
@@ -98,7 +107,8 @@ struct StoreAdapter : gloo::rendezvous::Store {
         GError *e = NULL;
         void *data = NULL;
         gsize len = 0;
-        if (!ops->get (ctx, key.c_str (), (int) timeout.count (), &data, &len, &e))
+        if (!ops->get (ctx, key.c_str (), left ((int) MIN (timeout.count (), G_MAXINT)), &data,
+                       &len, &e))
           throw_gerror (e);
         g_free (data);
       }
@@ -200,44 +210,50 @@ gloo_destroy (void *p)
 }
 
 /* Waits until every rank has said it is here, so that a missing rank is named before
- * Gloo's own connect (which would only time out on the first one it waits for). */
+ * Gloo's own connect (which would only time out on the first one it waits for). Each
+ * rank's key is waited for with the time left, in the store (one query a look, on the
+ * store's one connection); a store that fails says so at once. */
 void
 arrive (Gloo *g)
 {
   const KsStoreOps *ops = g->store->ops;
   std::string here = g->group + "/arrived/";
-  std::vector<bool> seen (g->size, false);
   gint64 deadline = g_get_monotonic_time () + (gint64) g->timeout_ms * 1000;
   GError *e = NULL;
-  int wait_ms = 1;
 
   if (!ops->set (g->store->ctx, (here + std::to_string (g->rank)).c_str (), "1", 1, &e))
     throw_gerror (e);
-  seen[g->rank] = true;
-  for (;;)
+  for (int r = 0; r < g->size; r++)
     {
-      std::string missing;
-      for (int r = 0; r < g->size; r++)
+      void *data = NULL;
+      gsize len;
+      int left = (int) MAX (0, (deadline - g_get_monotonic_time ()) / 1000);
+      if (r == g->rank)
+        continue;
+      if (ops->get (g->store->ctx, (here + std::to_string (r)).c_str (), left, &data, &len, &e))
         {
-          void *data = NULL;
-          gsize len;
-          if (!seen[r] && ops->get (g->store->ctx, (here + std::to_string (r)).c_str (), 0, &data,
-                                    &len, NULL))
-            seen[r] = true;
           g_free (data);
-          if (!seen[r])
-            missing += (missing.empty () ? "" : ", ") + std::to_string (r);
+          continue;
         }
-      if (missing.empty ())
-        return;
-      if (g_get_monotonic_time () >= deadline)
-        throw CommFailure (KS_COMM_ERROR_TIMEOUT,
-                           "rank " + missing + " did not join within "
-                               + std::to_string (g->timeout_ms)
-                               + " ms; check that every rank was started with the same store "
-                                 "and job, and look at the log of the missing one");
-      g_usleep (wait_ms * 1000);
-      wait_ms = MIN (wait_ms * 2, 50);
+      if (!g_error_matches (e, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
+        throw_gerror (e);
+      g_clear_error (&e);
+      /* r is missing: which others are, at one look each */
+      std::string missing = std::to_string (r);
+      for (int o = r + 1; o < g->size; o++)
+        {
+          if (o == g->rank)
+            continue;
+          if (ops->get (g->store->ctx, (here + std::to_string (o)).c_str (), 0, &data, &len, NULL))
+            g_free (data);
+          else
+            missing += ", " + std::to_string (o);
+        }
+      throw CommFailure (KS_COMM_ERROR_TIMEOUT,
+                         "rank " + missing + " did not join within "
+                             + std::to_string (g->timeout_ms)
+                             + " ms; check that every rank was started with the same store "
+                               "and job, and look at the log of the missing one");
     }
 }
 
@@ -251,9 +267,16 @@ mesh (Gloo *g, const char *name)
   return ctx;
 }
 
+/* Every rank arrives, then Gloo's two meshes connect through the store: all of it within
+ * one timeout. (Gloo's own wait for a pair to connect is five of its timeouts.) */
 void
 join (Gloo *g)
 {
+  struct Within {
+    StoreAdapter *store;
+    ~Within () { store->deadline = -1; }
+  } within { g->store.get () };
+  g->store->deadline = g_get_monotonic_time () + (gint64) g->timeout_ms * 1000;
   arrive (g);
   g->algo = mesh (g, "algo");
   g->p2p = mesh (g, "p2p");

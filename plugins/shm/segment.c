@@ -538,10 +538,19 @@ wait_mapped (Shm *s, GError **error)
           g_autofree char *value = NULL;
           gsize len;
           guint64 ns = 0;
+          GError *look = NULL;
           if (atomic_load (&s->h->ranks[r].pid) != 0)
             continue; /* mapped: the waits after connect watch it */
           if (pids[r] == 0
-              && s->store_ops->get (s->store, key, 1, (void **) &value, &len, NULL))
+              && !s->store_ops->get (s->store, key, 1, (void **) &value, &len, &look)
+              && look != NULL && !g_error_matches (look, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
+            {
+              /* not a key missing yet: the store's own failure ends the wait */
+              g_propagate_prefixed_error (error, look, "shm: connect on rank 0 of %d: ", s->size);
+              return FALSE;
+            }
+          g_clear_error (&look);
+          if (value != NULL)
             {
               value = g_realloc (value, len + 1);
               value[len] = '\0';

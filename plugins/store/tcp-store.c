@@ -8,9 +8,11 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 
 typedef struct {
   int connect_timeout_ms;
+  int timeout_ms; /* [comm] timeout: bounds the connect and the grace of an answer */
   char *address;
   int fd;
   GMutex lock; /* one request at a time on the connection */
@@ -31,9 +34,20 @@ tcp_create (const KsSettings *settings, GError **error)
 {
   TcpStore *s = g_new0 (TcpStore, 1);
   s->connect_timeout_ms = (int) ks_settings_get_int (settings, "connect_timeout_ms");
+  s->timeout_ms = 300000; /* [comm] timeout's default, until set_timeout */
   s->fd = -1;
   g_mutex_init (&s->lock);
   return s;
+}
+
+static gboolean
+tcp_set_timeout (void *p, int timeout_ms, GError **error)
+{
+  TcpStore *s = p;
+  g_mutex_lock (&s->lock);
+  s->timeout_ms = MAX (timeout_ms, 1);
+  g_mutex_unlock (&s->lock);
+  return TRUE;
 }
 
 static void
@@ -48,8 +62,50 @@ tcp_destroy (void *p)
   g_free (s);
 }
 
+/* connect() on a non-blocking socket, waited for by `deadline` (monotonic µs, -1: the
+ * kernel's own limit): a server whose backlog is full drops the SYN, and a blocking
+ * connect would wait for the kernel's retries (two minutes) whatever the caller's time. */
+static int
+connect_by (int fd, const struct sockaddr *addr, socklen_t len, gint64 deadline)
+{
+  int flags = fcntl (fd, F_GETFL);
+  if (flags < 0 || fcntl (fd, F_SETFL, flags | O_NONBLOCK) != 0)
+    return -1;
+  if (connect (fd, addr, len) != 0)
+    {
+      if (errno != EINPROGRESS)
+        return -1;
+      for (;;)
+        {
+          gint64 left = deadline < 0 ? 0 : MAX (deadline - g_get_monotonic_time (), 0);
+          struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+          int n = poll (&pfd, 1, deadline < 0 ? -1 : (int) MIN ((left + 999) / 1000, G_MAXINT));
+          if (n < 0 && errno == EINTR)
+            continue;
+          if (n < 0)
+            return -1;
+          if (n == 0)
+            {
+              errno = ETIMEDOUT;
+              return -1;
+            }
+          int err = 0;
+          socklen_t elen = sizeof err;
+          if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+            return -1;
+          if (err != 0)
+            {
+              errno = err;
+              return -1;
+            }
+          break;
+        }
+    }
+  return fcntl (fd, F_SETFL, flags);
+}
+
 int
-ks_tcp_connect (const char *host, guint16 port, GError **error)
+ks_tcp_connect (const char *host, guint16 port, gint64 deadline, GError **error)
 {
   struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                             .ai_flags = AI_NUMERICSERV };
@@ -66,7 +122,7 @@ ks_tcp_connect (const char *host, guint16 port, GError **error)
   for (struct addrinfo *a = found; a != NULL && fd < 0; a = a->ai_next)
     {
       fd = socket (a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd >= 0 && connect (fd, a->ai_addr, a->ai_addrlen) != 0)
+      if (fd >= 0 && connect_by (fd, a->ai_addr, a->ai_addrlen, deadline) != 0)
         {
           err = errno;
           close (fd);
@@ -113,7 +169,8 @@ request (TcpStore *s, GByteArray *body, int wait_ms, guint8 *status, GByteArray 
     lose_connection (s, g_strerror (errno), error);
   else
     {
-      gint64 deadline = g_get_monotonic_time () + (gint64) (MAX (wait_ms, 0) + ANSWER_GRACE_MS) * 1000;
+      gint64 deadline = g_get_monotonic_time ()
+                        + ((gint64) MAX (wait_ms, 0) + MIN (ANSWER_GRACE_MS, s->timeout_ms)) * 1000;
       int got = wire_receive (s->fd, deadline, reply, &why);
       if (got <= 0)
         lose_connection (s, got == 0 ? "closed by the server" : why, error);
@@ -167,7 +224,8 @@ tcp_open (void *p, const char *address, const char *prefix, const char *token, G
   TcpStore *s = p;
   g_autofree char *host = NULL;
   guint16 port;
-  gint64 deadline = g_get_monotonic_time () + (gint64) s->connect_timeout_ms * 1000;
+  int wait_ms = MIN (s->connect_timeout_ms, s->timeout_ms);
+  gint64 deadline = g_get_monotonic_time () + (gint64) wait_ms * 1000;
   int err = 0;
 
   if (token == NULL || *token == '\0')
@@ -186,7 +244,7 @@ tcp_open (void *p, const char *address, const char *prefix, const char *token, G
   for (;;)
     {
       g_autoptr (GError) lost = NULL;
-      while ((s->fd = ks_tcp_connect (host, port, error)) < 0)
+      while ((s->fd = ks_tcp_connect (host, port, deadline, error)) < 0)
         {
           err = errno;
           if (s->fd == -2)
@@ -199,7 +257,7 @@ tcp_open (void *p, const char *address, const char *prefix, const char *token, G
               g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                            "tcp store: cannot reach the server at %s within %d ms (%s); start "
                            "the process that hosts it, or raise [store] connect_timeout_ms",
-                           address, s->connect_timeout_ms, g_strerror (err));
+                           address, wait_ms, g_strerror (err));
               return FALSE;
             }
           g_usleep (RETRY_MS * 1000);
@@ -364,4 +422,5 @@ const KsStoreOps ks_tcp_store_ops = {
   .add = tcp_add,
   .remove = tcp_remove,
   .serve = tcp_serve,
+  .set_timeout = tcp_set_timeout,
 };

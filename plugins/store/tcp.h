@@ -14,9 +14,10 @@ TcpServer *ks_tcp_server_start (const char *address, const char *token, char **b
 /* Disconnects every client and frees the server. */
 void ks_tcp_server_stop (TcpServer *server);
 
-/* One try at a connection (TCP_NODELAY): the socket; -1 with errno set when it fails,
+/* One try at a connection (TCP_NODELAY) by `deadline` (monotonic µs; -1: the kernel's
+ * own limit): the socket; -1 with errno set when it fails (ETIMEDOUT at the deadline),
  * -2 with `error` set when the host does not resolve. */
-int ks_tcp_connect (const char *host, guint16 port, GError **error);
+int ks_tcp_connect (const char *host, guint16 port, gint64 deadline, GError **error);
 
 extern const KsStoreOps ks_tcp_store_ops;
 extern const KsStoreOps ks_c10d_store_ops;
