@@ -104,15 +104,13 @@ worth_a_line (guint64 count)
 static void
 zap_answer (PsAuth *a)
 {
-  zmq_msg_t part[8];
+  zmq_msg_t part[7];
   int n = 0, more = 1;
   size_t more_len = sizeof more;
 
   while (more)
     {
-      zmq_msg_t *m = &part[MIN (n, 7)];
-      if (n >= 7)
-        zmq_msg_close (m);
+      zmq_msg_t extra, *m = n < 7 ? &part[n] : &extra; /* frames past 7 are dropped */
       zmq_msg_init (m);
       if (zmq_msg_recv (m, a->zap, 0) < 0)
         {
@@ -120,17 +118,17 @@ zap_answer (PsAuth *a)
           break;
         }
       zmq_getsockopt (a->zap, ZMQ_RCVMORE, &more, &more_len);
-      n = MIN (n + 1, 7);
+      if (n < 7)
+        n++;
+      else
+        zmq_msg_close (m);
     }
-  if (n < 6)
-    {
-      for (int i = 0; i < n; i++)
-        zmq_msg_close (&part[i]);
-      return;
-    }
-  /* version, request id, domain, address, identity, mechanism, credentials */
-  g_autofree char *address = g_strndup (zmq_msg_data (&part[3]), zmq_msg_size (&part[3]));
-  gboolean curve = zmq_msg_size (&part[5]) == 5 && memcmp (zmq_msg_data (&part[5]), "CURVE", 5) == 0;
+  /* version, request id, domain, address, identity, mechanism, credentials (libzmq sends
+   * all seven; anything short is refused, and a REP socket must answer every request) */
+  g_autofree char *address = n >= 4 ? g_strndup (zmq_msg_data (&part[3]), zmq_msg_size (&part[3]))
+                                    : g_strdup ("?");
+  gboolean curve = n >= 6 && zmq_msg_size (&part[5]) == 5
+                   && memcmp (zmq_msg_data (&part[5]), "CURVE", 5) == 0;
   gboolean ok = curve && n >= 7 && zmq_msg_size (&part[6]) == 32;
   if (ok)
     {
@@ -146,7 +144,10 @@ zap_answer (PsAuth *a)
                "job, or without this job's token", a->who, address, a->refused_keys,
                curve ? "CURVE key" : "security mechanism");
   zmq_send (a->zap, "1.0", 3, ZMQ_SNDMORE);
-  zmq_send (a->zap, zmq_msg_data (&part[1]), zmq_msg_size (&part[1]), ZMQ_SNDMORE);
+  if (n >= 2)
+    zmq_send (a->zap, zmq_msg_data (&part[1]), zmq_msg_size (&part[1]), ZMQ_SNDMORE);
+  else
+    zmq_send (a->zap, "", 0, ZMQ_SNDMORE);
   zmq_send (a->zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
   zmq_send (a->zap, ok ? "OK" : "not this job's worker", ok ? 2 : 21, ZMQ_SNDMORE);
   zmq_send (a->zap, ok ? "worker" : "", ok ? 6 : 0, ZMQ_SNDMORE);
@@ -306,16 +307,6 @@ failed:
                "%s: cannot set up CURVE authentication: %s", who, zmq_strerror (errno));
   ps_auth_free (a);
   return NULL;
-}
-
-void
-ps_auth_counts (PsAuth *a, guint64 *refused_keys, guint64 *refused_connections,
-                guint64 *failed_handshakes)
-{
-  /* read after the thread is stopped, or as an estimate while it runs */
-  *refused_keys = a->refused_keys;
-  *refused_connections = a->refused_connections;
-  *failed_handshakes = a->failed_handshakes;
 }
 
 void

@@ -52,10 +52,8 @@ typedef struct PsAuth PsAuth;
  * of lines. */
 PsAuth *ps_auth_server_new (void *zctx, void *socket, const char *token, const char *who,
                             int port, int handshake_ms, int cap, GError **error);
-/* Keys refused by the ZAP handler, connections beyond the cap, failed handshakes. */
-void ps_auth_counts (PsAuth *auth, guint64 *refused_keys, guint64 *refused_connections,
-                     guint64 *failed_handshakes);
-/* Stops the handler; before zmq_ctx_term, after the socket is closed. */
+/* Stops the handler (logging what it refused); after the socket is closed (a CURVE
+ * socket without a ZAP handler admits any key), before zmq_ctx_term. */
 void ps_auth_free (PsAuth *auth);
 
 #endif
