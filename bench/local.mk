@@ -57,11 +57,17 @@ EXTRA_PROGRAMS += bench/bench-ps
 bench_bench_ps_SOURCES = bench/bench-ps.c
 bench_bench_ps_LDADD = libksdist.la $(GLIB_LIBS)
 CLEANFILES += bench/bench-ps
-EXTRA_DIST += bench/run-ps.sh
+EXTRA_DIST += bench/run-ps.sh bench/hostile-ps.sh
 if HAVE_ZMQ
 bench-ps: bench/bench-ps
 	$(SHELL) $(srcdir)/bench/run-ps.sh
 .PHONY: bench-ps
+# the transport alone: before CURVE and now (bench/bench-ps-wire [MiB [rounds]])
+EXTRA_PROGRAMS += bench/bench-ps-wire
+bench_bench_ps_wire_SOURCES = bench/bench-ps-wire.c plugins/ps/wire.c plugins/ps/auth.c
+bench_bench_ps_wire_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
+bench_bench_ps_wire_LDADD = libksdist.la $(GLIB_LIBS) $(ZMQ_LIBS)
+CLEANFILES += bench/bench-ps-wire
 endif
 
 # Sparse tables: create, pull, push, memory per row, save and load of N rows beside this

@@ -140,24 +140,32 @@ TESTS += tests/test-pipe-train
 if HAVE_ZMQ
 check_PROGRAMS += tests/test-ps
 tests_test_ps_SOURCES = tests/test-ps.c tests/ps-harness.c tests/ps-harness.h \
-	plugins/ps/wire.c
+	plugins/ps/wire.c plugins/ps/auth.c
 tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps
 check_PROGRAMS += tests/test-pslib
 tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harness.h \
-	plugins/ps/wire.c
+	plugins/ps/wire.c plugins/ps/auth.c
 tests_test_pslib_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib
 check_PROGRAMS += tests/test-pslib-trust
 tests_test_pslib_trust_SOURCES = tests/test-pslib-trust.c tests/ps-harness.c \
-	tests/ps-harness.h plugins/ps/wire.c
+	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c
 tests_test_pslib_trust_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_trust_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib-trust
+# hostile clients against a real server: each attack refused, the job unharmed
+check_PROGRAMS += tests/test-ps-hostile
+tests_test_ps_hostile_SOURCES = tests/test-ps-hostile.c tests/ps-harness.c \
+	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c
+tests_test_ps_hostile_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_ps_hostile_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
+TESTS += tests/test-ps-hostile
 # they load build-tree plugins: done before test-install relinks them (below)
-KS_PS_TEST_LOG = tests/test-ps.log tests/test-pslib.log tests/test-pslib-trust.log
+KS_PS_TEST_LOG = tests/test-ps.log tests/test-pslib.log tests/test-pslib-trust.log \
+	tests/test-ps-hostile.log
 endif
 
 # The CUDA kernels against the CPU's; skipped without a GPU.

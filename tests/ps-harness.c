@@ -3,11 +3,13 @@
  * per server and worker, each with its log) to watch and fault. */
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
+#include "../plugins/ps/auth.h"
 
 #include <arpa/inet.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -108,6 +110,13 @@ ps_test_read_log (PsTestJob *j, int p)
   return text;
 }
 
+static void
+limit_descriptors (gpointer data)
+{
+  struct rlimit r = { GPOINTER_TO_INT (data), GPOINTER_TO_INT (data) };
+  setrlimit (RLIMIT_NOFILE, &r);
+}
+
 /* Starts S servers and W workers of the example with `sets`, meeting at a file store. */
 void
 ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *sets)
@@ -142,6 +151,9 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       g_autofree char *port = g_strdup_printf ("%d", p < workers ? 0 : j->ports[p - workers]);
 
       g_subprocess_launcher_set_stdout_file_path (l, path);
+      if (j->nofile > 0 && p >= workers)
+        g_subprocess_launcher_set_child_setup (l, limit_descriptors, GINT_TO_POINTER (j->nofile),
+                                               NULL);
       g_subprocess_launcher_setenv (l, "KS_PLUGIN_PATH", pp->str, TRUE);
       g_subprocess_launcher_setenv (l, "KS_STORE", "file", TRUE);
       g_subprocess_launcher_setenv (l, "KS_STORE_ADDRESS", store, TRUE);
@@ -234,6 +246,29 @@ ps_test_job_free (PsTestJob *j)
   g_free (j->proc);
 }
 
+int
+ps_test_raw_connect (int port)
+{
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK),
+                           .sin_port = htons (port) };
+  int fd = socket (AF_INET, SOCK_STREAM, 0);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  return fd;
+}
+
+gsize
+ps_test_server_rss (PsTestJob *j, int s)
+{
+  const char *pid = g_subprocess_get_identifier (j->proc[j->workers + s]);
+  g_autofree char *path = g_strdup_printf ("/proc/%s/status", pid != NULL ? pid : "0");
+  g_autofree char *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  const char *rss = strstr (text, "VmRSS:");
+  g_assert_nonnull (rss);
+  return (gsize) g_ascii_strtoull (rss + 6, NULL, 10) * 1024;
+}
+
 /* Sends `len` bytes on a raw TCP connection to `port`, then closes it. */
 void
 ps_test_raw_send (int port, const void *data, gsize len, gboolean linger)
@@ -246,6 +281,15 @@ ps_test_raw_send (int port, const void *data, gsize len, gboolean linger)
   if (linger) /* half a message, then silence */
     g_usleep (500000);
   close (fd);
+}
+
+/* Makes `socket` a CURVE client with the keys of a job of `token` (a wrong one is
+ * refused in the handshake). */
+void
+ps_test_curve (void *socket, const char *token)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_true (ps_auth_client_socket (socket, token, "test client", &error));
 }
 
 /* Sends a header (announcing `payload` bytes; with `magic` when not 0) and an empty
@@ -278,6 +322,7 @@ ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux
   int linger = 0, got = -1;
 
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  ps_test_curve (s, "the-jobs-token");
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   h.type = type;
   h.id = 4242;
@@ -286,9 +331,7 @@ ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux
   h.arg = arg;
   h.aux = aux;
   ps_token_digest ("the-jobs-token", h.token);
-  ps_header_seal (&h, len);
-  zmq_send (s, &h, sizeof h, ZMQ_SNDMORE);
-  zmq_send (s, payload, len, 0);
+  g_assert_true (ps_send (s, NULL, 0, &h, payload, len, FALSE));
   zmq_pollitem_t item = { s, 0, ZMQ_POLLIN, 0 };
   if (zmq_poll (&item, 1, (long) (seconds * 1000)) == 1)
     {

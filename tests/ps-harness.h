@@ -27,6 +27,7 @@ typedef struct {
   int *ports;
   GSubprocess **proc; /* workers, then servers */
   gboolean no_token;  /* set before the start: the processes have no KS_STORE_TOKEN */
+  int nofile;         /* set before the start when not 0: the servers' RLIMIT_NOFILE */
 } PsTestJob;
 
 /* Starts S servers and W workers of the config with `sets`, meeting at a file store. */
@@ -40,6 +41,8 @@ int ps_test_job_status (PsTestJob *j, int p);
 void ps_test_job_free (PsTestJob *j);
 /* Sends `len` bytes on a raw TCP connection to `port` (then silence with `linger`). */
 void ps_test_raw_send (int port, const void *data, gsize len, gboolean linger);
+/* Makes a ZeroMQ `socket` a CURVE client with the keys of a job whose token is `token`. */
+void ps_test_curve (void *socket, const char *token);
 /* Sends a header announcing `payload` bytes (with `magic` when not 0), then an empty
  * payload frame. */
 void ps_test_send_header (void *socket, PsHeader *h, guint64 payload, guint32 magic);
@@ -53,6 +56,10 @@ int ps_test_request (int port, guint type, gint64 step, const void *payload, gsi
 int ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux,
                         gint64 step, const void *payload, gsize len, double seconds,
                         char **text);
+/* A raw TCP connection to `port` on 127.0.0.1 (its descriptor). */
+int ps_test_raw_connect (int port);
+/* Server s's resident memory (VmRSS) in bytes. */
+gsize ps_test_server_rss (PsTestJob *j, int s);
 /* The pids of `launcher`'s children (GPid array). */
 GArray *ps_test_children_of (GPid launcher);
 

@@ -493,6 +493,7 @@ test_bad_messages (void)
   g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", j.ports[0]);
   int linger = 10000; /* zmq_ctx_term waits until they are out */
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  ps_test_curve (s, "the-jobs-token");
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   ps_token_digest ("the-jobs-token", token);
   ps_token_digest ("another-token", wrong);
@@ -507,9 +508,10 @@ test_bad_messages (void)
   ps_test_send_header (s, &h, G_GUINT64_CONSTANT (1) << 60, 0); /* a payload length it does not have */
   h.sender = 77;
   ps_test_send_header (s, &h, 0, 0);                         /* a worker the job does not have */
-  zmq_send (s, "part one", 8, ZMQ_SNDMORE);
+  ps_header_seal (&h, 18);
+  zmq_send (s, &h, sizeof h, ZMQ_SNDMORE);
   zmq_send (s, "part two", 8, ZMQ_SNDMORE);
-  zmq_send (s, "part three", 10, 0);                 /* three parts */
+  zmq_send (s, "part three", 10, 0);                 /* a payload cut in small frames */
   h.sender = 1;
   h.type = 999;
   ps_test_send_header (s, &h, 0, 0x12345678);                /* not the magic */
@@ -527,7 +529,7 @@ test_bad_messages (void)
   g_assert_nonnull (strstr (server, "refused: wrong token"));
   g_assert_nonnull (strstr (server, "payload bytes but 0 came"));
   g_assert_nonnull (strstr (server, "from worker 77 of a job of 2 workers"));
-  g_assert_nonnull (strstr (server, "a message of 3 parts"));
+  g_assert_nonnull (strstr (server, "a payload in frames of 8 bytes"));
   g_assert_nonnull (strstr (server, "bad magic"));
   g_assert_nonnull (strstr (server, "7 refused"));
   g_assert_cmpfloat (ps_test_value_after (w0, "eval accuracy "), >=, 0.95);
@@ -633,9 +635,7 @@ test_no_token (void)
 static void
 push (void *socket, PsHeader *h, const void *data, gsize bytes)
 {
-  ps_header_seal (h, bytes);
-  zmq_send (socket, h, sizeof *h, ZMQ_SNDMORE);
-  zmq_send (socket, data, bytes, 0);
+  g_assert_true (ps_send (socket, NULL, 0, h, data, bytes, FALSE));
 }
 
 /* A gradient with NaNs, pushed with the job's token in worker 0's name, is refused and
@@ -660,6 +660,7 @@ test_nonfinite_push (void)
   g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", j.ports[0]);
   int linger = 10000;
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  ps_test_curve (s, "the-jobs-token");
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   ps_token_digest ("the-jobs-token", h.token);
   h.type = PS_PUSH_GRAD;

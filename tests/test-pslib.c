@@ -309,9 +309,7 @@ send_request (void *socket, guint type, guint32 arg, const void *payload, gsize 
   h.arg = arg;
   h.id = 424242;
   ps_token_digest ("the-jobs-token", h.token);
-  ps_header_seal (&h, len);
-  zmq_send (socket, &h, sizeof h, ZMQ_SNDMORE);
-  zmq_send (socket, payload, len, 0);
+  g_assert_true (ps_send (socket, NULL, 0, &h, payload, len, FALSE));
 }
 
 /* Sparse requests that lie (ids of another server, a record size that does not divide,
@@ -337,6 +335,7 @@ test_bad_sparse_requests (void)
   g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", j.ports[0]);
   int linger = 10000;
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  ps_test_curve (s, "the-jobs-token");
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   guint64 odd[2] = { 3, 5 }; /* ids of server 1 of 2 */
   send_request (s, PS_PULL_SPARSE, 0, odd, sizeof odd);

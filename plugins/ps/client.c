@@ -1,5 +1,6 @@
 /* The worker's side of the transport (client.h). */
 #include "client.h"
+#include "auth.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -8,17 +9,18 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define ZERO_COPY_BYTES 65536
-
 struct PsClient {
   void *zctx;
   void **sockets;
+  PsAuthWatch **watches;
   char **endpoints;
   int n;
   guint8 token[PS_TOKEN_BYTES];
   guint32 worker;
   int timeout_ms;
   guint64 next_id;
+  gsize max_message;
+  PsReceived in;             /* the last message received (under `lock`) */
   /* heartbeats: a call and the heartbeat thread take turns on the sockets */
   GMutex lock;
   GCond wake;
@@ -35,7 +37,6 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
 {
   g_autofree char *who = g_strdup_printf ("worker %u", worker);
   int linger = 0;
-  gint64 max = (gint64) max_message;
 
   if (!ps_token_required (token, who, error))
     return NULL;
@@ -47,16 +48,23 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
   c->n = g_strv_length ((char **) endpoints);
   c->endpoints = g_strdupv ((char **) endpoints);
   c->sockets = g_new0 (void *, c->n);
+  c->watches = g_new0 (PsAuthWatch *, c->n);
   c->worker = worker;
   c->timeout_ms = timeout_ms;
   c->next_id = 1;
+  c->max_message = max_message;
   ps_token_digest (token, c->token);
   for (int s = 0; s < c->n; s++)
     {
       g_autofree char *uri = g_strdup_printf ("tcp://%s", endpoints[s]);
       c->sockets[s] = zmq_socket (c->zctx, ZMQ_DEALER);
       zmq_setsockopt (c->sockets[s], ZMQ_LINGER, &linger, sizeof linger);
-      zmq_setsockopt (c->sockets[s], ZMQ_MAXMSGSIZE, &max, sizeof max);
+      if (!ps_auth_client_socket (c->sockets[s], token, who, error))
+        {
+          ps_client_free (c);
+          return NULL;
+        }
+      c->watches[s] = ps_auth_watch_new (c->zctx, c->sockets[s]);
       if (zmq_connect (c->sockets[s], uri) != 0)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
@@ -76,10 +84,15 @@ ps_client_free (PsClient *c)
     return;
   ps_client_heartbeat_stop (c);
   for (int s = 0; s < c->n; s++)
-    if (c->sockets[s] != NULL)
-      zmq_close (c->sockets[s]);
+    {
+      if (c->sockets[s] != NULL)
+        zmq_close (c->sockets[s]);
+      ps_auth_watch_free (c->watches[s]);
+    }
   zmq_ctx_term (c->zctx);
+  ps_received_clear (&c->in);
   g_free (c->sockets);
+  g_free (c->watches);
   g_strfreev (c->endpoints);
   g_free (c->heard);
   g_mutex_clear (&c->lock);
@@ -97,33 +110,6 @@ const char *
 ps_client_endpoint (const PsClient *c, int server)
 {
   return c->endpoints[server];
-}
-
-/* Receives the frames of one message into `frames` (at most 3); their count, or 0. */
-static int
-receive_frames (void *socket, zmq_msg_t *frames, int max)
-{
-  int n = 0, more = 1;
-  size_t len = sizeof more;
-  while (more)
-    {
-      zmq_msg_t *m = n < max ? &frames[n] : &frames[max]; /* the extra slot absorbs the rest */
-      zmq_msg_init (m);
-      if (zmq_msg_recv (m, socket, n == 0 ? ZMQ_DONTWAIT : 0) < 0)
-        {
-          zmq_msg_close (m);
-          return n;
-        }
-      zmq_getsockopt (socket, ZMQ_RCVMORE, &more, &len);
-      if (n < max)
-        n++;
-      else
-        {
-          zmq_msg_close (m);
-          n = max + 1;
-        }
-    }
-  return n;
 }
 
 /* ---- heartbeats (client.h) ---- */
@@ -261,18 +247,14 @@ beat (PsClient *c, gboolean judge, GError **error)
 static void
 drain (PsClient *c, int s)
 {
-  zmq_msg_t frames[3];
-  int n;
-  while ((n = receive_frames (c->sockets[s], frames, 2)) > 0)
+  PsReceived *r = &c->in;
+  while (ps_receive (c->sockets[s], FALSE, c->max_message, r) > 0)
     {
       PsHeader h;
       g_autofree char *why = NULL;
-      if (n == 2
-          && ps_header_parse (zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
-                              zmq_msg_size (&frames[1]), c->token, &h, &why))
+      if (r->parts >= 2
+          && ps_header_parse (r->header, r->header_len, r->payload_len, c->token, &h, &why))
         c->heard[s] = g_get_monotonic_time ();
-      for (int i = 0; i < MIN (n, 2); i++)
-        zmq_msg_close (&frames[i]);
     }
 }
 
@@ -342,20 +324,24 @@ ps_client_heartbeat_stop (PsClient *c)
 static gboolean
 take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, GError **error)
 {
-  zmq_msg_t frames[3];
+  PsReceived *r = &c->in;
   PsHeader h;
   g_autofree char *why = NULL;
   gboolean ok = TRUE;
-  int n = receive_frames (c->sockets[call->server], frames, 2);
 
-  if (n == 0)
+  if (ps_receive (c->sockets[call->server], FALSE, c->max_message, r) == 0)
     return TRUE; /* nothing yet */
-  if (n != 2)
-    why = g_strdup_printf ("a message of %d parts, not 2", n);
-  else
-    ps_header_parse (zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
-                     zmq_msg_size (&frames[1]), c->token, &h, &why);
-  const char *payload = n == 2 ? zmq_msg_data (&frames[1]) : NULL;
+  if (r->parts < 2)
+    why = g_strdup_printf ("a message of %d parts, not a header and a payload", r->parts);
+  else if (!ps_header_parse (r->header, r->header_len, r->payload_len, c->token, &h, &why))
+    ;
+  else if (r->uneven != 0)
+    why = g_strdup_printf ("a payload in frames of %" G_GSIZE_FORMAT " bytes: every one but "
+                           "the last has %u", r->uneven, PS_FRAME_MAX);
+  else if (r->payload == NULL && r->payload_len > 0)
+    why = g_strdup_printf ("a payload of %" G_GSIZE_FORMAT " bytes, above [ps] max_message_mb",
+                           r->payload_len);
+  const char *payload = r->payload;
   if (why == NULL && c->heard != NULL)
     c->heard[call->server] = g_get_monotonic_time ();
   if (why != NULL)
@@ -386,8 +372,6 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
       call->reply_step = h.step;
       *done = TRUE;
     }
-  for (int i = 0; i < MIN (n, 2); i++)
-    zmq_msg_close (&frames[i]);
   return ok;
 }
 
@@ -412,22 +396,11 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
   memcpy (h.token, c->token, PS_TOKEN_BYTES);
   for (gsize i = 0; i < n; i++)
     {
-      zmq_msg_t payload;
       void *socket = c->sockets[calls[i].server];
-      ps_header_seal (&h, calls[i].len);
       /* a large payload (a worker's packed buffer) goes without a copy: the buffer is not
        * reused before the reply, which comes only once the server has it all, and outlives
        * the sockets (ps_client_free before the worker's buffers); a small one is copied */
-      if (calls[i].len >= ZERO_COPY_BYTES)
-        zmq_msg_init_data (&payload, (void *) calls[i].payload, calls[i].len, NULL, NULL);
-      else
-        {
-          zmq_msg_init_size (&payload, calls[i].len);
-          if (calls[i].len > 0)
-            memcpy (zmq_msg_data (&payload), calls[i].payload, calls[i].len);
-        }
-      if (zmq_send (socket, &h, sizeof h, ZMQ_SNDMORE) < 0
-          || (zmq_msg_send (&payload, socket, 0) < 0 && (zmq_msg_close (&payload), TRUE)))
+      if (!ps_send (socket, NULL, 0, &h, calls[i].payload, calls[i].len, TRUE))
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "server %d (%s): cannot send a %s: %s",
                        calls[i].server, c->endpoints[calls[i].server], ps_type_name (type),
@@ -479,8 +452,20 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
   GString *who = g_string_new (NULL);
   for (gsize i = 0; i < n; i++)
     if (!done[i])
-      g_string_append_printf (who, "%sserver %d (%s)", who->len ? ", " : "", calls[i].server,
-                              c->endpoints[calls[i].server]);
+      {
+        const char *refused = ps_auth_watch_failure (c->watches[calls[i].server]);
+        if (refused != NULL)
+          {
+            g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
+                         "server %d (%s) did not answer a %s within %.0f s: %s",
+                         calls[i].server, c->endpoints[calls[i].server], ps_type_name (type),
+                         c->timeout_ms / 1000.0, refused);
+            g_string_free (who, TRUE);
+            return FALSE;
+          }
+        g_string_append_printf (who, "%sserver %d (%s)", who->len ? ", " : "", calls[i].server,
+                                c->endpoints[calls[i].server]);
+      }
   g_autofree char *note = away_note (c, g_get_monotonic_time ());
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "%s did not answer a %s within %.0f s ([comm] timeout): a server died, or "

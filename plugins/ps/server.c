@@ -3,6 +3,7 @@
  * once and every worker gets the new values. Other modes apply each push on arrival. */
 #include "server.h"
 #include "wire.h"
+#include "auth.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,6 +26,7 @@ typedef struct {
   int round_count;
   float *sum, *values, *aligned;
   GByteArray *reply; /* of an extra request */
+  PsReceived in;     /* the message being served */
   /* statistics */
   guint64 requests, refused, bytes_in, bytes_out;
   gint64 window_start;
@@ -41,29 +43,15 @@ send_reply_from (Server *s, GBytes *peer, const PsHeader *req, PsType type, gint
   PsHeader h = { 0 };
   gsize peer_len;
   const void *id = g_bytes_get_data (peer, &peer_len);
-  zmq_msg_t body;
 
   h.type = type;
   h.sender = s->cfg->index;
   h.id = req->id;
   h.step = step;
   memcpy (h.token, s->token, PS_TOKEN_BYTES);
-  ps_header_seal (&h, len);
-  if (stable && len > 0)
-    zmq_msg_init_data (&body, (void *) payload, len, NULL, NULL);
-  else
-    {
-      zmq_msg_init_size (&body, len);
-      if (len > 0)
-        memcpy (zmq_msg_data (&body), payload, len);
-    }
-  if (zmq_send (s->socket, id, peer_len, ZMQ_SNDMORE) < 0
-      || zmq_send (s->socket, &h, sizeof h, ZMQ_SNDMORE) < 0 || zmq_msg_send (&body, s->socket, 0) < 0)
-    {
-      g_warning ("server %d: cannot answer worker %u: %s", s->cfg->index, req->sender,
-                 zmq_strerror (errno));
-      zmq_msg_close (&body);
-    }
+  if (!ps_send (s->socket, id, peer_len, &h, payload, len, stable))
+    g_warning ("server %d: cannot answer worker %u: %s", s->cfg->index, req->sender,
+               zmq_strerror (errno));
   s->bytes_out += sizeof h + len;
   s->window_out += sizeof h + len;
 }
@@ -301,43 +289,35 @@ refuse (Server *s, const char *why)
 static gboolean
 receive (Server *s, GError **error)
 {
-  zmq_msg_t f[4]; /* identity, header, payload, and a slot for anything more */
-  gboolean ok = TRUE;
-  int more = 1, n = 0;
-  size_t more_len = sizeof more;
-  gsize bytes = 0;
+  PsReceived *r = &s->in;
+  PsHeader h;
+  g_autofree char *why = NULL;
 
-  while (more)
-    {
-      zmq_msg_t *m = &f[MIN (n, 3)];
-      zmq_msg_init (m);
-      if (zmq_msg_recv (m, s->socket, n == 0 ? ZMQ_DONTWAIT : 0) < 0)
-        {
-          zmq_msg_close (m);
-          break;
-        }
-      bytes += zmq_msg_size (m);
-      zmq_getsockopt (s->socket, ZMQ_RCVMORE, &more, &more_len);
-      if (n >= 3)
-        zmq_msg_close (m); /* drained */
-      n++;
-    }
-  if (n == 0)
+  if (ps_receive (s->socket, TRUE, s->cfg->max_message, r) == 0)
     return TRUE;
   s->requests++;
   s->window_requests++;
-  s->bytes_in += bytes;
-  s->window_in += bytes;
-  PsHeader h;
-  g_autofree char *why = NULL;
-  if (n != 3)
+  s->bytes_in += r->header_len + r->payload_len;
+  s->window_in += r->header_len + r->payload_len;
+  if (r->parts < 2)
     {
-      why = g_strdup_printf ("a message of %d parts, not a header and a payload", n - 1);
+      why = g_strdup_printf ("a message of %d parts, not a header and a payload", r->parts);
       refuse (s, why);
     }
-  else if (!ps_header_parse (zmq_msg_data (&f[1]), zmq_msg_size (&f[1]), zmq_msg_size (&f[2]),
-                             s->token, &h, &why))
+  else if (!ps_header_parse (r->header, r->header_len, r->payload_len, s->token, &h, &why))
     refuse (s, why);
+  else if (r->uneven != 0)
+    {
+      why = g_strdup_printf ("a payload in frames of %" G_GSIZE_FORMAT " bytes: every one "
+                             "but the last has %u", r->uneven, PS_FRAME_MAX);
+      refuse (s, why);
+    }
+  else if (r->payload == NULL && r->payload_len > 0)
+    {
+      why = g_strdup_printf ("a payload of %" G_GSIZE_FORMAT " bytes, above [ps] "
+                             "max_message_mb", r->payload_len);
+      refuse (s, why);
+    }
   else if (h.sender >= (guint32) s->cfg->workers)
     {
       g_autofree char *m = g_strdup_printf ("from worker %u of a job of %d workers", h.sender,
@@ -346,13 +326,10 @@ receive (Server *s, GError **error)
     }
   else
     {
-      g_autoptr (GBytes) peer = g_bytes_new (zmq_msg_data (&f[0]), zmq_msg_size (&f[0]));
       s->last_seen[h.sender] = g_get_monotonic_time ();
-      ok = handle (s, peer, &h, zmq_msg_data (&f[2]), error);
+      return handle (s, r->identity, &h, r->payload, error);
     }
-  for (int i = 0; i < MIN (n, 3); i++)
-    zmq_msg_close (&f[i]);
-  return ok;
+  return TRUE;
 }
 
 static void
@@ -501,8 +478,9 @@ ps_server_run (const PsServerConfig *c, GError **error)
 {
   Server s = { 0 };
   g_autofree char *uri = g_strdup_printf ("tcp://%s", c->endpoint);
-  gint64 max = (gint64) c->max_message;
   int linger = 2000; /* the last replies still go out after the loop */
+  PsAuth *auth;
+  const char *colon = strrchr (c->endpoint, ':');
   gboolean ok;
 
   g_autofree char *who = g_strdup_printf ("server %d (%s)", c->index, c->endpoint);
@@ -518,7 +496,17 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.zctx = zmq_ctx_new ();
   s.socket = zmq_socket (s.zctx, ZMQ_ROUTER);
   zmq_setsockopt (s.socket, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt (s.socket, ZMQ_MAXMSGSIZE, &max, sizeof max);
+  /* CURVE with the job's keys; a handshake gets [comm] timeout at most */
+  auth = ps_auth_server_new (s.zctx, s.socket, c->token, who,
+                             colon != NULL ? atoi (colon + 1) : 0, c->timeout_ms,
+                             ps_auth_connection_cap (c->workers), error);
+  if (auth == NULL)
+    {
+      zmq_close (s.socket);
+      zmq_ctx_term (s.zctx);
+      g_free (s.checkpoint_dir);
+      return FALSE;
+    }
   if (zmq_bind (s.socket, uri) != 0)
     {
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
@@ -526,12 +514,15 @@ ps_server_run (const PsServerConfig *c, GError **error)
                    "PADDLE_PSERVERS_IP_PORT_LIST names this server's HOST:PORT)", c->index,
                    c->endpoint, zmq_strerror (errno));
       zmq_close (s.socket);
+      ps_auth_free (auth);
       zmq_ctx_term (s.zctx);
+      g_free (s.checkpoint_dir);
       return FALSE;
     }
   g_message ("server %d of %d listening on %s (%s mode, %" G_GSIZE_FORMAT " blocks, %"
-             G_GSIZE_FORMAT " floats, %d workers)", c->index, c->servers, c->endpoint,
-             ps_mode_name (c->mode), c->table->n_blocks, c->table->n_floats, c->workers);
+             G_GSIZE_FORMAT " floats, %d workers; CURVE, at most %d connections)", c->index,
+             c->servers, c->endpoint, ps_mode_name (c->mode), c->table->n_blocks,
+             c->table->n_floats, c->workers, ps_auth_connection_cap (c->workers));
   s.hello = g_new0 (gboolean, c->workers);
   s.stopped = g_new0 (gboolean, c->workers);
   s.last_seen = g_new0 (gint64, c->workers);
@@ -545,7 +536,9 @@ ps_server_run (const PsServerConfig *c, GError **error)
   for (int w = 0; w < c->workers; w++)
     if (s.pending_peer[w] != NULL)
       g_bytes_unref (s.pending_peer[w]);
+  ps_received_clear (&s.in);
   zmq_close (s.socket);
+  ps_auth_free (auth);
   zmq_ctx_term (s.zctx);
   g_free (s.hello);
   g_free (s.stopped);

@@ -3,7 +3,11 @@
 
 #include <ksdist/ksdist.h>
 
+#include "auth.h"
+
+#include <errno.h>
 #include <string.h>
+#include <zmq.h>
 
 void
 ps_token_digest (const char *token, guint8 out[PS_TOKEN_BYTES])
@@ -114,4 +118,121 @@ ps_header_parse (const void *data, gsize len, gsize payload_len, const guint8 *t
       return FALSE;
     }
   return TRUE;
+}
+
+gboolean
+ps_send (void *socket, const void *identity, gsize identity_len, PsHeader *h,
+         const void *payload, gsize len, gboolean stable)
+{
+  gsize off = 0;
+
+  ps_header_seal (h, len);
+  if (identity != NULL && zmq_send (socket, identity, identity_len, ZMQ_SNDMORE) < 0)
+    return FALSE;
+  if (zmq_send (socket, h, sizeof *h, ZMQ_SNDMORE) < 0)
+    return FALSE;
+  do
+    {
+      gsize n = MIN (len - off, PS_FRAME_MAX);
+      const char *p = (const char *) payload + off;
+      int flags = off + n < len ? ZMQ_SNDMORE : 0;
+      zmq_msg_t m;
+      /* a large frame goes without a copy when the caller keeps the buffer */
+      if (stable && n >= 65536)
+        zmq_msg_init_data (&m, (void *) p, n, NULL, NULL);
+      else
+        {
+          zmq_msg_init_size (&m, n);
+          if (n > 0)
+            memcpy (zmq_msg_data (&m), p, n);
+        }
+      if (zmq_msg_send (&m, socket, flags) < 0)
+        {
+          int e = errno;
+          zmq_msg_close (&m);
+          errno = e;
+          return FALSE;
+        }
+      off += n;
+    }
+  while (off < len);
+  return TRUE;
+}
+
+void
+ps_received_clear (PsReceived *r)
+{
+  g_clear_pointer (&r->identity, g_bytes_unref);
+  if (r->single != NULL)
+    {
+      zmq_msg_close (r->single);
+      g_clear_pointer (&r->single, g_free);
+    }
+  g_clear_pointer (&r->joined, g_byte_array_unref);
+  r->payload = NULL;
+  r->payload_len = r->header_len = r->uneven = 0;
+  r->parts = 0;
+}
+
+int
+ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
+{
+  int more = 1, n = 0;
+  size_t more_len = sizeof more;
+  GByteArray *joined = r->joined != NULL ? g_byte_array_ref (r->joined) : g_byte_array_new ();
+
+  ps_received_clear (r);
+  r->joined = joined;
+  g_byte_array_set_size (r->joined, 0);
+  while (more)
+    {
+      zmq_msg_t m;
+      zmq_msg_init (&m);
+      if (zmq_msg_recv (&m, socket, n == 0 ? ZMQ_DONTWAIT : 0) < 0)
+        {
+          zmq_msg_close (&m);
+          break;
+        }
+      zmq_getsockopt (socket, ZMQ_RCVMORE, &more, &more_len);
+      gsize size = zmq_msg_size (&m);
+      int part = n - (identity ? 1 : 0);
+      if (part < 0)
+        r->identity = g_bytes_new (zmq_msg_data (&m), size);
+      else if (part == 0)
+        {
+          r->header_len = size;
+          memcpy (r->header, zmq_msg_data (&m), MIN (size, sizeof r->header));
+        }
+      else if (part == 1 && !more && r->payload_len == 0)
+        {
+          /* the payload in one frame: no copy */
+          r->single = g_new (zmq_msg_t, 1);
+          zmq_msg_init (r->single);
+          zmq_msg_move (r->single, &m);
+          zmq_msg_close (&m);
+          r->payload_len = size;
+          n++;
+          break;
+        }
+      else
+        {
+          if (more && size != PS_FRAME_MAX && r->uneven == 0)
+            r->uneven = MAX (size, 1);
+          if (r->payload_len + size <= max_payload)
+            g_byte_array_append (r->joined, zmq_msg_data (&m), size);
+          r->payload_len += size;
+        }
+      zmq_msg_close (&m);
+      n++;
+    }
+  if (n == 0)
+    return 0;
+  r->parts = n - (identity ? 1 : 0);
+  if (r->single != NULL)
+    r->payload = zmq_msg_data (r->single);
+  else if (r->payload_len <= max_payload)
+    r->payload = r->joined->data;
+  else /* too large: kept nothing, said so by a length the header cannot match */
+    r->payload = NULL;
+  return 1;
 }

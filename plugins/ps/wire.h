@@ -61,4 +61,29 @@ void ps_header_seal (PsHeader *header, gsize payload_len);
 gboolean ps_header_parse (const void *data, gsize len, gsize payload_len, const guint8 *token,
                           PsHeader *header, char **why);
 
+/* Sends `h` (sealed with `len`) and the payload as frames of at most PS_FRAME_MAX bytes
+ * (auth.h), after the peer's `identity` frame when not NULL. A `stable` payload is sent
+ * without a copy: its buffer must not change until the peer has it. FALSE with errno. */
+gboolean ps_send (void *socket, const void *identity, gsize identity_len, PsHeader *h,
+                  const void *payload, gsize len, gboolean stable);
+
+/* One received message: the identity (ROUTER), the header frame and the payload, which
+ * is the frames after the header joined (at most `max_payload` bytes kept). */
+typedef struct {
+  GBytes *identity;
+  guint8 header[64];
+  gsize header_len;
+  int parts;          /* frames after the identity */
+  const void *payload;
+  gsize payload_len;  /* of every frame after the header, kept or not */
+  gsize uneven;       /* the size of a frame before the last that is not PS_FRAME_MAX */
+  GByteArray *joined; /* the payload of several frames (kept between messages) */
+  void *single;       /* the zmq_msg_t of a payload of one frame */
+} PsReceived;
+
+/* Receives one message if one is waiting (1), else 0; `identity`: the socket is a
+ * ROUTER. The payload is valid until the next call or ps_received_clear. */
+int ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r);
+void ps_received_clear (PsReceived *r);
+
 #endif

@@ -1,0 +1,493 @@
+/* Hostile clients against a real parameter server (the transpiler plugin's, a process of
+ * a job of 2 workers over 127.0.0.1), each attack once while the job trains: a client
+ * without CURVE, one with another job's token, one with the servers' public key but its
+ * own keypair, a legitimate worker's bytes captured and replayed, garbage, a frame of
+ * 600 MiB announced before any handshake, idle connections beyond the server's cap, and a
+ * silent handshake. Each is refused; a checkpoint is still written while the idle
+ * connections are held, and the job (its workers paused during the attacks, their
+ * connections open) then ends as an unattacked one. KS_HOSTILE_SCALE=N multiplies the counts (bench/hostile-ps.sh). */
+#define _GNU_SOURCE
+#include "ps-harness.h"
+#include "../plugins/ps/auth.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define TIMEOUT_S 8 /* the job's [comm] timeout: a handshake gets this long */
+
+static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
+                                       "collective", "transpiler", NULL };
+
+static int tried, refused;
+/* KS_HOSTILE_MECHANISM=NULL: the attacks as a server of before CURVE saw them (measured
+ * against such a build); KS_HOSTILE_ATTACKS: a comma list of keys, replay, garbage,
+ * huge, idle, silent (all when unset) */
+static gboolean null_mechanism;
+
+/* The job's processes: a failed assertion kills them, not leaving paused workers behind. */
+static pid_t job_pids[8];
+static int job_n;
+
+static void
+kill_job (int sig)
+{
+  for (int i = 0; i < job_n; i++)
+    kill (job_pids[i], SIGKILL);
+  signal (sig, SIG_DFL);
+  raise (sig);
+}
+
+static gboolean
+wanted (const char *attack)
+{
+  const char *list = g_getenv ("KS_HOSTILE_ATTACKS");
+  if (list == NULL)
+    return TRUE;
+  g_auto (GStrv) names = g_strsplit (list, ",", -1);
+  return g_strv_contains ((const char *const *) names, attack);
+}
+
+static gboolean
+have_transpiler (void)
+{
+  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "transpiler", ".libs",
+                                          "transpiler.so", NULL);
+  if (g_file_test (so, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_test_skip ("the transpiler plugin was not built (no ZeroMQ)");
+  return FALSE;
+}
+
+static void
+tally (const char *attack, gboolean was_refused)
+{
+  tried++;
+  refused += was_refused;
+  g_test_message ("attack %d (%s): %s", tried, attack, was_refused ? "refused" : "NOT refused");
+  if (!was_refused)
+    g_error ("attack %s was not refused", attack);
+}
+
+/* Whether the server ended raw connection `fd` within `seconds` (reading and dropping
+ * what it sends); *took: when. */
+static gboolean
+closed_within (int fd, double seconds, double *took)
+{
+  gint64 start = g_get_monotonic_time (), end = start + (gint64) (seconds * 1e6);
+  char buf[4096];
+  for (gint64 now = start; now < end; now = g_get_monotonic_time ())
+    {
+      struct pollfd p = { fd, POLLIN, 0 };
+      if (poll (&p, 1, (int) MAX (1, (end - now) / 1000)) > 0)
+        {
+          gssize n = recv (fd, buf, sizeof buf, MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            {
+              if (took != NULL)
+                *took = (g_get_monotonic_time () - start) / 1e6;
+              return TRUE;
+            }
+        }
+    }
+  return FALSE;
+}
+
+static guint
+count (const char *text, const char *what)
+{
+  guint n = 0;
+  for (const char *p = text; (p = strstr (p, what)) != NULL; p += strlen (what))
+    n++;
+  return n;
+}
+
+/* A pull in worker 0's name with the job's header token (worker 0 said hello, so a
+ * server that let the connection through answers it) from a DEALER set up by `setup`;
+ * whether an answer came within `seconds`. */
+static gboolean
+pull_answered (int port, void (*setup) (void *socket), double seconds)
+{
+  void *ctx = zmq_ctx_new (), *s = zmq_socket (ctx, ZMQ_DEALER);
+  g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", port);
+  PsHeader h = { 0 };
+  int linger = 0;
+  gboolean answered;
+
+  zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  setup (s);
+  g_assert_cmpint (zmq_connect (s, uri), ==, 0);
+  h.type = PS_PULL;
+  ps_token_digest ("the-jobs-token", h.token);
+  g_assert_true (ps_send (s, NULL, 0, &h, NULL, 0, FALSE));
+  zmq_pollitem_t item = { s, 0, ZMQ_POLLIN, 0 };
+  answered = zmq_poll (&item, 1, (long) (seconds * 1000)) == 1;
+  zmq_close (s);
+  zmq_ctx_term (ctx);
+  return answered;
+}
+
+static void
+no_curve (void *socket)
+{
+  (void) socket; /* ZeroMQ's NULL mechanism: what a client without the token can do */
+}
+
+static void
+wrong_token (void *socket)
+{
+  ps_test_curve (socket, "another-jobs-token");
+}
+
+static void
+own_keys (void *socket)
+{
+  char server_public[41], server_secret[41], public_key[41], secret_key[41];
+  /* the servers' public key is no secret; the client's keypair is its own */
+  ps_auth_keypair ("the-jobs-token", "server", server_public, server_secret);
+  g_assert_cmpint (zmq_curve_keypair (public_key, secret_key), ==, 0);
+  zmq_setsockopt (socket, ZMQ_CURVE_SERVERKEY, server_public, 41);
+  zmq_setsockopt (socket, ZMQ_CURVE_PUBLICKEY, public_key, 41);
+  zmq_setsockopt (socket, ZMQ_CURVE_SECRETKEY, secret_key, 41);
+}
+
+static void
+right_token (void *socket)
+{
+  ps_test_curve (socket, "the-jobs-token");
+}
+
+/* A TCP relay between a client and the server that keeps what the client sent. */
+typedef struct {
+  int listen_fd, port, server_port;
+  GByteArray *captured;
+  gint stop;
+} Relay;
+
+static gpointer
+relay_thread (gpointer data)
+{
+  Relay *r = data;
+  int c = accept (r->listen_fd, NULL, NULL);
+  g_assert_cmpint (c, >=, 0);
+  int s = ps_test_raw_connect (r->server_port);
+  char buf[65536];
+  while (!g_atomic_int_get (&r->stop))
+    {
+      struct pollfd p[2] = { { c, POLLIN, 0 }, { s, POLLIN, 0 } };
+      if (poll (p, 2, 50) <= 0)
+        continue;
+      if (p[0].revents)
+        {
+          gssize n = recv (c, buf, sizeof buf, 0);
+          if (n <= 0)
+            break;
+          g_byte_array_append (r->captured, (guint8 *) buf, n);
+          send (s, buf, n, MSG_NOSIGNAL);
+        }
+      if (p[1].revents)
+        {
+          gssize n = recv (s, buf, sizeof buf, 0);
+          if (n <= 0)
+            break;
+          send (c, buf, n, MSG_NOSIGNAL);
+        }
+    }
+  close (c);
+  close (s);
+  return NULL;
+}
+
+/* A save request of worker 0 through a relay (answered: a refusal, the job has no save
+ * going), then the bytes the worker sent replayed on a connection of their own: the
+ * server serves the request once. */
+static void
+attack_replay (PsTestJob *j)
+{
+  Relay r = { .server_port = j->ports[0], .captured = g_byte_array_new () };
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t len = sizeof a;
+  const char *dir = "/nonexistent/replayed-save";
+
+  r.listen_fd = socket (AF_INET, SOCK_STREAM, 0);
+  g_assert_cmpint (bind (r.listen_fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  g_assert_cmpint (listen (r.listen_fd, 4), ==, 0);
+  g_assert_cmpint (getsockname (r.listen_fd, (struct sockaddr *) &a, &len), ==, 0);
+  r.port = ntohs (a.sin_port);
+  GThread *t = g_thread_new ("relay", relay_thread, &r);
+  g_autofree char *text = NULL;
+  g_assert_cmpint (ps_test_request (r.port, PS_SAVE, 5, dir, strlen (dir), 20, &text), ==,
+                   PS_REPLY_ERROR);
+  g_atomic_int_set (&r.stop, 1);
+  g_thread_join (t);
+  close (r.listen_fd);
+  g_assert_true (ps_test_job_wait_log (j, j->workers, "refused a save from worker 0", 10));
+  g_assert_cmpuint (r.captured->len, >, 64 + 2 * sizeof (PsHeader));
+
+  int fd = ps_test_raw_connect (j->ports[0]);
+  send (fd, r.captured->data, r.captured->len, MSG_NOSIGNAL);
+  gboolean closed = closed_within (fd, 5, NULL);
+  close (fd);
+  g_usleep (500000);
+  g_autofree char *log = ps_test_read_log (j, j->workers);
+  g_test_message ("replayed %u bytes of a save request", r.captured->len);
+  tally ("replayed bytes", closed && count (log, "refused a save from worker 0") == 1);
+  g_byte_array_unref (r.captured);
+}
+
+/* Garbage (HTTP, then bytes) on a raw connection: ended at once. */
+static void
+attack_garbage (PsTestJob *j)
+{
+  int fd = ps_test_raw_connect (j->ports[0]);
+  char junk[4096];
+  for (gsize i = 0; i < sizeof junk; i++)
+    junk[i] = (char) g_test_rand_int ();
+  send (fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL);
+  send (fd, junk, sizeof junk, MSG_NOSIGNAL);
+  tally ("garbage", closed_within (fd, 3, NULL));
+  close (fd);
+}
+
+/* ZeroMQ's greeting for CURVE, then a command frame announcing 600 MiB and as much of it
+ * as the server takes (64 MiB at most): the connection ends before the handshake and
+ * the server's memory stays put (it once grew by what was sent, up to 1 GiB a
+ * connection). */
+static void
+attack_huge_frame (PsTestJob *j, int connections)
+{
+  guint8 greeting[64] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'C', 'U', 'R', 'V', 'E' };
+  if (null_mechanism)
+    memcpy (greeting + 12, "NULL\0", 5);
+  guint8 frame[9] = { 0x06 }; /* a long command frame */
+  guint64 size = G_GUINT64_CONSTANT (600) << 20;
+  static char chunk[1 << 20];
+  gsize before = ps_test_server_rss (j, 0), most = before, sent_most = 0;
+  int *fds = g_new (int, connections);
+
+  for (int i = 0; i < 8; i++)
+    frame[1 + i] = (guint8) (size >> (56 - 8 * i));
+  memset (chunk, 'x', sizeof chunk);
+  for (int c = 0; c < connections; c++)
+    {
+      gsize sent = 0;
+      fds[c] = ps_test_raw_connect (j->ports[0]);
+      send (fds[c], greeting, sizeof greeting, MSG_NOSIGNAL);
+      send (fds[c], frame, sizeof frame, MSG_NOSIGNAL);
+      struct timeval tv = { 0, 200000 }; /* a send the server does not drain stops */
+      setsockopt (fds[c], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      while (sent < (gsize) 64 << 20)
+        {
+          gssize n = send (fds[c], chunk, sizeof chunk, MSG_NOSIGNAL);
+          if (n <= 0)
+            break;
+          sent += n;
+        }
+      sent_most = MAX (sent_most, sent);
+      most = MAX (most, ps_test_server_rss (j, 0));
+    }
+  g_usleep (300000);
+  most = MAX (most, ps_test_server_rss (j, 0));
+  gboolean all_closed = TRUE;
+  for (int c = 0; c < connections; c++)
+    {
+      all_closed &= closed_within (fds[c], 3, NULL);
+      close (fds[c]);
+    }
+  g_free (fds);
+  g_test_message ("%d connections announcing 600 MiB frames: at most %.1f MiB of one taken, "
+                  "server RSS %.1f -> %.1f MiB", connections, sent_most / 1048576.0,
+                  before / 1048576.0, most / 1048576.0);
+  printf ("# huge frames: %d connections, at most %.1f MiB sent on one, server RSS %.1f -> "
+          "%.1f MiB\n", connections, sent_most / 1048576.0, before / 1048576.0, most / 1048576.0);
+  tally ("600 MiB frames announced", all_closed && most < before + (16 << 20)
+                                         && sent_most < (gsize) 64 << 20);
+}
+
+/* Idle connections beyond the cap, more than the server has descriptors, while a save
+ * goes on (without the cap the server took them all and the save failed with "Too many
+ * open files"). */
+static void
+attack_idle (PsTestJob *j, int scale, const char *ckpt, int workers)
+{
+  int port = j->ports[0];
+  int cap = 4 * workers + 32; /* ps_auth_connection_cap under RLIMIT_NOFILE 256 */
+  int idle = 300 * scale;
+  int *fds = g_new (int, idle);
+  void *ctx = zmq_ctx_new (), *saver = zmq_socket (ctx, ZMQ_DEALER);
+  g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", port);
+  int linger = 0;
+  zmq_setsockopt (saver, ZMQ_LINGER, &linger, sizeof linger);
+  if (!null_mechanism)
+    ps_test_curve (saver, "the-jobs-token");
+  g_assert_cmpint (zmq_connect (saver, uri), ==, 0);
+  PsHeader h = { 0 };
+  h.type = PS_PULL;
+  ps_token_digest ("the-jobs-token", h.token);
+  g_assert_true (ps_send (saver, NULL, 0, &h, NULL, 0, FALSE)); /* connected before */
+  zmq_pollitem_t item = { saver, 0, ZMQ_POLLIN, 0 };
+  g_assert_cmpint (zmq_poll (&item, 1, 10000), ==, 1);
+  for (int more = 1; more;)
+    {
+      size_t l = sizeof more;
+      zmq_recv (saver, NULL, 0, 0);
+      zmq_getsockopt (saver, ZMQ_RCVMORE, &more, &l);
+    }
+  for (int i = 0; i < idle; i++)
+    fds[i] = ps_test_raw_connect (port);
+  g_usleep (500000);
+  int shut = 0;
+  for (int i = 0; i < idle; i++)
+    shut += closed_within (fds[i], 0.001, NULL);
+  g_autofree char *tmp = g_strdup_printf ("%s/.tmp-checkpoint-7.%s@hostile-1", ckpt,
+                                          "00112233445566778899aabbccddeeff");
+  g_assert_cmpint (g_mkdir_with_parents (tmp, 0755), ==, 0);
+  h.type = PS_SAVE;
+  h.step = 7;
+  h.id = 99;
+  g_assert_true (ps_send (saver, NULL, 0, &h, tmp, strlen (tmp), FALSE));
+  g_assert_cmpint (zmq_poll (&item, 1, 20000), ==, 1);
+  PsHeader r;
+  g_assert_cmpint (zmq_recv (saver, &r, sizeof r, 0), ==, sizeof r);
+  char text[4096] = "";
+  int tl = zmq_recv (saver, text, sizeof text - 1, 0);
+  text[MAX (tl, 0)] = '\0';
+  g_test_message ("save beside %d idle connections: %s %s", idle, ps_type_name (r.type), text);
+  g_autofree char *shard = g_build_filename (tmp, "server-0-of-1.safetensors", NULL);
+  printf ("# %d idle connections: %d ended by the server (cap %d); a save beside them: %s\n",
+          idle, shut, cap, r.type == PS_REPLY_OK ? "written" : text);
+  tally ("idle connections beyond the cap", shut >= idle - cap && r.type == PS_REPLY_OK
+                                                && g_file_test (shard, G_FILE_TEST_IS_REGULAR));
+  for (int i = 0; i < idle; i++)
+    close (fds[i]);
+  g_free (fds);
+  zmq_close (saver);
+  zmq_ctx_term (ctx);
+}
+
+/* Pauses (or resumes) the job's workers around one attack, so the job cannot end before
+ * the last one however fast this machine: an async server does not judge their silence,
+ * their connections stay open, and a pause stays below a worker's own deadline ([comm]
+ * timeout and 2 s). */
+static void
+pause_workers (PsTestJob *j, gboolean pause)
+{
+  for (int w = 0; w < j->workers; w++)
+    g_subprocess_send_signal (j->proc[w], pause ? SIGSTOP : SIGCONT);
+}
+
+static void
+test_attacks (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
+  g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
+  g_autofree char *set_timeout = g_strdup_printf ("comm.timeout=%d", TIMEOUT_S);
+  const char *s = g_getenv ("KS_HOSTILE_SCALE");
+  int scale = s != NULL ? MAX (1, atoi (s)) : 1;
+  PsTestJob j = { .nofile = 256 };
+  int workers = 2;
+  int steps = 12000;
+  g_autofree char *set_steps = g_strdup_printf ("train.steps=%d", steps);
+  g_autofree char *set_log = g_strdup_printf ("train.log_every=%d", steps);
+
+  if (!have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, workers, ARGS ("strategy.mode=async", set_steps, set_ckpt,
+                                           "openblas.threads=1", set_timeout, set_log));
+  g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 60)); /* worker 0 said hello */
+  g_assert_true (ps_test_job_wait_log (&j, workers, "listening on", 60));
+  int port = j.ports[0];
+  for (int p = 0; p < workers + 1; p++)
+    job_pids[job_n++] = atoi (g_subprocess_get_identifier (j.proc[p]));
+  signal (SIGABRT, kill_job);
+  signal (SIGTRAP, kill_job);
+
+  /* silent from the start: dropped [comm] timeout later, checked at the end */
+  int silent = wanted ("silent") ? ps_test_raw_connect (port) : -1;
+  gint64 silent_start = g_get_monotonic_time ();
+
+  for (int i = 0; wanted ("keys") && i < scale; i++)
+    {
+      pause_workers (&j, TRUE);
+      tally ("a client without CURVE (no token)", !pull_answered (port, no_curve, 1));
+      tally ("CURVE with another job's token", !pull_answered (port, wrong_token, 1));
+      tally ("the servers' key, a keypair of its own", !pull_answered (port, own_keys, 1));
+      pause_workers (&j, FALSE);
+    }
+  if (wanted ("keys"))
+    {
+      gboolean works = pull_answered (port, right_token, 10); /* the same, with the token */
+      g_autofree char *log = ps_test_read_log (&j, workers);
+      if (!works)
+        g_error ("a pull with the job's keys was not answered; the server's log:\n%s", log);
+      /* the client without CURVE: "not CURVE", or closed first by the client itself */
+      g_assert_nonnull (strstr (log, "failed its handshake"));
+      g_assert_nonnull (strstr (log, "does not open"));
+      g_assert_nonnull (strstr (log, "refused a connection from 127.0.0.1"));
+    }
+  pause_workers (&j, TRUE);
+  if (wanted ("replay"))
+    attack_replay (&j);
+  if (wanted ("garbage"))
+    attack_garbage (&j);
+  pause_workers (&j, FALSE);
+  pause_workers (&j, TRUE);
+  if (wanted ("huge"))
+    attack_huge_frame (&j, scale);
+  pause_workers (&j, FALSE);
+  pause_workers (&j, TRUE);
+  if (wanted ("idle"))
+    attack_idle (&j, scale, ckpt, workers);
+  pause_workers (&j, FALSE);
+
+  pause_workers (&j, TRUE);
+  if (silent >= 0)
+    {
+  double took;
+  double left = TIMEOUT_S + 3 - (g_get_monotonic_time () - silent_start) / 1e6;
+  gboolean dropped = closed_within (silent, MAX (left, 0.1), &took);
+  took = (g_get_monotonic_time () - silent_start) / 1e6;
+  g_test_message ("a silent connection was %s after %.1f s", dropped ? "dropped" : "kept", took);
+  close (silent);
+  tally ("a silent handshake", dropped && took >= TIMEOUT_S - 1);
+    }
+
+  /* the attacks were on a live job: nothing of it has ended yet (paused, it trains
+   * only between attacks) */
+  for (int p = 0; p < workers + 1; p++)
+    g_assert_nonnull (g_subprocess_get_identifier (j.proc[p]));
+  pause_workers (&j, FALSE);
+  job_n = 0;
+  ps_test_job_wait (&j, 180 * scale);
+  for (int p = 0; p < workers + 1; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_autofree char *w0 = ps_test_read_log (&j, 0);
+  double accuracy = ps_test_value_after (w0, "eval accuracy ");
+  g_autofree char *last = g_strdup_printf ("checkpoint-%d", steps);
+  g_autofree char *job = g_build_filename (ckpt, last, "job.json", NULL);
+  printf ("# hostile: %d attacks tried, %d refused; job: exit 0, eval accuracy %.3f, final "
+          "checkpoint %s\n", tried, refused, accuracy,
+          g_file_test (job, G_FILE_TEST_IS_REGULAR) ? "written" : "MISSING");
+  g_assert_cmpfloat (accuracy, >=, 0.95);
+  g_assert_true (g_file_test (job, G_FILE_TEST_IS_REGULAR));
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  null_mechanism = g_strcmp0 (g_getenv ("KS_HOSTILE_MECHANISM"), "NULL") == 0;
+  ks_test_clear_env ();
+  ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ps-mlp.ini", NULL);
+  ps_test_plugins = plugins;
+  g_test_add_func ("/ps-hostile/attacks", test_attacks);
+  return g_test_run ();
+}
