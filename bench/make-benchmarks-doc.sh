@@ -45,7 +45,7 @@ mlp|openblas torch|bench/run-vs-torch.sh mlp 1|bench/run-vs-torch.sh mlp 1 2
 gpt|openblas torch|bench/run-vs-torch.sh gpt 1|CONTEXTS="64 512" bench/run-vs-torch.sh gpt 1 2
 conv|openblas torch|BATCHES=5 bench/run-vs-torch.sh conv 1|bench/run-vs-torch.sh conv 1 2
 cnn|openblas torch|bench/bench-cnn-config.sh 1|bench/bench-cnn-config.sh 1 2
-data|openblas|bench/bench-data.sh 2000|bench/bench-data.sh
+data|openblas|bench/bench-data.sh 10000|bench/bench-data.sh
 allreduce|gloo torch mpi|bench/run-allreduce.sh 2|bench/run-allreduce.sh 2
 allreduce-4|gloo torch mpi|-|bench/run-allreduce.sh 4
 ddp|openblas gloo torch|TORCH_TIMEOUT=60 bench/run-ddp.sh 2 1|bench/run-ddp.sh 2 1
@@ -92,7 +92,8 @@ fi
 # their extremes are: (max - min) / median, the largest over the line's numbers.
 merge () {
   awk -v runs=$# '
-    function isnum(s) { return s ~ /^-?[0-9]+(\.[0-9]+)?$/ }
+    function isnum(s) { return s ~ /^-?[0-9]+(\.[0-9]+)?[,;:%)]?$/ }
+    function suffix(s) { return (s ~ /[,;:%)]$/) ? substr(s, length(s)) : "" }
     function decimals(s) { return index(s, ".") ? length(s) - index(s, ".") : 0 }
     FNR == 1 { r++ }
     { line[r, FNR] = $0; n[r] = FNR }
@@ -118,11 +119,12 @@ merge () {
           for (q = 1; q <= runs && num; q++) if (!isnum(t[q, k])) num = 0
           if (num) {
             for (q = 1; q <= runs; q++) v[q] = t[q, k] + 0
+            end = suffix(tokn)
             for (a = 2; a <= runs; a++) for (b = a; b > 1 && v[b - 1] > v[b]; b--) {
               x = v[b]; v[b] = v[b - 1]; v[b - 1] = x }
             med = (runs % 2) ? v[(runs + 1) / 2] : (v[runs / 2] + v[runs / 2 + 1]) / 2
-            d = decimals(tokn)
-            m = sprintf("%." d "f", med)
+            d = decimals(substr(tokn, 1, length(tokn) - length(end)))
+            m = sprintf("%." d "f", med) end
             if (length(m) < length(tokn)) m = sprintf("%" length(tokn) "s", m)
             if (med > 0 && v[runs] > v[1]) {
               sp = (v[runs] - v[1]) / med; if (sp > spread) spread = sp }
