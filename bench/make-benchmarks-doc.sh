@@ -17,7 +17,13 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 quick=no list=no runs=3 only= note= out="$src/doc/benchmarks.md"
-argv="$*"
+argv=
+for a in "$@"; do # the command line as it can be typed again, for the doc's header
+  case $a in
+    *[!A-Za-z0-9_.,/=-]*) argv="$argv${argv:+ }'$(printf '%s' "$a" | sed "s/'/'\\\\''/g")'" ;;
+    *) argv="$argv${argv:+ }$a" ;;
+  esac
+done
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=yes ;;
