@@ -1,6 +1,7 @@
 /* sgemm through the ksdist compute vtable against the same library called directly,
  * in one run: the ratio is what the plugin path costs. Not a test: `make bench`.
- *   bench/bench-sgemm [THREADS]     (default: one per core)
+ *   bench/bench-sgemm [THREADS [MAX_N]]   (THREADS 0 or none: one per core; sizes up to
+ *                                         MAX_N, default 2048)
  * Needs KS_PLUGIN_PATH to reach the openblas plugin (make bench sets it). */
 #include <ksdist/ksdist.h>
 
@@ -83,6 +84,8 @@ main (int argc, char **argv)
   printf ("# %s\n# %6s %12s %12s %8s\n", what, "n", "ksdist GF/s", "cblas GF/s", "ratio");
   for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
     {
+      if (argc > 2 && sizes[i] > atoi (argv[2]))
+        break;
       Case k = { compute, sizes[i], NULL, NULL, NULL };
       gsize bytes = (gsize) k.n * k.n * sizeof (float);
       k.a = ks_compute_alloc (compute, bytes, NULL);

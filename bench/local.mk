@@ -86,7 +86,14 @@ EXTRA_DIST += bench/run-pslib.sh
 if HAVE_ZMQ
 bench-pslib: bench/bench-sparse tools/ksdist
 	$(SHELL) $(srcdir)/bench/run-pslib.sh
-.PHONY: bench-sparse bench-pslib
+.PHONY: bench-sparse bench-pslib benchmarks-doc
 else
-.PHONY: bench-sparse
+.PHONY: bench-sparse benchmarks-doc
 endif
+
+# doc/benchmarks.md, every table of it printed by its bench in one run with the machine
+# and the spread over the runs (bench/make-benchmarks-doc.sh; --quick here, a few
+# minutes; the script without it runs the full sizes).
+EXTRA_DIST += bench/make-benchmarks-doc.sh bench/benchmarks.md.in bench/run-examples.sh
+benchmarks-doc: tools/ksdist
+	$(SHELL) $(srcdir)/bench/make-benchmarks-doc.sh --quick

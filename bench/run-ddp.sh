@@ -5,7 +5,9 @@
 # batch 128 per rank, SGD, N processes with one thread each. Prints ms/step for each
 # and the speed-up of ksdist over PyTorch (PyTorch ms / ksdist ms), ROUNDS times
 # (default 3), alternating them. From the build tree:
-#   bench/run-ddp.sh [N] [ROUNDS]        (N = 2; PYTHON names another interpreter)
+#   bench/run-ddp.sh [N] [ROUNDS]        (N = 2; PYTHON names another interpreter;
+#                                        TORCH_TIMEOUT: seconds before a hung PyTorch
+#                                        run is given up, default 180)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$(cd "$(dirname "$0")" && pwd)
@@ -24,8 +26,8 @@ for _ in $(seq "$rounds"); do
   shm=$("$top/bench/bench-ddp" "$n" --set comm.backend=shm)
   gloo=$("$top/bench/bench-ddp" "$n" --set comm.backend=gloo)
   if [ $have_torch = yes ]; then
-    torch=$(timeout 180 "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) || torch=-
-    [ "$torch" = - ] && { printf "  %10s %10s %10s %9s %9s\n" "$shm" "$gloo" "(hung)" - -; continue; }
+    torch=$(timeout "${TORCH_TIMEOUT:-180}" "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) || torch=-
+    [ "$torch" = - ] && { printf "  %10s %10s %10s %9s %9s\n" "$shm" "$gloo" "(timeout)" - -; continue; }
     printf "  %10s %10s %10s %9.2f %9.2f\n" "$shm" "$gloo" "$torch" \
       "$(echo "$torch $shm" | awk '{print $1 / $2}')" "$(echo "$torch $gloo" | awk '{print $1 / $2}')"
   else

@@ -270,6 +270,11 @@ TESTS += tests/test-layers.sh tests/test-own-data.sh tests/test-layers-torch.sh 
 	tests/test-layers-binary.sh
 EXTRA_DIST += tests/layers_torch.py
 
+# doc/benchmarks.md made by bench/make-benchmarks-doc.sh (checked by --list, no bench run);
+# the README under 35,000 bytes.
+dist_check_SCRIPTS += tests/test-benchmarks-doc.sh
+TESTS += tests/test-benchmarks-doc.sh
+
 # doc/config.md against ksdist config --reference
 dist_check_SCRIPTS += tests/test-reference.sh
 TESTS += tests/test-reference.sh
