@@ -374,3 +374,14 @@ ps_test_children_of (GPid launcher)
     }
   return pids;
 }
+
+gboolean
+ps_test_have_transpiler (void)
+{
+  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "transpiler", ".libs",
+                                          "transpiler.so", NULL);
+  if (g_file_test (so, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_test_skip ("the transpiler plugin was not built (no ZeroMQ)");
+  return FALSE;
+}

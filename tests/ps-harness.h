@@ -63,4 +63,7 @@ gsize ps_test_server_rss (PsTestJob *j, int s);
 /* The pids of `launcher`'s children (GPid array). */
 GArray *ps_test_children_of (GPid launcher);
 
+/* FALSE, with the test marked skipped, when the transpiler plugin was not built. */
+gboolean ps_test_have_transpiler (void);
+
 #endif

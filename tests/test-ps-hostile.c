@@ -53,16 +53,6 @@ wanted (const char *attack)
   return g_strv_contains ((const char *const *) names, attack);
 }
 
-static gboolean
-have_transpiler (void)
-{
-  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "transpiler", ".libs",
-                                          "transpiler.so", NULL);
-  if (g_file_test (so, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the transpiler plugin was not built (no ZeroMQ)");
-  return FALSE;
-}
 
 static void
 tally (const char *attack, gboolean was_refused)
@@ -396,7 +386,7 @@ test_attacks (void)
   g_autofree char *set_steps = g_strdup_printf ("train.steps=%d", steps);
   g_autofree char *set_log = g_strdup_printf ("train.log_every=%d", steps);
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   ps_test_job_start (&j, 1, workers, ARGS ("strategy.mode=async", set_steps, set_ckpt,
                                            "openblas.threads=1", set_timeout, set_log));

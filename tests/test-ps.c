@@ -18,16 +18,6 @@
 static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
                                        "collective", "transpiler", NULL };
 
-static gboolean
-have_transpiler (void)
-{
-  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "transpiler", ".libs",
-                                          "transpiler.so", NULL);
-  if (g_file_test (so, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the transpiler plugin was not built (no ZeroMQ)");
-  return FALSE;
-}
 
 static char *
 example (void)
@@ -57,7 +47,7 @@ test_sync_equals_one_process (void)
   g_autofree char *set_ps = g_strdup_printf ("train.export_dir=%s", ps);
   g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   g_assert_cmpint (ps_test_run (ARGS ("train"),
                         ARGS ("job.mode=collective", "train.batch=128", "train.steps=20",
@@ -98,7 +88,7 @@ test_modes_accuracy (void)
   };
   g_autofree char *out = NULL, *err = NULL;
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   g_assert_cmpint (ps_test_run (ARGS ("train"), ARGS ("job.mode=collective", "train.batch=128"), &out,
                         &err),
@@ -141,7 +131,7 @@ test_strategy_refusals (void)
   };
   g_autofree char *out = NULL, *err = NULL;
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -177,7 +167,7 @@ test_reshard (void)
   g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL, *o3 = NULL, *e3 = NULL;
   g_autofree char *o4 = NULL, *e4 = NULL, *o5 = NULL, *e5 = NULL;
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "2"),
                         ARGS ("train.steps=40", "train.log_every=20", "transpiler.block_floats=200",
@@ -266,7 +256,7 @@ static void
 test_killed_server (void)
 {
   PsTestJob j = { 0 };
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   ps_test_job_start (&j, 2, 2, ARGS ("strategy.mode=sync", LONG_RUN));
   g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 30));
@@ -303,7 +293,7 @@ static void
 test_killed_worker (void)
 {
   PsTestJob j = { 0 };
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   ps_test_job_start (&j, 2, 2, ARGS ("strategy.mode=sync", LONG_RUN));
   g_assert_true (ps_test_job_wait_log (&j, 1, "worker 1 of 2", 30));
@@ -349,7 +339,7 @@ test_killed_worker_heartbeat (void)
 {
   static const char *const modes[] = { "strategy.mode=half_async", "strategy.mode=async",
                                        "strategy.mode=geo" };
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
     {
@@ -380,7 +370,7 @@ static void
 test_killed_server_heartbeat (void)
 {
   PsTestJob j = { 0 };
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   ps_test_job_start (&j, 2, 2, ARGS ("strategy.mode=geo", "strategy.k_steps=100000000", LONG_RUN));
   for (int w = 0; w < 2; w++)
@@ -417,7 +407,7 @@ test_killed_server_heartbeat (void)
 static void
 test_stopped_worker (void)
 {
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   for (guint m = 0; m < G_N_ELEMENTS (async_modes); m++)
     {
@@ -449,7 +439,7 @@ static void
 test_stopped_server (void)
 {
   PsTestJob j = { 0 };
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   ps_test_job_start (&j, 2, 2, ARGS ("strategy.mode=async", LONG_RUN));
   for (int w = 0; w < 2; w++)
@@ -479,7 +469,7 @@ test_bad_messages (void)
   guint8 token[PS_TOKEN_BYTES], wrong[PS_TOKEN_BYTES];
   PsHeader h = { 0 };
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   ps_test_job_start (&j, 1, 2, ARGS ("strategy.mode=sync", "train.steps=3000", "log.level=info",
                              "openblas.threads=1", "comm.timeout=20", "train.log_every=3000"));
@@ -571,7 +561,7 @@ test_save_confined (void)
                                            "fedcba9876543210fedcba9876543210");
   PsTestJob j = { 0 };
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   g_assert_cmpint (g_mkdir_with_parents (outside, 0755), ==, 0);
   g_assert_cmpint (g_mkdir_with_parents (target, 0755), ==, 0);
@@ -615,7 +605,7 @@ test_no_token (void)
 {
   PsTestJob j = { .no_token = TRUE };
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   ps_test_job_start (&j, 1, 1, ARGS ("strategy.mode=sync", "train.steps=200",
                                      "openblas.threads=1", "comm.timeout=5",
@@ -649,7 +639,7 @@ test_nonfinite_push (void)
   PsHeader h = { 0 };
   float one = 1;
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   /* long enough to be training when the pushes come */
   ps_test_job_start (&j, 1, 2, ARGS ("strategy.mode=async", "train.steps=10000",
@@ -730,7 +720,7 @@ test_checkpoint_commit (void)
   g_autofree char *o = NULL, *e = NULL;
   pid_t dead;
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   if ((dead = fork ()) == 0)
     _exit (0);
@@ -779,7 +769,7 @@ test_restart_after_killed_server (void)
   g_autofree char *o = NULL, *e = NULL;
   int out_fd, err_fd;
 
-  if (!have_transpiler ())
+  if (!ps_test_have_transpiler ())
     return;
   GPid launcher = ks_test_spawn_ksdist (
       ARGS ("launch", "--servers", "2", "--workers", "2", config, "--set", set_ckpt, "--set",

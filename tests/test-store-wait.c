@@ -34,31 +34,7 @@ typedef struct {
   GPtrArray *waiters[MAX_CLIENTS]; /* keys a client's WAIT is waiting for, or NULL */
 } FakeStore;
 
-static gboolean
-read_exact (int fd, void *buf, gsize len)
-{
-  for (gsize got = 0; got < len;)
-    {
-      ssize_t n = read (fd, (char *) buf + got, len - got);
-      if (n <= 0)
-        return FALSE;
-      got += n;
-    }
-  return TRUE;
-}
 
-static char *
-read_string (int fd, gsize *len)
-{
-  guint64 n;
-  if (!read_exact (fd, &n, 8) || n > 1 << 20)
-    return NULL;
-  char *s = g_malloc0 (n + 1);
-  if (!read_exact (fd, s, n))
-    return g_free (s), NULL;
-  *len = n;
-  return s;
-}
 
 static gboolean
 all_there (FakeStore *f, GPtrArray *keys)
@@ -75,12 +51,12 @@ read_keys (int fd)
 {
   guint64 n;
   gsize len;
-  if (!read_exact (fd, &n, 8) || n > 1024)
+  if (!ks_test_read_exact (fd, &n, 8) || n > 1024)
     return NULL;
   GPtrArray *keys = g_ptr_array_new_with_free_func (g_free);
   for (guint64 i = 0; i < n; i++)
     {
-      char *key = read_string (fd, &len);
+      char *key = ks_test_read_string (fd, 1 << 20, &len);
       if (key == NULL)
         return g_ptr_array_unref (keys), NULL;
       g_ptr_array_add (keys, key);
@@ -96,7 +72,7 @@ serve_query (FakeStore *f, int c)
   guint8 type, zero = 0;
   gsize len;
 
-  if (!read_exact (fd, &type, 1))
+  if (!ks_test_read_exact (fd, &type, 1))
     return FALSE;
   if (type == 4 || type == 5) /* CHECK, WAIT */
     {
@@ -113,13 +89,13 @@ serve_query (FakeStore *f, int c)
       f->waiters[c] = keys; /* answered when they are set */
       return TRUE;
     }
-  g_autofree char *key = read_string (fd, &len);
+  g_autofree char *key = ks_test_read_string (fd, 1 << 20, &len);
   if (key == NULL)
     return FALSE;
   if (type == 0) /* SET */
     {
       gsize vlen;
-      char *value = read_string (fd, &vlen);
+      char *value = ks_test_read_string (fd, 1 << 20, &vlen);
       if (value == NULL)
         return FALSE;
       g_hash_table_insert (f->values, g_strdup (key), g_bytes_new_take (value, vlen));
@@ -144,7 +120,7 @@ serve_query (FakeStore *f, int c)
   if (type == 3) /* ADD */
     {
       gint64 delta, value;
-      if (!read_exact (fd, &delta, 8))
+      if (!ks_test_read_exact (fd, &delta, 8))
         return FALSE;
       GBytes *v = g_hash_table_lookup (f->values, key);
       value = (v != NULL ? g_ascii_strtoll (g_bytes_get_data (v, NULL), NULL, 10) : 0) + delta;

@@ -379,31 +379,7 @@ typedef struct {
   gint accepts;
 } FakeC10d;
 
-static gboolean
-read_exact (int fd, void *buf, gsize len)
-{
-  for (gsize got = 0; got < len;)
-    {
-      ssize_t n = read (fd, (char *) buf + got, len - got);
-      if (n <= 0)
-        return FALSE;
-      got += n;
-    }
-  return TRUE;
-}
 
-static char *
-read_string (int fd, gsize *len)
-{
-  guint64 n;
-  if (!read_exact (fd, &n, 8) || n > 4096)
-    return NULL;
-  char *s = g_malloc0 (n + 1);
-  if (!read_exact (fd, s, n))
-    return g_free (s), NULL;
-  *len = n;
-  return s;
-}
 
 /* Serves queries honestly, except for keys that script a hostile answer: "bad-wait" gets
  * a check (or wait) answer that is neither 0 nor 1, "huge" a value length of 2^40, "cut" a
@@ -417,20 +393,20 @@ fake_c10d (gpointer data)
     {
       guint8 type;
       g_atomic_int_inc (&fake->accepts);
-      while (read_exact (fd, &type, 1))
+      while (ks_test_read_exact (fd, &type, 1))
         {
           gsize len;
           guint64 n = 1;
           g_autofree char *key = NULL;
-          if ((type == 4 || type == 5) && (!read_exact (fd, &n, 8) || n != 1)) /* one key here */
+          if ((type == 4 || type == 5) && (!ks_test_read_exact (fd, &n, 8) || n != 1)) /* one key here */
             break;
-          if ((key = read_string (fd, &len)) == NULL)
+          if ((key = ks_test_read_string (fd, 4096, &len)) == NULL)
             break;
           g_string_append_printf (fake->keys_seen, "%s;", key);
           if (type == 0) /* SET */
             {
               gsize vlen;
-              char *value = read_string (fd, &vlen);
+              char *value = ks_test_read_string (fd, 4096, &vlen);
               if (value == NULL)
                 break;
               g_hash_table_insert (fake->values, g_strdup (key), g_bytes_new_take (value, vlen));
@@ -464,7 +440,7 @@ fake_c10d (gpointer data)
           else if (type == 3) /* ADD */
             {
               gint64 delta, value;
-              if (!read_exact (fd, &delta, 8))
+              if (!ks_test_read_exact (fd, &delta, 8))
                 break;
               GBytes *v = g_hash_table_lookup (fake->values, key);
               value = (v != NULL ? g_ascii_strtoll (g_bytes_get_data (v, NULL), NULL, 10) : 0) + delta;

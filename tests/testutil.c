@@ -562,3 +562,29 @@ ks_test_find_child (GPid parent, const char *env_entry)
     }
   return 0;
 }
+
+gboolean
+ks_test_read_exact (int fd, void *buf, gsize len)
+{
+  for (gsize got = 0; got < len;)
+    {
+      ssize_t n = read (fd, (char *) buf + got, len - got);
+      if (n <= 0)
+        return FALSE;
+      got += n;
+    }
+  return TRUE;
+}
+
+char *
+ks_test_read_string (int fd, gsize max, gsize *len)
+{
+  guint64 n;
+  if (!ks_test_read_exact (fd, &n, 8) || n > max)
+    return NULL;
+  char *s = g_malloc0 (n + 1);
+  if (!ks_test_read_exact (fd, s, n))
+    return g_free (s), NULL;
+  *len = n;
+  return s;
+}

@@ -14,6 +14,12 @@ void ks_test_rmtree (const char *dir);
  * "RANK=1"), or 0: how tests find a launcher's worker. */
 GPid ks_test_find_child (GPid parent, const char *env_entry);
 
+/* Reads exactly len bytes from fd; FALSE at its end or on an error. */
+gboolean ks_test_read_exact (int fd, void *buf, gsize len);
+/* Reads a c10d store string (its 8-byte length, then the bytes) of at most `max` bytes,
+ * 0-terminated; NULL when cut short or longer. */
+char *ks_test_read_string (int fd, gsize max, gsize *len);
+
 /* The largest |a[i] - b[i]| over n floats, in double. */
 double ks_test_max_difference (const float *a, const float *b, gsize n);
 /* Rewrites a safetensors file's header, `from` (which must be there) replaced by `to`,
