@@ -69,6 +69,7 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/precision.c \
 	libksdist/trainer/persist.c \
 	libksdist/trainer/stop.c \
+	libksdist/trainer/away.c \
 	libksdist/trainer/loop.c \
 	libksdist/trainer/progress.c \
 	libksdist/trainer/main.c

@@ -295,7 +295,11 @@ ks_trainer_run (KsTrainer *t, GError **error)
 
   /* SIGTERM and SIGINT ask for a stop at the next step boundary while the run lasts */
   ks_trainer_signals_catch ();
+  KsAwayWatch *away = ks_away_watch_start ();
   ok = run (t, error);
+  if (!ok)
+    ks_away_watch_explain (away, ks_config_get_double (t->config, "comm", "timeout"), error);
+  ks_away_watch_stop (away);
   ks_trainer_signals_restore ();
   if (!ok && error != NULL)
     report_own_failure (t, *error);

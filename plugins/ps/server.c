@@ -375,6 +375,35 @@ all_stopped (Server *s)
   return TRUE;
 }
 
+/* Whether this process was away (stopped, or starved of CPU) since *last, which moves to
+ * now: its workers' silence counts only while it runs, and past the timeout they gave up
+ * on it (FALSE, with the error that says so). */
+static gboolean
+check_away (Server *s, gint64 *last, GError **error)
+{
+  const PsServerConfig *c = s->cfg;
+  gint64 now = g_get_monotonic_time (), gap = now - *last;
+  gboolean watched = FALSE;
+
+  *last = now;
+  if (gap <= 1000000 || gap <= (gint64) c->timeout_ms * 1000 / 4)
+    return TRUE;
+  for (int w = 0; w < c->workers; w++)
+    {
+      s->last_seen[w] = MIN (s->last_seen[w] + gap, now);
+      watched |= s->hello[w] && !s->stopped[w];
+    }
+  s->round_start += gap;
+  if (!watched || gap <= (gint64) c->timeout_ms * 1000)
+    return TRUE;
+  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+               "server %d (%s): this server was stopped or starved for %.1f s, longer than "
+               "[comm] timeout = %g s, so its workers gave up on it (they end when a server "
+               "does not answer that long, and their workerlogs name it): stopping",
+               c->index, c->endpoint, gap / 1e6, c->timeout_ms / 1000.0);
+  return FALSE;
+}
+
 static gboolean
 serve (Server *s, GError **error)
 {
@@ -386,36 +415,17 @@ serve (Server *s, GError **error)
   while (!all_stopped (s))
     {
       zmq_pollitem_t item = { s->socket, 0, ZMQ_POLLIN, 0 };
-      gint64 gap = g_get_monotonic_time () - last;
-      if (gap > 1000000 && gap > (gint64) c->timeout_ms * 1000 / 4)
-        {
-          /* this process was stopped or starved: its workers' silence counts only while
-           * it runs, and past the timeout they gave up on it */
-          gboolean watched = FALSE;
-          for (int w = 0; w < c->workers; w++)
-            {
-              s->last_seen[w] = MIN (s->last_seen[w] + gap, last + gap);
-              watched |= s->hello[w] && !s->stopped[w];
-            }
-          s->round_start += gap;
-          if (watched && gap > (gint64) c->timeout_ms * 1000)
-            {
-              g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
-                           "server %d (%s): this server was stopped or starved for %.1f s, "
-                           "longer than [comm] timeout = %g s, so its workers gave up on it "
-                           "(they end when a server does not answer that long, and their "
-                           "workerlogs name it): stopping", c->index,
-                           c->endpoint, gap / 1e6, c->timeout_ms / 1000.0);
-              return FALSE;
-            }
-        }
-      last = g_get_monotonic_time ();
+      if (!check_away (s, &last, error))
+        return FALSE;
       if (zmq_poll (&item, 1, 100) < 0 && errno != EINTR)
         {
           g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "server %d: poll: %s",
                        c->index, zmq_strerror (errno));
           return FALSE;
         }
+      /* stopped while it waited (the usual place): said before judging the workers */
+      if (!check_away (s, &last, error))
+        return FALSE;
       for (int i = 0; (item.revents & ZMQ_POLLIN) && i < 64; i++) /* a burst, then checks */
         {
           int events = 0;
