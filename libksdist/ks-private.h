@@ -128,6 +128,13 @@ struct KsOptimizer {
   KsClip clip; /* the one used alone: its [optim] clip_norm, read when it is made */
 };
 
+/* Whether `compute` has the optional slots a model op named `op` (ks_op_name: conv2d,
+ * max_pool, avg_pool, batch_norm) needs forward and backward: a configuration error naming
+ * the backend, the slot and `layer` otherwise, so a model the backend cannot run is
+ * refused when it is built (by ksdist config too), not at its first step. */
+gboolean ks_compute_supports_op (KsCompute *compute, const char *op, const char *layer,
+                                 GError **error);
+
 /* Calls through a slot of an instance's vtable, or fails with "not supported". */
 #define KS_INSTANCE_OPS(inst, Type) ((const Type *) (inst)->impl->ops)
 #define KS_REQUIRE_SLOT(inst, Type, field, error)                                       \

@@ -99,6 +99,54 @@ test_calls (PluginFixture *f, gconstpointer data)
                                        "implementation");
 }
 
+/* A layer whose compute slots the backend lacks is refused when the graph is built (so by
+ * ksdist config, before any step), naming the layer, the slot and the backend; a layer it
+ * can run is not; a graph built without a device is checked when it gets one. */
+static void
+test_compute_lacks_layer (PluginFixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsCompute) compute = ks_compute_new (f->registry, f->config, "tgood", &error);
+  g_assert_no_error (error);
+  const gint64 image[] = { 2, 8, 8, 3 };
+  const struct { const char *op, *slot; } cases[] = {
+    { "conv2d", "im2col" }, { "max_pool", "max_pool" },
+    { "avg_pool", "avg_pool" }, { "batch_norm", "batch_norm" },
+  };
+  (void) data;
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (KsModel) model = ks_model_new (compute);
+      KsExpr *x = ks_model_data (model, "x", 4, image, KS_DTYPE_FLOAT32, &error), *y = NULL;
+      g_assert_no_error (error);
+      g_assert_nonnull (ks_flatten (x, &error)); /* a reshape: every backend runs it */
+      g_assert_no_error (error);
+      switch (i)
+        {
+        case 0: y = ks_conv2d (x, 4, 3, 1, 1, "conv1", 1, &error); break;
+        case 1: y = ks_max_pool (x, 2, 2, &error); break;
+        case 2: y = ks_avg_pool (x, 2, 2, 0, &error); break;
+        default: y = ks_batch_norm (x, "bn1", 0.1f, 1e-5f, &error); break;
+        }
+      g_assert_null (y);
+      g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE);
+      g_autofree char *needs = g_strdup_printf ("a %s layer needs compute.%s, which the compute "
+                                                "backend 'tgood' (plugin tgood) does not have",
+                                                cases[i].op, cases[i].slot);
+      g_assert_nonnull (strstr (error->message, needs));
+      g_assert_nonnull (strstr (error->message, "set [compute] backend"));
+      g_clear_error (&error);
+    }
+
+  g_autoptr (KsModel) shapes = ks_model_new (NULL); /* shapes only, as the plan's check */
+  KsExpr *x = ks_model_data (shapes, "x", 4, image, KS_DTYPE_FLOAT32, &error);
+  g_assert_nonnull (ks_conv2d (x, 4, 3, 1, 1, "conv1", 1, &error));
+  g_assert_no_error (error);
+  g_assert_false (ks_model_set_device (shapes, compute, &error));
+  g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE);
+  g_assert_nonnull (strstr (error->message, "a conv2d layer needs compute.im2col"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -111,5 +159,6 @@ main (int argc, char **argv)
   ADD ("unknown", &with_plugin, test_unknown);
   ADD ("no-plugins", NULL, test_no_plugins);
   ADD ("calls", &with_plugin, test_calls);
+  ADD ("compute-lacks-layer", &with_plugin, test_compute_lacks_layer);
   return g_test_run ();
 }

@@ -391,6 +391,36 @@ ks_compute_batch_norm_backward (KsCompute *compute, const float *x, const float 
 }
 
 gboolean
+ks_compute_supports_op (KsCompute *compute, const char *op, const char *layer, GError **error)
+{
+  const KsComputeOps *ops = OPS (compute);
+  const char *lacks = NULL;
+
+  if (strcmp (op, "conv2d") == 0)
+    lacks = !KS_OPS_HAS (ops, KsComputeOps, im2col)   ? "im2col"
+            : !KS_OPS_HAS (ops, KsComputeOps, col2im) ? "col2im"
+                                                      : NULL;
+  else if (strcmp (op, "max_pool") == 0)
+    lacks = !KS_OPS_HAS (ops, KsComputeOps, max_pool) ? "max_pool" : NULL;
+  else if (strcmp (op, "avg_pool") == 0)
+    lacks = !KS_OPS_HAS (ops, KsComputeOps, avg_pool)            ? "avg_pool"
+            : !KS_OPS_HAS (ops, KsComputeOps, avg_pool_backward) ? "avg_pool_backward"
+                                                                 : NULL;
+  else if (strcmp (op, "batch_norm") == 0)
+    lacks = !KS_OPS_HAS (ops, KsComputeOps, batch_norm)            ? "batch_norm"
+            : !KS_OPS_HAS (ops, KsComputeOps, batch_norm_backward) ? "batch_norm_backward"
+                                                                   : NULL;
+  if (lacks == NULL)
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "%s: a %s layer needs compute.%s, which the compute backend '%s' (plugin %s) "
+               "does not have: set [compute] backend to one that has it (openblas has every "
+               "layer; `ksdist plugins` lists the backends)",
+               layer, op, lacks, compute->instance.impl->name, ks_compute_plugin (compute));
+  return FALSE;
+}
+
+gboolean
 ks_compute_has_attention (KsCompute *compute)
 {
   return KS_OPS_HAS (OPS (compute), KsComputeOps, attention)

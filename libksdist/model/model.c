@@ -61,6 +61,12 @@ ks_model_set_device (KsModel *model, KsCompute *compute, GError **error)
                    ks_compute_plugin (model->compute), model->initialised ? "initialised" : "run");
       return FALSE;
     }
+  for (guint i = 0; compute != NULL && i < model->exprs->len; i++)
+    {
+      const KsExpr *e = g_ptr_array_index (model->exprs, i);
+      if (!ks_compute_supports_op (compute, ks_op_name (e->op), e->name, error))
+        return FALSE;
+    }
   model->compute = compute;
   return TRUE;
 }
@@ -188,6 +194,9 @@ ks_model_add_expr (KsModel *model, OpType op, const char *name, KsDType dtype, i
                    "the model already has a variable named '%s'", name);
       return NULL;
     }
+  if (model->compute != NULL
+      && !ks_compute_supports_op (model->compute, ks_op_name (op), name, error))
+    return NULL;
   e = g_new0 (KsExpr, 1);
   e->model = model;
   e->id = model->exprs->len;

@@ -129,14 +129,15 @@ ks_trainer_task_describe (KsTrainer *t)
                                    : "a task";
 }
 
-/* The layers' graph built on a model of no device and dropped, so that shapes that do not
- * fit (a layer's input, the loss's labels) are found by the plan's check, before any
- * data is read or memory taken for parameters. */
+/* The layers' graph built on a model of the device, never initialised, and dropped, so
+ * that shapes that do not fit (a layer's input, the loss's labels) and layers the device
+ * cannot run are found by the plan's check, before any data is read or memory taken for
+ * parameters. */
 static gboolean
-check_shapes (const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
+check_shapes (KsCompute *compute, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
               const KsLayerDesc *metric, GError **error)
 {
-  g_autoptr (KsModel) model = ks_model_new (NULL);
+  g_autoptr (KsModel) model = ks_model_new (compute);
   KsExpr *logits;
   return ks_layers_build (model, layers, n, &logits, error)
          && loss->build (model, logits, loss->args, error) != NULL
@@ -157,7 +158,7 @@ ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize n,
   t->n_layers = n;
   t->loss_layer = loss;
   if (t->describe_only)
-    return check_shapes (layers, n, loss, metric, error);
+    return check_shapes (t->compute, layers, n, loss, metric, error);
   if (t->pipelined)
     return ks_trainer_build_stage (t, layers, n, loss, metric, error);
   t->model = ks_model_new (t->compute);
