@@ -160,6 +160,11 @@ static const KsKeyDesc core_schema[] = {
   { "data", "normalize", KS_VALUE_CHOICE, "none", 1, 0, "none|standard",
     "csv, npy, idx: standard scales each feature by the training rows' mean and standard "
     "deviation (saved with checkpoints and exports as data.mean and data.std)" },
+  { "data", "split_files", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "csv, npy with [data] path a folder or glob of many files: each worker reads only its "
+    "contiguous share of the files (sorted by name; at least one each) and shuffles its own "
+    "rows each epoch; the held-out rows and standard moments stay those of all files; false: "
+    "every worker reads every file" },
   { "data", "samples", KS_VALUE_INT, "2048", 16, 1e8, NULL, "Training samples generated" },
   { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
   { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
