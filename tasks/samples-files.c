@@ -28,7 +28,7 @@ glob_files (const char *key, const char *pattern, GError **error)
 {
   g_autoptr (GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
   glob_t g = { 0 };
-  int rc = glob (pattern, GLOB_ERR, NULL, &g);
+  int rc = glob (pattern, 0, NULL, &g); /* a folder that cannot be read matches nothing */
 
   for (gsize i = 0; rc == 0 && i < g.gl_pathc; i++)
     if (g_file_test (g.gl_pathv[i], G_FILE_TEST_IS_REGULAR))
@@ -37,7 +37,7 @@ glob_files (const char *key, const char *pattern, GError **error)
   if (rc != 0 && rc != GLOB_NOMATCH)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO,
-                   "[data] %s = %s: the folders it names cannot be read", key, pattern);
+                   "[data] %s = %s: glob failed (out of memory)", key, pattern);
       return NULL;
     }
   if (files->len == 0)
