@@ -308,8 +308,9 @@ hold_out (const KsConfig *c, SampleFiles *files, gsize first_file, const char *s
                                   "fraction", source, fraction, n,
                                   n_test == 0 ? "test" : "training",
                                   n_test == 0 ? "larger" : "smaller");
-  set_of (train, source, files, g_steal_pointer (&train_rows), n_train);
-  set_of (eval, source, files, g_steal_pointer (&test_rows), n_test);
+  /* kept: 8 bytes a row */
+  set_of (train, source, files, g_renew (gsize, g_steal_pointer (&train_rows), n_train), n_train);
+  set_of (eval, source, files, g_renew (gsize, g_steal_pointer (&test_rows), n_test), n_test);
   return TRUE;
 }
 
@@ -437,70 +438,115 @@ my_share (KsRoleMaker *role, gboolean split, char **all, char **all_labels, char
   return TRUE;
 }
 
+/* The files of the data set: all of [data] path's, this worker's share of them (mine,
+ * from number *first on) and the held-out files (NULL: held out by hash). */
+typedef struct {
+  char **all, **all_labels, **mine, **my_labels, **tests, **test_labels;
+  gsize first;
+} FileLists;
+
+static void
+file_lists_clear (FileLists *l)
+{
+  g_strfreev (l->all);
+  g_strfreev (l->all_labels);
+  g_strfreev (l->mine);
+  g_strfreev (l->my_labels);
+  g_strfreev (l->tests);
+  g_strfreev (l->test_labels);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (FileLists, file_lists_clear)
+
+static gboolean
+list_files (const KsConfig *c, Source source, gboolean split, KsRoleMaker *role, FileLists *l,
+            GError **error)
+{
+  const char *path = ks_config_get_string (c, "data", "path");
+  const char *test_path = ks_config_get_string (c, "data", "test_path");
+  gboolean npy = source == SOURCE_NPY;
+
+  if (source != SOURCE_CSV && !npy)
+    {
+      /* one folder: IDX's holds the held-out pair too */
+      l->all = g_strdupv ((char *[]) { (char *) path, NULL });
+      l->mine = g_strdupv (l->all);
+      if (*test_path != '\0' || source == SOURCE_IDX)
+        l->tests = g_strdupv ((char *[]) { (char *) (source == SOURCE_IDX ? path : test_path),
+                                           NULL });
+      return TRUE;
+    }
+  return sample_files_list ("path", path, "labels", ks_config_get_string (c, "data", "labels"),
+                            &l->all, npy ? &l->all_labels : NULL, error)
+         && (*test_path == '\0'
+             || sample_files_list ("test_path", test_path, "test_labels",
+                                   ks_config_get_string (c, "data", "test_labels"), &l->tests,
+                                   npy ? &l->test_labels : NULL, error))
+         && my_share (role, split, l->all, l->all_labels, &l->mine, &l->my_labels, &l->first,
+                      error);
+}
+
+/* The training and held-out sets of this worker's files: a test file's rows, or rows
+ * held out by hash. */
+static gboolean
+split_rows (const KsConfig *c, Source source, gboolean regression, const FileLists *l,
+            SampleFiles *files, const char *name, SampleSet *train, SampleSet *eval,
+            GError **error)
+{
+  if (l->tests == NULL)
+    return hold_out (c, files, l->first, name, train, eval, error);
+  SampleFiles *test_files = load_files (c, source, l->tests, l->test_labels, regression, FALSE,
+                                        error);
+  if (test_files == NULL)
+    return FALSE;
+  gboolean ok = check_alike (((KsRows *) files->files->pdata[0])->table,
+                             ((KsRows *) test_files->files->pdata[0])->table,
+                             "the held-out rows must be like the training rows", error);
+  if (ok)
+    {
+      set_of (train, name, files, NULL, files_rows (files));
+      set_of (eval, l->tests[1] == NULL ? l->tests[0] : ks_config_get_string (c, "data", "test_path"),
+              test_files, NULL, files_rows (test_files));
+    }
+  g_atomic_rc_box_release_full (test_files, (GDestroyNotify) files_free);
+  return ok;
+}
+
 /* The user's files' training and held-out rows, standardised if asked. */
 static gboolean
 load_tables (const KsConfig *c, Source source, gboolean regression, KsRoleMaker *role,
              SampleSet *train, SampleSet *eval, GError **error)
 {
   const char *path = ks_config_get_string (c, "data", "path");
-  const char *test_path = ks_config_get_string (c, "data", "test_path");
-  gboolean npy = source == SOURCE_NPY, table = source == SOURCE_CSV || npy;
-  gboolean split = table && ks_config_get_bool (c, "data", "split_files");
-  g_auto (GStrv) all = NULL, all_labels = NULL, mine = NULL, my_labels = NULL;
-  g_auto (GStrv) tests = NULL, test_labels = NULL;
-  g_autoptr (GString) source_name = g_string_new (path);
-  SampleFiles *files = NULL, *test_files = NULL;
-  gsize first = 0;
+  gboolean split = (source == SOURCE_CSV || source == SOURCE_NPY)
+                   && ks_config_get_bool (c, "data", "split_files");
+  g_auto (FileLists) l = { 0 };
+  g_autofree char *name = NULL;
+  SampleFiles *files;
   gboolean ok;
 
-  if (table && (!sample_files_list ("path", path, "labels", ks_config_get_string (c, "data", "labels"),
-                                    &all, npy ? &all_labels : NULL, error)
-                || (*test_path != '\0'
-                    && !sample_files_list ("test_path", test_path, "test_labels",
-                                           ks_config_get_string (c, "data", "test_labels"),
-                                           &tests, npy ? &test_labels : NULL, error))
-                || !my_share (role, split, all, all_labels, &mine, &my_labels, &first, error)))
+  if (!list_files (c, source, split, role, &l, error))
     return FALSE;
-  if (!table)
-    {
-      all = g_strdupv ((char *[]) { (char *) path, NULL });
-      mine = g_strdupv (all);
-      if (*test_path != '\0' || source == SOURCE_IDX)
-        tests = g_strdupv ((char *[]) { (char *) (source == SOURCE_IDX ? path : test_path), NULL });
-    }
   if (split && role != NULL)
     {
-      guint n = g_strv_length (mine);
-      g_string_append_printf (source_name, " (files %" G_GSIZE_FORMAT " to %" G_GSIZE_FORMAT
-                              " of %u)", first + 1, first + n, g_strv_length (all));
+      guint n = g_strv_length (l.mine), total = g_strv_length (l.all);
+      name = g_strdup_printf ("%s (files %" G_GSIZE_FORMAT " to %" G_GSIZE_FORMAT " of %u)",
+                              path, l.first + 1, l.first + n, total);
       g_message ("worker %d reads %u of the %u files of %s: %s to %s",
-                 ks_role_maker_worker_index (role), n, g_strv_length (all), path, mine[0],
-                 mine[n - 1]);
+                 ks_role_maker_worker_index (role), n, total, path, l.mine[0], l.mine[n - 1]);
     }
-  else if (all[1] == NULL)
-    g_string_assign (source_name, all[0]);
-  if ((files = load_files (c, source, mine, my_labels, regression, TRUE, error)) == NULL)
+  else
+    name = g_strdup (l.all[1] == NULL ? l.all[0] : path);
+  if ((files = load_files (c, source, l.mine, l.my_labels, regression, TRUE, error)) == NULL)
     return FALSE;
-  ok = tests != NULL
-           ? (test_files = load_files (c, source, tests, test_labels, regression, FALSE, error)) != NULL
-                 && check_alike (((KsRows *) files->files->pdata[0])->table,
-                                 ((KsRows *) test_files->files->pdata[0])->table,
-                                 "the held-out rows must be like the training rows", error)
-           : hold_out (c, files, first, source_name->str, train, eval, error);
-  if (ok && tests != NULL)
-    {
-      set_of (train, source_name->str, files, NULL, files_rows (files));
-      set_of (eval, tests[1] == NULL ? tests[0] : test_path, test_files, NULL,
-              files_rows (test_files));
-    }
+  ok = split_rows (c, source, regression, &l, files, name, train, eval, error);
   if (ok && strcmp (ks_config_get_string (c, "data", "normalize"), "standard") == 0)
     {
       gsize f = train->x_bytes / sizeof (float);
       train->mean = g_new (float, f);
       train->std = g_new (float, f);
       if (split)
-        ok = moments_of_all (c, source, all, all_labels, regression, tests == NULL, files,
-                             first, train->mean, train->std, error);
+        ok = moments_of_all (c, source, l.all, l.all_labels, regression, l.tests == NULL, files,
+                             l.first, train->mean, train->std, error);
       else
         {
           g_autofree float *x = g_new (float, MAX (f, 1));
@@ -511,8 +557,6 @@ load_tables (const KsConfig *c, Source source, gboolean regression, KsRoleMaker 
     }
   train->split = eval->split = split && role != NULL;
   g_atomic_rc_box_release_full (files, (GDestroyNotify) files_free);
-  if (test_files != NULL)
-    g_atomic_rc_box_release_full (test_files, (GDestroyNotify) files_free);
   return ok;
 }
 
