@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -343,6 +344,81 @@ test_npy_folder (void)
   ks_test_rmtree (dir);
 }
 
+/* The comma-separated floats of metadata `key` in a safetensors file's JSON header. */
+static double *
+metadata_floats (const char *file, const char *key, gsize *n)
+{
+  g_autofree char *bytes = NULL;
+  gsize len;
+  guint64 hlen;
+  g_assert_true (g_file_get_contents (file, &bytes, &len, NULL));
+  g_assert_cmpuint (len, >=, 8);
+  memcpy (&hlen, bytes, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_assert_cmpuint (hlen, <=, len - 8);
+  g_autofree char *header = g_strndup (bytes + 8, hlen);
+  g_autofree char *quoted = g_strdup_printf ("\"%s\":\"", key);
+  const char *at = strstr (header, quoted);
+  g_assert_nonnull (at);
+  at += strlen (quoted);
+  g_autofree char *list = g_strndup (at, strcspn (at, "\""));
+  g_auto (GStrv) items = g_strsplit (list, ",", -1);
+  double *v = g_new (double, g_strv_length (items));
+  for (*n = 0; items[*n] != NULL; (*n)++)
+    v[*n] = g_ascii_strtod (items[*n], NULL);
+  return v;
+}
+
+/* npy parts split over 2 workers (labels paired by name, each worker its own) with
+ * normalize = standard: both workers train on one model, and the moments the export
+ * keeps are those of all the files' rows, computed here independently. */
+static void
+test_split_npy_moments (void)
+{
+  const gsize f = 5, rows[3] = { 120, 200, 80 }, total = 400;
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *parts = g_build_filename (dir, "parts", NULL);
+  g_autofree char *export = g_build_filename (dir, "export", NULL);
+  g_assert_cmpint (g_mkdir (parts, 0700), ==, 0);
+  for (gsize p = 0, first = 0; p < 3; first += rows[p++])
+    {
+      g_autofree char *name = g_strdup_printf ("part-%" G_GSIZE_FORMAT, p);
+      g_autofree char *path = write_npy (parts, name, first, rows[p], f, 3, PLAIN);
+    }
+  g_autofree char *test = write_npy (dir, "test", 5000, 64, f, 3, PLAIN);
+  g_autofree char *data = g_strdup_printf ("task = npy\npath = %s\nsplit_files = true\n"
+                                           "normalize = standard\ntest_path = %s\n"
+                                           "test_labels = %s/test.labels.npy", parts, test, dir);
+  g_autofree char *train = g_strdup_printf ("steps = 20\nbatch = 16\nlog_every = 10\n"
+                                            "export_dir = %s", export);
+  g_autofree char *config = write_config (dir, "split.ini", data, train);
+  g_autofree char *out = NULL, *err = NULL;
+  int status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", config), NULL, plugins, &out,
+                                   &err);
+  if (status != 0)
+    g_error ("split npy run failed (%d):\n%s%s", status, out, err);
+  g_autofree char *both = g_strconcat (out, err, NULL);
+  g_assert_nonnull (strstr (both, "worker 1 reads 1 of the 3 files"));
+
+  g_autofree char *model = g_build_filename (export, "model.safetensors", NULL);
+  gsize n_mean, n_std;
+  g_autofree double *mean = metadata_floats (model, "data.mean", &n_mean);
+  g_autofree double *std = metadata_floats (model, "data.std", &n_std);
+  g_assert_cmpuint (n_mean, ==, f);
+  g_assert_cmpuint (n_std, ==, f);
+  for (gsize j = 0; j < f; j++)
+    {
+      double sum = 0, sq = 0;
+      for (gsize r = 0; r < total; r++)
+        sum += feature_of (r, j, 3);
+      for (gsize r = 0; r < total; r++)
+        sq += (feature_of (r, j, 3) - sum / total) * (feature_of (r, j, 3) - sum / total);
+      g_assert_cmpfloat_with_epsilon (mean[j], sum / total, 1e-6 * (1 + fabs (sum / total)));
+      g_assert_cmpfloat_with_epsilon (std[j], sqrt (sq / total), 1e-6 * sqrt (sq / total));
+    }
+  ks_test_rmtree (dir);
+}
+
 /* n CSV files of 4 features and 3 classes, `rows` each, in dir/parts. */
 static char *
 write_csv_parts (const char *dir, int n, gsize rows, int columns)
@@ -509,6 +585,7 @@ main (int argc, char **argv)
   g_test_add_func ("/big-data/mapped-equals-memory", test_mapped_equals_memory);
   g_test_add_func ("/big-data/npy-folder", test_npy_folder);
   g_test_add_func ("/big-data/split-csv", test_split_csv);
+  g_test_add_func ("/big-data/split-npy-moments", test_split_npy_moments);
   g_test_add_func ("/big-data/refusals", test_refusals);
   return g_test_run ();
 }
