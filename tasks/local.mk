@@ -14,6 +14,7 @@ libksdist_tasks_la_SOURCES = \
 	tasks/net-config.c \
 	tasks/samples.h \
 	tasks/samples.c \
+	tasks/samples-files.c \
 	tasks/samples-task.c \
 	tasks/tokens-task.c \
 	tasks/ctr-task.c \
@@ -21,6 +22,7 @@ libksdist_tasks_la_SOURCES = \
 	tasks/table-private.h \
 	tasks/table.c \
 	tasks/table-read.c \
+	tasks/table-rows.c \
 	tasks/table-csv.c \
 	tasks/table-npy.c \
 	tasks/table-idx.c \

@@ -50,10 +50,10 @@ samples_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
   g_autofree char *data_reader = g_strdup_printf ("[data] task = %s",
                                                   ks_config_get_string (c, "data", "task"));
 
-  (void) world;
   return ks_config_check_used (c, "model", is_layers ? layers : mlp, reader, error)
          && ks_config_check_used (c, "data", sample_set_settings (c), data_reader, error)
-         && sample_set_check (c, regression (c), error) && net_check_config (c, error);
+         && sample_set_check (c, regression (c), world != NULL ? world->workers : 0, error)
+         && net_check_config (c, error);
 }
 
 static gboolean
@@ -65,7 +65,9 @@ samples_build (KsTrainer *t, GError **error)
   gboolean is_layers = strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0;
   ks_trainer_set_data (t, s);
 
-  if (!sample_set_load (&s->train, &s->eval, c, regression (c), batch, error))
+  /* a parameter server (rank -1) reads every file: it only needs the model's shape */
+  if (!sample_set_load (&s->train, &s->eval, c, regression (c), batch,
+                        ks_trainer_rank (t) >= 0 ? ks_trainer_role (t) : NULL, error))
     return FALSE;
   if (!ks_trainer_describing (t) && batch > s->train.n)
     {
@@ -119,14 +121,21 @@ samples_build (KsTrainer *t, GError **error)
   return TRUE;
 }
 
+/* The epoch's order: from the seed and the epoch, and with split_files the worker's rank
+ * too (each worker shuffles the rows of its own files). */
 static GRand *
-epoch_rng (const KsConfig *c, gint64 epoch)
+epoch_rng (const KsConfig *c, gint64 epoch, gboolean split, int rank)
 {
   guint64 seed = ks_config_get_int (c, "train", "seed");
-  return g_rand_new_with_seed ((guint32) (seed * 7919u + (guint64) epoch + 0x9e3779b9u));
+  guint32 base = (guint32) (seed * 7919u + (guint64) epoch + 0x9e3779b9u);
+  if (!split)
+    return g_rand_new_with_seed (base);
+  return g_rand_new_with_seed_array ((const guint32[]) { base, (guint32) rank, 0x5b117u }, 3);
 }
 
-/* Epochs over the samples, each in an order drawn from the seed and the epoch. */
+/* Epochs over the samples, each in an order drawn from the seed and the epoch: one order
+ * of all rows, each worker its part of every global batch; with split_files, each worker
+ * an order of its own rows. */
 static void
 samples_batch (KsTrainer *t, gint64 step)
 {
@@ -134,12 +143,15 @@ samples_batch (KsTrainer *t, gint64 step)
   const SampleSet *d = &s->train;
   for (gsize i = 0; i < ks_trainer_batch (t); i++)
     {
-      /* samples before this one: earlier steps' global batches, then earlier workers' rows */
-      guint64 k = ((guint64) (step - 1) * ks_trainer_world (t) + ks_trainer_rank (t))
-                      * ks_trainer_batch (t) + i;
+      /* samples before this one: earlier steps' global batches, then earlier workers' rows
+       * (with split_files, earlier steps' batches of this worker) */
+      guint64 k = d->split ? (guint64) (step - 1) * ks_trainer_batch (t) + i
+                           : ((guint64) (step - 1) * ks_trainer_world (t) + ks_trainer_rank (t))
+                                     * ks_trainer_batch (t) + i;
       if ((gint64) (k / d->n) != s->epoch)
         {
-          g_autoptr (GRand) rng = epoch_rng (ks_trainer_config (t), s->epoch = k / d->n);
+          g_autoptr (GRand) rng = epoch_rng (ks_trainer_config (t), s->epoch = k / d->n,
+                                             d->split, ks_trainer_rank (t));
           for (gsize j = 0; j < d->n; j++)
             s->order[j] = j;
           for (gsize j = d->n; j > 1; j--)
@@ -150,9 +162,7 @@ samples_batch (KsTrainer *t, gint64 step)
               s->order[r] = tmp;
             }
         }
-      gsize row = s->order[k % d->n];
-      memcpy (s->bx + i * d->x_bytes, d->x + row * d->x_bytes, d->x_bytes);
-      memcpy (s->by + i * d->y_bytes, d->y + row * d->y_bytes, d->y_bytes);
+      sample_set_row (d, s->order[k % d->n], s->bx + i * d->x_bytes, s->by + i * d->y_bytes);
     }
 }
 
@@ -173,8 +183,8 @@ samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
         {
           gsize row = start + MIN (i, valid - 1);
           gint64 label;
-          memcpy (s->bx + i * s->eval.x_bytes, s->eval.x + row * s->eval.x_bytes, s->eval.x_bytes);
-          memcpy (s->by + i * s->eval.y_bytes, s->eval.y + row * s->eval.y_bytes, s->eval.y_bytes);
+          sample_set_row (&s->eval, row, s->bx + i * s->eval.x_bytes,
+                          s->by + i * s->eval.y_bytes);
           memcpy (&label, s->by + i * s->eval.y_bytes, sizeof label);
           y[i] = (float) label;
         }
@@ -206,8 +216,8 @@ samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, G
       for (gsize i = 0; i < batch; i++)
         {
           gsize row = (b * batch + i) % s->eval.n;
-          memcpy (s->bx + i * s->eval.x_bytes, s->eval.x + row * s->eval.x_bytes, s->eval.x_bytes);
-          memcpy (s->by + i * s->eval.y_bytes, s->eval.y + row * s->eval.y_bytes, s->eval.y_bytes);
+          sample_set_row (&s->eval, row, s->bx + i * s->eval.x_bytes,
+                          s->by + i * s->eval.y_bytes);
         }
       gsize n_feeds;
       const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
@@ -273,7 +283,8 @@ static gint64
 samples_last_epoch (KsTrainer *t, gint64 step)
 {
   Samples *s = ks_trainer_data (t);
-  return (gint64) ((guint64) step * ks_trainer_world (t) * ks_trainer_batch (t) / s->train.n) - 1;
+  guint64 rows = (guint64) step * ks_trainer_batch (t) * (s->train.split ? 1 : ks_trainer_world (t));
+  return (gint64) (rows / s->train.n) - 1;
 }
 
 /* The classifier and the regression differ in what their evaluation reports. */

@@ -11,10 +11,12 @@ be32 (const guint8 *p)
 }
 
 /* Reads dir/name or dir/name.gz (the first there); *path set to the one read. NULL with
- * KS_CONFIG_ERROR_IO when neither is, naming both files of the `pair` (images, labels). */
-static char *
+ * KS_CONFIG_ERROR_IO when neither is, naming both files of the `pair` (images, labels).
+ * With `map`, a file that is not gzipped is mapped into *map rather than read (the
+ * bytes returned are then the mapping's). */
+static const char *
 read_either (const char *dir, const char *name, const char *const pair[2], char **path,
-             gsize *length, GError **error)
+             GMappedFile **map, char **bytes, gsize *length, GError **error)
 {
   g_autofree char *plain = g_build_filename (dir, name, NULL);
   g_autofree char *gz = g_strconcat (plain, ".gz", NULL);
@@ -27,7 +29,17 @@ read_either (const char *dir, const char *name, const char *const pair[2], char 
                    "each possibly gzipped)", dir, name, name, pair[0], pair[1]);
       return NULL;
     }
-  return ks_table_read (*path, length, error);
+  if (map != NULL && (*map = ks_table_map (*path, error)) == NULL)
+    return NULL;
+  if (map != NULL)
+    {
+      const guint8 *b = (const guint8 *) g_mapped_file_get_contents (*map);
+      *length = g_mapped_file_get_length (*map);
+      if (!(*length >= 2 && b[0] == 0x1f && b[1] == 0x8b))
+        return (const char *) b;
+      g_clear_pointer (map, g_mapped_file_unref); /* gzip: decompressed into memory */
+    }
+  return *bytes = ks_table_read (*path, length, error);
 }
 
 /* Checks an IDX file of unsigned bytes with `ndim` dimensions; their sizes into dims and
@@ -63,18 +75,21 @@ check (const char *path, const guint8 *b, gsize n, int ndim, guint32 *dims,
   return TRUE;
 }
 
-KsTable *
-ks_table_load_idx (const char *path, gboolean train, GError **error)
+/* The table of the pair of `train`; with `map`, the images mapped into *map when they
+ * are not gzipped (the table's x then NULL, *pixels into the mapping). */
+static KsTable *
+load (const char *path, gboolean train, GMappedFile **map, const guint8 **pixels,
+      GError **error)
 {
   const char *images_name = train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
   const char *labels_name = train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte";
   g_autofree char *images_path = NULL, *labels_path = NULL;
-  g_autofree char *images = NULL, *labels = NULL;
-  const guint8 *pixels, *ids;
+  g_autofree char *images_bytes = NULL, *labels_bytes = NULL;
+  const char *images, *labels;
+  const guint8 *ids;
   guint32 idims[3], ldims[1];
   gsize ilen, llen;
 
-  g_return_val_if_fail (path != NULL, NULL);
   if (!g_file_test (path, G_FILE_TEST_IS_DIR))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s is not a folder (expected one "
@@ -83,29 +98,73 @@ ks_table_load_idx (const char *path, gboolean train, GError **error)
       return NULL;
     }
   const char *const pair[2] = { images_name, labels_name };
-  if ((images = read_either (path, images_name, pair, &images_path, &ilen, error)) == NULL
-      || (labels = read_either (path, labels_name, pair, &labels_path, &llen, error)) == NULL
-      || !check (images_path, (guint8 *) images, ilen, 3, idims, &pixels, error)
-      || !check (labels_path, (guint8 *) labels, llen, 1, ldims, &ids, error))
+  if ((images = read_either (path, images_name, pair, &images_path, map, &images_bytes, &ilen,
+                             error)) == NULL
+      || (labels = read_either (path, labels_name, pair, &labels_path, NULL, &labels_bytes,
+                                &llen, error)) == NULL
+      || !check (images_path, (const guint8 *) images, ilen, 3, idims, pixels, error)
+      || !check (labels_path, (const guint8 *) labels, llen, 1, ldims, &ids, error))
     return NULL;
   if (ldims[0] != idims[0])
     return ks_table_bad (error, "%s: %u labels but %s has %u images", labels_path, ldims[0],
                          images_path, idims[0]);
 
-  g_autoptr (KsTable) t = ks_table_alloc (path, idims[0], (gsize) idims[1] * idims[2], FALSE,
+  gboolean mapped = map != NULL && *map != NULL;
+  g_autoptr (KsTable) t = ks_table_alloc (path, idims[0],
+                                          mapped ? 0 : (gsize) idims[1] * idims[2], FALSE,
                                           error);
   if (t == NULL)
     return NULL;
+  if (mapped)
+    g_clear_pointer (&t->x, g_free); /* the pixels stay in the file */
+  t->features = (gsize) idims[1] * idims[2];
   t->ndim = 3;
   t->shape[0] = idims[1];
   t->shape[1] = idims[2];
   t->shape[2] = 1;
-  for (gsize i = 0; i < t->rows * t->features; i++)
-    t->x[i] = pixels[i] / 255.0f;
+  for (gsize i = 0; !mapped && i < t->rows * t->features; i++)
+    t->x[i] = (*pixels)[i] / 255.0f;
   for (gsize i = 0; i < t->rows; i++)
     {
       t->y[i] = ids[i];
       t->classes = MAX (t->classes, t->y[i] + 1);
     }
   return g_steal_pointer (&t);
+}
+
+KsTable *
+ks_table_load_idx (const char *path, gboolean train, GError **error)
+{
+  const guint8 *pixels;
+  g_return_val_if_fail (path != NULL, NULL);
+  return load (path, train, NULL, &pixels, error);
+}
+
+/* A mapped image scaled as load scales the pixels. */
+static void
+mapped_row (const KsRows *r, gsize row, float *out)
+{
+  gsize f = r->table->features;
+  for (gsize j = 0; j < f; j++)
+    out[j] = r->cells[row * f + j] / 255.0f;
+}
+
+KsRows *
+ks_rows_load_idx (const char *path, gboolean train, GError **error)
+{
+  g_autoptr (GMappedFile) map = NULL;
+  const guint8 *pixels;
+  KsTable *t;
+
+  g_return_val_if_fail (path != NULL, NULL);
+  if ((t = load (path, train, &map, &pixels, error)) == NULL)
+    return NULL;
+  KsRows *r = ks_rows_new (t);
+  if (map != NULL)
+    {
+      r->map = g_steal_pointer (&map);
+      r->cells = pixels;
+      r->get = mapped_row;
+    }
+  return r;
 }

@@ -18,7 +18,8 @@ static const struct {
 /* One array: its element type and shape, and where its data starts in the file. */
 typedef struct {
   const char *path;
-  char *bytes;
+  char *bytes;       /* read whole (gzip or not), or */
+  GMappedFile *map;  /* mapped in place */
   gsize length;
   guint kind; /* into kinds[] */
   int ndim;
@@ -31,6 +32,8 @@ static void
 npy_clear (Npy *a)
 {
   g_free (a->bytes);
+  if (a->map != NULL)
+    g_mapped_file_unref (a->map);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Npy, npy_clear)
 
@@ -105,18 +108,26 @@ parse_header (Npy *a, const char *h, GError **error)
   return TRUE;
 }
 
-/* Reads the file, its header checked, its data's size too. */
+/* Reads the file (mapped in place when `map` and it is not gzipped), its header checked,
+ * its data's size too. */
 static gboolean
-npy_read (Npy *a, const char *path, GError **error)
+npy_read (Npy *a, const char *path, gboolean map, GError **error)
 {
   static const char magic[] = "\x93NUMPY";
   gsize hlen, start, data_bytes;
   const guint8 *b;
 
   a->path = path;
-  if ((a->bytes = ks_table_read (path, &a->length, error)) == NULL)
+  if (map && (a->map = ks_table_map (path, error)) == NULL)
     return FALSE;
-  b = (const guint8 *) a->bytes;
+  b = a->map != NULL ? (const guint8 *) g_mapped_file_get_contents (a->map) : NULL;
+  a->length = a->map != NULL ? g_mapped_file_get_length (a->map) : 0;
+  if (a->map != NULL && a->length >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+    g_clear_pointer (&a->map, g_mapped_file_unref); /* gzip: decompressed into memory */
+  if (a->map == NULL && (a->bytes = ks_table_read (path, &a->length, error)) == NULL)
+    return FALSE;
+  if (a->map == NULL)
+    b = (const guint8 *) a->bytes;
   if (a->length == 0)
     return ks_table_bad (error, "%s: empty file (expected a NumPy .npy array)", path) != NULL;
   if (a->length < 10 || memcmp (b, magic, 6) != 0)
@@ -133,7 +144,7 @@ npy_read (Npy *a, const char *path, GError **error)
     return ks_table_bad (error, "%s: truncated: a header of %" G_GSIZE_FORMAT " bytes but %"
                          G_GSIZE_FORMAT " follow", path, hlen, a->length - start) != NULL;
   /* the header is text; made a string for the parser (the byte after it is data) */
-  g_autofree char *h = g_strndup (a->bytes + start, hlen);
+  g_autofree char *h = g_strndup ((const char *) b + start, hlen);
   if (strlen (h) != hlen)
     return ks_table_bad (error, "%s: a NUL byte in the header", path) != NULL;
   if (!parse_header (a, h, error))
@@ -156,12 +167,12 @@ npy_read (Npy *a, const char *path, GError **error)
   return TRUE;
 }
 
-/* Element i as a double, from the little-endian data. */
+/* Element i of `data` (of kinds[kind]) as a double, from the little-endian data. */
 static double
-element (const Npy *a, gsize i)
+cell (guint kind, const guint8 *data, gsize i)
 {
-  const guint8 *p = a->data + i * kinds[a->kind].size;
-  switch (kinds[a->kind].kind)
+  const guint8 *p = data + i * kinds[kind].size;
+  switch (kinds[kind].kind)
     {
     case U8: return p[0];
     case F32: { guint32 u; float f; memcpy (&u, p, 4); u = GUINT32_FROM_LE (u); memcpy (&f, &u, 4); return f; }
@@ -170,6 +181,12 @@ element (const Npy *a, gsize i)
     case I64: { guint64 u; memcpy (&u, p, 8); return (double) (gint64) GUINT64_FROM_LE (u); }
     }
   return 0;
+}
+
+static double
+element (const Npy *a, gsize i)
+{
+  return cell (a->kind, a->data, i);
 }
 
 /* An int64 element exactly (a double loses ids above 2^53). */
@@ -214,51 +231,111 @@ set_labels (KsTable *t, const Npy *l, GError **error)
   return TRUE;
 }
 
+/* The two arrays' shapes checked against each other: rows and features a row. */
+static gboolean
+check_pair (const Npy *f, const Npy *l, gsize *rows, gsize *per_row, GError **error)
+{
+  if (f->ndim < 1 || f->ndim > 5)
+    return ks_table_bad (error, "%s: %d dimensions; features are [rows, ...] with at most 4 "
+                         "dimensions after the rows", f->path, f->ndim) != NULL;
+  *rows = f->shape[0];
+  if (*rows == 0)
+    return ks_table_bad (error, "%s: no rows (shape starts with 0)", f->path) != NULL;
+  *per_row = f->count / *rows;
+  if (*per_row == 0)
+    return ks_table_bad (error, "%s: rows of no features (a dimension after the rows is 0)",
+                         f->path) != NULL;
+  if (l->ndim < 1 || l->ndim > 2 || (l->ndim == 2 && l->shape[1] != 1))
+    return ks_table_bad (error, "%s: labels of %d dimensions; expected [rows] or [rows, 1]",
+                         l->path, l->ndim) != NULL;
+  if (l->shape[0] != *rows)
+    return ks_table_bad (error, "%s: %" G_GUINT64_FORMAT " labels but %s has %" G_GSIZE_FORMAT
+                         " rows", l->path, l->shape[0], f->path, *rows) != NULL;
+  return TRUE;
+}
+
+/* Every feature checked finite as float32; into x when not NULL (the table's floats). */
+static gboolean
+check_cells (const Npy *f, gsize per_row, float *x, GError **error)
+{
+  for (gsize i = 0; i < f->count; i++)
+    {
+      double v = element (f, i);
+      if (!isfinite ((float) v))
+        return ks_table_bad (error, "%s: row %" G_GSIZE_FORMAT ", feature %" G_GSIZE_FORMAT
+                             " is %g, not a finite float32 number", f->path, i / per_row,
+                             i % per_row, v) != NULL;
+      if (x != NULL)
+        x[i] = (float) v;
+    }
+  return TRUE;
+}
+
+/* The table of the pair: its floats filled (fill) or left to the mapping (x NULL). */
+static KsTable *
+table_of (const Npy *f, const Npy *l, gboolean regression, gboolean fill, GError **error)
+{
+  gsize rows = 0, per_row = 0;
+
+  if (!check_pair (f, l, &rows, &per_row, error))
+    return NULL;
+  g_autoptr (KsTable) t = ks_table_alloc (f->path, rows, fill ? per_row : 0, regression,
+                                          error);
+  if (t == NULL)
+    return NULL;
+  if (!fill)
+    g_clear_pointer (&t->x, g_free); /* the rows stay in the file */
+  t->features = per_row;
+  t->ndim = MAX (f->ndim - 1, 1);
+  t->shape[0] = 1;
+  for (int d = 1; d < f->ndim; d++)
+    t->shape[d - 1] = (gint64) f->shape[d];
+  if (!check_cells (f, per_row, t->x, error) || !set_labels (t, l, error))
+    return NULL;
+  return g_steal_pointer (&t);
+}
+
 KsTable *
 ks_table_load_npy (const char *features, const char *labels, gboolean regression,
                    GError **error)
 {
   g_auto (Npy) f = { 0 };
   g_auto (Npy) l = { 0 };
-  gsize rows, per_row;
 
   g_return_val_if_fail (features != NULL && labels != NULL, NULL);
-  if (!npy_read (&f, features, error) || !npy_read (&l, labels, error))
+  if (!npy_read (&f, features, FALSE, error) || !npy_read (&l, labels, FALSE, error))
     return NULL;
-  if (f.ndim < 1 || f.ndim > 5)
-    return ks_table_bad (error, "%s: %d dimensions; features are [rows, ...] with at most 4 "
-                         "dimensions after the rows", features, f.ndim);
-  rows = f.shape[0];
-  if (rows == 0)
-    return ks_table_bad (error, "%s: no rows (shape starts with 0)", features);
-  per_row = f.count / rows;
-  if (per_row == 0)
-    return ks_table_bad (error, "%s: rows of no features (a dimension after the rows is 0)",
-                         features);
-  if (l.ndim < 1 || l.ndim > 2 || (l.ndim == 2 && l.shape[1] != 1))
-    return ks_table_bad (error, "%s: labels of %d dimensions; expected [rows] or [rows, 1]",
-                         labels, l.ndim);
-  if (l.shape[0] != rows)
-    return ks_table_bad (error, "%s: %" G_GUINT64_FORMAT " labels but %s has %" G_GSIZE_FORMAT
-                         " rows", labels, l.shape[0], features, rows);
+  return table_of (&f, &l, regression, TRUE, error);
+}
 
-  g_autoptr (KsTable) t = ks_table_alloc (features, rows, per_row, regression, error);
-  if (t == NULL)
+/* A mapped row made float32 as table_of makes it. */
+static void
+mapped_row (const KsRows *r, gsize row, float *out)
+{
+  gsize f = r->table->features;
+  for (gsize j = 0; j < f; j++)
+    out[j] = (float) cell ((guint) r->kind, r->cells, row * f + j);
+}
+
+KsRows *
+ks_rows_load_npy (const char *features, const char *labels, gboolean regression,
+                  GError **error)
+{
+  g_auto (Npy) f = { 0 };
+  g_auto (Npy) l = { 0 };
+  KsTable *t;
+
+  g_return_val_if_fail (features != NULL && labels != NULL, NULL);
+  if (!npy_read (&f, features, TRUE, error) || !npy_read (&l, labels, FALSE, error)
+      || (t = table_of (&f, &l, regression, f.map == NULL, error)) == NULL)
     return NULL;
-  t->ndim = MAX (f.ndim - 1, 1);
-  t->shape[0] = 1;
-  for (int d = 1; d < f.ndim; d++)
-    t->shape[d - 1] = (gint64) f.shape[d];
-  for (gsize i = 0; i < f.count; i++)
+  KsRows *r = ks_rows_new (t);
+  if (f.map != NULL)
     {
-      double v = element (&f, i);
-      if (!isfinite ((float) v))
-        return ks_table_bad (error, "%s: row %" G_GSIZE_FORMAT ", feature %" G_GSIZE_FORMAT
-                             " is %g, not a finite float32 number", features, i / per_row,
-                             i % per_row, v);
-      t->x[i] = (float) v;
+      r->map = g_steal_pointer (&f.map);
+      r->cells = f.data;
+      r->kind = (int) f.kind;
+      r->get = mapped_row;
     }
-  if (!set_labels (t, &l, error))
-    return NULL;
-  return g_steal_pointer (&t);
+  return r;
 }

@@ -21,6 +21,46 @@ char *ks_table_read (const char *path, gsize *length, GError **error);
 KsTable *ks_table_alloc (const char *path, gsize rows, gsize features, gboolean regression,
                          GError **error);
 
+/* Whether row `row` of file number `file` of a data set is held out: a seeded hash of
+ * (seed, file, row) below `fraction`, so the same row goes to the same side whatever the
+ * other rows and whoever reads it (file 0's hash is ks_table_split's). */
+gboolean ks_table_held_out (guint64 seed, gsize file, gsize row, double fraction);
+
+/* Per-feature moments of rows fetched one at a time (row r into `scratch` by `get`),
+ * exactly as ks_table_moments computes them: two passes in double. */
+typedef void (*KsRowGetter) (gconstpointer data, gsize r, float *out);
+void ks_table_moments_of (KsRowGetter get, gconstpointer data, gsize rows, gsize features,
+                          float *scratch, float *mean, float *std);
+/* One row standardised in place, exactly as ks_table_standardize does it. */
+void ks_table_standardize_row (float *x, gsize features, const float *mean, const float *std);
+
+/* A file's rows for training: in memory (table->x), or read in place from the file's
+ * memory map and made float32 one row at a time, exactly as the whole-table reader makes
+ * them, so a data set larger than memory trains. table->x is NULL when mapped; the labels
+ * are always in memory (8 bytes a row). */
+typedef struct KsRows KsRows;
+struct KsRows {
+  KsTable *table;
+  GMappedFile *map;      /* NULL: the rows are table->x */
+  const guint8 *cells;   /* into map: rows x features cells */
+  int kind;              /* the reader's cell type */
+  void (*get) (const KsRows *rows, gsize row, float *out);
+};
+
+/* Rows of an in-memory table (taken over). */
+KsRows *ks_rows_new (KsTable *table);
+void ks_rows_free (KsRows *rows);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsRows, ks_rows_free)
+/* Row `row`'s features (table->features floats) into out. */
+void ks_rows_get (const KsRows *rows, gsize row, float *out);
+/* As ks_table_load_npy and ks_table_load_idx, the features memory-mapped when the file is
+ * not gzipped (a gzipped one is loaded whole). */
+KsRows *ks_rows_load_npy (const char *features, const char *labels, gboolean regression,
+                          GError **error);
+KsRows *ks_rows_load_idx (const char *path, gboolean train, GError **error);
+/* The file mapped read-only: NULL with KS_CONFIG_ERROR_IO naming it. */
+GMappedFile *ks_table_map (const char *path, GError **error);
+
 /* table-images.c (with gdk-pixbuf): whether b[0, n) is a whole PNG or JPEG, walked to its
  * last chunk or end-of-image marker (gdk-pixbuf decodes a file cut short without a word):
  * NULL, with *png and the size its header declares, or the reason it is not. */

@@ -86,6 +86,15 @@ mix (guint64 z)
 }
 
 gboolean
+ks_table_held_out (guint64 seed, gsize file, gsize row, double fraction)
+{
+  guint64 h = mix (mix (seed + G_GUINT64_CONSTANT (0x9e3779b97f4a7c15)) ^ (guint64) row);
+  if (file > 0)
+    h = mix (h + file);
+  return (double) (h >> 11) * 0x1p-53 < fraction;
+}
+
+gboolean
 ks_table_split (const KsTable *t, double fraction, guint64 seed, KsTable **train,
                 KsTable **test, GError **error)
 {
@@ -102,11 +111,7 @@ ks_table_split (const KsTable *t, double fraction, guint64 seed, KsTable **train
     }
   in_test = g_new (gboolean, MAX (t->rows, 1));
   for (gsize r = 0; r < t->rows; r++)
-    {
-      guint64 h = mix (mix (seed + G_GUINT64_CONSTANT (0x9e3779b97f4a7c15)) ^ (guint64) r);
-      in_test[r] = (double) (h >> 11) * 0x1p-53 < fraction;
-      n_test += in_test[r];
-    }
+    n_test += in_test[r] = ks_table_held_out (seed, 0, r, fraction);
   if (n_test == 0 || n_test == t->rows)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -121,37 +126,61 @@ ks_table_split (const KsTable *t, double fraction, guint64 seed, KsTable **train
 }
 
 void
-ks_table_moments (const KsTable *t, float *mean, float *std)
+ks_table_moments_of (KsRowGetter get, gconstpointer data, gsize rows, gsize f, float *x,
+                     float *mean, float *std)
 {
-  gsize f = t->features;
   g_autofree double *sum = g_new0 (double, MAX (f, 1));
   g_autofree double *sq = g_new0 (double, MAX (f, 1));
 
   /* two passes in double: the mean first, then squares about it (no cancellation) */
-  for (gsize r = 0; r < t->rows; r++)
-    for (gsize j = 0; j < f; j++)
-      sum[j] += t->x[r * f + j];
+  for (gsize r = 0; r < rows; r++)
+    {
+      get (data, r, x);
+      for (gsize j = 0; j < f; j++)
+        sum[j] += x[j];
+    }
   for (gsize j = 0; j < f; j++)
-    sum[j] = t->rows ? sum[j] / t->rows : 0;
-  for (gsize r = 0; r < t->rows; r++)
-    for (gsize j = 0; j < f; j++)
-      {
-        double d = t->x[r * f + j] - sum[j];
-        sq[j] += d * d;
-      }
+    sum[j] = rows ? sum[j] / rows : 0;
+  for (gsize r = 0; r < rows; r++)
+    {
+      get (data, r, x);
+      for (gsize j = 0; j < f; j++)
+        {
+          double d = x[j] - sum[j];
+          sq[j] += d * d;
+        }
+    }
   for (gsize j = 0; j < f; j++)
     {
       mean[j] = (float) sum[j];
-      std[j] = t->rows ? MAX ((float) sqrt (sq[j] / t->rows), KS_TABLE_STD_FLOOR) : 1;
+      std[j] = rows ? MAX ((float) sqrt (sq[j] / rows), KS_TABLE_STD_FLOOR) : 1;
     }
+}
+
+static void
+table_row (gconstpointer data, gsize r, float *out)
+{
+  const KsTable *t = data;
+  memcpy (out, t->x + r * t->features, t->features * sizeof (float));
+}
+
+void
+ks_table_moments (const KsTable *t, float *mean, float *std)
+{
+  g_autofree float *x = g_new (float, MAX (t->features, 1));
+  ks_table_moments_of (table_row, t, t->rows, t->features, x, mean, std);
+}
+
+void
+ks_table_standardize_row (float *x, gsize f, const float *mean, const float *std)
+{
+  for (gsize j = 0; j < f; j++)
+    x[j] = (x[j] - mean[j]) / std[j];
 }
 
 void
 ks_table_standardize (KsTable *t, const float *mean, const float *std)
 {
-  gsize f = t->features;
-
   for (gsize r = 0; r < t->rows; r++)
-    for (gsize j = 0; j < f; j++)
-      t->x[r * f + j] = (t->x[r * f + j] - mean[j]) / std[j];
+    ks_table_standardize_row (t->x + r * t->features, t->features, mean, std);
 }

@@ -104,6 +104,13 @@ tests_test_table_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
 tests_test_table_LDADD = $(KS_TASKS_TEST_LDADD) $(ZLIB_LIBS) -lm
 TESTS += tests/test-table
 
+# Data sets larger than memory (a 256 MiB .npy trained with its rows mapped, RssAnon
+# watched) and many files split over workers ([data] split_files), through ksdist.
+check_PROGRAMS += tests/test-big-data
+tests_test_big_data_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
+tests_test_big_data_LDADD = $(KS_TEST_LDADD) $(ZLIB_LIBS) -lm
+TESTS += tests/test-big-data
+
 # The image-folder reader on PNGs and JPEGs written here (only the no-gdk-pixbuf error
 # without it).
 check_PROGRAMS += tests/test-image-folder
@@ -328,7 +335,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
 	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-segment.log \
-	tests/test-pipe-train.log tests/test-ctr.log tests/fuzz/run-checkpoint.log \
+	tests/test-pipe-train.log tests/test-ctr.log tests/test-big-data.log tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
 	tests/test-own-model.log tests/test-plan.log tests/test-core-deps.log \
 	tests/test-reference.log tests/test-man.log tests/test-mpi-env.log tests/test-progress.log \

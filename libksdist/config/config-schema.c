@@ -130,8 +130,12 @@ static const KsKeyDesc core_schema[] = {
   { "data", "path", KS_VALUE_STRING, "/usr/share/dict/words", 1, 0, NULL,
     "Text corpus of the text task (the last tenth is held out; by default the English word "
     "list of Debian's wamerican); the ctr task's directory of train/ and test/ files; csv: "
-    "a CSV or TSV file (gzip read directly); npy: the features' .npy file; idx: a folder of "
-    "MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz); "
+    "a CSV or TSV file (gzip read directly), or a folder or glob (data/part-*.csv) of many "
+    "of the same columns, their rows one after another in name order; npy: the features' "
+    ".npy file, or a folder or glob of NAME.npy files each with its labels in "
+    "NAME.labels.npy beside it; npy and uncompressed IDX rows stay in their files "
+    "(memory-mapped: a data set larger than memory trains), the other formats and gzipped "
+    "files load into memory; idx: a folder of MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz); "
     "image_folder: a folder of one sub-folder of PNG or JPEG images per class "
     "(torchvision's ImageFolder); tokens: the training tokens' file" },
   { "data", "height", KS_VALUE_INT, "32", 1, 4096, NULL,
@@ -140,16 +144,19 @@ static const KsKeyDesc core_schema[] = {
   { "data", "channels", KS_VALUE_CHOICE, "3", 1, 0, "1|3",
     "image_folder: 1 (grey, the mean of red, green and blue) or 3 (RGB)" },
   { "data", "labels", KS_VALUE_STRING, "", 1, 0, NULL,
-    "npy: the labels' .npy file, one per row of [data] path" },
+    "npy: the labels' .npy file, one per row of [data] path (empty when the path names many "
+    "files: NAME.labels.npy pairs with NAME.npy)" },
   { "data", "test_path", KS_VALUE_STRING, "", 1, 0, NULL,
-    "csv, npy: the held-out rows' file (npy: with [data] test_labels); image_folder: the "
+    "csv, npy: the held-out rows' file (npy: with [data] test_labels), or a folder or glob "
+    "of them as [data] path (read by every worker, also with split_files); image_folder: the "
     "held-out images' folder, its classes the same; tokens: the "
     "held-out tokens' file; empty: [data] holdout of the rows (chosen by a seeded hash) or "
     "of the tokens (the file's end)" },
   { "data", "test_labels", KS_VALUE_STRING, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
   { "data", "holdout", KS_VALUE_DOUBLE, "0.1", 0.001, 0.9, NULL,
     "csv, npy without a test_path: the fraction of rows held out (by a hash of the row "
-    "number and [data] seed, so every run and every worker holds out the same rows)" },
+    "number, its file's number among many and [data] seed, so every run and every worker "
+    "holds out the same rows)" },
   { "data", "label", KS_VALUE_STRING, "", 1, 0, NULL,
     "csv: the label column, by header name or 0-based index; empty: the last column" },
   { "data", "header", KS_VALUE_CHOICE, "auto", 1, 0, "auto|yes|no",
@@ -160,6 +167,11 @@ static const KsKeyDesc core_schema[] = {
   { "data", "normalize", KS_VALUE_CHOICE, "none", 1, 0, "none|standard",
     "csv, npy, idx: standard scales each feature by the training rows' mean and standard "
     "deviation (saved with checkpoints and exports as data.mean and data.std)" },
+  { "data", "split_files", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "csv, npy with [data] path a folder or glob of many files: each worker reads only its "
+    "contiguous share of the files (sorted by name; at least one each) and shuffles its own "
+    "rows each epoch; the held-out rows and standard moments stay those of all files; false: "
+    "every worker reads every file" },
   { "data", "samples", KS_VALUE_INT, "2048", 16, 1e8, NULL, "Training samples generated" },
   { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
   { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
