@@ -23,8 +23,7 @@ step_rng (const KsConfig *c, gint64 step)
  * tokens. */
 typedef struct {
   KsGptShape shape;
-  KsGptLayerArgs *args;
-  KsLayerDesc *layers, loss;
+  Net net;
   gsize context;
   gint64 *tokens, *positions, *targets;
   char *description;
@@ -58,11 +57,11 @@ gpt_build (KsTrainer *t, GptFeeds *g, gsize vocab, GError **error)
   shape->skip = ks_config_get_bool (c, "model", "skip");
   static const char *const inputs[] = { "tokens", "positions", NULL };
   ks_trainer_set_inputs (t, inputs);
-  g->args = g_new (KsGptLayerArgs, shape->layers + 2);
-  g->layers = g_new (KsLayerDesc, shape->layers + 2);
-  return ks_gpt_describe (shape, g->args, g->layers, &g->loss, error)
-         && ks_trainer_build_layers (t, g->layers, shape->layers + 2, &g->loss, &no_metric,
-                                   &metric, error);
+  if (!net_gpt (&g->net, shape, error))
+    return FALSE;
+  net_describe (&g->net, shape->batch, 0, NULL);
+  return ks_trainer_build_layers (t, g->net.desc, g->net.n_desc, &g->net.loss_desc, &no_metric,
+                                  &metric, error);
 }
 
 /* Allocates g's rows for ks_trainer_batch (t) and makes them t's feeds. */
@@ -84,8 +83,7 @@ gpt_feeds_init (KsTrainer *t, GptFeeds *g)
 static void
 gpt_feeds_clear (GptFeeds *g)
 {
-  g_free (g->args);
-  g_free (g->layers);
+  net_clear (&g->net);
   g_free (g->tokens);
   g_free (g->positions);
   g_free (g->targets);
