@@ -345,6 +345,25 @@ net_mlp (Net *net, const KsConfig *c, gint64 classes, GError **error)
   return TRUE;
 }
 
+gboolean
+net_on_tokens (Net *net, const KsConfig *c, gint64 vocab, gint64 context, const char *source,
+               GError **error)
+{
+  if (!net_from_config (net, c, NET_LOSS_CROSS_ENTROPY, vocab, vocab, error))
+    return FALSE;
+  if (net->layer[0].type != NET_EMBEDDING)
+    return ks_tasks_config_error (error, "[layer.%s]: a model on tokens starts with an "
+                                  "embedding layer (type = embedding)", net->layer[0].name);
+  /* the head's outputs: the embedding's vocabulary when it sets one */
+  net->outputs = net->layer[0].vocab;
+  if (net->outputs < vocab)
+    return ks_tasks_config_error (error, "[layer.%s] vocab = %" G_GINT64_FORMAT ", but %s holds "
+                                  "token %" G_GINT64_FORMAT ": raise vocab or leave it out",
+                                  net->layer[0].name, net->outputs, source, vocab - 1);
+  net->context = context;
+  return TRUE;
+}
+
 void
 net_clear (Net *net)
 {

@@ -88,6 +88,10 @@ gboolean net_gpt (Net *net, const KsGptShape *shape, GError **error);
  * token data (an embedding's default), 0 for features. */
 gboolean net_from_config (Net *net, const KsConfig *config, NetLoss loss, gint64 outputs,
                           gint64 vocab, GError **error);
+/* The layers of [model] net on rows of `context` token ids below `vocab` (those of
+ * `source`, named in errors): an embedding first, the head's outputs its vocabulary. */
+gboolean net_on_tokens (Net *net, const KsConfig *config, gint64 vocab, gint64 context,
+                        const char *source, GError **error);
 /* The check of [model] net and the [layer.NAME] groups alone, for the plan. */
 gboolean net_check_config (const KsConfig *config, GError **error);
 /* Fills net->desc (net->n_desc of them), the loss and the metric for builds of `rows` rows of samples shaped
