@@ -49,14 +49,16 @@ ks_transformer_block (KsExpr *h, const char *prefix, gint64 batch, gint64 heads,
   return ks_add (h, a, error);
 }
 
-/* Appends a layer of `kind` named `name` to net (its parameters' prefix or table). */
+/* Appends a layer of `kind` named `name` to net (its parameters' prefix or table); it
+ * joins the layer before it when that is of its kind, but each Block is a layer alone. */
 static NetLayer *
 add_layer (Net *net, const char *kind, NetLayerType type, const char *name, guint64 seed)
 {
   NetLayer *l = &net->layer[net->n++];
   *l = (NetLayer) { .name = g_strdup (name), .kind = kind, .type = type, .act = -1,
                     .seed = seed, .tie = -1, .eps = 1e-5f };
-  l->joins = net->n > 1 && strcmp (net->layer[net->n - 2].kind, kind) == 0 && type != NET_TRANSFORMER;
+  l->joins = net->n > 1 && type != NET_TRANSFORMER
+             && strcmp (net->layer[net->n - 2].kind, kind) == 0;
   return l;
 }
 
@@ -72,7 +74,7 @@ net_gpt (Net *net, const KsGptShape *s, GError **error)
     }
   *net = (Net) { .context = s->context, .loss = NET_LOSS_CROSS_ENTROPY, .outputs = s->vocab,
                  .input = "tokens", .labels = "targets" };
-  net->layer = g_new0 (NetLayer, s->layers + 6);
+  net->layer = g_new0 (NetLayer, s->layers + 6); /* the blocks and at most 6 more */
   /* Embedding: the token and position embeddings summed, dropped out, set aside for the
    * long skip */
   NetLayer *l = add_layer (net, "Embedding", NET_EMBEDDING, "wte", s->seed);

@@ -284,7 +284,9 @@ net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
                                                    : &net->desc[net->n_desc++];
       if (d->build == NULL)
         *d = (KsLayerDesc) { l->kind, build_layer, l };
-      /* what the layers joined into one share, stash and pop */
+      /* what the layers joined into one share, stash and pop (one list each, net.h) */
+      g_warn_if_fail (d->stash == NULL || l->stash == NULL);
+      g_warn_if_fail (d->pop == NULL || l->pop == NULL);
       d->shared = d->shared != NULL ? d->shared : shared;
       d->stash = d->stash != NULL ? d->stash : (const char *const *) l->stash;
       d->pop = d->pop != NULL ? d->pop : (const char *const *) l->pop;

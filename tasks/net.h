@@ -94,9 +94,9 @@ gboolean net_on_tokens (Net *net, const KsConfig *config, gint64 vocab, gint64 c
                         const char *source, GError **error);
 /* The check of [model] net and the [layer.NAME] groups alone, for the plan. */
 gboolean net_check_config (const KsConfig *config, GError **error);
-/* Fills net->desc (net->n_desc of them), the loss and the metric for builds of `rows` rows of samples shaped
- * `shape` (the data "x", float32 [rows, shape...]; with net->context, int64 token ids
- * [rows * context] and shape is ignored). */
+/* Fills net->desc (net->n_desc of them), the loss and the metric for builds of `rows`
+ * rows of samples shaped `shape` (the data "x" or net->input, float32 [rows, shape...];
+ * with net->context, int64 token ids [rows * context] and shape is ignored). */
 void net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape);
 void net_clear (Net *net);
 /* Whether a layer makes the data "positions" (int64 [rows * context], i % context). */

@@ -53,8 +53,9 @@ teardown (Fixture *f, gconstpointer data)
   g_free (f->text);
 }
 
-/* What both configs share: the data, the training, a checkpoint at the end; pipelined,
- * the stages cut at `cut` (the GPT's and its layers' list of the first Block's boundary). */
+/* What both configs share: the data, the training, a checkpoint at the end; pipelined, 2
+ * stages cut before layer `cut` of the `n_layers`: the first Block's, so that both
+ * runs hold the same parameters on each stage. */
 static void
 append_training (GString *ini, const Fixture *f, const Shape *s, const char *name, int cut,
                  int n_layers)

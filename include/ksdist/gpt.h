@@ -1,5 +1,6 @@
 /* ksdist tasks — a GPT (as nanoGPT's) built from the core's layers: the layer list that
- * [model] type = gpt trains, on one model. Part of libksdist-tasks (pkg-config ksdist-tasks). */
+ * [model] type = gpt trains, on one model. Part of libksdist-tasks (pkg-config
+ * ksdist-tasks). */
 #ifndef KSDIST_GPT_H
 #define KSDIST_GPT_H
 
@@ -15,11 +16,11 @@ typedef struct {
 } KsGptShape;
 
 /* A GPT on `model`, the layer list [model] type = gpt trains: data "tokens", "positions"
- * and "targets", each int64 [batch * context]; token and position embeddings, `layers` pre-norm blocks (causal
- * self-attention, then a GELU MLP of 4 * width, each added to the residual), a final
- * layer norm and a head to the vocabulary; with dropout > 0, dropout on the summed
- * embeddings and on each branch before it joins the residual. Sets the logits
- * [batch * context, vocab] and the mean next-token cross entropy. */
+ * and "targets", each int64 [batch * context]; token and position embeddings, `layers`
+ * pre-norm blocks (causal self-attention, then a GELU MLP of 4 * width, each added to
+ * the residual), a final layer norm and a head to the vocabulary; with dropout > 0,
+ * dropout on the summed embeddings and on each branch before it joins the residual.
+ * Sets the logits [batch * context, vocab] and the mean next-token cross entropy. */
 gboolean ks_gpt_build (KsModel *model, const KsGptShape *shape, KsExpr **logits, KsExpr **loss,
                        GError **error);
 
