@@ -23,8 +23,7 @@ step_rng (const KsConfig *c, gint64 step)
  * tokens. */
 typedef struct {
   KsGptShape shape;
-  KsGptLayerArgs *args;
-  KsLayerDesc *layers, loss;
+  Net net;
   gsize context;
   gint64 *tokens, *positions, *targets;
   char *description;
@@ -36,10 +35,11 @@ typedef struct {
   gsize split; /* tokens before `split` train, the rest is held out */
 } Text;
 
-/* The GPT of [model] with `vocab` tokens as g's layer list, built and initialised (on
- * the trainer's model, or as this worker's pipeline stage). */
+/* The model of [model] on `vocab` tokens (those of `source`) as g's layer list, built and
+ * initialised (on the trainer's model, or as this worker's pipeline stage): the GPT, or
+ * with [model] type = layers the [layer.NAME] groups of [model] net. */
 static gboolean
-gpt_build (KsTrainer *t, GptFeeds *g, gsize vocab, GError **error)
+gpt_build (KsTrainer *t, GptFeeds *g, gsize vocab, const char *source, GError **error)
 {
   const KsConfig *c = ks_trainer_config (t);
   KsGptShape *shape = &g->shape;
@@ -48,44 +48,57 @@ gpt_build (KsTrainer *t, GptFeeds *g, gsize vocab, GError **error)
 
   shape->vocab = vocab;
   shape->context = ks_config_get_int (c, "model", "context");
-  shape->layers = ks_config_get_int (c, "model", "layers");
-  shape->heads = ks_config_get_int (c, "model", "heads");
-  shape->width = ks_config_get_int (c, "model", "width");
   shape->batch = ks_trainer_rows (t);
   ks_trainer_set_tokens_per_row (t, shape->context);
-  shape->seed = ks_config_get_int (c, "model", "seed");
-  shape->dropout = ks_config_get_double (c, "model", "dropout");
-  shape->skip = ks_config_get_bool (c, "model", "skip");
-  static const char *const inputs[] = { "tokens", "positions", NULL };
-  ks_trainer_set_inputs (t, inputs);
-  g->args = g_new (KsGptLayerArgs, shape->layers + 2);
-  g->layers = g_new (KsLayerDesc, shape->layers + 2);
-  return ks_gpt_describe (shape, g->args, g->layers, &g->loss, error)
-         && ks_trainer_build_layers (t, g->layers, shape->layers + 2, &g->loss, &no_metric,
-                                   &metric, error);
+  if (strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0)
+    {
+      if (!net_on_tokens (&g->net, c, vocab, shape->context, source, error))
+        return FALSE;
+      g->net.input = "tokens"; /* the data the GPT reads: one set of feeds for both */
+      g->net.labels = "targets";
+    }
+  else
+    {
+      shape->layers = ks_config_get_int (c, "model", "layers");
+      shape->heads = ks_config_get_int (c, "model", "heads");
+      shape->width = ks_config_get_int (c, "model", "width");
+      shape->seed = ks_config_get_int (c, "model", "seed");
+      shape->dropout = ks_config_get_double (c, "model", "dropout");
+      shape->skip = ks_config_get_bool (c, "model", "skip");
+      if (!net_gpt (&g->net, shape, error))
+        return FALSE;
+    }
+  static const char *const with_positions[] = { "tokens", "positions", NULL };
+  static const char *const ids_only[] = { "tokens", NULL };
+  ks_trainer_set_inputs (t, net_has_positions (&g->net) ? with_positions : ids_only);
+  net_describe (&g->net, shape->batch, 0, NULL);
+  return ks_trainer_build_layers (t, g->net.desc, g->net.n_desc, &g->net.loss_desc, &no_metric,
+                                  &metric, error);
 }
 
-/* Allocates g's rows for ks_trainer_batch (t) and makes them t's feeds. */
+/* Allocates g's rows for ks_trainer_batch (t) and makes them t's feeds: tokens, their
+ * positions when the model reads them, targets. */
 static void
 gpt_feeds_init (KsTrainer *t, GptFeeds *g)
 {
-  gsize n = ks_trainer_batch (t) * g->context;
+  gsize n = ks_trainer_batch (t) * g->context, k = 0;
+  KsFeed feeds[3];
   g->tokens = g_new (gint64, n);
   g->positions = g_new (gint64, n);
   g->targets = g_new (gint64, n);
   for (gsize i = 0; i < n; i++)
     g->positions[i] = i % g->context;
-  const KsFeed feeds[] = { { "tokens", g->tokens, n * sizeof (gint64) },
-                           { "positions", g->positions, n * sizeof (gint64) },
-                           { "targets", g->targets, n * sizeof (gint64) } };
-  ks_trainer_set_feeds (t, feeds, G_N_ELEMENTS (feeds));
+  feeds[k++] = (KsFeed) { "tokens", g->tokens, n * sizeof (gint64) };
+  if (net_has_positions (&g->net))
+    feeds[k++] = (KsFeed) { "positions", g->positions, n * sizeof (gint64) };
+  feeds[k++] = (KsFeed) { "targets", g->targets, n * sizeof (gint64) };
+  ks_trainer_set_feeds (t, feeds, k);
 }
 
 static void
 gpt_feeds_clear (GptFeeds *g)
 {
-  g_free (g->args);
-  g_free (g->layers);
+  net_clear (&g->net);
   g_free (g->tokens);
   g_free (g->positions);
   g_free (g->targets);
@@ -128,16 +141,22 @@ text_build (KsTrainer *t, GError **error)
                    x->text->path, x->text->length, x->g.context);
       return FALSE;
     }
-  if (!gpt_build (t, &x->g, x->text->vocab_size, error))
+  if (!gpt_build (t, &x->g, x->text->vocab_size, x->text->path, error))
     return FALSE;
 
   gpt_feeds_init (t, &x->g);
-  x->g.description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %" G_GINT64_FORMAT
-                                    ", %" G_GINT64_FORMAT " heads, vocabulary %" G_GSIZE_FORMAT
-                                    ") on %s (%" G_GSIZE_FORMAT " bytes)",
-                                    x->g.shape.layers, x->g.shape.width, x->g.shape.heads,
-                                    x->text->vocab_size,
-                                    x->text->path, x->text->length);
+  if (strcmp (ks_config_get_string (c, "model", "type"), "layers") == 0)
+    x->g.description = g_strdup_printf ("a layer list (%" G_GSIZE_FORMAT " layers, vocabulary %"
+                                        G_GINT64_FORMAT ") on %s (%" G_GSIZE_FORMAT " bytes)",
+                                        x->g.net.n_desc, x->g.net.outputs, x->text->path,
+                                        x->text->length);
+  else
+    x->g.description = g_strdup_printf ("a GPT (%" G_GINT64_FORMAT " layers, width %"
+                                        G_GINT64_FORMAT ", %" G_GINT64_FORMAT " heads, "
+                                        "vocabulary %" G_GSIZE_FORMAT ") on %s (%"
+                                        G_GSIZE_FORMAT " bytes)", x->g.shape.layers,
+                                        x->g.shape.width, x->g.shape.heads,
+                                        x->text->vocab_size, x->text->path, x->text->length);
   return TRUE;
 }
 
@@ -219,6 +238,14 @@ text_metadata (KsTrainer *t, GHashTable *meta)
   "model.type", "model.context", "model.layers", "model.heads", "model.width", "model.seed", \
       "model.dropout", "model.skip", "data.task"
 
+/* The [layer.NAME] groups: those of [model] net with type = layers, none with the GPT. */
+static gboolean
+text_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
+{
+  (void) world;
+  return net_check_config (c, error);
+}
+
 static const char *const text_settings[] = { GPT_SETTINGS, "data.path", NULL };
 
 static const KsTrainTask text_task = {
@@ -233,6 +260,27 @@ static const KsTrainTask text_task = {
   .clear = text_clear,
   .metadata = text_metadata,
   .settings = text_settings,
+  .check = text_check,
+};
+
+/* [model] type = layers on a text: the text task with the [layer.NAME] groups (the GPT
+ * written as such trains as [model] type = gpt does) */
+static const char *const text_layers_settings[] = { "model.type", "model.net", "model.context",
+                                                    "model.seed", "data.task", "data.path",
+                                                    NULL };
+
+static const KsTrainTask text_layers_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "a layer list on a text",
+  .metric = "loss",
+  .unit = "tokens",
+  .build = text_build,
+  .batch = text_batch,
+  .evaluate = text_evaluate,
+  .describe = gpt_describe,
+  .clear = text_clear,
+  .settings = text_layers_settings,
+  .check = text_check,
 };
 
 /* ---- gpt on addition: lines "a+b=c" ---- */
@@ -288,7 +336,7 @@ addition_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
                    "pipelined, or addition without [pipeline]");
       return FALSE;
     }
-  return TRUE;
+  return text_check (c, world, error);
 }
 
 static gboolean
@@ -312,7 +360,7 @@ addition_build (KsTrainer *t, GError **error)
                    x->g.context, x->digits, 3 * x->digits + 4);
       return FALSE;
     }
-  if (!gpt_build (t, &x->g, strlen (addition_vocab), error))
+  if (!gpt_build (t, &x->g, strlen (addition_vocab), "the additions", error))
     return FALSE;
   x->logits = ks_trainer_logits (t);
   gpt_feeds_init (t, &x->g);
@@ -454,14 +502,13 @@ ks_builtin_task (const KsConfig *c, GError **error)
   gboolean text = strcmp (task, "text") == 0, addition = strcmp (task, "addition") == 0;
   gboolean layers = strcmp (model, "layers") == 0;
 
-  if (gpt != (text || addition) || ctr != (strcmp (task, "ctr") == 0)
-      || (layers && (text || addition)))
+  if ((gpt && !text && !addition) || (text && !gpt && !layers) || (addition && !gpt)
+      || ctr != (strcmp (task, "ctr") == 0))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[model] type = %s does not train on [data] task = %s: mlp and layers take "
-                   "spirals, rings, csv, npy, idx or image_folder (layers tokens too), gpt "
-                   "takes text or "
-                   "addition, ctr takes ctr", model, task);
+                   "spirals, rings, csv, npy, idx or image_folder (layers tokens and text too), "
+                   "gpt takes text or addition, ctr takes ctr", model, task);
       return NULL;
     }
   if (strcmp (ks_config_get_string (c, "meta", "algorithm"), "reptile") == 0)
@@ -469,7 +516,7 @@ ks_builtin_task (const KsConfig *c, GError **error)
   if (ctr)
     return &ks_ctr_task;
   if (addition || text)
-    return addition ? &addition_task : &text_task;
+    return addition ? &addition_task : gpt ? &text_task : &text_layers_task;
   if (strcmp (task, "tokens") == 0)
     return &ks_tokens_task;
   if (layers && strcmp (ks_config_get_string (c, "model", "loss"), "logistic") == 0)

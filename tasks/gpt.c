@@ -1,41 +1,12 @@
-/* A GPT built from the model's layers (after GPT-2 / llm.c, pre-norm), as a layer list:
- * the embeddings, the blocks, the final norm with the head, and the loss. */
-#include "tasks-private.h"
+/* The GPT (after GPT-2 / llm.c, pre-norm) as a Net, the layer list every config model is:
+ * its layers' names, seeds and skip as the GPT always had them, so its checkpoints and
+ * its training stay what they were. And the transformer block, a [layer.NAME] type =
+ * transformer's too. */
+#include "net.h"
 
 #include <string.h>
 
 #define SKIP "embeddings" /* the long skip's name, from Embedding to Head */
-
-/* x, or dropout of x when the shape asks for it */
-static KsExpr *
-maybe_dropout (KsExpr *x, const KsGptShape *s, guint64 seed, GError **error)
-{
-  return x == NULL || s->dropout <= 0 ? x : ks_dropout (x, s->dropout, seed, error);
-}
-
-/* The data "tokens" and "positions", their embeddings summed. */
-static KsExpr *
-embeddings (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
-{
-  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
-  const gint64 ids[] = { s->batch * s->context };
-  const gint64 wte[] = { s->vocab, s->width }, wpe[] = { s->context, s->width };
-  KsInit small = { KS_INIT_NORMAL, 0, 0.02, s->seed };
-  KsInit small_pos = { KS_INIT_NORMAL, 0, 0.01, s->seed + 7 };
-  KsExpr *tokens, *positions, *te, *pe;
-
-  if ((tokens = ks_model_data (model, "tokens", 1, ids, KS_DTYPE_INT64, error)) == NULL
-      || (positions = ks_model_data (model, "positions", 1, ids, KS_DTYPE_INT64, error)) == NULL
-      || (te = ks_model_parameter (model, "wte", 2, wte, small, error)) == NULL
-      || (pe = ks_model_parameter (model, "wpe", 2, wpe, small_pos, error)) == NULL
-      || (te = ks_embedding (tokens, te, error)) == NULL
-      || (pe = ks_embedding (positions, pe, error)) == NULL)
-    return NULL;
-  KsExpr *h = maybe_dropout (ks_add (te, pe, error), s, s->seed + 8, error);
-  if (h != NULL && s->skip && !ks_layer_stash (model, SKIP, h, error))
-    return NULL;
-  return h;
-}
 
 static KsExpr *
 dropout_if (KsExpr *x, float rate, guint64 seed, GError **error)
@@ -78,48 +49,22 @@ ks_transformer_block (KsExpr *h, const char *prefix, gint64 batch, gint64 heads,
   return ks_add (h, a, error);
 }
 
-/* Block `index`: causal self-attention, then a GELU MLP, each added to the residual. */
-static KsExpr *
-block (KsModel *model, KsExpr *h, gconstpointer args, GError **error)
+/* Appends a layer of `kind` named `name` to net (its parameters' prefix or table); it
+ * joins the layer before it when that is of its kind, but each Block is a layer alone. */
+static NetLayer *
+add_layer (Net *net, const char *kind, NetLayerType type, const char *name, guint64 seed)
 {
-  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
-  gint64 layer = ((const KsGptLayerArgs *) args)->index;
-  g_autofree char *prefix = g_strdup_printf ("h%" G_GINT64_FORMAT, layer);
-  (void) model;
-  return ks_transformer_block (h, prefix, s->batch, s->heads, s->dropout,
-                               s->seed + 16 * (guint64) layer, error);
-}
-
-/* The final norm and the head: the logits [batch * context, vocab]; with the long skip,
- * the embeddings are added to the last block's output first. */
-static KsExpr *
-head (KsModel *model, KsExpr *h, gconstpointer args, GError **error)
-{
-  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
-  KsExpr *skipped;
-  if (s->skip && ((skipped = ks_layer_pop (model, SKIP, error)) == NULL
-                  || (h = ks_add (h, skipped, error)) == NULL))
-    return NULL;
-  if ((h = ks_layer_norm (h, "ln_f", 1e-5f, error)) == NULL)
-    return NULL;
-  return ks_fc (h, s->vocab, -1, "head", s->seed + 999, error);
-}
-
-/* The mean next-token cross entropy against the data "targets". */
-static KsExpr *
-next_token_loss (KsModel *model, KsExpr *logits, gconstpointer args, GError **error)
-{
-  const KsGptShape *s = ((const KsGptLayerArgs *) args)->shape;
-  const gint64 ids[] = { s->batch * s->context };
-  KsExpr *targets = ks_model_data (model, "targets", 1, ids, KS_DTYPE_INT64, error);
-  return targets == NULL ? NULL : ks_softmax_cross_entropy (logits, targets, error);
+  NetLayer *l = &net->layer[net->n++];
+  *l = (NetLayer) { .name = g_strdup (name), .kind = kind, .type = type, .act = -1,
+                    .seed = seed, .tie = -1, .eps = 1e-5f };
+  l->joins = net->n > 1 && type != NET_TRANSFORMER
+             && strcmp (net->layer[net->n - 2].kind, kind) == 0;
+  return l;
 }
 
 gboolean
-ks_gpt_describe (const KsGptShape *s, KsGptLayerArgs *args, KsLayerDesc *layers,
-                 KsLayerDesc *loss, GError **error)
+net_gpt (Net *net, const KsGptShape *s, GError **error)
 {
-  gsize last = s->layers + 1;
   if (s->width % s->heads != 0)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -127,14 +72,37 @@ ks_gpt_describe (const KsGptShape *s, KsGptLayerArgs *args, KsLayerDesc *layers,
                    " heads", s->width, s->heads);
       return FALSE;
     }
-  for (gsize i = 0; i <= last; i++)
-    args[i] = (KsGptLayerArgs) { s, (gint64) i - 1 };
-  static const char *const skip[] = { SKIP, NULL };
-  layers[0] = (KsLayerDesc) { "Embedding", embeddings, &args[0], .stash = s->skip ? skip : NULL };
-  for (gsize i = 1; i < last; i++)
-    layers[i] = (KsLayerDesc) { "Block", block, &args[i] };
-  layers[last] = (KsLayerDesc) { "Head", head, &args[last], .pop = s->skip ? skip : NULL };
-  *loss = (KsLayerDesc) { "CrossEntropy", next_token_loss, &args[last] };
+  *net = (Net) { .context = s->context, .loss = NET_LOSS_CROSS_ENTROPY, .outputs = s->vocab,
+                 .input = "tokens", .labels = "targets" };
+  net->layer = g_new0 (NetLayer, s->layers + 6); /* the blocks and at most 6 more */
+  /* Embedding: the token and position embeddings summed, dropped out, set aside for the
+   * long skip */
+  NetLayer *l = add_layer (net, "Embedding", NET_EMBEDDING, "wte", s->seed);
+  l->size = s->width;
+  l->vocab = s->vocab;
+  l->table = g_strdup ("wte");
+  l = add_layer (net, "Embedding", NET_POSITION, "wpe", s->seed + 7);
+  l->table = g_strdup ("wpe");
+  if (s->dropout > 0)
+    {
+      l = add_layer (net, "Embedding", NET_DROPOUT, "dropout", s->seed + 8);
+      l->rate = s->dropout;
+    }
+  if (s->skip)
+    l->stash = g_strsplit (SKIP, ",", -1);
+  for (gint64 i = 0; i < s->layers; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("h%" G_GINT64_FORMAT, i);
+      l = add_layer (net, "Block", NET_TRANSFORMER, name, s->seed + 16 * (guint64) i);
+      l->heads = s->heads;
+      l->rate = s->dropout;
+    }
+  /* Head: the long skip joins (an activation of none: nothing but the add), the final
+   * norm, the head to the vocabulary (not tied to wte) */
+  if (s->skip)
+    add_layer (net, "Head", NET_ACTIVATION, "skip", 0)->pop = g_strsplit (SKIP, ",", -1);
+  add_layer (net, "Head", NET_LAYER_NORM, "ln_f", 0);
+  add_layer (net, "Head", NET_LINEAR, "head", s->seed + 999)->size = s->vocab;
   return TRUE;
 }
 
@@ -142,11 +110,14 @@ gboolean
 ks_gpt_build (KsModel *model, const KsGptShape *s, KsExpr **logits, KsExpr **loss,
               GError **error)
 {
-  g_autofree KsGptLayerArgs *args = g_new (KsGptLayerArgs, s->layers + 2);
-  g_autofree KsLayerDesc *layers = g_new (KsLayerDesc, s->layers + 2);
-  KsLayerDesc loss_desc;
-
-  return ks_gpt_describe (s, args, layers, &loss_desc, error)
-         && ks_layers_build (model, layers, s->layers + 2, logits, error)
-         && (*loss = loss_desc.build (model, *logits, loss_desc.args, error)) != NULL;
+  Net net = { 0 };
+  gboolean ok = net_gpt (&net, s, error);
+  if (ok)
+    {
+      net_describe (&net, s->batch, 0, NULL);
+      ok = ks_layers_build (model, net.desc, net.n_desc, logits, error)
+           && (*loss = net.loss_desc.build (model, *logits, net.loss_desc.args, error)) != NULL;
+    }
+  net_clear (&net);
+  return ok;
 }

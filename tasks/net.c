@@ -7,6 +7,18 @@
 
 #include <string.h>
 
+static const char *
+input_name (const Net *net)
+{
+  return net->input != NULL ? net->input : "x";
+}
+
+static const char *
+labels_name (const Net *net)
+{
+  return net->labels != NULL ? net->labels : "y";
+}
+
 static KsExpr *
 net_input (KsModel *model, const Net *net, GError **error)
 {
@@ -14,10 +26,11 @@ net_input (KsModel *model, const Net *net, GError **error)
   if (net->context > 0)
     {
       gint64 ids = net->rows * net->context;
-      return ks_model_data (model, "x", 1, &ids, KS_DTYPE_INT64, error);
+      return ks_model_data (model, input_name (net), 1, &ids, KS_DTYPE_INT64, error);
     }
   memcpy (shape + 1, net->in_shape, net->in_ndim * sizeof (gint64));
-  return ks_model_data (model, "x", 1 + net->in_ndim, shape, KS_DTYPE_FLOAT32, error);
+  return ks_model_data (model, input_name (net), 1 + net->in_ndim, shape, KS_DTYPE_FLOAT32,
+                        error);
 }
 
 static KsExpr *
@@ -119,12 +132,10 @@ apply (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
   g_return_val_if_reached (NULL);
 }
 
+/* Layer l, its skips and its error's prefix. */
 static KsExpr *
-build_layer (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
+build_one (KsModel *model, KsExpr *x, const NetLayer *l, GError **error)
 {
-  const NetLayer *l = args;
-  if (x == NULL && (x = net_input (model, l->net, error)) == NULL)
-    return NULL;
   x = apply (model, x, l, error);
   for (int i = 0; x != NULL && l->pop != NULL && l->pop[i] != NULL; i++)
     {
@@ -149,18 +160,31 @@ build_layer (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
   return x;
 }
 
+/* One layer of the list: layer `args` and those that join it. */
+static KsExpr *
+build_layer (KsModel *model, KsExpr *x, gconstpointer args, GError **error)
+{
+  const NetLayer *l = args, *end = l->net->layer + l->net->n;
+  if (x == NULL && (x = net_input (model, l->net, error)) == NULL)
+    return NULL;
+  do
+    x = build_one (model, x, l++, error);
+  while (x != NULL && l < end && l->joins);
+  return x;
+}
+
 /* the labels "y", made by whichever of the loss and the metric comes first */
 static KsExpr *
 labels (KsModel *model, const Net *net, GError **error)
 {
-  KsExpr *y = ks_model_find (model, "y");
+  KsExpr *y = ks_model_find (model, labels_name (net));
   if (y != NULL)
     return y;
   gint64 rows = net->context > 0 ? net->rows * net->context : net->rows;
   if (net->loss != NET_LOSS_MSE)
-    return ks_model_data (model, "y", 1, &rows, KS_DTYPE_INT64, error);
+    return ks_model_data (model, labels_name (net), 1, &rows, KS_DTYPE_INT64, error);
   const gint64 shape[] = { net->rows, net->outputs };
-  return ks_model_data (model, "y", 2, shape, KS_DTYPE_FLOAT32, error);
+  return ks_model_data (model, labels_name (net), 2, shape, KS_DTYPE_FLOAT32, error);
 }
 
 /* The last layer must give what the labels need: [rows, outputs]. */
@@ -248,6 +272,7 @@ net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
     memcpy (net->in_shape, shape, ndim * sizeof (gint64));
   g_free (net->desc);
   net->desc = g_new0 (KsLayerDesc, net->n);
+  net->n_desc = 0;
   for (gsize i = 0; i < net->n; i++)
     {
       NetLayer *l = &net->layer[i];
@@ -255,9 +280,16 @@ net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape)
       const char *shared = l->tie >= 0 ? l->table
                            : l->type == NET_EMBEDDING && net_tied (net, i) ? l->table
                                                                            : NULL;
-      net->desc[i] = (KsLayerDesc) { l->kind, build_layer, l, shared,
-                                     (const char *const *) l->stash,
-                                     (const char *const *) l->pop };
+      KsLayerDesc *d = l->joins && net->n_desc > 0 ? &net->desc[net->n_desc - 1]
+                                                   : &net->desc[net->n_desc++];
+      if (d->build == NULL)
+        *d = (KsLayerDesc) { l->kind, build_layer, l };
+      /* what the layers joined into one share, stash and pop (one list each, net.h) */
+      g_warn_if_fail (d->stash == NULL || l->stash == NULL);
+      g_warn_if_fail (d->pop == NULL || l->pop == NULL);
+      d->shared = d->shared != NULL ? d->shared : shared;
+      d->stash = d->stash != NULL ? d->stash : (const char *const *) l->stash;
+      d->pop = d->pop != NULL ? d->pop : (const char *const *) l->pop;
     }
   static const char *const losses[] = { [NET_LOSS_CROSS_ENTROPY] = "CrossEntropy",
                                         [NET_LOSS_MSE] = "MeanSquaredError",
@@ -315,6 +347,25 @@ net_mlp (Net *net, const KsConfig *c, gint64 classes, GError **error)
   return TRUE;
 }
 
+gboolean
+net_on_tokens (Net *net, const KsConfig *c, gint64 vocab, gint64 context, const char *source,
+               GError **error)
+{
+  if (!net_from_config (net, c, NET_LOSS_CROSS_ENTROPY, vocab, vocab, error))
+    return FALSE;
+  if (net->layer[0].type != NET_EMBEDDING)
+    return ks_tasks_config_error (error, "[layer.%s]: a model on tokens starts with an "
+                                  "embedding layer (type = embedding)", net->layer[0].name);
+  /* the head's outputs: the embedding's vocabulary when it sets one */
+  net->outputs = net->layer[0].vocab;
+  if (net->outputs < vocab)
+    return ks_tasks_config_error (error, "[layer.%s] vocab = %" G_GINT64_FORMAT ", but %s holds "
+                                  "token %" G_GINT64_FORMAT ": raise vocab or leave it out",
+                                  net->layer[0].name, net->outputs, source, vocab - 1);
+  net->context = context;
+  return TRUE;
+}
+
 void
 net_clear (Net *net)
 {
@@ -327,5 +378,5 @@ net_clear (Net *net)
     }
   g_clear_pointer (&net->layer, g_free);
   g_clear_pointer (&net->desc, g_free);
-  net->n = 0;
+  net->n = net->n_desc = 0;
 }

@@ -6,6 +6,7 @@
 
 #include "tasks-private.h"
 
+#include <ksdist/gpt.h>
 #include <ksdist/pipeline.h>
 
 #pragma GCC visibility push(hidden)
@@ -55,6 +56,9 @@ typedef struct {
   gssize tie;       /* linear: the index of the embedding whose table it uses, or -1 */
   char **stash;     /* skip names this layer's output is set aside under (NULL-terminated) */
   char **pop;       /* "add": the skip name added to this layer's output */
+  gboolean joins;   /* built in the step of the layer before it, one layer of the list (the
+                     * GPT's Embedding: its embedding, position and dropout); of the layers
+                     * joined into one, at most one stashes and at most one pops */
 } NetLayer;
 
 struct Net {
@@ -66,22 +70,33 @@ struct Net {
   gint64 outputs;            /* classes, or regression targets per row */
   NetLayer *layer;
   gsize n;
+  const char *input, *labels; /* the data's names; NULL: "x" and "y" */
   KsLayerDesc *desc, loss_desc, metric_desc;
+  gsize n_desc;              /* the layer list's length: n, less the layers that join */
 };
 
 /* The mlp of [model] hidden, activation and dropout on samples of `features` values into
  * `classes`: fc_0 .. fc_k-1 and out, as the built-in mlp always named and seeded them. */
 gboolean net_mlp (Net *net, const KsConfig *config, gint64 classes, GError **error);
+/* The GPT of `shape` (ksdist/gpt.h) as its layer list always was: "Embedding" (the
+ * embedding wte, the position wpe, dropout), a "Block" each (h0, h1, ...), "Head" (the
+ * long skip's end, the norm ln_f and the linear head), each layer's seeds as before;
+ * data "tokens" and "targets". An error when the width does not split into the heads. */
+gboolean net_gpt (Net *net, const KsGptShape *shape, GError **error);
 /* The layers of [model] net, each from its [layer.NAME] group, ending in `outputs`
  * values a row (the last layer must give that many); `vocab` is the token ids' count of
  * token data (an embedding's default), 0 for features. */
 gboolean net_from_config (Net *net, const KsConfig *config, NetLoss loss, gint64 outputs,
                           gint64 vocab, GError **error);
+/* The layers of [model] net on rows of `context` token ids below `vocab` (those of
+ * `source`, named in errors): an embedding first, the head's outputs its vocabulary. */
+gboolean net_on_tokens (Net *net, const KsConfig *config, gint64 vocab, gint64 context,
+                        const char *source, GError **error);
 /* The check of [model] net and the [layer.NAME] groups alone, for the plan. */
 gboolean net_check_config (const KsConfig *config, GError **error);
-/* Fills net->desc, the loss and the metric for builds of `rows` rows of samples shaped
- * `shape` (the data "x", float32 [rows, shape...]; with net->context, int64 token ids
- * [rows * context] and shape is ignored). */
+/* Fills net->desc (net->n_desc of them), the loss and the metric for builds of `rows`
+ * rows of samples shaped `shape` (the data "x" or net->input, float32 [rows, shape...];
+ * with net->context, int64 token ids [rows * context] and shape is ignored). */
 void net_describe (Net *net, gint64 rows, int ndim, const gint64 *shape);
 void net_clear (Net *net);
 /* Whether a layer makes the data "positions" (int64 [rows * context], i % context). */

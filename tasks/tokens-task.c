@@ -84,18 +84,8 @@ tokens_build (KsTrainer *t, GError **error)
   if (!load (k, c, error))
     return FALSE;
   vocab = MAX (k->train->vocab_hint, k->test != NULL ? k->test->vocab_hint : 0);
-  if (!net_from_config (&k->net, c, NET_LOSS_CROSS_ENTROPY, vocab, vocab, error))
+  if (!net_on_tokens (&k->net, c, vocab, k->context, k->train->path, error))
     return FALSE;
-  if (k->net.layer[0].type != NET_EMBEDDING)
-    return ks_tasks_config_error (error, "[layer.%s]: a model on tokens starts with an "
-                                  "embedding layer (type = embedding)", k->net.layer[0].name);
-  /* the head's outputs: the embedding's vocabulary when it sets one */
-  k->net.outputs = k->net.layer[0].vocab;
-  if (k->net.outputs < vocab)
-    return ks_tasks_config_error (error, "[layer.%s] vocab = %" G_GINT64_FORMAT ", but %s holds "
-                                  "token %" G_GINT64_FORMAT ": raise vocab or leave it out",
-                                  k->net.layer[0].name, k->net.outputs, k->train->path, vocab - 1);
-  k->net.context = k->context;
   net_describe (&k->net, ks_trainer_rows (t), 0, NULL);
   KsExpr *metric;
   const KsLayerDesc no_metric = { 0 };

@@ -143,6 +143,11 @@ check_PROGRAMS += tests/test-pipe-train
 tests_test_pipe_train_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-pipe-train
 
+# the built-in GPT and the same layers from the config train to the same bits
+check_PROGRAMS += tests/test-gpt-net
+tests_test_gpt_net_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-gpt-net
+
 # Parameter-server training: server and worker processes over 127.0.0.1 (ZeroMQ).
 if HAVE_ZMQ
 check_PROGRAMS += tests/test-ps
@@ -335,7 +340,8 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
 	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-segment.log \
-	tests/test-pipe-train.log tests/test-ctr.log tests/test-big-data.log tests/fuzz/run-checkpoint.log \
+	tests/test-pipe-train.log tests/test-gpt-net.log tests/test-ctr.log tests/test-big-data.log \
+	tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \
 	tests/test-own-model.log tests/test-plan.log tests/test-core-deps.log \
 	tests/test-reference.log tests/test-man.log tests/test-mpi-env.log tests/test-progress.log \

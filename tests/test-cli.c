@@ -798,7 +798,7 @@ test_train_errors (Fixture *f, gconstpointer data)
                                            "available: sgd (plugin optim), "));
   run (f, ARGS ("train", "--set", "model.type=gpt"), NULL);
   assert_error_line (f, 2, "[model] type = gpt does not train on [data] task = spirals: mlp "
-                           "and layers take spirals, rings, csv, npy, idx or image_folder (layers tokens too), gpt takes text or addition, ctr takes ctr");
+                           "and layers take spirals, rings, csv, npy, idx or image_folder (layers tokens and text too), gpt takes text or addition, ctr takes ctr");
   run (f, ARGS ("train", "--set", "data.task=moons"), NULL);
   assert_error_line (f, 2, "--set: [data] task = 'moons': expected one of spirals, rings, csv, npy, idx, image_folder, tokens, "
                            "text, addition, ctr");

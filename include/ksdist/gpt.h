@@ -1,5 +1,6 @@
-/* ksdist tasks — a GPT (as nanoGPT's) built from the core's layers, whole or as a layer
- * list the pipeline segments. Part of libksdist-tasks (pkg-config ksdist-tasks). */
+/* ksdist tasks — a GPT (as nanoGPT's) built from the core's layers: the layer list that
+ * [model] type = gpt trains, on one model. Part of libksdist-tasks (pkg-config
+ * ksdist-tasks). */
 #ifndef KSDIST_GPT_H
 #define KSDIST_GPT_H
 
@@ -14,26 +15,14 @@ typedef struct {
   gboolean skip; /* a long skip: the embeddings added to the last block's output */
 } KsGptShape;
 
-/* A GPT on `model`: data "tokens", "positions" and "targets", each int64
- * [batch * context]; token and position embeddings, `layers` pre-norm blocks (causal
- * self-attention, then a GELU MLP of 4 * width, each added to the residual), a final
- * layer norm and a head to the vocabulary; with dropout > 0, dropout on the summed
- * embeddings and on each branch before it joins the residual. Sets the logits
- * [batch * context, vocab] and the mean next-token cross entropy. */
+/* A GPT on `model`, the layer list [model] type = gpt trains: data "tokens", "positions"
+ * and "targets", each int64 [batch * context]; token and position embeddings, `layers`
+ * pre-norm blocks (causal self-attention, then a GELU MLP of 4 * width, each added to
+ * the residual), a final layer norm and a head to the vocabulary; with dropout > 0,
+ * dropout on the summed embeddings and on each branch before it joins the residual.
+ * Sets the logits [batch * context, vocab] and the mean next-token cross entropy. */
 gboolean ks_gpt_build (KsModel *model, const KsGptShape *shape, KsExpr **logits, KsExpr **loss,
                        GError **error);
-
-/* The GPT of ks_gpt_build as a layer list of shape->layers + 2: "Embedding" (making the
- * data "tokens" and "positions"), the "Block"s, "Head" (the final norm and the head),
- * and the loss (making "targets"). `shape` and `args` (layers + 2 of them) must outlive
- * the list; shape->batch is the rows of one build (one micro-batch on a pipeline). An
- * error when the width does not split into the heads. */
-typedef struct {
-  const KsGptShape *shape;
-  gint64 index; /* the block's, from 0 */
-} KsGptLayerArgs;
-gboolean ks_gpt_describe (const KsGptShape *shape, KsGptLayerArgs *args, KsLayerDesc *layers,
-                          KsLayerDesc *loss, GError **error);
 
 /* One pre-norm transformer block on h [batch * T, width] (T tokens a sequence): causal
  * self-attention of `heads` heads, then a GELU MLP of 4 * width, each added to the
