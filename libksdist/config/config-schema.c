@@ -252,7 +252,7 @@ static const KsKeyDesc core_schema[] = {
     "embedding|"
     "position|transformer",
     "Layer: what it computes (required). Images are [rows, height, width, channels]; "
-    "embedding, position and transformer work on [data] task = tokens" },
+    "embedding, position and transformer work on [data] task = tokens or text" },
   { "layer.*", "size", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
     "Layer: linear's outputs; embedding's width" },
   { "layer.*", "vocab", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
