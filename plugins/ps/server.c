@@ -5,6 +5,7 @@
 #include "wire.h"
 #include "auth.h"
 
+#include <ksdist/away.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -375,18 +376,18 @@ all_stopped (Server *s)
   return TRUE;
 }
 
-/* Whether this process was away (stopped, or starved of CPU) since *last, which moves to
- * now: its workers' silence counts only while it runs, and past the timeout they gave up
- * on it (FALSE, with the error that says so). */
+/* Whether this process was away (stopped, or starved of CPU: away.h) since *seen, its
+ * ks_away_total then, which moves to now: its workers' silence counts only while it runs,
+ * and past the timeout they gave up on it (FALSE, with the error that says so). */
 static gboolean
-check_away (Server *s, gint64 *last, GError **error)
+check_away (Server *s, gint64 *seen, GError **error)
 {
   const PsServerConfig *c = s->cfg;
-  gint64 now = g_get_monotonic_time (), gap = now - *last;
+  gint64 total = ks_away_total (), gap = total - *seen, now = g_get_monotonic_time ();
   gboolean watched = FALSE;
 
-  *last = now;
-  if (gap <= 1000000 || gap <= (gint64) c->timeout_ms * 1000 / 4)
+  *seen = total;
+  if (gap <= 0)
     return TRUE;
   for (int w = 0; w < c->workers; w++)
     {
@@ -396,6 +397,9 @@ check_away (Server *s, gint64 *last, GError **error)
   s->round_start += gap;
   if (!watched || gap <= (gint64) c->timeout_ms * 1000)
     return TRUE;
+  gint64 kept, at;
+  ks_away_last (&kept, &at);
+  ks_away_told (at); /* said here: the trainer does not say it again */
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "server %d (%s): this server was stopped or starved for %.1f s, longer than "
                "[comm] timeout = %g s, so its workers gave up on it (they end when a server "
@@ -411,11 +415,11 @@ serve (Server *s, GError **error)
   gint64 start = g_get_monotonic_time (), next_log = start + (gint64) (c->log_every_s * 1e6);
 
   s->window_start = start;
-  gint64 last = start;
+  gint64 seen = ks_away_total ();
   while (!all_stopped (s))
     {
       zmq_pollitem_t item = { s->socket, 0, ZMQ_POLLIN, 0 };
-      if (!check_away (s, &last, error))
+      if (!check_away (s, &seen, error))
         return FALSE;
       if (zmq_poll (&item, 1, 100) < 0 && errno != EINTR)
         {
@@ -424,7 +428,7 @@ serve (Server *s, GError **error)
           return FALSE;
         }
       /* stopped while it waited (the usual place): said before judging the workers */
-      if (!check_away (s, &last, error))
+      if (!check_away (s, &seen, error))
         return FALSE;
       for (int i = 0; (item.revents & ZMQ_POLLIN) && i < 64; i++) /* a burst, then checks */
         {
@@ -542,7 +546,9 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.values = g_new0 (float, MAX (s.msg_floats, 1));
   s.aligned = g_new0 (float, MAX (s.msg_floats, 1));
   s.reply = g_byte_array_new ();
+  ks_away_watch_begin ();
   ok = serve (&s, error);
+  ks_away_watch_end ();
   for (int w = 0; w < c->workers; w++)
     if (s.pending_peer[w] != NULL)
       g_bytes_unref (s.pending_peer[w]);
