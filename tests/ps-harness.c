@@ -1,6 +1,6 @@
-/* The harness of the parameter-server tests (test-ps.c, test-pslib.c): ksdist runs of a
- * config, exported models compared, and jobs started by hand as fleetrun does (a process
- * per server and worker, each with its log) to watch and fault. */
+/* The harness of the parameter-server tests (test-ps*.c, test-pslib*.c): their set-up,
+ * ksdist runs of a config, CTR data, exported models compared, and jobs started by hand as
+ * fleetrun does (a process per server and worker, each with its log) to watch and fault. */
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
 #include "../plugins/ps/auth.h"
@@ -16,6 +16,58 @@
 
 const char *ps_test_config;
 const char *const *ps_test_plugins;
+
+static const char *const transpiler_plugins[] = { "openblas", "optim", "store", "roles", "gloo",
+                                                  "shm", "collective", "transpiler", NULL };
+static const char *const pslib_plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
+                                             "collective", "pslib", NULL };
+
+static void
+setup (const char *example, const char *const *plugins)
+{
+  ks_test_clear_env ();
+  ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", example, NULL);
+  ps_test_plugins = plugins;
+}
+
+void
+ps_test_setup_transpiler (void)
+{
+  setup ("ps-mlp.ini", transpiler_plugins);
+}
+
+void
+ps_test_setup_pslib (void)
+{
+  setup ("ctr-pslib.ini", pslib_plugins);
+}
+
+double
+ps_test_datagen_ctr (const char *dir, const char *const *options)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_autofree char *out = NULL, *err = NULL;
+  g_ptr_array_add (args, "datagen");
+  g_ptr_array_add (args, "ctr");
+  g_ptr_array_add (args, (char *) dir);
+  for (int i = 0; options[i] != NULL; i++)
+    g_ptr_array_add (args, (char *) options[i]);
+  g_ptr_array_add (args, NULL);
+  g_assert_cmpint (ks_test_run_ksdist ((const char *const *) args->pdata, NULL, ps_test_plugins,
+                                       &out, &err),
+                   ==, 0);
+  g_test_message ("%s", out);
+  return ps_test_value_after (out, "teacher auc ");
+}
+
+char *
+ps_test_small_ctr_data (const char *dir)
+{
+  char *data = g_build_filename (dir, "data", NULL);
+  ps_test_datagen_ctr (data, ARGS ("--train", "20000", "--test", "4000", "--vocab", "300",
+                                   "--files", "4"));
+  return data;
+}
 
 /* Runs ksdist with `head` (NULL-terminated), then the example config and --set `sets`. */
 int
@@ -375,13 +427,27 @@ ps_test_children_of (GPid launcher)
   return pids;
 }
 
+static gboolean
+have_plugin (const char *name)
+{
+  g_autofree char *file = g_strdup_printf ("%s.so", name);
+  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), name, ".libs", file,
+                                          NULL);
+  if (g_file_test (so, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_autofree char *why = g_strdup_printf ("the %s plugin was not built (no ZeroMQ)", name);
+  g_test_skip (why);
+  return FALSE;
+}
+
 gboolean
 ps_test_have_transpiler (void)
 {
-  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "transpiler", ".libs",
-                                          "transpiler.so", NULL);
-  if (g_file_test (so, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the transpiler plugin was not built (no ZeroMQ)");
-  return FALSE;
+  return have_plugin ("transpiler");
+}
+
+gboolean
+ps_test_have_pslib (void)
+{
+  return have_plugin ("pslib");
 }

@@ -21,9 +21,6 @@
 
 #define TIMEOUT_S 8 /* the job's [comm] timeout: a handshake gets this long */
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
-                                       "collective", "transpiler", NULL };
-
 static int tried, refused;
 /* KS_HOSTILE_MECHANISM=NULL: the attacks as a server of before CURVE saw them (measured
  * against such a build); KS_HOSTILE_ATTACKS: a comma list of keys, replay, garbage,
@@ -475,9 +472,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   null_mechanism = g_strcmp0 (g_getenv ("KS_HOSTILE_MECHANISM"), "NULL") == 0;
-  ks_test_clear_env ();
-  ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ps-mlp.ini", NULL);
-  ps_test_plugins = plugins;
+  ps_test_setup_transpiler ();
   g_test_add_func ("/ps-hostile/attacks", test_attacks);
   return g_test_run ();
 }

@@ -15,16 +15,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
-                                       "collective", "transpiler", NULL };
-
-
-static char *
-example (void)
-{
-  return g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ps-mlp.ini", NULL);
-}
-
 /* One process with the whole batch (2 x 64 rows) against 2 workers x 64 rows on 2
  * servers, sync mode, 20 Adam steps: the same parameters. The blocks are small enough
  * that the larger parameters are cut over both servers. */
@@ -775,18 +765,17 @@ test_restart_after_killed_server (void)
   g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
   g_autofree char *first = g_build_filename (ckpt, "checkpoint-200", NULL);
   g_autofree char *set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
-  g_autofree char *config = example ();
   g_autofree char *o = NULL, *e = NULL;
   int out_fd, err_fd;
 
   if (!ps_test_have_transpiler ())
     return;
   GPid launcher = ks_test_spawn_ksdist (
-      ARGS ("launch", "--servers", "2", "--workers", "2", config, "--set", set_ckpt, "--set",
-            "train.checkpoint_every=100", "--set", "train.steps=100000000", "--set",
+      ARGS ("launch", "--servers", "2", "--workers", "2", ps_test_config, "--set", set_ckpt,
+            "--set", "train.checkpoint_every=100", "--set", "train.steps=100000000", "--set",
             "train.log_every=100000000", "--set", "openblas.threads=1", "--set",
             "comm.timeout=5"),
-      NULL, plugins, &out_fd, &err_fd);
+      NULL, ps_test_plugins, &out_fd, &err_fd);
   gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
   while (!g_file_test (first, G_FILE_TEST_IS_DIR) && g_get_monotonic_time () < end)
     g_usleep (50000);
@@ -832,9 +821,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  ks_test_clear_env ();
-  ps_test_config = example ();
-  ps_test_plugins = plugins;
+  ps_test_setup_transpiler ();
   g_test_add_func ("/ps/sync-equals-one-process", test_sync_equals_one_process);
   g_test_add_func ("/ps/modes-accuracy", test_modes_accuracy);
   g_test_add_func ("/ps/strategy-refusals", test_strategy_refusals);
