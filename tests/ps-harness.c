@@ -213,7 +213,10 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       if (j->no_token)
         g_subprocess_launcher_unsetenv (l, "KS_STORE_TOKEN");
       else
-        g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN", "the-jobs-token", TRUE);
+        g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN",
+                                      p < workers && j->worker_token != NULL ? j->worker_token
+                                                                             : "the-jobs-token",
+                                      TRUE);
       g_subprocess_launcher_setenv (l, "TRAINING_ROLE", p < workers ? "TRAINER" : "PSERVER", TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_PSERVERS_IP_PORT_LIST", eps->str, TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_TRAINERS_NUM", n, TRUE);
@@ -254,16 +257,23 @@ ps_test_job_wait_log (PsTestJob *j, int p, const char *text, double seconds)
 
 /* Waits for every process (at most `seconds` in all; the test fails past it); returns the
  * seconds it took. */
+gboolean
+ps_test_job_wait_one (PsTestJob *j, int p, double seconds)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) (seconds * 1e6);
+  /* GLib reaps a child on its worker thread; it has no identifier after that */
+  while (g_get_monotonic_time () < end && g_subprocess_get_identifier (j->proc[p]) != NULL)
+    g_usleep (20000);
+  return g_subprocess_get_identifier (j->proc[p]) == NULL;
+}
+
 double
 ps_test_job_wait (PsTestJob *j, double seconds)
 {
   gint64 start = g_get_monotonic_time (), end = start + (gint64) (seconds * 1e6);
   for (int p = 0; p < j->servers + j->workers; p++)
     {
-      /* GLib reaps a child on its worker thread; it has no identifier after that */
-      while (g_get_monotonic_time () < end && g_subprocess_get_identifier (j->proc[p]) != NULL)
-        g_usleep (20000);
-      if (g_subprocess_get_identifier (j->proc[p]) != NULL)
+      if (!ps_test_job_wait_one (j, p, (end - g_get_monotonic_time ()) / 1e6))
         {
           for (int q = 0; q < j->servers + j->workers; q++)
             g_subprocess_force_exit (j->proc[q]);

@@ -32,6 +32,7 @@ typedef struct {
   int *ports;
   GSubprocess **proc; /* workers, then servers */
   gboolean no_token;  /* set before the start: the processes have no KS_STORE_TOKEN */
+  const char *worker_token; /* set before the start when not NULL: the workers' token */
   int nofile;         /* set before the start when not 0: the servers' RLIMIT_NOFILE */
 } PsTestJob;
 
@@ -40,6 +41,8 @@ void ps_test_job_start (PsTestJob *j, int servers, int workers, const char *cons
 char *ps_test_read_log (PsTestJob *j, int p);
 /* Waits until process p's log has `text` (at most `seconds`). */
 gboolean ps_test_job_wait_log (PsTestJob *j, int p, const char *text, double seconds);
+/* Waits for process p to end; FALSE when it still runs after `seconds`. */
+gboolean ps_test_job_wait_one (PsTestJob *j, int p, double seconds);
 /* Waits for every process (the test fails past `seconds`); the seconds it took. */
 double ps_test_job_wait (PsTestJob *j, double seconds);
 int ps_test_job_status (PsTestJob *j, int p);
