@@ -194,6 +194,11 @@ check_PROGRAMS += tests/test-comm
 tests_test_comm_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-comm
 
+# The process's watch of its own gaps (away.h), with a child that stops itself.
+check_PROGRAMS += tests/test-away
+tests_test_away_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-away
+
 # The shared-memory communicator, one process per rank.
 check_PROGRAMS += tests/test-shm
 tests_test_shm_SOURCES = tests/test-shm.c tests/shm-faults.c tests/shm-faults.h
