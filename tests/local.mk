@@ -144,6 +144,13 @@ tests_test_ps_SOURCES = tests/test-ps.c tests/ps-harness.c tests/ps-harness.h \
 tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps
+# its jobs whose processes are killed or stopped
+check_PROGRAMS += tests/test-ps-faults
+tests_test_ps_faults_SOURCES = tests/test-ps-faults.c tests/ps-harness.c tests/ps-harness.h \
+	plugins/ps/wire.c plugins/ps/auth.c
+tests_test_ps_faults_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_ps_faults_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
+TESTS += tests/test-ps-faults
 check_PROGRAMS += tests/test-pslib
 tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harness.h \
 	plugins/ps/wire.c plugins/ps/auth.c
@@ -164,7 +171,7 @@ tests_test_ps_hostile_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_hostile_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps-hostile
 # they load build-tree plugins: done before test-install relinks them (below)
-KS_PS_TEST_LOG = tests/test-ps.log tests/test-pslib.log tests/test-pslib-trust.log \
+KS_PS_TEST_LOG = tests/test-ps.log tests/test-ps-faults.log tests/test-pslib.log tests/test-pslib-trust.log \
 	tests/test-ps-hostile.log
 endif
 

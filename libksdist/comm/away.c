@@ -1,6 +1,5 @@
 /* away.h: one watch per process for its own gaps (stopped or starved of CPU). */
-#include <ksdist/away.h>
-#include <ksdist/comm.h>
+#include "ks-private.h"
 
 #define TICK_US (200 * 1000)
 #define GAP_MIN_US G_USEC_PER_SEC
