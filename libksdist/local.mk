@@ -32,6 +32,7 @@ libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
 	libksdist/comm/comm-hier.c \
 	libksdist/comm/rolemaker.c \
+	libksdist/comm/away.c \
 	libksdist/comm/average.c
 # algorithm/: distributed algorithms (the mode plugins' interface)
 libksdist_la_SOURCES += libksdist/algorithm/algorithm.c
@@ -69,7 +70,6 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/precision.c \
 	libksdist/trainer/persist.c \
 	libksdist/trainer/stop.c \
-	libksdist/trainer/away.c \
 	libksdist/trainer/loop.c \
 	libksdist/trainer/progress.c \
 	libksdist/trainer/main.c
@@ -90,6 +90,7 @@ ksdistinclude_HEADERS = \
 	include/ksdist/model.h \
 	include/ksdist/checkpoint.h \
 	include/ksdist/comm.h \
+	include/ksdist/away.h \
 	include/ksdist/average.h \
 	include/ksdist/rolemaker.h \
 	include/ksdist/segmenter.h \

@@ -156,6 +156,13 @@ tests_test_ps_SOURCES = tests/test-ps.c tests/ps-harness.c tests/ps-harness.h \
 tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps
+# its jobs whose processes are killed or stopped
+check_PROGRAMS += tests/test-ps-faults
+tests_test_ps_faults_SOURCES = tests/test-ps-faults.c tests/ps-harness.c tests/ps-harness.h \
+	plugins/ps/wire.c plugins/ps/auth.c
+tests_test_ps_faults_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_ps_faults_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
+TESTS += tests/test-ps-faults
 check_PROGRAMS += tests/test-pslib
 tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harness.h \
 	plugins/ps/wire.c plugins/ps/auth.c
@@ -176,7 +183,7 @@ tests_test_ps_hostile_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_hostile_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps-hostile
 # they load build-tree plugins: done before test-install relinks them (below)
-KS_PS_TEST_LOG = tests/test-ps.log tests/test-pslib.log tests/test-pslib-trust.log \
+KS_PS_TEST_LOG = tests/test-ps.log tests/test-ps-faults.log tests/test-pslib.log tests/test-pslib-trust.log \
 	tests/test-ps-hostile.log
 endif
 
@@ -205,6 +212,11 @@ TESTS += tests/test-store-wait
 check_PROGRAMS += tests/test-comm
 tests_test_comm_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-comm
+
+# The process's watch of its own gaps (away.h), with a child that stops itself.
+check_PROGRAMS += tests/test-away
+tests_test_away_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-away
 
 # The shared-memory communicator, one process per rank.
 check_PROGRAMS += tests/test-shm

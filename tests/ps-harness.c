@@ -1,6 +1,6 @@
-/* The harness of the parameter-server tests (test-ps.c, test-pslib.c): ksdist runs of a
- * config, exported models compared, and jobs started by hand as fleetrun does (a process
- * per server and worker, each with its log) to watch and fault. */
+/* The harness of the parameter-server tests (test-ps*.c, test-pslib*.c): their set-up,
+ * ksdist runs of a config, CTR data, exported models compared, and jobs started by hand as
+ * fleetrun does (a process per server and worker, each with its log) to watch and fault. */
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
 #include "../plugins/ps/auth.h"
@@ -16,6 +16,58 @@
 
 const char *ps_test_config;
 const char *const *ps_test_plugins;
+
+static const char *const transpiler_plugins[] = { "openblas", "optim", "store", "roles", "gloo",
+                                                  "shm", "collective", "transpiler", NULL };
+static const char *const pslib_plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
+                                             "collective", "pslib", NULL };
+
+static void
+setup (const char *example, const char *const *plugins)
+{
+  ks_test_clear_env ();
+  ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", example, NULL);
+  ps_test_plugins = plugins;
+}
+
+void
+ps_test_setup_transpiler (void)
+{
+  setup ("ps-mlp.ini", transpiler_plugins);
+}
+
+void
+ps_test_setup_pslib (void)
+{
+  setup ("ctr-pslib.ini", pslib_plugins);
+}
+
+double
+ps_test_datagen_ctr (const char *dir, const char *const *options)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_autofree char *out = NULL, *err = NULL;
+  g_ptr_array_add (args, "datagen");
+  g_ptr_array_add (args, "ctr");
+  g_ptr_array_add (args, (char *) dir);
+  for (int i = 0; options[i] != NULL; i++)
+    g_ptr_array_add (args, (char *) options[i]);
+  g_ptr_array_add (args, NULL);
+  g_assert_cmpint (ks_test_run_ksdist ((const char *const *) args->pdata, NULL, ps_test_plugins,
+                                       &out, &err),
+                   ==, 0);
+  g_test_message ("%s", out);
+  return ps_test_value_after (out, "teacher auc ");
+}
+
+char *
+ps_test_small_ctr_data (const char *dir)
+{
+  char *data = g_build_filename (dir, "data", NULL);
+  ps_test_datagen_ctr (data, ARGS ("--train", "20000", "--test", "4000", "--vocab", "300",
+                                   "--files", "4"));
+  return data;
+}
 
 /* Runs ksdist with `head` (NULL-terminated), then the example config and --set `sets`. */
 int
@@ -161,7 +213,10 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       if (j->no_token)
         g_subprocess_launcher_unsetenv (l, "KS_STORE_TOKEN");
       else
-        g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN", "the-jobs-token", TRUE);
+        g_subprocess_launcher_setenv (l, "KS_STORE_TOKEN",
+                                      p < workers && j->worker_token != NULL ? j->worker_token
+                                                                             : "the-jobs-token",
+                                      TRUE);
       g_subprocess_launcher_setenv (l, "TRAINING_ROLE", p < workers ? "TRAINER" : "PSERVER", TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_PSERVERS_IP_PORT_LIST", eps->str, TRUE);
       g_subprocess_launcher_setenv (l, "PADDLE_TRAINERS_NUM", n, TRUE);
@@ -202,16 +257,23 @@ ps_test_job_wait_log (PsTestJob *j, int p, const char *text, double seconds)
 
 /* Waits for every process (at most `seconds` in all; the test fails past it); returns the
  * seconds it took. */
+gboolean
+ps_test_job_wait_one (PsTestJob *j, int p, double seconds)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) (seconds * 1e6);
+  /* GLib reaps a child on its worker thread; it has no identifier after that */
+  while (g_get_monotonic_time () < end && g_subprocess_get_identifier (j->proc[p]) != NULL)
+    g_usleep (20000);
+  return g_subprocess_get_identifier (j->proc[p]) == NULL;
+}
+
 double
 ps_test_job_wait (PsTestJob *j, double seconds)
 {
   gint64 start = g_get_monotonic_time (), end = start + (gint64) (seconds * 1e6);
   for (int p = 0; p < j->servers + j->workers; p++)
     {
-      /* GLib reaps a child on its worker thread; it has no identifier after that */
-      while (g_get_monotonic_time () < end && g_subprocess_get_identifier (j->proc[p]) != NULL)
-        g_usleep (20000);
-      if (g_subprocess_get_identifier (j->proc[p]) != NULL)
+      if (!ps_test_job_wait_one (j, p, (end - g_get_monotonic_time ()) / 1e6))
         {
           for (int q = 0; q < j->servers + j->workers; q++)
             g_subprocess_force_exit (j->proc[q]);
@@ -375,13 +437,27 @@ ps_test_children_of (GPid launcher)
   return pids;
 }
 
+static gboolean
+have_plugin (const char *name)
+{
+  g_autofree char *file = g_strdup_printf ("%s.so", name);
+  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), name, ".libs", file,
+                                          NULL);
+  if (g_file_test (so, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_autofree char *why = g_strdup_printf ("the %s plugin was not built (no ZeroMQ)", name);
+  g_test_skip (why);
+  return FALSE;
+}
+
 gboolean
 ps_test_have_transpiler (void)
 {
-  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "transpiler", ".libs",
-                                          "transpiler.so", NULL);
-  if (g_file_test (so, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the transpiler plugin was not built (no ZeroMQ)");
-  return FALSE;
+  return have_plugin ("transpiler");
+}
+
+gboolean
+ps_test_have_pslib (void)
+{
+  return have_plugin ("pslib");
 }

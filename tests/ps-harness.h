@@ -7,9 +7,14 @@
 
 #include <gio/gio.h>
 
-/* Set by each test program: the config its runs use and the plugins they load. */
+/* Set by ps_test_setup_*: the config the program's runs use and the plugins they load. */
 extern const char *ps_test_config;
 extern const char *const *ps_test_plugins;
+
+/* After g_test_init: a clean environment and the runs' config and plugins, for the
+ * transpiler mode (examples/ps-mlp.ini) or the pslib mode (examples/ctr-pslib.ini). */
+void ps_test_setup_transpiler (void);
+void ps_test_setup_pslib (void);
 
 #define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
 
@@ -27,6 +32,7 @@ typedef struct {
   int *ports;
   GSubprocess **proc; /* workers, then servers */
   gboolean no_token;  /* set before the start: the processes have no KS_STORE_TOKEN */
+  const char *worker_token; /* set before the start when not NULL: the workers' token */
   int nofile;         /* set before the start when not 0: the servers' RLIMIT_NOFILE */
 } PsTestJob;
 
@@ -35,6 +41,8 @@ void ps_test_job_start (PsTestJob *j, int servers, int workers, const char *cons
 char *ps_test_read_log (PsTestJob *j, int p);
 /* Waits until process p's log has `text` (at most `seconds`). */
 gboolean ps_test_job_wait_log (PsTestJob *j, int p, const char *text, double seconds);
+/* Waits for process p to end; FALSE when it still runs after `seconds`. */
+gboolean ps_test_job_wait_one (PsTestJob *j, int p, double seconds);
 /* Waits for every process (the test fails past `seconds`); the seconds it took. */
 double ps_test_job_wait (PsTestJob *j, double seconds);
 int ps_test_job_status (PsTestJob *j, int p);
@@ -63,7 +71,14 @@ gsize ps_test_server_rss (PsTestJob *j, int s);
 /* The pids of `launcher`'s children (GPid array). */
 GArray *ps_test_children_of (GPid launcher);
 
-/* FALSE, with the test marked skipped, when the transpiler plugin was not built. */
+/* FALSE, with the test marked skipped, when the transpiler (pslib) plugin was not built. */
 gboolean ps_test_have_transpiler (void);
+gboolean ps_test_have_pslib (void);
+
+/* `ksdist datagen ctr DIR` with `options` (NULL-terminated); the teacher's AUC it prints. */
+double ps_test_datagen_ctr (const char *dir, const char *const *options);
+/* A small data set of ksdist datagen ctr in DIR/data (a new path), for the runs that check
+ * exactness, not accuracy. */
+char *ps_test_small_ctr_data (const char *dir);
 
 #endif

@@ -19,16 +19,8 @@
 static gboolean
 process_ended (int pid)
 {
-  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", pid);
-  g_autofree char *stat = NULL;
-  const char *state;
-
-  if (kill (pid, 0) != 0)
-    return errno == ESRCH;
-  if (!g_file_get_contents (path, &stat, NULL, NULL))
-    return TRUE;
-  state = strrchr (stat, ')');
-  return state != NULL && (state[2] == 'Z' || state[2] == 'X');
+  char state = ks_test_process_state (pid);
+  return state == 0 || state == 'Z' || state == 'X';
 }
 
 /* Rank 0's process id, from the store (rank 0 puts it there before it connects). */

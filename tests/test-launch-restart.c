@@ -59,25 +59,13 @@ wait_worker (GPid launcher, int rank, const char *file, const char *text)
   return 0;
 }
 
-/* The process's state letter (R, S, T, Z, ...), or 0 when it is gone. */
-static char
-state (GPid pid)
-{
-  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", (int) pid);
-  g_autofree char *stat = NULL;
-  const char *paren;
-  if (!g_file_get_contents (path, &stat, NULL, NULL) || (paren = strrchr (stat, ')')) == NULL)
-    return 0;
-  return paren[2];
-}
-
 /* Waits up to WAIT_S for `pid` to reach state `want`; its state then. */
 static char
 wait_state (GPid pid, char want)
 {
-  for (int i = 0; i < WAIT_S * 20 && state (pid) != want; i++)
+  for (int i = 0; i < WAIT_S * 20 && ks_test_process_state (pid) != want; i++)
     g_usleep (50000);
-  return state (pid);
+  return ks_test_process_state (pid);
 }
 
 /* The launch arguments of a 1000-step collective job of examples/default.ini that saves
@@ -262,15 +250,15 @@ test_stopped_orphan (void)
 
   g_assert_cmpint (w0, >, 0);
   g_assert_cmpint (kill (w1, SIGSTOP), ==, 0);
-  for (int i = 0; i < 200 && state (w1) != 'T'; i++)
+  for (int i = 0; i < 200 && ks_test_process_state (w1) != 'T'; i++)
     g_usleep (10000);
-  g_assert_cmpint (state (w1), ==, 'T');
+  g_assert_cmpint (ks_test_process_state (w1), ==, 'T');
   g_assert_cmpint (kill (launcher, SIGKILL), ==, 0);
   waitpid (launcher, NULL, 0);
   /* an ended worker is a zombie of init until reaped, or gone */
   for (int i = 0; i < 30 * 20 && alive; i++)
     {
-      char s0 = state (w0), s1 = state (w1);
+      char s0 = ks_test_process_state (w0), s1 = ks_test_process_state (w1);
       alive = (s0 != 0 && s0 != 'Z') || (s1 != 0 && s1 != 'Z');
       if (alive)
         g_usleep (50000);
@@ -311,7 +299,7 @@ blame_one (int victim, gboolean by_signal)
   /* the stop takes effect when the launcher next runs: wait for it, or a loaded machine
    * lets it reap the victim before it stops */
   wait_state (launcher, 'T');
-  char stopped = state (launcher);
+  char stopped = ks_test_process_state (launcher);
   if (by_signal)
     g_assert_cmpint (kill (dead, SIGKILL), ==, 0);
   else
@@ -379,15 +367,8 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_autofree char *gloo = ks_test_build_plugin_dir ("gloo");
-  g_autofree char *so = g_build_filename (gloo, "gloo.so", NULL);
-  if (!ks_test_have_openblas ())
+  if (!ks_test_have_openblas () || !ks_test_have_gloo ())
     return g_test_run ();
-  if (!g_file_test (so, G_FILE_TEST_EXISTS))
-    {
-      g_test_skip ("the gloo plugin was not built (apt-get install libgloo-dev, reconfigure)");
-      return g_test_run ();
-    }
   g_test_add_func ("/launch-restart/restart", test_restart);
   g_test_add_func ("/launch-restart/restarts-spent", test_restarts_spent);
   g_test_add_func ("/launch-restart/refused", test_refused);

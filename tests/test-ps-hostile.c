@@ -21,9 +21,6 @@
 
 #define TIMEOUT_S 8 /* the job's [comm] timeout: a handshake gets this long */
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
-                                       "collective", "transpiler", NULL };
-
 static int tried, refused;
 /* KS_HOSTILE_MECHANISM=NULL: the attacks as a server of before CURVE saw them (measured
  * against such a build); KS_HOSTILE_ATTACKS: a comma list of keys, replay, garbage,
@@ -456,7 +453,13 @@ test_attacks (void)
   job_n = 0;
   ps_test_job_wait (&j, 180 * scale);
   for (int p = 0; p < workers + 1; p++)
-    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+    if (ps_test_job_status (&j, p) != 0)
+      {
+        g_autofree char *log = ps_test_read_log (&j, p);
+        g_test_message ("process %d ended with status %d: %s", p, ps_test_job_status (&j, p),
+                        log);
+        g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+      }
   g_autofree char *w0 = ps_test_read_log (&j, 0);
   double accuracy = ps_test_value_after (w0, "eval accuracy ");
   g_autofree char *last = g_strdup_printf ("checkpoint-%d", steps);
@@ -470,14 +473,87 @@ test_attacks (void)
   ks_test_rmtree (dir);
 }
 
+/* How many times `text` is in `log`. */
+static int
+count_of (const char *log, const char *text)
+{
+  int n = 0;
+  for (const char *p = strstr (log, text); p != NULL; p = strstr (p + 1, text))
+    n++;
+  return n;
+}
+
+/* A server whose only worker has another KS_STORE_TOKEN (its handshakes all fail) ends
+ * by itself within [comm] timeout of its start, once, saying that no worker connected
+ * and to check the token; the worker says that its handshakes failed, naming the token. */
+static void
+test_wrong_token_alone (void)
+{
+  PsTestJob j = { .worker_token = "another-jobs-token" };
+
+  if (!ps_test_have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, 1, ARGS ("comm.timeout=3", "openblas.threads=1"));
+  g_assert_true (ps_test_job_wait_log (&j, 1, "listening on", 30));
+  gint64 listening = g_get_monotonic_time ();
+  gboolean ended = ps_test_job_wait_one (&j, 1, 30);
+  double took = (g_get_monotonic_time () - listening) / 1e6;
+  g_autofree char *server = ps_test_read_log (&j, 1);
+  g_test_message ("the server %s %.1f s after it listened: %s", ended ? "ended" : "still ran",
+                  took, server);
+  if (!ended)
+    g_subprocess_force_exit (j.proc[1]);
+  g_assert_true (ended); /* it waited for ever before */
+  g_assert_cmpint (ps_test_job_status (&j, 1), !=, 0);
+  g_assert_cmpint (count_of (server, "no worker connected within [comm] timeout = 3 s"), ==, 1);
+  g_assert_nonnull (strstr (server, "check that KS_STORE_TOKEN is the same in every process"));
+  ps_test_job_wait (&j, 30);
+  g_autofree char *worker = ps_test_read_log (&j, 0);
+  g_test_message ("worker: %s", worker);
+  g_assert_cmpint (ps_test_job_status (&j, 0), !=, 0);
+  /* its last handshake's failure: the server's key is not the job's, or (the server gone)
+   * the failure without detail; both name the token */
+  g_assert_nonnull (strstr (worker, "did not answer a hello"));
+  g_assert_nonnull (strstr (worker, "KS_STORE_TOKEN"));
+  ps_test_job_free (&j);
+}
+
+/* SIGTERM to a server that waits for workers (its only worker has another token, and
+ * [comm] timeout is long) ends it at once, with the signal's status (128 + 15). */
+static void
+test_sigterm_waiting (void)
+{
+  PsTestJob j = { .worker_token = "another-jobs-token" };
+
+  if (!ps_test_have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, 1, ARGS ("comm.timeout=120", "openblas.threads=1"));
+  g_assert_true (ps_test_job_wait_log (&j, 1, "listening on", 30));
+  g_usleep (500000); /* waiting in its loop */
+  g_subprocess_send_signal (j.proc[1], SIGTERM);
+  gint64 sent = g_get_monotonic_time ();
+  gboolean ended = ps_test_job_wait_one (&j, 1, 20);
+  g_test_message ("the server %s %.1f s after SIGTERM", ended ? "ended" : "still ran",
+                  (g_get_monotonic_time () - sent) / 1e6);
+  for (int p = 0; p < 2; p++) /* the worker waits for its hello's answer: 120 s */
+    g_subprocess_force_exit (j.proc[p]);
+  ps_test_job_wait (&j, 30);
+  g_autofree char *server = ps_test_read_log (&j, 1);
+  g_test_message ("server: %s", server);
+  g_assert_true (ended); /* it ignored the signal before */
+  g_assert_cmpint (ps_test_job_status (&j, 1), ==, 128 + SIGTERM);
+  g_assert_nonnull (strstr (server, "stopped by SIGTERM with no worker to serve"));
+  ps_test_job_free (&j);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   null_mechanism = g_strcmp0 (g_getenv ("KS_HOSTILE_MECHANISM"), "NULL") == 0;
-  ks_test_clear_env ();
-  ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ps-mlp.ini", NULL);
-  ps_test_plugins = plugins;
+  ps_test_setup_transpiler ();
   g_test_add_func ("/ps-hostile/attacks", test_attacks);
+  g_test_add_func ("/ps-hostile/wrong-token-alone", test_wrong_token_alone);
+  g_test_add_func ("/ps-hostile/sigterm-waiting", test_sigterm_waiting);
   return g_test_run ();
 }

@@ -8,32 +8,6 @@
 #include <string.h>
 #include <zmq.h>
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
-                                       "collective", "pslib", NULL };
-
-static gboolean
-have_pslib (void)
-{
-  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "pslib", ".libs",
-                                          "pslib.so", NULL);
-  if (g_file_test (so, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the pslib plugin was not built (no ZeroMQ)");
-  return FALSE;
-}
-
-/* A small data set of ksdist datagen ctr in DIR/data (a new path). */
-static char *
-small_data (const char *dir)
-{
-  char *data = g_build_filename (dir, "data", NULL);
-  const char *args[] = { "datagen", "ctr", data, "--train", "20000", "--test", "4000",
-                         "--vocab", "300", "--files", "4", NULL };
-  g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint (ks_test_run_ksdist (args, NULL, plugins, &out, &err), ==, 0);
-  return data;
-}
-
 static char *
 read_all (const char *path, gsize *len)
 {
@@ -115,9 +89,9 @@ test_resume_identity (void)
   g_autofree char *set_ckpt = NULL, *set_other = NULL;
   g_autofree char *o = NULL, *e = NULL;
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = g_strdup_printf ("data.path=%s", data);
   set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
   set_other = g_strdup_printf ("train.checkpoint_dir=%s", other);
@@ -246,9 +220,9 @@ test_resume_identity_allreduce (void)
   g_autofree char *ckpt = g_build_filename (dir, "ckpt", NULL);
   g_autofree char *o = NULL, *e = NULL, *o2 = NULL, *e2 = NULL;
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = g_strdup_printf ("data.path=%s", data);
   set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
   g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "1"),
@@ -305,9 +279,9 @@ test_forged_requests (void)
   PsTestJob j = { 0 };
   char *text = NULL;
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = g_strdup_printf ("data.path=%s", data);
   set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
   ps_test_job_start (&j, 2, 2, ARGS (set_data, set_ckpt, "train.steps=3000", "train.batch=64",
@@ -395,9 +369,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  ks_test_clear_env ();
-  ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ctr-pslib.ini", NULL);
-  ps_test_plugins = plugins;
+  ps_test_setup_pslib ();
   g_test_add_func ("/pslib/resume-identity", test_resume_identity);
   g_test_add_func ("/pslib/resume-identity-allreduce", test_resume_identity_allreduce);
   g_test_add_func ("/pslib/forged-requests", test_forged_requests);

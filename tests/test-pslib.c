@@ -16,48 +16,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static const char *const plugins[] = { "openblas", "optim", "store", "roles", "gloo", "shm",
-                                       "collective", "pslib", NULL };
-
-static gboolean
-have_pslib (void)
-{
-  g_autofree char *so = g_build_filename (g_getenv ("KS_BUILD_PLUGINS"), "pslib", ".libs",
-                                          "pslib.so", NULL);
-  if (g_file_test (so, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the pslib plugin was not built (no ZeroMQ)");
-  return FALSE;
-}
-
-/* `ksdist datagen ctr DIR` with `options`; the teacher's AUC. */
-static double
-datagen (const char *dir, const char *const *options)
-{
-  g_autoptr (GPtrArray) args = g_ptr_array_new ();
-  g_autofree char *out = NULL, *err = NULL;
-  g_ptr_array_add (args, "datagen");
-  g_ptr_array_add (args, "ctr");
-  g_ptr_array_add (args, (char *) dir);
-  for (int i = 0; options[i] != NULL; i++)
-    g_ptr_array_add (args, (char *) options[i]);
-  g_ptr_array_add (args, NULL);
-  g_assert_cmpint (ks_test_run_ksdist ((const char *const *) args->pdata, NULL, plugins, &out,
-                                       &err),
-                   ==, 0);
-  g_test_message ("%s", out);
-  return ps_test_value_after (out, "teacher auc ");
-}
-
-/* A small data set for the runs that check exactness, not accuracy. */
-static char *
-small_data (const char *dir)
-{
-  char *data = g_build_filename (dir, "data", NULL);
-  datagen (data, ARGS ("--train", "20000", "--test", "4000", "--vocab", "300", "--files", "4"));
-  return data;
-}
-
 #define DATA(path) g_strdup_printf ("data.path=%s", path)
 
 /* 60 steps of one process against one server and one worker with staleness 0: the same
@@ -74,9 +32,9 @@ test_alone_equals_one_process (void)
   g_autofree char *set_ps = g_strdup_printf ("train.export_dir=%s", ps);
   g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL;
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = DATA (data);
   g_assert_cmpint (ps_test_run (ARGS ("train"),
                                 ARGS ("job.mode=collective", set_data, "train.steps=60",
@@ -108,9 +66,9 @@ test_auc_reaches_teacher (void)
   g_autofree char *set_data = DATA (data);
   double auc[2];
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  double teacher = datagen (data, ARGS ("--train", "1000000", "--test", "50000", "--vocab",
+  double teacher = ps_test_datagen_ctr (data, ARGS ("--train", "1000000", "--test", "50000", "--vocab",
                                         "100", "--files", "4"));
   for (int s = 0; s < 2; s++)
     {
@@ -140,9 +98,9 @@ test_checkpoint_reshard (void)
   g_autofree char *dir = ks_test_tmpdir ();
   g_autofree char *data = NULL, *set_data = NULL;
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = DATA (data);
   for (guint d = 0; d < G_N_ELEMENTS (dense); d++)
     {
@@ -221,9 +179,9 @@ test_shrink (void)
   g_autofree char *data = NULL, *set_data = NULL;
   g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL;
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = DATA (data);
   g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "2"),
                                 ARGS (set_data, "train.steps=40", "train.batch=64",
@@ -277,11 +235,11 @@ test_refusals (void)
       "[pslib] model_dir with [strategy] dense = allreduce" },
   };
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  datagen (bad, ARGS ("--train", "2000", "--test", "500", "--vocab", "50", "--files", "2",
+  ps_test_datagen_ctr (bad, ARGS ("--train", "2000", "--test", "500", "--vocab", "50", "--files", "2",
                       "--bad-lines", "3"));
-  datagen (good, ARGS ("--train", "2000", "--test", "500", "--vocab", "50", "--files", "2"));
+  ps_test_datagen_ctr (good, ARGS ("--train", "2000", "--test", "500", "--vocab", "50", "--files", "2"));
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autofree char *o = NULL, *e = NULL;
@@ -322,9 +280,9 @@ test_bad_sparse_requests (void)
   g_autofree char *data = NULL, *set_data = NULL;
   PsTestJob j = { 0 };
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = DATA (data);
   ps_test_job_start (&j, 2, 1, ARGS (set_data, "train.steps=2000", "train.batch=64",
                                      "train.log_every=2000", "openblas.threads=1",
@@ -394,9 +352,9 @@ test_save_planted_temporaries (void)
   PsTestJob j = { 0 };
   int reply[2];
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = DATA (data);
   set_ckpt = g_strdup_printf ("train.checkpoint_dir=%s", ckpt);
   ps_test_job_start (&j, 2, 1, ARGS (set_data, set_ckpt, "train.steps=4000", "train.batch=64",
@@ -444,9 +402,9 @@ test_killed_server (void)
   g_autofree char *data = NULL, *set_data = NULL;
   PsTestJob j = { 0 };
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = DATA (data);
   ps_test_job_start (&j, 2, 1, ARGS (set_data, "train.steps=100000000",
                                      "train.log_every=100000000", "comm.timeout=3",
@@ -474,9 +432,9 @@ test_stopped_worker (void)
   g_autofree char *data = NULL, *set_data = NULL;
   PsTestJob j = { 0 };
 
-  if (!have_pslib ())
+  if (!ps_test_have_pslib ())
     return;
-  data = small_data (dir);
+  data = ps_test_small_ctr_data (dir);
   set_data = DATA (data);
   ps_test_job_start (&j, 2, 1, ARGS (set_data, "train.steps=100000000",
                                      "train.log_every=100000000", "comm.timeout=3",
@@ -503,9 +461,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  ks_test_clear_env ();
-  ps_test_config = g_build_filename (g_getenv ("KS_SRCDIR"), "examples", "ctr-pslib.ini", NULL);
-  ps_test_plugins = plugins;
+  ps_test_setup_pslib ();
   g_test_add_func ("/pslib/alone-equals-one-process", test_alone_equals_one_process);
   g_test_add_func ("/pslib/auc-reaches-teacher", test_auc_reaches_teacher);
   g_test_add_func ("/pslib/checkpoint-reshard", test_checkpoint_reshard);

@@ -184,6 +184,17 @@ ks_test_have_openblas (void)
   return FALSE;
 }
 
+gboolean
+ks_test_have_gloo (void)
+{
+  g_autofree char *dir = ks_test_build_plugin_dir ("gloo");
+  g_autofree char *plugin = g_build_filename (dir, "gloo.so", NULL);
+  if (g_file_test (plugin, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_test_skip ("the gloo plugin was not built (apt-get install libgloo-dev, reconfigure)");
+  return FALSE;
+}
+
 float *
 ks_test_random_floats (GRand *rng, gsize n, double lo, double hi)
 {
@@ -587,4 +598,17 @@ ks_test_read_string (int fd, gsize max, gsize *len)
     return g_free (s), NULL;
   *len = n;
   return s;
+}
+
+char
+ks_test_process_state (GPid pid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", (int) pid);
+  g_autofree char *stat = NULL;
+  const char *paren;
+  /* the name in parentheses may hold anything: the state follows the last ')' */
+  if (!g_file_get_contents (path, &stat, NULL, NULL) || (paren = strrchr (stat, ')')) == NULL
+      || paren[1] == '\0')
+    return 0;
+  return paren[2];
 }

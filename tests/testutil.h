@@ -13,6 +13,9 @@ void ks_test_rmtree (const char *dir);
 /* The pid of `parent`'s child whose environment holds the entry `env_entry` (such as
  * "RANK=1"), or 0: how tests find a launcher's worker. */
 GPid ks_test_find_child (GPid parent, const char *env_entry);
+/* The state letter of process `pid` from /proc/PID/stat (R, S, T stopped, Z a zombie not
+ * reaped yet, ...), or 0 when it is gone. */
+char ks_test_process_state (GPid pid);
 
 /* Reads exactly len bytes from fd; FALSE at its end or on an error. */
 gboolean ks_test_read_exact (int fd, void *buf, gsize len);
@@ -67,6 +70,8 @@ void ks_test_cpu_setup (CpuFixture *f, const char *const *sets);
 void ks_test_cpu_teardown (CpuFixture *f);
 /* FALSE, with the program's run marked skipped, when the OpenBLAS plugin was not built. */
 gboolean ks_test_have_openblas (void);
+/* The same for the Gloo plugin. */
+gboolean ks_test_have_gloo (void);
 
 /* A scalar expression's value, computed if stale. */
 float ks_test_scalar (KsExpr *e);

@@ -141,9 +141,7 @@ killed_by_other (Launch *l, Worker *w)
   return !(l->stopping && sig == SIGTERM) && !(l->killing && sig == SIGKILL);
 }
 
-/* Whether `w` is a better first cause than the one named so far: a process killed by a
- * signal comes before one that exited non-zero, which may only have reported it (the
- * two can be reaped in either order); otherwise the one reaped first stays. */
+/* Whether it exited (not killed) with `status`. */
 static gboolean
 exited_with (Worker *w, int status)
 {
@@ -160,6 +158,34 @@ cause_rank (Launch *l, Worker *w)
   return killed_by_other (l, w) ? 3 : exited_with (w, KS_EXIT_PEER) ? 1 : 2;
 }
 
+/* Whether it ended as a stop signal asks (ksdist train exits 128 + SIGTERM or SIGINT). */
+static gboolean
+exited_by_stop_signal (Worker *w)
+{
+  return exited_with (w, 128 + SIGTERM) || exited_with (w, 128 + SIGINT);
+}
+
+/* Whether `w` failed by itself, not as a report of another's failure or of a stop. Before
+ * the others were told to stop, any failure is its own (no signal asked for it); after,
+ * only when a signal the launcher did not send killed it (it died at about the same
+ * time), or when it failed on its own while the one named so far only reported a peer's
+ * failure (the two reaped in either order: a rank out of disk space and the rank that
+ * lost it). */
+static gboolean
+failed_by_itself (Launch *l, Worker *w)
+{
+  if (g_subprocess_get_successful (w->process) || l->signal_received)
+    return FALSE;
+  if (!l->stopping || killed_by_other (l, w))
+    return TRUE;
+  return l->failed != NULL && cause_rank (l, l->failed) == 1
+         && g_subprocess_get_if_exited (w->process) && !exited_with (w, KS_EXIT_PEER)
+         && !exited_by_stop_signal (w);
+}
+
+/* Whether `w` is a better first cause than the one named so far: a process killed by a
+ * signal comes before one that exited non-zero, which may only have reported it (the
+ * two can be reaped in either order); otherwise the one reaped first stays. */
 static gboolean
 blame_instead (Launch *l, Worker *w)
 {
@@ -178,22 +204,11 @@ launch_on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
   g_subprocess_wait_finish (w->process, result, NULL);
   w->exited = TRUE;
   l->running--;
-  /* one that ended after the others were told to stop failed by itself only when a
-   * signal the launcher did not send killed it (it died at about the same time), or when
-   * it failed on its own while the one named so far only reported a peer's failure (the
-   * two reaped in either order: a rank out of disk space and the rank that lost it) */
-  w->failed_alone = !g_subprocess_get_successful (w->process) && !l->signal_received
-                    && (!l->stopping || killed_by_other (l, w)
-                        || (l->failed != NULL && cause_rank (l, l->failed) == 1
-                            && g_subprocess_get_if_exited (w->process)
-                            && !exited_with (w, KS_EXIT_PEER)
-                            && !exited_with (w, 128 + SIGTERM) && !exited_with (w, 128 + SIGINT)));
+  w->failed_alone = failed_by_itself (l, w);
   if (w->failed_alone && l->failed == NULL && !l->stopping
       && (stopped = stopped_worker (l)) != NULL)
     fail_stopped (l, stopped, w);
-  else if (l->failed == NULL && !l->stopping && g_subprocess_get_if_exited (w->process)
-           && (g_subprocess_get_exit_status (w->process) == 128 + SIGTERM
-               || g_subprocess_get_exit_status (w->process) == 128 + SIGINT))
+  else if (l->failed == NULL && !l->stopping && exited_by_stop_signal (w))
     {
       /* a worker a signal stopped (the scheduler's, to it alone): no failure; the others
        * stop at the same step */

@@ -13,6 +13,7 @@
 #include <ksdist/model.h>
 #include <ksdist/checkpoint.h>
 #include <ksdist/comm.h>
+#include <ksdist/away.h>
 #include <ksdist/average.h>
 #include <ksdist/rolemaker.h>
 #include <ksdist/segmenter.h>

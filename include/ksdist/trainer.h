@@ -131,6 +131,10 @@ int ks_trainer_exit_status (const GError *error);
  * number. A second signal stops the process at once (its default action). */
 #define KS_TRAINER_SIGNAL_ERROR (ks_trainer_signal_error_quark ())
 GQuark ks_trainer_signal_error_quark (void);
+/* The signal (SIGTERM or SIGINT) that asked this process to stop during ks_trainer_run,
+ * or 0: code that waits outside the steps (a parameter server's loop) checks it, so the
+ * first signal is never lost there. */
+int ks_trainer_stop_signal (void);
 
 /* Log messages as one line each on stderr, "PROGRAM: LEVEL: message", those less
  * severe than `level` ("error", "warning", "info", "debug"; [log] level) left out.

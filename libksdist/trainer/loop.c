@@ -5,6 +5,7 @@
  * otherwise) and [log] metrics JSONL; at the end the evaluation and the export.
  * SIGTERM or SIGINT stops it at a step boundary the workers agree on, saved (stop.c). */
 #include "trainer-private.h"
+#include <ksdist/away.h>
 
 #include <errno.h>
 #include <math.h>
@@ -295,11 +296,12 @@ ks_trainer_run (KsTrainer *t, GError **error)
 
   /* SIGTERM and SIGINT ask for a stop at the next step boundary while the run lasts */
   ks_trainer_signals_catch ();
-  KsAwayWatch *away = ks_away_watch_start ();
+  /* a comm error after this process was itself stopped or starved says so first */
+  ks_away_watch_begin ();
   ok = run (t, error);
   if (!ok)
-    ks_away_watch_explain (away, ks_config_get_double (t->config, "comm", "timeout"), error);
-  ks_away_watch_stop (away);
+    ks_away_explain (ks_config_get_double (t->config, "comm", "timeout"), error);
+  ks_away_watch_end ();
   ks_trainer_signals_restore ();
   if (!ok && error != NULL)
     report_own_failure (t, *error);

@@ -175,6 +175,12 @@ ks_trainer_stopped (KsTrainer *t, int sig, gint64 step, const char *ckpt_dir, GE
   return FALSE;
 }
 
+int
+ks_trainer_stop_signal (void)
+{
+  return stop_signal;
+}
+
 /* A server stops when every worker has: after a signal, with the signal's status. */
 gboolean
 ks_trainer_server_stopped (KsTrainer *t, GError **error)

@@ -169,12 +169,6 @@ gboolean ks_trainer_export (KsTrainer *t, const char *dir, GError **error);
 void ks_trainer_signals_catch (void);
 void ks_trainer_signals_restore (void);
 
-/* away.c: whether this process was itself stopped or starved past [comm] timeout; its
- * comm errors then say so first. */
-typedef struct KsAwayWatch KsAwayWatch;
-KsAwayWatch *ks_away_watch_start (void);
-void ks_away_watch_stop (KsAwayWatch *watch);
-void ks_away_watch_explain (KsAwayWatch *watch, double timeout_s, GError **error);
 gboolean ks_trainer_stop_agreed (KsTrainer *t, gint64 step, int *sig, GError **error);
 gboolean ks_trainer_stopped (KsTrainer *t, int sig, gint64 step, const char *ckpt_dir,
                              GError **error);

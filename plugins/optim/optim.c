@@ -40,9 +40,11 @@ optim_create (KsUpdateRule rule, const KsSettings *s, GError **error)
   o->step_size = ks_settings_get_int (s, "step_size");
   o->gamma = ks_settings_get_double (s, "gamma");
   o->min_lr = ks_settings_get_double (s, "min_lr");
+  /* a library caller without the trainer's plan check gets the same configuration error
+   * (exit 2) as `ksdist config`; the cosine would divide by total_steps - warmup */
   if (strcmp (o->schedule, "cosine") == 0 && o->total_steps <= o->warmup)
     {
-      g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED,
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[optim] schedule = cosine needs total_steps (%" G_GINT64_FORMAT ") greater "
                    "than warmup (%" G_GINT64_FORMAT ")", o->total_steps, o->warmup);
       g_free (o->schedule);

@@ -90,7 +90,9 @@ struct PsAuth {
   GHashTable *fds; /* of the connections counted */
   GThread *thread;
   gint stop;
-  guint64 refused_keys, refused_connections, failed_handshakes;
+  gint admitted; /* atomic: a key of the job's workers came */
+  guint64 refused_keys, refused_connections, failed_handshakes; /* the thread's */
+  gint refused; /* atomic: refused_keys + failed_handshakes, up to G_MAXINT */
 };
 
 /* A bounded number of lines: the first ten of a kind, then every thousandth. */
@@ -98,6 +100,14 @@ static gboolean
 worth_a_line (guint64 count)
 {
   return count <= 10 || count % 1000 == 0;
+}
+
+/* One more connection refused or failed, for ps_auth_admitted_any (the thread's only). */
+static void
+note_refused (PsAuth *a)
+{
+  if (g_atomic_int_get (&a->refused) < G_MAXINT)
+    g_atomic_int_inc (&a->refused);
 }
 
 /* Answers one ZAP request: 200 for the workers' key, 400 for any other. */
@@ -138,6 +148,10 @@ zap_answer (PsAuth *a)
         diff |= key[i] ^ a->worker_key[i];
       ok = diff == 0;
     }
+  if (ok)
+    g_atomic_int_set (&a->admitted, 1);
+  else
+    note_refused (a);
   if (!ok && worth_a_line (++a->refused_keys))
     g_warning ("%s: refused a connection from %s (%" G_GUINT64_FORMAT " so far): its %s is "
                "not this job's workers' (derived from KS_STORE_TOKEN): a process of another "
@@ -213,21 +227,25 @@ monitor_event (PsAuth *a)
         }
       else if (event == ZMQ_EVENT_DISCONNECTED)
         g_hash_table_remove (a->fds, GINT_TO_POINTER (fd + 1));
-      else if ((event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-                || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-               && worth_a_line (++a->failed_handshakes))
+      else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+               || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         {
-          const char *why;
-          if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-            why = "it was silent for [comm] timeout, closed, or sent what is not ZeroMQ";
-          else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-            why = "not CURVE: a client without this job's token, or of an older ksdist";
-          else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
-            why = "its CURVE box does not open: keys of another token, or replayed bytes";
-          else
-            why = "a ZeroMQ protocol error: not a worker of this job";
-          g_warning ("%s: a connection failed its handshake (%" G_GUINT64_FORMAT " so far; "
-                     "protocol code 0x%x): %s", a->who, a->failed_handshakes, value, why);
+          note_refused (a);
+          if (worth_a_line (++a->failed_handshakes))
+            {
+              const char *why;
+              if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+                why = "it was silent for [comm] timeout, closed, or sent what is not ZeroMQ";
+              else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+                why = "not CURVE: a client without this job's token, or of an older ksdist";
+              else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+                why = "its CURVE box does not open: keys of another token, or replayed bytes";
+              else
+                why = "a ZeroMQ protocol error: not a worker of this job";
+              g_warning ("%s: a connection failed its handshake (%" G_GUINT64_FORMAT " so "
+                         "far; protocol code 0x%x): %s", a->who, a->failed_handshakes, value,
+                         why);
+            }
         }
     }
   zmq_msg_close (&head);
@@ -307,6 +325,13 @@ failed:
                "%s: cannot set up CURVE authentication: %s", who, zmq_strerror (errno));
   ps_auth_free (a);
   return NULL;
+}
+
+gboolean
+ps_auth_admitted_any (PsAuth *a, guint64 *refused)
+{
+  *refused = (guint64) g_atomic_int_get (&a->refused);
+  return g_atomic_int_get (&a->admitted) != 0;
 }
 
 void

@@ -52,6 +52,9 @@ typedef struct PsAuth PsAuth;
  * of lines. */
 PsAuth *ps_auth_server_new (void *zctx, void *socket, const char *token, const char *who,
                             int port, int handshake_ms, int cap, GError **error);
+/* Whether the ZAP handler admitted a worker's key yet (a worker completed, or is
+ * completing, a handshake); the connections it refused or that failed their handshake. */
+gboolean ps_auth_admitted_any (PsAuth *auth, guint64 *refused);
 /* Stops the handler (logging what it refused); after the socket is closed (a CURVE
  * socket without a ZAP handler admits any key), before zmq_ctx_term. */
 void ps_auth_free (PsAuth *auth);

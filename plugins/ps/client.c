@@ -2,6 +2,8 @@
 #include "client.h"
 #include "auth.h"
 
+#include <ksdist/away.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,7 +29,7 @@ struct PsClient {
   GThread *beat_thread;
   gboolean beat_stop, beat_failed;
   gint64 beat_timeout_us, beat_interval_us; /* 0: no heartbeats */
-  gint64 last_tick, next_beat;
+  gint64 away_seen, next_beat; /* ks_away_total at the last beat */
   gint64 *heard;            /* per server: when it last sent anything */
 };
 
@@ -42,6 +44,7 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
     return NULL;
   PsClient *c = g_new0 (PsClient, 1);
 
+  ks_away_watch_begin (); /* this process's own gaps: the calls and heartbeats judge by them */
   g_mutex_init (&c->lock);
   g_cond_init (&c->wake);
   c->zctx = zmq_ctx_new ();
@@ -98,6 +101,7 @@ ps_client_free (PsClient *c)
   g_mutex_clear (&c->lock);
   g_cond_clear (&c->wake);
   g_free (c);
+  ks_away_watch_end ();
 }
 
 int
@@ -114,30 +118,6 @@ ps_client_endpoint (const PsClient *c, int server)
 
 /* ---- heartbeats (client.h) ---- */
 
-/* The last long gap in this process's own progress (it was stopped, or starved of CPU)
- * and when it was seen, by any client's heartbeats or calls: a worker's clients share it,
- * so whichever thread reports a failure first tells the same story. */
-static GMutex away_lock;
-static gint64 away_us, away_at;
-
-static void
-note_away (gint64 gap, gint64 now)
-{
-  g_mutex_lock (&away_lock);
-  away_us = gap;
-  away_at = now;
-  g_mutex_unlock (&away_lock);
-}
-
-static void
-last_away (gint64 *gap, gint64 *at)
-{
-  g_mutex_lock (&away_lock);
-  *gap = away_us;
-  *at = away_at;
-  g_mutex_unlock (&away_lock);
-}
-
 /* [comm] timeout, as this client knows it (the callers' deadlines add PS_ANSWER_SLACK_MS) */
 static gint64
 comm_timeout_us (const PsClient *c)
@@ -148,10 +128,14 @@ comm_timeout_us (const PsClient *c)
 }
 
 /* The error of a worker that was away longer than the timeout: the servers gave up on
- * it, and it must not blame them. */
+ * it, and it must not blame them. The gap is the process's (away.h), whichever thread
+ * found it, so the trainer does not say it again. */
 static void
-set_stalled (PsClient *c, gint64 gap, GError **error)
+set_stalled (PsClient *c, GError **error)
 {
+  gint64 gap, at;
+  ks_away_last (&gap, &at);
+  ks_away_told (at);
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "worker %u: this worker was stopped or starved for %.1f s, longer than [comm] "
                "timeout = %g s, so the servers gave up on it (they end a worker silent that "
@@ -165,9 +149,9 @@ static char *
 away_note (PsClient *c, gint64 now)
 {
   gint64 gap, at, t = comm_timeout_us (c);
-  last_away (&gap, &at);
-  if (at == 0 || gap < t / 4 || now - at > 2 * t + PS_ANSWER_SLACK_MS * 1000)
+  if (!ks_away_last (&gap, &at) || gap < t / 4 || now - at > 2 * t + PS_ANSWER_SLACK_MS * 1000)
     return g_strdup ("");
+  ks_away_told (at);
   return g_strdup_printf (" (but this worker was itself stopped or starved for %.1f s, %.1f s "
                           "ago: the servers end a worker silent for [comm] timeout = %g s, so "
                           "they may have given up on it; see their serverlogs)",
@@ -189,28 +173,26 @@ send_beats (PsClient *c)
       zmq_send (c->sockets[s], "", 0, ZMQ_DONTWAIT);
 }
 
-/* One beat, with the lock held: measures the gap since the last one (this process was
- * stopped or starved: past the timeout the servers gave up on it), sends heartbeats when
+/* One beat, with the lock held: asks how long this process was away since the last one
+ * (stopped or starved: past the timeout the servers gave up on it), sends heartbeats when
  * due and, with `judge`, checks that every server sent something within the timeout.
  * FALSE with the error that ends the worker. */
 static gboolean
 beat (PsClient *c, gboolean judge, GError **error)
 {
-  gint64 now = g_get_monotonic_time (), gap = now - c->last_tick;
-
   if (c->beat_timeout_us == 0 || c->beat_stop || c->beat_failed)
     return TRUE;
-  c->last_tick = now;
-  if (gap > 2 * c->beat_interval_us)
+  gint64 away = ks_away_total (), now = g_get_monotonic_time (), gap = away - c->away_seen;
+  c->away_seen = away;
+  if (gap > 0)
     {
-      note_away (gap, now);
       /* a server's silence counts only while this process runs */
       for (int s = 0; s < c->n; s++)
         c->heard[s] = MIN (now, c->heard[s] + gap);
       if (gap > c->beat_timeout_us)
         {
           c->beat_failed = TRUE;
-          set_stalled (c, gap, error);
+          set_stalled (c, error);
           return FALSE;
         }
     }
@@ -301,7 +283,7 @@ ps_client_heartbeat_start (PsClient *c, int timeout_ms)
   c->heard = g_new (gint64, c->n);
   for (int s = 0; s < c->n; s++)
     c->heard[s] = now;
-  c->last_tick = now;
+  c->away_seen = ks_away_total ();
   c->next_beat = now;
   g_mutex_unlock (&c->lock);
   c->beat_thread = g_thread_new ("ps-heartbeat", beat_loop, c);
@@ -382,7 +364,7 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
   guint64 id = c->next_id++;
   g_autofree gboolean *done = g_new0 (gboolean, n);
   g_autofree zmq_pollitem_t *items = g_new0 (zmq_pollitem_t, n);
-  gint64 start = g_get_monotonic_time (), prev = start;
+  gint64 start = g_get_monotonic_time ();
   gint64 deadline = start + (gint64) c->timeout_ms * 1000;
   gsize left = n;
   PsHeader h = { 0 };
@@ -412,12 +394,9 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
     {
       gint64 now = g_get_monotonic_time (), wait = deadline - now;
       gsize k = 0;
-      /* a gap first (the polls last 250 ms at most): a deadline passed while this process
-       * was stopped is not the servers' fault; heartbeats go on during a call (the
-       * servers of the call are judged by its deadline) */
-      if (now - prev > G_USEC_PER_SEC)
-        note_away (now - prev, now);
-      prev = now;
+      /* a gap first: a deadline passed while this process was stopped is not the
+       * servers' fault; heartbeats go on during a call (the servers of the call are
+       * judged by its deadline) */
       if (!beat (c, FALSE, error))
         return FALSE;
       if (now >= deadline)
@@ -443,10 +422,10 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
   if (left == 0)
     return TRUE;
   gint64 gap, at;
-  last_away (&gap, &at);
+  ks_away_last (&gap, &at);
   if (at > start && gap > comm_timeout_us (c))
     {
-      set_stalled (c, gap, error);
+      set_stalled (c, error);
       return FALSE;
     }
   GString *who = g_string_new (NULL);

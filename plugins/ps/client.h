@@ -37,7 +37,7 @@ gboolean ps_client_call (PsClient *client, PsType type, gint64 step, guint32 arg
 /* Heartbeats, once the worker said hello to every server: a thread sends one to every
  * server every timeout_ms / 6 (at most 1 s) and reads their answers; a call in progress
  * sends them itself. When a server answered nothing for `timeout_ms` ([comm] timeout), or
- * this process was itself stopped or starved longer than that (a gap in its own beats:
+ * this process was itself stopped or starved longer than that (ksdist/away.h's watch:
  * the servers gave up on it), the worker ends at once with exit status 3, saying which,
  * even while it computes; a call fails with that error. */
 void ps_client_heartbeat_start (PsClient *client, int timeout_ms);

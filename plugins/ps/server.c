@@ -5,14 +5,18 @@
 #include "wire.h"
 #include "auth.h"
 
+#include <ksdist/away.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 #include <zmq.h>
 
 typedef struct {
   const PsServerConfig *cfg;
   void *zctx, *socket;
+  PsAuth *auth;
+  gint64 signal_at; /* when it saw SIGTERM or SIGINT; 0: not yet */
   guint8 token[PS_TOKEN_BYTES];
   char *checkpoint_dir; /* absolute, from the start; NULL: saves are refused */
   gsize msg_floats;
@@ -375,18 +379,18 @@ all_stopped (Server *s)
   return TRUE;
 }
 
-/* Whether this process was away (stopped, or starved of CPU) since *last, which moves to
- * now: its workers' silence counts only while it runs, and past the timeout they gave up
- * on it (FALSE, with the error that says so). */
+/* Whether this process was away (stopped, or starved of CPU: away.h) since *seen, its
+ * ks_away_total then, which moves to now: its workers' silence counts only while it runs,
+ * and past the timeout they gave up on it (FALSE, with the error that says so). */
 static gboolean
-check_away (Server *s, gint64 *last, GError **error)
+check_away (Server *s, gint64 *seen, GError **error)
 {
   const PsServerConfig *c = s->cfg;
-  gint64 now = g_get_monotonic_time (), gap = now - *last;
+  gint64 total = ks_away_total (), gap = total - *seen, now = g_get_monotonic_time ();
   gboolean watched = FALSE;
 
-  *last = now;
-  if (gap <= 1000000 || gap <= (gint64) c->timeout_ms * 1000 / 4)
+  *seen = total;
+  if (gap <= 0)
     return TRUE;
   for (int w = 0; w < c->workers; w++)
     {
@@ -396,11 +400,62 @@ check_away (Server *s, gint64 *last, GError **error)
   s->round_start += gap;
   if (!watched || gap <= (gint64) c->timeout_ms * 1000)
     return TRUE;
+  gint64 kept, at;
+  ks_away_last (&kept, &at);
+  ks_away_told (at); /* said here: the trainer does not say it again */
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "server %d (%s): this server was stopped or starved for %.1f s, longer than "
                "[comm] timeout = %g s, so its workers gave up on it (they end when a server "
                "does not answer that long, and their workerlogs name it): stopping",
                c->index, c->endpoint, gap / 1e6, c->timeout_ms / 1000.0);
+  return FALSE;
+}
+
+/* Whether any worker said hello and has not stopped. */
+static gboolean
+serving_any (Server *s)
+{
+  for (int w = 0; w < s->cfg->workers; w++)
+    if (s->hello[w] && !s->stopped[w])
+      return TRUE;
+  return FALSE;
+}
+
+/* Whether to go on waiting for the workers. A server that no worker reached within
+ * [comm] timeout of its start (no key of the job's workers came) ends saying so; one
+ * asked to stop (SIGTERM, SIGINT: ks_trainer_stop_signal) ends at once when it serves no
+ * worker, else once they stopped (they were asked too, and save through it first) or
+ * [comm] timeout after the signal. */
+static gboolean
+go_on (Server *s, gint64 start, gint64 now, GError **error)
+{
+  const PsServerConfig *c = s->cfg;
+  gint64 timeout = (gint64) c->timeout_ms * 1000;
+  int sig = ks_trainer_stop_signal ();
+  guint64 refused;
+
+  if (!ps_auth_admitted_any (s->auth, &refused) && now - start > timeout)
+    {
+      g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+                   "server %d (%s): no worker connected within [comm] timeout = %g s of its "
+                   "start (%" G_GUINT64_FORMAT " connections were refused or failed their "
+                   "CURVE handshake): check that KS_STORE_TOKEN is the same in every process "
+                   "of the job (the workers' keys come from it), and that the workers run "
+                   "and reach this address", c->index, c->endpoint, c->timeout_ms / 1000.0,
+                   refused);
+      return FALSE;
+    }
+  if (sig == 0)
+    return TRUE;
+  if (s->signal_at == 0)
+    s->signal_at = now;
+  gboolean serving = serving_any (s);
+  if (serving && now - s->signal_at <= timeout)
+    return TRUE;
+  g_set_error (error, KS_TRAINER_SIGNAL_ERROR, sig, "server %d (%s): stopped by %s %s",
+               c->index, c->endpoint, sig == SIGINT ? "SIGINT" : "SIGTERM",
+               serving ? "and its workers did not stop within [comm] timeout of it"
+                       : "with no worker to serve");
   return FALSE;
 }
 
@@ -411,11 +466,11 @@ serve (Server *s, GError **error)
   gint64 start = g_get_monotonic_time (), next_log = start + (gint64) (c->log_every_s * 1e6);
 
   s->window_start = start;
-  gint64 last = start;
+  gint64 seen = ks_away_total ();
   while (!all_stopped (s))
     {
       zmq_pollitem_t item = { s->socket, 0, ZMQ_POLLIN, 0 };
-      if (!check_away (s, &last, error))
+      if (!check_away (s, &seen, error))
         return FALSE;
       if (zmq_poll (&item, 1, 100) < 0 && errno != EINTR)
         {
@@ -424,7 +479,7 @@ serve (Server *s, GError **error)
           return FALSE;
         }
       /* stopped while it waited (the usual place): said before judging the workers */
-      if (!check_away (s, &last, error))
+      if (!check_away (s, &seen, error))
         return FALSE;
       for (int i = 0; (item.revents & ZMQ_POLLIN) && i < 64; i++) /* a burst, then checks */
         {
@@ -437,6 +492,8 @@ serve (Server *s, GError **error)
             break;
         }
       gint64 now = g_get_monotonic_time ();
+      if (!go_on (s, start, now, error))
+        return FALSE;
       if (s->round_count > 0 && now - s->round_start > (gint64) c->timeout_ms * 1000)
         {
           GString *missing = g_string_new (NULL);
@@ -542,7 +599,10 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.values = g_new0 (float, MAX (s.msg_floats, 1));
   s.aligned = g_new0 (float, MAX (s.msg_floats, 1));
   s.reply = g_byte_array_new ();
+  s.auth = auth;
+  ks_away_watch_begin ();
   ok = serve (&s, error);
+  ks_away_watch_end ();
   for (int w = 0; w < c->workers; w++)
     if (s.pending_peer[w] != NULL)
       g_bytes_unref (s.pending_peer[w]);

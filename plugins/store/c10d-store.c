@@ -20,7 +20,6 @@
 #include "wire.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -241,37 +240,6 @@ lost (C10dStore *s, const char *why, const char *doing, GError **error)
   return FALSE;
 }
 
-/* Writes all of `data` by `deadline` (a server that reads nothing fills the socket). */
-static gboolean
-send_by (int fd, const void *data, gsize len, gint64 deadline)
-{
-  const char *p = data;
-  while (len > 0)
-    {
-      ssize_t n = send (fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        {
-          struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-          int ready = poll (&pfd, 1, ms_until (deadline));
-          if (ready == 0)
-            {
-              errno = ETIMEDOUT;
-              return FALSE;
-            }
-          if (ready < 0 && errno != EINTR)
-            return FALSE;
-          continue;
-        }
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return FALSE;
-      p += n;
-      len -= (gsize) n;
-    }
-  return TRUE;
-}
-
 /* Sends query `q` whole (the server reads a query in one go and would stall on half of
  * one) and, when `reply` is not NULL, reads `reply_len` bytes of answer. Both by
  * `deadline`, an answer by answer_floor_ms at least (within [comm] timeout); a late
@@ -286,7 +254,8 @@ exchange (C10dStore *s, GByteArray *q, void *reply, gsize reply_len, gint64 dead
   gint64 answer_by = MAX (deadline, deadline_in (answer_floor_ms (s)));
   if (!ensure_connected (s, answer_by, doing, error)) /* a look may connect too */
     return FALSE;
-  if (!send_by (s->fd, q->data, q->len, answer_by))
+  /* by the deadline: a server that reads nothing fills the socket */
+  if (!wire_send_all (s->fd, q->data, q->len, answer_by))
     return lost (s, g_strerror (errno), doing, error);
   if (reply == NULL)
     return TRUE;

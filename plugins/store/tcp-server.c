@@ -264,11 +264,11 @@ check_hello (Connection *c, WireReader *r, char **why)
     {
       c->prefix = g_steal_pointer (&prefix);
       reply_status (out, REPLY_OK);
-      return wire_send (c->fd, out);
+      return wire_send (c->fd, out, -1);
     }
   reply_status (out, REPLY_ERROR);
   wire_put_string (out, *why);
-  wire_send (c->fd, out);
+  wire_send (c->fd, out, -1);
   return FALSE;
 }
 
@@ -297,7 +297,7 @@ serve_connection (gpointer data)
         }
       WireReader r = { body->data, body->len };
       if (stranger ? !check_hello (c, &r, &why)
-                   : !serve_request (c, &r, out, &why) || !wire_send (c->fd, out))
+                   : !serve_request (c, &r, out, &why) || !wire_send (c->fd, out, -1))
         break;
       if (stranger)
         {

@@ -158,6 +158,8 @@ request (TcpStore *s, GByteArray *body, int wait_ms, guint8 *status, GByteArray 
 {
   g_autofree char *why = NULL;
   gboolean ok = FALSE;
+  gint64 deadline = g_get_monotonic_time ()
+                    + ((gint64) MAX (wait_ms, 0) + MIN (ANSWER_GRACE_MS, s->timeout_ms)) * 1000;
 
   g_mutex_lock (&s->lock);
   if (s->fd < 0)
@@ -165,12 +167,10 @@ request (TcpStore *s, GByteArray *body, int wait_ms, guint8 *status, GByteArray 
                  s->address == NULL ? "tcp store: call open first"
                                     : "tcp store at %s: no connection (it was lost before)",
                  s->address);
-  else if (!wire_send (s->fd, body))
+  else if (!wire_send (s->fd, body, deadline))
     lose_connection (s, g_strerror (errno), error);
   else
     {
-      gint64 deadline = g_get_monotonic_time ()
-                        + ((gint64) MAX (wait_ms, 0) + MIN (ANSWER_GRACE_MS, s->timeout_ms)) * 1000;
       int got = wire_receive (s->fd, deadline, reply, &why);
       if (got <= 0)
         lose_connection (s, got == 0 ? "closed by the server" : why, error);
@@ -199,7 +199,7 @@ say_hello (TcpStore *s, const char *prefix, const char *token, gint64 deadline, 
   wire_put_string (body, WIRE_MAGIC);
   wire_put_string (body, token);
   wire_put_string (body, prefix);
-  if (!wire_send (s->fd, body) || wire_receive (s->fd, deadline, &reply, &why) <= 0)
+  if (!wire_send (s->fd, body, deadline) || wire_receive (s->fd, deadline, &reply, &why) <= 0)
     {
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST,
                    "tcp store at %s: no answer to this process's hello (%s); is that address "

@@ -103,52 +103,77 @@ wire_get_string (WireReader *r, char **s)
   return TRUE;
 }
 
-gboolean
-wire_send_raw (int fd, const void *data, gsize len)
+/* Milliseconds from now to `deadline` for poll (-1: no deadline). */
+static int
+poll_ms (gint64 deadline)
 {
-  const char *p = data;
-  while (len > 0)
+  if (deadline < 0)
+    return -1;
+  gint64 left = deadline - g_get_monotonic_time ();
+  return left > 0 ? (int) MIN ((left + 999) / 1000, G_MAXINT) : 0;
+}
+
+/* The one send: all of msg's vectors by `deadline` (-1: blocking as long as it takes);
+ * with a deadline it never blocks in sendmsg but waits in poll, so a peer that reads
+ * nothing (a full socket) ends it with ETIMEDOUT. */
+static gboolean
+send_vectors (int fd, struct msghdr *msg, gint64 deadline)
+{
+  int flags = MSG_NOSIGNAL | (deadline >= 0 ? MSG_DONTWAIT : 0);
+  for (;;)
     {
-      ssize_t n = send (fd, p, len, MSG_NOSIGNAL);
+      while (msg->msg_iovlen > 0 && msg->msg_iov[0].iov_len == 0) /* sent, or empty */
+        {
+          msg->msg_iov++;
+          msg->msg_iovlen--;
+        }
+      if (msg->msg_iovlen == 0)
+        return TRUE;
+      ssize_t n = sendmsg (fd, msg, flags);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && deadline >= 0)
+        {
+          struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+          int ready = poll (&pfd, 1, poll_ms (deadline));
+          if (ready == 0)
+            {
+              errno = ETIMEDOUT;
+              return FALSE;
+            }
+          if (ready < 0 && errno != EINTR)
+            return FALSE;
+          continue;
+        }
       if (n < 0 && errno == EINTR)
         continue;
       if (n <= 0)
         return FALSE;
-      p += n;
-      len -= (gsize) n;
+      for (; n > 0 && (gsize) n >= msg->msg_iov[0].iov_len; msg->msg_iov++, msg->msg_iovlen--)
+        n -= (ssize_t) msg->msg_iov[0].iov_len;
+      if (n > 0)
+        {
+          msg->msg_iov[0].iov_base = (char *) msg->msg_iov[0].iov_base + n;
+          msg->msg_iov[0].iov_len -= (gsize) n;
+        }
     }
-  return TRUE;
+}
+
+gboolean
+wire_send_all (int fd, const void *data, gsize len, gint64 deadline)
+{
+  struct iovec iov = { (void *) data, len };
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+  return send_vectors (fd, &msg, deadline);
 }
 
 /* One sendmsg for the length and the body, so that a small frame is one TCP segment
  * (two sends would wait on Nagle's algorithm for the peer's delayed ACK). */
 gboolean
-wire_send (int fd, const GByteArray *body)
+wire_send (int fd, const GByteArray *body, gint64 deadline)
 {
   guint32 be = GUINT32_TO_BE (body->len);
   struct iovec iov[2] = { { &be, 4 }, { body->data, body->len } };
   struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
-
-  while (msg.msg_iovlen > 0)
-    {
-      ssize_t n = sendmsg (fd, &msg, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return FALSE;
-      while (msg.msg_iovlen > 0 && (gsize) n >= msg.msg_iov[0].iov_len)
-        {
-          n -= (ssize_t) msg.msg_iov[0].iov_len;
-          msg.msg_iov++;
-          msg.msg_iovlen--;
-        }
-      if (msg.msg_iovlen > 0)
-        {
-          msg.msg_iov[0].iov_base = (char *) msg.msg_iov[0].iov_base + n;
-          msg.msg_iov[0].iov_len -= (gsize) n;
-        }
-    }
-  return TRUE;
+  return send_vectors (fd, &msg, deadline);
 }
 
 int
@@ -158,14 +183,8 @@ wire_receive_all (int fd, void *data, gsize len, gint64 deadline, char **why)
   gsize got = 0;
   while (got < len)
     {
-      int wait_ms = -1;
-      if (deadline >= 0)
-        {
-          gint64 left = deadline - g_get_monotonic_time ();
-          wait_ms = left > 0 ? (int) MIN ((left + 999) / 1000, G_MAXINT) : 0;
-        }
       struct pollfd pfd = { .fd = fd, .events = POLLIN };
-      int ready = poll (&pfd, 1, wait_ms);
+      int ready = poll (&pfd, 1, poll_ms (deadline));
       if (ready < 0 && errno == EINTR)
         continue;
       if (ready == 0)

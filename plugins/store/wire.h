@@ -44,8 +44,10 @@ gboolean wire_get_bytes (WireReader *r, const guint8 **data, guint32 *len);
 /* a newly allocated NUL-terminated copy; FALSE too when the field holds a NUL */
 gboolean wire_get_string (WireReader *r, char **s);
 
-/* Sends one frame; FALSE with errno set on failure. */
-gboolean wire_send (int fd, const GByteArray *body);
+/* Sends one frame by `deadline` (a g_get_monotonic_time() value, or -1 to block as long
+ * as it takes); FALSE with errno set on failure, ETIMEDOUT past the deadline (a peer that
+ * reads nothing). */
+gboolean wire_send (int fd, const GByteArray *body, gint64 deadline);
 /* Receives one frame into *body (g_byte_array_unref'd by the caller). deadline is a
  * g_get_monotonic_time() value, or -1 to wait for ever. Returns 1 on success, 0 when
  * the peer closed the connection before a frame began, -1 with `why` set (timeout,
@@ -62,8 +64,8 @@ gboolean wire_equal_secret (const char *presented, const char *secret);
 /* Reads exactly len bytes by `deadline` (monotonic µs, -1: none). 1: done; 0: closed
  * before the first byte; -1: *why (g_free'd by the caller) says. */
 int wire_receive_all (int fd, void *data, gsize len, gint64 deadline, char **why);
-/* Writes all of `data` (no frame around it). */
-gboolean wire_send_raw (int fd, const void *data, gsize len);
+/* Writes all of `data` (no frame around it) by `deadline`, as wire_send. */
+gboolean wire_send_all (int fd, const void *data, gsize len, gint64 deadline);
 gboolean wire_parse_address (const char *address, char **host, guint16 *port, GError **error);
 
 #endif
