@@ -421,8 +421,10 @@ serving_any (Server *s)
   return FALSE;
 }
 
-/* Whether to go on waiting for the workers. A server that no worker reached within
- * [comm] timeout of its start (no key of the job's workers came) ends saying so; one
+/* Whether to go on waiting for the workers. A server that turned connections away and
+ * admitted none within [comm] timeout of its start (no key of the job's workers came,
+ * others did: a token that differs) ends saying so; one that no one reached waits on, as
+ * a worker may take long to start (the launcher ends it when its workers die); one
  * asked to stop (SIGTERM, SIGINT: ks_trainer_stop_signal) ends at once when it serves no
  * worker, else once they stopped (they were asked too, and save through it first) or
  * [comm] timeout after the signal. */
@@ -434,7 +436,7 @@ go_on (Server *s, gint64 start, gint64 now, GError **error)
   int sig = ks_trainer_stop_signal ();
   guint64 refused;
 
-  if (!ps_auth_admitted_any (s->auth, &refused) && now - start > timeout)
+  if (!ps_auth_admitted_any (s->auth, &refused) && refused > 0 && now - start > timeout)
     {
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                    "server %d (%s): no worker connected within [comm] timeout = %g s of its "
