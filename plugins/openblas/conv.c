@@ -1,6 +1,7 @@
 /* The CPU kernels of convolutional networks on NHWC images: im2col and its adjoint,
- * max and average pooling, batch normalisation. A convolution is im2col then one sgemm, so the
- * heavy work stays in OpenBLAS; these loops move memory. Sums accumulate in double. */
+ * max and average pooling, batch normalisation. A convolution is im2col then sgemm (a few
+ * images at a time, model-conv.c), so the heavy work stays in OpenBLAS; these loops move
+ * memory. Sums accumulate in double. */
 #include <config.h>
 
 /* As in kernels.c: -O3's vectoriser checks aliasing at run time where -O2's gives up, and
