@@ -99,6 +99,11 @@ test_conv_forward (Fixture *f, gconstpointer data)
   check_conv (f, 3, 28, 28, 1, 8, 3, 2, 1); /* Omniglot's first layer */
   check_conv (f, 1, 5, 5, 2, 3, 2, 1, 0);  /* even kernel, no padding */
   check_conv (f, 2, 4, 5, 2, 2, 5, 3, 2);  /* the window wider than the image */
+  /* on the CPU the patches are made 1 MB of them at a time (model-conv.c): 313 KB an
+   * image for the second layer of examples/cnn-idx.ini, in chunks of 3 and 2; 1.2 MB an
+   * image, one a chunk */
+  check_conv (f, 5, 14, 14, 16, 32, 5, 1, 2);
+  check_conv (f, 3, 28, 28, 16, 8, 5, 1, 2);
 }
 
 /* <im2col (x), c> = <x, col2im (c)>: col2im is im2col's adjoint, what the backward needs */
@@ -382,6 +387,33 @@ test_gradients (Fixture *f, gconstpointer data)
   g_assert_cmpuint (checked, ==, 180 + 54 + 3 + 6 + 108 + 4 + 8 + 48 + 3);
 }
 
+/* The backward of a conv whose images' patches are made in chunks (518 KB of them an
+ * image: chunks of 2 and 1): its weights', bias's and image's gradients against finite
+ * differences, steps of 1e-2 and a tolerance of 3e-4 (the image's gradients are near 1e-3
+ * each). */
+static void
+test_gradients_in_chunks (Fixture *f, gconstpointer data)
+{
+  g_autoptr (KsModel) model = ks_model_new (f->c);
+  g_autoptr (GError) error = NULL;
+  const gint64 shape[] = { 3, 20, 20, 4 }, lshape[] = { 3 };
+  const gint64 labels[] = { 2, 0, 1 };
+  KsExpr *image = ks_model_parameter (model, "image", 4, shape,
+                                      (KsInit) { KS_INIT_UNIFORM, -1, 1, 8 }, &error);
+  KsExpr *y = ks_model_data (model, "y", 1, lshape, KS_DTYPE_INT64, &error);
+  KsExpr *h = ks_tanh (ks_conv2d (image, 2, 9, 1, 4, "c", 1, &error), &error);
+  KsExpr *logits = ks_fc (ks_flatten (h, &error), 3, -1, "fc", 3, &error);
+  KsExpr *loss = ks_softmax_cross_entropy (logits, y, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_model_init (model, &error));
+  g_assert_true (ks_model_backward (model, loss, NULL, 0, NULL, NULL, &error));
+  KsFeed feed = { "y", labels, sizeof labels };
+  g_assert_true (ks_model_run (model, &feed, 1, NULL, 0, &error));
+  g_assert_no_error (error);
+  gsize checked = ks_test_check_parameter_gradients (model, loss, 1e-2, 3e-4);
+  g_assert_cmpuint (checked, ==, 4800 + 648 + 2 + 2400 + 3);
+}
+
 /* Training mode: the batch's statistics, the running ones moved toward them; evaluation
  * mode: the running ones; a checkpoint keeps them. */
 static void
@@ -562,6 +594,7 @@ main (int argc, char **argv)
   ADD ("logistic", test_logistic);
   ADD ("avg-pool-logistic-gradients", test_avg_pool_logistic_gradients);
   ADD ("gradients", test_gradients);
+  ADD ("gradients-in-chunks", test_gradients_in_chunks);
   ADD ("batch-norm", test_batch_norm);
   ADD ("export", test_export);
   ADD ("errors", test_errors);

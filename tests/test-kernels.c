@@ -358,6 +358,21 @@ test_embedding (Fixture *f, gconstpointer data)
   g_assert_false (ks_compute_embedding_backward (f->c, dout, bad, dtable, vocab, n_ids, dim,
                                                  &error));
   g_assert_cmpfloat (dtable[1 * dim], ==, 0);
+  g_clear_error (&error);
+
+  /* one value an id (a max pool's backward), and a negative id refused */
+  float d1[5] = { 0 };
+  gint64 negative[] = { 1, -1, 0, 0 };
+  g_assert_true (ks_compute_embedding_backward (f->c, dout, ids, d1, vocab, n_ids, 1, NULL));
+  g_assert_cmpfloat (d1[4], ==, dout[0] + dout[2]);
+  g_assert_cmpfloat (d1[0], ==, dout[1]);
+  g_assert_cmpfloat (d1[2], ==, dout[3]);
+  g_assert_cmpfloat (d1[1] + d1[3], ==, 0);
+  g_assert_false (ks_compute_embedding_backward (f->c, dout, negative, d1, vocab, n_ids, 1,
+                                                 &error));
+  g_assert_cmpstr (error->message, ==,
+                   "embedding_backward: ids[1] = -1 is outside the table's 5 rows");
+  g_assert_cmpfloat (d1[1], ==, 0); /* nothing written */
 }
 
 /* ---- cross entropy ---- */

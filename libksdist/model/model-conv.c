@@ -220,20 +220,58 @@ channels (const KsExpr *e)
   return (gsize) e->shape[e->ndim - 1];
 }
 
+/* The images of the batch whose patches one im2col holds. A backend with no queue of its
+ * own (OpenBLAS: each call runs on the host and returns) takes a few images at a time, so
+ * that their patches stay in the cache between the im2col that writes them and the sgemm
+ * that reads them (the whole batch's, 40 MB for the second conv of examples/cnn-idx.ini,
+ * would go through memory twice more); a GPU (CUDA's stream) takes the whole batch in one
+ * large call. 1 MB (3 images there) measured as fast as 256 KB at one thread on a 2-core
+ * EPYC VM (512 KB of L2 a core) and faster at two, each sgemm larger to split. */
+enum { CONV_CHUNK_BYTES = 1 << 20 };
+static gsize
+conv_chunk (const KsExpr *e)
+{
+  gsize per_image = (gsize) e->conv.oh * e->conv.ow * e->in[1]->shape[0] * sizeof (float);
+  if (ks_compute_native_stream (DEV (e)) != NULL)
+    return e->conv.n;
+  return CLAMP (CONV_CHUNK_BYTES / MAX (per_image, 1), 1, (gsize) e->conv.n);
+}
+
+/* The images [first, first + chunk) of the conv's batch (fewer at its end), as their own
+ * shape. */
+static KsConvShape
+conv_images (const KsExpr *e, gsize first, gsize chunk)
+{
+  KsConvShape s = e->conv;
+  s.n = (int) MIN (chunk, (gsize) e->conv.n - first);
+  return s;
+}
+
+/* y = im2col (x) W + b, a chunk of images at a time; aux keeps the last chunk's patches
+ * (with a single chunk, the backward's). */
 static gboolean
 conv2d_forward (KsExpr *e, GError **error)
 {
   KsCompute *c = DEV (e);
   const KsExpr *w = e->in[1], *b = e->in[2];
-  gsize k = w->shape[0], pixels = e->numel / channels (e);
+  gsize k = w->shape[0], f = channels (e), chunk = conv_chunk (e);
+  gsize out_pixels = (gsize) e->conv.oh * e->conv.ow;
+  gsize in_floats = (gsize) e->conv.h * e->conv.w * e->conv.c;
 
-  return ensure_aux (e, KS_DTYPE_FLOAT32, pixels, k, error)
-         && ks_compute_im2col (c, F (e->in[0]->value), F (e->aux), &e->conv, error)
-         && ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_N, pixels, channels (e), k, 1, F (e->aux),
-                              k, F (w->value), channels (e), 0, F (e->value), channels (e),
-                              error)
-         && ks_compute_binary (c, KS_BINARY_ADD, F (e->value), F (b->value), F (e->value),
-                               pixels, channels (e), 1, error);
+  if (!ensure_aux (e, KS_DTYPE_FLOAT32, chunk * out_pixels, k, error))
+    return FALSE;
+  for (gsize first = 0; first < (gsize) e->conv.n; first += chunk)
+    {
+      KsConvShape s = conv_images (e, first, chunk);
+      gsize rows = (gsize) s.n * out_pixels;
+      float *y = F (e->value) + first * out_pixels * f;
+      if (!ks_compute_im2col (c, F (e->in[0]->value) + first * in_floats, F (e->aux), &s, error)
+          || !ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_N, rows, f, k, 1, F (e->aux), k,
+                                F (w->value), f, 0, y, f, error)
+          || !ks_compute_binary (c, KS_BINARY_ADD, y, F (b->value), y, rows, f, 1, error))
+        return FALSE;
+    }
+  return TRUE;
 }
 
 /* The running statistics move toward the batch's: r = (1 - m) r + m batch, the variance
@@ -281,37 +319,54 @@ ks_conv_op_forward (KsExpr *e, GError **error)
     }
 }
 
+/* dW += col^T dy and dcol = dy W^T folded back onto x (col2im), a chunk of images at a
+ * time as in the forward: each chunk's patches made again (the forward kept only the
+ * last chunk's, which is all of them when there is one); db += the sum of dy's rows. */
 static gboolean
 conv2d_backward (KsExpr *e, GError **error)
 {
   KsCompute *c = DEV (e);
   KsExpr *x = e->in[0], *w = e->in[1], *b = e->in[2];
-  gsize k = w->shape[0], f = channels (e), pixels = e->numel / f;
+  gsize k = w->shape[0], f = channels (e), pixels = e->numel / f, chunk = conv_chunk (e);
+  gsize out_pixels = (gsize) e->conv.oh * e->conv.ow;
+  gsize in_floats = (gsize) e->conv.h * e->conv.w * e->conv.c;
+  gboolean one_chunk = chunk == (gsize) e->conv.n;
   const float *dy = F (e->grad);
-  /* scratch: the bias's sums, then the patches' gradient, then x's if not fresh */
-  gsize n_dcol = x->needs_grad ? pixels * k : 0;
+  /* scratch: the bias's sums, then a chunk's patch gradients, then x's if not fresh */
+  gsize n_dcol = x->needs_grad ? chunk * out_pixels * k : 0;
   gsize n_dx = x->needs_grad && !x->grad_fresh ? x->numel : 0;
   float *scratch = ks_model_scratch (e->model, f + n_dcol + n_dx, error);
 
   if (scratch == NULL)
     return FALSE;
   float *db = scratch, *dcol = scratch + f, *dx = n_dx > 0 ? dcol + n_dcol : NULL;
-  /* dW += col^T dy; db += the sum of dy's rows; dcol = dy W^T, folded back onto x */
-  if (w->needs_grad
-      && !ks_compute_sgemm (c, KS_TRANS_T, KS_TRANS_N, k, f, pixels, 1, F (e->aux), k, dy, f,
-                            ks_op_grad_beta (w), F (w->grad), f, error))
-    return FALSE;
   if (b->needs_grad
       && (!ks_compute_reduce (c, KS_REDUCE_SUM, dy, db, pixels, f, 0, error)
           || !ks_compute_axpby (c, 1, db, ks_op_grad_beta (b), F (b->grad), f, error)))
     return FALSE;
-  if (!x->needs_grad)
-    return TRUE;
-  if (dx == NULL)
+  if (x->needs_grad && dx == NULL)
     dx = F (x->grad);
-  return ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, pixels, k, f, 1, dy, f, F (w->value), f,
-                           0, dcol, k, error)
-         && ks_compute_col2im (c, dcol, dx, &e->conv, error) && ks_op_grad_written (x, dx, error);
+  float w_beta = w->needs_grad ? ks_op_grad_beta (w) : 0;
+  for (gsize first = 0; first < (gsize) e->conv.n; first += chunk)
+    {
+      KsConvShape s = conv_images (e, first, chunk);
+      gsize rows = (gsize) s.n * out_pixels;
+      const float *dy_rows = dy + first * out_pixels * f;
+      if (w->needs_grad
+          && ((!one_chunk
+               && !ks_compute_im2col (c, F (x->value) + first * in_floats, F (e->aux), &s,
+                                      error))
+              || !ks_compute_sgemm (c, KS_TRANS_T, KS_TRANS_N, k, f, rows, 1, F (e->aux), k,
+                                    dy_rows, f, first == 0 ? w_beta : 1, F (w->grad), f,
+                                    error)))
+        return FALSE;
+      if (x->needs_grad
+          && (!ks_compute_sgemm (c, KS_TRANS_N, KS_TRANS_T, rows, k, f, 1, dy_rows, f,
+                                 F (w->value), f, 0, dcol, k, error)
+              || !ks_compute_col2im (c, dcol, dx + first * in_floats, &s, error)))
+        return FALSE;
+    }
+  return !x->needs_grad || ks_op_grad_written (x, dx, error);
 }
 
 static gboolean

@@ -1,9 +1,15 @@
 /* The CPU kernels of convolutional networks on NHWC images: im2col and its adjoint,
- * max and average pooling, batch normalisation. A convolution is im2col then one sgemm, so the
- * heavy work stays in OpenBLAS; these loops move memory. Sums accumulate in double. */
+ * max and average pooling, batch normalisation. A convolution is im2col then sgemm (a few
+ * images at a time, model-conv.c), so the heavy work stays in OpenBLAS; these loops move
+ * memory. Sums accumulate in double. */
 #include <config.h>
 
+/* As in kernels.c: -O3's vectoriser checks aliasing at run time where -O2's gives up, and
+ * without trapping math the max pool's comparisons become selects. */
+#pragma GCC optimize ("O3", "no-trapping-math")
+
 #include "kernels.h"
+#include "vector.h"
 
 #include <string.h>
 #include <math.h>
@@ -18,86 +24,151 @@ taps_inside (int o, int stride, int pad, int k, int size, int *k0, int *k1)
   *k1 = start + k > size ? size - start : k;
 }
 
-gboolean
+/* The pixels the windows span, padding included: ph x pw of them, the image's pixel
+ * (iy, ix) at (iy + pad, ix + pad) when inside. */
+typedef struct {
+  gsize ph, pw, c;
+} Padded;
+
+static Padded
+padded_of (const KsConvShape *s)
+{
+  return (Padded) { (gsize) (s->oh - 1) * s->stride + s->kh,
+                    (gsize) (s->ow - 1) * s->stride + s->kw, s->c };
+}
+
+/* The rows [0, ph) of one image, padded: each a copy of its pixels framed by zeros. */
+static void
+pad_image (const float *image, float *padded, const Padded *p, const KsConvShape *s)
+{
+  gsize inside_w = MIN ((gsize) s->w, p->pw - s->pad), row = p->pw * p->c;
+  for (gsize py = 0; py < p->ph; py++)
+    {
+      float *d = padded + py * row;
+      gint64 iy = (gint64) py - s->pad;
+      if (iy < 0 || iy >= s->h)
+        {
+          memset (d, 0, row * sizeof *d);
+          continue;
+        }
+      gsize left = (gsize) s->pad * p->c, copied = inside_w * p->c;
+      memset (d, 0, left * sizeof *d);
+      memcpy (d + left, image + (gsize) iy * s->w * p->c, copied * sizeof *d);
+      memset (d + left + copied, 0, (row - left - copied) * sizeof *d);
+    }
+}
+
+/* The other way: the image's pixels out of the padded rows (the frame dropped). */
+static void
+unpad_image (const float *padded, float *image, const Padded *p, const KsConvShape *s)
+{
+  gsize inside_w = MIN ((gsize) s->w, p->pw - s->pad), row = p->pw * p->c;
+  for (gsize iy = 0; iy < (gsize) s->h; iy++)
+    {
+      float *d = image + iy * s->w * p->c;
+      if (iy + s->pad >= p->ph)
+        {
+          memset (d, 0, (gsize) s->w * p->c * sizeof *d);
+          continue;
+        }
+      memcpy (d, padded + (iy + s->pad) * row + (gsize) s->pad * p->c,
+              inside_w * p->c * sizeof *d);
+      memset (d + inside_w * p->c, 0, ((gsize) s->w - inside_w) * p->c * sizeof *d);
+    }
+}
+
+/* d += src over a window row (kw * c floats) */
+static inline void
+add_floats (float *restrict d, const float *restrict src, gsize n)
+{
+  for (gsize j = 0; j < n; j++)
+    d[j] += src[j];
+}
+
+/* Each image padded once, so every window row is one copy of kw * c floats from it. */
+KS_VECTOR_KERNEL gboolean
 ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConvShape *s, GError **error)
 {
-  gsize tap = s->c, row_len = (gsize) s->kh * s->kw * s->c;
+  Padded p = padded_of (s);
+  gsize seg = (gsize) s->kw * s->c, row_len = s->kh * seg, step = (gsize) s->stride * s->c;
+  g_autofree float *padded = g_new (float, p.ph * p.pw * p.c);
+
   for (int n = 0; n < s->n; n++)
-    for (int oy = 0; oy < s->oh; oy++)
-      for (int ox = 0; ox < s->ow; ox++)
-        {
-          float *dst = col + (((gsize) n * s->oh + oy) * s->ow + ox) * row_len;
-          int y0, y1, x0, x1;
-          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
-          for (int ky = 0; ky < s->kh; ky++)
-            {
-              float *d = dst + (gsize) ky * s->kw * tap;
-              if (ky < y0 || ky >= y1)
-                {
-                  memset (d, 0, s->kw * tap * sizeof *d);
-                  continue;
-                }
-              int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad;
-              const float *src = x + (((gsize) n * s->h + iy) * s->w + ix) * tap;
-              if (x0 > 0)
-                memset (d, 0, x0 * tap * sizeof *d);
-              memcpy (d + x0 * tap, src + x0 * tap, (x1 - x0) * tap * sizeof *d);
-              if (x1 < s->kw)
-                memset (d + x1 * tap, 0, (s->kw - x1) * tap * sizeof *d);
-            }
-        }
+    {
+      pad_image (x + (gsize) n * s->h * s->w * s->c, padded, &p, s);
+      for (int oy = 0; oy < s->oh; oy++)
+        for (int ky = 0; ky < s->kh; ky++)
+          {
+            const float *src = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
+            float *d = col + ((gsize) n * s->oh + oy) * s->ow * row_len + ky * seg;
+            for (int ox = 0; ox < s->ow; ox++)
+              memcpy (d + ox * row_len, src + ox * step, seg * sizeof *d);
+          }
+    }
   return TRUE;
 }
 
-gboolean
+/* The adjoint of im2col, summed into a zeroed padded image, whose inside is dx's image. */
+KS_VECTOR_KERNEL gboolean
 ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsConvShape *s, GError **error)
 {
-  gsize tap = s->c, row_len = (gsize) s->kh * s->kw * s->c;
-  memset (dx, 0, (gsize) s->n * s->h * s->w * s->c * sizeof *dx);
+  Padded p = padded_of (s);
+  gsize seg = (gsize) s->kw * s->c, row_len = s->kh * seg, step = (gsize) s->stride * s->c;
+  g_autofree float *padded = g_new (float, p.ph * p.pw * p.c);
+
   for (int n = 0; n < s->n; n++)
-    for (int oy = 0; oy < s->oh; oy++)
-      for (int ox = 0; ox < s->ow; ox++)
-        {
-          const float *src = col + (((gsize) n * s->oh + oy) * s->ow + ox) * row_len;
-          int y0, y1, x0, x1;
-          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
-          for (int ky = y0; ky < y1; ky++)
-            {
-              int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad;
-              float *d = dx + (((gsize) n * s->h + iy) * s->w + ix) * tap;
-              const float *c = src + (gsize) ky * s->kw * tap;
-              for (gsize j = x0 * tap; j < x1 * tap; j++)
-                d[j] += c[j];
-            }
-        }
+    {
+      memset (padded, 0, p.ph * p.pw * p.c * sizeof *padded);
+      for (int oy = 0; oy < s->oh; oy++)
+        for (int ky = 0; ky < s->kh; ky++)
+          {
+            float *d = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
+            const float *src = col + ((gsize) n * s->oh + oy) * s->ow * row_len + ky * seg;
+            for (int ox = 0; ox < s->ow; ox++)
+              add_floats (d + ox * step, src + ox * row_len, seg);
+          }
+      unpad_image (padded, dx + (gsize) n * s->h * s->w * s->c, &p, s);
+    }
   return TRUE;
 }
 
-gboolean
+/* best and at: one window's running maximum and its index in x; tap: the c channels of
+ * the pixel at index `in` of x. Without branches, so the loop vectorises. */
+static inline void
+max_pool_tap (float *restrict best, gint64 *restrict at, const float *restrict tap, gint64 in,
+              gsize c)
+{
+  for (gsize j = 0; j < c; j++)
+    {
+      /* a larger tap wins; a NaN wins and stays (NaN > m and m > NaN are both false), as
+       * in PyTorch */
+      float v = tap[j], m = best[j];
+      gboolean take = (v > m) | ((v != v) & (m == m));
+      best[j] = take ? v : m;
+      at[j] = take ? in + (gint64) j : at[j];
+    }
+}
+
+/* Each window starts from its first tap, then meets every tap (the first again changes
+ * nothing). */
+KS_VECTOR_KERNEL gboolean
 ks_openblas_max_pool (void *ctx, const float *x, float *y, gint64 *argmax, const KsConvShape *s,
                       GError **error)
 {
+  gsize c = s->c;
   for (int n = 0; n < s->n; n++)
     for (int oy = 0; oy < s->oh; oy++)
       for (int ox = 0; ox < s->ow; ox++)
         {
-          gsize out = (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
+          gsize out = (((gsize) n * s->oh + oy) * s->ow + ox) * c;
+          gint64 first = (((gint64) n * s->h + oy * s->stride) * s->w + ox * s->stride) * c;
+          for (gsize j = 0; j < c; j++)
+            y[out + j] = x[first + j], argmax[out + j] = first + (gint64) j;
           for (int ky = 0; ky < s->kh; ky++)
             for (int kx = 0; kx < s->kw; kx++)
               {
-                gsize in = (((gsize) n * s->h + oy * s->stride + ky) * s->w + ox * s->stride + kx)
-                           * s->c;
-                for (int j = 0; j < s->c; j++)
-                  /* the first tap sets it; later ones win when larger; a NaN wins and
-                   * stays (NaN > y and y > NaN are both false), as in PyTorch */
-                  if ((ky == 0 && kx == 0) || x[in + j] > y[out + j]
-                      || (isnan (x[in + j]) && !isnan (y[out + j])))
-                    {
-                      y[out + j] = x[in + j];
-                      argmax[out + j] = (gint64) (in + j);
-                    }
+                gint64 in = first + ((gint64) ky * s->w + kx) * c;
+                max_pool_tap (y + out, argmax + out, x + in, in, c);
               }
         }
   return TRUE;

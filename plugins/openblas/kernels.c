@@ -455,7 +455,11 @@ ks_openblas_layer_norm_backward (void *ctx, const float *x, const float *gamma, 
 static gboolean
 check_ids (const gint64 *ids, gsize n_ids, gsize n_rows, const char *kernel, GError **error)
 {
+  /* one pass without a branch (it vectorises), then the search only for the message */
+  gboolean bad = FALSE;
   for (gsize i = 0; i < n_ids; i++)
+    bad |= (guint64) ids[i] >= n_rows;
+  for (gsize i = 0; bad && i < n_ids; i++)
     if (ids[i] < 0 || (guint64) ids[i] >= n_rows)
       {
         g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
@@ -484,6 +488,12 @@ ks_openblas_embedding_backward (void *ctx, const float *dout, const gint64 *ids,
 {
   if (!check_ids (ids, n_ids, n_rows, "embedding_backward", error))
     return FALSE;
+  if (dim == 1) /* a max pool's backward: one value an id */
+    {
+      for (gsize i = 0; i < n_ids; i++)
+        dtable[ids[i]] += dout[i];
+      return TRUE;
+    }
   for (gsize i = 0; i < n_ids; i++)
     for (gsize j = 0; j < dim; j++)
       dtable[ids[i] * dim + j] += dout[i * dim + j];
