@@ -168,19 +168,6 @@ rss_anon_kib (GPid pid)
   return (gsize) g_ascii_strtoull (at + strlen ("RssAnon:"), NULL, 10);
 }
 
-/* All that is left to read of fd (closed). */
-static char *
-read_all (int fd)
-{
-  GString *s = g_string_new (NULL);
-  char buf[4096];
-  gssize n;
-  while ((n = read (fd, buf, sizeof buf)) > 0)
-    g_string_append_len (s, buf, n);
-  close (fd);
-  return g_string_free (s, FALSE);
-}
-
 /* Runs `ksdist train config`, sampling its RssAnon every 5 ms: the largest seen (KiB). */
 static gsize
 peak_rss_anon (const char *config)
@@ -195,8 +182,8 @@ peak_rss_anon (const char *config)
       g_usleep (5000);
     }
   /* its output is a few lines, well within the pipes' buffers */
-  g_autofree char *out = read_all (out_fd);
-  g_autofree char *err = read_all (err_fd);
+  g_autofree char *out = ks_test_read_all (out_fd);
+  g_autofree char *err = ks_test_read_all (err_fd);
   if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
     g_error ("ksdist train %s failed:\n%s%s", config, out, err);
   g_assert_nonnull (strstr (out, "eval accuracy"));

@@ -20,19 +20,6 @@ static const char *const plugins[] = { "openblas", "optim", "store", "roles", "g
 #define ARGS(...) ((const char *const[]) { __VA_ARGS__, NULL })
 #define WAIT_S 120 /* generous: the machine may be busy */
 
-/* Everything a pipe gives until its end (then closed). */
-static char *
-read_all (int fd)
-{
-  GString *s = g_string_new (NULL);
-  char buf[4096];
-  gssize got;
-  while ((got = read (fd, buf, sizeof buf)) > 0)
-    g_string_append_len (s, buf, got);
-  close (fd);
-  return g_string_free (s, FALSE);
-}
-
 /* The pid of the launcher's child of rank `rank`, or 0. */
 static GPid
 find_worker (GPid launcher, int rank)
@@ -132,7 +119,7 @@ test_restart (void)
   g_assert_cmpint (worker, >, 0);
   g_assert_cmpint (kill (worker, SIGKILL), ==, 0);
   g_free (err);
-  err = read_all (err_fd);
+  err = ks_test_read_all (err_fd);
   waitpid (launcher, &status, 0);
   g_test_message ("%s", err);
   g_assert_true (WIFEXITED (status));
@@ -314,7 +301,7 @@ blame_one (int victim, gboolean by_signal)
   g_assert_cmpint (stopped, ==, 'T');
   g_assert_cmpint (dead_state, ==, 'Z');
   g_assert_cmpint (reporter_state, ==, 'Z');
-  g_autofree char *err = read_all (err_fd);
+  g_autofree char *err = ks_test_read_all (err_fd);
   waitpid (launcher, &status, 0);
   g_test_message ("%s", err);
   g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 1);
@@ -354,7 +341,7 @@ test_blame_training (void)
       GPid w1 = wait_worker (launcher, 1, log1, "worker 1 of 2");
       g_usleep (200000);
       g_assert_cmpint (kill (w1, SIGKILL), ==, 0);
-      g_autofree char *err = read_all (err_fd);
+      g_autofree char *err = ks_test_read_all (err_fd);
       waitpid (launcher, &status, 0);
       g_test_message ("round %d: %s", round, err);
       g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 1);

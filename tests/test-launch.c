@@ -327,19 +327,6 @@ test_foreign_launchers (void)
   ks_test_rmtree (dir);
 }
 
-/* Everything a pipe gives until its end (then closed). */
-static char *
-read_all (int fd)
-{
-  GString *s = g_string_new (NULL);
-  char buf[4096];
-  gssize got;
-  while ((got = read (fd, buf, sizeof buf)) > 0)
-    g_string_append_len (s, buf, got);
-  close (fd);
-  return g_string_free (s, FALSE);
-}
-
 /* Checkpoints of a collective job: worker 0 writes them every 5 steps, keeping the
  * newest 2, with the epoch in their metadata; a job stopped at step 10 and resumed ends
  * bitwise where an uninterrupted one does, with gradient allreduce and with LocalSGD
@@ -407,7 +394,7 @@ test_resume_missing (void)
   g_assert_cmpint (g_mkdir (empty, 0700), ==, 0);
   GPid pid1 = ks_test_spawn_ksdist ((const char *const *) args->pdata, env1, plugins, NULL, &err_fd);
   int status0 = ks_test_run_ksdist ((const char *const *) args->pdata, env0, plugins, &out, &err);
-  g_autofree char *err1 = read_all (err_fd);
+  g_autofree char *err1 = ks_test_read_all (err_fd);
   waitpid (pid1, &status, 0);
   g_test_message ("worker 0: %s\nworker 1: %s", err, err1);
   g_assert_cmpint (status0, ==, 1);

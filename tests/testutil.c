@@ -173,26 +173,30 @@ ks_test_cpu_teardown (CpuFixture *f)
   ks_config_free (f->config);
 }
 
+/* Whether the build made plugin `name`; else the test skips saying `why`. */
+static gboolean
+have_plugin (const char *name, const char *why)
+{
+  g_autofree char *dir = ks_test_build_plugin_dir (name);
+  g_autofree char *file = g_strconcat (name, ".so", NULL);
+  g_autofree char *plugin = g_build_filename (dir, file, NULL);
+  if (g_file_test (plugin, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_test_skip (why);
+  return FALSE;
+}
+
 gboolean
 ks_test_have_openblas (void)
 {
-  g_autofree char *dir = ks_test_build_plugin_dir ("openblas");
-  g_autofree char *plugin = g_build_filename (dir, "openblas.so", NULL);
-  if (g_file_test (plugin, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the OpenBLAS plugin was not built (configure found no OpenBLAS)");
-  return FALSE;
+  return have_plugin ("openblas", "the OpenBLAS plugin was not built (configure found no OpenBLAS)");
 }
 
 gboolean
 ks_test_have_gloo (void)
 {
-  g_autofree char *dir = ks_test_build_plugin_dir ("gloo");
-  g_autofree char *plugin = g_build_filename (dir, "gloo.so", NULL);
-  if (g_file_test (plugin, G_FILE_TEST_EXISTS))
-    return TRUE;
-  g_test_skip ("the gloo plugin was not built (apt-get install libgloo-dev, reconfigure)");
-  return FALSE;
+  return have_plugin ("gloo", "the gloo plugin was not built (apt-get install libgloo-dev, "
+                              "reconfigure)");
 }
 
 float *
@@ -598,6 +602,18 @@ ks_test_read_string (int fd, gsize max, gsize *len)
     return g_free (s), NULL;
   *len = n;
   return s;
+}
+
+char *
+ks_test_read_all (int fd)
+{
+  GString *s = g_string_new (NULL);
+  char buf[4096];
+  gssize got;
+  while ((got = read (fd, buf, sizeof buf)) > 0)
+    g_string_append_len (s, buf, got);
+  close (fd);
+  return g_string_free (s, FALSE);
 }
 
 char

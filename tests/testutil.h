@@ -17,6 +17,8 @@ GPid ks_test_find_child (GPid parent, const char *env_entry);
  * reaped yet, ...), or 0 when it is gone. */
 char ks_test_process_state (GPid pid);
 
+/* Everything a pipe gives until its end (fd closed then). */
+char *ks_test_read_all (int fd);
 /* Reads exactly len bytes from fd; FALSE at its end or on an error. */
 gboolean ks_test_read_exact (int fd, void *buf, gsize len);
 /* Reads a c10d store string (its 8-byte length, then the bytes) of at most `max` bytes,
