@@ -22,7 +22,7 @@ libksdist_tasks_la_SOURCES = \
 	tasks/table-private.h \
 	tasks/table.c \
 	tasks/table-read.c \
-	tasks/table-rows.c \
+	tasks/table-rows.c tasks/table-map.c \
 	tasks/table-csv.c \
 	tasks/table-npy.c \
 	tasks/table-idx.c \

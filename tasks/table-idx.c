@@ -37,7 +37,7 @@ read_either (const char *dir, const char *name, const char *const pair[2], char 
       *length = g_mapped_file_get_length (*map);
       if (!(*length >= 2 && b[0] == 0x1f && b[1] == 0x8b))
         return (const char *) b;
-      g_clear_pointer (map, g_mapped_file_unref); /* gzip: decompressed into memory */
+      g_clear_pointer (map, ks_table_unmap); /* gzip: decompressed into memory */
     }
   return *bytes = ks_table_read (*path, length, error);
 }

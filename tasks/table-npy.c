@@ -32,8 +32,7 @@ static void
 npy_clear (Npy *a)
 {
   g_free (a->bytes);
-  if (a->map != NULL)
-    g_mapped_file_unref (a->map);
+  ks_table_unmap (a->map);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Npy, npy_clear)
 
@@ -123,7 +122,7 @@ npy_read (Npy *a, const char *path, gboolean map, GError **error)
   b = a->map != NULL ? (const guint8 *) g_mapped_file_get_contents (a->map) : NULL;
   a->length = a->map != NULL ? g_mapped_file_get_length (a->map) : 0;
   if (a->map != NULL && a->length >= 2 && b[0] == 0x1f && b[1] == 0x8b)
-    g_clear_pointer (&a->map, g_mapped_file_unref); /* gzip: decompressed into memory */
+    g_clear_pointer (&a->map, ks_table_unmap); /* gzip: decompressed into memory */
   if (a->map == NULL && (a->bytes = ks_table_read (path, &a->length, error)) == NULL)
     return FALSE;
   if (a->map == NULL)

@@ -58,8 +58,11 @@ void ks_rows_get (const KsRows *rows, gsize row, float *out);
 KsRows *ks_rows_load_npy (const char *features, const char *labels, gboolean regression,
                           GError **error);
 KsRows *ks_rows_load_idx (const char *path, gboolean train, GError **error);
-/* The file mapped read-only: NULL with KS_CONFIG_ERROR_IO naming it. */
+/* table-map.c: the file mapped read-only (NULL with KS_CONFIG_ERROR_IO naming it), kept
+ * so that a read past its end after someone cut it short ends the job with a message
+ * naming it rather than a bare SIGBUS; ks_table_unmap forgets and unrefs it (NULL: none). */
 GMappedFile *ks_table_map (const char *path, GError **error);
+void ks_table_unmap (GMappedFile *map);
 
 /* table-images.c (with gdk-pixbuf): whether b[0, n) is a whole PNG or JPEG, walked to its
  * last chunk or end-of-image marker (gdk-pixbuf decodes a file cut short without a word):

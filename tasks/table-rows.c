@@ -27,8 +27,7 @@ ks_rows_free (KsRows *r)
   if (r == NULL)
     return;
   ks_table_free (r->table);
-  if (r->map != NULL)
-    g_mapped_file_unref (r->map);
+  ks_table_unmap (r->map);
   g_free (r);
 }
 
@@ -39,12 +38,3 @@ ks_rows_get (const KsRows *r, gsize row, float *out)
   r->get (r, row, out);
 }
 
-GMappedFile *
-ks_table_map (const char *path, GError **error)
-{
-  g_autoptr (GError) local = NULL;
-  GMappedFile *map = g_mapped_file_new (path, FALSE, &local);
-  if (map == NULL)
-    g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s", local->message);
-  return map;
-}

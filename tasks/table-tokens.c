@@ -22,15 +22,13 @@ ks_tokens_free (KsTokens *tokens)
   if (tokens == NULL)
     return;
   g_free (tokens->path);
-  if (tokens->map != NULL)
-    g_mapped_file_unref (tokens->map);
+  ks_table_unmap (tokens->map);
   g_free (tokens);
 }
 
 KsTokens *
 ks_tokens_load (const char *path, GError **error)
 {
-  g_autoptr (GError) local = NULL;
   g_autoptr (KsTokens) t = NULL;
   const char *b;
   gsize n, start = 0;
@@ -44,12 +42,8 @@ ks_tokens_load (const char *path, GError **error)
 #endif
   t = g_new0 (KsTokens, 1);
   t->path = g_strdup (path);
-  if ((t->map = g_mapped_file_new (path, FALSE, &local)) == NULL)
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s",
-                   local->message);
-      return NULL;
-    }
+  if ((t->map = ks_table_map (path, error)) == NULL)
+    return NULL;
   b = g_mapped_file_get_contents (t->map);
   n = g_mapped_file_get_length (t->map);
   if (n == 0)

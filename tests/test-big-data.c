@@ -218,6 +218,43 @@ test_mapped_memory (void)
   ks_test_rmtree (dir);
 }
 
+/* A mapped file cut short while the job trains on it (a read past its new end faults):
+ * the job ends with status 1 and one message naming the file and what to do, not a bare
+ * SIGBUS. */
+static void
+test_mapped_cut_short (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *npy = write_npy (dir, "rows", 0, 65536, 64, 2, PLAIN);
+  g_autofree char *data = g_strdup_printf ("task = npy\npath = %s\nlabels = %s/rows.labels.npy",
+                                           npy, dir);
+  g_autofree char *config = write_config (dir, "cut.ini", data,
+                                          "steps = 1000000\nbatch = 64\nlog_every = 1");
+  int out_fd, err_fd, status = 0;
+  char first[64];
+  GPid pid = ks_test_spawn_ksdist (ARGS ("train", config), NULL, plugins, &out_fd, &err_fd);
+
+  g_assert_cmpint (read (out_fd, first, sizeof first), >, 0); /* a step line: it trains */
+  g_assert_cmpint (truncate (npy, 128), ==, 0);               /* its header alone is left */
+  for (int i = 0; i < 6000 && waitpid (pid, &status, WNOHANG) == 0; i++)
+    g_usleep (10000);
+  if (kill (pid, 0) == 0)
+    {
+      kill (pid, SIGKILL);
+      waitpid (pid, &status, 0);
+      g_error ("ksdist train went on for 60 s on a data file cut short");
+    }
+  g_autofree char *out = ks_test_read_all (out_fd);
+  g_autofree char *err = ks_test_read_all (err_fd);
+  g_test_message ("%s", err);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 1);
+  g_autofree char *said = g_strdup_printf ("ksdist: %s was cut short while this job read it", npy);
+  g_assert_nonnull (strstr (err, said));
+  g_assert_nonnull (strstr (err, "resume from the newest checkpoint"));
+  ks_test_rmtree (dir);
+}
+
 /* Mapped rows train exactly as rows in memory: the same .npy gzipped (read whole), with
  * standardisation and a held-out split, gives the same loss lines and the same weights;
  * IDX the same. */
@@ -570,6 +607,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/big-data/mapped-memory", test_mapped_memory);
   g_test_add_func ("/big-data/mapped-equals-memory", test_mapped_equals_memory);
+  g_test_add_func ("/big-data/mapped-cut-short", test_mapped_cut_short);
   g_test_add_func ("/big-data/npy-folder", test_npy_folder);
   g_test_add_func ("/big-data/split-csv", test_split_csv);
   g_test_add_func ("/big-data/split-npy-moments", test_split_npy_moments);
