@@ -83,6 +83,15 @@ samples_build (KsTrainer *t, GError **error)
                      s->train.source);
       return FALSE;
     }
+  if (s->train.n > G_MAXINT32) /* the epoch's order: guint rows, drawn by g_rand_int_range */
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: %" G_GSIZE_FORMAT " training rows on one worker, more than the %d "
+                   "one worker shuffles: split them into several files and set [data] "
+                   "split_files = true, so that each worker holds a share",
+                   s->train.source, s->train.n, G_MAXINT32);
+      return FALSE;
+    }
   if (logistic (c) && s->train.outputs != 2)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
@@ -166,6 +175,21 @@ samples_batch (KsTrainer *t, gint64 step)
     }
 }
 
+/* With split_files each worker holds out rows of its own files: their counts (n values,
+ * summed in place) over every worker, so that the metric is the whole held-out set's. */
+static gboolean
+sum_over_workers (KsTrainer *t, const SampleSet *eval, double *counts, gsize n, GError **error)
+{
+  KsRoleMaker *role = ks_trainer_role (t);
+  if (!eval->split || role == NULL || ks_role_maker_worker_num (role) <= 1)
+    return TRUE;
+  g_autofree double *sum = g_new (double, n);
+  if (!ks_role_maker_all_reduce_worker (role, counts, sum, n, KS_REDUCE_SUM, error))
+    return FALSE;
+  memcpy (counts, sum, n * sizeof (double));
+  return TRUE;
+}
+
 /* The AUC of the held-out rows (each once; the last batch filled up with repeats that
  * are not counted) from the metric layer's probabilities (a pipeline's last stage's
  * too), bucketed as the ctr's. */
@@ -193,6 +217,10 @@ samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
         return FALSE;
       ks_auc_add (auc, p, y, valid);
     }
+  gsize n_counts;
+  double *counts = ks_auc_counts (auc, &n_counts);
+  if (!sum_over_workers (t, &s->eval, counts, n_counts, error))
+    return FALSE;
   *value = ks_auc_value (auc);
   if (samples != NULL)
     *samples = (gsize) ks_auc_samples (auc);
@@ -226,11 +254,14 @@ samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, G
         return FALSE;
       sum += v;
     }
-  *value = sum / s->eval_batches;
+  double totals[2] = { sum, (double) s->eval_batches }; /* over every worker's files */
+  if (!sum_over_workers (t, &s->eval, totals, 2, error))
+    return FALSE;
+  *value = totals[0] / totals[1];
   if (s->net.loss == NET_LOSS_MSE)
     *value = sqrt (*value);
   if (samples != NULL)
-    *samples = s->eval_batches * batch;
+    *samples = (gsize) totals[1] * batch;
   return TRUE;
 }
 

@@ -65,7 +65,8 @@ check_split (const KsConfig *c, int workers, GError **error)
                                   "many files (a folder or a glob), but %s is one file", path);
   if (workers <= 0)
     return TRUE;
-  if (!sample_files_list ("path", path, "labels", "", &files,
+  if (!sample_files_list ("path", path, "labels", ks_config_get_string (c, "data", "labels"),
+                          &files,
                           source_of (c) == SOURCE_NPY ? &labels : NULL, error))
     return FALSE;
   if (g_strv_length (files) < (guint) workers)
@@ -555,7 +556,8 @@ load_tables (const KsConfig *c, Source source, gboolean regression, KsRoleMaker 
       eval->mean = g_memdup2 (train->mean, f * sizeof (float));
       eval->std = g_memdup2 (train->std, f * sizeof (float));
     }
-  train->split = eval->split = split && role != NULL;
+  train->split = split && role != NULL;
+  eval->split = train->split && l.tests == NULL; /* rows held out of each worker's own files */
   g_atomic_rc_box_release_full (files, (GDestroyNotify) files_free);
   return ok;
 }

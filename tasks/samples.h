@@ -28,7 +28,8 @@ typedef struct {
   gboolean generated; /* by [data] task, [data] samples of them */
   float *mean, *std; /* per feature: each row is standardised by them as it is read; or NULL */
   char **class_names; /* the classes' names in id order (from a file's named labels), or NULL */
-  gboolean split;   /* [data] split_files: this worker holds its share of the files only */
+  gboolean split;   /* [data] split_files: this worker holds its share of the files only
+                     * (held-out rows: those of its own files, counted over every worker) */
 } SampleSet;
 
 /* The [data] keys the configured data set reads ("data.task", ...), NULL-terminated. */

@@ -35,6 +35,11 @@ read_either (const char *dir, const char *name, const char *const pair[2], char 
     {
       const guint8 *b = (const guint8 *) g_mapped_file_get_contents (*map);
       *length = g_mapped_file_get_length (*map);
+      if (*length == 0) /* an empty file maps to no memory: check () says it is empty */
+        {
+          g_clear_pointer (map, ks_table_unmap);
+          return "";
+        }
       if (!(*length >= 2 && b[0] == 0x1f && b[1] == 0x8b))
         return (const char *) b;
       g_clear_pointer (map, ks_table_unmap); /* gzip: decompressed into memory */
@@ -152,17 +157,20 @@ mapped_row (const KsRows *r, gsize row, float *out)
 KsRows *
 ks_rows_load_idx (const char *path, gboolean train, GError **error)
 {
-  g_autoptr (GMappedFile) map = NULL;
+  GMappedFile *map = NULL;
   const guint8 *pixels;
   KsTable *t;
 
   g_return_val_if_fail (path != NULL, NULL);
   if ((t = load (path, train, &map, &pixels, error)) == NULL)
-    return NULL;
+    {
+      ks_table_unmap (map); /* forgotten by the SIGBUS handler too */
+      return NULL;
+    }
   KsRows *r = ks_rows_new (t);
   if (map != NULL)
     {
-      r->map = g_steal_pointer (&map);
+      r->map = map;
       r->cells = pixels;
       r->get = mapped_row;
     }

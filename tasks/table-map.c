@@ -52,7 +52,11 @@ on_sigbus (int sig, siginfo_t *info, void *context)
              "resume from the newest checkpoint\n");
         _exit (1);
       }
-  signal (sig, SIG_DFL); /* not a data file's fault: the fault repeats, with the default */
+  /* not a data file's fault: with the default back, a fault repeats and a SIGBUS sent by
+   * kill (si_code <= 0) is sent again, so either ends the process as it would have */
+  signal (sig, SIG_DFL);
+  if (info->si_code <= 0)
+    raise (sig);
 }
 
 static gpointer

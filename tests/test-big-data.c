@@ -507,6 +507,20 @@ test_split_csv (void)
   g_assert_nonnull (accuracy);
   g_test_message ("held-out accuracy %.4s", accuracy);
   g_assert_cmpfloat (g_ascii_strtod (accuracy, NULL), >=, 0.9);
+  /* the held-out rows of every worker's files are counted: each worker holds out at least
+   * a batch (32) of its own, and both print the same sum */
+  g_autofree char *line0 = NULL, *line1 = NULL;
+  g_auto (GStrv) lines = g_strsplit (out, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (g_str_has_prefix (lines[i], "[rank 0] eval accuracy "))
+      line0 = (g_free (line0), g_strdup (lines[i] + strlen ("[rank 0] ")));
+    else if (g_str_has_prefix (lines[i], "[rank 1] eval accuracy "))
+      line1 = (g_free (line1), g_strdup (lines[i] + strlen ("[rank 1] ")));
+  g_assert_nonnull (line0);
+  g_assert_cmpstr (line0, ==, line1);
+  const char *count = strchr (line0, '(');
+  g_assert_nonnull (count);
+  g_assert_cmpuint (g_ascii_strtoull (count + 1, NULL, 10), >=, 64);
 
   /* resumed at step 15 (the checkpoint copied aside) on 2 workers: the same end */
   g_assert_cmpint (g_mkdir (resumed, 0700), ==, 0);

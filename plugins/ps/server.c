@@ -17,6 +17,7 @@ typedef struct {
   void *zctx, *socket;
   PsAuth *auth;
   gint64 signal_at; /* when it saw SIGTERM or SIGINT; 0: not yet */
+  gint64 serve_start; /* when it began to serve, moved on by its own gaps */
   guint8 token[PS_TOKEN_BYTES];
   char *checkpoint_dir; /* absolute, from the start; NULL: saves are refused */
   gsize msg_floats;
@@ -398,6 +399,7 @@ check_away (Server *s, gint64 *seen, GError **error)
       watched |= s->hello[w] && !s->stopped[w];
     }
   s->round_start += gap;
+  s->serve_start += gap; /* the wait for a first worker counts only while it runs */
   if (!watched || gap <= (gint64) c->timeout_ms * 1000)
     return TRUE;
   gint64 kept, at;
@@ -429,14 +431,15 @@ serving_any (Server *s)
  * worker, else once they stopped (they were asked too, and save through it first) or
  * [comm] timeout after the signal. */
 static gboolean
-go_on (Server *s, gint64 start, gint64 now, GError **error)
+go_on (Server *s, gint64 now, GError **error)
 {
   const PsServerConfig *c = s->cfg;
   gint64 timeout = (gint64) c->timeout_ms * 1000;
   int sig = ks_trainer_stop_signal ();
   guint64 refused;
 
-  if (!ps_auth_admitted_any (s->auth, &refused) && refused > 0 && now - start > timeout)
+  if (!ps_auth_admitted_any (s->auth, &refused) && refused > 0
+      && now - s->serve_start > timeout)
     {
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                    "server %d (%s): no worker connected within [comm] timeout = %g s of its "
@@ -467,7 +470,7 @@ serve (Server *s, GError **error)
   const PsServerConfig *c = s->cfg;
   gint64 start = g_get_monotonic_time (), next_log = start + (gint64) (c->log_every_s * 1e6);
 
-  s->window_start = start;
+  s->window_start = s->serve_start = start;
   gint64 seen = ks_away_total ();
   while (!all_stopped (s))
     {
@@ -494,7 +497,7 @@ serve (Server *s, GError **error)
             break;
         }
       gint64 now = g_get_monotonic_time ();
-      if (!go_on (s, start, now, error))
+      if (!go_on (s, now, error))
         return FALSE;
       if (s->round_count > 0 && now - s->round_start > (gint64) c->timeout_ms * 1000)
         {

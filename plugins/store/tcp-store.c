@@ -158,10 +158,11 @@ request (TcpStore *s, GByteArray *body, int wait_ms, guint8 *status, GByteArray 
 {
   g_autofree char *why = NULL;
   gboolean ok = FALSE;
-  gint64 deadline = g_get_monotonic_time ()
-                    + ((gint64) MAX (wait_ms, 0) + MIN (ANSWER_GRACE_MS, s->timeout_ms)) * 1000;
+  gint64 deadline;
 
-  g_mutex_lock (&s->lock);
+  g_mutex_lock (&s->lock); /* the wait for another thread's request is not this one's */
+  deadline = g_get_monotonic_time ()
+             + ((gint64) MAX (wait_ms, 0) + MIN (ANSWER_GRACE_MS, s->timeout_ms)) * 1000;
   if (s->fd < 0)
     g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
                  s->address == NULL ? "tcp store: call open first"
