@@ -19,7 +19,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define TIMEOUT_S 8 /* the job's [comm] timeout: a handshake gets this long */
+#define TIMEOUT_S 20 /* the job's [comm] timeout: a handshake gets this long, and the
+                    * workers may be paused this long (8 s was passed under CI's load) */
 
 static int tried, refused;
 /* KS_HOSTILE_MECHANISM=NULL: the attacks as a server of before CURVE saw them (measured
@@ -106,7 +107,9 @@ pull_answered (int port, void (*setup) (void *socket), double seconds)
   int linger = 0;
   gboolean answered;
 
+  int send_ms = 10000; /* a DEALER with no peer blocks its send: a server gone fails */
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt (s, ZMQ_SNDTIMEO, &send_ms, sizeof send_ms);
   setup (s);
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   h.type = PS_PULL;
