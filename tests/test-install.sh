@@ -6,7 +6,7 @@
 # KS_PROGRAM_FLAGS (the build's warnings and sanitizers: a program linked against
 # sanitized libraries must be built with them too).
 set -u
-echo "1..6"
+echo "1..7"
 root=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-install-XXXXXX")
 trap 'rm -rf "$root"' EXIT
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
@@ -87,3 +87,17 @@ out=$(LD_LIBRARY_PATH="$root$KS_LIBDIR" "$root/rings" 2>&1) \
   || fail 6 "the tasks library's program: a point without a class" "$out"
 case $out in "3 classes: "*) ;; *) fail 6 "the tasks library's program" "$out" ;; esac
 echo "ok 6 - a program on the installed tasks library (pkg-config ksdist-tasks) runs"
+
+# Every installed header compiles alone (a user includes only what they use); ksdist.h
+# stays the one-include convenience.
+flags=$(pkg-config --cflags ksdist-tasks) || fail 7 "pkg-config ksdist-tasks"
+alone=0
+for h in "$root$KS_PREFIX"/include/ksdist/*.h; do
+  name=$(basename "$h")
+  # shellcheck disable=SC2086
+  printf '#include <ksdist/%s>\n' "$name" | $CC -fsyntax-only -Wall -Werror -x c - $flags \
+      >"$root/cc.log" 2>&1 || fail 7 "<ksdist/$name> does not compile alone" "$(head -n 5 "$root/cc.log")"
+  alone=$((alone + 1))
+done
+[ $alone -ge 25 ] || fail 7 "only $alone installed headers found in $root$KS_PREFIX/include/ksdist"
+echo "ok 7 - each of the $alone installed headers compiles alone"

@@ -12,6 +12,7 @@
 #define KSDIST_MODEL_H
 
 #include <ksdist/optimizer.h>
+#include <ksdist/registry.h>
 #include <ksdist/tensor.h>
 
 G_BEGIN_DECLS

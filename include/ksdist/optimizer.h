@@ -13,6 +13,7 @@ G_BEGIN_DECLS
 /* Defined by the model module of the training work; opaque to this interface. */
 typedef struct KsModel KsModel;
 typedef struct KsExpr KsExpr;
+struct KsArena; /* tensor.h */
 
 typedef struct {
   KsExpr *param;

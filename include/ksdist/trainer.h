@@ -21,6 +21,7 @@
 #include <ksdist/algorithm.h>
 #include <ksdist/config.h>
 #include <ksdist/model.h>
+#include <ksdist/pipeline.h>
 #include <ksdist/registry.h>
 #include <ksdist/rolemaker.h>
 
