@@ -79,6 +79,11 @@ int ks_strcmp_indirect (gconstpointer a, gconstpointer b);
  * (a value from a file must not drive the terminal), cut after `max` bytes with the
  * length said. */
 char *ks_printable (const char *text, gsize max);
+
+/* config-comments.c: `text` with each comment after a value or group header cut (a '#'
+ * or ';' at the value's start or after a blank, to the line's end); \# and \; in a
+ * value become # and ;. Lines keep their numbers. */
+char *ks_config_strip_comments (const char *text);
 /* config-env.c: the KS_<GROUP>_<KEY> variables of the environment whose group is known
  * and key is not, refused with a did-you-mean (ks_config_validate calls it). */
 gboolean ks_config_check_environment (const KsConfig *config, GError **error);

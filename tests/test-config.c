@@ -63,6 +63,27 @@ test_valid_file (Fixture *f, gconstpointer data)
   g_assert_cmpstr (ks_config_file (config), ==, f->path);
 }
 
+/* A comment after a value or a group header is not part of the value (GKeyFile alone
+ * keeps it: `task = csv   # x` would be 'csv   # x'); \# writes a literal #. */
+static void
+test_inline_comments (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_test_config ("[data]   # what is read\n"
+                                                "task = csv          # a folder of ...\n"
+                                                "label = a\\#b;c ; not this\n"
+                                                "; a whole-line comment\n"
+                                                "[comm]\ntimeout = 12\t;seconds\n"
+                                                "store = file#1 #2\n",
+                                                f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_cmpstr (ks_config_get_string (config, "data", "task"), ==, "csv");
+  g_assert_cmpstr (ks_config_get_string (config, "data", "label"), ==, "a#b;c");
+  g_assert_cmpfloat (ks_config_get_double (config, "comm", "timeout"), ==, 12);
+  g_assert_cmpstr (ks_config_get_string (config, "comm", "store"), ==, "file#1");
+}
+
 static void
 test_missing_file (Fixture *f, gconstpointer data)
 {
@@ -346,6 +367,7 @@ main (int argc, char **argv)
 #define ADD(name, fn) g_test_add ("/config/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("valid-file", test_valid_file);
   ADD ("missing-file", test_missing_file);
+  ADD ("inline-comments", test_inline_comments);
   ADD ("syntax-errors", test_syntax_errors);
   ADD ("nothing-half-loaded", test_nothing_half_loaded);
   ADD ("duplicate-key", test_duplicate_key);

@@ -75,7 +75,12 @@ print_reference (const KsConfig *config)
           "what the program knows; `tests/test-reference.sh` fails when this file differs. A "
           "value resolves as default < file < environment `KS_<GROUP>_<KEY>` < `--set "
           "group.key=value`; an unknown group or key, or a value out of its range, is an "
-          "error naming it.\n", names);
+          "error naming it.\n\n"
+          "A `#` or `;` that begins a value or follows a blank starts a comment to the end "
+          "of the line (`path = digits   # MNIST's four files` is `digits`), as in the "
+          "output of `ksdist config`: a comment kept in the value would make a wrong value "
+          "that is hard to see. Write `\\#` or `\\;` for a literal one (`label = "
+          "size\\#2`); a `#` inside a word (`a#b`) is the value's.\n", names);
   for (int g = 0; groups[g] != NULL; g++)
     {
       g_autoptr (GPtrArray) keys = ks_config_group_keys (config, groups[g]);

@@ -255,9 +255,10 @@ read_file (KsConfig *config, const char *path, GError **error)
                    line);
       return FALSE;
     }
-  if (!scan_lines (config, path, text, lines, error))
+  g_autofree char *clean = ks_config_strip_comments (text);
+  if (!scan_lines (config, path, clean, lines, error))
     return FALSE;
-  if (!g_key_file_load_from_data (kf, text, -1, G_KEY_FILE_NONE, &local))
+  if (!g_key_file_load_from_data (kf, clean, -1, G_KEY_FILE_NONE, &local))
     {
       g_autofree char *shown = ks_printable (local->message, MESSAGE_TEXT);
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX, "%s: %s", path, shown);
