@@ -84,6 +84,15 @@ char *ks_printable (const char *text, gsize max);
  * or ';' at the value's start or after a blank, to the line's end); \# and \; in a
  * value become # and ;. Lines keep their numbers. */
 char *ks_config_strip_comments (const char *text);
+/* config-paths.c: whether [group] key names a file or folder a run reads; the path a
+ * relative `value` written in `config_file` has beside it when something is there (else
+ * NULL: the value, from the current directory); and the check that what a setting names
+ * is there, one error naming the setting, where it was set and the rule otherwise. */
+gboolean ks_config_is_input_path (const char *group, const char *key);
+char *ks_config_path_resolve (const char *config_file, const char *value);
+gboolean ks_config_path_check (const char *group, const char *key, const char *value,
+                               const char *config_file, gboolean from_file, const char *where,
+                               GError **error);
 /* config-env.c: the KS_<GROUP>_<KEY> variables of the environment whose group is known
  * and key is not, refused with a did-you-mean (ks_config_validate calls it). */
 gboolean ks_config_check_environment (const KsConfig *config, GError **error);

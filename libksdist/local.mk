@@ -6,6 +6,7 @@ libksdist_la_SOURCES += libksdist/config/types.c \
 	libksdist/config/suggest.c \
 	libksdist/config/config.c \
 	libksdist/config/config-comments.c \
+	libksdist/config/config-paths.c \
 	libksdist/config/config-env.c \
 	libksdist/config/config-schema.c \
 	libksdist/config/settings.c
