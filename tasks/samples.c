@@ -36,7 +36,7 @@ sample_set_settings (const KsConfig *c)
   static const char *const csv[] = { "data.task", "data.path", "data.test_path", "data.holdout",
                                      "data.seed", "data.label", "data.header",
                                      "data.delimiter", "data.normalize", "data.split_files",
-                                     NULL };
+                                     "data.missing", NULL };
   static const char *const npy[] = { "data.task", "data.path", "data.labels", "data.test_path",
                                      "data.test_labels", "data.holdout", "data.seed",
                                      "data.normalize", "data.split_files", NULL };
@@ -243,6 +243,10 @@ load_rows (const KsConfig *c, Source source, const char *path, const char *label
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     if (strcmp (delimiter, names[i]) == 0)
       options.delimiter = delimiters[i];
+  static const char *const missing[] = { "error", "skip", "mean", "zero" };
+  for (guint i = 0; i < G_N_ELEMENTS (missing); i++)
+    if (strcmp (ks_config_get_string (c, "data", "missing"), missing[i]) == 0)
+      options.missing = (KsCsvMissing) i;
   t = ks_table_load_csv (path, &options, error);
   return t != NULL ? ks_rows_new (t) : NULL;
 }

@@ -56,16 +56,26 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTable, ks_table_free)
  * header = -1 (auto): a label given by a name that is not a column index means a header;
  * otherwise the first record is a header when one of its fields other than the label
  * column's is not a number (set header = 1 for a header of numeric names).
- * label: a header name (matched first) or a 0-based column index as text; NULL: the last
- * column. Classification: when every label is a number, each must be a non-negative
+ * label: a 0-based column index when it is digits only (a header cell named "4" is
+ * picked by its index), else a header name; NULL: the last column. Classification: when every label is a number, each must be a non-negative
  * integer (1 and 1.0 alike) below KS_TABLE_MAX_CLASSES and classes is the largest + 1;
  * when any label is not a number, all labels are names, classes are their sorted set
  * and class_names keeps them. Regression: every label is a finite number. */
+typedef enum {
+  KS_CSV_MISSING_ERROR = 0, /* a missing cell is an error naming it and [data] missing */
+  KS_CSV_MISSING_SKIP,      /* a record with a missing cell is dropped (one warning says how many) */
+  KS_CSV_MISSING_MEAN,      /* a missing feature is its column's mean over the file's values */
+  KS_CSV_MISSING_ZERO,      /* a missing feature is 0 */
+} KsCsvMissing;
+
 typedef struct {
   char delimiter;     /* 0: ',' (or '\t' for a name ending .tsv or .tsv.gz) */
   int header;         /* -1 auto (above), 0 none, 1 yes */
-  const char *label;  /* the label column: a header name, or a 0-based index as text; NULL = last */
+  const char *label;  /* the label column: a 0-based index written as digits, else a header
+                       * name; NULL = last */
   gboolean regression;
+  KsCsvMissing missing; /* a missing cell: empty, NA, N/A or ?; a missing label is only ever
+                         * skipped (SKIP) or an error */
 } KsCsvOptions;
 
 /* `options` may be NULL: defaults, header auto, classification. */

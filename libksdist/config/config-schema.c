@@ -158,7 +158,12 @@ static const KsKeyDesc core_schema[] = {
     "number, its file's number among many and [data] seed, so every run and every worker "
     "holds out the same rows)" },
   { "data", "label", KS_VALUE_STRING, "", 1, 0, NULL,
-    "csv: the label column, by header name or 0-based index; empty: the last column" },
+    "csv: the label column: a 0-based index when written as digits (a header cell named 4 "
+    "is picked by its index too), else a header name; empty: the last column" },
+  { "data", "missing", KS_VALUE_CHOICE, "error", 1, 0, "error|skip|mean|zero",
+    "csv: a missing cell (empty, NA, N/A or ?) is an error naming it, or its record is "
+    "skipped (one warning counts them), or a missing feature is its column's mean over the "
+    "file's values, or 0 (a missing label is an error unless skip)" },
   { "data", "header", KS_VALUE_CHOICE, "auto", 1, 0, "auto|yes|no",
     "csv: whether the first line names the columns (auto: when a field of it other than "
     "the label's is not a number)" },
