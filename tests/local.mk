@@ -369,3 +369,7 @@ check-sanitize:
 	rm -rf $(SANITIZE_DIR)
 clean-local:
 	rm -rf $(SANITIZE_DIR)
+
+# [data] dtype of token files: uint16 shards and uint32 files alike; a wrong one warned about.
+dist_check_SCRIPTS += tests/test-tokens-dtype.sh
+TESTS += tests/test-tokens-dtype.sh

@@ -664,6 +664,45 @@ write_shard (const char *dir, const char *name, gint32 magic, gint32 version, gi
   return write_bytes (dir, name, b, 1024 + 2 * n);
 }
 
+/* [data] dtype = uint32: plain uint32 tokens read as they are; the same file read as
+ * uint16 shows its zero halves (the task warns on them); sizes and shards checked. */
+static void
+test_tokens_uint32 (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  enum { N = 1000 };
+  guint32 wide[N];
+  for (gsize i = 0; i < N; i++)
+    wide[i] = GUINT32_TO_LE (i < 10 ? 70000 + i : 1 + i * 7919 % 5000);
+  g_autofree char *path = write_bytes (dir, "wide.bin", wide, sizeof wide);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsTokens) t = ks_tokens_load_as (path, 4, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (t->n, ==, N);
+  g_assert_cmpuint (t->width, ==, 4);
+  g_assert_null (t->tokens);
+  for (gsize i = 0; i < N; i++)
+    g_assert_cmpuint (ks_tokens_get (t, i), ==, GUINT32_FROM_LE (wide[i]));
+  g_assert_cmpuint (t->vocab_hint, ==, 70010);
+  g_assert_cmpuint (t->zeros, ==, 0);
+  /* read as uint16: twice the tokens, the high halves (990 of them) are 0 */
+  g_autoptr (KsTokens) narrow = ks_tokens_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (narrow->n, ==, 2 * N);
+  g_assert_cmpuint (narrow->zeros, ==, N - 10);
+  g_assert_cmpuint (ks_tokens_get (narrow, 20), ==, narrow->tokens[20]);
+  /* a size that is no multiple of 4, and an llm.c shard, are not uint32 tokens */
+  g_autofree char *odd = write_bytes (dir, "odd.bin", wide, sizeof wide - 2);
+  g_assert_null (ks_tokens_load_as (odd, 4, &error));
+  g_assert_nonnull (strstr (error->message, "odd.bin: 3998 bytes, not a multiple of 4: not "
+                                            "uint32 tokens ([data] dtype = uint32)"));
+  g_clear_error (&error);
+  g_autofree char *shard = write_shard (dir, "s.bin", 20240520, 1, 100, 100);
+  g_assert_null (ks_tokens_load_as (shard, 4, &error));
+  g_assert_nonnull (strstr (error->message, "holds uint16 tokens: set [data] dtype = uint16"));
+  ks_test_rmtree (dir);
+}
+
 static void
 tokens_bad (const char *path, const char *what)
 {
@@ -887,6 +926,7 @@ main (int argc, char **argv)
   g_test_add_func ("/table/csv-errors", test_csv_errors);
   g_test_add_func ("/table/csv-label-index", test_csv_label_index);
   g_test_add_func ("/table/csv-missing", test_csv_missing);
+  g_test_add_func ("/table/tokens-uint32", test_tokens_uint32);
   g_test_add_func ("/table/npy", test_npy);
   g_test_add_func ("/table/npy-errors", test_npy_errors);
   g_test_add_func ("/table/idx", test_idx);

@@ -141,16 +141,29 @@ void ks_table_standardize (KsTable *t, const float *mean, const float *std);
  * exactly 1024 + 2 x count bytes), else it is an error, never read as plain tokens: a
  * plain file would have to start with the tokens 55432, 308, 1, 0 for this to misfire,
  * and is then refused, not misread. Any other file of an even number of bytes is plain
- * tokens. Gzipped token files are refused (they cannot be mapped). */
+ * tokens. Gzipped token files are refused (they cannot be mapped).
+ * ks_tokens_load_as reads uint16 (width 2, as above) or uint32 (width 4: a plain
+ * headerless file of a multiple of 4 bytes; tokenizers of more than 65,536 ids) tokens. */
 typedef struct {
   char *path;
-  const guint16 *tokens; /* into map */
+  const guint16 *tokens; /* into map; NULL when width is 4 (use ks_tokens_get) */
   gsize n;
   guint32 vocab_hint;    /* the largest token + 1 */
   GMappedFile *map;
+  guint width;           /* bytes a token: 2 (uint16) or 4 (uint32) */
+  const void *data;      /* the n tokens, into map */
+  gsize zeros;           /* tokens that are 0: wider values read as uint16 make many */
 } KsTokens;
 
 KsTokens *ks_tokens_load (const char *path, GError **error);
+KsTokens *ks_tokens_load_as (const char *path, guint width, GError **error);
+
+/* Token i of t, whatever its width. */
+static inline guint32
+ks_tokens_get (const KsTokens *t, gsize i)
+{
+  return t->width == 4 ? ((const guint32 *) t->data)[i] : ((const guint16 *) t->data)[i];
+}
 void ks_tokens_free (KsTokens *tokens);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTokens, ks_tokens_free)
 
