@@ -22,6 +22,11 @@ gboolean ks_is_first_party_plugin (const char *name);
 /* optimizer.c: binds an optimizer to every parameter of `model` (what the first
  * ks_optimizer_apply does), so that its state can be loaded before a step */
 void ks_optimizer_bind (KsOptimizer *optimizer, KsModel *model);
+/* The plan's check (ksdist config): an optimizer without the `state` slot cannot write
+ * [train] checkpoint_dir's checkpoints, and one that neither reads [optim] nor has
+ * set_learning_rate cannot take an [optim] lr or schedule set for it. */
+gboolean ks_optimizer_check_plan (KsOptimizer *optimizer, const KsConfig *config,
+                                  GError **error);
 /* optimizer.c: a wrapper of `inner` (taken over) whose ops and ctx are `ops`, `ctx` */
 KsOptimizer *ks_optimizer_new_wrapper (KsOptimizer *inner, const KsOptimizerOps *ops, void *ctx,
                                        const KsPluginRecord *plugin);
@@ -140,6 +145,10 @@ struct KsOptimizer {
   KsOptimizer *inner;
   KsImplDesc wrapper;
   KsClip clip; /* the one used alone: its [optim] clip_norm, read when it is made */
+  /* an optimizer that does not read [optim] itself: the core sets its rate each step */
+  gboolean fed;
+  KsLrSchedule schedule;
+  gint64 applied; /* updates so far, for one without a state slot */
 };
 
 /* Whether `compute` has the optional slots a model op named `op` (ks_op_name: conv2d,

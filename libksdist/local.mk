@@ -28,7 +28,8 @@ libksdist_la_SOURCES += libksdist/model/model-private.h \
 	libksdist/model/layers.c \
 	libksdist/model/amp.c
 # optim/: optimizers
-libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimizer.c
+libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimizer.c \
+	libksdist/optim/schedule.c
 # comm/: communicators, role makers, gradient averaging
 libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
