@@ -97,10 +97,11 @@ KsTable *ks_table_load_idx (const char *path, gboolean train, GError **error);
 /* An image folder as torchvision's ImageFolder lays it out: ROOT/<class>/<image>, one
  * folder per class (at least 2), class ids in strcmp order of the folder names (kept in
  * class_names), rows ordered by class then file name. Files in ROOT itself and hidden
- * entries (names starting with '.') anywhere are skipped; in a class folder every other
- * entry must be a .png, .jpg or .jpeg file (any case) holding a whole PNG or JPEG: a
- * sub-folder, another file, a dangling link, a truncated or undecodable image is an error
- * naming it, as is a class folder without images. Symbolic links are followed. The
+ * entries (names starting with '.') anywhere are skipped; so are files of a class folder
+ * whose name is not .png, .jpg or .jpeg (any case), a README.txt, as torchvision skips
+ * them (one warning counts them). An image file must hold a whole PNG or JPEG: a
+ * sub-folder, a dangling link, a truncated or undecodable image is an error naming it, as
+ * is a class folder without images. Symbolic links are followed. The
  * format is known by the first bytes (another format under a .png name is refused), and
  * PNG chunks and JPEG segments must reach their end marker, since gdk-pixbuf would decode
  * a truncated file into a partly grey image; images over 64 megapixels are refused.
