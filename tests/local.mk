@@ -384,3 +384,7 @@ TESTS += tests/test-tokens-dtype.sh
 # Plugin optimizers: the [optim] rate and schedule reach them; what they cannot do is refused.
 dist_check_SCRIPTS += tests/test-plugin-optim.sh
 TESTS += tests/test-plugin-optim.sh
+
+# The first hour's frictions end to end: paths, comments, missing cells, missing classes.
+dist_check_SCRIPTS += tests/test-first-hour.sh
+TESTS += tests/test-first-hour.sh
