@@ -100,6 +100,7 @@ test_input_paths (Fixture *f, gconstpointer data)
                                                 "test_path = only-here.csv\n", f->dir, &error);
   g_assert_no_error (error);
   g_assert_true (ks_config_validate (config, &error));
+  g_assert_true (ks_config_check_input_paths (config, &error));
   g_autofree char *beside = g_build_filename (f->dir, "rows.csv", NULL);
   g_assert_cmpstr (ks_config_get_string (config, "data", "path"), ==, beside);
   g_assert_cmpstr (ks_config_get_string (config, "data", "test_path"), ==, "only-here.csv");
@@ -107,7 +108,8 @@ test_input_paths (Fixture *f, gconstpointer data)
   /* missing: in the file, and from --set (the current directory only) */
   g_autoptr (KsConfig) gone = ks_test_config ("[data]\ntask = csv\npath = rows.csv\n"
                                               "test_path = gone.csv\n", f->dir, &error);
-  g_assert_false (ks_config_validate (gone, &error));
+  g_assert_true (ks_config_validate (gone, &error));
+  g_assert_false (ks_config_check_input_paths (gone, &error));
   g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO);
   g_autofree char *want = g_strdup_printf ("[data] test_path = gone.csv (in %s:4): not found "
                                            "(relative paths are taken from the config file's "
@@ -116,7 +118,8 @@ test_input_paths (Fixture *f, gconstpointer data)
   g_assert_cmpstr (error->message, ==, want);
   g_clear_error (&error);
   g_assert_true (ks_config_set_override (config, "model.init_from=rows.csv", NULL));
-  g_assert_false (ks_config_validate (config, &error));
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_false (ks_config_check_input_paths (config, &error));
   g_autofree char *want_set = g_strdup_printf ("[model] init_from = rows.csv (--set): not found "
                                                "(a relative path given by --set is taken from "
                                                "the current directory %s)", elsewhere);

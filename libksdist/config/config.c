@@ -724,15 +724,6 @@ ks_config_validate (KsConfig *config, GError **error)
           KsSource src;
           int line;
           const char *value = resolve (config, groups[g], d, &src, &line);
-          if (value != NULL && src != KS_SOURCE_DEFAULT && ks_config_is_input_path (groups[g], d->key))
-            {
-              g_autofree char *name = full_key (groups[g], d->key);
-              FileValue *fv = g_hash_table_lookup (config->file, name);
-              g_autofree char *where = describe_source (config, groups[g], d, src, line);
-              if (!ks_config_path_check (groups[g], d->key, src == KS_SOURCE_FILE ? fv->value : value,
-                                         config->path, src == KS_SOURCE_FILE, where, error))
-                return FALSE;
-            }
           if (value == NULL || ks_config_check_value (d, value, &expected))
             continue;
           g_autofree char *where = describe_source (config, groups[g], d, src, line);
@@ -741,6 +732,32 @@ ks_config_validate (KsConfig *config, GError **error)
                        "%s: [%s] %s = '%s': expected %s", where, d->group, d->key, shown,
                        expected);
           return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+gboolean
+ks_config_check_input_paths (const KsConfig *config, GError **error)
+{
+  static const char *const groups[] = { "data", "model" };
+  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+    {
+      GPtrArray *list = g_hash_table_lookup (config->schema, groups[g]);
+      for (guint i = 0; list != NULL && i < list->len; i++)
+        {
+          const KsKeyDesc *d = g_ptr_array_index (list, i);
+          KsSource src;
+          int line;
+          const char *value = resolve (config, groups[g], d, &src, &line);
+          if (value == NULL || src == KS_SOURCE_DEFAULT || !ks_config_is_input_path (groups[g], d->key))
+            continue;
+          g_autofree char *name = full_key (groups[g], d->key);
+          FileValue *fv = g_hash_table_lookup (config->file, name);
+          g_autofree char *where = describe_source (config, groups[g], d, src, line);
+          if (!ks_config_path_check (groups[g], d->key, src == KS_SOURCE_FILE ? fv->value : value,
+                                     config->path, src == KS_SOURCE_FILE, where, error))
+            return FALSE;
         }
     }
   return TRUE;

@@ -205,7 +205,7 @@ check_paths (const KsConfig *c, GError **error)
       if (*v != '\0' && !writable_file (files[i][0], files[i][1], v, error))
         return FALSE;
     }
-  if (!check_owner (c, error))
+  if (!check_owner (c, error) || !ks_config_check_input_paths (c, error))
     return FALSE;
   const char *init = ks_config_get_string (c, "model", "init_from");
   if (*init != '\0' && !g_file_test (init, G_FILE_TEST_IS_REGULAR))
