@@ -22,6 +22,11 @@ gboolean ks_is_first_party_plugin (const char *name);
 /* optimizer.c: binds an optimizer to every parameter of `model` (what the first
  * ks_optimizer_apply does), so that its state can be loaded before a step */
 void ks_optimizer_bind (KsOptimizer *optimizer, KsModel *model);
+/* The plan's check (ksdist config): an optimizer without the `state` slot cannot write
+ * [train] checkpoint_dir's checkpoints, and one that neither reads [optim] nor has
+ * set_learning_rate cannot take an [optim] lr or schedule set for it. */
+gboolean ks_optimizer_check_plan (KsOptimizer *optimizer, const KsConfig *config,
+                                  GError **error);
 /* optimizer.c: a wrapper of `inner` (taken over) whose ops and ctx are `ops`, `ctx` */
 KsOptimizer *ks_optimizer_new_wrapper (KsOptimizer *inner, const KsOptimizerOps *ops, void *ctx,
                                        const KsPluginRecord *plugin);
@@ -79,6 +84,20 @@ int ks_strcmp_indirect (gconstpointer a, gconstpointer b);
  * (a value from a file must not drive the terminal), cut after `max` bytes with the
  * length said. */
 char *ks_printable (const char *text, gsize max);
+
+/* config-comments.c: `text` with each comment after a value or group header cut (a '#'
+ * or ';' at the value's start or after a blank, to the line's end); \# and \; in a
+ * value become # and ;. Lines keep their numbers. */
+char *ks_config_strip_comments (const char *text);
+/* config-paths.c: whether [group] key names a file or folder a run reads; the path a
+ * relative `value` written in `config_file` has beside it when something is there (else
+ * NULL: the value, from the current directory); and the check that what a setting names
+ * is there, one error naming the setting, where it was set and the rule otherwise. */
+gboolean ks_config_is_input_path (const char *group, const char *key);
+char *ks_config_path_resolve (const char *config_file, const char *value);
+gboolean ks_config_path_check (const char *group, const char *key, const char *value,
+                               const char *config_file, gboolean from_file, const char *where,
+                               GError **error);
 /* config-env.c: the KS_<GROUP>_<KEY> variables of the environment whose group is known
  * and key is not, refused with a did-you-mean (ks_config_validate calls it). */
 gboolean ks_config_check_environment (const KsConfig *config, GError **error);
@@ -126,6 +145,10 @@ struct KsOptimizer {
   KsOptimizer *inner;
   KsImplDesc wrapper;
   KsClip clip; /* the one used alone: its [optim] clip_norm, read when it is made */
+  /* an optimizer that does not read [optim] itself: the core sets its rate each step */
+  gboolean fed;
+  KsLrSchedule schedule;
+  gint64 applied; /* updates so far, for one without a state slot */
 };
 
 /* Whether `compute` has the optional slots a model op named `op` (ks_op_name: conv2d,

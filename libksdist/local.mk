@@ -5,6 +5,8 @@ libksdist_la_SOURCES = libksdist/ks-private.h
 libksdist_la_SOURCES += libksdist/config/types.c \
 	libksdist/config/suggest.c \
 	libksdist/config/config.c \
+	libksdist/config/config-comments.c \
+	libksdist/config/config-paths.c \
 	libksdist/config/config-env.c \
 	libksdist/config/config-schema.c \
 	libksdist/config/settings.c
@@ -26,7 +28,8 @@ libksdist_la_SOURCES += libksdist/model/model-private.h \
 	libksdist/model/layers.c \
 	libksdist/model/amp.c
 # optim/: optimizers
-libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimizer.c
+libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimizer.c \
+	libksdist/optim/schedule.c
 # comm/: communicators, role makers, gradient averaging
 libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \

@@ -36,7 +36,7 @@ sample_set_settings (const KsConfig *c)
   static const char *const csv[] = { "data.task", "data.path", "data.test_path", "data.holdout",
                                      "data.seed", "data.label", "data.header",
                                      "data.delimiter", "data.normalize", "data.split_files",
-                                     NULL };
+                                     "data.missing", NULL };
   static const char *const npy[] = { "data.task", "data.path", "data.labels", "data.test_path",
                                      "data.test_labels", "data.holdout", "data.seed",
                                      "data.normalize", "data.split_files", NULL };
@@ -243,6 +243,10 @@ load_rows (const KsConfig *c, Source source, const char *path, const char *label
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     if (strcmp (delimiter, names[i]) == 0)
       options.delimiter = delimiters[i];
+  static const char *const missing[] = { "error", "skip", "mean", "zero" };
+  for (guint i = 0; i < G_N_ELEMENTS (missing); i++)
+    if (strcmp (ks_config_get_string (c, "data", "missing"), missing[i]) == 0)
+      options.missing = (KsCsvMissing) i;
   t = ks_table_load_csv (path, &options, error);
   return t != NULL ? ks_rows_new (t) : NULL;
 }
@@ -265,10 +269,47 @@ check_alike (const KsTable *a, const KsTable *b, const char *what, GError **erro
   return TRUE;
 }
 
-/* The files' rows, each file checked like the first. */
+static int
+compare_name (const void *a, const void *b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* A held-out file may lack some classes: its class names (sorted, as the training
+ * files') are mapped onto the training ones, which it takes; a class no training file has
+ * is an error naming it. */
+static gboolean
+take_classes (const KsTable *train, KsTable *test, GError **error)
+{
+  if (train->regression)
+    return TRUE;
+  if (train->class_names == NULL || test->class_names == NULL)
+    return TRUE; /* numeric ids need no map; named against numeric: check_alike says so */
+  guint n = g_strv_length (train->class_names);
+  g_autofree gint64 *map = g_new (gint64, MAX (test->classes, 1));
+  for (gint64 k = 0; k < test->classes; k++)
+    {
+      char **at = bsearch (&test->class_names[k], train->class_names, n, sizeof (char *),
+                           compare_name);
+      if (at == NULL)
+        return ks_tasks_config_error (error, "%s holds class '%s', which no training row has: "
+                                      "the held-out classes must be among the training ones",
+                                      test->path, test->class_names[k]);
+      map[k] = at - train->class_names;
+    }
+  for (gsize r = 0; r < test->rows; r++)
+    test->y[r] = map[test->y[r]];
+  g_strfreev (test->class_names);
+  test->class_names = g_strdupv (train->class_names);
+  test->classes = train->classes;
+  return TRUE;
+}
+
+/* The files' rows, each file checked like the first; a held-out set's (`like` the
+ * training rows) may lack some of their classes. */
 static SampleFiles *
 load_files (const KsConfig *c, Source source, char **paths, char **labels,
-            gboolean regression, gboolean train, GError **error)
+            gboolean regression, gboolean train, const KsTable *like, GError **error)
 {
   g_autoptr (GPtrArray) rows = g_ptr_array_new_with_free_func ((GDestroyNotify) ks_rows_free);
   for (guint k = 0; paths[k] != NULL; k++)
@@ -278,6 +319,8 @@ load_files (const KsConfig *c, Source source, char **paths, char **labels,
       if (r == NULL)
         return NULL;
       g_ptr_array_add (rows, r);
+      if (like != NULL && !take_classes (like, r->table, error))
+        return NULL;
       if (k > 0 && !check_alike (((KsRows *) rows->pdata[0])->table, r->table,
                                  "the files of a data set must be alike", error))
         return NULL;
@@ -496,7 +539,7 @@ split_rows (const KsConfig *c, Source source, gboolean regression, const FileLis
   if (l->tests == NULL)
     return hold_out (c, files, l->first, name, train, eval, error);
   SampleFiles *test_files = load_files (c, source, l->tests, l->test_labels, regression, FALSE,
-                                        error);
+                                        ((KsRows *) files->files->pdata[0])->table, error);
   if (test_files == NULL)
     return FALSE;
   gboolean ok = check_alike (((KsRows *) files->files->pdata[0])->table,
@@ -537,7 +580,7 @@ load_tables (const KsConfig *c, Source source, gboolean regression, KsRoleMaker 
     }
   else
     name = g_strdup (l.all[1] == NULL ? l.all[0] : path);
-  if ((files = load_files (c, source, l.mine, l.my_labels, regression, TRUE, error)) == NULL)
+  if ((files = load_files (c, source, l.mine, l.my_labels, regression, TRUE, NULL, error)) == NULL)
     return FALSE;
   ok = split_rows (c, source, regression, &l, files, name, train, eval, error);
   if (ok && strcmp (ks_config_get_string (c, "data", "normalize"), "standard") == 0)

@@ -111,6 +111,17 @@ label_column (Reader *r, const KsCsvOptions *o, gboolean *by_name, GError **erro
   *by_name = FALSE;
   if (o->label == NULL)
     return n - 1;
+  /* digits alone are an index, whatever the header holds: a header cell named "4" must not
+   * turn label = 4 into another column */
+  if (g_ascii_string_to_unsigned (o->label, 10, 0, G_MAXINT, &index, NULL))
+    {
+      if (index < n)
+        return (gint) index;
+      ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": [data] label = %s, a 0-based column index, "
+                    "but the record has %u fields (0 to %u)", r->path, r->line, o->label, n,
+                    n - 1);
+      return -1;
+    }
   if (o->header != 0)
     for (guint i = 0; i < n; i++)
       if (strcmp (r->fields->pdata[i], o->label) == 0)
@@ -118,20 +129,11 @@ label_column (Reader *r, const KsCsvOptions *o, gboolean *by_name, GError **erro
           *by_name = TRUE;
           return i;
         }
-  if (!g_ascii_string_to_unsigned (o->label, 10, 0, G_MAXINT, &index, NULL))
-    {
-      ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": no column is named '%s' (the label "
-                    "column is a header name or a 0-based column index)%s", r->path, r->line,
-                    o->label, o->header == 0 ? "; header = 0 says there are no names" : "");
-      return -1;
-    }
-  if (index >= n)
-    {
-      ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": label column %s, but the record has %u "
-                    "fields (0 to %u)", r->path, r->line, o->label, n, n - 1);
-      return -1;
-    }
-  return (gint) index;
+  ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": [data] label = %s: no column is named so "
+                "(the label is a header name, or a 0-based column index written as digits)%s",
+                r->path, r->line, o->label,
+                o->header == 0 ? "; [data] header = no says there are no names" : "");
+  return -1;
 }
 
 static int
@@ -154,7 +156,7 @@ set_labels (KsTable *t, char **labels, const gsize *lines, GError **error)
       for (gsize i = 0; i < t->rows; i++)
         if (!number (labels[i], &v) || !isfinite ((float) v))
           return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": label '%s' is not a finite "
-                               "number (regression needs values)", t->path, lines[i],
+                               "number ([model] loss = mse, a regression, needs values)", t->path, lines[i],
                                labels[i]) != NULL;
         else
           t->target[i] = (float) v;
@@ -167,8 +169,8 @@ set_labels (KsTable *t, char **labels, const gsize *lines, GError **error)
           number (labels[i], &v);
           if (v < 0 || v != floor (v) || v >= KS_TABLE_MAX_CLASSES)
             return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": class label '%s' is %s "
-                                 "(numeric labels are class ids 0, 1, ... below %d; set "
-                                 "regression for values)", t->path, lines[i], labels[i],
+                                 "(numeric labels are class ids 0, 1, ... below %d; for "
+                                 "values, a regression, set [model] loss = mse)", t->path, lines[i], labels[i],
                                  v < 0 ? "negative" : v != floor (v) ? "not an integer"
                                                                       : "too large",
                                  KS_TABLE_MAX_CLASSES) != NULL;
@@ -220,6 +222,43 @@ floats_clear (Floats *f)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Floats, floats_clear)
 
+/* A cell with no value: empty, or written as spreadsheets and R do (NA, N/A), or as UCI's
+ * data sets do (?). NaN stays what it always was here: not a finite number. */
+static gboolean
+is_missing (const char *f)
+{
+  return *f == 0 || strcmp (f, "NA") == 0 || strcmp (f, "N/A") == 0 || strcmp (f, "?") == 0;
+}
+
+/* [data] missing = mean: each feature column's NaN (a missing cell) becomes the mean of the
+ * file's values of that column. */
+static gboolean
+fill_means (const char *path, float *x, gsize rows, guint features, GPtrArray *names,
+            gint label, GError **error)
+{
+  for (guint j = 0; j < features; j++)
+    {
+      double sum = 0;
+      gsize n = 0;
+      for (gsize i = 0; i < rows; i++)
+        if (!isnan (x[i * features + j]))
+          sum += x[i * features + j], n++;
+      if (n == 0)
+        {
+          guint column = j + ((gint) j >= label); /* back to the file's numbering */
+          g_autofree char *name = names ? g_strdup_printf ("'%s'", (char *) names->pdata[column])
+                                        : g_strdup_printf ("%u", column);
+          return ks_table_bad (error, "%s: column %s has no value at all, so no mean to fill "
+                               "it with ([data] missing = mean): remove the column, or set "
+                               "missing = zero", path, name) != NULL;
+        }
+      for (gsize i = 0; i < rows; i++)
+        if (isnan (x[i * features + j]))
+          x[i * features + j] = (float) (sum / n);
+    }
+  return TRUE;
+}
+
 static char
 default_delimiter (const char *path)
 {
@@ -229,7 +268,7 @@ default_delimiter (const char *path)
 KsTable *
 ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error)
 {
-  static const KsCsvOptions defaults = { 0, -1, NULL, FALSE };
+  static const KsCsvOptions defaults = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ERROR };
   const KsCsvOptions *o = options ? options : &defaults;
   g_autoptr (GPtrArray) fields = g_ptr_array_new ();
   g_autoptr (GPtrArray) labels = g_ptr_array_new ();
@@ -239,7 +278,7 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
   g_auto (Floats) xs = { 0 };
   Reader r = { path, o->delimiter ? o->delimiter : default_delimiter (path), 0, fields };
   gboolean by_name, header, split_done;
-  gsize len, first_line;
+  gsize len, first_line, skipped = 0;
   char *p, *line;
   guint ncols;
   gint label;
@@ -289,15 +328,39 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
         return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": %u fields where %s (line %"
                              G_GSIZE_FORMAT ") has %u", path, r.line, fields->len,
                              header ? "the header" : "the first record", first_line, ncols);
-      if (*(char *) fields->pdata[label] == 0)
-        return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": the label (column %d) is empty",
-                             path, r.line, label);
+      guint gap = ncols;
+      for (guint i = 0; i < ncols && gap == ncols; i++)
+        if (is_missing (fields->pdata[i]))
+          gap = i;
+      if (gap < ncols && o->missing == KS_CSV_MISSING_SKIP)
+        {
+          skipped++;
+          continue;
+        }
+      if (is_missing (fields->pdata[label]))
+        return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": the label (column %d) is %s; [data] "
+                             "missing = skip drops such rows (mean and zero fill features "
+                             "only)", path, r.line, label,
+                             *(char *) fields->pdata[label] ? "missing" : "empty");
       for (guint i = 0; i < ncols; i++)
         {
           const char *f = fields->pdata[i];
           double v;
           if ((gint) i == label)
             continue;
+          if (is_missing (f) && o->missing != KS_CSV_MISSING_ERROR)
+            {
+              push (&xs, o->missing == KS_CSV_MISSING_ZERO ? 0.0f : NAN);
+              continue;
+            }
+          if (is_missing (f))
+            {
+              g_autofree char *column = names ? g_strdup_printf ("'%s'", (char *) names->pdata[i])
+                                              : g_strdup_printf ("%u", i);
+              return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": column %s: '%s' is a missing "
+                                   "value; set [data] missing = skip (drop such rows), mean or "
+                                   "zero (fill them) to read the file", path, r.line, column, f);
+            }
           if (!number (f, &v) || !isfinite ((float) v))
             {
               g_autofree char *column = names ? g_strdup_printf ("'%s'", (char *) names->pdata[i])
@@ -311,9 +374,18 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
       g_ptr_array_add (labels, fields->pdata[label]);
       g_array_append_val (lines, r.line);
     }
+  if (labels->len == 0 && skipped > 0)
+    return ks_table_bad (error, "%s: every one of its %" G_GSIZE_FORMAT " records has a missing "
+                         "value ([data] missing = skip dropped them all)", path, skipped);
   if (labels->len == 0)
     return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": a header and no data records", path,
                          first_line);
+  if (skipped > 0)
+    g_warning ("%s: skipped %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " records with a missing "
+               "value ([data] missing = skip)", path, skipped, skipped + labels->len);
+  if (o->missing == KS_CSV_MISSING_MEAN
+      && !fill_means (path, xs.v, labels->len, ncols - 1, names, label, error))
+    return NULL;
 
   g_autoptr (KsTable) t = ks_table_alloc (path, labels->len, ncols - 1, o->regression, error);
   if (t == NULL)

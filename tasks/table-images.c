@@ -73,10 +73,17 @@ dangling (const char *path)
   return g_file_test (path, G_FILE_TEST_IS_SYMLINK) && !g_file_test (path, G_FILE_TEST_EXISTS);
 }
 
+/* Files of a class folder that are not images by their name (a README.txt, a labels
+ * list), skipped as torchvision's ImageFolder skips them, and said once. */
+typedef struct {
+  gsize n;
+  char *first;
+} Skipped;
+
 /* The image paths of class folder dir, sorted; NULL with an error naming the first entry
- * that is not an image file, or dir when it holds none. */
+ * that is no image file, or dir when it holds none. */
 static GPtrArray *
-list_class (const char *dir, GError **error)
+list_class (const char *dir, Skipped *skipped, GError **error)
 {
   g_autoptr (GPtrArray) names = list_sorted (dir, error);
   g_autoptr (GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
@@ -94,8 +101,11 @@ list_class (const char *dir, GError **error)
                              "one level deep (ROOT/<class>/<image>): move its images up or "
                              "remove it", path);
       if (!image_name (name))
-        return ks_table_bad (error, "%s: not a .png, .jpg or .jpeg file; a class folder holds "
-                             "only images (and hidden files): remove or rename it", path);
+        {
+          if (skipped->n++ == 0)
+            skipped->first = g_steal_pointer (&path);
+          continue;
+        }
       if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
         return ks_table_bad (error, "%s: not a regular file", path);
       g_ptr_array_add (files, g_steal_pointer (&path));
@@ -266,6 +276,7 @@ ks_table_load_image_folder (const char *root, const KsImageFolderOptions *option
   g_autoptr (GPtrArray) classes = g_ptr_array_new_with_free_func (g_free);
   g_autoptr (GPtrArray) files = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
   gsize rows = 0;
+  Skipped skipped = { 0, NULL };
 
   g_return_val_if_fail (root != NULL && options != NULL, NULL);
   if (!check_options (root, options, error))
@@ -291,13 +302,22 @@ ks_table_load_image_folder (const char *root, const KsImageFolderOptions *option
         return ks_table_bad (error, "%s: a symbolic link to nothing; fix or remove it", path);
       if (!g_file_test (path, G_FILE_TEST_IS_DIR))
         continue; /* files beside the classes (a README, a labels list) are not classes */
-      GPtrArray *list = list_class (path, error);
+      GPtrArray *list = list_class (path, &skipped, error);
       if (list == NULL)
-        return NULL;
+        {
+          g_free (skipped.first);
+          return NULL;
+        }
       g_ptr_array_add (classes, g_strdup (name));
       g_ptr_array_add (files, list);
       rows += list->len;
     }
+  if (skipped.n > 0)
+    g_warning ("%s: skipped %" G_GSIZE_FORMAT " file%s whose name%s not .png, .jpg or .jpeg "
+               "(%s%s), as torchvision's ImageFolder does", root, skipped.n,
+               skipped.n == 1 ? "" : "s", skipped.n == 1 ? " is" : "s are", skipped.first,
+               skipped.n > 1 ? ", ..." : "");
+  g_clear_pointer (&skipped.first, g_free);
   if (classes->len < 2)
     return ks_table_bad (error, "%s: %u class folder%s; an image folder needs at least 2, one "
                          "sub-folder of images per class (ROOT/<class>/<image>)", root,

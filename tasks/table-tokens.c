@@ -29,11 +29,18 @@ ks_tokens_free (KsTokens *tokens)
 KsTokens *
 ks_tokens_load (const char *path, GError **error)
 {
+  return ks_tokens_load_as (path, 2, error);
+}
+
+KsTokens *
+ks_tokens_load_as (const char *path, guint width, GError **error)
+{
   g_autoptr (KsTokens) t = NULL;
   const char *b;
   gsize n, start = 0;
 
   g_return_val_if_fail (path != NULL, NULL);
+  g_return_val_if_fail (width == 2 || width == 4, NULL);
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
   /* the tokens are used in place, as the file stores them */
   g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO,
@@ -42,16 +49,28 @@ ks_tokens_load (const char *path, GError **error)
 #endif
   t = g_new0 (KsTokens, 1);
   t->path = g_strdup (path);
+  t->width = width;
   if ((t->map = ks_table_map (path, error)) == NULL)
     return NULL;
   b = g_mapped_file_get_contents (t->map);
   n = g_mapped_file_get_length (t->map);
   if (n == 0)
-    return ks_table_bad (error, "%s: empty file (expected uint16 tokens)", path);
+    return ks_table_bad (error, "%s: empty file (expected uint%u tokens)", path, width * 8);
   if (n >= 2 && (guint8) b[0] == 0x1f && (guint8) b[1] == 0x8b)
     return ks_table_bad (error, "%s: gzip-compressed; token files are memory-mapped, so "
                          "gunzip it first", path);
-  if (n >= 4 && le32 (b) == SHARD_MAGIC)
+  if (width == 4)
+    {
+      /* plain uint32 tokens: llm.c's shards hold uint16 only */
+      if (n % 4 != 0)
+        return ks_table_bad (error, "%s: %" G_GSIZE_FORMAT " bytes, not a multiple of 4: not "
+                             "uint32 tokens ([data] dtype = uint32); uint16 tokens are read "
+                             "with dtype = uint16", path, n);
+      if (le32 (b) == SHARD_MAGIC)
+        return ks_table_bad (error, "%s: an llm.c shard (magic %d) holds uint16 tokens: set "
+                             "[data] dtype = uint16", path, SHARD_MAGIC);
+    }
+  else if (n >= 4 && le32 (b) == SHARD_MAGIC)
     {
       /* a shard: all of it must agree, never a fallback to plain tokens */
       gint64 count;
@@ -74,10 +93,15 @@ ks_tokens_load (const char *path, GError **error)
   else if (n % 2 != 0)
     return ks_table_bad (error, "%s: %" G_GSIZE_FORMAT " bytes, an odd number: not uint16 "
                          "tokens (nor an llm.c shard: no magic %d)", path, n, SHARD_MAGIC);
-  /* mmap'ed memory is page-aligned and start is even: uint16 access is aligned */
-  t->tokens = (const guint16 *) (b + start);
-  t->n = (n - start) / 2;
+  /* mmap'ed memory is page-aligned and start a multiple of the width: access is aligned */
+  t->data = b + start;
+  t->tokens = width == 2 ? t->data : NULL;
+  t->n = (n - start) / width;
   for (gsize i = 0; i < t->n; i++)
-    t->vocab_hint = MAX (t->vocab_hint, (guint32) t->tokens[i] + 1);
+    {
+      guint32 v = ks_tokens_get (t, i);
+      t->vocab_hint = MAX (t->vocab_hint, v == G_MAXUINT32 ? v : v + 1); /* no wrap to 0 */
+      t->zeros += v == 0;
+    }
   return g_steal_pointer (&t);
 }

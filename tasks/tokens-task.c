@@ -9,9 +9,13 @@
 #include <ksdist/table.h>
 #include <string.h>
 
+/* Ids above this as uint32 are no tokenizer's (the largest have a few hundred thousand). */
+#define KS_TOKENS_VOCAB_WARN (1 << 24)
+
 typedef struct {
   KsTokens *train, *test;
-  const guint16 *tokens, *held; /* the training tokens and the held-out ones */
+  const guint8 *tokens, *held; /* the training tokens and the held-out ones, width bytes each */
+  guint width;
   gsize n, n_held;
   gsize context;
   gint64 *x, *positions, *y;
@@ -21,7 +25,7 @@ typedef struct {
 
 static const char *const tokens_settings[] = {
   "model.type", "model.net", "model.context", "model.seed", "model.init_from", "data.task",
-  "data.path", "data.test_path", "data.holdout", NULL,
+  "data.path", "data.test_path", "data.holdout", "data.dtype", NULL,
 };
 
 static gboolean
@@ -43,26 +47,48 @@ tokens_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
   return net_check_config (c, error);
 }
 
+/* A file that looks read with the wrong [data] dtype: wider values (uint32, int64,
+ * float32 of small ids) read as uint16 leave their zero halves as token 0, and a file of
+ * uint16 read as uint32 makes ids far above what a tokenizer has. */
+static void
+warn_dtype (const KsTokens *t)
+{
+  if (t->width == 2 && t->n >= 64 && t->zeros * 5 >= t->n * 2)
+    g_warning ("%s: %.0f%% of its %" G_GSIZE_FORMAT " uint16 tokens are 0, as when wider values "
+               "(uint32, int64, float32) are read as uint16: if the file holds uint32 tokens, "
+               "set [data] dtype = uint32; convert other types to uint16 or uint32", t->path,
+               100.0 * t->zeros / t->n, t->n);
+  if (t->width == 4 && t->vocab_hint > KS_TOKENS_VOCAB_WARN)
+    g_warning ("%s: token %" G_GUINT32_FORMAT " as uint32, a vocabulary far above any "
+               "tokenizer's (%d): is the file uint16 ([data] dtype = uint16)?", t->path,
+               t->vocab_hint - 1, KS_TOKENS_VOCAB_WARN);
+}
+
 /* The training and held-out tokens, each long enough for a window. */
 static gboolean
 load (Tokens *k, const KsConfig *c, GError **error)
 {
   const char *test = ks_config_get_string (c, "data", "test_path");
-  if ((k->train = ks_tokens_load (ks_config_get_string (c, "data", "path"), error)) == NULL
-      || (*test != '\0' && (k->test = ks_tokens_load (test, error)) == NULL))
+  k->width = strcmp (ks_config_get_string (c, "data", "dtype"), "uint32") == 0 ? 4 : 2;
+  if ((k->train = ks_tokens_load_as (ks_config_get_string (c, "data", "path"), k->width,
+                                     error)) == NULL
+      || (*test != '\0' && (k->test = ks_tokens_load_as (test, k->width, error)) == NULL))
     return FALSE;
-  k->tokens = k->train->tokens;
+  warn_dtype (k->train);
+  if (k->test != NULL)
+    warn_dtype (k->test);
+  k->tokens = k->train->data;
   k->n = k->train->n;
   if (k->test != NULL)
     {
-      k->held = k->test->tokens;
+      k->held = k->test->data;
       k->n_held = k->test->n;
     }
   else
     {
       k->n_held = (gsize) (k->n * ks_config_get_double (c, "data", "holdout"));
       k->n -= k->n_held;
-      k->held = k->tokens + k->n;
+      k->held = k->tokens + k->n * k->width;
     }
   if (k->n < k->context + 2 || k->n_held < k->context + 2)
     return ks_tasks_config_error (error, "%s: %" G_GSIZE_FORMAT " training and %" G_GSIZE_FORMAT
@@ -114,13 +140,19 @@ tokens_build (KsTrainer *t, GError **error)
 }
 
 /* Row `row`: the window at `start`, and each token's next. */
+static guint32
+token_at (const Tokens *k, const guint8 *tokens, gsize i)
+{
+  return k->width == 4 ? ((const guint32 *) tokens)[i] : ((const guint16 *) tokens)[i];
+}
+
 static void
-fill_window (Tokens *k, const guint16 *tokens, gsize row, gsize start)
+fill_window (Tokens *k, const guint8 *tokens, gsize row, gsize start)
 {
   for (gsize j = 0; j < k->context; j++)
     {
-      k->x[row * k->context + j] = tokens[start + j];
-      k->y[row * k->context + j] = tokens[start + j + 1];
+      k->x[row * k->context + j] = token_at (k, tokens, start + j);
+      k->y[row * k->context + j] = token_at (k, tokens, start + j + 1);
     }
 }
 

@@ -54,6 +54,13 @@ tests_plugins_tbaddefault_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"tbaddefault\"
 tests_plugins_tbaddefault_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
 tests_plugins_tbaddefault_la_LIBADD = $(KS_PLUGIN_LIBADD)
 
+# optimizers of a plugin other than optim: the [optim] rate and schedule reach them
+check_LTLIBRARIES += tests/plugins/topt.la
+tests_plugins_topt_la_SOURCES = tests/plugins/test-plugin.c
+tests_plugins_topt_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"topt\" -DTP_OPTIMIZER
+tests_plugins_topt_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_topt_la_LIBADD = $(KS_PLUGIN_LIBADD)
+
 # One test program per module.
 KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)
 # tests of the tasks library (ksdist/tasks.h)
@@ -369,3 +376,15 @@ check-sanitize:
 	rm -rf $(SANITIZE_DIR)
 clean-local:
 	rm -rf $(SANITIZE_DIR)
+
+# [data] dtype of token files: uint16 shards and uint32 files alike; a wrong one warned about.
+dist_check_SCRIPTS += tests/test-tokens-dtype.sh
+TESTS += tests/test-tokens-dtype.sh
+
+# Plugin optimizers: the [optim] rate and schedule reach them; what they cannot do is refused.
+dist_check_SCRIPTS += tests/test-plugin-optim.sh
+TESTS += tests/test-plugin-optim.sh
+
+# The first hour's frictions end to end: paths, comments, missing cells, missing classes.
+dist_check_SCRIPTS += tests/test-first-hour.sh
+TESTS += tests/test-first-hour.sh

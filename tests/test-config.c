@@ -63,6 +63,71 @@ test_valid_file (Fixture *f, gconstpointer data)
   g_assert_cmpstr (ks_config_file (config), ==, f->path);
 }
 
+/* A comment after a value or a group header is not part of the value (GKeyFile alone
+ * keeps it: `task = csv   # x` would be 'csv   # x'); \# writes a literal #. */
+static void
+test_inline_comments (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_test_config ("[data]   # what is read\n"
+                                                "task = csv          # a folder of ...\n"
+                                                "label = a\\#b;c ; not this\n"
+                                                "; a whole-line comment\n"
+                                                "[comm]\ntimeout = 12\t;seconds\n"
+                                                "store = file#1 #2\n",
+                                                f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_cmpstr (ks_config_get_string (config, "data", "task"), ==, "csv");
+  g_assert_cmpstr (ks_config_get_string (config, "data", "label"), ==, "a#b;c");
+  g_assert_cmpfloat (ks_config_get_double (config, "comm", "timeout"), ==, 12);
+  g_assert_cmpstr (ks_config_get_string (config, "comm", "store"), ==, "file#1");
+}
+
+/* A file a setting names: beside the config file first, then in the current directory;
+ * missing, one message naming the setting, where it was set and that rule. */
+static void
+test_input_paths (Fixture *f, gconstpointer data)
+{
+  g_autofree char *cwd = g_get_current_dir ();
+  g_autofree char *elsewhere = ks_test_tmpdir ();
+  g_autoptr (GError) error = NULL;
+
+  g_free (ks_test_write (f->dir, "rows.csv", "a,b\n1,2\n"));
+  g_free (ks_test_write (elsewhere, "only-here.csv", "a,b\n1,2\n"));
+  g_assert_cmpint (g_chdir (elsewhere), ==, 0);
+  g_autoptr (KsConfig) config = ks_test_config ("[data]\ntask = csv\npath = rows.csv\n"
+                                                "test_path = only-here.csv\n", f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_true (ks_config_check_input_paths (config, &error));
+  g_autofree char *beside = g_build_filename (f->dir, "rows.csv", NULL);
+  g_assert_cmpstr (ks_config_get_string (config, "data", "path"), ==, beside);
+  g_assert_cmpstr (ks_config_get_string (config, "data", "test_path"), ==, "only-here.csv");
+
+  /* missing: in the file, and from --set (the current directory only) */
+  g_autoptr (KsConfig) gone = ks_test_config ("[data]\ntask = csv\npath = rows.csv\n"
+                                              "test_path = gone.csv\n", f->dir, &error);
+  g_assert_true (ks_config_validate (gone, &error));
+  g_assert_false (ks_config_check_input_paths (gone, &error));
+  g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO);
+  g_autofree char *want = g_strdup_printf ("[data] test_path = gone.csv (in %s:4): not found "
+                                           "(relative paths are taken from the config file's "
+                                           "folder %s, then the current directory %s)",
+                                           f->path, f->dir, elsewhere);
+  g_assert_cmpstr (error->message, ==, want);
+  g_clear_error (&error);
+  g_assert_true (ks_config_set_override (config, "model.init_from=rows.csv", NULL));
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_false (ks_config_check_input_paths (config, &error));
+  g_autofree char *want_set = g_strdup_printf ("[model] init_from = rows.csv (--set): not found "
+                                               "(a relative path given by --set is taken from "
+                                               "the current directory %s)", elsewhere);
+  g_assert_cmpstr (error->message, ==, want_set);
+  g_assert_cmpint (g_chdir (cwd), ==, 0);
+  ks_test_rmtree (elsewhere);
+}
+
 static void
 test_missing_file (Fixture *f, gconstpointer data)
 {
@@ -346,6 +411,8 @@ main (int argc, char **argv)
 #define ADD(name, fn) g_test_add ("/config/" name, Fixture, NULL, setup, fn, teardown)
   ADD ("valid-file", test_valid_file);
   ADD ("missing-file", test_missing_file);
+  ADD ("inline-comments", test_inline_comments);
+  ADD ("input-paths", test_input_paths);
   ADD ("syntax-errors", test_syntax_errors);
   ADD ("nothing-half-loaded", test_nothing_half_loaded);
   ADD ("duplicate-key", test_duplicate_key);

@@ -333,10 +333,19 @@ test_bad_entries (void)
   g_autofree char *a = NULL;
   g_autofree char *root = two_classes (&a);
 
-  /* a file that is not an image by its name, beside the images */
+  /* files that are not images by their name, beside the images: skipped, as torchvision
+   * skips them, with one warning */
   g_autofree char *notes = ks_test_write (a, "notes.txt", "labels");
-  load_bad (root, &rgb_6x8, notes, "not a .png, .jpg or .jpeg file");
+  g_autofree char *readme = ks_test_write (a, "README.txt", "about");
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*: skipped 2 files whose names are not "
+                         ".png, .jpg or .jpeg (*README.txt, ...), as torchvision's "
+                         "ImageFolder does");
+  g_autoptr (KsTable) skipping = ks_table_load_image_folder (root, &rgb_6x8, NULL);
+  g_test_assert_expected_messages ();
+  g_assert_nonnull (skipping);
+  g_assert_cmpuint (skipping->rows, ==, 4);
   g_assert_cmpint (g_unlink (notes), ==, 0);
+  g_assert_cmpint (g_unlink (readme), ==, 0);
 
   /* a dangling link, in a class folder and at the root */
   g_autofree char *gone = g_build_filename (a, "gone.png", NULL);

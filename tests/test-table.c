@@ -211,6 +211,67 @@ test_csv_gzip (void)
   ks_test_rmtree (dir);
 }
 
+/* label = 4 is column 4 even when a header cell is named "4"; no message names a setting
+ * that does not exist. */
+static void
+test_csv_label_index (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *p = ks_test_write (dir, "named4.csv", "a,b,4,c,d\n1,2,3,4,0\n5,6,7,8,1\n");
+  KsCsvOptions four = { 0, -1, "4", FALSE };
+  g_autoptr (KsTable) t = csv_ok (p, &four);
+  g_assert_cmpint (t->y[0], ==, 0); /* column d, not the column named 4 (3, 7) */
+  g_assert_cmpint (t->y[1], ==, 1);
+  g_assert_cmpstr (t->feature_names[2], ==, "4");
+  g_assert_cmpfloat (t->x[2], ==, 3);
+  /* a value where a class is expected names the real setting */
+  csv_bad (dir, "value.csv", "x,y\n1,0.5\n", NULL, "value.csv:2:", "set [model] loss = mse)");
+  ks_test_rmtree (dir);
+}
+
+/* [data] missing: empty, NA, N/A and ? cells are an error naming the setting, or skipped,
+ * or filled with the column's mean (of the file's values) or 0. */
+static void
+test_csv_missing (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  const char *text = "f1,f2,f3,y\n1,2,,0\n3,NA,6,1\n5,4,9,?\n7,8,3,1\n";
+  csv_bad (dir, "gaps.csv", text, NULL, "gaps.csv:2:",
+           "column 'f3': '' is a missing value; set [data] missing = skip (drop such rows), "
+           "mean or zero (fill them)");
+  g_autofree char *p = ks_test_write (dir, "gaps.csv", text);
+
+  KsCsvOptions skip = { 0, -1, NULL, FALSE, KS_CSV_MISSING_SKIP };
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING,
+                         "*gaps.csv: skipped 3 of 4 records with a missing value*");
+  g_autoptr (KsTable) s = csv_ok (p, &skip);
+  g_test_assert_expected_messages ();
+  g_assert_cmpuint (s->rows, ==, 1);
+  g_assert_cmpfloat (s->x[0], ==, 7);
+
+  /* mean and zero fill features; the missing label (?) stays an error naming skip */
+  KsCsvOptions mean = { 0, -1, NULL, FALSE, KS_CSV_MISSING_MEAN };
+  csv_bad (dir, "gaps.csv", text, &mean, "gaps.csv:4:",
+           "the label (column 3) is missing; [data] missing = skip drops such rows");
+  const char *labelled = "f1,f2,f3,y\n1,2,,0\n3,NA,6,1\n5,4,9,0\n7,N/A,3,1\n";
+  g_autofree char *q = ks_test_write (dir, "labelled.csv", labelled);
+  g_autoptr (KsTable) m = csv_ok (q, &mean);
+  g_assert_cmpuint (m->rows, ==, 4);
+  g_assert_cmpfloat (m->x[2], ==, 6.0f);          /* f3's mean: (6 + 9 + 3) / 3 */
+  g_assert_cmpfloat (m->x[4], ==, 3.0f);          /* f2's mean: (2 + 4) / 2 */
+  g_assert_cmpfloat (m->x[10], ==, 3.0f);
+  g_assert_cmpfloat (m->x[0], ==, 1.0f);
+  KsCsvOptions zero = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ZERO };
+  g_autoptr (KsTable) z = csv_ok (q, &zero);
+  g_assert_cmpfloat (z->x[2], ==, 0.0f);
+  g_assert_cmpfloat (z->x[4], ==, 0.0f);
+  g_assert_cmpfloat (z->x[5], ==, 6.0f);
+  /* a column with no value at all has no mean */
+  csv_bad (dir, "empty-col.csv", "a,b,y\n1,,0\n2,NA,1\n", &mean, "empty-col.csv",
+           "column 'b' has no value at all");
+  ks_test_rmtree (dir);
+}
+
 static void
 test_csv_errors (void)
 {
@@ -249,8 +310,10 @@ test_csv_errors (void)
            "field 1: a quote that is not closed");
   csv_bad (dir, "after.csv", "x,y\n\"1\"2,0\n", NULL, "after.csv:2:",
            "field 1: text after the closing quote");
-  csv_bad (dir, "name.csv", "x,y\n1,0\n", &named, "name.csv:1:", "no column is named 'target'");
-  csv_bad (dir, "far.csv", "x,y\n1,0\n", &far, "far.csv:1:", "label column 9, but");
+  csv_bad (dir, "name.csv", "x,y\n1,0\n", &named, "name.csv:1:",
+           "[data] label = target: no column is named so");
+  csv_bad (dir, "far.csv", "x,y\n1,0\n", &far, "far.csv:1:",
+           "[data] label = 9, a 0-based column index, but the record has 2 fields");
   const char nul[] = "x,y\n1,0\0\n";
   g_autofree char *p = write_bytes (dir, "nul.csv", nul, sizeof nul - 1);
   g_autoptr (GError) error = NULL;
@@ -601,6 +664,45 @@ write_shard (const char *dir, const char *name, gint32 magic, gint32 version, gi
   return write_bytes (dir, name, b, 1024 + 2 * n);
 }
 
+/* [data] dtype = uint32: plain uint32 tokens read as they are; the same file read as
+ * uint16 shows its zero halves (the task warns on them); sizes and shards checked. */
+static void
+test_tokens_uint32 (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  enum { N = 1000 };
+  guint32 wide[N];
+  for (gsize i = 0; i < N; i++)
+    wide[i] = GUINT32_TO_LE (i < 10 ? 70000 + i : 1 + i * 7919 % 5000);
+  g_autofree char *path = write_bytes (dir, "wide.bin", wide, sizeof wide);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsTokens) t = ks_tokens_load_as (path, 4, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (t->n, ==, N);
+  g_assert_cmpuint (t->width, ==, 4);
+  g_assert_null (t->tokens);
+  for (gsize i = 0; i < N; i++)
+    g_assert_cmpuint (ks_tokens_get (t, i), ==, GUINT32_FROM_LE (wide[i]));
+  g_assert_cmpuint (t->vocab_hint, ==, 70010);
+  g_assert_cmpuint (t->zeros, ==, 0);
+  /* read as uint16: twice the tokens, the high halves (990 of them) are 0 */
+  g_autoptr (KsTokens) narrow = ks_tokens_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (narrow->n, ==, 2 * N);
+  g_assert_cmpuint (narrow->zeros, ==, N - 10);
+  g_assert_cmpuint (ks_tokens_get (narrow, 20), ==, narrow->tokens[20]);
+  /* a size that is no multiple of 4, and an llm.c shard, are not uint32 tokens */
+  g_autofree char *odd = write_bytes (dir, "odd.bin", wide, sizeof wide - 2);
+  g_assert_null (ks_tokens_load_as (odd, 4, &error));
+  g_assert_nonnull (strstr (error->message, "odd.bin: 3998 bytes, not a multiple of 4: not "
+                                            "uint32 tokens ([data] dtype = uint32)"));
+  g_clear_error (&error);
+  g_autofree char *shard = write_shard (dir, "s.bin", 20240520, 1, 100, 100);
+  g_assert_null (ks_tokens_load_as (shard, 4, &error));
+  g_assert_nonnull (strstr (error->message, "holds uint16 tokens: set [data] dtype = uint16"));
+  ks_test_rmtree (dir);
+}
+
 static void
 tokens_bad (const char *path, const char *what)
 {
@@ -822,6 +924,9 @@ main (int argc, char **argv)
   g_test_add_func ("/table/csv", test_csv);
   g_test_add_func ("/table/csv-gzip", test_csv_gzip);
   g_test_add_func ("/table/csv-errors", test_csv_errors);
+  g_test_add_func ("/table/csv-label-index", test_csv_label_index);
+  g_test_add_func ("/table/csv-missing", test_csv_missing);
+  g_test_add_func ("/table/tokens-uint32", test_tokens_uint32);
   g_test_add_func ("/table/npy", test_npy);
   g_test_add_func ("/table/npy-errors", test_npy_errors);
   g_test_add_func ("/table/idx", test_idx);

@@ -75,7 +75,22 @@ print_reference (const KsConfig *config)
           "what the program knows; `tests/test-reference.sh` fails when this file differs. A "
           "value resolves as default < file < environment `KS_<GROUP>_<KEY>` < `--set "
           "group.key=value`; an unknown group or key, or a value out of its range, is an "
-          "error naming it.\n", names);
+          "error naming it.\n\n"
+          "A `#` or `;` that begins a value or follows a blank starts a comment to the end "
+          "of the line (`path = digits   # MNIST's four files` is `digits`), as in the "
+          "output of `ksdist config`: a comment kept in the value would make a wrong value "
+          "that is hard to see. Write `\\#` or `\\;` for a literal one (`label = "
+          "size\\#2`); a `#` inside a word (`a#b`) is the value's.\n\n"
+          "Files a run reads (`[data] path`, `test_path`, `labels`, `test_labels`, `[model] "
+          "init_from`): a relative path written in a config file is looked for in the config "
+          "file's folder first, then in the current directory, so a config and its data "
+          "copied or installed together work from anywhere, and configs run from a "
+          "project's root with paths from there (or `ksdist datagen`'s output in the current "
+          "directory) work as before; a relative path given by `--set` or `KS_<GROUP>_<KEY>` "
+          "is taken from the current directory, as a shell argument is. One that is not "
+          "there is an error naming the setting, where it was set and this rule (`ksdist "
+          "config` checks it too). Folders a run writes (`checkpoint_dir`, `export_dir`, "
+          "`[trace] path`) are taken from the current directory.\n", names);
   for (int g = 0; groups[g] != NULL; g++)
     {
       g_autoptr (GPtrArray) keys = ks_config_group_keys (config, groups[g]);

@@ -59,6 +59,14 @@ void ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc 
  * logs a warning for groups that belong to known plugins not loaded here. */
 gboolean ks_config_validate (KsConfig *config, GError **error);
 
+/* Every file a run reads that a setting names ([data] path, test_path, labels,
+ * test_labels, [model] init_from): a relative one written in the file was looked for
+ * beside the file first (ks_config_get_string gives what was found), then in the current
+ * directory; from --set or the environment, in the current directory. One that is not
+ * there is KS_CONFIG_ERROR_IO naming the setting, where it was set and that rule. The
+ * trainer's plan runs it (train, launch, config). */
+gboolean ks_config_check_input_paths (const KsConfig *config, GError **error);
+
 /* The path of the file loaded, or NULL. */
 const char *ks_config_file (const KsConfig *config);
 

@@ -2,7 +2,17 @@
  *
  * After OpenKS's BaseDistributedOptimizer: minimize(loss) = backward(loss) followed by
  * apply_gradients(pairs), and returns the (parameter, gradient) pairs so a distributed
- * algorithm can wrap an optimizer and act between the two halves. */
+ * algorithm can wrap an optimizer and act between the two halves.
+ *
+ * The learning rate: [optim] lr, schedule, warmup, total_steps, step_size, gamma and
+ * min_lr are the run's, whichever optimizer runs. The optim plugin reads them as its own
+ * settings. Any other optimizer (a plugin of its own) receives them through
+ * set_learning_rate: before each apply_gradients the core calls it with the rate of that
+ * step, ks_lr_schedule_at (the [optim] schedule, step counted from 1: the optimizer's
+ * `state` step + 1 when it has that slot, else the updates applied so far + 1). An
+ * optimizer without set_learning_rate keeps its own rate, and the plan (ksdist config)
+ * refuses an [optim] lr or schedule set for it. Checkpoints save the optimizer's `state`:
+ * the plan refuses [train] checkpoint_dir for an optimizer without that slot. */
 #ifndef KSDIST_OPTIMIZER_H
 #define KSDIST_OPTIMIZER_H
 
@@ -50,6 +60,26 @@ typedef struct {
   gboolean (*state) (void *ctx, KsModel *model, struct KsArena ***arenas, gsize *n,
                      gint64 **step, GError **error);
 } KsOptimizerOps;
+
+/* The learning-rate schedule of [optim]: linear warmup from 0 to lr over `warmup` steps,
+ * then constant, step (lr x gamma^((step - 1) / step_size)) or cosine (from lr to min_lr
+ * at total_steps, which must pass warmup). */
+typedef enum {
+  KS_LR_CONSTANT,
+  KS_LR_STEP,
+  KS_LR_COSINE,
+} KsLrShape;
+
+typedef struct {
+  KsLrShape shape;
+  double lr, min_lr, gamma;
+  gint64 warmup, total_steps, step_size;
+} KsLrSchedule;
+
+/* The learning rate of 1-based step `step`. */
+double ks_lr_schedule_at (const KsLrSchedule *schedule, gint64 step);
+/* "constant", "step" or "cosine" into *shape; FALSE for another word. */
+gboolean ks_lr_shape_from_name (const char *name, KsLrShape *shape);
 
 G_END_DECLS
 

@@ -56,16 +56,26 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTable, ks_table_free)
  * header = -1 (auto): a label given by a name that is not a column index means a header;
  * otherwise the first record is a header when one of its fields other than the label
  * column's is not a number (set header = 1 for a header of numeric names).
- * label: a header name (matched first) or a 0-based column index as text; NULL: the last
- * column. Classification: when every label is a number, each must be a non-negative
+ * label: a 0-based column index when it is digits only (a header cell named "4" is
+ * picked by its index), else a header name; NULL: the last column. Classification: when every label is a number, each must be a non-negative
  * integer (1 and 1.0 alike) below KS_TABLE_MAX_CLASSES and classes is the largest + 1;
  * when any label is not a number, all labels are names, classes are their sorted set
  * and class_names keeps them. Regression: every label is a finite number. */
+typedef enum {
+  KS_CSV_MISSING_ERROR = 0, /* a missing cell is an error naming it and [data] missing */
+  KS_CSV_MISSING_SKIP,      /* a record with a missing cell is dropped (one warning says how many) */
+  KS_CSV_MISSING_MEAN,      /* a missing feature is its column's mean over the file's values */
+  KS_CSV_MISSING_ZERO,      /* a missing feature is 0 */
+} KsCsvMissing;
+
 typedef struct {
   char delimiter;     /* 0: ',' (or '\t' for a name ending .tsv or .tsv.gz) */
   int header;         /* -1 auto (above), 0 none, 1 yes */
-  const char *label;  /* the label column: a header name, or a 0-based index as text; NULL = last */
+  const char *label;  /* the label column: a 0-based index written as digits, else a header
+                       * name; NULL = last */
   gboolean regression;
+  KsCsvMissing missing; /* a missing cell: empty, NA, N/A or ?; a missing label is only ever
+                         * skipped (SKIP) or an error */
 } KsCsvOptions;
 
 /* `options` may be NULL: defaults, header auto, classification. */
@@ -87,10 +97,11 @@ KsTable *ks_table_load_idx (const char *path, gboolean train, GError **error);
 /* An image folder as torchvision's ImageFolder lays it out: ROOT/<class>/<image>, one
  * folder per class (at least 2), class ids in strcmp order of the folder names (kept in
  * class_names), rows ordered by class then file name. Files in ROOT itself and hidden
- * entries (names starting with '.') anywhere are skipped; in a class folder every other
- * entry must be a .png, .jpg or .jpeg file (any case) holding a whole PNG or JPEG: a
- * sub-folder, another file, a dangling link, a truncated or undecodable image is an error
- * naming it, as is a class folder without images. Symbolic links are followed. The
+ * entries (names starting with '.') anywhere are skipped; so are files of a class folder
+ * whose name is not .png, .jpg or .jpeg (any case), a README.txt, as torchvision skips
+ * them (one warning counts them). An image file must hold a whole PNG or JPEG: a
+ * sub-folder, a dangling link, a truncated or undecodable image is an error naming it, as
+ * is a class folder without images. Symbolic links are followed. The
  * format is known by the first bytes (another format under a .png name is refused), and
  * PNG chunks and JPEG segments must reach their end marker, since gdk-pixbuf would decode
  * a truncated file into a partly grey image; images over 64 megapixels are refused.
@@ -131,16 +142,29 @@ void ks_table_standardize (KsTable *t, const float *mean, const float *std);
  * exactly 1024 + 2 x count bytes), else it is an error, never read as plain tokens: a
  * plain file would have to start with the tokens 55432, 308, 1, 0 for this to misfire,
  * and is then refused, not misread. Any other file of an even number of bytes is plain
- * tokens. Gzipped token files are refused (they cannot be mapped). */
+ * tokens. Gzipped token files are refused (they cannot be mapped).
+ * ks_tokens_load_as reads uint16 (width 2, as above) or uint32 (width 4: a plain
+ * headerless file of a multiple of 4 bytes; tokenizers of more than 65,536 ids) tokens. */
 typedef struct {
   char *path;
-  const guint16 *tokens; /* into map */
+  const guint16 *tokens; /* into map; NULL when width is 4 (use ks_tokens_get) */
   gsize n;
   guint32 vocab_hint;    /* the largest token + 1 */
   GMappedFile *map;
+  guint width;           /* bytes a token: 2 (uint16) or 4 (uint32) */
+  const void *data;      /* the n tokens, into map */
+  gsize zeros;           /* tokens that are 0: wider values read as uint16 make many */
 } KsTokens;
 
 KsTokens *ks_tokens_load (const char *path, GError **error);
+KsTokens *ks_tokens_load_as (const char *path, guint width, GError **error);
+
+/* Token i of t, whatever its width. */
+static inline guint32
+ks_tokens_get (const KsTokens *t, gsize i)
+{
+  return t->width == 4 ? ((const guint32 *) t->data)[i] : ((const guint16 *) t->data)[i];
+}
 void ks_tokens_free (KsTokens *tokens);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsTokens, ks_tokens_free)
 

@@ -7,6 +7,7 @@
 
 typedef struct {
   char *value;
+  char *resolved; /* an input path found beside the config file (config-paths.c), or NULL */
   int line;
 } FileValue;
 
@@ -30,6 +31,7 @@ file_value_free (gpointer p)
 {
   FileValue *v = p;
   g_free (v->value);
+  g_free (v->resolved);
   g_free (v);
 }
 
@@ -255,9 +257,10 @@ read_file (KsConfig *config, const char *path, GError **error)
                    line);
       return FALSE;
     }
-  if (!scan_lines (config, path, text, lines, error))
+  g_autofree char *clean = ks_config_strip_comments (text);
+  if (!scan_lines (config, path, clean, lines, error))
     return FALSE;
-  if (!g_key_file_load_from_data (kf, text, -1, G_KEY_FILE_NONE, &local))
+  if (!g_key_file_load_from_data (kf, clean, -1, G_KEY_FILE_NONE, &local))
     {
       g_autofree char *shown = ks_printable (local->message, MESSAGE_TEXT);
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_SYNTAX, "%s: %s", path, shown);
@@ -309,6 +312,14 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
       return FALSE;
     }
   config->path = g_strdup (path);
+  for (guint i = 0; i < config->file_keys->len; i++)
+    {
+      const char *name = g_ptr_array_index (config->file_keys, i);
+      FileValue *fv = g_hash_table_lookup (config->file, name);
+      g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
+      if (ks_config_is_input_path (group, strrchr (name, '.') + 1))
+        fv->resolved = ks_config_path_resolve (path, fv->value);
+    }
   return TRUE;
 }
 
@@ -446,7 +457,7 @@ resolve (const KsConfig *config, const char *group, const KsKeyDesc *d, KsSource
   if ((fv = g_hash_table_lookup (config->file, name)) != NULL)
     {
       *line = fv->line;
-      return *source = KS_SOURCE_FILE, fv->value;
+      return *source = KS_SOURCE_FILE, fv->resolved != NULL ? fv->resolved : fv->value;
     }
   *source = KS_SOURCE_DEFAULT;
   return d->default_value;
@@ -721,6 +732,32 @@ ks_config_validate (KsConfig *config, GError **error)
                        "%s: [%s] %s = '%s': expected %s", where, d->group, d->key, shown,
                        expected);
           return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+gboolean
+ks_config_check_input_paths (const KsConfig *config, GError **error)
+{
+  static const char *const groups[] = { "data", "model" };
+  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+    {
+      GPtrArray *list = g_hash_table_lookup (config->schema, groups[g]);
+      for (guint i = 0; list != NULL && i < list->len; i++)
+        {
+          const KsKeyDesc *d = g_ptr_array_index (list, i);
+          KsSource src;
+          int line;
+          const char *value = resolve (config, groups[g], d, &src, &line);
+          if (value == NULL || src == KS_SOURCE_DEFAULT || !ks_config_is_input_path (groups[g], d->key))
+            continue;
+          g_autofree char *name = full_key (groups[g], d->key);
+          FileValue *fv = g_hash_table_lookup (config->file, name);
+          g_autofree char *where = describe_source (config, groups[g], d, src, line);
+          if (!ks_config_path_check (groups[g], d->key, src == KS_SOURCE_FILE ? fv->value : value,
+                                     config->path, src == KS_SOURCE_FILE, where, error))
+            return FALSE;
         }
     }
   return TRUE;

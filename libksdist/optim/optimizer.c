@@ -1,8 +1,44 @@
 /* The optimizer as the core calls it: minimize once, then a step per batch. */
 #include "model/model-private.h"
 
+#include <string.h>
+
 #define OPS(o) KS_INSTANCE_OPS (&(o)->instance, KsOptimizerOps)
 #define CTX(o) ((o)->instance.ctx)
+
+/* The run's [optim] schedule (when the optim plugin, which declares it, is loaded) for an
+ * optimizer of another plugin: it reaches it through set_learning_rate (optimizer.h). */
+static void
+feed_schedule (KsOptimizer *o, const KsConfig *config)
+{
+  const char *shape;
+  if (strcmp (ks_settings_plugin (o->instance.settings), "optim") == 0
+      || !KS_OPS_HAS (OPS (o), KsOptimizerOps, set_learning_rate)
+      || !ks_config_lookup (config, "optim", "schedule", &shape, NULL, NULL)
+      || !ks_lr_shape_from_name (shape, &o->schedule.shape))
+    return;
+  o->fed = TRUE;
+  o->schedule.lr = ks_config_get_double (config, "optim", "lr");
+  o->schedule.min_lr = ks_config_get_double (config, "optim", "min_lr");
+  o->schedule.gamma = ks_config_get_double (config, "optim", "gamma");
+  o->schedule.warmup = ks_config_get_int (config, "optim", "warmup");
+  o->schedule.total_steps = ks_config_get_int (config, "optim", "total_steps");
+  o->schedule.step_size = ks_config_get_int (config, "optim", "step_size");
+}
+
+/* The 1-based step the next update makes: the optimizer's own count when it keeps one
+ * (a resumed run's), else the core's. */
+static gint64
+next_step (KsOptimizer *o)
+{
+  KsArena **arenas;
+  gsize n;
+  gint64 *step;
+  if (KS_OPS_HAS (OPS (o), KsOptimizerOps, state) && o->model != NULL
+      && OPS (o)->state (CTX (o), o->model, &arenas, &n, &step, NULL))
+    return *step + 1;
+  return o->applied + 1;
+}
 
 KsOptimizer *
 ks_optimizer_new (KsRegistry *registry, const KsConfig *config, const char *name, GError **error)
@@ -17,6 +53,8 @@ ks_optimizer_new (KsRegistry *registry, const KsConfig *config, const char *name
                            &clip_norm, NULL, NULL)
       && clip_norm != NULL)
     o->clip.max_norm = g_ascii_strtod (clip_norm, NULL);
+  if (o != NULL)
+    feed_schedule (o, config);
   return o;
 }
 
@@ -78,6 +116,19 @@ static gboolean
 update (KsOptimizer *o, KsModel *model, GError **error)
 {
   const KsParamGrad *pairs = (const KsParamGrad *) o->pairs->data;
+  KsOptimizer *base = o;
+  while (base->inner != NULL)
+    base = base->inner;
+  if (base->fed)
+    {
+      if (base->model == NULL)
+        base->model = model;
+      if (!OPS (base)->set_learning_rate (CTX (base),
+                                          ks_lr_schedule_at (&base->schedule, next_step (base)),
+                                          error))
+        return FALSE;
+      base->applied++;
+    }
   if (o->inner != NULL)
     return OPS (o)->apply_gradients (CTX (o), model, pairs, o->pairs->len, error);
   return ks_dist_update_alone (OPS (o), CTX (o), &o->clip, model, pairs, o->pairs->len, error);
@@ -150,9 +201,45 @@ double
 ks_optimizer_learning_rate (KsOptimizer *o)
 {
   SLOT_OWNER (o, learning_rate);
+  KsOptimizer *base = o;
+  while (base->inner != NULL)
+    base = base->inner;
   if (!KS_OPS_HAS (OPS (o), KsOptimizerOps, learning_rate))
-    return -1;
+    return base->fed ? ks_lr_schedule_at (&base->schedule, next_step (base)) : -1;
   return OPS (o)->learning_rate (CTX (o));
+}
+
+gboolean
+ks_optimizer_check_plan (KsOptimizer *o, const KsConfig *config, GError **error)
+{
+  /* not total_steps: the plan sets it from [train] steps */
+  static const char *const rate[] = { "lr", "schedule", "warmup", "step_size", "gamma",
+                                      "min_lr" };
+  const char *plugin = ks_settings_plugin (o->instance.settings);
+  const char *dir = ks_config_get_string (config, "train", "checkpoint_dir");
+
+  if (*dir != '\0' && !KS_OPS_HAS (OPS (o), KsOptimizerOps, state))
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[train] checkpoint_dir = %s, but optimizer %s (plugin %s) has no `state` "
+                   "slot to save and restore: its checkpoints could not be written; leave "
+                   "checkpoint_dir empty or choose another [train] optimizer", dir,
+                   ks_optimizer_name (o), plugin);
+      return FALSE;
+    }
+  if (o->fed || strcmp (plugin, "optim") == 0)
+    return TRUE;
+  for (guint i = 0; i < G_N_ELEMENTS (rate); i++)
+    if (ks_config_is_set (config, "optim", rate[i]))
+      {
+        g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                     "[optim] %s is set, but optimizer %s (plugin %s) has no "
+                     "set_learning_rate slot to receive the rate: it keeps its own (see its "
+                     "[%s] settings); remove [optim] %s", rate[i], ks_optimizer_name (o),
+                     plugin, plugin, rate[i]);
+        return FALSE;
+      }
+  return TRUE;
 }
 
 gboolean

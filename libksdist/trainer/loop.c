@@ -129,7 +129,8 @@ build (KsTrainer *t, GError **error)
   if (!ks_trainer_amp (t, error)
       || (t->optimizer = ks_optimizer_new (t->registry, c,
                                            ks_config_get_string (c, "train", "optimizer"), error))
-             == NULL)
+             == NULL
+      || !ks_optimizer_check_plan (t->optimizer, c, error))
     return FALSE;
   return t->exec->prepare (t, error);
 }
@@ -193,6 +194,8 @@ run (KsTrainer *t, GError **error)
   for (gint64 step = first; step <= steps; step++)
     {
       double lr = t->optimizer != NULL ? ks_optimizer_learning_rate (t->optimizer) : NAN;
+      if (lr < 0)
+        lr = NAN; /* an optimizer that does not say its rate: none printed */
       double task_loss = NAN;
       if (!one_step (t, step, &task_loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;

@@ -205,7 +205,7 @@ check_paths (const KsConfig *c, GError **error)
       if (*v != '\0' && !writable_file (files[i][0], files[i][1], v, error))
         return FALSE;
     }
-  if (!check_owner (c, error))
+  if (!check_owner (c, error) || !ks_config_check_input_paths (c, error))
     return FALSE;
   const char *init = ks_config_get_string (c, "model", "init_from");
   if (*init != '\0' && !g_file_test (init, G_FILE_TEST_IS_REGULAR))
@@ -431,9 +431,9 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
       && t->model != NULL && t->logits == NULL)
     return refuse (error, "[train] export_dir: %s sets no logits to export; leave it empty",
                    ks_trainer_task_describe (t));
-  /* the optimizer's name and settings */
-  KsOptimizer *o = ks_optimizer_new (registry, c, ks_config_get_string (c, "train", "optimizer"),
-                                     error);
-  ks_optimizer_free (o);
-  return o != NULL;
+  /* the optimizer's name and settings, and what it can take and save */
+  g_autoptr (KsOptimizer) o = ks_optimizer_new (registry, c,
+                                                ks_config_get_string (c, "train", "optimizer"),
+                                                error);
+  return o != NULL && ks_optimizer_check_plan (o, c, error);
 }

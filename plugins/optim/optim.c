@@ -12,9 +12,7 @@
 
 typedef struct {
   KsUpdateArgs args;  /* rule, lr (of this step), momentum, betas, eps, weight decay */
-  double base_lr, min_lr, gamma;
-  char *schedule;
-  gint64 warmup, total_steps, step_size;
+  KsLrSchedule schedule; /* [optim] lr and its schedule */
   KsArena *state1, *state2; /* made on the first step, like the parameters */
   KsCompute *compute;
 } Optim;
@@ -27,27 +25,27 @@ optim_create (KsUpdateRule rule, const KsSettings *s, GError **error)
   Optim *o = g_new0 (Optim, 1);
   o->args.size = sizeof o->args;
   o->args.rule = rule;
-  o->base_lr = ks_settings_get_double (s, "lr");
+  o->schedule.lr = ks_settings_get_double (s, "lr");
   o->args.momentum = (float) ks_settings_get_double (s, "momentum");
   o->args.nesterov = ks_settings_get_bool (s, "nesterov");
   o->args.beta1 = (float) ks_settings_get_double (s, "beta1");
   o->args.beta2 = (float) ks_settings_get_double (s, "beta2");
   o->args.eps = (float) ks_settings_get_double (s, "eps");
   o->args.weight_decay = (float) ks_settings_get_double (s, "weight_decay");
-  o->schedule = g_strdup (ks_settings_get_string (s, "schedule"));
-  o->warmup = ks_settings_get_int (s, "warmup");
-  o->total_steps = ks_settings_get_int (s, "total_steps");
-  o->step_size = ks_settings_get_int (s, "step_size");
-  o->gamma = ks_settings_get_double (s, "gamma");
-  o->min_lr = ks_settings_get_double (s, "min_lr");
+  ks_lr_shape_from_name (ks_settings_get_string (s, "schedule"), &o->schedule.shape);
+  o->schedule.warmup = ks_settings_get_int (s, "warmup");
+  o->schedule.total_steps = ks_settings_get_int (s, "total_steps");
+  o->schedule.step_size = ks_settings_get_int (s, "step_size");
+  o->schedule.gamma = ks_settings_get_double (s, "gamma");
+  o->schedule.min_lr = ks_settings_get_double (s, "min_lr");
   /* a library caller without the trainer's plan check gets the same configuration error
    * (exit 2) as `ksdist config`; the cosine would divide by total_steps - warmup */
-  if (strcmp (o->schedule, "cosine") == 0 && o->total_steps <= o->warmup)
+  if (o->schedule.shape == KS_LR_COSINE && o->schedule.total_steps <= o->schedule.warmup)
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                    "[optim] schedule = cosine needs total_steps (%" G_GINT64_FORMAT ") greater "
-                   "than warmup (%" G_GINT64_FORMAT ")", o->total_steps, o->warmup);
-      g_free (o->schedule);
+                   "than warmup (%" G_GINT64_FORMAT ")", o->schedule.total_steps,
+                   o->schedule.warmup);
       g_free (o);
       return NULL;
     }
@@ -71,24 +69,7 @@ optim_destroy (void *p)
   Optim *o = p;
   ks_arena_free (o->state1);
   ks_arena_free (o->state2);
-  g_free (o->schedule);
   g_free (o);
-}
-
-/* The learning rate of 1-based step `step`. */
-static double
-scheduled_lr (const Optim *o, gint64 step)
-{
-  if (step <= o->warmup)
-    return o->base_lr * step / o->warmup; /* reaches lr at the last warmup step */
-  if (strcmp (o->schedule, "step") == 0)
-    return o->base_lr * pow (o->gamma, (double) ((step - 1) / o->step_size));
-  if (strcmp (o->schedule, "cosine") == 0)
-    {
-      double t = MIN (1.0, (double) (step - o->warmup) / (o->total_steps - o->warmup));
-      return o->min_lr + (o->base_lr - o->min_lr) * 0.5 * (1 + cos (G_PI * t));
-    }
-  return o->base_lr;
 }
 
 static gboolean
@@ -141,7 +122,7 @@ optim_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, G
   if (!prepare (o, model, error))
     return FALSE;
   o->args.step++;
-  o->args.lr = (float) scheduled_lr (o, o->args.step);
+  o->args.lr = (float) ks_lr_schedule_at (&o->schedule, o->args.step);
 
   float *s1 = o->state1 ? ks_arena_data (o->state1) : NULL;
   float *s2 = o->state2 ? ks_arena_data (o->state2) : NULL;
@@ -165,7 +146,7 @@ optim_apply (void *p, KsModel *model, const KsParamGrad *pairs, gsize n_pairs, G
 static gboolean
 optim_set_lr (void *p, double lr, GError **error)
 {
-  ((Optim *) p)->base_lr = lr;
+  ((Optim *) p)->schedule.lr = lr; /* the base rate: this plugin schedules it itself */
   return TRUE;
 }
 
@@ -173,7 +154,7 @@ static double
 optim_lr (void *p)
 {
   Optim *o = p;
-  return scheduled_lr (o, o->args.step + 1); /* the rate of the next step */
+  return ks_lr_schedule_at (&o->schedule, o->args.step + 1); /* the rate of the next step */
 }
 
 static gsize

@@ -8,6 +8,9 @@
  *   TP_ALGORITHMS       also provides the "collective" and "transpiler" algorithms
  *   TP_BAD_SETTING=1    declares the setting "level" twice
  *   TP_BAD_SETTING=2    gives "level" a default outside its own range
+ *   TP_OPTIMIZER        also provides optimizers: "tp-sgd" (p -= lr g, the rate through
+ *                       set_learning_rate, each step's logged) and "tp-fixed" (its
+ *                       own rate, 0.01; no set_learning_rate); neither keeps a state
  * The compute implementation keeps host memory and reports its settings in describe(). */
 #include <ksdist/ksdist.h>
 
@@ -142,11 +145,75 @@ static const KsAlgorithmOps tp_algorithm_ops = {
 };
 #endif
 
+#ifdef TP_OPTIMIZER
+typedef struct {
+  double lr;
+} TpOpt;
+
+static void *
+tp_opt_create (const KsSettings *settings, GError **error)
+{
+  TpOpt *o = g_new0 (TpOpt, 1);
+  o->lr = 0.01;
+  return o;
+}
+
+static gboolean
+tp_opt_backward (void *ctx, KsModel *model, KsExpr *loss, KsExpr *const *params,
+                 gsize n_params, const char *const *no_grad, GArray *pairs, GError **error)
+{
+  return ks_model_backward (model, loss, params, n_params, no_grad, pairs, error);
+}
+
+static gboolean
+tp_opt_apply (void *ctx, KsModel *model, const KsParamGrad *pairs, gsize n_pairs,
+              GError **error)
+{
+  TpOpt *o = ctx;
+  KsArena *params = ks_model_parameters (model), *grads = ks_model_gradients (model);
+  float *p = ks_arena_data (params);
+  const float *g = ks_arena_data (grads);
+  g_message ("tp-sgd: step lr %.6g", o->lr);
+  for (gsize i = 0; i < ks_arena_numel (params); i++)
+    p[i] -= (float) o->lr * g[i];
+  ks_model_parameters_changed (model);
+  return TRUE;
+}
+
+static gboolean
+tp_opt_set_lr (void *ctx, double lr, GError **error)
+{
+  ((TpOpt *) ctx)->lr = lr;
+  return TRUE;
+}
+
+static const KsOptimizerOps tp_sgd_ops = {
+  .size = sizeof (KsOptimizerOps),
+  .create = tp_opt_create,
+  .destroy = g_free,
+  .backward = tp_opt_backward,
+  .apply_gradients = tp_opt_apply,
+  .set_learning_rate = tp_opt_set_lr,
+};
+
+static const KsOptimizerOps tp_fixed_ops = {
+  .size = sizeof (KsOptimizerOps),
+  .create = tp_opt_create,
+  .destroy = g_free,
+  .backward = tp_opt_backward,
+  .apply_gradients = tp_opt_apply,
+};
+#endif
+
 static const KsImplDesc tp_impls[] = {
   { KS_KIND_COMPUTE, TP_NAME, &tp_compute_ops, tp_query, "test compute" },
 #ifdef TP_ALGORITHMS
   { KS_KIND_ALGORITHM, "collective", &tp_algorithm_ops, NULL, "test collective" },
   { KS_KIND_ALGORITHM, "transpiler", &tp_algorithm_ops, NULL, "test transpiler" },
+#endif
+#ifdef TP_OPTIMIZER
+  { KS_KIND_OPTIMIZER, "tp-sgd", &tp_sgd_ops, NULL, "test SGD, its rate from the core" },
+  { KS_KIND_OPTIMIZER, "tp-fixed", &tp_fixed_ops, NULL, "test SGD at its own rate" },
 #endif
 };
 
