@@ -549,6 +549,86 @@ test_sigterm_waiting (void)
   ps_test_job_free (&j);
 }
 
+/* The floats server 0 of job `j` holds (its "listening on" line). */
+static gsize
+server_floats (PsTestJob *j)
+{
+  g_autofree char *log = ps_test_read_log (j, j->workers);
+  double n = ps_test_value_after (log, "blocks, ");
+  g_assert_cmpfloat (n, >, 0);
+  return (gsize) n;
+}
+
+/* A GEO job of 2 workers whose workers are paused while a token holder pushes, in worker
+ * 0's name, one finite delta of `value` per float; `bound`: [strategy] max_update_norm.
+ * The reply's type; the job's logs are left in `j` (ended). */
+static int
+geo_push (PsTestJob *j, float value, const char *bound, char **reply)
+{
+  g_autofree char *set_bound = g_strdup_printf ("strategy.max_update_norm=%s", bound);
+  ps_test_job_start (j, 1, 2, ARGS ("strategy.mode=geo", "strategy.k_steps=10",
+                                    "train.steps=3000", "train.log_every=500", set_bound,
+                                    "openblas.threads=1", "comm.timeout=20"));
+  g_assert_true (ps_test_job_wait_log (j, 0, "step 500/", 120));
+  gsize n = server_floats (j);
+  g_autofree float *delta = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    delta[i] = value;
+  pause_workers (j, TRUE);
+  int type = ps_test_request_as (j->ports[0], 0, PS_PUSH_DELTA, 0, 0, 1, delta,
+                                 n * sizeof (float), 10, reply);
+  pause_workers (j, FALSE);
+  ps_test_job_wait (j, 180);
+  return type;
+}
+
+/* One finite GEO delta of 1e3 per float, pushed by a token holder in a worker's name, was
+ * applied: the job ended with exit 0 and a wrecked model. Past [strategy]
+ * max_update_norm it is refused, logged naming the worker, and the job ends as an
+ * unattacked one; without the bound the workers say the parameters jumped and the loss
+ * became exactly 0. */
+static void
+test_geo_delta (void)
+{
+  PsTestJob j = { 0 };
+  g_autofree char *reply = NULL;
+
+  if (!ps_test_have_transpiler ())
+    return;
+  int type = geo_push (&j, 1e3f, "10", &reply);
+  g_test_message ("a delta of 1e3 per float: %s %s", ps_type_name (type), reply);
+  g_autofree char *server = ps_test_read_log (&j, 2);
+  g_autofree char *w0 = ps_test_read_log (&j, 0);
+  double accuracy = ps_test_value_after (w0, "eval accuracy ");
+  printf ("# geo delta of 1e3 per float: %s; job: exit %d, eval accuracy %.3f\n",
+          type == PS_REPLY_OK ? "APPLIED" : "refused", ps_test_job_status (&j, 0), accuracy);
+  g_assert_cmpint (type, ==, PS_REPLY_ERROR);
+  g_assert_nonnull (strstr (reply, "above [strategy] max_update_norm = 10"));
+  g_assert_nonnull (strstr (server, "refused a push delta from worker 0"));
+  for (int p = 0; p < 3; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_assert_cmpfloat (accuracy, >=, 0.95);
+  g_assert_null (strstr (w0, "jumped"));
+  ps_test_job_free (&j);
+
+  /* no bound, 1e30 per float: applied and the model wrecked (the loss exactly 0 from
+   * then on), and the workers say so */
+  PsTestJob k = { 0 };
+  g_clear_pointer (&reply, g_free);
+  type = geo_push (&k, 1e30f, "0", &reply);
+  g_assert_cmpint (type, ==, PS_REPLY_OK);
+  g_autofree char *k0 = ps_test_read_log (&k, 0);
+  printf ("# geo delta of 1e30 per float, max_update_norm = 0: applied; job: exit %d, eval "
+          "accuracy %.3f\n", ps_test_job_status (&k, 0), ps_test_value_after (k0, "eval accuracy "));
+  g_assert_nonnull (strstr (k0, "the training loss is exactly 0"));
+  for (int w = 0; w < 2; w++)
+    {
+      g_autofree char *log = ps_test_read_log (&k, w);
+      g_assert_nonnull (strstr (log, "the parameters held by server 0 jumped from norm"));
+    }
+  ps_test_job_free (&k);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -558,5 +638,6 @@ main (int argc, char **argv)
   g_test_add_func ("/ps-hostile/attacks", test_attacks);
   g_test_add_func ("/ps-hostile/wrong-token-alone", test_wrong_token_alone);
   g_test_add_func ("/ps-hostile/sigterm-waiting", test_sigterm_waiting);
+  g_test_add_func ("/ps-hostile/geo-delta", test_geo_delta);
   return g_test_run ();
 }

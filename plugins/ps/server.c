@@ -30,6 +30,7 @@ typedef struct {
   gint64 round_step, round_start;
   int round_count;
   float *sum, *values, *aligned;
+  double values_norm; /* of `values` as last read: what a push is measured against */
   GByteArray *reply; /* of an extra request */
   PsReceived in;     /* the message being served */
   /* statistics */
@@ -84,11 +85,30 @@ send_error (Server *s, GBytes *peer, const PsHeader *req, const char *format, ..
   send_reply (s, peer, req, PS_REPLY_ERROR, 0, m, strlen (m));
 }
 
+static double
+norm (const float *v, gsize n)
+{
+  double sum = 0;
+  for (gsize i = 0; i < n; i++)
+    sum += (double) v[i] * v[i];
+  return sqrt (sum);
+}
+
+/* Reads the table's values into s->values, and their norm. */
+static gboolean
+read_values (Server *s, GError **error)
+{
+  if (!ps_dense_table_read (s->cfg->table, s->values, error))
+    return FALSE;
+  s->values_norm = norm (s->values, s->msg_floats);
+  return TRUE;
+}
+
 /* Replies with the table's values; FALSE when they cannot be read. */
 static gboolean
 reply_values (Server *s, GBytes *peer, const PsHeader *req, GError **error)
 {
-  if (!ps_dense_table_read (s->cfg->table, s->values, error))
+  if (!read_values (s, error))
     return FALSE;
   send_reply (s, peer, req, PS_REPLY_OK, req->step, s->values, s->msg_floats * sizeof (float));
   return TRUE;
@@ -127,8 +147,7 @@ sync_push (Server *s, GBytes *peer, const PsHeader *req, const float *grads, GEr
 
   for (gsize i = 0; i < s->msg_floats; i++)
     s->sum[i] /= W;
-  if (!ps_dense_table_apply (s->cfg->table, s->sum, error)
-      || !ps_dense_table_read (s->cfg->table, s->values, error))
+  if (!ps_dense_table_apply (s->cfg->table, s->sum, error) || !read_values (s, error))
     return FALSE;
   s->window_updates++;
   for (int i = 0; i < W; i++)
@@ -164,6 +183,27 @@ expect_floats (Server *s, GBytes *peer, const PsHeader *req, const float *v)
         return FALSE;
       }
   return TRUE;
+}
+
+/* A finite push within [strategy] max_update_norm: one finite push of 1e3 per float (a
+ * GEO delta is added as it is) wrecked a job that then ended with exit 0. The bound is
+ * relative to the values (at least to an RMS of 1 per float: values near 0 at the start
+ * still train), far above what a worker's training pushes. */
+static gboolean
+within_bound (Server *s, GBytes *peer, const PsHeader *req, const float *v)
+{
+  double bound = s->cfg->max_update_norm * MAX (s->values_norm, sqrt ((double) s->msg_floats));
+  double n = norm (v, s->msg_floats);
+  if (s->cfg->max_update_norm <= 0 || n <= bound)
+    return TRUE;
+  send_error (s, peer, req, "its %s has norm %.3g, above [strategy] max_update_norm = %g "
+              "times the norm of this server's %" G_GSIZE_FORMAT " parameters (%.3g, at least "
+              "their count's square root): nothing of it was applied (a worker whose training "
+              "diverged, or a process with the job's token; raise max_update_norm, or 0 for "
+              "no bound, if the run is sound)",
+              req->type == PS_PUSH_DELTA ? "GEO delta" : "gradient", n,
+              s->cfg->max_update_norm, s->msg_floats, bound / s->cfg->max_update_norm);
+  return FALSE;
 }
 
 /* Serves one well-formed request; FALSE only when the server cannot go on. */
@@ -207,7 +247,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           send_error (s, peer, req, "gradients pushed to a GEO server (it takes deltas)");
           return TRUE;
         }
-      if (!expect_floats (s, peer, req, payload))
+      if (!expect_floats (s, peer, req, payload) || !within_bound (s, peer, req, payload))
         return TRUE;
       if (c->mode == PS_MODE_SYNC)
         return sync_push (s, peer, req, payload, error);
@@ -221,7 +261,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           send_error (s, peer, req, "a delta pushed to a %s server", ps_mode_name (c->mode));
           return TRUE;
         }
-      if (!expect_floats (s, peer, req, payload))
+      if (!expect_floats (s, peer, req, payload) || !within_bound (s, peer, req, payload))
         return TRUE;
       if (!ps_dense_table_add (c->table, payload, error))
         return FALSE;
@@ -606,7 +646,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.reply = g_byte_array_new ();
   s.auth = auth;
   ks_away_watch_begin ();
-  ok = serve (&s, error);
+  ok = read_values (&s, error) && serve (&s, error);
   ks_away_watch_end ();
   for (int w = 0; w < c->workers; w++)
     if (s.pending_peer[w] != NULL)
