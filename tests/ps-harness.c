@@ -197,7 +197,8 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
       g_autoptr (GError) error = NULL;
       g_autofree char *path = log_path (j, p);
-      g_autofree char *store = g_build_filename (j->dir, "store", NULL);
+      g_autofree char *store = g_build_filename (j->dir, p < workers && j->worker_elsewhere
+                                                           ? "elsewhere" : "store", NULL);
       g_autofree char *n = g_strdup_printf ("%d", workers);
       g_autofree char *id = g_strdup_printf ("%d", p < workers ? p : 0);
       g_autofree char *port = g_strdup_printf ("%d", p < workers ? 0 : j->ports[p - workers]);

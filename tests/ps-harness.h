@@ -34,6 +34,7 @@ typedef struct {
   gboolean no_token;  /* set before the start: the processes have no KS_STORE_TOKEN */
   const char *worker_token; /* set before the start when not NULL: the workers' token */
   int nofile;         /* set before the start when not 0: the servers' RLIMIT_NOFILE */
+  gboolean worker_elsewhere; /* set before the start: the workers meet at another store */
 } PsTestJob;
 
 /* Starts S servers and W workers of the config with `sets`, meeting at a file store. */

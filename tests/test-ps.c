@@ -525,6 +525,32 @@ test_checkpoint_commit (void)
   ks_test_rmtree (dir);
 }
 
+/* A server started by hand whose worker meets at another store: it said only "gloo: ...
+ * rank 0 did not join"; now what it waited for, where, and the likely causes (the
+ * workers not started, another store address or job name, a missing or other token). */
+static void
+test_server_not_met (void)
+{
+  PsTestJob j = { .worker_elsewhere = TRUE };
+
+  if (!ps_test_have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, 1, ARGS ("comm.timeout=3", "openblas.threads=1"));
+  ps_test_job_wait (&j, 60);
+  g_autofree char *server = ps_test_read_log (&j, 1);
+  g_autofree char *store = g_build_filename (j.dir, "store", NULL);
+  g_autofree char *where = g_strdup_printf ("to meet at the file store %s (job 'ps-test')", store);
+  g_test_message ("server: %s", server);
+  g_assert_cmpint (ps_test_job_status (&j, 1), !=, 0);
+  g_assert_nonnull (strstr (server, "server 0 of 1: waited [comm] timeout = 3 s for the job's 1 "
+                                    "worker and 1 server"));
+  g_assert_nonnull (strstr (server, where));
+  g_assert_nonnull (strstr (server, "rank 0 did not join"));
+  g_assert_nonnull (strstr (server, "KS_STORE_ADDRESS or [comm] store_address"));
+  g_assert_nonnull (strstr (server, "KS_STORE_TOKEN is missing or not this server's"));
+  ps_test_job_free (&j);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -539,5 +565,6 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/checkpoint-commit", test_checkpoint_commit);
   g_test_add_func ("/ps/save-confined", test_save_confined);
   g_test_add_func ("/ps/no-token", test_no_token);
+  g_test_add_func ("/ps/server-not-met", test_server_not_met);
   return g_test_run ();
 }
