@@ -250,6 +250,7 @@ test_bad_messages (void)
   int linger = 10000; /* zmq_ctx_term waits until they are out */
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
   ps_test_curve (s, "the-jobs-token");
+  ps_test_speak_for (s, 0); /* worker 0's process */
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   ps_token_digest ("the-jobs-token", token);
   ps_token_digest ("another-token", wrong);
@@ -417,6 +418,7 @@ test_nonfinite_push (void)
   int linger = 10000;
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
   ps_test_curve (s, "the-jobs-token");
+  ps_test_speak_for (s, 0); /* worker 0's process */
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   ps_token_digest ("the-jobs-token", h.token);
   h.type = PS_PUSH_GRAD;

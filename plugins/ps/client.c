@@ -1,6 +1,7 @@
 /* The worker's side of the transport (client.h). */
 #include "client.h"
 #include "auth.h"
+#include "session.h"
 
 #include <ksdist/away.h>
 
@@ -33,14 +34,17 @@ struct PsClient {
   gint64 *heard;            /* per server: when it last sent anything */
 };
 
+static gint sockets; /* made in this process: their routing ids differ */
+
 PsClient *
 ps_client_new (const char *const *endpoints, const char *token, guint32 worker, int timeout_ms,
                gsize max_message, GError **error)
 {
   g_autofree char *who = g_strdup_printf ("worker %u", worker);
+  guint8 session[PS_SESSION_BYTES];
   int linger = 0;
 
-  if (!ps_token_required (token, who, error))
+  if (!ps_token_required (token, who, error) || !ps_session_get (session, error))
     return NULL;
   PsClient *c = g_new0 (PsClient, 1);
 
@@ -62,6 +66,8 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
       g_autofree char *uri = g_strdup_printf ("tcp://%s", endpoints[s]);
       c->sockets[s] = zmq_socket (c->zctx, ZMQ_DEALER);
       zmq_setsockopt (c->sockets[s], ZMQ_LINGER, &linger, sizeof linger);
+      /* the servers know this process by its session */
+      ps_session_set_routing_id (c->sockets[s], session, (guint32) g_atomic_int_add (&sockets, 1));
       if (!ps_auth_client_socket (c->sockets[s], token, who, error))
         {
           ps_client_free (c);

@@ -4,6 +4,7 @@
 #include "server.h"
 #include "wire.h"
 #include "auth.h"
+#include "session.h"
 
 #include <ksdist/away.h>
 #include <errno.h>
@@ -23,6 +24,8 @@ typedef struct {
   gsize msg_floats;
   /* per worker */
   gboolean *hello, *stopped;
+  guint8 (*owner)[PS_SESSION_BYTES]; /* the session of the process that said hello */
+  char (*hello_peer)[64];            /* and its address */
   gint64 *last_seen;
   GBytes **pending_peer; /* sync: the identity to answer once the step is complete */
   guint64 *pending_id;
@@ -222,6 +225,15 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
       send_error (s, peer, req, "a %s before hello", ps_type_name (req->type));
       return TRUE;
     }
+  /* the process that said hello as worker w speaks for it, no other (session.h) */
+  if (s->hello[w] && !ps_session_owns (peer, s->owner[w]))
+    {
+      send_error (s, peer, req, "it came from %s on a connection of another process than "
+                  "the one that said hello as worker %d (from %s): a process with the job's "
+                  "token speaking for a worker, or worker %d started twice; nothing was done",
+                  s->in.peer[0] ? s->in.peer : "an unknown address", w, s->hello_peer[w], w);
+      return TRUE;
+    }
   switch (req->type)
     {
     case PS_HELLO:
@@ -233,9 +245,16 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
         send_error (s, peer, req, "worker %d runs [strategy] mode %s but server %d runs %s",
                     w, req->arg <= PS_MODE_GEO ? ps_mode_name (req->arg) : "?", c->index,
                     ps_mode_name (c->mode));
+      else if (g_bytes_get_size (peer) != PS_SESSION_BYTES + 4)
+        send_error (s, peer, req, "a hello as worker %d from %s without a worker's session "
+                    "in its routing id: is every process running the same ksdist?", w,
+                    s->in.peer[0] ? s->in.peer : "an unknown address");
       else
         {
           s->hello[w] = TRUE;
+          memcpy (s->owner[w], g_bytes_get_data (peer, NULL), PS_SESSION_BYTES);
+          g_strlcpy (s->hello_peer[w], s->in.peer[0] ? s->in.peer : "an unknown address",
+                     sizeof s->hello_peer[w]);
           send_reply (s, peer, req, PS_REPLY_OK, c->step, NULL, 0);
         }
       return TRUE;
@@ -637,6 +656,8 @@ ps_server_run (const PsServerConfig *c, GError **error)
              c->table->n_floats, c->workers, ps_auth_connection_cap (c->workers));
   s.hello = g_new0 (gboolean, c->workers);
   s.stopped = g_new0 (gboolean, c->workers);
+  s.owner = g_malloc0_n (c->workers, sizeof *s.owner);
+  s.hello_peer = g_malloc0_n (c->workers, sizeof *s.hello_peer);
   s.last_seen = g_new0 (gint64, c->workers);
   s.pending_peer = g_new0 (GBytes *, c->workers);
   s.pending_id = g_new0 (guint64, c->workers);
@@ -657,6 +678,8 @@ ps_server_run (const PsServerConfig *c, GError **error)
   zmq_ctx_term (s.zctx);
   g_free (s.hello);
   g_free (s.stopped);
+  g_free (s.owner);
+  g_free (s.hello_peer);
   g_free (s.last_seen);
   g_free (s.pending_peer);
   g_free (s.pending_id);
