@@ -461,9 +461,7 @@ check_away (Server *s, gint64 *seen, GError **error)
   s->serve_start += gap; /* the wait for a first worker counts only while it runs */
   if (!watched || gap <= (gint64) c->timeout_ms * 1000)
     return TRUE;
-  gint64 kept, at;
-  ks_away_last (&kept, &at);
-  ks_away_told (at); /* said here: the trainer does not say it again */
+  /* said here (KS_AWAY_SAID): the trainer does not say it again */
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "server %d (%s): this server was stopped or starved for %.1f s, longer than "
                "[comm] timeout = %g s, so its workers gave up on it (they end when a server "
