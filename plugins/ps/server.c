@@ -83,8 +83,10 @@ send_error (Server *s, GBytes *peer, const PsHeader *req, const char *format, ..
   va_start (ap, format);
   g_autofree char *m = g_strdup_vprintf (format, ap);
   va_end (ap);
-  g_warning ("server %d: refused a %s from worker %u: %s", s->cfg->index,
-             ps_type_name (req->type), req->sender, m);
+  /* the peer's address too: a refusal may be of another process than the worker */
+  g_warning ("server %d: refused a %s from worker %u (%s): %s", s->cfg->index,
+             ps_type_name (req->type), req->sender, s->in.peer[0] ? s->in.peer : "address unknown",
+             m);
   send_reply (s, peer, req, PS_REPLY_ERROR, 0, m, strlen (m));
 }
 
@@ -200,12 +202,13 @@ within_bound (Server *s, GBytes *peer, const PsHeader *req, const float *v)
   if (s->cfg->max_update_norm <= 0 || n <= bound)
     return TRUE;
   send_error (s, peer, req, "its %s has norm %.3g, above [strategy] max_update_norm = %g "
-              "times the norm of this server's %" G_GSIZE_FORMAT " parameters (%.3g, at least "
-              "their count's square root): nothing of it was applied (a worker whose training "
-              "diverged, or a process with the job's token; raise max_update_norm, or 0 for "
-              "no bound, if the run is sound)",
+              "times %.3g (the larger of the norm of this server's %" G_GSIZE_FORMAT
+              " parameters, %.3g, and the square root of their count): nothing of it was "
+              "applied (a worker whose training diverged, or a process with the job's token; "
+              "raise max_update_norm, or 0 for no bound, if the run is sound)",
               req->type == PS_PUSH_DELTA ? "GEO delta" : "gradient", n,
-              s->cfg->max_update_norm, s->msg_floats, bound / s->cfg->max_update_norm);
+              s->cfg->max_update_norm, bound / s->cfg->max_update_norm, s->msg_floats,
+              s->values_norm);
   return FALSE;
 }
 
