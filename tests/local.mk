@@ -159,33 +159,33 @@ TESTS += tests/test-gpt-net
 if HAVE_ZMQ
 check_PROGRAMS += tests/test-ps
 tests_test_ps_SOURCES = tests/test-ps.c tests/ps-harness.c tests/ps-harness.h \
-	plugins/ps/wire.c plugins/ps/auth.c
+	plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c
 tests_test_ps_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps
 # its jobs whose processes are killed or stopped
 check_PROGRAMS += tests/test-ps-faults
 tests_test_ps_faults_SOURCES = tests/test-ps-faults.c tests/ps-harness.c tests/ps-harness.h \
-	plugins/ps/wire.c plugins/ps/auth.c
+	plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c
 tests_test_ps_faults_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_faults_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps-faults
 check_PROGRAMS += tests/test-pslib
 tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harness.h \
-	plugins/ps/wire.c plugins/ps/auth.c
+	plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c
 tests_test_pslib_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib
 check_PROGRAMS += tests/test-pslib-trust
 tests_test_pslib_trust_SOURCES = tests/test-pslib-trust.c tests/ps-harness.c \
-	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c
+	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c
 tests_test_pslib_trust_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_trust_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib-trust
 # hostile clients against a real server: each attack refused, the job unharmed
 check_PROGRAMS += tests/test-ps-hostile
 tests_test_ps_hostile_SOURCES = tests/test-ps-hostile.c tests/ps-harness.c \
-	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c
+	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c
 tests_test_ps_hostile_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_ps_hostile_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-ps-hostile

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "ps-harness.h"
 #include "../plugins/ps/auth.h"
+#include "../plugins/ps/session.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -145,6 +146,24 @@ ps_test_free_port (void)
   return ntohs (a.sin_port);
 }
 
+/* The session of worker w's process (KS_PS_WORKER_SESSION): 32 hex digits. */
+static char *
+session_hex (guint w)
+{
+  return g_strdup_printf ("5e5510%026x", w);
+}
+
+void
+ps_test_speak_for (void *socket, guint worker)
+{
+  static gint next;
+  g_autofree char *hex = session_hex (worker);
+  guint8 session[PS_SESSION_BYTES];
+  g_assert_true (ps_session_parse (hex, session));
+  /* numbers the worker's own sockets (from 0) do not reach */
+  ps_session_set_routing_id (socket, session, 0x80000000u + (guint32) g_atomic_int_add (&next, 1));
+}
+
 static char *
 log_path (PsTestJob *j, int p)
 {
@@ -197,7 +216,8 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
       g_autoptr (GError) error = NULL;
       g_autofree char *path = log_path (j, p);
-      g_autofree char *store = g_build_filename (j->dir, "store", NULL);
+      g_autofree char *store = g_build_filename (j->dir, p < workers && j->worker_elsewhere
+                                                           ? "elsewhere" : "store", NULL);
       g_autofree char *n = g_strdup_printf ("%d", workers);
       g_autofree char *id = g_strdup_printf ("%d", p < workers ? p : 0);
       g_autofree char *port = g_strdup_printf ("%d", p < workers ? 0 : j->ports[p - workers]);
@@ -210,6 +230,11 @@ ps_test_job_start (PsTestJob *j, int servers, int workers, const char *const *se
       g_subprocess_launcher_setenv (l, "KS_STORE", "file", TRUE);
       g_subprocess_launcher_setenv (l, "KS_STORE_ADDRESS", store, TRUE);
       g_subprocess_launcher_setenv (l, "KS_JOB", "ps-test", TRUE);
+      if (p < workers)
+        {
+          g_autofree char *session = session_hex (p);
+          g_subprocess_launcher_setenv (l, "KS_PS_WORKER_SESSION", session, TRUE);
+        }
       if (j->no_token)
         g_subprocess_launcher_unsetenv (l, "KS_STORE_TOKEN");
       else
@@ -374,9 +399,9 @@ ps_test_request (int port, guint type, gint64 step, const void *payload, gsize l
   return ps_test_request_as (port, 0, type, 0, 0, step, payload, len, seconds, text);
 }
 
-int
-ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux, gint64 step,
-                    const void *payload, gsize len, double seconds, char **text)
+static int
+request (int port, gboolean stranger, guint sender, guint type, guint32 arg, guint64 aux,
+         gint64 step, const void *payload, gsize len, double seconds, char **text)
 {
   void *ctx = zmq_ctx_new (), *s = zmq_socket (ctx, ZMQ_DEALER);
   g_autofree char *uri = g_strdup_printf ("tcp://127.0.0.1:%d", port);
@@ -385,6 +410,8 @@ ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux
 
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
   ps_test_curve (s, "the-jobs-token");
+  if (!stranger)
+    ps_test_speak_for (s, sender);
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   h.type = type;
   h.id = 4242;
@@ -411,6 +438,20 @@ ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux
   zmq_close (s);
   zmq_ctx_term (ctx);
   return got;
+}
+
+int
+ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux, gint64 step,
+                    const void *payload, gsize len, double seconds, char **text)
+{
+  return request (port, FALSE, sender, type, arg, aux, step, payload, len, seconds, text);
+}
+
+int
+ps_test_request_stranger (int port, guint sender, guint type, gint64 step, const void *payload,
+                          gsize len, double seconds, char **text)
+{
+  return request (port, TRUE, sender, type, 0, 0, step, payload, len, seconds, text);
 }
 
 /* The pids of `launcher`'s children (GPid array). */

@@ -34,6 +34,7 @@ typedef struct {
   gboolean no_token;  /* set before the start: the processes have no KS_STORE_TOKEN */
   const char *worker_token; /* set before the start when not NULL: the workers' token */
   int nofile;         /* set before the start when not 0: the servers' RLIMIT_NOFILE */
+  gboolean worker_elsewhere; /* set before the start: the workers meet at another store */
 } PsTestJob;
 
 /* Starts S servers and W workers of the config with `sets`, meeting at a file store. */
@@ -51,6 +52,10 @@ void ps_test_job_free (PsTestJob *j);
 void ps_test_raw_send (int port, const void *data, gsize len, gboolean linger);
 /* Makes a ZeroMQ `socket` a CURVE client with the keys of a job whose token is `token`. */
 void ps_test_curve (void *socket, const char *token);
+/* Gives `socket` (before it connects) a routing id of worker `worker`'s process of a job
+ * of ps_test_job_start (its KS_PS_WORKER_SESSION), so that its requests in that worker's
+ * name are served as the worker's own (plugins/ps/session.h). */
+void ps_test_speak_for (void *socket, guint worker);
 /* Sends a header announcing `payload` bytes (with `magic` when not 0), then an empty
  * payload frame. */
 void ps_test_send_header (void *socket, PsHeader *h, guint64 payload, guint32 magic);
@@ -64,6 +69,10 @@ int ps_test_request (int port, guint type, gint64 step, const void *payload, gsi
 int ps_test_request_as (int port, guint sender, guint type, guint32 arg, guint64 aux,
                         gint64 step, const void *payload, gsize len, double seconds,
                         char **text);
+/* The same in worker `sender`'s name from a process of another session: a token holder
+ * that is not the worker. */
+int ps_test_request_stranger (int port, guint sender, guint type, gint64 step,
+                              const void *payload, gsize len, double seconds, char **text);
 /* A raw TCP connection to `port` on 127.0.0.1 (its descriptor). */
 int ps_test_raw_connect (int port);
 /* Server s's resident memory (VmRSS) in bytes. */

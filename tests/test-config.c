@@ -250,7 +250,7 @@ test_templated_group (Fixture *f, gconstpointer data)
                 "min_bound, max_bound, beta1, beta2, epsilon, embedx_threshold, nonclk_coeff, "
                 "click_coeff, base_threshold, delta_threshold, delta_keep_days, "
                 "show_click_decay_rate, delete_threshold, delete_after_unseen_days, shard_num, "
-                "seed, max_grad, max_new_rows)");
+                "seed, max_grad, max_new_rows, max_rows)");
   assert_fails (f, "[table.emb]\nrule = adadelta\n", KS_CONFIG_ERROR_BAD_VALUE,
                 "@:2: [table.emb] rule = 'adadelta': expected one of adagrad, sgd, adam");
 }

@@ -150,6 +150,7 @@ static void
 right_token (void *socket)
 {
   ps_test_curve (socket, "the-jobs-token");
+  ps_test_speak_for (socket, 0); /* worker 0's process */
 }
 
 /* A TCP relay between a client and the server that keeps what the client sent. */
@@ -315,6 +316,7 @@ attack_idle (PsTestJob *j, int scale, const char *ckpt, int workers)
   zmq_setsockopt (saver, ZMQ_LINGER, &linger, sizeof linger);
   if (!null_mechanism)
     ps_test_curve (saver, "the-jobs-token");
+  ps_test_speak_for (saver, 0); /* worker 0's process */
   g_assert_cmpint (zmq_connect (saver, uri), ==, 0);
   PsHeader h = { 0 };
   h.type = PS_PULL;
@@ -549,6 +551,146 @@ test_sigterm_waiting (void)
   ps_test_job_free (&j);
 }
 
+/* The floats server 0 of job `j` holds (its "listening on" line). */
+static gsize
+server_floats (PsTestJob *j)
+{
+  g_autofree char *log = ps_test_read_log (j, j->workers);
+  double n = ps_test_value_after (log, "blocks, ");
+  g_assert_cmpfloat (n, >, 0);
+  return (gsize) n;
+}
+
+/* A GEO job of 2 workers whose workers are paused while a token holder pushes, in worker
+ * 0's name, one finite delta of `value` per float; `bound`: [strategy] max_update_norm.
+ * The reply's type; the job's logs are left in `j` (ended). */
+static int
+geo_push (PsTestJob *j, float value, const char *bound, char **reply)
+{
+  g_autofree char *set_bound = g_strdup_printf ("strategy.max_update_norm=%s", bound);
+  ps_test_job_start (j, 1, 2, ARGS ("strategy.mode=geo", "strategy.k_steps=10",
+                                    "train.steps=3000", "train.log_every=500", set_bound,
+                                    "openblas.threads=1", "comm.timeout=20"));
+  g_assert_true (ps_test_job_wait_log (j, 0, "step 500/", 120));
+  gsize n = server_floats (j);
+  g_autofree float *delta = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    delta[i] = value;
+  pause_workers (j, TRUE);
+  int type = ps_test_request_as (j->ports[0], 0, PS_PUSH_DELTA, 0, 0, 1, delta,
+                                 n * sizeof (float), 10, reply);
+  pause_workers (j, FALSE);
+  ps_test_job_wait (j, 180);
+  return type;
+}
+
+/* One finite GEO delta of 1e3 per float, pushed by a token holder in a worker's name, was
+ * applied: the job ended with exit 0 and a wrecked model. Past [strategy]
+ * max_update_norm it is refused, logged naming the worker, and the job ends as an
+ * unattacked one; without the bound the workers say the parameters jumped and the loss
+ * became exactly 0. */
+static void
+test_geo_delta (void)
+{
+  PsTestJob j = { 0 };
+  g_autofree char *reply = NULL;
+
+  if (!ps_test_have_transpiler ())
+    return;
+  int type = geo_push (&j, 1e3f, "10", &reply);
+  g_test_message ("a delta of 1e3 per float: %s %s", ps_type_name (type), reply);
+  g_autofree char *server = ps_test_read_log (&j, 2);
+  g_autofree char *w0 = ps_test_read_log (&j, 0);
+  double accuracy = ps_test_value_after (w0, "eval accuracy ");
+  printf ("# geo delta of 1e3 per float: %s; job: exit %d, eval accuracy %.3f\n",
+          type == PS_REPLY_OK ? "APPLIED" : "refused", ps_test_job_status (&j, 0), accuracy);
+  g_assert_cmpint (type, ==, PS_REPLY_ERROR);
+  g_assert_nonnull (strstr (reply, "above [strategy] max_update_norm = 10"));
+  g_assert_nonnull (strstr (server, "refused a push delta from worker 0 (127.0.0.1): its GEO "
+                                    "delta has norm"));
+  for (int p = 0; p < 3; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_assert_cmpfloat (accuracy, >=, 0.95);
+  g_assert_null (strstr (w0, "jumped"));
+  ps_test_job_free (&j);
+
+  /* no bound, 1e30 per float: applied and the model wrecked (the loss exactly 0 from
+   * then on), and the workers say so */
+  PsTestJob k = { 0 };
+  g_clear_pointer (&reply, g_free);
+  type = geo_push (&k, 1e30f, "0", &reply);
+  g_assert_cmpint (type, ==, PS_REPLY_OK);
+  g_autofree char *k0 = ps_test_read_log (&k, 0);
+  printf ("# geo delta of 1e30 per float, max_update_norm = 0: applied; job: exit %d, eval "
+          "accuracy %.3f\n", ps_test_job_status (&k, 0), ps_test_value_after (k0, "eval accuracy "));
+  g_assert_nonnull (strstr (k0, "the training loss is exactly 0"));
+  for (int w = 0; w < 2; w++)
+    {
+      g_autofree char *log = ps_test_read_log (&k, w);
+      g_assert_nonnull (strstr (log, "the parameters held by server 0 jumped from norm"));
+    }
+  ps_test_job_free (&k);
+}
+
+/* A token holder's stop in each worker's name was answered OK and the job died 22 s later;
+ * its push at a wrong step failed a sync job. Requests in a worker's name from another
+ * process than the one that said hello as it (a hello, stops, a push) are refused, each
+ * logged saying who came from where, and the sync job ends as an unattacked one. */
+static void
+test_second_peer (void)
+{
+  PsTestJob j = { 0 };
+  float one = 1;
+  int refused_here = 0, tried_here = 0;
+
+  if (!ps_test_have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, 2, ARGS ("strategy.mode=sync", "train.steps=3000",
+                                     "train.log_every=100", "openblas.threads=1",
+                                     "comm.timeout=20"));
+  /* a sync step of worker 0 needs worker 1's push: both said hello */
+  g_assert_true (ps_test_job_wait_log (&j, 0, "step 100/", 60));
+  pause_workers (&j, TRUE);
+  struct { guint sender, type; gint64 step; const void *payload; gsize len; } attacks[] = {
+    { 0, PS_STOP, 0, NULL, 0 },
+    { 1, PS_STOP, 0, NULL, 0 },
+    { 0, PS_PUSH_GRAD, 999999, &one, sizeof one },
+    { 1, PS_HELLO, 0, NULL, 0 },
+  };
+  for (guint a = 0; a < G_N_ELEMENTS (attacks); a++)
+    {
+      g_autofree char *text = NULL;
+      int type = ps_test_request_stranger (j.ports[0], attacks[a].sender, attacks[a].type,
+                                           attacks[a].step, attacks[a].payload,
+                                           attacks[a].len, 10, &text);
+      g_autofree char *expected = g_strdup_printf (
+          "on a connection of another process than the one that said hello as worker %u",
+          attacks[a].sender);
+      g_test_message ("a %s in worker %u's name: %s", ps_type_name (attacks[a].type),
+                      attacks[a].sender, text);
+      tried_here++;
+      refused_here += type == PS_REPLY_ERROR;
+      g_assert_cmpint (type, ==, PS_REPLY_ERROR);
+      g_assert_nonnull (strstr (text, expected));
+      g_assert_nonnull (strstr (text, "it came from 127.0.0.1"));
+    }
+  pause_workers (&j, FALSE);
+  ps_test_job_wait (&j, 180);
+  g_autofree char *server = ps_test_read_log (&j, 2);
+  g_autofree char *w0 = ps_test_read_log (&j, 0);
+  double accuracy = ps_test_value_after (w0, "eval accuracy ");
+  printf ("# second peer: %d requests in a worker's name tried, %d refused; job: exit %d, "
+          "eval accuracy %.3f\n", tried_here, refused_here, ps_test_job_status (&j, 0),
+          accuracy);
+  g_assert_nonnull (strstr (server, "refused a stop from worker 1 (127.0.0.1): it came from "
+                                    "127.0.0.1 on a connection of another process"));
+  g_assert_nonnull (strstr (server, "refused a push from worker 0 (127.0.0.1): it came from"));
+  for (int p = 0; p < 3; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_assert_cmpfloat (accuracy, >=, 0.95);
+  ps_test_job_free (&j);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -558,5 +700,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ps-hostile/attacks", test_attacks);
   g_test_add_func ("/ps-hostile/wrong-token-alone", test_wrong_token_alone);
   g_test_add_func ("/ps-hostile/sigterm-waiting", test_sigterm_waiting);
+  g_test_add_func ("/ps-hostile/geo-delta", test_geo_delta);
+  g_test_add_func ("/ps-hostile/second-peer", test_second_peer);
   return g_test_run ();
 }

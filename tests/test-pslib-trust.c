@@ -5,6 +5,7 @@
 #include "ps-harness.h"
 
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -365,6 +366,64 @@ test_forged_requests (void)
   ks_test_rmtree (dir);
 }
 
+/* A token holder's pulls of 1,000 new ids each (below the per-pull cap) made rows without
+ * end (2.4 M in 42 s, the server's memory doubling). With [table.emb] max_rows = 10,000
+ * they are refused once server 0 would pass it, naming the table, the server and the key;
+ * the job (its ids all made in its first epoch, no shrink) then ends with exit 0. */
+static void
+test_row_flood (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *data = NULL, *set_data = NULL;
+  PsTestJob j = { 0 };
+  const int max_rows = 10000, per_pull = 1000;
+
+  if (!ps_test_have_pslib ())
+    return;
+  data = ps_test_small_ctr_data (dir);
+  set_data = g_strdup_printf ("data.path=%s", data);
+  ps_test_job_start (&j, 2, 2, ARGS (set_data, "train.steps=1500", "train.batch=64",
+                                     "train.log_every=500", "data.shrink_every=100000",
+                                     "table.emb.max_rows=10000", "openblas.threads=1",
+                                     "comm.timeout=20"));
+  /* 500 steps of 2 x 64 rows: every id of the 20,000 training rows was pulled */
+  g_assert_true (ps_test_job_wait_log (&j, 0, "step 500/", 120));
+  for (int w = 0; w < 2; w++)
+    g_subprocess_send_signal (j.proc[w], SIGSTOP);
+  g_autofree guint64 *ids = g_new (guint64, per_pull);
+  g_autofree char *text = NULL;
+  int accepted = 0, reply = PS_REPLY_OK;
+  for (int k = 0; k < 400 && reply == PS_REPLY_OK; k++)
+    {
+      for (int i = 0; i < per_pull; i++) /* even: server 0's, and new */
+        ids[i] = ((guint64) 3 << 40) + 2 * (guint64) (k * per_pull + i);
+      g_clear_pointer (&text, g_free);
+      reply = ps_test_request_as (j.ports[0], 0, PS_PULL_SPARSE, 0, 1, 0, ids,
+                                  per_pull * sizeof (guint64), 20, &text);
+      accepted += reply == PS_REPLY_OK;
+    }
+  for (int w = 0; w < 2; w++)
+    g_subprocess_send_signal (j.proc[w], SIGCONT);
+  g_test_message ("%d pulls of %d new ids accepted, then: %s", accepted, per_pull, text);
+  printf ("# row flood: %d pulls of %d new ids accepted (max_rows %d), then %s\n", accepted,
+          per_pull, max_rows, reply == PS_REPLY_OK ? "none refused" : "refused");
+  g_assert_cmpint (reply, ==, PS_REPLY_ERROR);
+  g_assert_cmpint (accepted, >=, 1);
+  g_assert_cmpint (accepted, <=, max_rows / per_pull);
+  g_assert_nonnull (strstr (text, "a pull that would create 1000 rows of table emb on server 0"));
+  g_assert_nonnull (strstr (text, "of the 10000 it may ([table.emb] max_rows)"));
+  ps_test_job_wait (&j, 300);
+  for (int p = 0; p < 4; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  g_autofree char *server = ps_test_read_log (&j, 2);
+  g_assert_nonnull (strstr (server, "table emb holds at most 10000 rows"));
+  g_assert_nonnull (strstr (server, "refused a sparse pull from worker 0"));
+  double held = ps_test_value_after (server, "holds ");
+  g_assert_cmpfloat (held, <=, max_rows);
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -373,5 +432,6 @@ main (int argc, char **argv)
   g_test_add_func ("/pslib/resume-identity", test_resume_identity);
   g_test_add_func ("/pslib/resume-identity-allreduce", test_resume_identity_allreduce);
   g_test_add_func ("/pslib/forged-requests", test_forged_requests);
+  g_test_add_func ("/pslib/row-flood", test_row_flood);
   return g_test_run ();
 }

@@ -294,6 +294,7 @@ test_bad_sparse_requests (void)
   int linger = 10000;
   zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
   ps_test_curve (s, "the-jobs-token");
+  ps_test_speak_for (s, 0); /* worker 0's process */
   g_assert_cmpint (zmq_connect (s, uri), ==, 0);
   guint64 odd[2] = { 3, 5 }; /* ids of server 1 of 2 */
   send_request (s, PS_PULL_SPARSE, 0, odd, sizeof odd);

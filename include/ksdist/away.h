@@ -26,13 +26,20 @@ gint64 ks_away_total (void);
  * it ended (g_get_monotonic_time), in microseconds; FALSE, with zeros, when none. */
 gboolean ks_away_last (gint64 *gap, gint64 *at);
 
-/* The caller's error already says that this process was away for the gap that ended at
- * `at` (from ks_away_last or the gap it measured with ks_away_total): ks_away_explain
- * does not say it again. */
+/* What every message that says this process was away holds ("this worker was stopped or
+ * starved for 4.2 s, ..."): ks_away_explain leaves an error that holds it as it is. */
+#define KS_AWAY_SAID "stopped or starved for"
+
+/* A message printed elsewhere (not an error that goes on to ks_away_explain) said that
+ * this process was away for the gap that ended at `at` (from ks_away_last or the gap it
+ * measured with ks_away_total): ks_away_explain does not say it again. An error that goes
+ * on says it with KS_AWAY_SAID instead: another thread's error may be the one reported. */
 void ks_away_told (gint64 at);
 
-/* When *error is a lost peer or a timeout (KS_COMM_ERROR) and this process was away
- * longer than timeout_s lately, and no message said so yet, prefixes *error with that. */
+/* When *error is a lost peer, a timeout or a failed exchange (KS_COMM_ERROR), whichever
+ * collective or call met it, and this process was away longer than timeout_s lately, and
+ * neither *error (KS_AWAY_SAID) nor a message before said so, prefixes *error with
+ * that. */
 void ks_away_explain (double timeout_s, GError **error);
 
 G_END_DECLS

@@ -46,6 +46,7 @@ typedef struct {
   /* what a parameter server accepts for the table (the table itself does not check) */
   double max_grad;                  /* 100: the largest |gradient| per show of a push */
   gint64 max_new_rows;              /* 0: rows a pull may create (0: the batch's bound) */
+  gint64 max_rows;                  /* 0: rows a server holds at most (0: from its memory) */
 } KsSparseConfig;
 
 /* pslib's defaults (above). */
@@ -85,6 +86,8 @@ gsize ks_sparse_table_shrink (KsSparseTable *table);
 gsize ks_sparse_table_size (const KsSparseTable *table);
 /* Bytes held for the rows: values, state, statistics and the index. */
 gsize ks_sparse_table_memory (const KsSparseTable *table);
+/* Bytes a row takes at most: its record and index slot, with the arrays' growth slack. */
+gsize ks_sparse_table_row_bytes (const KsSparseTable *table);
 /* Whether `id` has a row; its statistics when it has (any pointer may be NULL). */
 gboolean ks_sparse_table_row_stats (const KsSparseTable *table, guint64 id, float *show,
                                     float *click, float *delta_score, int *unseen_days,

@@ -1,6 +1,8 @@
 /* away.h: one watch per process for its own gaps (stopped or starved of CPU). */
 #include "ks-private.h"
 
+#include <string.h>
+
 #define TICK_US (200 * 1000)
 #define GAP_MIN_US G_USEC_PER_SEC
 /* a gap shorter than the kept one replaces it only once the kept one is this old */
@@ -117,17 +119,19 @@ ks_away_explain (double timeout_s, GError **error)
 {
   if (error == NULL || *error == NULL
       || !(g_error_matches (*error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST)
-           || g_error_matches (*error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT)))
+           || g_error_matches (*error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT)
+           || g_error_matches (*error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED)))
     return;
+  gboolean said = strstr ((*error)->message, KS_AWAY_SAID) != NULL;
   g_mutex_lock (&lock);
   gint64 now = g_get_monotonic_time ();
   observe (now);
   gint64 g = gap;
   /* away longer than the timeout, and lately: within the time its peers take to give up
    * and this process to find it out */
-  gboolean say = !told && g > timeout_s * G_USEC_PER_SEC
+  gboolean say = !told && !said && g > timeout_s * G_USEC_PER_SEC
                  && now - at < (3 * timeout_s + 10) * G_USEC_PER_SEC;
-  told |= say;
+  told |= say || said;
   g_mutex_unlock (&lock);
   if (say)
     g_prefix_error (error, "this process was stopped or starved for %.1f s, longer than "

@@ -255,6 +255,10 @@ static const KsKeyDesc core_schema[] = {
     "Async: gradients a worker may queue for sending before its step waits" },
   { "strategy", "max_merge_var_num", KS_VALUE_INT, "20", 1, 1e6, NULL,
     "Async: queued gradients averaged into one push" },
+  { "strategy", "max_update_norm", KS_VALUE_DOUBLE, "10", 0, 1e12, NULL,
+    "A parameter server refuses a dense push (a gradient, or a GEO delta) whose L2 norm is "
+    "above this times the norm of its parameters (at least the square root of their "
+    "count), naming the worker; 0: no bound" },
   /* [layer.NAME]: one group per layer of a [model] type = layers network */
   { "layer.*", "type", KS_VALUE_CHOICE, "linear", 1, 0,
     "linear|conv2d|max_pool|avg_pool|batch_norm|layer_norm|dropout|flatten|activation|"
@@ -348,6 +352,10 @@ static const KsKeyDesc core_schema[] = {
   { "table.*", "max_new_rows", KS_VALUE_INT, "0", 0, 1e12, NULL,
     "Sparse table: a parameter server refuses a pull that would create more rows than "
     "this; 0: the most ids one batch pulls (the rows parameter's rows)" },
+  { "table.*", "max_rows", KS_VALUE_INT, "0", 0, 1e15, NULL,
+    "Sparse table: the most rows a parameter server holds of this table; a pull or push "
+    "that would create more is refused, naming it ([data] shrink_every deletes rows); 0: "
+    "as many as a quarter of the host's memory holds, shared by the tables" },
   { "strategy", "staleness", KS_VALUE_INT, "2", 0, 1e6, NULL,
     "pslib: sparse pushes a worker may have unanswered when it pulls the next batch's rows "
     "(0: each step waits for its pushes, and the dense part on the servers is sync; more: "

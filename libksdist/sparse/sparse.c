@@ -61,6 +61,7 @@ ks_sparse_config_read (const KsConfig *config, const char *name, KsSparseConfig 
   D (delete_threshold); D (max_grad);
 #undef D
   out->max_new_rows = ks_config_get_int (config, g, "max_new_rows");
+  out->max_rows = ks_config_get_int (config, g, "max_rows");
   out->delta_keep_days = (int) ks_config_get_int (config, g, "delta_keep_days");
   out->delete_after_unseen_days = (int) ks_config_get_int (config, g, "delete_after_unseen_days");
   out->shard_num = (int) ks_config_get_int (config, g, "shard_num");
@@ -358,6 +359,12 @@ ks_sparse_table_memory (const KsSparseTable *t)
       bytes += (gsize) s->slab_cap * t->rec_size;
     }
   return bytes;
+}
+
+gsize
+ks_sparse_table_row_bytes (const KsSparseTable *t)
+{
+  return (t->rec_size + sizeof (guint64) + sizeof (guint32)) * 3 / 2;
 }
 
 gboolean

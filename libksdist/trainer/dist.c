@@ -141,6 +141,30 @@ ks_trainer_mode_end (KsTrainer *t, GError **error)
          || ks_algorithm_stop_worker (t->algorithm, error);
 }
 
+/* A server started by hand that no worker met (none started, another store or job
+ * name, or workers that ended at once without the job's token) said only "rank 0 did
+ * not join": what it waited for, where, and the likely causes come first. */
+static void
+server_not_met (KsTrainer *t, const char *store, const char *address, const char *job,
+                int timeout_ms, GError **error)
+{
+  KsRoleMaker *r = t->role;
+  int workers = ks_role_maker_worker_num (r), servers = ks_role_maker_server_num (r);
+  if (!ks_role_maker_is_server (r) || error == NULL || *error == NULL)
+    return;
+  g_autofree char *cause = (*error)->message;
+  (*error)->message = g_strdup_printf (
+      "server %d of %d: waited [comm] timeout = %g s for the job's %d worker%s and %d "
+      "server%s to meet at the %s store %s (job '%s'), and not all came (%s). Likely: the "
+      "workers were not started, or not with this store's address and job name "
+      "(KS_STORE_ADDRESS or [comm] store_address, KS_JOB or [job] name); or they ended at "
+      "once because their KS_STORE_TOKEN is missing or not this server's (their logs say "
+      "so). The workers are ranks 0 to %d, the servers follow",
+      ks_role_maker_server_index (r), servers, timeout_ms / 1000.0, workers,
+      workers == 1 ? "" : "s", servers, servers == 1 ? "" : "s", store,
+      address != NULL && *address ? address : "(the launcher's)", job, cause, workers - 1);
+}
+
 gboolean
 ks_trainer_dist_setup (KsTrainer *t, GError **error)
 {
@@ -215,10 +239,12 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
   if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
       || (rank0_serves && !ks_store_serve (t->store, address, token, &bound, error))
       || !ks_store_open (t->store, address, *job ? job : "default", token, error)
-      || (t->comm = ks_comm_new (t->registry, c, backend, error)) == NULL
-      || !ks_comm_connect (t->comm, t->store, ks_role_maker_global_rank (t->role), total,
-                           timeout_ms, error)
-      || (hierarchical (t, total, &hier_why) && !make_hierarchical (t, error))
+      || (t->comm = ks_comm_new (t->registry, c, backend, error)) == NULL)
+    return FALSE;
+  if (!ks_comm_connect (t->comm, t->store, ks_role_maker_global_rank (t->role), total,
+                        timeout_ms, error))
+    return server_not_met (t, store, address, *job ? job : "default", timeout_ms, error), FALSE;
+  if ((hierarchical (t, total, &hier_why) && !make_hierarchical (t, error))
       || !ks_role_maker_set_comm (t->role, t->comm, error))
     return FALSE;
   if (strcmp (ks_comm_name (t->comm), "hierarchical") == 0)

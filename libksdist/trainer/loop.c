@@ -191,6 +191,7 @@ run (KsTrainer *t, GError **error)
 
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
   double loss_sum = 0;
+  gboolean zero_told = FALSE;
   for (gint64 step = first; step <= steps; step++)
     {
       double lr = t->optimizer != NULL ? ks_optimizer_learning_rate (t->optimizer) : NAN;
@@ -248,6 +249,16 @@ run (KsTrainer *t, GError **error)
       if (!isfinite (loss) && !ks_model_loss_scale (t->model, &(KsLossScale) { 0 }))
         return ks_trainer_not_finite (error, "the training loss", loss),
                g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
+      /* what a wrecked model logs as "loss 0.0000" to the end (a GEO push of 1e30 did) */
+      if (loss == 0 && leader && !zero_told)
+        {
+          zero_told = TRUE;
+          g_warning ("step %" G_GINT64_FORMAT ": the training loss is exactly 0: every "
+                     "prediction is certain and right, which a sound run rarely reaches (are "
+                     "the parameters wrecked, by a huge update or a push that is not "
+                     "training's, or do the features hold the labels?); check the held-out "
+                     "metric", step);
+        }
       gboolean last = step == steps;
       if (last && !ks_trainer_mode_flush (t, error))
         return g_prefix_error (error, "before the evaluation: "), FALSE;

@@ -1,6 +1,7 @@
 /* The worker's side of the transport (client.h). */
 #include "client.h"
 #include "auth.h"
+#include "session.h"
 
 #include <ksdist/away.h>
 
@@ -33,14 +34,17 @@ struct PsClient {
   gint64 *heard;            /* per server: when it last sent anything */
 };
 
+static gint sockets; /* made in this process: their routing ids differ */
+
 PsClient *
 ps_client_new (const char *const *endpoints, const char *token, guint32 worker, int timeout_ms,
                gsize max_message, GError **error)
 {
   g_autofree char *who = g_strdup_printf ("worker %u", worker);
+  guint8 session[PS_SESSION_BYTES];
   int linger = 0;
 
-  if (!ps_token_required (token, who, error))
+  if (!ps_token_required (token, who, error) || !ps_session_get (session, error))
     return NULL;
   PsClient *c = g_new0 (PsClient, 1);
 
@@ -62,6 +66,8 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
       g_autofree char *uri = g_strdup_printf ("tcp://%s", endpoints[s]);
       c->sockets[s] = zmq_socket (c->zctx, ZMQ_DEALER);
       zmq_setsockopt (c->sockets[s], ZMQ_LINGER, &linger, sizeof linger);
+      /* the servers know this process by its session */
+      ps_session_set_routing_id (c->sockets[s], session, (guint32) g_atomic_int_add (&sockets, 1));
       if (!ps_auth_client_socket (c->sockets[s], token, who, error))
         {
           ps_client_free (c);
@@ -129,16 +135,14 @@ comm_timeout_us (const PsClient *c)
 
 /* The error of a worker that was away longer than the timeout: the servers gave up on
  * it, and it must not blame them. The gap is the process's (away.h), whichever thread
- * found it; `told`: the error goes back to the trainer, which then does not say it again
- * (the heartbeat thread prints its own and ends the process, and a message of the main
- * thread may come first: that one the trainer still explains). */
+ * found it. It says so (KS_AWAY_SAID), and does not tell the watch: the error of another
+ * thread (the async sending thread's found it, a collective of the main thread's is
+ * reported) may be the one the trainer explains. */
 static void
-set_stalled (PsClient *c, gboolean told, GError **error)
+set_stalled (PsClient *c, GError **error)
 {
   gint64 gap, at;
   ks_away_last (&gap, &at);
-  if (told)
-    ks_away_told (at);
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "worker %u: this worker was stopped or starved for %.1f s, longer than [comm] "
                "timeout = %g s, so the servers gave up on it (they end a worker silent that "
@@ -147,15 +151,13 @@ set_stalled (PsClient *c, gboolean told, GError **error)
 }
 
 /* A note for a message blaming servers when this process was itself away lately: the
- * servers may have given up on it. "" when not. `told` as set_stalled's. */
+ * servers may have given up on it. "" when not. */
 static char *
-away_note (PsClient *c, gint64 now, gboolean told)
+away_note (PsClient *c, gint64 now)
 {
   gint64 gap, at, t = comm_timeout_us (c);
   if (!ks_away_last (&gap, &at) || gap < t / 4 || now - at > 2 * t + PS_ANSWER_SLACK_MS * 1000)
     return g_strdup ("");
-  if (told)
-    ks_away_told (at);
   return g_strdup_printf (" (but this worker was itself stopped or starved for %.1f s, %.1f s "
                           "ago: the servers end a worker silent for [comm] timeout = %g s, so "
                           "they may have given up on it; see their serverlogs)",
@@ -196,7 +198,7 @@ beat (PsClient *c, gboolean judge, GError **error)
       if (gap > c->beat_timeout_us)
         {
           c->beat_failed = TRUE;
-          set_stalled (c, !judge, error); /* judge: the heartbeat thread's */
+          set_stalled (c, error);
           return FALSE;
         }
     }
@@ -218,7 +220,7 @@ beat (PsClient *c, gboolean judge, GError **error)
       }
   if (who == NULL)
     return TRUE;
-  g_autofree char *note = away_note (c, now, FALSE);
+  g_autofree char *note = away_note (c, now);
   c->beat_failed = TRUE;
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST,
                "worker %u: %s sent nothing for %g s, not even an answer to a heartbeat "
@@ -429,7 +431,7 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
   ks_away_last (&gap, &at);
   if (at > start && gap > comm_timeout_us (c))
     {
-      set_stalled (c, TRUE, error);
+      set_stalled (c, error);
       return FALSE;
     }
   GString *who = g_string_new (NULL);
@@ -449,7 +451,7 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
         g_string_append_printf (who, "%sserver %d (%s)", who->len ? ", " : "", calls[i].server,
                                 c->endpoints[calls[i].server]);
       }
-  g_autofree char *note = away_note (c, g_get_monotonic_time (), TRUE);
+  g_autofree char *note = away_note (c, g_get_monotonic_time ());
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "%s did not answer a %s within %.0f s ([comm] timeout): a server died, or "
                "never started; see its serverlog%s", who->str, ps_type_name (type),

@@ -9,6 +9,7 @@ plugins_ps_libps_la_SOURCES = \
 	plugins/ps/layout.c plugins/ps/layout.h \
 	plugins/ps/wire.c plugins/ps/wire.h \
 	plugins/ps/auth.c plugins/ps/auth.h \
+	plugins/ps/session.c plugins/ps/session.h \
 	plugins/ps/client.c plugins/ps/client.h \
 	plugins/ps/server.c plugins/ps/server.h \
 	plugins/ps/table.c plugins/ps/table.h \

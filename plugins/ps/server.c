@@ -4,6 +4,7 @@
 #include "server.h"
 #include "wire.h"
 #include "auth.h"
+#include "session.h"
 
 #include <ksdist/away.h>
 #include <errno.h>
@@ -23,6 +24,8 @@ typedef struct {
   gsize msg_floats;
   /* per worker */
   gboolean *hello, *stopped;
+  guint8 (*owner)[PS_SESSION_BYTES]; /* the session of the process that said hello */
+  char (*hello_peer)[64];            /* and its address */
   gint64 *last_seen;
   GBytes **pending_peer; /* sync: the identity to answer once the step is complete */
   guint64 *pending_id;
@@ -30,6 +33,7 @@ typedef struct {
   gint64 round_step, round_start;
   int round_count;
   float *sum, *values, *aligned;
+  double values_norm; /* of `values` as last read: what a push is measured against */
   GByteArray *reply; /* of an extra request */
   PsReceived in;     /* the message being served */
   /* statistics */
@@ -79,16 +83,37 @@ send_error (Server *s, GBytes *peer, const PsHeader *req, const char *format, ..
   va_start (ap, format);
   g_autofree char *m = g_strdup_vprintf (format, ap);
   va_end (ap);
-  g_warning ("server %d: refused a %s from worker %u: %s", s->cfg->index,
-             ps_type_name (req->type), req->sender, m);
+  /* the peer's address too: a refusal may be of another process than the worker */
+  g_warning ("server %d: refused a %s from worker %u (%s): %s", s->cfg->index,
+             ps_type_name (req->type), req->sender, s->in.peer[0] ? s->in.peer : "address unknown",
+             m);
   send_reply (s, peer, req, PS_REPLY_ERROR, 0, m, strlen (m));
+}
+
+static double
+norm (const float *v, gsize n)
+{
+  double sum = 0;
+  for (gsize i = 0; i < n; i++)
+    sum += (double) v[i] * v[i];
+  return sqrt (sum);
+}
+
+/* Reads the table's values into s->values, and their norm. */
+static gboolean
+read_values (Server *s, GError **error)
+{
+  if (!ps_dense_table_read (s->cfg->table, s->values, error))
+    return FALSE;
+  s->values_norm = norm (s->values, s->msg_floats);
+  return TRUE;
 }
 
 /* Replies with the table's values; FALSE when they cannot be read. */
 static gboolean
 reply_values (Server *s, GBytes *peer, const PsHeader *req, GError **error)
 {
-  if (!ps_dense_table_read (s->cfg->table, s->values, error))
+  if (!read_values (s, error))
     return FALSE;
   send_reply (s, peer, req, PS_REPLY_OK, req->step, s->values, s->msg_floats * sizeof (float));
   return TRUE;
@@ -127,8 +152,7 @@ sync_push (Server *s, GBytes *peer, const PsHeader *req, const float *grads, GEr
 
   for (gsize i = 0; i < s->msg_floats; i++)
     s->sum[i] /= W;
-  if (!ps_dense_table_apply (s->cfg->table, s->sum, error)
-      || !ps_dense_table_read (s->cfg->table, s->values, error))
+  if (!ps_dense_table_apply (s->cfg->table, s->sum, error) || !read_values (s, error))
     return FALSE;
   s->window_updates++;
   for (int i = 0; i < W; i++)
@@ -166,6 +190,28 @@ expect_floats (Server *s, GBytes *peer, const PsHeader *req, const float *v)
   return TRUE;
 }
 
+/* A finite push within [strategy] max_update_norm: one finite push of 1e3 per float (a
+ * GEO delta is added as it is) wrecked a job that then ended with exit 0. The bound is
+ * relative to the values (at least to an RMS of 1 per float: values near 0 at the start
+ * still train), far above what a worker's training pushes. */
+static gboolean
+within_bound (Server *s, GBytes *peer, const PsHeader *req, const float *v)
+{
+  double bound = s->cfg->max_update_norm * MAX (s->values_norm, sqrt ((double) s->msg_floats));
+  double n = norm (v, s->msg_floats);
+  if (s->cfg->max_update_norm <= 0 || n <= bound)
+    return TRUE;
+  send_error (s, peer, req, "its %s has norm %.3g, above [strategy] max_update_norm = %g "
+              "times %.3g (the larger of the norm of this server's %" G_GSIZE_FORMAT
+              " parameters, %.3g, and the square root of their count): nothing of it was "
+              "applied (a worker whose training diverged, or a process with the job's token; "
+              "raise max_update_norm, or 0 for no bound, if the run is sound)",
+              req->type == PS_PUSH_DELTA ? "GEO delta" : "gradient", n,
+              s->cfg->max_update_norm, bound / s->cfg->max_update_norm, s->msg_floats,
+              s->values_norm);
+  return FALSE;
+}
+
 /* Serves one well-formed request; FALSE only when the server cannot go on. */
 static gboolean
 handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GError **error)
@@ -182,6 +228,15 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
       send_error (s, peer, req, "a %s before hello", ps_type_name (req->type));
       return TRUE;
     }
+  /* the process that said hello as worker w speaks for it, no other (session.h) */
+  if (s->hello[w] && !ps_session_owns (peer, s->owner[w]))
+    {
+      send_error (s, peer, req, "it came from %s on a connection of another process than "
+                  "the one that said hello as worker %d (from %s): a process with the job's "
+                  "token speaking for a worker, or worker %d started twice; nothing was done",
+                  s->in.peer[0] ? s->in.peer : "an unknown address", w, s->hello_peer[w], w);
+      return TRUE;
+    }
   switch (req->type)
     {
     case PS_HELLO:
@@ -193,9 +248,16 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
         send_error (s, peer, req, "worker %d runs [strategy] mode %s but server %d runs %s",
                     w, req->arg <= PS_MODE_GEO ? ps_mode_name (req->arg) : "?", c->index,
                     ps_mode_name (c->mode));
+      else if (g_bytes_get_size (peer) != PS_SESSION_BYTES + 4)
+        send_error (s, peer, req, "a hello as worker %d from %s without a worker's session "
+                    "in its routing id: is every process running the same ksdist?", w,
+                    s->in.peer[0] ? s->in.peer : "an unknown address");
       else
         {
           s->hello[w] = TRUE;
+          memcpy (s->owner[w], g_bytes_get_data (peer, NULL), PS_SESSION_BYTES);
+          g_strlcpy (s->hello_peer[w], s->in.peer[0] ? s->in.peer : "an unknown address",
+                     sizeof s->hello_peer[w]);
           send_reply (s, peer, req, PS_REPLY_OK, c->step, NULL, 0);
         }
       return TRUE;
@@ -207,7 +269,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           send_error (s, peer, req, "gradients pushed to a GEO server (it takes deltas)");
           return TRUE;
         }
-      if (!expect_floats (s, peer, req, payload))
+      if (!expect_floats (s, peer, req, payload) || !within_bound (s, peer, req, payload))
         return TRUE;
       if (c->mode == PS_MODE_SYNC)
         return sync_push (s, peer, req, payload, error);
@@ -221,7 +283,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
           send_error (s, peer, req, "a delta pushed to a %s server", ps_mode_name (c->mode));
           return TRUE;
         }
-      if (!expect_floats (s, peer, req, payload))
+      if (!expect_floats (s, peer, req, payload) || !within_bound (s, peer, req, payload))
         return TRUE;
       if (!ps_dense_table_add (c->table, payload, error))
         return FALSE;
@@ -402,9 +464,7 @@ check_away (Server *s, gint64 *seen, GError **error)
   s->serve_start += gap; /* the wait for a first worker counts only while it runs */
   if (!watched || gap <= (gint64) c->timeout_ms * 1000)
     return TRUE;
-  gint64 kept, at;
-  ks_away_last (&kept, &at);
-  ks_away_told (at); /* said here: the trainer does not say it again */
+  /* said here (KS_AWAY_SAID): the trainer does not say it again */
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
                "server %d (%s): this server was stopped or starved for %.1f s, longer than "
                "[comm] timeout = %g s, so its workers gave up on it (they end when a server "
@@ -597,6 +657,8 @@ ps_server_run (const PsServerConfig *c, GError **error)
              c->table->n_floats, c->workers, ps_auth_connection_cap (c->workers));
   s.hello = g_new0 (gboolean, c->workers);
   s.stopped = g_new0 (gboolean, c->workers);
+  s.owner = g_malloc0_n (c->workers, sizeof *s.owner);
+  s.hello_peer = g_malloc0_n (c->workers, sizeof *s.hello_peer);
   s.last_seen = g_new0 (gint64, c->workers);
   s.pending_peer = g_new0 (GBytes *, c->workers);
   s.pending_id = g_new0 (guint64, c->workers);
@@ -606,7 +668,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.reply = g_byte_array_new ();
   s.auth = auth;
   ks_away_watch_begin ();
-  ok = serve (&s, error);
+  ok = read_values (&s, error) && serve (&s, error);
   ks_away_watch_end ();
   for (int w = 0; w < c->workers; w++)
     if (s.pending_peer[w] != NULL)
@@ -617,6 +679,8 @@ ps_server_run (const PsServerConfig *c, GError **error)
   zmq_ctx_term (s.zctx);
   g_free (s.hello);
   g_free (s.stopped);
+  g_free (s.owner);
+  g_free (s.hello_peer);
   g_free (s.last_seen);
   g_free (s.pending_peer);
   g_free (s.pending_id);

@@ -11,6 +11,7 @@ typedef struct {
   const char *endpoint; /* HOST:PORT, bound as given (never a wildcard) */
   const char *token; /* KS_STORE_TOKEN: a server without one does not start */
   PsMode mode;
+  double max_update_norm; /* [strategy]'s (strategy.h); 0: no bound */
   /* a sync step waits this long at most; a worker silent this long (no request, no
    * heartbeat) ends the server, naming it */
   int timeout_ms;

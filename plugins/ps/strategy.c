@@ -38,6 +38,7 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
 
   out->send_queue_size = ks_config_get_int (c, "strategy", "send_queue_size");
   out->max_merge_var_num = ks_config_get_int (c, "strategy", "max_merge_var_num");
+  out->max_update_norm = ks_config_get_double (c, "strategy", "max_update_norm");
   if (!a_sync && k > 0 && (strcmp (mode, "auto") == 0 || ks_config_is_set (c, "strategy", "a_sync")))
     return refuse (error, "[strategy] a_sync = false with k_steps = %" G_GINT64_FORMAT ": "
                    "k_steps > 0 means GEO, which is asynchronous; set a_sync = true (GEO) or "

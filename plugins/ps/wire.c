@@ -172,6 +172,7 @@ ps_received_clear (PsReceived *r)
   r->payload = NULL;
   r->payload_len = r->header_len = r->uneven = 0;
   r->parts = 0;
+  r->peer[0] = '\0';
 }
 
 int
@@ -200,6 +201,8 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
         r->identity = g_bytes_new (zmq_msg_data (&m), size);
       else if (part == 0)
         {
+          const char *peer = zmq_msg_gets (&m, "Peer-Address");
+          g_strlcpy (r->peer, peer != NULL ? peer : "", sizeof r->peer);
           r->header_len = size;
           memcpy (r->header, zmq_msg_data (&m), MIN (size, sizeof r->header));
         }

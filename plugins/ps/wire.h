@@ -79,6 +79,7 @@ typedef struct {
   gsize uneven;       /* the size of a frame before the last that is not PS_FRAME_MAX */
   GByteArray *joined; /* the payload of several frames (kept between messages) */
   void *single;       /* the zmq_msg_t of a payload of one frame */
+  char peer[64];      /* the sender's address (ZeroMQ's Peer-Address), or "" */
 } PsReceived;
 
 /* Receives one message if one is waiting (1), else 0; `identity`: the socket is a

@@ -19,6 +19,8 @@ struct PsWorker {
   gint64 pushes;
   gint64 since_push;         /* GEO: local steps not pushed yet */
   float *old;                /* the values last taken from the servers */
+  double *norms;             /* per server: its values' norm as last taken; */
+  gboolean *jumped;          /* whether a jump of them was told */
   /* async: gradients queued for the sending thread and the values it got back */
   GThread *thread;
   GMutex lock;
@@ -49,6 +51,33 @@ unpack (PsWorker *w, int s, const float *in, float *arena)
       const PsBlock *b = &w->layout->blocks[w->blocks[s][i]];
       memcpy (arena + b->arena_offset, in + pos, b->len * sizeof (float));
       pos += b->len;
+    }
+}
+
+/* Says (once per server) when the values that came back from a server are orders of
+ * magnitude further from 0 than the last ones: a finite push that is not training's
+ * (another process with the job's token) or a diverging run, which else trains on with
+ * exit 0. Relative to at least an RMS of 1 per float, as the servers' bound. */
+static void
+watch_values (PsWorker *w)
+{
+  for (int s = 0; s < w->servers; s++)
+    {
+      gsize n = w->layout->server_floats[s];
+      double sum = 0, floor = sqrt ((double) n);
+      for (gsize i = 0; i < n; i++)
+        sum += (double) w->recv[s][i] * w->recv[s][i];
+      double now = sqrt (sum);
+      if (w->norms[s] >= 0 && now > 100 * MAX (w->norms[s], floor) && !w->jumped[s])
+        {
+          w->jumped[s] = TRUE;
+          g_warning ("worker %d: the parameters held by server %d jumped from norm %.3g to "
+                     "%.3g (%.3g times) between two exchanges: a push that is not training's "
+                     "(a process with the job's token) or a diverging run; check the loss and "
+                     "the held-out metric", w->index, s, w->norms[s], now,
+                     now / MAX (w->norms[s], 1e-30));
+        }
+      w->norms[s] = now;
     }
 }
 
@@ -101,6 +130,7 @@ exchange (PsWorker *w, PsType type, const float *arena, float *values, GError **
     pack (w, s, arena, w->send[s]);
   if (!call_all (w, type, ++w->pushes, TRUE, error))
     return FALSE;
+  watch_values (w);
   for (int s = 0; s < w->servers; s++)
     unpack (w, s, w->recv[s], values);
   return TRUE;
@@ -284,6 +314,7 @@ ps_worker_pull (PsWorker *w, GError **error)
   /* the host copy keeps the parameters the servers do not hold */
   if (!params_copy (w, w->old, FALSE, error) || !call_all (w, PS_PULL, 0, FALSE, error))
     return FALSE;
+  watch_values (w);
   for (int s = 0; s < w->servers; s++)
     unpack (w, s, w->recv[s], w->old);
   return params_copy (w, w->old, TRUE, error);
@@ -363,6 +394,10 @@ ps_worker_new (PsClient *client, const PsLayout *layout, const PsStrategy *strat
     }
   w->host = g_new0 (float, w->numel);
   w->old = g_new0 (float, w->numel);
+  w->norms = g_new (double, w->servers);
+  w->jumped = g_new0 (gboolean, w->servers);
+  for (int s = 0; s < w->servers; s++)
+    w->norms[s] = -1; /* none yet */
   g_mutex_init (&w->lock);
   g_cond_init (&w->changed);
   g_queue_init (&w->queue);
@@ -421,6 +456,8 @@ ps_worker_free (PsWorker *w)
   g_free (w->recv);
   g_free (w->host);
   g_free (w->old);
+  g_free (w->norms);
+  g_free (w->jumped);
   g_free (w->fresh);
   g_queue_clear_full (&w->queue, g_free);
   g_queue_clear_full (&w->spare, g_free);

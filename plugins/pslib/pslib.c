@@ -395,6 +395,7 @@ pslib_run_server (void *ctx, GError **error)
     return ps_failed (error, "pslib: run_server before init_server");
   ps_server_config_init (&c, p->role, &p->settings, p->timeout_ms);
   c.mode = p->dense_strategy.mode;
+  c.max_update_norm = p->dense_strategy.max_update_norm;
   c.fingerprint = p->layout->fingerprint;
   c.step = p->loaded_step;
   c.table = p->table;
@@ -530,7 +531,8 @@ pslib_check_strategy (const KsConfig *strategy, GError **error)
       return FALSE;
     }
   static const char *const used[] = { "strategy.mode", "strategy.a_sync", "strategy.k_steps",
-                                       "strategy.staleness", "strategy.dense", NULL };
+                                       "strategy.staleness", "strategy.dense",
+                                       "strategy.max_update_norm", NULL };
   return ks_config_check_used (strategy, "strategy", used, "[job] mode = pslib", error);
 }
 
@@ -549,7 +551,9 @@ pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *i
   p->dense_allreduce = strcmp (ks_config_get_string (strategy, "strategy", "dense"), "allreduce") == 0;
   /* the dense tables: sync when no staleness is allowed, else async one push at a time */
   p->dense_strategy = (PsStrategy) { p->staleness == 0 ? PS_MODE_SYNC : PS_MODE_ASYNC, 0,
-                                     MAX (p->staleness, 1), 1 };
+                                     MAX (p->staleness, 1), 1,
+                                     ks_config_get_double (strategy, "strategy",
+                                                           "max_update_norm") };
   p->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
   ps_settings_read_job (&p->settings, strategy);
   p->inner_ops = inner_ops;

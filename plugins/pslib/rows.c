@@ -3,12 +3,14 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 struct PsRows {
   KsSparseTable **tables;
   gsize n, max_message;
   int index, servers;
   gint64 *max_new;     /* per table: rows a pull may create */
+  gint64 *max_rows;    /* per table: rows this server holds at most */
   gint64 shrink_every; /* [data] shrink_every: 0, no shrink is accepted */
   gint64 last_shrink;  /* the step of the last shrink accepted (0: none) */
   gint64 max_step;     /* the largest step pushed here */
@@ -35,10 +37,23 @@ ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint
   r->max_message = max_message;
   r->dim = 1;
   r->tables = g_new0 (KsSparseTable *, MAX (n, 1));
+  r->max_rows = g_new0 (gint64, MAX (n, 1));
+  /* rows are memory, and a token holder's pulls of new ids made them without end (2.4 M
+   * rows in 42 s): by default the tables share a quarter of the host's memory */
+  double memory = (double) sysconf (_SC_PHYS_PAGES) * sysconf (_SC_PAGESIZE);
   for (gsize i = 0; i < n; i++)
     {
       r->tables[i] = ks_sparse_table_new (names[i], &configs[i]);
       r->dim = MAX (r->dim, ks_sparse_table_dim (r->tables[i]));
+      gsize row = ks_sparse_table_row_bytes (r->tables[i]);
+      r->max_rows[i] = configs[i].max_rows > 0
+                           ? configs[i].max_rows
+                           : (gint64) MAX (memory / 4 / n / row, 1000);
+      g_message ("server %d: table %s holds at most %" G_GINT64_FORMAT " rows (%.0f MB at %"
+                 G_GSIZE_FORMAT " bytes a row; [table.%s] max_rows%s)", index, names[i],
+                 r->max_rows[i], r->max_rows[i] * (double) row / 1e6, row, names[i],
+                 configs[i].max_rows > 0 ? "" : " = 0: a quarter of this host's memory over "
+                                                "the tables");
     }
   return r;
 }
@@ -65,6 +80,7 @@ ps_rows_free (PsRows *r)
     ks_sparse_table_free (r->tables[i]);
   g_free (r->tables);
   g_free (r->max_new);
+  g_free (r->max_rows);
   g_free (r->ids);
   g_free (r->shows);
   g_free (r->clicks);
@@ -115,6 +131,34 @@ check_ids (PsRows *r, gsize n, char **refusal)
   return TRUE;
 }
 
+/* Whether the n ids of the request (in r->ids) may make the rows its table lacks:
+ * at most as many as one batch of the job pulls (max_new) and within the table's
+ * budget (max_rows); else nothing is made. */
+static gboolean
+may_create (PsRows *r, const PsHeader *req, gsize n, char **refusal)
+{
+  guint i = req->arg;
+  KsSparseTable *t = r->tables[i];
+  const char *what = req->type == PS_PULL_SPARSE ? "pull" : "push";
+  const char *name = ks_sparse_table_name (t);
+  gint64 made = 0, held = (gint64) ks_sparse_table_size (t);
+  for (gsize k = 0; k < n; k++)
+    made += r->ids[k] != 0
+            && !ks_sparse_table_row_stats (t, r->ids[k], NULL, NULL, NULL, NULL, NULL);
+  if (made > r->max_new[i])
+    return refuse (refusal, "a %s that would create %" G_GINT64_FORMAT " rows of table %s, "
+                   "above the %" G_GINT64_FORMAT " one pull may create ([table.%s] "
+                   "max_new_rows; 0: the most ids one batch pulls): nothing was created",
+                   what, made, name, r->max_new[i], name);
+  if (held + made > r->max_rows[i])
+    return refuse (refusal, "a %s that would create %" G_GINT64_FORMAT " rows of table "
+                   "%s on server %d, which holds %" G_GINT64_FORMAT " of the %" G_GINT64_FORMAT
+                   " it may ([table.%s] max_rows): nothing was created; raise max_rows, add "
+                   "servers, or let [data] shrink_every delete rows", what, made, name, r->index,
+                   held, r->max_rows[i], name);
+  return TRUE;
+}
+
 static gboolean
 pull (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload,
       GByteArray *reply, char **refusal)
@@ -125,19 +169,8 @@ pull (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload,
   memcpy (r->ids, payload, n * sizeof (guint64));
   if (!check_ids (r, n, refusal))
     return FALSE;
-  if (req->aux & 1)
-    {
-      /* rows are memory: a pull makes at most as many as one batch of the job pulls */
-      gint64 made = 0, limit = r->max_new[req->arg];
-      for (gsize i = 0; i < n; i++)
-        made += r->ids[i] != 0
-                && !ks_sparse_table_row_stats (t, r->ids[i], NULL, NULL, NULL, NULL, NULL);
-      if (made > limit)
-        return refuse (refusal, "a pull that would create %" G_GINT64_FORMAT " rows of table "
-                       "%s, above the %" G_GINT64_FORMAT " one pull may create ([table.%s] "
-                       "max_new_rows; 0: the most ids one batch pulls): nothing was created",
-                       made, ks_sparse_table_name (t), limit, ks_sparse_table_name (t));
-    }
+  if ((req->aux & 1) && !may_create (r, req, n, refusal))
+    return FALSE;
   g_byte_array_set_size (reply, n * dim * sizeof (float));
   if (req->aux & 1)
     ks_sparse_table_pull (t, r->ids, n, (float *) reply->data);
@@ -177,7 +210,8 @@ push (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload, c
                          "worker's training diverged, or raise max_grad", r->ids[i], max_grad,
                          g[j], r->shows[i], ks_sparse_table_name (t));
     }
-  if (!check_ids (r, n, refusal))
+  /* a push makes the rows it lacks (a shrink may have deleted them since the pull) */
+  if (!check_ids (r, n, refusal) || !may_create (r, req, n, refusal))
     return FALSE;
   ks_sparse_table_push (t, r->ids, n, r->grads, r->shows, r->clicks);
   r->max_step = MAX (r->max_step, req->step);

@@ -198,6 +198,7 @@ transpiler_run_server (void *p, GError **error)
     return ps_failed (error, "transpiler: run_server before init_server");
   ps_server_config_init (&c, t->role, &t->settings, t->timeout_ms);
   c.mode = t->strategy.mode;
+  c.max_update_norm = t->strategy.max_update_norm;
   c.fingerprint = t->layout->fingerprint;
   c.step = t->loaded_step;
   c.table = t->table;
@@ -327,7 +328,8 @@ transpiler_check_strategy (const KsConfig *config, GError **error)
 {
   static const char *const used[] = { "strategy.mode", "strategy.a_sync", "strategy.k_steps",
                                        "strategy.send_queue_size",
-                                       "strategy.max_merge_var_num", NULL };
+                                       "strategy.max_merge_var_num",
+                                       "strategy.max_update_norm", NULL };
   PsStrategy strategy;
   return read_strategy (config, &strategy, error)
          && ks_config_check_used (config, "strategy", used, "[job] mode = transpiler", error);
