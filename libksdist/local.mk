@@ -31,6 +31,7 @@ libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimiz
 libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
 	libksdist/comm/comm-hier.c \
+	libksdist/comm/address.c \
 	libksdist/comm/rolemaker.c \
 	libksdist/comm/away.c \
 	libksdist/comm/average.c
@@ -66,6 +67,8 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/single.c \
 	libksdist/trainer/dist.c \
 	libksdist/trainer/meet.c \
+	libksdist/trainer/slurm.h \
+	libksdist/trainer/slurm.c \
 	libksdist/trainer/stages.c \
 	libksdist/trainer/precision.c \
 	libksdist/trainer/persist.c \

@@ -228,6 +228,12 @@ check_PROGRAMS += tests/test-roles
 tests_test_roles_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-roles
 
+# Slurm's variables: node lists, tasks per node, where a step meets (slurm.c built in).
+check_PROGRAMS += tests/test-slurm-env
+tests_test_slurm_env_SOURCES = tests/test-slurm-env.c libksdist/trainer/slurm.c
+tests_test_slurm_env_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-slurm-env
+
 # ksdist launch: data-parallel training with worker processes.
 check_PROGRAMS += tests/test-launch
 tests_test_launch_LDADD = $(KS_TEST_LDADD) -lm

@@ -9,8 +9,6 @@
 #include "launch.h"
 
 #include <glib/gstdio.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,42 +22,6 @@ random_hex (int bytes)
   for (int i = 0; i < bytes; i++)
     g_string_append_printf (s, "%02x", g_random_int_range (0, 256));
   return g_string_free (s, FALSE);
-}
-
-/* This node's address on the way to the master: the source address the kernel would
- * use to reach it (a UDP connect sends nothing). Loopback jobs stay on 127.0.0.1; where
- * no route is known, the host name. */
-static char *
-this_host (const char *master)
-{
-  const char *colon = strrchr (master, ':');
-  g_autofree char *host = g_strndup (master, colon != NULL ? (gsize) (colon - master)
-                                                           : strlen (master));
-  struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM }, *found;
-  struct sockaddr_storage local;
-  socklen_t len = sizeof local;
-  char text[INET6_ADDRSTRLEN];
-  gboolean ok = FALSE;
-
-  if (host[0] == '[' && host[strlen (host) - 1] == ']')
-    {
-      memmove (host, host + 1, strlen (host) - 2);
-      host[strlen (host) - 2] = '\0';
-    }
-  if (getaddrinfo (host, colon != NULL ? colon + 1 : "0", &hints, &found) != 0)
-    return g_strdup (g_get_host_name ());
-  int fd = socket (found->ai_family, SOCK_DGRAM, 0);
-  if (fd >= 0 && connect (fd, found->ai_addr, found->ai_addrlen) == 0
-      && getsockname (fd, (struct sockaddr *) &local, &len) == 0)
-    ok = getnameinfo ((struct sockaddr *) &local, len, text, sizeof text, NULL, 0,
-                      NI_NUMERICHOST)
-         == 0;
-  if (fd >= 0)
-    close (fd);
-  freeaddrinfo (found);
-  if (ok && g_str_has_prefix (text, "127."))
-    return g_strdup ("127.0.0.1");
-  return ok ? g_strdup (text) : g_strdup (g_get_host_name ());
 }
 
 /* Says this node's host and process count and reads every node's. */
@@ -152,7 +114,7 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
   rv->job = g_strdup (job != NULL && *job ? job : *ks_config_get_string (config, "job", "name")
                                                     ? ks_config_get_string (config, "job", "name")
                                                     : "launch");
-  rv->hosts[rv->node_rank] = this_host (rv->master);
+  rv->hosts[rv->node_rank] = ks_comm_address_toward (rv->master);
   if ((rv->store = ks_store_new (registry, config, "tcp", error)) == NULL)
     return FALSE;
   if (rv->node_rank == 0)
