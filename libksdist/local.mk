@@ -32,6 +32,8 @@ libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
 	libksdist/comm/comm-hier.c \
 	libksdist/comm/address.c \
+	libksdist/comm/slurm.h \
+	libksdist/comm/slurm.c \
 	libksdist/comm/rolemaker.c \
 	libksdist/comm/away.c \
 	libksdist/comm/average.c
@@ -67,8 +69,6 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/single.c \
 	libksdist/trainer/dist.c \
 	libksdist/trainer/meet.c \
-	libksdist/trainer/slurm.h \
-	libksdist/trainer/slurm.c \
 	libksdist/trainer/stages.c \
 	libksdist/trainer/precision.c \
 	libksdist/trainer/persist.c \

@@ -230,7 +230,8 @@ TESTS += tests/test-roles
 
 # Slurm's variables: node lists, tasks per node, where a step meets (slurm.c built in).
 check_PROGRAMS += tests/test-slurm-env
-tests_test_slurm_env_SOURCES = tests/test-slurm-env.c libksdist/trainer/slurm.c
+tests_test_slurm_env_SOURCES = tests/test-slurm-env.c libksdist/comm/slurm.c
+tests_test_slurm_env_CPPFLAGS = $(AM_CPPFLAGS)
 tests_test_slurm_env_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-slurm-env
 

@@ -1,9 +1,9 @@
-/* Slurm's variables as srun sets them (libksdist/trainer/slurm.c, built in): the node
+/* Slurm's variables as srun sets them (libksdist/comm/slurm.c, built in): the node
  * list expanded, the tasks of a node, the port from the job id, where a step meets, and
  * the message for each malformed value. (A real Slurm runs the job in test-slurm.sh.) */
 #include "testutil.h"
 
-#include "../libksdist/trainer/slurm.h"
+#include "../libksdist/comm/slurm.h"
 
 #include <string.h>
 

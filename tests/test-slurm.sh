@@ -5,7 +5,9 @@
 # directory. A batch job of 4 nodes x 1 task whose only ksdist line is
 # `srun ksdist train CONFIG` (no flags: the job meets at the first node, on a port from
 # the job id) must end with exactly the parameters and the eval line of
-# `ksdist launch -n 4` on 127.0.0.1. Skipped with the reason where Slurm cannot start
+# `ksdist launch -n 4` on 127.0.0.1. A parameter-server job (sync, [roles] servers = 2:
+# the last two tasks serve) ends with the eval line of `ksdist launch --servers 2
+# --workers 2`. Skipped with the reason where Slurm cannot start
 # (not root, no slurm-wlm or munge, no namespaces).
 # TAP output. Needs KSDIST, KS_BUILD_PLUGINS and KS_SRCDIR from the environment
 # (tests/local.mk).
@@ -98,13 +100,13 @@ done
 [ "${idle:-0}" = $nodes ] \
   || skip "Slurm did not start ($idle of $nodes nodes idle): $(tail -n 1 "$dir/slurmctld.log" "$dir/slurmd0.out" 2>/dev/null | tr '\n' ' ')"
 
-echo "1..2"
+echo "1..3"
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
 echo "ok 1 - Slurm: $nodes nodes idle ($name-host0..$((nodes - 1)) at $net.1..$nodes)"
 
 # Gloo between hosts; without shm, so the one-host reference takes the same sums.
 path=
-for p in openblas optim store roles gloo collective; do path=$path${path:+:}$KS_BUILD_PLUGINS/$p/.libs; done
+for p in openblas optim store roles gloo collective transpiler; do path=$path${path:+:}$KS_BUILD_PLUGINS/$p/.libs; done
 export KS_PLUGIN_PATH=$path KS_PLUGIN_SYSTEM_PATH=
 unset KS_STORE_TOKEN
 config() {
@@ -166,3 +168,43 @@ while [ $k -lt $nodes ]; do
   k=$((k + 1))
 done
 echo "ok 2 - sbatch -N $nodes: srun ksdist train ends as ksdist launch -n $nodes ($want, parameters bitwise equal)"
+
+# Parameter servers: the same srun line, the config says how many tasks serve.
+cat >"$dir/ps.ini" <<EOF
+[job]
+mode = transpiler
+[strategy]
+mode = sync
+[model]
+type = mlp
+hidden = 64, 64
+activation = tanh
+[data]
+task = rings
+samples = 2048
+[train]
+optimizer = adam
+steps = 30
+batch = 64
+log_every = 30
+[optim]
+lr = 0.003
+[roles]
+servers = 2
+[openblas]
+threads = 1
+[log]
+level = warning
+EOF
+timeout 120 "$KSDIST" launch --servers 2 --workers 2 "$dir/ps.ini" >"$dir/ps-launch.log" 2>&1 \
+  || fail 3 "ksdist launch --servers 2 --workers 2" "$(tail -n 20 "$dir/ps-launch.log")"
+want=$(sed -n 's/^\[rank 0\] \(eval .*\)/\1/p' "$dir/ps-launch.log")
+sed "s|slurm.ini|ps.ini|" "$dir/job.sh" >"$dir/ps.sh"
+timeout 180 sbatch --wait -N $nodes --ntasks-per-node 1 -o "$dir/ps.out" "$dir/ps.sh" \
+  >"$dir/sbatch.log" 2>&1 \
+  || fail 3 "sbatch -N $nodes: srun ksdist train, 2 servers and 2 workers" \
+    "$(cat "$dir/sbatch.log")" "$(tail -n 20 "$dir/ps.out" 2>/dev/null)"
+got=$(grep -c "^$want\$" "$dir/ps.out")
+[ -n "$want" ] && [ "$got" = 2 ] \
+  || fail 3 "both workers print the launcher's '$want'" "$(tail -n 20 "$dir/ps.out")"
+echo "ok 3 - sbatch -N $nodes: 2 parameter servers and 2 workers end as ksdist launch --servers 2 --workers 2 ($want)"

@@ -13,7 +13,7 @@
  * - mpirun with every rank on this host: a file store in a private directory named by
  *   mpirun's job id (PMIX_NAMESPACE). */
 #include "trainer-private.h"
-#include "slurm.h"
+#include "../comm/slurm.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -57,7 +57,11 @@ ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **erro
       m->serve = rank0;
       m->listen = g_steal_pointer (&listen);
       if (token == NULL || *token == '\0')
-        m->token = g_strdup_printf ("slurm-%s-%u", g_getenv ("SLURM_JOB_ID"), (unsigned) getuid ());
+        {
+          /* the parameter servers' plugin reads it from the environment too */
+          g_autofree char *made = ks_slurm_token ();
+          g_setenv ("KS_STORE_TOKEN", made, TRUE);
+        }
       if (nodes > 1)
         m->host = ks_comm_address_toward (connect);
       m->address = g_steal_pointer (&connect);
@@ -100,7 +104,6 @@ ks_trainer_meeting_clear (KsMeeting *m)
   g_free (m->address);
   g_free (m->job);
   g_free (m->listen);
-  g_free (m->token);
   g_free (m->host);
   *m = (KsMeeting) { 0 };
 }

@@ -9,6 +9,7 @@
 
 #include <ksdist/ksdist.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_HOSTS (1 << 20)
 #define SLURM_ERROR(error, ...) \
@@ -239,4 +240,48 @@ ks_slurm_sizes (int *local, int *world)
          && g_ascii_string_to_unsigned (ntasks, 10, 1, G_MAXINT, &w, NULL)
          && ks_slurm_tasks_on_node (spec, "SLURM_STEP_TASKS_PER_NODE", (int) n, local, NULL)
          && (*world = (int) w, TRUE);
+}
+
+char *
+ks_slurm_token (void)
+{
+  return g_strdup_printf ("slurm-%s-%u", g_getenv ("SLURM_JOB_ID"), (unsigned) getuid ());
+}
+
+char **
+ks_slurm_task_hosts (GError **error)
+{
+  const char *list = first_set ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST");
+  const char *spec = first_set ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE");
+  const char *ntasks = g_getenv ("SLURM_NTASKS");
+  g_autoptr (GPtrArray) tasks = g_ptr_array_new_with_free_func (g_free);
+  g_auto (GStrv) hosts = NULL;
+  guint64 n;
+
+  if (list == NULL || spec == NULL || ntasks == NULL
+      || !g_ascii_string_to_unsigned (ntasks, 10, 1, MAX_HOSTS, &n, NULL))
+    {
+      SLURM_ERROR (error, "srun's SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE and "
+                          "SLURM_NTASKS are missing or not numbers: start the job with srun");
+      return NULL;
+    }
+  if ((hosts = ks_slurm_hostlist_expand (list, "SLURM_STEP_NODELIST", error)) == NULL)
+    return NULL;
+  for (int j = 0; hosts[j] != NULL && tasks->len <= n; j++)
+    {
+      int count;
+      if (!ks_slurm_tasks_on_node (spec, "SLURM_STEP_TASKS_PER_NODE", j, &count, error))
+        return NULL;
+      for (int t = 0; t < count && tasks->len <= n; t++)
+        g_ptr_array_add (tasks, g_strdup (hosts[j]));
+    }
+  if (tasks->len != n)
+    {
+      SLURM_ERROR (error, "SLURM_STEP_TASKS_PER_NODE = '%s' on the nodes %s gives %u tasks, "
+                          "but SLURM_NTASKS = %s",
+                   spec, list, tasks->len, ntasks);
+      return NULL;
+    }
+  g_ptr_array_add (tasks, NULL);
+  return (char **) g_ptr_array_free (g_steal_pointer (&tasks), FALSE);
 }
