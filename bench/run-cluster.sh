@@ -18,6 +18,7 @@
 #   bench/run-cluster.sh [HOSTS] [RATE] [--json] [--max SIZE] [--rate2 RATE2] [--steps N]
 #   (defaults: 4 hosts, 1gbit, --max 64M, --rate2 200mbit, --steps 30; needs root)
 set -eu
+exec </dev/null # nsenter and mpirun would read the caller's stdin (make-benchmarks-doc.sh's template)
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 hosts=4 rate=1gbit rate2=200mbit json=no max=64M steps=30 python=${PYTHON:-/usr/bin/python3}
@@ -240,12 +241,13 @@ if as_json:
     sys.exit(0)
 present = [(n, r) for n, r in impls if r]
 print("# allreduce, float32 sum, %d hosts x 1 rank, links %s (%.4g GB/s): busbw GB/s (%% of the link)" % (hosts, rate, link))
-print("# %10s" % "size (B)" + "".join(" %16s" % n for n, _ in present))
+raw = dict(impls)["gloo"] or {}
+print("# %10s" % "size (B)" + "".join(" %16s" % n for n, _ in present) + "  raw Gloo's best")
 sizes = sorted(set().union(*[set(r) for _, r in present])) if present else []
 for b in sizes:
     print("  %10d" % b + "".join(
         (" %8.4f (%4.0f%%)" % (r[b]["busbw"], 100 * r[b]["busbw"] / link)) if b in r else " %16s" % "-"
-        for _, r in present))
+        for _, r in present) + "  " + raw.get(b, {}).get("algorithm", "-"))
 print("#")
 print("# data parallel, one rank per host, %d steps; efficiency = samples/s / (hosts x one host's)" % steps)
 print("# %6s %6s %12s %10s" % ("model", "hosts", "samples/s", "efficiency"))
