@@ -18,6 +18,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-cluster-XXXXXX")
 cl() { "$KS_SRCDIR/tools/cluster.sh" --name "$name" "$@"; }
 cleanup() {
   cl down >/dev/null 2>&1
+  "$KS_SRCDIR/tools/cluster.sh" --name "$name-b" down >/dev/null 2>&1
   [ -n "${KS_TEST_KEEP:-}" ] && echo "# kept $dir" || rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -220,4 +221,36 @@ if [ "$s" = "1 1 1" ] && grep -q "$want" gone-node0.log; then
 else
   echo "# statuses $s; node 0's log lacks: $want"; not_ok "a host that does not come back" gone-node0.log
 fi
+# The tool itself: each host its own name; bad use refused, naming what to do; a second
+# cluster beside this one; `down` removes this one's namespaces and bridge, not the other's.
+other=$name-b
+bridge=ksbr$(cat "/run/ksdist-cluster/$name/index")
+if [ "$(cl run 2 hostname)" = "$name-host2" ] && [ "$(cl run 0 hostname)" = "$name-host0" ]; then
+  ok "cluster.sh run K: host K's own host name ($(cl run 2 hostname))"
+else
+  not_ok "cluster.sh run K: host names $(cl run 0 hostname), $(cl run 2 hostname)"
+fi
+cl run 9 true >err 2>&1
+status=$?
+check "cluster.sh run 9 on 4 hosts is refused" 1 "cluster '$name' has no host 9: its hosts are 0..3"
+cl up 2 >err 2>&1
+status=$?
+check "a second up of the same name is refused" 1 "cluster '$name' is already up"
+if command -v setpriv >/dev/null 2>&1; then
+  setpriv --reuid 65534 --regid 65534 --clear-groups "$KS_SRCDIR/tools/cluster.sh" up 1 >err 2>&1
+  status=$?
+  check "cluster.sh without root is refused" 1 "needs root to make network namespaces"
+else
+  skip "no setpriv to run cluster.sh as another user"
+fi
+"$KS_SRCDIR/tools/cluster.sh" --name "$other" up 1 >err 2>&1
+cl down >down.log 2>&1
+left=$(ip netns list | grep -c "^$name-host")
+if [ "$left" -eq 0 ] && ! ip link show "$bridge" >/dev/null 2>&1 && [ ! -e "/run/ksdist-cluster/$name" ] \
+    && [ "$("$KS_SRCDIR/tools/cluster.sh" --name "$other" run 0 hostname)" = "$other-host0" ]; then
+  ok "down removes $name's hosts and $bridge; $other, beside it, is still up"
+else
+  echo "# $left namespaces left"; not_ok "cluster.sh down" down.log err
+fi
+"$KS_SRCDIR/tools/cluster.sh" --name "$other" down >/dev/null 2>&1
 tap_done

@@ -112,7 +112,7 @@ cmd_up() {
   hosts=$n
   if ! make_hosts; then
     cmd_down >/dev/null 2>&1
-    die "up: could not make cluster '$name': $(cat "$root/.up-$name.err" 2>/dev/null | head -n 1)"
+    die "up: could not make cluster '$name': $(head -n 1 "$root/.up-$name.err" 2>/dev/null)"
   fi
   rm -f "$root/.up-$name.err"
   echo "cluster '$name': $n hosts $(ns 0)..$((n - 1)) at $(addr 0)..$((n)) on bridge ksbr$index (10.213.$index.254/24), links ${rate:-not shaped}"
