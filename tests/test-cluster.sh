@@ -225,7 +225,8 @@ fi
 # cluster beside this one; `down` removes this one's namespaces and bridge, not the other's.
 other=$name-b
 bridge=ksbr$(cat "/run/ksdist-cluster/$name/index")
-if [ "$(cl run 2 hostname)" = "$name-host2" ] && [ "$(cl run 0 hostname)" = "$name-host0" ]; then
+if [ "$(cl run 2 hostname)" = "$name-host2" ] && [ "$(cl run 0 hostname)" = "$name-host0" ] \
+    && [ "$(cl addr bridge)" = "$(ip -4 -o addr show "$bridge" | awk '{ sub("/.*", "", $4); print $4 }')" ]; then
   ok "cluster.sh run K: host K's own host name ($(cl run 2 hostname))"
 else
   not_ok "cluster.sh run K: host names $(cl run 0 hostname), $(cl run 2 hostname)"
