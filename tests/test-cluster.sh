@@ -5,6 +5,8 @@
 # - 2 hosts x 2 ranks go hierarchical (shm inside, Gloo between) and end within float
 #   rounding of one process with the 4 workers' batch;
 # - a pipeline with one stage per host ends bitwise where the same pipeline on one host does;
+# - a parameter server on host 0 and its workers on hosts 1 and 2 (paddlecloud variables)
+#   end bitwise where `ksdist launch --servers 1 --workers 2` does;
 # - a worker killed on one host: every host's launcher restarts from the newest
 #   checkpoint (--max-restarts) and the job ends bitwise equal to the uninterrupted one;
 # - a host whose link is cut, and a host whose processes are all killed, mid-step: the
@@ -177,6 +179,40 @@ else
   not_ok "restart across hosts" one-host-restart.log restart-node0.log restart-node2.log
 fi
 batch=16 steps=2000
+
+# Parameter servers as fleetrun places them: the server on host 0, a worker on each of
+# hosts 1 and 2, each process started with the paddlecloud variables and meeting in a
+# directory all hosts see; sync ends bitwise where `ksdist launch` on one host does.
+if [ -f "$KS_BUILD_PLUGINS/transpiler/.libs/transpiler.so" ]; then
+  export KS_PLUGIN_PATH=$path:$KS_BUILD_PLUGINS/transpiler/.libs
+  ps="$KS_SRCDIR/examples/ps-mlp.ini --set train.steps=200 --set train.log_every=100 --set openblas.threads=1"
+  # shellcheck disable=SC2086
+  timeout 120 "$KSDIST" launch --servers 1 --workers 2 $ps --set "train.checkpoint_dir=$dir/ps-one-host" \
+    >ps-one-host.log 2>&1
+  server=$(cl addr 0):6200
+  for k in 0 1 2; do
+    role=TRAINER
+    [ $k -eq 0 ] && role=PSERVER
+    # shellcheck disable=SC2086
+    (cl run $k env TRAINING_ROLE=$role PADDLE_PSERVERS_IP_PORT_LIST="$server" PADDLE_TRAINERS_NUM=2 \
+       PADDLE_TRAINER_ID=$((k > 0 ? k - 1 : 0)) POD_IP="$(cl addr 0)" PADDLE_PORT=6200 \
+       timeout 120 "$KSDIST" train $ps --set "train.checkpoint_dir=$dir/ps" --set "gloo.hostname=$(cl addr $k)" \
+       --set "comm.store_address=$dir/ps-store" --set job.name=ps-across >"ps-host$k.log" 2>&1
+     echo $? >"ps-host$k.status") &
+  done
+  wait
+  s="$(cat ps-host0.status) $(cat ps-host1.status) $(cat ps-host2.status)"
+  steps=200
+  if [ "$s" = "0 0 0" ] && same ps-one-host ps server-0-of-1.safetensors; then
+    ok "parameter servers across hosts (server on host 0, workers on 1 and 2) end bitwise where one host's do"
+  else
+    echo "# statuses $s"; not_ok "parameter servers across hosts" ps-one-host.log ps-host0.log ps-host1.log
+  fi
+  export KS_PLUGIN_PATH=$path
+  steps=2000
+else
+  skip "parameter servers across hosts: the transpiler plugin was not built (it needs libzmq3-dev)"
+fi
 
 # fault RUN K HOW: HOW (link, or kill: every process of host K) mid-job; the others must
 # end with status 1 within twice [comm] timeout plus 10 s, node 0 naming host K.
