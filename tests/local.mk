@@ -257,6 +257,9 @@ TESTS += tests/test-cli
 # Two hosts made of network namespaces; skipped where they cannot be made.
 dist_check_SCRIPTS += tests/test-netns.sh
 TESTS += tests/test-netns.sh
+# Jobs, restarts and faults across 4 hosts of tools/cluster.sh; skipped likewise.
+dist_check_SCRIPTS += tests/test-cluster.sh
+TESTS += tests/test-cluster.sh
 
 # A real Slurm (slurmctld, one slurmd per tools/cluster.sh host, munged) runs ksdist
 # jobs; skipped where it cannot start.
@@ -363,7 +366,8 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
-	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-slurm.log \
+	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-cluster.log \
+	tests/test-slurm.log \
 	tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-gpt-net.log tests/test-ctr.log tests/test-big-data.log \
 	tests/fuzz/run-checkpoint.log \

@@ -7,7 +7,7 @@
 #   cluster.sh [--name NAME] up N [--rate RATE]   make hosts NAME-host0..N-1
 #   cluster.sh [--name NAME] run K CMD...          run CMD on host K (its network and name)
 #   cluster.sh [--name NAME] link K down|up        cut or restore host K's link
-#   cluster.sh [--name NAME] addr K                print host K's address
+#   cluster.sh [--name NAME] addr K|bridge         print host K's address (bridge: this machine's)
 #   cluster.sh [--name NAME] hosts                 one line per host: K, name, address
 #   cluster.sh [--name NAME] down                  remove what `up` made, and only that
 #
@@ -112,7 +112,7 @@ cmd_up() {
   hosts=$n
   if ! make_hosts; then
     cmd_down >/dev/null 2>&1
-    die "up: could not make cluster '$name': $(cat "$root/.up-$name.err" 2>/dev/null | head -n 1)"
+    die "up: could not make cluster '$name': $(head -n 1 "$root/.up-$name.err" 2>/dev/null)"
   fi
   rm -f "$root/.up-$name.err"
   echo "cluster '$name': $n hosts $(ns 0)..$((n - 1)) at $(addr 0)..$((n)) on bridge ksbr$index (10.213.$index.254/24), links ${rate:-not shaped}"
@@ -186,7 +186,10 @@ case $cmd in
 up) cmd_up "$@" ;;
 run) cmd_run "$@" ;;
 link) cmd_link "$@" ;;
-addr) [ $# -eq 1 ] || usage; load; host_arg "$1"; addr "$1" ;;
+addr)
+  [ $# -eq 1 ] || usage
+  load
+  if [ "$1" = bridge ]; then echo "10.213.$index.254"; else host_arg "$1"; addr "$1"; fi ;;
 hosts)
   load
   k=0
