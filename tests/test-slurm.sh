@@ -33,8 +33,8 @@ for tool in slurmctld slurmd sbatch sinfo munged ip unshare; do
 done
 $cluster up $nodes >"$dir/cluster.log" 2>&1 \
   || skip "cannot make the hosts: $(tail -n 1 "$dir/cluster.log")"
-index=$(cat "/run/ksdist-cluster/$name/index")
-net=10.213.$index
+bridge=$($cluster addr bridge)
+net=${bridge%.*}
 
 # A munge key of our own, and munged on a socket in $dir: no system daemon needed.
 dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$dir/munge.key"
@@ -47,7 +47,7 @@ ctld_port=$((20000 + $$ % 20000))
 export SLURM_CONF="$dir/slurm.conf"
 cat >"$SLURM_CONF" <<EOF
 ClusterName=$name
-SlurmctldHost=$(hostname -s)($net.254)
+SlurmctldHost=$(hostname -s)($bridge)
 SlurmctldPort=$ctld_port
 SlurmdPort=$((ctld_port + 1))
 SlurmUser=root
