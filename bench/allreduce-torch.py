@@ -3,6 +3,8 @@ processes on this machine, timed as `ksdist bench allreduce` times it (two warm-
 calls, a barrier, about 256 MiB moved in 5 to 200 calls, the slowest rank's time).
 
     /usr/bin/python3 bench/allreduce-torch.py [N] [--json]
+    /usr/bin/python3 bench/allreduce-torch.py --rank R N STORE_FILE   (one rank, JSON;
+        bench/run-cluster.sh starts one per host, all meeting at STORE_FILE)
 """
 import json
 import os
@@ -40,11 +42,17 @@ def run_rank(rank, n, store_file, as_json, queue):
         results.append({"bytes": nbytes, "time_us": round(t * 1e6, 2), "busbw": round(busbw, 4)})
         nbytes *= 4
     dist.destroy_process_group()
-    if rank == 0:
+    if rank == 0 and queue is None:
+        print(json.dumps({"what": "allreduce", "comm": "torch gloo " + torch.__version__,
+                          "ranks": n, "results": results}))
+    elif rank == 0:
         queue.put(results)
 
 
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--rank":
+        run_rank(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], True, None)
+        return
     args = [a for a in sys.argv[1:] if a != "--json"]
     as_json = "--json" in sys.argv
     n = int(args[0]) if args else 2

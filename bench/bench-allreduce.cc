@@ -69,7 +69,9 @@ int
 run_rank (int rank, int n, const char *dir, bool json)
 {
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  /* bench/run-cluster.sh: the host's own address, one rank per host */
+  const char *host = getenv ("KS_BENCH_HOSTNAME");
+  attr.hostname = host != NULL && *host != '\0' ? host : "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice (attr);
   gloo::rendezvous::FileStore file_store (dir);
   auto ctx = std::make_shared<gloo::rendezvous::Context> (rank, n);

@@ -61,6 +61,7 @@ pipeline|openblas gloo|-|bench/run-pipeline.sh 2
 overlap|openblas gloo|sh bench/bench-overlap.sh 1 collective|sh bench/bench-overlap.sh 5 collective
 overlap-pslib|openblas gloo zmq|-|sh bench/bench-overlap.sh 5 pslib
 examples|openblas torch|bench/run-examples.sh --quick|bench/run-examples.sh
+cluster|openblas gloo netns torch mpi|bench/run-cluster.sh 4 1gbit|bench/run-cluster.sh 4 1gbit
 EOF
 }
 
@@ -73,6 +74,8 @@ missing () {
     zmq) grep -q '^#define HAVE_ZMQ 1' "$top/config.h" 2>/dev/null ||
            echo "ZeroMQ not found by configure (libzmq3-dev)" ;;
     torch) "$python" -c "import torch" 2>/dev/null || echo "python3-torch not installed ($python has no torch)" ;;
+    netns) { [ "$(id -u)" = 0 ] && command -v ip && command -v tc; } >/dev/null 2>&1 ||
+             echo "network namespaces cannot be made here (needs root and iproute2)" ;;
     mpi) { command -v mpirun && command -v mpicc; } >/dev/null 2>&1 ||
            echo "Open MPI not installed (no mpirun and mpicc: openmpi-bin, libopenmpi-dev)" ;;
   esac

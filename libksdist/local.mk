@@ -34,6 +34,9 @@ libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimiz
 libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
 	libksdist/comm/comm-hier.c \
+	libksdist/comm/address.c \
+	libksdist/comm/slurm.h \
+	libksdist/comm/slurm.c \
 	libksdist/comm/rolemaker.c \
 	libksdist/comm/away.c \
 	libksdist/comm/average.c

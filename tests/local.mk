@@ -235,6 +235,13 @@ check_PROGRAMS += tests/test-roles
 tests_test_roles_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-roles
 
+# Slurm's variables: node lists, tasks per node, where a step meets (slurm.c built in).
+check_PROGRAMS += tests/test-slurm-env
+tests_test_slurm_env_SOURCES = tests/test-slurm-env.c libksdist/comm/slurm.c
+tests_test_slurm_env_CPPFLAGS = $(AM_CPPFLAGS)
+tests_test_slurm_env_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-slurm-env
+
 # ksdist launch: data-parallel training with worker processes.
 check_PROGRAMS += tests/test-launch
 tests_test_launch_LDADD = $(KS_TEST_LDADD) -lm
@@ -257,6 +264,14 @@ TESTS += tests/test-cli
 # Two hosts made of network namespaces; skipped where they cannot be made.
 dist_check_SCRIPTS += tests/test-netns.sh
 TESTS += tests/test-netns.sh
+# Jobs, restarts and faults across 4 hosts of tools/cluster.sh; skipped likewise.
+dist_check_SCRIPTS += tests/test-cluster.sh
+TESTS += tests/test-cluster.sh
+
+# A real Slurm (slurmctld, one slurmd per tools/cluster.sh host, munged) runs ksdist
+# jobs; skipped where it cannot start.
+dist_check_SCRIPTS += tests/test-slurm.sh
+TESTS += tests/test-slurm.sh
 
 # Fuzz targets (tests/fuzz, libFuzzer's interface): a bounded, seeded mutation run of each
 # over its corpus (KS_FUZZ_RUNS inputs, 3000 by default).
@@ -358,7 +373,9 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
-	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-segment.log \
+	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-cluster.log \
+	tests/test-slurm.log \
+	tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-gpt-net.log tests/test-ctr.log tests/test-big-data.log \
 	tests/fuzz/run-checkpoint.log \
 	tests/fuzz/run-store.log tests/test-examples.log tests/test-export-torch.log \

@@ -9,7 +9,8 @@ static const char *const all_vars[] = {
   "TRAINING_ROLE", "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_PSERVERS_IP_PORT_LIST",
   "POD_IP", "PADDLE_PORT", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_CURRENT_ENDPOINT",
   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-  "SLURM_NTASKS", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+  "SLURM_NTASKS", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
+  "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURMD_NODENAME",
 };
 
 /* Sets exactly the variables of `env` ("NAME=value", NULL-terminated) and makes the role
@@ -153,6 +154,54 @@ test_env (void)
   assert_fails ("env", NULL, NULL, "is unavailable: no OMPI_COMM_WORLD_RANK");
 }
 
+/* Under srun with [roles] servers = S the last S tasks serve, each on its node (block
+ * distribution) at the store's port (15000 + the job id's last digits) + 1 + its index. */
+static void
+test_env_slurm_servers (void)
+{
+  const char *server[] = { "SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_JOB_ID=42",
+                           "SLURM_STEP_NODELIST=127.0.0.[1-2]", "SLURMD_NODENAME=127.0.0.2",
+                           "SLURM_STEP_TASKS_PER_NODE=2(x2)", NULL };
+  const char *worker[] = { "SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_JOB_ID=42",
+                           "SLURM_STEP_NODELIST=127.0.0.[1-2]", "SLURMD_NODENAME=127.0.0.1",
+                           "SLURM_STEP_TASKS_PER_NODE=2(x2)", NULL };
+  const char *elsewhere[] = { "SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_JOB_ID=42",
+                              "SLURM_STEP_NODELIST=127.0.0.[1-2]", "SLURMD_NODENAME=127.0.0.2",
+                              "SLURM_STEP_TASKS_PER_NODE=2(x2)", NULL };
+  const char *short_list[] = { "SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_JOB_ID=42",
+                               "SLURM_STEP_NODELIST=127.0.0.1", "SLURM_STEP_TASKS_PER_NODE=3",
+                               NULL };
+  const char *mpi[] = { "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", NULL };
+  const char *three[] = { "roles.servers=3", NULL };
+  const char *four[] = { "roles.servers=4", NULL };
+  g_autoptr (GError) error = NULL;
+
+  g_autoptr (KsRoleMaker) s = make ("env", server, three, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_role_maker_is_server (s));
+  g_assert_cmpint (ks_role_maker_server_index (s), ==, 2);
+  g_assert_cmpint (ks_role_maker_server_num (s), ==, 3);
+  g_assert_cmpint (ks_role_maker_worker_num (s), ==, 1);
+  g_assert_cmpint (ks_role_maker_global_rank (s), ==, 3);
+  const char *const *eps = ks_role_maker_pserver_endpoints (s);
+  g_assert_cmpstr (eps[0], ==, "127.0.0.1:15043");
+  g_assert_cmpstr (eps[1], ==, "127.0.0.2:15044");
+  g_assert_cmpstr (eps[2], ==, "127.0.0.2:15045");
+  g_assert_null (eps[3]);
+  g_autoptr (KsRoleMaker) w = make ("env", worker, three, &error);
+  g_assert_no_error (error);
+  g_assert_true (ks_role_maker_is_first_worker (w));
+  g_assert_cmpint (ks_role_maker_global_rank (w), ==, 0);
+
+  assert_fails ("env", server, four, "[roles] servers = 4, but srun started 4 tasks "
+                                     "(SLURM_NTASKS): at least one must be a worker");
+  assert_fails ("env", mpi, three, "[roles] servers = 3 places servers among srun's tasks, "
+                                   "but this process was started by OMPI_COMM_WORLD_RANK's");
+  assert_fails ("env", elsewhere, three, "task 0 runs on 127.0.0.2, not on 127.0.0.1");
+  assert_fails ("env", short_list, three, "SLURM_STEP_TASKS_PER_NODE = '3' on the nodes "
+                                          "127.0.0.1 gives 3 tasks, but SLURM_NTASKS = 4");
+}
+
 static void
 test_user (void)
 {
@@ -238,6 +287,7 @@ main (int argc, char **argv)
   g_test_add_func ("/roles/paddlecloud/errors", test_paddlecloud_errors);
   g_test_add_func ("/roles/paddlecloud/collective", test_paddlecloud_collective);
   g_test_add_func ("/roles/env", test_env);
+  g_test_add_func ("/roles/env/slurm-servers", test_env_slurm_servers);
   g_test_add_func ("/roles/user", test_user);
   g_test_add_func ("/roles/split-files", test_split_files);
   return g_test_run ();

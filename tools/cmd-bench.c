@@ -16,6 +16,7 @@ typedef struct {
   gint64 min_bytes, max_bytes, factor;
   int iters, warmup; /* iters 0: about 256 MiB moved per size */
   char *address;     /* the rank's: where the launcher serves the store */
+  gboolean serve;    /* this rank serves it there (ranks on several hosts) */
 } Bench;
 
 /* Iterations for a message: as asked, else about 256 MiB moved, between 5 and 200. */
@@ -105,7 +106,10 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
     backend = "shm", why = "auto: every rank on this host, as a job launched here";
   else if (strcmp (backend, "auto") == 0)
     why = "auto: the shm plugin is not loaded";
+  g_autofree char *bound = NULL;
   if ((store = ks_store_new (registry, c, "tcp", &error)) == NULL
+      || (b->serve
+          && !ks_store_serve (store, b->address, g_getenv ("KS_STORE_TOKEN"), &bound, &error))
       || !ks_store_open (store, b->address, "bench", g_getenv ("KS_STORE_TOKEN"), &error)
       || (comm = ks_comm_new (registry, c, backend, &error)) == NULL
       || !ks_comm_connect (comm, store, b->rank, b->n, timeout_ms, &error))
@@ -239,6 +243,8 @@ run_bench (int argc, char **argv)
       "W" },
     { "rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &b.rank, NULL, NULL },
     { "address", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &address, NULL, NULL },
+    /* bench/run-cluster.sh: one rank per host, rank 0 serving the store at --address */
+    { "serve", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &b.serve, NULL, NULL },
     KS_CLI_SET_OPTION (sets),
     { NULL },
   };

@@ -45,6 +45,8 @@ on_line (GObject *source, GAsyncResult *result, gpointer data)
       launch_maybe_quit (w->launch);
       return;
     }
+  if (w->lost == NULL)
+    w->lost = ks_launch_lost_nodes (&w->launch->rv, line);
   printf ("[rank %d] %s\n", w->rank, line);
   fflush (stdout);
   if (w->log != NULL)
@@ -329,6 +331,16 @@ choose_master (Launch *l)
   l->master_port = free_port (l->master_addr, held);
 }
 
+/* Whether a start that ended with `status` is followed by another: a process failed at
+ * run time (a configuration error comes back at every start; a signal asked us to stop)
+ * and a restart is left. */
+static gboolean
+will_restart (const Launch *l, int status)
+{
+  return l->failed != NULL && status == KS_EXIT_RUNTIME && !l->signal_received
+         && l->restart < l->max_restarts;
+}
+
 /* One start of the job: a fresh rendezvous, the processes, until all have ended. The
  * exit status; l->failed names the process that failed first, if one did. */
 static int
@@ -342,6 +354,8 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
   l->failed_stopped = l->stopping = l->killing = FALSE;
   g_clear_pointer (&l->failure, g_free);
   l->reads = g_cancellable_new ();
+  l->rv.generation = l->restart;
+  l->rv.keep = FALSE;
   if (!ks_launch_rendezvous_begin (&l->rv, registry, config, &error))
     {
       ks_cli_error ("launch: %s", error->message);
@@ -392,6 +406,7 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
     status = 128 + (l->signal_received ? l->signal_received : l->worker_signal);
   g_clear_pointer (&l->endpoints, g_free);
   g_clear_pointer (&l->master_addr, g_free);
+  l->rv.keep = will_restart (l, status);
   ks_launch_rendezvous_end (&l->rv, status == KS_EXIT_OK ? 30000 : 0);
   return status;
 }
@@ -409,6 +424,7 @@ clear_workers (Launch *l)
       l->workers[i].log = NULL;
       g_clear_pointer (&l->workers[i].log_path, g_free);
       g_clear_pointer (&l->workers[i].name, g_free);
+      g_clear_pointer (&l->workers[i].lost, g_free);
     }
 }
 
@@ -502,7 +518,7 @@ run_launch (int argc, char **argv)
                                        &(KsTrainWorld) { l.world - l.servers, l.servers }, TRUE))
                  != 0))
     return status;
-  if (!ks_launch_restart_check (config, program != NULL, l.rv.nnodes, l.max_restarts))
+  if (!ks_launch_restart_check (config, program != NULL, l.max_restarts))
     return KS_EXIT_USAGE;
   if (log_dir != NULL && g_mkdir_with_parents (log_dir, 0755) != 0)
     {
@@ -532,21 +548,26 @@ run_launch (int argc, char **argv)
       g_autofree char *where = l.failed->log_path != NULL
                                    ? g_strdup_printf (" and in %s", l.failed->log_path)
                                    : g_strdup (" (keep it with --log-dir)");
-      /* a configuration error comes back at every start; a signal asked us to stop */
-      if (status != KS_EXIT_RUNTIME || l.signal_received || l.restart >= l.max_restarts)
+      /* several nodes: the nodes lost, as this node's first failed process saw them,
+       * rather than a survivor that only reported them */
+      const char *subject = l.failed->name, *failure = l.failure;
+      if (l.failed->lost != NULL)
+        subject = l.failed->lost, failure = g_strdup_printf ("(seen by %s here)", l.failed->name);
+      g_autofree char *own_failure = failure != l.failure ? (char *) failure : NULL;
+      if (!will_restart (&l, status))
         {
           g_autofree char *spent = l.max_restarts > 0
                                        ? g_strdup_printf (" (no restart left of --max-restarts "
                                                           "%d)", l.max_restarts)
                                        : g_strdup ("");
           ks_cli_error ("launch: %s %s; the others were stopped%s. Its output is above%s",
-                        l.failed->name, l.failure, spent, where);
+                        subject, failure, spent, where);
           break;
         }
       g_autofree char *origin = ks_launch_restart_origin (config, program != NULL, l.restart + 1);
       ks_cli_error ("launch: %s %s; the others were stopped; restart %d of %d %s. Its output "
                     "is above%s",
-                    l.failed->name, l.failure, l.restart + 1, l.max_restarts, origin, where);
+                    subject, failure, l.restart + 1, l.max_restarts, origin, where);
       clear_workers (&l);
     }
   g_source_remove (sigint);

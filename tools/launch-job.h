@@ -26,6 +26,7 @@ typedef struct {
   gboolean output_done, exited;
   gboolean failed_alone; /* ended badly, and not by the launcher's own signal */
   gint64 stopped_since; /* monotonic µs when it was first seen stopped, or 0 */
+  char *lost; /* several nodes: the first nodes its output said were lost, or NULL */
 } Worker;
 
 struct Launch {

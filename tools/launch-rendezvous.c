@@ -9,8 +9,6 @@
 #include "launch.h"
 
 #include <glib/gstdio.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,57 +24,65 @@ random_hex (int bytes)
   return g_string_free (s, FALSE);
 }
 
-/* This node's address on the way to the master: the source address the kernel would
- * use to reach it (a UDP connect sends nothing). Loopback jobs stay on 127.0.0.1; where
- * no route is known, the host name. */
+/* The key of node k's `what` (node, done) in this start: the first start's as before
+ * restarts were known, each restart's under its number. */
 static char *
-this_host (const char *master)
+node_key (const LaunchRendezvous *rv, const char *what, int k)
 {
-  const char *colon = strrchr (master, ':');
-  g_autofree char *host = g_strndup (master, colon != NULL ? (gsize) (colon - master)
-                                                           : strlen (master));
-  struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM }, *found;
-  struct sockaddr_storage local;
-  socklen_t len = sizeof local;
-  char text[INET6_ADDRSTRLEN];
-  gboolean ok = FALSE;
-
-  if (host[0] == '[' && host[strlen (host) - 1] == ']')
-    {
-      memmove (host, host + 1, strlen (host) - 2);
-      host[strlen (host) - 2] = '\0';
-    }
-  if (getaddrinfo (host, colon != NULL ? colon + 1 : "0", &hints, &found) != 0)
-    return g_strdup (g_get_host_name ());
-  int fd = socket (found->ai_family, SOCK_DGRAM, 0);
-  if (fd >= 0 && connect (fd, found->ai_addr, found->ai_addrlen) == 0
-      && getsockname (fd, (struct sockaddr *) &local, &len) == 0)
-    ok = getnameinfo ((struct sockaddr *) &local, len, text, sizeof text, NULL, 0,
-                      NI_NUMERICHOST)
-         == 0;
-  if (fd >= 0)
-    close (fd);
-  freeaddrinfo (found);
-  if (ok && g_str_has_prefix (text, "127."))
-    return g_strdup ("127.0.0.1");
-  return ok ? g_strdup (text) : g_strdup (g_get_host_name ());
+  return rv->generation == 0 ? g_strdup_printf ("launch/%s/%d", what, k)
+                             : g_strdup_printf ("launch/r%d/%s/%d", rv->generation, what, k);
 }
 
-/* Says this node's host and process count and reads every node's. */
+/* The nodes that have not said they came to start `generation`: "node 2 (host h2,
+ * 10.0.0.3: ranks 4-5), ...", from what the earlier start learnt, or their numbers. */
+static char *
+missing_nodes (LaunchRendezvous *rv)
+{
+  GString *out = g_string_new (NULL);
+  for (int k = 0; k < rv->nnodes; k++)
+    {
+      g_autofree char *key = node_key (rv, "node", k);
+      const char *keys[] = { key, NULL };
+      if (ks_store_wait (rv->store, keys, 1, NULL))
+        continue;
+      g_autofree char *node = ks_launch_node_of_rank (rv, k * rv->nproc);
+      g_string_append_printf (out, "%s%s", out->len > 0 ? ", " : "",
+                              node != NULL ? node : "");
+      if (node == NULL)
+        g_string_append_printf (out, "node %d", k);
+    }
+  return g_string_free (out, FALSE);
+}
+
+/* Says this node's process count, address and host name, and reads every node's. A
+ * restart waits twice [comm] timeout: the others' processes may take one to notice the
+ * failure before their launchers come back. */
 static gboolean
 meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
 {
-  g_autofree char *mine = g_strdup_printf ("%d %s", rv->nproc, rv->hosts[rv->node_rank]);
-  g_autofree char *key = g_strdup_printf ("launch/node/%d", rv->node_rank);
+  g_autofree char *mine = g_strdup_printf ("%d %s %s", rv->nproc, rv->hosts[rv->node_rank],
+                                           g_get_host_name ());
+  g_autofree char *key = node_key (rv, "node", rv->node_rank);
   g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+  int wait_ms = rv->generation > 0 ? 2 * timeout_ms : timeout_ms;
 
   if (!ks_store_set (rv->store, key, mine, strlen (mine), error))
     return FALSE;
   for (int k = 0; k < rv->nnodes; k++)
-    g_ptr_array_add (keys, g_strdup_printf ("launch/node/%d", k));
+    g_ptr_array_add (keys, node_key (rv, "node", k));
   g_ptr_array_add (keys, NULL);
-  if (!ks_store_wait (rv->store, (const char *const *) keys->pdata, timeout_ms, error))
+  if (!ks_store_wait (rv->store, (const char *const *) keys->pdata, wait_ms, error))
     {
+      if (rv->generation > 0)
+        {
+          g_autofree char *missing = missing_nodes (rv);
+          g_clear_error (error);
+          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
+                       "%s did not come back for restart %d within %d ms (twice [comm] "
+                       "timeout): start `ksdist launch` there again, or the whole job",
+                       *missing ? missing : "a node", rv->generation, wait_ms);
+          return FALSE;
+        }
       g_prefix_error (error, "not every node's launcher came (start `ksdist launch --nnodes "
                              "%d --node-rank K --master %s` on each node K): ",
                       rv->nnodes, rv->store_address);
@@ -99,10 +105,30 @@ meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
                        k, nproc, rv->node_rank, rv->nproc);
           return FALSE;
         }
+      char *name = strchr (space + 1, ' ');
+      if (name != NULL)
+        *name++ = '\0';
       g_free (rv->hosts[k]);
       rv->hosts[k] = g_strdup (space + 1);
+      g_free (rv->names[k]);
+      rv->names[k] = g_strdup (name != NULL ? name : space + 1);
     }
   return TRUE;
+}
+
+char *
+ks_launch_node_of_rank (const LaunchRendezvous *rv, int rank)
+{
+  int k = rv->nproc > 0 ? rank / rv->nproc : -1;
+  if (rv->nnodes < 2 || rv->hosts == NULL || rv->names == NULL || k < 0 || k >= rv->nnodes
+      || rv->hosts[k] == NULL)
+    return NULL;
+  g_autofree char *ranks = rv->nproc == 1 ? g_strdup_printf ("rank %d", k)
+                                          : g_strdup_printf ("ranks %d-%d", k * rv->nproc,
+                                                             (k + 1) * rv->nproc - 1);
+  if (rv->names[k] == NULL || strcmp (rv->names[k], rv->hosts[k]) == 0)
+    return g_strdup_printf ("node %d (host %s: %s)", k, rv->hosts[k], ranks);
+  return g_strdup_printf ("node %d (host %s, %s: %s)", k, rv->names[k], rv->hosts[k], ranks);
 }
 
 gboolean
@@ -114,7 +140,8 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
 
   if (kind == NULL || *kind == '\0')
     kind = ks_config_get_string (config, "comm", "store");
-  rv->hosts = g_new0 (char *, rv->nnodes + 1);
+  if (rv->hosts == NULL)
+    rv->hosts = g_new0 (char *, rv->nnodes + 1);
   if (rv->nnodes == 1)
     {
       rv->hosts[0] = g_strdup ("127.0.0.1");
@@ -135,6 +162,12 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
              && ks_store_serve (rv->store, "127.0.0.1:0", rv->token, &rv->store_address, error);
     }
 
+  if (rv->store != NULL) /* a restart: the store of the first start, a fresh job name */
+    {
+      g_free (rv->job);
+      rv->job = g_strdup_printf ("%s-restart%d", rv->base_job, rv->generation);
+      return meet_nodes (rv, timeout_ms, error);
+    }
   const char *token = g_getenv ("KS_STORE_TOKEN");
   const char *job = g_getenv ("KS_JOB");
   if (token == NULL || *token == '\0')
@@ -146,13 +179,16 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
                    rv->nnodes);
       return FALSE;
     }
+  rv->names = g_new0 (char *, rv->nnodes + 1);
   rv->token = g_strdup (token);
   rv->store_kind = g_strdup ("tcp");
   rv->store_address = g_strdup (rv->master);
-  rv->job = g_strdup (job != NULL && *job ? job : *ks_config_get_string (config, "job", "name")
-                                                    ? ks_config_get_string (config, "job", "name")
-                                                    : "launch");
-  rv->hosts[rv->node_rank] = this_host (rv->master);
+  rv->base_job = g_strdup (job != NULL && *job ? job
+                           : *ks_config_get_string (config, "job", "name")
+                               ? ks_config_get_string (config, "job", "name")
+                               : "launch");
+  rv->job = g_strdup (rv->base_job);
+  rv->hosts[rv->node_rank] = ks_comm_address_toward (rv->master);
   if ((rv->store = ks_store_new (registry, config, "tcp", error)) == NULL)
     return FALSE;
   if (rv->node_rank == 0)
@@ -185,14 +221,16 @@ remove_store_dir (const char *store_dir, const char *job)
 void
 ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
 {
+  if (rv->nnodes > 1 && rv->store != NULL && rv->keep)
+    return; /* kept for the restart's meeting (begin again with generation + 1) */
   if (rv->nnodes > 1 && rv->store != NULL)
     {
       /* node 0 keeps serving until every node's processes are done with the store */
-      g_autofree char *key = g_strdup_printf ("launch/done/%d", rv->node_rank);
+      g_autofree char *key = node_key (rv, "done", rv->node_rank);
       ks_store_set (rv->store, key, "1", 1, NULL);
       for (int k = 1; rv->node_rank == 0 && k < rv->nnodes; k++)
         {
-          g_autofree char *other = g_strdup_printf ("launch/done/%d", k);
+          g_autofree char *other = node_key (rv, "done", k);
           const char *keys[] = { other, NULL };
           ks_store_wait (rv->store, keys, wait_ms, NULL);
         }
@@ -202,9 +240,49 @@ ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
   /* cleared: a restart begins again with the same struct */
   g_clear_pointer (&rv->store, ks_store_free);
   g_clear_pointer (&rv->hosts, g_strfreev);
+  g_clear_pointer (&rv->names, g_strfreev);
   g_clear_pointer (&rv->store_kind, g_free);
   g_clear_pointer (&rv->store_address, g_free);
   g_clear_pointer (&rv->store_dir, g_free);
   g_clear_pointer (&rv->token, g_free);
   g_clear_pointer (&rv->job, g_free);
+  g_clear_pointer (&rv->base_job, g_free);
+}
+
+/* Several nodes: from a process's line that names the ranks a collective lost ("rank 2, 3
+ * did not reach allreduce #40 ..."), the nodes they are on and what was seen: "node 1
+ * (host h1, 10.0.0.2: ranks 2-3) was lost: rank 2, 3 did not reach allreduce #40"; or
+ * NULL when the line names none. */
+char *
+ks_launch_lost_nodes (const LaunchRendezvous *rv, const char *line)
+{
+  static GRegex *pattern;
+  g_autoptr (GMatchInfo) match = NULL;
+
+  if (rv->nnodes < 2)
+    return NULL;
+  if (g_once_init_enter (&pattern))
+    g_once_init_leave (&pattern, g_regex_new ("rank ([0-9]+(, [0-9]+)*) (did not reach|ended "
+                                              "before) ([a-z_]+ #[0-9]+)",
+                                              G_REGEX_OPTIMIZE, 0, NULL));
+  if (!g_regex_match (pattern, line, 0, &match))
+    return NULL;
+  g_autofree char *ranks = g_match_info_fetch (match, 1);
+  g_autofree char *seen = g_match_info_fetch (match, 0);
+  g_auto (GStrv) list = g_strsplit (ranks, ", ", -1);
+  GString *out = g_string_new (NULL);
+  int last = -1;
+  for (int i = 0; list[i] != NULL; i++)
+    {
+      int rank = atoi (list[i]);
+      g_autofree char *node = ks_launch_node_of_rank (rv, rank);
+      if (node == NULL || rank / rv->nproc == last)
+        continue;
+      last = rank / rv->nproc;
+      g_string_append_printf (out, "%s%s", out->len > 0 ? " and " : "", node);
+    }
+  if (out->len == 0)
+    return g_string_free (out, TRUE), NULL;
+  g_string_append_printf (out, " %s lost: %s", strstr (out->str, " and ") ? "were" : "was", seen);
+  return g_string_free (out, FALSE);
 }

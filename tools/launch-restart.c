@@ -5,7 +5,10 @@
  * every worker resumes from the newest complete checkpoint in [train] checkpoint_dir (the
  * dead job's lock on the directory went with its processes: owner.c's flock). A job that
  * fails again before saving anything new restarts from the same checkpoint, so N bounds a
- * failure that repeats. A PROGRAM after -- is started again as it was, with torchrun's
+ * failure that repeats. On several nodes every node's launcher does this: its processes
+ * fail with the lost node's, and the launchers meet again at node 0's store under the
+ * restart's number (launch-rendezvous.c), so [train] checkpoint_dir must be one directory
+ * all nodes see (a shared file system). A PROGRAM after -- is started again as it was, with torchrun's
  * TORCHELASTIC_RESTART_COUNT telling it which start this is; resuming is its own affair. */
 #include "launch.h"
 
@@ -14,7 +17,7 @@
 #define MAX_RESTARTS 1000
 
 gboolean
-ks_launch_restart_check (const KsConfig *config, gboolean program, int nnodes, int max_restarts)
+ks_launch_restart_check (const KsConfig *config, gboolean program, int max_restarts)
 {
   if (max_restarts < 0 || max_restarts > MAX_RESTARTS)
     {
@@ -24,15 +27,6 @@ ks_launch_restart_check (const KsConfig *config, gboolean program, int nnodes, i
     }
   if (max_restarts == 0)
     return TRUE;
-  if (nnodes > 1)
-    {
-      ks_cli_error ("launch: --max-restarts %d with --nnodes %d: a restart is of a job on one "
-                    "machine (the launchers of several nodes do not restart together); give "
-                    "--max-restarts 0, or restart the job on every node yourself with "
-                    "--set train.resume=true",
-                    max_restarts, nnodes);
-      return FALSE;
-    }
   if (program)
     return TRUE;
   if (*ks_config_get_string (config, "train", "checkpoint_dir") == '\0')

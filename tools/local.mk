@@ -34,3 +34,8 @@ endif
 if HAVE_GLYPHS
 tools_ksdist_SOURCES += tools/datagen-fonts.h tools/datagen-glyphs.c tools/datagen-digits.c
 endif
+
+# A cluster of network namespaces on one machine, for multi-host jobs on a laptop
+# (README "Several machines"); installed beside the examples, not on PATH.
+clustertooldir = $(pkgdatadir)/tools
+dist_clustertool_SCRIPTS = tools/cluster.sh

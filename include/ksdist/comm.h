@@ -197,6 +197,11 @@ void *ks_comm_alloc_shared (KsComm *comm, gsize nbytes, GError **error);
 KsComm *ks_comm_hierarchical (KsRegistry *registry, const KsConfig *config, KsComm *world,
                               const char *host, const char *local_backend, GError **error);
 
+/* This host's address as a peer reaches it on the way to `master` (HOST:PORT, [V6]:PORT
+ * or HOST): the source address of the route there, 127.0.0.1 for loopback, else the host
+ * name. Free with g_free. */
+char *ks_comm_address_toward (const char *master);
+
 G_END_DECLS
 
 #endif

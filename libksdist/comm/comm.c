@@ -245,6 +245,25 @@ ks_comm_size (const KsComm *comm)
   return COMM_OPS (comm)->world_size (CTX (comm));
 }
 
+/* Whether rank r said it saw the collective before or after this one fail: it is alive
+ * and one collective apart (a ring's rank can finish its part of one while a neighbour,
+ * or this rank, waits in it), so it is no more missing than this rank. */
+static gboolean
+failed_nearby (KsComm *comm, int r)
+{
+  for (int d = -1; d <= 1; d += 2)
+    {
+      g_autofree char *key = g_strdup_printf ("ks/failed%s/%" G_GUINT64_FORMAT "/%d",
+                                              comm->group, comm->seq + d, r);
+      g_autofree void *data = NULL;
+      gsize len;
+      if ((d > 0 || comm->seq > 1)
+          && STORE_OPS (comm->store)->get (CTX (comm->store), key, 1, &data, &len, NULL))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 /* After a failed collective: says in the store that this rank saw it fail, waits for the
  * others to say the same, and appends the ranks that did not (and, at once, those the
  * plugin knows to have ended). A rank that lost its peer
@@ -286,7 +305,8 @@ name_missing_ranks (KsComm *comm, const char *op, GError **error)
       if (ended[r] && !STORE_OPS (comm->store)->get (CTX (comm->store), key, 1, &data, &len, NULL))
         g_string_append_printf (gone, "%s%d", gone->len > 0 ? ", " : "", comm->world[r]);
       else if (!ended[r]
-               && !STORE_OPS (comm->store)->get (CTX (comm->store), key, left, &data, &len, NULL))
+               && !STORE_OPS (comm->store)->get (CTX (comm->store), key, left, &data, &len, NULL)
+               && !failed_nearby (comm, r))
         g_string_append_printf (missing, "%s%d", missing->len > 0 ? ", " : "", comm->world[r]);
     }
   /* a rank that failed by itself said why (the trainer does): its cause comes first */

@@ -9,6 +9,7 @@
  * (worker w is stage w mod p of replica w / p), and the replicas play the part of the
  * workers above. */
 #include "trainer-private.h"
+#include "../comm/slurm.h"
 
 #include <string.h>
 
@@ -28,13 +29,18 @@ on_gpu (KsTrainer *t)
 
 /* The ranks on this host and in the world as the launcher says: LOCAL_WORLD_SIZE and
  * WORLD_SIZE (ksdist launch, torchrun), else Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE and
- * OMPI_COMM_WORLD_SIZE (mpirun); NULL where neither says. */
-static void
-launcher_sizes (const char **local, const char **world)
+ * OMPI_COMM_WORLD_SIZE (mpirun), else Slurm's tasks on this node and SLURM_NTASKS (srun);
+ * FALSE where none says. */
+static gboolean
+launcher_sizes (int *local, int *world)
 {
-  *local = g_getenv ("LOCAL_WORLD_SIZE"), *world = g_getenv ("WORLD_SIZE");
-  if (*local == NULL || *world == NULL)
-    *local = g_getenv ("OMPI_COMM_WORLD_LOCAL_SIZE"), *world = g_getenv ("OMPI_COMM_WORLD_SIZE");
+  const char *l = g_getenv ("LOCAL_WORLD_SIZE"), *w = g_getenv ("WORLD_SIZE");
+  if (l == NULL || w == NULL)
+    l = g_getenv ("OMPI_COMM_WORLD_LOCAL_SIZE"), w = g_getenv ("OMPI_COMM_WORLD_SIZE");
+  if (l == NULL || w == NULL)
+    return ks_slurm_sizes (local, world);
+  *local = atoi (l), *world = atoi (w);
+  return TRUE;
 }
 
 /* [comm] backend = auto: NCCL when the compute backend is CUDA (data parallel); shared
@@ -45,9 +51,8 @@ comm_backend (KsTrainer *t, int total, const char **why)
 {
   const KsConfig *c = t->config;
   const char *backend = ks_config_get_string (c, "comm", "backend");
-  const char *local, *world;
-
-  launcher_sizes (&local, &world);
+  int local, world;
+  gboolean known = launcher_sizes (&local, &world);
 
   *why = "[comm] backend";
   if (strcmp (backend, "auto") != 0)
@@ -63,7 +68,7 @@ comm_backend (KsTrainer *t, int total, const char **why)
       return "nccl";
     }
   *why = "auto: ranks on several hosts, or not known to share one";
-  if (local == NULL || world == NULL || strcmp (local, world) != 0 || atoi (world) != total)
+  if (!known || local != world || world != total)
     return backend;
   *why = "auto: the shm plugin is not loaded";
   if (ks_registry_select (t->registry, KS_KIND_COMM, "shm", NULL, NULL) == NULL)
@@ -79,9 +84,8 @@ hierarchical (KsTrainer *t, int total, const char **why)
 {
   const KsConfig *c = t->config;
   const char *want = ks_config_get_string (c, "comm", "hierarchical");
-  const char *local, *world;
-
-  launcher_sizes (&local, &world);
+  int local, world;
+  gboolean known = launcher_sizes (&local, &world);
 
   if (strcmp (want, "auto") != 0)
     {
@@ -91,9 +95,8 @@ hierarchical (KsTrainer *t, int total, const char **why)
   *why = "auto: several hosts with several ranks each";
   if (on_gpu (t) && !t->pipelined)
     return FALSE; /* shared memory cannot take device buffers: NCCL goes all the way */
-  return strcmp (ks_config_get_string (c, "comm", "backend"), "auto") == 0 && local != NULL
-         && world != NULL && atoi (local) > 1 && atoi (local) < atoi (world)
-         && atoi (world) == total
+  return strcmp (ks_config_get_string (c, "comm", "backend"), "auto") == 0 && known
+         && local > 1 && local < world && world == total
          && ks_registry_select (t->registry, KS_KIND_COMM, "shm", NULL, NULL) != NULL;
 }
 
@@ -103,6 +106,8 @@ static gboolean
 make_hierarchical (KsTrainer *t, GError **error)
 {
   const char *node = g_getenv ("GROUP_RANK");
+  if (node == NULL)
+    node = g_getenv ("SLURM_NODEID");
   g_autofree char *host = g_strdup_printf ("%s node %s", g_get_host_name (),
                                            node != NULL ? node : "?");
   KsComm *comm = ks_comm_hierarchical (t->registry, t->config, t->comm, host, "shm", error);
@@ -234,10 +239,20 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
       address = meeting.address;
       job = meeting.job;
       rank0_serves = meeting.serve;
+      token = g_getenv ("KS_STORE_TOKEN"); /* made for a Slurm step without one */
+      /* Gloo's default 127.0.0.1 reaches no other node: listen where the peers route */
+      if (meeting.host != NULL && !ks_config_is_set (c, "gloo", "hostname")
+          && !ks_config_is_set (c, "gloo", "iface"))
+        {
+          g_autofree char *set = g_strdup_printf ("gloo.hostname=%s", meeting.host);
+          ks_config_set_override (t->config, set, NULL); /* no gloo plugin: no gloo */
+        }
     }
   const char *backend = comm_backend (t, total, &why); /* the plan checked it for cuda */
   if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
-      || (rank0_serves && !ks_store_serve (t->store, address, token, &bound, error))
+      || (rank0_serves
+          && !ks_store_serve (t->store, meeting.listen ? meeting.listen : address, token,
+                              &bound, error))
       || !ks_store_open (t->store, address, *job ? job : "default", token, error)
       || (t->comm = ks_comm_new (t->registry, c, backend, error)) == NULL)
     return FALSE;

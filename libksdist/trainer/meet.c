@@ -5,9 +5,15 @@
  *   so a restarted attempt never reads an earlier one's;
  * - RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT alone (a scheduler, torchrun with another
  *   rendezvous): rank 0 serves ksdist's TCP store there, for clients with KS_STORE_TOKEN;
+ * - srun (SLURM_JOB_ID, SLURM_PROCID): task 0 serves ksdist's TCP store on the first node
+ *   of the step's node list, at a port derived from the job id (slurm.c); the token is
+ *   KS_STORE_TOKEN, else one made of the job id and the user id (it keeps jobs apart,
+ *   it is no secret); on several nodes Gloo listens on this node's address toward the
+ *   first one;
  * - mpirun with every rank on this host: a file store in a private directory named by
  *   mpirun's job id (PMIX_NAMESPACE). */
 #include "trainer-private.h"
+#include "../comm/slurm.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -37,6 +43,28 @@ ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **erro
       m->store = g_strdup ("tcp");
       m->job = g_strdup (job);
       m->serve = rank0;
+      return TRUE;
+    }
+  g_autofree char *connect = NULL, *listen = NULL;
+  int nodes;
+  if (!ks_slurm_meeting (&connect, &listen, &nodes, error))
+    return FALSE;
+  if (connect != NULL)
+    {
+      const char *token = g_getenv ("KS_STORE_TOKEN");
+      m->store = g_strdup ("tcp");
+      m->job = g_strdup (job);
+      m->serve = rank0;
+      m->listen = g_steal_pointer (&listen);
+      if (token == NULL || *token == '\0')
+        {
+          /* the parameter servers' plugin reads it from the environment too */
+          g_autofree char *made = ks_slurm_token ();
+          g_setenv ("KS_STORE_TOKEN", made, TRUE);
+        }
+      if (nodes > 1)
+        m->host = ks_comm_address_toward (connect);
+      m->address = g_steal_pointer (&connect);
       return TRUE;
     }
   if (mpi_job != NULL && local != NULL && g_strcmp0 (local, size) == 0)
@@ -75,5 +103,7 @@ ks_trainer_meeting_clear (KsMeeting *m)
   g_free (m->store);
   g_free (m->address);
   g_free (m->job);
+  g_free (m->listen);
+  g_free (m->host);
   *m = (KsMeeting) { 0 };
 }

@@ -135,10 +135,13 @@ gboolean ks_trainer_mode_flush (KsTrainer *t, GError **error);
 gboolean ks_trainer_mode_end (KsTrainer *t, GError **error);
 
 /* meet.c: where a job another launcher started meets (store kind, address, job prefix,
- * whether this rank serves the store); address NULL when nothing says. */
+ * whether this rank serves the store); address NULL when nothing says. Under srun also
+ * where the store listens and this host's address for Gloo when the step spans several
+ * nodes (else NULL); KS_STORE_TOKEN set when it was not. */
 typedef struct {
   char *store, *address, *job;
   gboolean serve;
+  char *listen, *host;
 } KsMeeting;
 gboolean ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **error);
 void ks_trainer_meeting_clear (KsMeeting *m);

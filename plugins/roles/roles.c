@@ -3,13 +3,18 @@
  *  paddlecloud  PaddleCloud's variables (parameter-server and collective forms)
  *  user         explicit values from the [roles] group, checked like OpenKS's
  *               UserDefinedRoleMaker
- *  env          the ranks mpirun, srun and torchrun set
+ *  env          the ranks mpirun, srun and torchrun set; under srun with [roles]
+ *               servers = S, the last S tasks are parameter servers
  *
  * The collectives are the core's (rolemaker.c), over the job's communicator. */
 #include <config.h>
 #include <ksdist/ksdist.h>
 
+#include <netdb.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include "../../libksdist/comm/slurm.h"
 
 #define ROLE_ERROR(error, ...) g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, __VA_ARGS__)
 
@@ -262,6 +267,84 @@ static const char *const rank_vars[][2] = {
   { "RANK", "WORLD_SIZE" },
 };
 
+/* `host` as a number: ZeroMQ binds only to addresses and interfaces, not names. */
+static char *
+numeric_host (const char *host, GError **error)
+{
+  struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *found;
+  char text[NI_MAXHOST];
+  int err = getaddrinfo (host, NULL, &hints, &found);
+  if (err == 0)
+    {
+      err = getnameinfo (found->ai_addr, found->ai_addrlen, text, sizeof text, NULL, 0,
+                         NI_NUMERICHOST);
+      freeaddrinfo (found);
+    }
+  if (err != 0)
+    {
+      ROLE_ERROR (error, "[roles] servers: Slurm's node %s has no address here (%s): every "
+                         "node's name must resolve on every node",
+                  host, gai_strerror (err));
+      return NULL;
+    }
+  return g_strdup (text);
+}
+
+/* Under srun with [roles] servers = S: the last S tasks serve (so task 0, worker 0, is
+ * global rank 0 on the first node, where the job's store is), server i on its task's
+ * node at the store's port + 1 + i. */
+static gboolean
+env_slurm_servers (Roles *r, int servers, GError **error)
+{
+  int tasks = r->worker_num, port;
+  g_auto (GStrv) hosts = NULL;
+  const char *me = g_getenv ("SLURMD_NODENAME");
+
+  if (g_strcmp0 (r->source, "SLURM_PROCID") != 0)
+    {
+      ROLE_ERROR (error, "[roles] servers = %d places servers among srun's tasks, but this "
+                         "process was started by %s's launcher: start parameter servers with "
+                         "`ksdist launch --servers`, or run under srun",
+                  servers, r->source);
+      return FALSE;
+    }
+  if (servers >= tasks)
+    {
+      ROLE_ERROR (error, "[roles] servers = %d, but srun started %d tasks (SLURM_NTASKS): "
+                         "at least one must be a worker",
+                  servers, tasks);
+      return FALSE;
+    }
+  if ((hosts = ks_slurm_task_hosts (error)) == NULL
+      || !ks_slurm_port (g_getenv ("SLURM_JOB_ID") ? g_getenv ("SLURM_JOB_ID") : "", &port,
+                         error))
+    return FALSE;
+  if (me != NULL && strcmp (me, hosts[r->worker_index]) != 0)
+    {
+      ROLE_ERROR (error, "[roles] servers: task %d runs on %s, not on %s as srun's block "
+                         "distribution would place it: use the default distribution",
+                  r->worker_index, me, hosts[r->worker_index]);
+      return FALSE;
+    }
+  r->servers = g_new0 (char *, servers + 1);
+  for (int i = 0; i < servers; i++)
+    {
+      g_autofree char *address = numeric_host (hosts[tasks - servers + i], error);
+      if (address == NULL)
+        return FALSE;
+      r->servers[i] = g_strdup_printf (strchr (address, ':') ? "[%s]:%d" : "%s:%d", address,
+                                       port + 1 + i);
+    }
+  r->server_num = servers;
+  r->worker_num = tasks - servers;
+  if (r->worker_index >= r->worker_num)
+    {
+      r->role = KS_ROLE_SERVER;
+      r->server_index = r->worker_index - r->worker_num;
+    }
+  return TRUE;
+}
+
 static gboolean
 env_generate (void *p, GError **error)
 {
@@ -283,7 +366,8 @@ env_generate (void *p, GError **error)
           if (r->trainers == NULL)
             return FALSE;
         }
-      return TRUE;
+      int servers = (int) ks_settings_get_int (r->settings, "servers");
+      return servers == 0 || env_slurm_servers (r, servers, error);
     }
   ROLE_ERROR (error, "no rank in the environment: none of OMPI_COMM_WORLD_RANK (mpirun), "
                      "PMI_RANK, SLURM_PROCID (srun) or RANK (torchrun) is set");
@@ -434,6 +518,9 @@ static const KsKeyDesc roles_settings[] = {
     "Servers' host:port, comma-separated and unique (user)" },
   { NULL, "worker_endpoints", KS_VALUE_STRING, "", 0, 0, NULL,
     "Workers' host:port for collective jobs, one per worker (user)" },
+  { NULL, "servers", KS_VALUE_INT, "0", 0, 1 << 20, NULL,
+    "Under srun: the last N tasks are parameter servers, each on its node at the job's "
+    "store port + 1 + its index (env)" },
 };
 
 static const KsPluginDesc roles_plugin = {
