@@ -44,7 +44,7 @@ master=$(cl addr 0):29500
 path=
 for p in openblas optim store roles gloo collective segment; do path=$path${path:+:}$KS_BUILD_PLUGINS/$p/.libs; done
 export KS_PLUGIN_PATH=$path KS_PLUGIN_SYSTEM_PATH= KS_STORE_TOKEN=5a0c33e1b7d24f96
-timeout=8 # [comm] timeout of the fault jobs
+timeout=30 # [comm] timeout: 8 s for the restart and the faults below, which wait on it
 steps=2000 batch=16
 sets() {
   for s in train.steps=$steps train.log_every=500 log.level=${level:-warning} \
@@ -158,7 +158,7 @@ fi
 # the job ends bitwise where one host's job restarted from the same checkpoint does. (A
 # resumed job whose allreduce is Gloo's ends within float rounding of an uninterrupted one,
 # on one host too: 5e-7 here; with shared memory, bitwise.)
-ex=$KS_SRCDIR/examples/default.ini batch=128 steps=1000
+ex=$KS_SRCDIR/examples/default.ini batch=128 steps=1000 timeout=8
 # shellcheck disable=SC2046
 timeout 120 "$KSDIST" launch -n 4 "$ex" $(sets one-host-restart) --max-restarts 2 \
   >one-host-restart.log 2>&1 &
