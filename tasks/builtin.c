@@ -174,28 +174,25 @@ text_batch (KsTrainer *t, gint64 step)
     }
 }
 
-/* Mean loss over held-out windows, evenly spaced over the last tenth. */
+static void
+fill_held (gpointer data, gsize row, gsize window)
+{
+  Text *x = data;
+  fill_window (x, row, x->split + window * x->g.context);
+}
+
+/* Mean loss over the last tenth's tokens, each predicted once: every whole window of
+ * context tokens (the last fewer than context are not a window). */
 static gboolean
 text_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
   Text *x = ks_trainer_data (t);
-  gsize span = x->text->length - x->split - x->g.context - 1, rounds = 4;
-  double sum = 0;
-
-  for (gsize r = 0; r < rounds; r++)
-    {
-      double loss;
-      for (gsize b = 0; b < ks_trainer_batch (t); b++)
-        fill_window (x, b, x->split + span * (r * ks_trainer_batch (t) + b) / (rounds * ks_trainer_batch (t)));
-      gsize n_feeds;
-      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
-      if (!ks_trainer_metric (t, feeds, n_feeds, ks_trainer_loss (t), &loss, error))
-        return FALSE;
-      sum += loss;
-    }
-  *value = sum / rounds;
+  gsize windows = (x->text->length - x->split - 1) / x->g.context;
+  (void) final;
+  if (!net_eval_windows (t, windows, fill_held, x, value, error))
+    return FALSE;
   if (samples != NULL)
-    *samples = rounds * ks_trainer_batch (t) * x->g.context;
+    *samples = windows * x->g.context;
   return TRUE;
 }
 

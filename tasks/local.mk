@@ -11,6 +11,7 @@ libksdist_tasks_la_SOURCES = \
 	tasks/builtin.c \
 	tasks/net.h \
 	tasks/net.c \
+	tasks/held-out.c \
 	tasks/net-config.c \
 	tasks/samples.h \
 	tasks/samples.c \

@@ -104,6 +104,14 @@ gboolean net_has_positions (const Net *net);
 
 extern const KsTrainTask ks_tokens_task;
 
+/* A language model's held-out windows, each scored once (tokens [w * context, (w + 1) *
+ * context] and their next: no window overlaps another): `fill` puts window `w` in row
+ * `row` of the trainer's feeds; *mean is the loss over all of them, the last batch
+ * partial. */
+typedef void (*NetFillRow) (gpointer data, gsize row, gsize window);
+gboolean net_eval_windows (KsTrainer *t, gsize windows, NetFillRow fill, gpointer data,
+                           double *mean, GError **error);
+
 G_END_DECLS
 
 #pragma GCC visibility pop

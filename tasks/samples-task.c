@@ -13,7 +13,6 @@
 
 typedef struct {
   SampleSet train, eval;
-  gsize eval_batches;
   guint8 *bx, *by; /* this worker's batch */
   guint *order;
   gint64 epoch;
@@ -119,7 +118,6 @@ samples_build (KsTrainer *t, GError **error)
   if (ks_trainer_describing (t))
     return TRUE;
 
-  s->eval_batches = MAX (1, s->eval.n / batch);
   s->bx = g_malloc (batch * s->train.x_bytes);
   s->by = g_malloc (batch * s->train.y_bytes);
   s->order = g_new (guint, s->train.n);
@@ -227,8 +225,8 @@ samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
   return TRUE;
 }
 
-/* The metric over the held-out batches: accuracy, the root of the mean squared error, or
- * the AUC. */
+/* The metric over every held-out row once, the last batch partial: accuracy, the root
+ * of the mean squared error, or the AUC. */
 static gboolean
 samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
@@ -238,30 +236,27 @@ samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, G
   (void) final;
   if (s->net.loss == NET_LOSS_LOGISTIC)
     return samples_auc (t, value, samples, error);
-  for (gsize b = 0; b < s->eval_batches; b++)
+  for (gsize start = 0; start < s->eval.n; start += batch)
     {
-      /* a held-out set smaller than a batch is used round and round */
-      for (gsize i = 0; i < batch; i++)
-        {
-          gsize row = (b * batch + i) % s->eval.n;
-          sample_set_row (&s->eval, row, s->bx + i * s->eval.x_bytes,
-                          s->by + i * s->eval.y_bytes);
-        }
-      gsize n_feeds;
+      gsize rows = MIN (batch, s->eval.n - start), n_feeds;
+      for (gsize i = 0; i < rows; i++)
+        sample_set_row (&s->eval, start + i, s->bx + i * s->eval.x_bytes,
+                        s->by + i * s->eval.y_bytes);
       const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
       double v;
-      if (!ks_trainer_metric (t, feeds, n_feeds, s->metric, &v, error))
+      if (!ks_trainer_metric_sum (t, feeds, n_feeds, s->metric, rows, &v, error))
         return FALSE;
-      sum += v;
+      /* an accuracy's sum is a count of right rows: whole */
+      sum += s->net.loss == NET_LOSS_MSE ? v : round (v);
     }
-  double totals[2] = { sum, (double) s->eval_batches }; /* over every worker's files */
+  double totals[2] = { sum, (double) s->eval.n }; /* over every worker's files */
   if (!sum_over_workers (t, &s->eval, totals, 2, error))
     return FALSE;
   *value = totals[0] / totals[1];
   if (s->net.loss == NET_LOSS_MSE)
     *value = sqrt (*value);
   if (samples != NULL)
-    *samples = (gsize) totals[1] * batch;
+    *samples = (gsize) totals[1];
   return TRUE;
 }
 

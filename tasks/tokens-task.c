@@ -173,28 +173,25 @@ tokens_batch (KsTrainer *t, gint64 step)
     }
 }
 
-/* Mean loss over held-out windows, evenly spaced. */
+static void
+fill_held (gpointer data, gsize row, gsize window)
+{
+  Tokens *k = data;
+  fill_window (k, k->held, row, window * k->context);
+}
+
+/* Mean loss over the held-out tokens, each predicted once: every whole window of
+ * context tokens (the last fewer than context are not a window). */
 static gboolean
 tokens_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
 {
   Tokens *k = ks_trainer_data (t);
-  gsize batch = ks_trainer_batch (t), span = k->n_held - k->context - 1, rounds = 4;
-  double sum = 0;
+  gsize windows = (k->n_held - 1) / k->context;
   (void) final;
-  for (gsize r = 0; r < rounds; r++)
-    {
-      double loss;
-      for (gsize b = 0; b < batch; b++)
-        fill_window (k, k->held, b, span * (r * batch + b) / (rounds * batch));
-      gsize n_feeds;
-      const KsFeed *feeds = ks_trainer_feeds (t, &n_feeds);
-      if (!ks_trainer_metric (t, feeds, n_feeds, ks_trainer_loss (t), &loss, error))
-        return FALSE;
-      sum += loss;
-    }
-  *value = sum / rounds;
+  if (!net_eval_windows (t, windows, fill_held, k, value, error))
+    return FALSE;
   if (samples != NULL)
-    *samples = rounds * batch * k->context;
+    *samples = windows * k->context;
   return TRUE;
 }
 

@@ -331,6 +331,10 @@ TESTS += tests/test-mpi-env.sh
 dist_check_SCRIPTS += tests/test-progress.sh
 TESTS += tests/test-progress.sh
 
+# Every held-out row scored once, with the true count, on every executor.
+dist_check_SCRIPTS += tests/test-eval-rows.sh
+TESTS += tests/test-eval-rows.sh
+
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh
 TESTS += tests/test-core-deps.sh

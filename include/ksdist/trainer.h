@@ -52,7 +52,9 @@ typedef struct {
    * batch * ks_trainer_world (t). Depending on nothing but the step keeps a resumed run
    * bitwise equal to an unbroken one and data parallelism equal to one process. */
   void (*batch) (KsTrainer *t, gint64 step);
-  /* Required. The held-out metric (ks_trainer_metric runs one batch on any executor);
+  /* Required. The held-out metric over every held-out row once, and in *samples the rows
+   * (or tokens) it scored, the number the trainer prints: batches of ks_trainer_batch
+   * rows, the last one partial, each summed by ks_trainer_metric_sum (any executor);
    * `final` is TRUE for the evaluation at the end, FALSE for [train] eval_every's. */
   gboolean (*evaluate) (KsTrainer *t, gboolean final, double *value, gsize *samples,
                         GError **error);
@@ -211,6 +213,16 @@ gboolean ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, Ks
  * pipeline's last stage's, micro-batch after micro-batch, on every stage. */
 gboolean ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds,
                                    KsExpr *metric, float *values, gsize n, GError **error);
+
+/* The sum over the batch's first `rows` rows of a metric that is a mean of per-row values
+ * (an accuracy, a mean loss), so that a held-out set's last, partial batch is scored
+ * without counting the rows past `rows`, whatever they hold. Every feed must be
+ * batch-major (its bytes a multiple of ks_trainer_batch's rows). rows = batch: the metric
+ * times the batch. Fewer: the batch runs twice (the rows past `rows` as copies of row 0,
+ * then every row as row 0) and the copies' share is taken out; exact to float rounding,
+ * as the rows of a batch are scored independently in evaluation mode. */
+gboolean ks_trainer_metric_sum (KsTrainer *t, const KsFeed *feeds, gsize n_feeds,
+                                KsExpr *metric, gsize rows, double *sum, GError **error);
 
 /* The model's layer list (ksdist segment): the task built with describing on. */
 const KsLayerDesc *ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss);

@@ -266,6 +266,54 @@ ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsEx
   return ks_tensor_to_host (out, values, n * sizeof (float), error);
 }
 
+gboolean
+ks_trainer_metric_sum (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
+                       gsize rows, double *sum, GError **error)
+{
+  gsize batch = t->batch;
+  double all, copies;
+
+  g_return_val_if_fail (rows > 0 && rows <= batch, FALSE);
+  if (rows == batch)
+    {
+      if (!ks_trainer_metric (t, feeds, n_feeds, metric, &all, error))
+        return FALSE;
+      *sum = all * (double) batch;
+      return TRUE;
+    }
+  /* The rows past `rows` become copies of row 0, then every row does: the first run
+   * scores the rows plus batch - rows copies, the second the copies alone. */
+  g_autofree KsFeed *padded = g_new (KsFeed, n_feeds);
+  g_autoptr (GPtrArray) buffers = g_ptr_array_new_with_free_func (g_free);
+  for (gsize f = 0; f < n_feeds; f++)
+    {
+      if (feeds[f].nbytes % batch != 0)
+        return ks_invalid (error, "feed '%s' holds %" G_GSIZE_FORMAT " bytes, not a whole "
+                           "number of the batch's %" G_GSIZE_FORMAT " rows", feeds[f].name,
+                           feeds[f].nbytes, batch);
+      gsize row = feeds[f].nbytes / batch;
+      guint8 *b = g_malloc (feeds[f].nbytes);
+      memcpy (b, feeds[f].data, rows * row);
+      for (gsize r = rows; r < batch; r++)
+        memcpy (b + r * row, feeds[f].data, row);
+      g_ptr_array_add (buffers, b);
+      padded[f] = (KsFeed) { feeds[f].name, b, feeds[f].nbytes };
+    }
+  if (!ks_trainer_metric (t, padded, n_feeds, metric, &all, error))
+    return FALSE;
+  for (gsize f = 0; f < n_feeds; f++)
+    {
+      guint8 *b = g_ptr_array_index (buffers, f);
+      gsize row = feeds[f].nbytes / batch;
+      for (gsize r = 1; r < rows; r++)
+        memcpy (b + r * row, b, row);
+    }
+  if (!ks_trainer_metric (t, padded, n_feeds, metric, &copies, error))
+    return FALSE;
+  *sum = all * (double) batch - copies * (double) (batch - rows);
+  return TRUE;
+}
+
 const KsLayerDesc *
 ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss)
 {
