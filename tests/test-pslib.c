@@ -228,7 +228,7 @@ test_refusals (void)
       "[strategy] mode, a_sync and k_steps choose the transpiler's modes" },
     { ARGS ("train"), { one[0], set_bad, set_ckpt, NULL },
       "keeps its sparse table in memory only" },
-    { ARGS ("train"), { one[0], set_none, NULL }, "has no train/ directory: make the data with" },
+    { ARGS ("train"), { one[0], set_none, NULL }, "none (--set): not found" },
     { ARGS ("train"), { one[0], set_bad, NULL }, "train/part-00000:" },
     { ARGS ("launch", "--servers", "1", "--workers", "1"),
       { "strategy.dense=allreduce", set_model, set_good, NULL },

@@ -73,8 +73,8 @@ ks_config_path_check (const char *group, const char *key, const char *value,
   else
     rule = g_strdup_printf (" (a relative path given by %s is taken from the current "
                             "directory %s)", where, cwd);
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "[%s] %s = %s (%s%s): not found%s",
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "[%s] %s = %s (%s%s): %s%s",
                group, key, shown, from_file ? "in " : "", where,
-               rule);
+               strpbrk (value, "*?[") != NULL ? "matches no file" : "not found", rule);
   return FALSE;
 }
