@@ -295,6 +295,9 @@ test_csv_errors (void)
   csv_bad (dir, "nan.csv", "1,2,0\n3,nan,1\n", NULL, "nan.csv:2:",
            "column 1: 'nan' is not a finite");
   csv_bad (dir, "inf.csv", "x,y\n1e39,1\n", NULL, "inf.csv:2:", "column 'x': '1e39'");
+  /* hexadecimal is text, not 16 (issue 49: it was read as 16) */
+  csv_bad (dir, "hex.csv", "x,y\n1,0\n0x10,1\n", NULL, "hex.csv:3:",
+           "column 'x': '0x10' is not a decimal number (hexadecimal is not read");
   csv_bad (dir, "neg.csv", "x,y\n1,0\n2,-1\n", NULL, "neg.csv:3:",
            "class label '-1' is negative");
   csv_bad (dir, "half.csv", "x,y\n1,0\n2,1.5\n", NULL, "half.csv:3:",
