@@ -70,11 +70,25 @@ split (Reader *r, char *s, GError **error)
     }
 }
 
-/* Whether `s` is a whole number (any of g_ascii_strtod's forms, NaN and infinity too). */
+/* Whether `s` is hexadecimal ("0x10", "-0X1p3"), which g_ascii_strtod would read. */
+static gboolean
+hexadecimal (const char *s)
+{
+  while (g_ascii_isspace (*s))
+    s++;
+  if (*s == '+' || *s == '-')
+    s++;
+  return s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+}
+
+/* Whether `s` is a whole decimal number (g_ascii_strtod's forms but hexadecimal: a
+ * spreadsheet's "0x10" is text, not 16; NaN and infinity are numbers, refused where used). */
 static gboolean
 number (const char *s, double *v)
 {
   char *end;
+  if (hexadecimal (s))
+    return FALSE;
   *v = g_ascii_strtod (s, &end);
   return end != s && *end == 0;
 }
@@ -367,7 +381,10 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
                                               : g_strdup_printf ("%u", i);
               return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": column %s: '%s' is not %s",
                                    path, r.line, column, f,
-                                   number (f, &v) ? "a finite float32 number" : "a number");
+                                   number (f, &v)   ? "a finite float32 number"
+                                   : hexadecimal (f) ? "a decimal number (hexadecimal is not read: "
+                                                       "convert the column)"
+                                                     : "a number");
             }
           push (&xs, (float) v);
         }

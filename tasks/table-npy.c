@@ -36,74 +36,148 @@ npy_clear (Npy *a)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Npy, npy_clear)
 
-/* The header dict is a Python literal; only its three keys' plain forms are read:
- * 'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), */
-static const char *
-skip (const char *s)
+/* The header, read as numpy's read_array_header reads it: a Python literal dict of
+ * exactly the keys 'descr' (a string), 'fortran_order' (True or False) and 'shape' (a
+ * tuple of sizes), in any order, then spaces and one newline. Anything else (another
+ * key, a value that is not such a literal, bytes after the dict) is refused. */
+typedef struct {
+  const char *p; /* the next character */
+  const char *path, *header;
+  GError **error;
+} Header;
+
+static gboolean
+header_bad (Header *r, const char *what)
 {
-  while (*s == ' ' || *s == '\n')
-    s++;
-  return s;
+  g_autofree char *shown = g_strescape (r->header, NULL);
+  return ks_table_bad (r->error, "%s: the header is not the dict numpy writes (%s, at byte %"
+                       G_GSIZE_FORMAT " of \"%s\"): write the file with numpy.save", r->path,
+                       what, (gsize) (r->p - r->header), shown) != NULL;
 }
 
-/* The value after 'key': in the dict `h`, or NULL. */
-static const char *
-value_of (const char *h, const char *key)
+static void
+spaces (Header *r)
 {
-  g_autofree char *k1 = g_strdup_printf ("'%s'", key);
-  const char *s = strstr (h, k1);
-  if (s == NULL)
+  while (*r->p == ' ')
+    r->p++;
+}
+
+/* A quoted string without escapes, copied out. */
+static char *
+header_string (Header *r)
+{
+  char quote = *r->p;
+  if (quote != '\'' && quote != '"')
     return NULL;
-  s = skip (s + strlen (k1));
-  return *s == ':' ? skip (s + 1) : NULL;
+  const char *end = strchr (r->p + 1, quote);
+  if (end == NULL || memchr (r->p + 1, '\\', end - r->p - 1) != NULL)
+    return NULL;
+  char *v = g_strndup (r->p + 1, end - r->p - 1);
+  r->p = end + 1;
+  return v;
+}
+
+static gboolean
+header_shape (Header *r, Npy *a)
+{
+  guint64 d;
+  char *end;
+  if (*r->p != '(')
+    return header_bad (r, "'shape' is not a tuple");
+  r->p++;
+  spaces (r);
+  gboolean comma = FALSE;
+  a->ndim = 0;
+  a->count = 1;
+  while (*r->p != ')')
+    {
+      if (a->ndim == G_N_ELEMENTS (a->shape))
+        return header_bad (r, "a 'shape' of more than 8 sizes");
+      if (!g_ascii_isdigit (*r->p) || (d = g_ascii_strtoull (r->p, &end, 10)) == G_MAXUINT64)
+        return header_bad (r, "a size in 'shape' that is not a whole number");
+      a->shape[a->ndim++] = d;
+      if (d > G_MAXSIZE || !g_size_checked_mul (&a->count, a->count, (gsize) d))
+        return ks_table_bad (r->error, "%s: a 'shape' too large for memory: %s", r->path,
+                             r->header) != NULL;
+      r->p = end;
+      spaces (r);
+      comma = *r->p == ',';
+      if (comma)
+        r->p++, spaces (r);
+      else if (*r->p != ')')
+        return header_bad (r, "'shape' is not a tuple of sizes");
+    }
+  /* (3) is 3, not a tuple: numpy writes (3,) */
+  if (a->ndim == 1 && !comma)
+    return header_bad (r, "a 'shape' of one size without its comma");
+  r->p++;
+  return TRUE;
 }
 
 static gboolean
 parse_header (Npy *a, const char *h, GError **error)
 {
-  const char *v;
-  guint64 d;
-  char *end;
+  Header r = { h, a->path, h, error };
+  gboolean seen[3] = { FALSE, FALSE, FALSE }, fortran = FALSE;
+  g_autofree char *descr = NULL;
 
-  if ((v = value_of (h, "descr")) == NULL || *v != '\'')
-    return ks_table_bad (error, "%s: the header has no 'descr' (the element type): %s",
-                         a->path, h) != NULL;
+  spaces (&r);
+  if (*r.p++ != '{')
+    return (r.p--, header_bad (&r, "no '{'"));
+  for (spaces (&r); *r.p != '}'; spaces (&r))
+    {
+      g_autofree char *key = header_string (&r);
+      static const char *const keys[] = { "descr", "fortran_order", "shape" };
+      guint k = 0;
+      while (key != NULL && k < 3 && strcmp (key, keys[k]) != 0)
+        k++;
+      if (key == NULL || k == 3)
+        return header_bad (&r, "a key other than 'descr', 'fortran_order' and 'shape'");
+      if (seen[k])
+        return header_bad (&r, "a key given twice");
+      seen[k] = TRUE;
+      spaces (&r);
+      if (*r.p != ':')
+        return header_bad (&r, "no ':' after a key");
+      r.p++;
+      spaces (&r);
+      if (k == 0 && (descr = header_string (&r)) == NULL)
+        return header_bad (&r, "'descr' is not a string");
+      if (k == 1)
+        {
+          if (g_str_has_prefix (r.p, "True"))
+            fortran = TRUE, r.p += 4;
+          else if (g_str_has_prefix (r.p, "False"))
+            r.p += 5;
+          else
+            return header_bad (&r, "'fortran_order' is not True or False");
+        }
+      if (k == 2 && !header_shape (&r, a))
+        return FALSE;
+      spaces (&r);
+      if (*r.p == ',')
+        r.p++;
+      else if (*r.p != '}')
+        return header_bad (&r, "no ',' or '}' after a value");
+    }
+  r.p++;
+  spaces (&r);
+  if (r.p[0] != '\n' || r.p[1] != '\0')
+    return header_bad (&r, "bytes after the dict other than spaces and one newline");
+  if (!seen[0] || !seen[1] || !seen[2])
+    return header_bad (&r, !seen[0] ? "no 'descr' (the element type)"
+                           : !seen[1] ? "no 'fortran_order'" : "no 'shape' tuple");
   a->kind = G_N_ELEMENTS (kinds);
   for (guint k = 0; k < G_N_ELEMENTS (kinds); k++)
-    if (strncmp (v + 1, kinds[k].descr, 3) == 0 && v[4] == '\'')
+    if (strcmp (descr, kinds[k].descr) == 0)
       a->kind = k;
   if (a->kind == G_N_ELEMENTS (kinds))
-    {
-      g_autofree char *descr = g_strndup (v, strcspn (v + 1, "'") + 2);
-      return ks_table_bad (error, "%s: element type %s is not one read here (float32, "
-                           "float64, uint8, int32, int64, little endian: '<f4', '<f8', '|u1', "
-                           "'<i4', '<i8')", a->path, descr) != NULL;
-    }
-  if ((v = value_of (h, "fortran_order")) == NULL || !g_str_has_prefix (v, "False"))
+    return ks_table_bad (error, "%s: element type '%s' is not one read here (float32, "
+                         "float64, uint8, int32, int64, little endian: '<f4', '<f8', '|u1', "
+                         "'<i4', '<i8')", a->path, descr) != NULL;
+  if (fortran)
     return ks_table_bad (error, "%s: the array is not in C order ('fortran_order': False "
                          "expected); save it with numpy.ascontiguousarray", a->path) != NULL;
-  if ((v = value_of (h, "shape")) == NULL || *v != '(')
-    return ks_table_bad (error, "%s: the header has no 'shape' tuple: %s", a->path, h) != NULL;
-  v = skip (v + 1);
-  a->ndim = 0;
-  a->count = 1;
-  while (*v != ')')
-    {
-      if (a->ndim == G_N_ELEMENTS (a->shape) || !g_ascii_isdigit (*v)
-          || (d = g_ascii_strtoull (v, &end, 10)) == G_MAXUINT64)
-        return ks_table_bad (error, "%s: a 'shape' that is not a tuple of at most %u sizes: "
-                             "%s", a->path, (guint) G_N_ELEMENTS (a->shape), h) != NULL;
-      a->shape[a->ndim++] = d;
-      if (d > G_MAXSIZE || !g_size_checked_mul (&a->count, a->count, (gsize) d))
-        return ks_table_bad (error, "%s: a 'shape' too large for memory: %s", a->path, h)
-               != NULL;
-      v = skip (end);
-      if (*v == ',')
-        v = skip (v + 1);
-      else if (*v != ')')
-        return ks_table_bad (error, "%s: a 'shape' that is not a tuple of sizes: %s", a->path,
-                             h) != NULL;
-    }
   return TRUE;
 }
 

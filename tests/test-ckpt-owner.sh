@@ -131,4 +131,14 @@ if grep -q "worker 0 could not write the checkpoint of step" logs/workerlog.1; t
   ok "worker 1 says worker 0 could not write it"
 else cp logs/workerlog.1 err; not_ok "worker 1 says worker 0 could not write it"; fi
 
+# A checkpoint past [train] steps: resuming would train nothing (it exited 0, a warning
+# about total steps only): refused, exit 2, naming both numbers.
+"$KSDIST" train "$ex/default.ini" --set train.steps=6 --set optim.warmup=0 \
+  --set train.checkpoint_dir=past --set train.checkpoint_every=6 >/dev/null 2>&1
+"$KSDIST" train "$ex/default.ini" --set train.steps=3 --set optim.warmup=0 \
+  --set train.checkpoint_dir=past --set train.resume=true >err 2>&1
+status=$?
+check "resuming at step 6 with train.steps = 3 is refused" 2 \
+  "checkpoint-6 is at step 6, past \[train\] steps = 3"
+
 tap_done

@@ -160,6 +160,16 @@ ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error)
                                          : g_strdup_printf ("%s/checkpoint-%" G_GINT64_FORMAT,
                                                             dir, status.step);
   compare_config (t, meta, name, status.step);
+  gint64 steps = ks_config_get_int (t->config, "train", "steps");
+  if (status.step > steps)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s is at step %" G_GINT64_FORMAT ", past [train] steps = %" G_GINT64_FORMAT
+                   ": resumed, the run would train nothing; set train.steps above %"
+                   G_GINT64_FORMAT " to train on, or train.start_over=true to start afresh",
+                   name, status.step, steps, status.step);
+      return FALSE;
+    }
   const char *epoch = g_hash_table_lookup (meta, "epoch");
   if (epoch != NULL && strcmp (epoch, "-1") != 0)
     g_message ("resumed from %s at step %" G_GINT64_FORMAT " (epoch %s done)", name,
