@@ -25,6 +25,7 @@ libksdist_la_SOURCES += libksdist/model/model-private.h \
 	libksdist/model/model-ops.c \
 	libksdist/model/model-attention.c \
 	libksdist/model/model-conv.c \
+	libksdist/model/torch-layout.c \
 	libksdist/model/layers.c \
 	libksdist/model/amp.c
 # optim/: optimizers

@@ -37,20 +37,10 @@ def idx(name):
     return torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
 
 
-def to_torch(name, w):
-    """ksdist's export layout -> PyTorch's: conv weights [f, ky*kx*c] -> [f, c, ky, kx];
-    the layer after the flatten reads NHWC's (h, w, c) order, PyTorch's NCHW (c, h, w)."""
-    if name in ("conv1.weight", "conv2.weight"):
-        f, k = w.shape[0], 3 if binary and name == "conv2.weight" else 5
-        return w.reshape(f, k, k, -1).permute(0, 3, 1, 2).contiguous()
-    if name == ("out.weight" if binary else "hidden.weight"):
-        c = 16 if binary else 32
-        return w.reshape(w.shape[0], 7, 7, c).permute(0, 3, 1, 2).reshape(w.shape[0], -1).contiguous()
-    return w
-
-
-w0 = {k: to_torch(k, v) for k, v in safetensors(w0_path).items()}
-w1 = {k: to_torch(k, v) for k, v in safetensors(w1_path).items()}
+# export --torch writes PyTorch's layouts: conv [f, c, ky, kx], the layer after the
+# flatten in NCHW's (c, h, w) order
+w0 = safetensors(w0_path)
+w1 = safetensors(w1_path)
 model = nn.Sequential()
 if binary:  # examples/cnn-binary.ini
     model.add_module("conv1", nn.Conv2d(1, 8, 5, padding=2))

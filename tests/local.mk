@@ -349,6 +349,10 @@ tests/test-own-model.log: examples/own-model$(EXEEXT)
 dist_check_SCRIPTS += tests/test-export-torch.sh
 EXTRA_DIST += tests/torch-load.py tests/lsan.supp tests/tap.sh
 TESTS += tests/test-export-torch.sh
+# A CNN's weights (conv2d, batch_norm, pools, flatten) to PyTorch and back (python3-torch).
+dist_check_SCRIPTS += tests/test-cnn-torch.sh
+EXTRA_DIST += tests/cnn_torch.py
+TESTS += tests/test-cnn-torch.sh
 
 # Limits and bad values: exit statuses, environment typos, long values, BLAS threads.
 dist_check_SCRIPTS += tests/test-limits.sh

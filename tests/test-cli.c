@@ -781,8 +781,10 @@ test_generate_needs_gpt (Fixture *f, gconstpointer data)
   run (f, ARGS ("train", "--set", "train.steps=5", "--set", set_ckpt), NULL);
   g_assert_cmpint (f->status, ==, 0);
   run (f, ARGS ("generate", ckpt, "--prompt", "x"), NULL);
-  assert_error_line (f, 2, "@/mlp/checkpoint-5 is not a checkpoint of a gpt from `ksdist train` "
-                           "(no model.type = gpt and vocabulary in its metadata)");
+  assert_error_line (f, 2, "@/mlp/checkpoint-5 is a model of [model] type = mlp: `ksdist "
+                           "generate` runs only a checkpoint or export of [model] type = gpt "
+                           "trained on [data] task = text (as examples/gpt-words.ini; a layer "
+                           "list cannot be generated from)");
 }
 
 static void

@@ -9,37 +9,51 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-/* `tensors` renamed and transposed as PyTorch has them, written with `meta` to `output`. */
+/* `tensors` renamed and laid out as PyTorch has them (`layouts`: the source's
+ * ks_model_torch_layouts), written with `meta` to `output`. A batch norm's running
+ * statistics come with the num_batches_tracked nn.BatchNorm2d also holds (the source's
+ * step: float32 here, which load_state_dict copies into its int64). */
 static gboolean
 write_torch (const char *output, GPtrArray *tensors, GHashTable *meta, gboolean gpt,
              GError **error)
 {
-  g_autofree KsSafetensor *out = g_new0 (KsSafetensor, tensors->len + 1);
+  const char *layouts = g_hash_table_lookup (meta, KS_TORCH_LAYOUT_KEY);
+  const char *step_text = g_hash_table_lookup (meta, "step");
+  g_autoptr (GArray) out = g_array_new (FALSE, TRUE, sizeof (KsSafetensor));
   g_autoptr (GPtrArray) owned = g_ptr_array_new_with_free_func (g_free);
-
+  float step = step_text != NULL ? (float) g_ascii_strtod (step_text, NULL) : 0;
   for (guint i = 0; i < tensors->len; i++)
     {
       const KsSavedTensor *t = g_ptr_array_index (tensors, i);
       gboolean transpose;
       char *name = ks_torch_name (t->name, gpt, &transpose);
-      const float *data = t->data;
+      KsTorchLayout layout;
+      KsSafetensor st = { name, t->ndim, { 0 }, t->numel, t->data };
 
       g_ptr_array_add (owned, name);
-      transpose = transpose && t->ndim == 2;
-      if (transpose)
+      memcpy (st.shape, t->shape, t->ndim * sizeof (gint64));
+      ks_torch_layout (layouts, t->name, transpose, t->ndim, t->shape, &layout);
+      if (layout.ndim > 0)
         {
-          float *flipped = g_new (float, MAX (t->numel, 1));
-          for (gint64 r = 0; r < t->shape[0]; r++)
-            for (gint64 c = 0; c < t->shape[1]; c++)
-              flipped[c * t->shape[0] + r] = t->data[r * t->shape[1] + c];
-          g_ptr_array_add (owned, flipped);
-          data = flipped;
+          float *turned = g_new (float, MAX (t->numel, 1));
+          ks_torch_permute (&layout, t->data, turned, TRUE);
+          g_ptr_array_add (owned, turned);
+          st.data = turned, st.ndim = layout.ndim;
+          memcpy (st.shape, layout.shape, layout.ndim * sizeof (gint64));
         }
-      out[i] = (KsSafetensor) { name, t->ndim, { 0 }, t->numel, data };
-      for (int d = 0; d < t->ndim; d++)
-        out[i].shape[d] = t->shape[transpose ? 1 - d : d];
+      g_array_append_val (out, st);
+      if (g_str_has_suffix (t->name, ".running_var"))
+        {
+          char *count = g_strdup_printf ("%.*s.num_batches_tracked",
+                                         (int) (strlen (t->name) - strlen (".running_var")),
+                                         t->name);
+          KsSafetensor tracked = { count, 0, { 0 }, 1, &step };
+          g_ptr_array_add (owned, count);
+          g_array_append_val (out, tracked);
+        }
     }
-  return ks_safetensors_write (output, out, tensors->len, meta, FALSE, NULL, error);
+  return ks_safetensors_write (output, (KsSafetensor *) out->data, out->len, meta, FALSE,
+                               NULL, error);
 }
 
 static int

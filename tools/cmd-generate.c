@@ -55,9 +55,20 @@ read_info (const char *path, GptInfo *info, GError **error)
       || (hex = g_hash_table_lookup (meta, "vocab_hex")) == NULL || strlen (hex) % 2 != 0
       || strlen (hex) / 2 > 256 || strlen (hex) == 0)
     {
+      /* the model's type from its metadata, or from the settings a checkpoint keeps */
+      const char *type = g_hash_table_lookup (meta, "model.type");
+      const char *config = g_hash_table_lookup (meta, "config");
+      const char *line = config != NULL ? strstr (config, "model.type = ") : NULL;
+      g_autofree char *from_config = line != NULL
+          ? g_strndup (line + 13, MIN (strcspn (line + 13, "\n"), 64)) : NULL;
+      type = type != NULL ? type : from_config;
       g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
-                   "%s is not a checkpoint of a gpt from `ksdist train` (no model.type = gpt "
-                   "and vocabulary in its metadata)", path);
+                   "%s is %s%.64s%s: `ksdist generate` runs only a checkpoint or export of "
+                   "[model] type = gpt trained on [data] task = text (as "
+                   "examples/gpt-words.ini; a layer list cannot be generated from)", path,
+                   type != NULL ? "a model of [model] type = " : "not a gpt's from `ksdist train`",
+                   type != NULL ? type : "", type != NULL && strcmp (type, "gpt") == 0
+                                              ? " without its vocabulary" : "");
       return FALSE;
     }
   /* a digit that is not hex would shift -1 into a byte */

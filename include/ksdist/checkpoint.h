@@ -153,10 +153,31 @@ GPtrArray *ks_safetensors_read (const char *path, GError **error);
  * transformer.h.0.attn.c_attn.weight, lm_head); *transpose when it is a matmul's [in, out]
  * weight, which nn.Linear holds as [out, in]. What `ksdist export --torch` writes. */
 char *ks_torch_name (const char *name, gboolean gpt, gboolean *transpose);
+/* The metadata key of a checkpoint's or export's ks_model_torch_layouts. */
+#define KS_TORCH_LAYOUT_KEY "torch_layout"
+/* The parameters of `model` that PyTorch orders otherwise (a conv2d's kernel, the linear
+ * layer after a flatten of images): one line each, "NAME A B C NDIM" for a weight of
+ * [A * B * C, out] in ksdist's (A, B, C) order that PyTorch holds as [out, C, A, B]
+ * (NDIM 4) or [out, C * A * B] (NDIM 2). A new string. */
+char *ks_model_torch_layouts (KsModel *model);
+/* How the ksdist weight `name` of `ndim` dimensions, `shape`, is laid out in PyTorch,
+ * from `layouts` (ks_model_torch_layouts' text, may be NULL) and whether it is
+ * transposed (ks_torch_name): torch_shape and its dimension count, and what
+ * ks_torch_permute needs. */
+typedef struct {
+  gint64 a, b, c, out; /* ksdist's [a * b * c, out] in (a, b, c) order */
+  int ndim;            /* PyTorch's: 0 when it is ksdist's own layout */
+  gint64 shape[KS_TENSOR_MAX_DIMS];
+} KsTorchLayout;
+void ks_torch_layout (const char *layouts, const char *name, gboolean transpose, int ndim,
+                      const gint64 *shape, KsTorchLayout *out);
+/* `n` floats from ksdist's layout to PyTorch's (to_torch) or back, into `dst`. */
+void ks_torch_permute (const KsTorchLayout *layout, const float *src, float *dst,
+                       gboolean to_torch);
 /* Sets every parameter of an initialised `model` from `tensors` (KsSavedTensor, read from
- * `file`): each found under its own name and layout, or under ks_torch_name's with a 2-d
- * weight transposed back. A parameter with no tensor, or one of another shape, is an
- * error naming both, found before any parameter changes. The names of the tensors used
+ * `file`): each found under its own name and layout, or under ks_torch_name's in
+ * PyTorch's layout (ks_torch_layout of the model's ks_model_torch_layouts) turned back.
+ * A parameter with no tensor, or one of another shape, is an error naming both, found before any parameter changes. The names of the tensors used
  * are added to `used` (may be NULL), so a caller can refuse those left over. */
 gboolean ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file,
                                 gboolean gpt, GHashTable *used, GError **error);

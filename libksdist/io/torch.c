@@ -4,6 +4,7 @@
 #include "ks-private.h"
 #include "checkpoint-private.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define corrupt ks_checkpoint_corrupt
@@ -76,6 +77,50 @@ ks_torch_name (const char *name, gboolean gpt, gboolean *transpose)
   return g_strconcat ("transformer.", base, suffix, NULL);
 }
 
+void
+ks_torch_layout (const char *layouts, const char *name, gboolean transpose, int ndim,
+                 const gint64 *shape, KsTorchLayout *out)
+{
+  *out = (KsTorchLayout) { 0 };
+  if (ndim != 2 || !transpose)
+    return;
+  *out = (KsTorchLayout) { 1, 1, shape[0], shape[1], 2, { shape[1], shape[0] } };
+  gsize len = strlen (name);
+  for (const char *line = layouts; line != NULL && *line != '\0';
+       line = strchr (line, '\n') != NULL ? strchr (line, '\n') + 1 : NULL)
+    {
+      gint64 a, b, c;
+      int torch_ndim;
+      if (strncmp (line, name, len) != 0 || line[len] != ' '
+          || sscanf (line + len, " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
+                     " %d", &a, &b, &c, &torch_ndim) != 4
+          || a < 1 || b < 1 || c < 1 || a * b * c != shape[0])
+        continue;
+      out->a = a, out->b = b, out->c = c;
+      if (torch_ndim == 4)
+        *out = (KsTorchLayout) { a, b, c, shape[1], 4, { shape[1], c, a, b } };
+      return;
+    }
+}
+
+void
+ks_torch_permute (const KsTorchLayout *l, const float *src, float *dst, gboolean to_torch)
+{
+  /* ksdist's row (ia * b + ib) * c + ic of column o is PyTorch's o, (ic * a + ia) * b + ib */
+  gint64 rows = l->a * l->b * l->c;
+  for (gint64 ia = 0; ia < l->a; ia++)
+    for (gint64 ib = 0; ib < l->b; ib++)
+      for (gint64 ic = 0; ic < l->c; ic++)
+        {
+          gint64 ks = (ia * l->b + ib) * l->c + ic, pt = (ic * l->a + ia) * l->b + ib;
+          for (gint64 o = 0; o < l->out; o++)
+            if (to_torch)
+              dst[o * rows + pt] = src[ks * l->out + o];
+            else
+              dst[ks * l->out + o] = src[o * rows + pt];
+        }
+}
+
 static const KsSavedTensor *
 find_tensor (GPtrArray *tensors, const char *name)
 {
@@ -103,29 +148,32 @@ ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file, gbo
   KsArena *params = ks_model_parameters (model);
   gsize n = ks_arena_count (params);
   g_autofree const KsSavedTensor **from = g_new0 (const KsSavedTensor *, n);
-  g_autofree gboolean *flip = g_new0 (gboolean, n);
+  g_autofree KsTorchLayout *layout = g_new0 (KsTorchLayout, n);
+  g_autofree char *layouts = ks_model_torch_layouts (model);
 
   /* every tensor found and checked before any parameter changes */
   for (gsize i = 0; i < n; i++)
     {
       const char *name;
+      gboolean transpose;
       const KsTensor *p = ks_arena_tensor_at (params, i, &name, NULL);
-      g_autofree char *torch = ks_torch_name (name, gpt, &flip[i]);
-      flip[i] = flip[i] && p->ndim == 2;
-      if ((from[i] = find_tensor (tensors, name)) != NULL)
-        flip[i] = FALSE; /* ksdist's own layout */
-      else if ((from[i] = find_tensor (tensors, torch)) == NULL)
+      g_autofree char *torch = ks_torch_name (name, gpt, &transpose);
+      const gint64 *want = p->shape;
+      int want_ndim = p->ndim;
+      if ((from[i] = find_tensor (tensors, name)) == NULL
+          && (from[i] = find_tensor (tensors, torch)) == NULL)
         return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
                         "holds no tensor '%s' (nor '%s', as PyTorch names it) for the "
                         "parameter %s of this model", name, torch, name);
-      gint64 want[KS_TENSOR_MAX_DIMS];
-      for (int d = 0; d < p->ndim; d++)
-        want[d] = p->shape[flip[i] ? 1 - d : d];
-      if (from[i]->ndim != p->ndim
-          || memcmp (from[i]->shape, want, p->ndim * sizeof (gint64)) != 0)
+      if (from[i] != find_tensor (tensors, name)) /* PyTorch's layout */
+        ks_torch_layout (layouts, name, transpose, p->ndim, p->shape, &layout[i]);
+      if (layout[i].ndim > 0)
+        want = layout[i].shape, want_ndim = layout[i].ndim;
+      if (from[i]->ndim != want_ndim
+          || memcmp (from[i]->shape, want, want_ndim * sizeof (gint64)) != 0)
         {
           g_autofree char *have = shape_text (from[i]->ndim, from[i]->shape);
-          g_autofree char *need = shape_text (p->ndim, want);
+          g_autofree char *need = shape_text (want_ndim, want);
           return corrupt (error, KS_CHECKPOINT_ERROR_MISMATCH, file,
                           "tensor '%s' is %s, but the parameter %s needs %s", from[i]->name,
                           have, name, need);
@@ -134,16 +182,13 @@ ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file, gbo
   for (gsize i = 0; i < n; i++)
     {
       const KsTensor *p = ks_arena_tensor_at (params, i, NULL, NULL);
-      g_autofree float *flipped = NULL;
+      g_autofree float *turned = NULL;
       const float *data = from[i]->data;
-      if (flip[i])
+      if (layout[i].ndim > 0)
         {
-          gint64 rows = from[i]->shape[0], cols = from[i]->shape[1];
-          flipped = g_new (float, MAX (from[i]->numel, 1));
-          for (gint64 r = 0; r < rows; r++)
-            for (gint64 c = 0; c < cols; c++)
-              flipped[c * rows + r] = data[r * cols + c];
-          data = flipped;
+          turned = g_new (float, MAX (from[i]->numel, 1));
+          ks_torch_permute (&layout[i], data, turned, FALSE);
+          data = turned;
         }
       if (!ks_tensor_from_host ((KsTensor *) p, data, ks_tensor_nbytes (p), error))
         return FALSE;

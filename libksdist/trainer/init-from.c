@@ -8,19 +8,37 @@
 
 #include <string.h>
 
-/* The names of every parameter of the whole model: the layer list built on a model of
- * no device (a pipeline stage holds only its part), else the model's own. */
+/* The whole model's graph: the layer list built on a model of no device (a pipeline
+ * stage holds only its part), else NULL for the trainer's own model. */
+static gboolean
+whole_model (KsTrainer *t, KsModel **whole, GError **error)
+{
+  KsExpr *logits;
+  *whole = NULL;
+  if (t->layers == NULL)
+    return TRUE;
+  *whole = ks_model_new (NULL);
+  return ks_layers_build (*whole, t->layers, t->n_layers, &logits, error)
+         && t->loss_layer->build (*whole, logits, t->loss_layer->args, error) != NULL;
+}
+
+/* The names of every parameter of the whole model. */
 static char **
 whole_model_names (KsTrainer *t, GError **error)
 {
-  if (t->layers == NULL)
-    return ks_model_parameter_names (t->model);
-  g_autoptr (KsModel) whole = ks_model_new (NULL);
-  KsExpr *logits;
-  if (!ks_layers_build (whole, t->layers, t->n_layers, &logits, error)
-      || t->loss_layer->build (whole, logits, t->loss_layer->args, error) == NULL)
+  g_autoptr (KsModel) whole = NULL;
+  if (!whole_model (t, &whole, error))
     return NULL;
-  return ks_model_parameter_names (whole);
+  return ks_model_parameter_names (whole != NULL ? whole : t->model);
+}
+
+char *
+ks_trainer_torch_layouts (KsTrainer *t)
+{
+  g_autoptr (KsModel) whole = NULL;
+  if (!whole_model (t, &whole, NULL))
+    return g_strdup ("");
+  return ks_model_torch_layouts (whole != NULL ? whole : t->model);
 }
 
 /* Whether the file's tensor `name` is one of `names` under its own or PyTorch's name. */

@@ -50,6 +50,7 @@ ks_trainer_save (KsTrainer *t, const char *dir, gint64 step, guint keep, GError 
   if (t->task->metadata != NULL)
     t->task->metadata (t, meta);
   g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t));
+  g_hash_table_insert (meta, g_strdup (KS_TORCH_LAYOUT_KEY), ks_trainer_torch_layouts (t));
   if (t->algorithm != NULL)
     return ks_algorithm_save_check_point (t->algorithm, t->model, t->optimizer, dir, &status,
                                           meta, keep, error);
@@ -197,6 +198,7 @@ ks_trainer_export (KsTrainer *t, const char *export_dir, GError **error)
   if (t->task->metadata != NULL)
     t->task->metadata (t, meta);
   g_hash_table_insert (meta, g_strdup ("config"), trajectory_config (t));
+  g_hash_table_insert (meta, g_strdup (KS_TORCH_LAYOUT_KEY), ks_trainer_torch_layouts (t));
   if (!ks_expr_rename (t->logits, "logits", error)
       || !ks_save_inference_model_with_metadata (export_dir, t->model, t->inputs, &t->logits,
                                                  1, meta, error))

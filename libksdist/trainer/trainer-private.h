@@ -152,6 +152,8 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (KsMeeting, ks_trainer_meeting_clear)
 gboolean ks_trainer_pipeline_check (const KsConfig *c, GError **error);
 /* init-from.c: [model] init_from's weights into the model just built. */
 gboolean ks_trainer_init_from (KsTrainer *t, GError **error);
+/* ks_model_torch_layouts of the whole model, for checkpoints and exports. */
+char *ks_trainer_torch_layouts (KsTrainer *t);
 gboolean ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n,
                                  const KsLayerDesc *loss, const KsLayerDesc *metric,
                                  GError **error);
