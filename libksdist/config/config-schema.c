@@ -256,9 +256,10 @@ static const KsKeyDesc core_schema[] = {
   { "strategy", "max_merge_var_num", KS_VALUE_INT, "20", 1, 1e6, NULL,
     "Async: queued gradients averaged into one push" },
   { "strategy", "max_update_norm", KS_VALUE_DOUBLE, "10", 0, 1e12, NULL,
-    "A parameter server refuses a dense push (a gradient, or a GEO delta) whose L2 norm is "
-    "above this times the norm of its parameters (at least the square root of their "
-    "count), naming the worker; 0: no bound" },
+    "GEO: a parameter server refuses a delta (added to its parameters as it is) whose L2 "
+    "norm is above this times the norm of its parameters (at least the square root of "
+    "their count), naming the worker; 0: no bound. Gradients are not bounded: the "
+    "optimizer scales them" },
   /* [layer.NAME]: one group per layer of a [model] type = layers network */
   { "layer.*", "type", KS_VALUE_CHOICE, "linear", 1, 0,
     "linear|conv2d|max_pool|avg_pool|batch_norm|layer_norm|dropout|flatten|activation|"
