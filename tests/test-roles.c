@@ -155,7 +155,8 @@ test_env (void)
 }
 
 /* Under srun with [roles] servers = S the last S tasks serve, each on its node (block
- * distribution) at the store's port (15000 + the job id's last digits) + 1 + its index. */
+ * distribution) at the store's port (15000 + 16 x the job id's last three digits) + 1 + its
+ * index. */
 static void
 test_env_slurm_servers (void)
 {
@@ -184,9 +185,9 @@ test_env_slurm_servers (void)
   g_assert_cmpint (ks_role_maker_worker_num (s), ==, 1);
   g_assert_cmpint (ks_role_maker_global_rank (s), ==, 3);
   const char *const *eps = ks_role_maker_pserver_endpoints (s);
-  g_assert_cmpstr (eps[0], ==, "127.0.0.1:15043");
-  g_assert_cmpstr (eps[1], ==, "127.0.0.2:15044");
-  g_assert_cmpstr (eps[2], ==, "127.0.0.2:15045");
+  g_assert_cmpstr (eps[0], ==, "127.0.0.1:15673");
+  g_assert_cmpstr (eps[1], ==, "127.0.0.2:15674");
+  g_assert_cmpstr (eps[2], ==, "127.0.0.2:15675");
   g_assert_null (eps[3]);
   g_autoptr (KsRoleMaker) w = make ("env", worker, three, &error);
   g_assert_no_error (error);
@@ -198,6 +199,12 @@ test_env_slurm_servers (void)
   assert_fails ("env", mpi, three, "[roles] servers = 3 places servers among srun's tasks, "
                                    "but this process was started by OMPI_COMM_WORLD_RANK's");
   assert_fails ("env", elsewhere, three, "task 0 runs on 127.0.0.2, not on 127.0.0.1");
+  /* a job's 16 ports: its store's and 15 servers' */
+  const char *sixteen[] = { "roles.servers=16", NULL };
+  assert_fails ("env", server, sixteen, "so at most 15 servers");
+  /* elsewhere the key would be ignored: refused */
+  assert_fails ("user", NULL, three, "[roles] servers = 3 places servers among srun's tasks, "
+                                     "but this process's roles come from the [roles] settings");
   assert_fails ("env", short_list, three, "SLURM_STEP_TASKS_PER_NODE = '3' on the nodes "
                                           "127.0.0.1 gives 3 tasks, but SLURM_NTASKS = 4");
 }

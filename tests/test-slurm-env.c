@@ -105,21 +105,23 @@ test_meeting (void)
   g_assert_null (connect);
   g_assert_false (ks_slurm_sizes (&local, &world));
 
-  /* the step's list wins over the job's; 15000 + the job id's last four digits */
+  /* the step's list wins over the job's; 15000 + 16 x the job id's last three digits */
   set_env ((const char *[]) { "SLURM_JOB_ID=1234567", "SLURM_PROCID=0", "SLURM_NTASKS=5",
                               "SLURM_NODEID=1", "SLURMD_NODENAME=n2",
                               "SLURM_JOB_NODELIST=n[0-3]", "SLURM_STEP_NODELIST=n[2-3]",
                               "SLURM_STEP_TASKS_PER_NODE=2,3", "SLURM_TASKS_PER_NODE=1(x4)",
                               NULL });
   g_assert_true (ks_slurm_meeting (&connect, &listen, &nodes, NULL));
-  g_assert_cmpstr (connect, ==, "n2:19567");
-  g_assert_cmpstr (listen, ==, "0.0.0.0:19567");
+  g_assert_cmpstr (connect, ==, "n2:24072");
+  g_assert_cmpstr (listen, ==, "0.0.0.0:24072");
   g_assert_cmpint (nodes, ==, 2);
   g_assert_true (ks_slurm_sizes (&local, &world));
   g_assert_cmpint (local, ==, 3);
   g_assert_cmpint (world, ==, 5);
   g_assert_true (ks_slurm_port ("42", &port, NULL));
-  g_assert_cmpint (port, ==, 15042);
+  g_assert_cmpint (port, ==, 15672); /* 15000 + 16 x 42 */
+  g_assert_true (ks_slurm_port ("43", &port, NULL));
+  g_assert_cmpint (port, ==, 15688); /* the next job: past job 42's 15 server ports */
 
   /* task 0 elsewhere than the first node: no one would find its store */
   g_setenv ("SLURMD_NODENAME", "n3", TRUE);

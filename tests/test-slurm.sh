@@ -24,6 +24,10 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
+# dash runs no EXIT trap on a signal: a timeout or ^C must still stop the daemons
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
 
 skip() { echo "1..0 # SKIP $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "not root: slurmd and network namespaces need root"
@@ -71,8 +75,13 @@ SelectType=select/linear
 NodeName=$name-host[0-$((nodes - 1))] NodeAddr=$net.[1-$nodes] CPUs=1 State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
-# this machine mounts cgroup v1 beside a v2 tree: slurmd's autodetection refuses hybrids
-echo "CgroupPlugin=cgroup/v1" >"$dir/cgroup.conf"
+# a machine that mounts cgroup v1 beside a v2 tree: slurmd's autodetection refuses
+# hybrids, so v1 is named; on a v2-only machine autodetection finds it
+if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; then
+  : >"$dir/cgroup.conf"
+else
+  echo "CgroupPlugin=cgroup/v1" >"$dir/cgroup.conf"
+fi
 mkdir -p "$dir/state"
 # Each host resolves the others' names (a private /etc/hosts in its mount namespace).
 {
@@ -170,6 +179,10 @@ done
 echo "ok 2 - sbatch -N $nodes: srun ksdist train ends as ksdist launch -n $nodes ($want, parameters bitwise equal)"
 
 # Parameter servers: the same srun line, the config says how many tasks serve.
+if [ ! -e "$KS_BUILD_PLUGINS/transpiler/.libs/transpiler.so" ]; then
+  echo "ok 3 # SKIP the transpiler plugin is not built (ZeroMQ)"
+  exit 0
+fi
 cat >"$dir/ps.ini" <<EOF
 [job]
 mode = transpiler
@@ -196,7 +209,7 @@ threads = 1
 [log]
 level = warning
 EOF
-timeout 120 "$KSDIST" launch --servers 2 --workers 2 "$dir/ps.ini" >"$dir/ps-launch.log" 2>&1 \
+timeout 120 "$KSDIST" launch --servers 2 --workers 2 "$dir/ps.ini" --set roles.servers=0 >"$dir/ps-launch.log" 2>&1 \
   || fail 3 "ksdist launch --servers 2 --workers 2" "$(tail -n 20 "$dir/ps-launch.log")"
 want=$(sed -n 's/^\[rank 0\] \(eval .*\)/\1/p' "$dir/ps-launch.log")
 sed "s|slurm.ini|ps.ini|" "$dir/job.sh" >"$dir/ps.sh"

@@ -115,7 +115,7 @@ cmd_up() {
     die "up: could not make cluster '$name': $(head -n 1 "$root/.up-$name.err" 2>/dev/null)"
   fi
   rm -f "$root/.up-$name.err"
-  echo "cluster '$name': $n hosts $(ns 0)..$((n - 1)) at $(addr 0)..$((n)) on bridge ksbr$index (10.213.$index.254/24), links ${rate:-not shaped}"
+  echo "cluster '$name': $n hosts $(ns 0)..$((n - 1)) at $(addr 0) to $(addr $((n - 1))) on bridge ksbr$index (10.213.$index.254/24), links ${rate:-not shaped}"
 }
 
 make_hosts() {

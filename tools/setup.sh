@@ -16,7 +16,7 @@ case "${1:-}" in
 esac
 
 # Build tools and libraries; CUDA and NCCL come from /usr/local/cuda when present.
-packages="build-essential autoconf automake libtool pkgconf libglib2.0-dev libjson-glib-dev libopenblas-dev libopenblas-openmp-dev libgloo-dev libzmq3-dev librsvg2-dev libgdk-pixbuf-2.0-dev libfreetype-dev libfontconfig-dev fonts-noto-core wamerican iproute2 zlib1g-dev slurm-wlm munge"
+packages="build-essential autoconf automake libtool pkgconf libglib2.0-dev libjson-glib-dev libopenblas-dev libopenblas-openmp-dev libgloo-dev libzmq3-dev librsvg2-dev libgdk-pixbuf-2.0-dev libfreetype-dev libfontconfig-dev fonts-noto-core wamerican iproute2 iputils-ping procps zlib1g-dev slurm-wlm munge"
 missing=
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -179,24 +179,27 @@ ks_slurm_port (const char *job_id, int *port, GError **error)
       SLURM_ERROR (error, "SLURM_JOB_ID = '%s' is not a number", job_id);
       return FALSE;
     }
-  *port = 15000 + (int) (id % 10000);
+  *port = 15000 + (int) (id % 1000) * KS_SLURM_PORTS_PER_JOB;
   return TRUE;
 }
 
+/* The value of `a`, or when it is unset or empty of `b`; *which names the one taken. */
 static const char *
-first_set (const char *a, const char *b)
+first_set (const char *a, const char *b, const char **which)
 {
   const char *v = g_getenv (a);
-  return v != NULL && *v != '\0' ? v : g_getenv (b);
+  gboolean first = v != NULL && *v != '\0';
+  if (which != NULL)
+    *which = first ? a : b;
+  return first ? v : g_getenv (b);
 }
 
 gboolean
 ks_slurm_meeting (char **connect, char **listen, int *nodes, GError **error)
 {
   const char *job_id = g_getenv ("SLURM_JOB_ID");
-  const char *list = first_set ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST");
-  const char *what = g_getenv ("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
-                                                       : "SLURM_JOB_NODELIST";
+  const char *what;
+  const char *list = first_set ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", &what);
   const char *me = g_getenv ("SLURMD_NODENAME"), *procid = g_getenv ("SLURM_PROCID");
   int port;
 
@@ -231,7 +234,7 @@ ks_slurm_meeting (char **connect, char **listen, int *nodes, GError **error)
 gboolean
 ks_slurm_sizes (int *local, int *world)
 {
-  const char *spec = first_set ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE");
+  const char *spec = first_set ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", NULL);
   const char *node = g_getenv ("SLURM_NODEID"), *ntasks = g_getenv ("SLURM_NTASKS");
   guint64 n, w;
 
@@ -251,8 +254,9 @@ ks_slurm_token (void)
 char **
 ks_slurm_task_hosts (GError **error)
 {
-  const char *list = first_set ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST");
-  const char *spec = first_set ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE");
+  const char *what;
+  const char *list = first_set ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", &what);
+  const char *spec = first_set ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", NULL);
   const char *ntasks = g_getenv ("SLURM_NTASKS");
   g_autoptr (GPtrArray) tasks = g_ptr_array_new_with_free_func (g_free);
   g_auto (GStrv) hosts = NULL;
@@ -265,7 +269,7 @@ ks_slurm_task_hosts (GError **error)
                           "SLURM_NTASKS are missing or not numbers: start the job with srun");
       return NULL;
     }
-  if ((hosts = ks_slurm_hostlist_expand (list, "SLURM_STEP_NODELIST", error)) == NULL)
+  if ((hosts = ks_slurm_hostlist_expand (list, what, error)) == NULL)
     return NULL;
   for (int j = 0; hosts[j] != NULL && tasks->len <= n; j++)
     {

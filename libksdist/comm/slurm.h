@@ -17,8 +17,10 @@ char **ks_slurm_hostlist_expand (const char *list, const char *what, GError **er
 gboolean ks_slurm_tasks_on_node (const char *spec, const char *what, int node, int *tasks,
                                  GError **error);
 
-/* The port the job's store listens on, from SLURM_JOB_ID: 15000 + its last four digits
- * (PyTorch Lightning's rule, so every task computes the same without talking). */
+/* The ports of a job: its store's, from SLURM_JOB_ID, 15000 + 16 x its last three digits
+ * (every task computes the same without talking, as Lightning's rule does), and the 15
+ * after it for its parameter servers, so that jobs of consecutive ids never share one. */
+#define KS_SLURM_PORTS_PER_JOB 16
 gboolean ks_slurm_port (const char *job_id, int *port, GError **error);
 
 /* Under srun (SLURM_JOB_ID and SLURM_PROCID set): where the step meets. *connect is

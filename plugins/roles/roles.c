@@ -174,12 +174,29 @@ paddlecloud_collective (Roles *r, GError **error)
   return TRUE;
 }
 
+/* [roles] servers places servers among srun's tasks only: set elsewhere it would be
+ * ignored (a setting is never silently ignored). */
+static gboolean
+no_servers_key (Roles *r, GError **error)
+{
+  gint64 servers = ks_settings_get_int (r->settings, "servers");
+  if (servers == 0)
+    return TRUE;
+  ROLE_ERROR (error, "[roles] servers = %" G_GINT64_FORMAT " places servers among srun's "
+                     "tasks, but this process's roles come from the %s: remove it (ksdist "
+                     "launch --servers S starts servers), or run under srun", servers,
+              r->source);
+  return FALSE;
+}
+
 static gboolean
 paddlecloud_generate (void *p, GError **error)
 {
   Roles *r = p;
   const char *role = g_getenv ("TRAINING_ROLE");
   r->source = "PaddleCloud environment";
+  if (!no_servers_key (r, error))
+    return FALSE;
   return role != NULL && *role != '\0' ? paddlecloud_ps (r, role, error)
                                        : paddlecloud_collective (r, error);
 }
@@ -199,12 +216,14 @@ static gboolean
 user_generate (void *p, GError **error)
 {
   Roles *r = p;
+  r->source = "[roles] settings";
+  if (!no_servers_key (r, error))
+    return FALSE;
   const char *role = ks_settings_get_string (r->settings, "role");
   const char *servers = ks_settings_get_string (r->settings, "server_endpoints");
   const char *workers = ks_settings_get_string (r->settings, "worker_endpoints");
   gint64 id = ks_settings_get_int (r->settings, "current_id");
 
-  r->source = "[roles] settings";
   r->role = strcmp (role, "server") == 0 ? KS_ROLE_SERVER : KS_ROLE_WORKER;
   r->worker_num = (int) ks_settings_get_int (r->settings, "worker_num");
   if (*servers != '\0'
@@ -306,6 +325,13 @@ env_slurm_servers (Roles *r, int servers, GError **error)
                          "process was started by %s's launcher: start parameter servers with "
                          "`ksdist launch --servers`, or run under srun",
                   servers, r->source);
+      return FALSE;
+    }
+  if (servers >= KS_SLURM_PORTS_PER_JOB)
+    {
+      ROLE_ERROR (error, "[roles] servers = %d: under srun a job has %d ports for its "
+                         "servers (after its store's), so at most %d servers",
+                  servers, KS_SLURM_PORTS_PER_JOB - 1, KS_SLURM_PORTS_PER_JOB - 1);
       return FALSE;
     }
   if (servers >= tasks)
