@@ -220,6 +220,13 @@ check_PROGRAMS += tests/test-comm
 tests_test_comm_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-comm
 
+# What the Gloo plugin's `auto` takes for a message size, on one host or across hosts.
+check_PROGRAMS += tests/test-gloo-choose
+tests_test_gloo_choose_SOURCES = tests/test-gloo-choose.c plugins/gloo/choose.c plugins/gloo/choose.h
+tests_test_gloo_choose_CFLAGS = $(AM_CFLAGS) # its own objects: the plugin builds choose.c with libtool
+tests_test_gloo_choose_LDADD = $(GLIB_LIBS)
+TESTS += tests/test-gloo-choose
+
 # The process's watch of its own gaps (away.h), with a child that stops itself.
 check_PROGRAMS += tests/test-away
 tests_test_away_LDADD = $(KS_TEST_LDADD)

@@ -12,6 +12,8 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
+#include "choose.h"
+
 #include <gloo/algorithm.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -135,6 +137,7 @@ struct Gloo {
   std::map<std::string, std::unique_ptr<Entry>> cache;
   std::string group; /* store prefix of this communicator */
   int rank = 0, size = 1, timeout_ms = 0;
+  bool several_hosts = false; /* some member runs on another host than this rank */
   std::map<std::string, int> subgroups; /* a rank list -> how many groups of it were made */
   guint32 next_tag = 0; /* of allgather(v), the same sequence on every rank */
 };
@@ -213,15 +216,30 @@ gloo_destroy (void *p)
  * Gloo's own connect (which would only time out on the first one it waits for). Each
  * rank's key is waited for with the time left, in the store (one query a look, on the
  * store's one connection); a store that fails says so at once. */
+/* This host, as the shm plugin tells hosts apart: the boot id tells hosts of one name
+ * apart, the name (a UTS namespace) the hosts of tools/cluster.sh that share a kernel. */
+std::string
+host_id ()
+{
+  g_autofree char *boot = NULL;
+  g_file_get_contents ("/proc/sys/kernel/random/boot_id", &boot, NULL, NULL);
+  return format ("%s %s", g_get_host_name (), boot != NULL ? g_strstrip (boot) : "");
+}
+
+/* Each rank says it is here with its host, so that `auto` knows whether the members
+ * span several hosts (no further round trip). */
 void
 arrive (Gloo *g)
 {
   const KsStoreOps *ops = g->store->ops;
   std::string here = g->group + "/arrived/";
+  std::string host = host_id ();
   gint64 deadline = g_get_monotonic_time () + (gint64) g->timeout_ms * 1000;
   GError *e = NULL;
 
-  if (!ops->set (g->store->ctx, (here + std::to_string (g->rank)).c_str (), "1", 1, &e))
+  g->several_hosts = false;
+  if (!ops->set (g->store->ctx, (here + std::to_string (g->rank)).c_str (), host.data (),
+                 host.size (), &e))
     throw_gerror (e);
   for (int r = 0; r < g->size; r++)
     {
@@ -232,6 +250,8 @@ arrive (Gloo *g)
         continue;
       if (ops->get (g->store->ctx, (here + std::to_string (r)).c_str (), left, &data, &len, &e))
         {
+          if (host != std::string ((const char *) data, len))
+            g->several_hosts = true;
           g_free (data);
           continue;
         }
@@ -323,17 +343,13 @@ reduction (KsReduceOp op)
     }
 }
 
-/* The algorithm for a message: the configured one, or for "auto" the ring below
- * auto_small_bytes (lowest latency) and halving-doubling above (best bandwidth). The
- * default 1 MiB is where halving-doubling overtook the ring for 2 ranks here (best of 3
- * runs of `ksdist bench allreduce --set gloo.algorithm=X`: 256 KiB ring 282 us, HD
- * 347 us; 1 MiB ring 1232 us, HD 986 us). */
+/* The algorithm for a message: the configured one, or what `auto` takes for its size
+ * and whether the members span hosts (choose.c says why). */
 std::string
 choose (Gloo *g, gsize bytes)
 {
-  if (g->settings.algorithm != "auto")
-    return g->settings.algorithm;
-  return (gint64) bytes < g->settings.auto_small_bytes ? "ring" : "halving_doubling";
+  return ks_gloo_choose (g->settings.algorithm.c_str (), g->settings.auto_small_bytes,
+                         g->several_hosts, bytes);
 }
 
 template <typename T>
@@ -762,9 +778,9 @@ const KsImplDesc gloo_impls[] = {
 const KsKeyDesc gloo_settings[] = {
   { NULL, "algorithm", KS_VALUE_CHOICE, "auto", 1, 0,
     "auto|ring|ring_chunked|halving_doubling|bcube|unbound",
-    "Allreduce algorithm; auto picks by message size" },
+    "Allreduce algorithm; auto picks by message size and whether the ranks span hosts" },
   { NULL, "auto_small_bytes", KS_VALUE_INT, "1048576", 0, 1e12, NULL,
-    "auto: messages below this many bytes use the ring, larger ones halving-doubling" },
+    "auto: messages below this many bytes use the ring, larger ones halving-doubling on one host, ring_chunked across hosts" },
   { NULL, "hostname", KS_VALUE_STRING, "127.0.0.1", 0, 0, NULL,
     "Address this rank listens on; 127.0.0.1 keeps a one-machine job off the network" },
   { NULL, "iface", KS_VALUE_STRING, "", 0, 0, NULL,
