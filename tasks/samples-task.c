@@ -293,6 +293,15 @@ samples_metadata (KsTrainer *t, GHashTable *meta)
   if (s->train.class_names != NULL)
     g_hash_table_insert (meta, g_strdup ("data.classes"),
                          g_strjoinv ("\n", s->train.class_names));
+  /* a row's shape ("28,28,1": an image's height, width, channels), so ksdist infer
+   * decodes images as training did; a CSV header's names, so it knows its columns */
+  GString *shape = g_string_new (NULL);
+  for (int i = 0; i < s->train.ndim; i++)
+    g_string_append_printf (shape, "%s%" G_GINT64_FORMAT, i ? "," : "", s->train.shape[i]);
+  g_hash_table_insert (meta, g_strdup ("data.shape"), g_string_free (shape, FALSE));
+  char *const *names = sample_set_feature_names (&s->train);
+  if (names != NULL)
+    g_hash_table_insert (meta, g_strdup ("data.features"), g_strjoinv ("\n", (char **) names));
   if (s->train.mean == NULL)
     return;
   GString *mean = g_string_new (NULL), *std = g_string_new (NULL);

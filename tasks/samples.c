@@ -641,6 +641,14 @@ sample_set_load (SampleSet *train, SampleSet *eval, const KsConfig *c, gboolean 
   return TRUE;
 }
 
+char *const *
+sample_set_feature_names (const SampleSet *s)
+{
+  if (s->files == NULL || s->files->files->len == 0)
+    return NULL;
+  return ((KsRows *) s->files->files->pdata[0])->table->feature_names;
+}
+
 void
 sample_set_clear (SampleSet *s)
 {

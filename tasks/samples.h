@@ -47,6 +47,8 @@ gboolean sample_set_load (SampleSet *train, SampleSet *eval, const KsConfig *con
  * label into y (y_bytes) unless NULL. */
 void sample_set_row (const SampleSet *set, gsize i, guint8 *x, guint8 *y);
 void sample_set_clear (SampleSet *set);
+/* The features' names of the set's files (a CSV header's), NULL-terminated; or NULL. */
+char *const *sample_set_feature_names (const SampleSet *set);
 
 /* samples-files.c: whether a [data] path names many files (a folder or a glob). */
 gboolean sample_files_is_list (const char *path);

@@ -123,6 +123,8 @@ label_column (Reader *r, const KsCsvOptions *o, gboolean *by_name, GError **erro
   guint64 index;
 
   *by_name = FALSE;
+  if (o->features_only)
+    return -1;
   if (o->label == NULL)
     return n - 1;
   /* digits alone are an index, whatever the header holds: a header cell named "4" must not
@@ -259,7 +261,7 @@ fill_means (const char *path, float *x, gsize rows, guint features, GPtrArray *n
           sum += x[i * features + j], n++;
       if (n == 0)
         {
-          guint column = j + ((gint) j >= label); /* back to the file's numbering */
+          guint column = j + (label >= 0 && (gint) j >= label); /* the file's numbering */
           g_autofree char *name = names ? g_strdup_printf ("'%s'", (char *) names->pdata[column])
                                         : g_strdup_printf ("%u", column);
           return ks_table_bad (error, "%s: column %s has no value at all, so no mean to fill "
@@ -282,7 +284,7 @@ default_delimiter (const char *path)
 KsTable *
 ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error)
 {
-  static const KsCsvOptions defaults = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ERROR };
+  static const KsCsvOptions defaults = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ERROR, FALSE };
   const KsCsvOptions *o = options ? options : &defaults;
   g_autoptr (GPtrArray) fields = g_ptr_array_new ();
   g_autoptr (GPtrArray) labels = g_ptr_array_new ();
@@ -311,11 +313,11 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
     return NULL;
   ncols = fields->len;
   first_line = r.line;
-  if (ncols < 2)
+  if (ncols < 2 && !o->features_only)
     return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": 1 field; a table needs a label "
                          "column and a feature column (is the delimiter '%s'?)", path, r.line,
                          r.delimiter == '\t' ? "\\t" : (char[]) { r.delimiter, 0 });
-  if ((label = label_column (&r, o, &by_name, error)) < 0)
+  if ((label = label_column (&r, o, &by_name, error)) < 0 && !o->features_only)
     return NULL;
   header = o->header == 1 || by_name;
   if (o->header == -1 && !header)
@@ -351,7 +353,7 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
           skipped++;
           continue;
         }
-      if (is_missing (fields->pdata[label]))
+      if (label >= 0 && is_missing (fields->pdata[label]))
         return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": the label (column %d) is %s; [data] "
                              "missing = skip drops such rows (mean and zero fill features "
                              "only)", path, r.line, label,
@@ -388,36 +390,73 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
             }
           push (&xs, (float) v);
         }
-      g_ptr_array_add (labels, fields->pdata[label]);
+      if (label >= 0)
+        g_ptr_array_add (labels, fields->pdata[label]);
       g_array_append_val (lines, r.line);
     }
-  if (labels->len == 0 && skipped > 0)
+  guint features = ncols - (label >= 0);
+  gsize rows = lines->len;
+  if (rows == 0 && skipped > 0)
     return ks_table_bad (error, "%s: every one of its %" G_GSIZE_FORMAT " records has a missing "
                          "value ([data] missing = skip dropped them all)", path, skipped);
-  if (labels->len == 0)
+  if (rows == 0)
     return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": a header and no data records", path,
                          first_line);
   if (skipped > 0)
     g_warning ("%s: skipped %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " records with a missing "
-               "value ([data] missing = skip)", path, skipped, skipped + labels->len);
+               "value ([data] missing = skip)", path, skipped, skipped + rows);
   if (o->missing == KS_CSV_MISSING_MEAN
-      && !fill_means (path, xs.v, labels->len, ncols - 1, names, label, error))
+      && !fill_means (path, xs.v, rows, features, names, label, error))
     return NULL;
 
-  g_autoptr (KsTable) t = ks_table_alloc (path, labels->len, ncols - 1, o->regression, error);
+  g_autoptr (KsTable) t = ks_table_alloc (path, rows, features, o->regression, error);
   if (t == NULL)
     return NULL;
   memcpy (t->x, xs.v, xs.n * sizeof (float));
   t->ndim = 1;
-  t->shape[0] = ncols - 1;
+  t->shape[0] = features;
   if (names != NULL)
     {
-      t->feature_names = g_new0 (char *, ncols);
+      t->feature_names = g_new0 (char *, features + 1);
       for (guint i = 0, k = 0; i < ncols; i++)
         if ((gint) i != label)
           t->feature_names[k++] = g_strdup (names->pdata[i]);
     }
+  if (o->features_only)
+    {
+      g_clear_pointer (&t->y, g_free);
+      g_clear_pointer (&t->target, g_free);
+      return g_steal_pointer (&t);
+    }
   if (!set_labels (t, (char **) labels->pdata, (gsize *) lines->data, error))
     return NULL;
   return g_steal_pointer (&t);
+}
+
+char **
+ks_table_csv_first_record (const char *path, char delimiter, gboolean *numeric, GError **error)
+{
+  g_autoptr (GPtrArray) fields = g_ptr_array_new ();
+  g_autofree char *bytes = NULL;
+  Reader r = { path, delimiter ? delimiter : default_delimiter (path), 0, fields };
+  gsize len;
+  char *p, *line;
+
+  g_return_val_if_fail (path != NULL && numeric != NULL, NULL);
+  if ((bytes = ks_table_read (path, &len, error)) == NULL)
+    return NULL;
+  p = g_str_has_prefix (bytes, "\xef\xbb\xbf") ? bytes + 3 : bytes;
+  if ((line = next_line (&r, &p, bytes + len)) == NULL)
+    return ks_table_bad (error, "%s: empty file (no records)", path);
+  if (!split (&r, line, error))
+    return NULL;
+  *numeric = TRUE;
+  char **out = g_new0 (char *, fields->len + 1);
+  for (guint i = 0; i < fields->len; i++)
+    {
+      double v;
+      *numeric = *numeric && number (fields->pdata[i], &v);
+      out[i] = g_strdup (fields->pdata[i]);
+    }
+  return out;
 }

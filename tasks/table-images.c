@@ -351,7 +351,51 @@ ks_table_load_image_folder (const char *root, const KsImageFolderOptions *option
   return g_steal_pointer (&t);
 }
 
+KsTable *
+ks_table_load_images (const char *const *paths, const KsImageFolderOptions *options,
+                      GError **error)
+{
+  g_return_val_if_fail (paths != NULL && paths[0] != NULL && options != NULL, NULL);
+  if (!check_options (paths[0], options, error))
+    return NULL;
+  gsize rows = g_strv_length ((char **) paths);
+  gsize features = (gsize) options->height * options->width * options->channels;
+  g_autoptr (KsTable) t = ks_table_alloc (paths[0], rows, features, FALSE, error);
+  if (t == NULL)
+    return NULL;
+  g_clear_pointer (&t->y, g_free);
+  t->ndim = 3;
+  t->shape[0] = options->height;
+  t->shape[1] = options->width;
+  t->shape[2] = options->channels;
+  for (gsize r = 0; r < rows; r++)
+    {
+      if (!g_file_test (paths[r], G_FILE_TEST_EXISTS))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s: no such file",
+                       paths[r]);
+          return NULL;
+        }
+      if (!g_file_test (paths[r], G_FILE_TEST_IS_REGULAR))
+        return ks_table_bad (error, "%s: not a regular file (give PNG or JPEG files; a "
+                             "folder of class folders is --format image_folder)", paths[r]);
+      if (!load_image (paths[r], options, t->x + r * features, error))
+        return NULL;
+    }
+  return g_steal_pointer (&t);
+}
+
 #else
+
+KsTable *
+ks_table_load_images (const char *const *paths, const KsImageFolderOptions *options,
+                      GError **error)
+{
+  g_return_val_if_fail (paths != NULL && paths[0] != NULL && options != NULL, NULL);
+  return ks_table_bad (error, "%s: this ksdist was built without gdk-pixbuf, which decodes "
+                       "images; install it (libgdk-pixbuf-2.0-dev), then configure and build "
+                       "again", paths[0]);
+}
 
 KsTable *
 ks_table_load_image_folder (const char *root, const KsImageFolderOptions *options,

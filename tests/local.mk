@@ -341,6 +341,8 @@ TESTS += tests/test-progress.sh
 # Every held-out row scored once, with the true count, on every executor.
 dist_check_SCRIPTS += tests/test-eval-rows.sh
 TESTS += tests/test-eval-rows.sh
+dist_check_SCRIPTS += tests/test-infer-data.sh
+TESTS += tests/test-infer-data.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

@@ -5,8 +5,7 @@
  * dimension: the class; of a group of one, a binary model's logit, 1 when it is above 0,
  * else 0). The export runs with any batch, so rows go through in chunks. */
 #include "cli.h"
-
-#include <ksdist/table.h>
+#include "infer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -345,21 +344,6 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
   return status;
 }
 
-/* The rows of --format csv, npy or idx, with their labels. */
-static KsTable *
-load_table (const char *format, const char *input, const char *labels, const char *label,
-            GError **error)
-{
-  if (strcmp (format, "csv") == 0)
-    {
-      KsCsvOptions o = { 0, -1, label, FALSE };
-      return ks_table_load_csv (input, &o, error);
-    }
-  if (strcmp (format, "npy") == 0)
-    return ks_table_load_npy (input, labels, FALSE, error);
-  return ks_table_load_idx (input, FALSE, error);
-}
-
 static int
 run_infer (int argc, char **argv)
 {
@@ -371,11 +355,14 @@ run_infer (int argc, char **argv)
   GOptionEntry entries[] = {
     { "input", 'i', 0, G_OPTION_ARG_FILENAME, &input,
       "Rows to run, one a line (default: standard input); with --format, the data file "
-      "(idx: the folder, whose t10k files are run)", "FILE" },
+      "(idx: the folder, whose t10k files are run; image_folder: the folder of class "
+      "folders; image: one image)", "FILE" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format,
-      "text (the default: values a line), or a training data format: csv (a header and a "
-      "label column, as [data] task = csv reads), npy (with --labels) or idx; their rows are "
-      "run and, with --argmax, scored against their labels", "F" },
+      "text (the default: values a line), or a training data format: csv (the features, "
+      "with or without a label column: a header is matched against the training file's), "
+      "npy (with --labels), idx, image_folder (ROOT/<class>/<image>) or image (PNG or JPEG "
+      "files, also given as arguments after EXPORT), decoded to the training images' size "
+      "and channels; rows with labels are scored with --argmax", "F" },
     { "labels", 0, 0, G_OPTION_ARG_FILENAME, &labels, "npy: the labels' .npy file", "FILE" },
     { "label", 0, 0, G_OPTION_ARG_STRING, &label,
       "csv: the label column, by name or 0-based index (default: the last)", "COLUMN" },
@@ -392,9 +379,10 @@ run_infer (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   int status;
 
-  if (!ks_cli_parse ("infer", "EXPORT", ks_cmd_infer.summary, entries, &argc, &argv))
+  if (!ks_cli_parse ("infer", "EXPORT [IMAGE...]", ks_cmd_infer.summary, entries, &argc,
+                     &argv))
     return KS_EXIT_USAGE;
-  if (argc != 2 || chunk < 1)
+  if (argc < 2 || chunk < 1)
     {
       ks_cli_error ("infer: give one EXPORT (the [train] export_dir of a run) and --batch >= 1 "
                     "(see ksdist help infer)");
@@ -405,20 +393,39 @@ run_infer (int argc, char **argv)
       ks_cli_error ("%s is not a directory: give the [train] export_dir of a run", argv[1]);
       return KS_EXIT_USAGE;
     }
+  /* image files after EXPORT (or one with -i): --format image */
+  char **images = argv + 2, *one[] = { input, NULL };
+  if (argc > 2 && format == NULL)
+    format = g_strdup ("image");
+  if (format != NULL && strcmp (format, "image") == 0 && argc == 2)
+    images = one;
   g_autoptr (KsTable) table = NULL;
   if (format != NULL && strcmp (format, "text") != 0)
     {
-      if ((strcmp (format, "csv") != 0 && strcmp (format, "npy") != 0
-           && strcmp (format, "idx") != 0)
-          || input == NULL || (strcmp (format, "npy") == 0) != (labels != NULL)
+      static const char *const formats[] = { "csv", "npy", "idx", "image_folder", "image",
+                                             NULL };
+      gboolean image = strcmp (format, "image") == 0;
+      if (!g_strv_contains (formats, format) || (argc > 2 && !image)
+          || (image && (argc > 2) == (input != NULL)) || (!image && input == NULL)
+          || (strcmp (format, "npy") == 0) != (labels != NULL)
           || (label != NULL && strcmp (format, "csv") != 0))
         {
-          ks_cli_error ("infer: --format is text, csv, npy or idx, with -i the data file (npy: "
-                        "and --labels; --label for csv only)");
+          ks_cli_error ("infer: --format is text, csv, npy, idx, image_folder or image, with "
+                        "-i the data file (npy: and --labels; --label for csv only); image "
+                        "files go after EXPORT or one with -i");
           return KS_EXIT_USAGE;
         }
-      if ((table = load_table (format, input, labels, label, &error)) == NULL)
+      g_autoptr (GHashTable) meta = ks_checkpoint_metadata (argv[1], &error);
+      if (meta == NULL
+          || (table = ks_infer_load (argv[1], meta, format, input,
+                                     (const char *const *) images, labels, label,
+                                     &error)) == NULL)
         return ks_cli_fail (error);
+    }
+  else if (argc > 2)
+    {
+      ks_cli_error ("infer: %s: files after EXPORT are images (--format image)", argv[2]);
+      return KS_EXIT_USAGE;
     }
   FILE *in = table != NULL ? NULL
              : input == NULL || strcmp (input, "-") == 0 ? stdin : fopen (input, "r");

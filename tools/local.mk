@@ -17,6 +17,8 @@ tools_ksdist_SOURCES = \
 	tools/cmd-launch.c \
 	tools/cmd-generate.c \
 	tools/cmd-infer.c \
+	tools/infer-read.c \
+	tools/infer.h \
 	tools/cmd-export.c \
 	tools/datagen.h \
 	tools/cmd-datagen.c \

@@ -76,10 +76,17 @@ typedef struct {
   gboolean regression;
   KsCsvMissing missing; /* a missing cell: empty, NA, N/A or ?; a missing label is only ever
                          * skipped (SKIP) or an error */
+  gboolean features_only; /* no label column: every column is a feature (one is enough),
+                           * y and target NULL (rows to score, as ksdist infer reads) */
 } KsCsvOptions;
 
 /* `options` may be NULL: defaults, header auto, classification. */
 KsTable *ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error);
+/* The first record of a CSV file as ks_table_load_csv splits it (delimiter 0: by the
+ * name), NULL-terminated, and in *numeric whether every field is a number (else it is a
+ * header when header is auto): what a reader needs to tell which columns a file has. */
+char **ks_table_csv_first_record (const char *path, char delimiter, gboolean *numeric,
+                                  GError **error);
 
 /* features.npy [rows, ...] (up to 4 trailing dims) of float32, float64, uint8, int32 or
  * int64 (made float32),
@@ -116,6 +123,11 @@ typedef struct {
 } KsImageFolderOptions;
 
 #define KS_IMAGE_FOLDER_MAX_SIDE 4096
+
+/* The image files `paths` (NULL-terminated, at least one), one row each in their order,
+ * checked, decoded and made floats exactly as an image folder's; no labels (y NULL). */
+KsTable *ks_table_load_images (const char *const *paths, const KsImageFolderOptions *options,
+                               GError **error);
 
 KsTable *ks_table_load_image_folder (const char *root, const KsImageFolderOptions *options,
                                      GError **error);

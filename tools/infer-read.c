@@ -1,0 +1,184 @@
+/* ksdist infer's data files, read as the export's training read its own: a CSV file with
+ * or without its label column, image files and image folders decoded to the training
+ * shape, npy and IDX. */
+#include "infer.h"
+
+#include <ksdist/config.h>
+
+#include <string.h>
+
+/* The export's row shape (data.shape, "28,28,1"): its dims into shape (up to 4), their
+ * count returned; 0 when the export does not say (an older ksdist's). */
+static int
+export_shape (GHashTable *meta, gint64 *shape)
+{
+  const char *text = meta != NULL ? g_hash_table_lookup (meta, "data.shape") : NULL;
+  if (text == NULL)
+    return 0;
+  g_auto (GStrv) dims = g_strsplit (text, ",", -1);
+  int n = 0;
+  for (; dims[n] != NULL && n < 4; n++)
+    if (!g_ascii_string_to_signed (dims[n], 10, 1, G_MAXINT32, &shape[n], NULL))
+      return 0;
+  return dims[n] == NULL ? n : 0;
+}
+
+static char *
+joined (char *const *names)
+{
+  return g_strjoinv (", ", (char **) names);
+}
+
+/* Whether `fields` without column `skip` (-1: none) are `names`. */
+static gboolean
+same_names (char *const *fields, gint skip, char *const *names)
+{
+  guint j = 0;
+  for (guint i = 0; fields[i] != NULL; i++)
+    if ((gint) i != skip && (names[j] == NULL || strcmp (fields[i], names[j++]) != 0))
+      return FALSE;
+  return names[j] == NULL;
+}
+
+/* A CSV file of rows to score: its features alone, or with a label column (scored). A
+ * header is matched against the training file's (data.features): the same names are the
+ * features, the same names and one more column that column the label. Without a header,
+ * or names to match it with, the width tells: the model's features, or one more (the
+ * label, the last). */
+static KsTable *
+load_csv (const char *dir, GHashTable *meta, const char *input, const char *label,
+          GError **error)
+{
+  KsCsvOptions o = { 0, -1, label, FALSE, KS_CSV_MISSING_ERROR, FALSE };
+  gint64 shape[4];
+  int ndim = export_shape (meta, shape);
+  const char *names_text = g_hash_table_lookup (meta, "data.features");
+  g_auto (GStrv) names = names_text != NULL ? g_strsplit (names_text, "\n", -1) : NULL;
+  g_autofree char *index = NULL;
+  gboolean numeric;
+
+  if (label != NULL || ndim != 1)
+    return ks_table_load_csv (input, &o, error); /* told, or an older export: a label column */
+  gsize width = shape[0];
+  g_auto (GStrv) first = ks_table_csv_first_record (input, 0, &numeric, error);
+  if (first == NULL)
+    return NULL;
+  guint n = g_strv_length (first), texts = 0;
+  gint text_at = -1;
+  for (guint i = 0; i < n; i++)
+    {
+      char *end;
+      g_ascii_strtod (first[i], &end);
+      if (end == first[i] || *end != '\0')
+        texts++, text_at = i;
+    }
+  if (names != NULL && same_names (first, -1, names))
+    {
+      o.header = 1, o.features_only = TRUE;
+      return ks_table_load_csv (input, &o, error);
+    }
+  for (guint k = 0; names != NULL && k < n; k++)
+    if (same_names (first, k, names))
+      {
+        o.header = 1, o.label = index = g_strdup_printf ("%u", k);
+        return ks_table_load_csv (input, &o, error);
+      }
+  if (texts == 1 && n == width + 1) /* a data row whose label is a class name */
+    {
+      o.header = 0, o.label = index = g_strdup_printf ("%d", text_at);
+      return ks_table_load_csv (input, &o, error);
+    }
+  if (texts > 0 && names != NULL)
+    {
+      g_autofree char *got = joined (first), *want = joined (names);
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: its header's columns (%s) are neither this model's features (%s) nor "
+                   "them and one label column: name the columns as the training file did (in "
+                   "its order), or give rows without a header", input, got, want);
+      return NULL;
+    }
+  o.header = texts > 0 ? 1 : 0;
+  if (n == width)
+    o.features_only = TRUE;
+  else if (n != width + 1)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: %u columns, but the model of %s reads %" G_GSIZE_FORMAT " features a "
+                   "row: give its %" G_GSIZE_FORMAT " features a row, or them and a label "
+                   "column (the last, or the one --label names)", input, n, dir, width, width);
+      return NULL;
+    }
+  return ks_table_load_csv (input, &o, error);
+}
+
+/* Images are decoded to the training rows' height, width and channels. */
+static gboolean
+image_options (const char *dir, GHashTable *meta, KsImageFolderOptions *o, GError **error)
+{
+  gint64 shape[4];
+  int ndim = export_shape (meta, shape);
+  if (ndim == 0)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: its metadata has no data.shape (the training rows' shape; an export "
+                   "of an older ksdist): train or export it again to score images", dir);
+      return FALSE;
+    }
+  if (ndim != 3 || (shape[2] != 1 && shape[2] != 3) || shape[0] > KS_IMAGE_FOLDER_MAX_SIDE
+      || shape[1] > KS_IMAGE_FOLDER_MAX_SIDE)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: trained on rows of shape [%s], not images (height, width, and 1 or 3 "
+                   "channels): give its rows as text, csv or npy", dir,
+                   (char *) g_hash_table_lookup (meta, "data.shape"));
+      return FALSE;
+    }
+  *o = (KsImageFolderOptions) { (int) shape[0], (int) shape[1], (int) shape[2] };
+  return TRUE;
+}
+
+/* A model trained on numbered classes (IDX, CSV ids) has no class names: an image
+ * folder's class folders named 0, 1, ... are those ids (folder "10" sorts before "2"). */
+static gboolean
+numbered_classes (KsTable *t, GError **error)
+{
+  g_autofree gint64 *id = g_new (gint64, MAX (t->classes, 1));
+  for (gint64 c = 0; c < t->classes; c++)
+    if (!g_ascii_string_to_signed (t->class_names[c], 10, 0, KS_TABLE_MAX_CLASSES - 1, &id[c],
+                                   NULL))
+      {
+        g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                     "%s: class folder '%s' is not a class id: the model was trained on "
+                     "numbered classes, so its class folders are named 0, 1, ...", t->path,
+                     t->class_names[c]);
+        return FALSE;
+      }
+  for (gsize r = 0; r < t->rows; r++)
+    t->y[r] = id[t->y[r]];
+  g_clear_pointer (&t->class_names, g_strfreev);
+  return TRUE;
+}
+
+KsTable *
+ks_infer_load (const char *dir, GHashTable *meta, const char *format, const char *input,
+               const char *const *images, const char *labels, const char *label,
+               GError **error)
+{
+  KsImageFolderOptions o;
+
+  if (strcmp (format, "csv") == 0)
+    return load_csv (dir, meta, input, label, error);
+  if (strcmp (format, "npy") == 0)
+    return ks_table_load_npy (input, labels, FALSE, error);
+  if (strcmp (format, "idx") == 0)
+    return ks_table_load_idx (input, FALSE, error);
+  if (!image_options (dir, meta, &o, error))
+    return NULL;
+  if (strcmp (format, "image") == 0)
+    return ks_table_load_images (images, &o, error);
+  g_autoptr (KsTable) t = ks_table_load_image_folder (input, &o, error);
+  if (t != NULL && g_hash_table_lookup (meta, "data.classes") == NULL
+      && !numbered_classes (t, error))
+    return NULL;
+  return g_steal_pointer (&t);
+}
