@@ -189,11 +189,7 @@ text_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GErr
   Text *x = ks_trainer_data (t);
   gsize windows = (x->text->length - x->split - 1) / x->g.context;
   (void) final;
-  if (!net_eval_windows (t, windows, fill_held, x, value, error))
-    return FALSE;
-  if (samples != NULL)
-    *samples = windows * x->g.context;
-  return TRUE;
+  return net_eval_windows (t, windows, x->g.context, fill_held, x, value, samples, error);
 }
 
 static void
@@ -325,6 +321,9 @@ add_draw (Addition *x, GRand *rng, gboolean held_out, gint64 *a, gint64 *b)
 static gboolean
 addition_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
 {
+  if (ks_config_get_int (c, "train", "eval_rows") > 0)
+    return ks_tasks_config_error (error, "[train] eval_rows: the addition task scores a fixed "
+                                  "number of generated problems; remove the setting");
   if (ks_trainer_pipelined_config (c))
     {
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,

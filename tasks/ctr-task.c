@@ -422,7 +422,13 @@ ctr_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GErro
   g_autofree float *y = g_new (float, ks_trainer_batch (t));
   KsComm *workers = ks_trainer_role (t) != NULL ? ks_role_maker_worker_comm (ks_trainer_role (t)) : NULL;
   int rank = MAX (ks_trainer_rank (t), 0), world = MAX (ks_trainer_world (t), 1);
-  gsize mine = x->test->n > (gsize) rank ? (x->test->n - rank + world - 1) / world : 0;
+  gsize held = x->test->n, cap = ks_trainer_eval_cap (t);
+  if (cap > 0 && cap < held) /* [train] eval_rows: the first ones */
+    {
+      ks_trainer_set_eval_total (t, held);
+      held = cap;
+    }
+  gsize mine = held > (gsize) rank ? (held - rank + world - 1) / world : 0;
 
   for (gsize start = 0; start < mine; start += ks_trainer_batch (t))
     {

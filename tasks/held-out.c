@@ -5,11 +5,16 @@
 #include <ksdist/trainer.h>
 
 gboolean
-net_eval_windows (KsTrainer *t, gsize windows, NetFillRow fill, gpointer data, double *mean,
-                  GError **error)
+net_eval_windows (KsTrainer *t, gsize windows, gsize context, NetFillRow fill, gpointer data,
+                  double *mean, gsize *tokens, GError **error)
 {
-  gsize batch = ks_trainer_batch (t);
+  gsize batch = ks_trainer_batch (t), cap = ks_trainer_eval_cap (t);
   double sum = 0;
+  if (cap > 0 && cap < windows)
+    {
+      ks_trainer_set_eval_total (t, windows * context);
+      windows = cap;
+    }
   for (gsize first = 0; first < windows; first += batch)
     {
       gsize rows = MIN (batch, windows - first), n_feeds;
@@ -22,5 +27,7 @@ net_eval_windows (KsTrainer *t, gsize windows, NetFillRow fill, gpointer data, d
       sum += v;
     }
   *mean = sum / (double) windows;
+  if (tokens != NULL)
+    *tokens = windows * context;
   return TRUE;
 }

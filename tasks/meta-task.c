@@ -143,6 +143,18 @@ meta_clear (KsTrainer *t)
   g_free (m);
 }
 
+/* [train] eval_rows caps rows; Reptile scores tasks, as many as [meta] eval_tasks says. */
+static gboolean
+meta_check (const KsConfig *c, const KsTrainWorld *world, GError **error)
+{
+  (void) world;
+  if (ks_config_get_int (c, "train", "eval_rows") > 0)
+    return ks_tasks_config_error (error, "[train] eval_rows: meta-learning scores tasks, not "
+                                  "rows; set how many with [meta] eval_tasks and remove "
+                                  "eval_rows");
+  return TRUE;
+}
+
 static const char *const meta_settings[] = {
   "model.seed", "data.path", "data.images", "data.cache_mb", "data.bad_images", NULL,
 };
@@ -158,4 +170,5 @@ const KsTrainTask ks_meta_task = {
   .clear = meta_clear,
   .step = meta_step,
   .settings = meta_settings,
+  .check = meta_check,
 };

@@ -105,12 +105,13 @@ gboolean net_has_positions (const Net *net);
 extern const KsTrainTask ks_tokens_task;
 
 /* A language model's held-out windows, each scored once (tokens [w * context, (w + 1) *
- * context] and their next: no window overlaps another): `fill` puts window `w` in row
- * `row` of the trainer's feeds; *mean is the loss over all of them, the last batch
- * partial. */
+ * context] and their next: no window overlaps another), the first [train] eval_rows of
+ * them when set: `fill` puts window `w` in row `row` of the trainer's feeds; *mean is the
+ * loss over those scored, the last batch partial, and *tokens their tokens (`context` a
+ * window). */
 typedef void (*NetFillRow) (gpointer data, gsize row, gsize window);
-gboolean net_eval_windows (KsTrainer *t, gsize windows, NetFillRow fill, gpointer data,
-                           double *mean, GError **error);
+gboolean net_eval_windows (KsTrainer *t, gsize windows, gsize context, NetFillRow fill,
+                           gpointer data, double *mean, gsize *tokens, GError **error);
 
 G_END_DECLS
 

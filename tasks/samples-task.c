@@ -188,6 +188,35 @@ sum_over_workers (KsTrainer *t, const SampleSet *eval, double *counts, gsize n, 
   return TRUE;
 }
 
+/* The held-out rows this worker scores: all, or the first [train] eval_rows (with held-out
+ * rows split over the workers' files, its share of them: the cap over the workers, one
+ * more for the first cap % workers). */
+static gsize
+eval_rows (KsTrainer *t, const SampleSet *eval)
+{
+  gsize cap = ks_trainer_eval_cap (t);
+  KsRoleMaker *role = ks_trainer_role (t);
+  if (cap > 0 && eval->split && role != NULL && ks_role_maker_worker_num (role) > 1)
+    {
+      gsize w = ks_role_maker_worker_num (role), i = ks_role_maker_worker_index (role);
+      cap = MAX (cap / w + (i < cap % w), 1);
+    }
+  return cap > 0 ? MIN (cap, eval->n) : eval->n;
+}
+
+/* After scoring `scored` of this worker's held-out rows: the set's size for the printed
+ * line when the evaluation scored fewer ([train] eval_rows). */
+static gboolean
+say_total (KsTrainer *t, const SampleSet *eval, gsize scored, GError **error)
+{
+  double counts[2] = { (double) scored, (double) eval->n };
+  if (!sum_over_workers (t, eval, counts, 2, error))
+    return FALSE;
+  if (counts[0] < counts[1])
+    ks_trainer_set_eval_total (t, (gsize) counts[1]);
+  return TRUE;
+}
+
 /* The AUC of the held-out rows (each once; the last batch filled up with repeats that
  * are not counted) from the metric layer's probabilities (a pipeline's last stage's
  * too), bucketed as the ctr's. */
@@ -198,9 +227,10 @@ samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
   gsize batch = ks_trainer_batch (t);
   g_autoptr (KsAuc) auc = ks_auc_new (KS_AUC_BUCKETS);
   g_autofree float *p = g_new (float, batch), *y = g_new (float, batch);
-  for (gsize start = 0; start < s->eval.n; start += batch)
+  gsize n = eval_rows (t, &s->eval);
+  for (gsize start = 0; start < n; start += batch)
     {
-      gsize valid = MIN (batch, s->eval.n - start), n_feeds;
+      gsize valid = MIN (batch, n - start), n_feeds;
       for (gsize i = 0; i < batch; i++)
         {
           gsize row = start + MIN (i, valid - 1);
@@ -217,7 +247,8 @@ samples_auc (KsTrainer *t, double *value, gsize *samples, GError **error)
     }
   gsize n_counts;
   double *counts = ks_auc_counts (auc, &n_counts);
-  if (!sum_over_workers (t, &s->eval, counts, n_counts, error))
+  if (!sum_over_workers (t, &s->eval, counts, n_counts, error)
+      || !say_total (t, &s->eval, n, error))
     return FALSE;
   *value = ks_auc_value (auc);
   if (samples != NULL)
@@ -236,9 +267,10 @@ samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, G
   (void) final;
   if (s->net.loss == NET_LOSS_LOGISTIC)
     return samples_auc (t, value, samples, error);
-  for (gsize start = 0; start < s->eval.n; start += batch)
+  gsize n = eval_rows (t, &s->eval);
+  for (gsize start = 0; start < n; start += batch)
     {
-      gsize rows = MIN (batch, s->eval.n - start), n_feeds;
+      gsize rows = MIN (batch, n - start), n_feeds;
       for (gsize i = 0; i < rows; i++)
         sample_set_row (&s->eval, start + i, s->bx + i * s->eval.x_bytes,
                         s->by + i * s->eval.y_bytes);
@@ -249,8 +281,8 @@ samples_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, G
       /* an accuracy's sum is a count of right rows: whole */
       sum += s->net.loss == NET_LOSS_MSE ? v : round (v);
     }
-  double totals[2] = { sum, (double) s->eval.n }; /* over every worker's files */
-  if (!sum_over_workers (t, &s->eval, totals, 2, error))
+  double totals[2] = { sum, (double) n }; /* over every worker's files */
+  if (!sum_over_workers (t, &s->eval, totals, 2, error) || !say_total (t, &s->eval, n, error))
     return FALSE;
   *value = totals[0] / totals[1];
   if (s->net.loss == NET_LOSS_MSE)

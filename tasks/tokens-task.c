@@ -188,11 +188,7 @@ tokens_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GE
   Tokens *k = ks_trainer_data (t);
   gsize windows = (k->n_held - 1) / k->context;
   (void) final;
-  if (!net_eval_windows (t, windows, fill_held, k, value, error))
-    return FALSE;
-  if (samples != NULL)
-    *samples = windows * k->context;
-  return TRUE;
+  return net_eval_windows (t, windows, k->context, fill_held, k, value, samples, error);
 }
 
 static const char *

@@ -55,7 +55,8 @@ typedef struct {
   /* Required. The held-out metric over every held-out row once, and in *samples the rows
    * (or tokens) it scored, the number the trainer prints: batches of ks_trainer_batch
    * rows, the last one partial, each summed by ks_trainer_metric_sum (any executor);
-   * `final` is TRUE for the evaluation at the end, FALSE for [train] eval_every's. */
+   * `final` is TRUE for the evaluation at the end, FALSE for [train] eval_every's.
+   * [train] eval_rows may cap the rows (ks_trainer_eval_cap). */
   gboolean (*evaluate) (KsTrainer *t, gboolean final, double *value, gsize *samples,
                         GError **error);
   /* Optional from here. */
@@ -223,6 +224,13 @@ gboolean ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_fe
  * as the rows of a batch are scored independently in evaluation mode. */
 gboolean ks_trainer_metric_sum (KsTrainer *t, const KsFeed *feeds, gsize n_feeds,
                                 KsExpr *metric, gsize rows, double *sum, GError **error);
+
+/* [train] eval_rows: the most held-out rows (a language model's: windows) an evaluation
+ * scores, its first ones; 0 for all. A task that scores fewer than it holds out says how
+ * many it holds, in its unit (the count `evaluate` returns in *samples), with
+ * ks_trainer_set_eval_total in each evaluation, and the trainer prints "N of M". */
+gsize ks_trainer_eval_cap (const KsTrainer *t);
+void ks_trainer_set_eval_total (KsTrainer *t, gsize total);
 
 /* The model's layer list (ksdist segment): the task built with describing on. */
 const KsLayerDesc *ks_trainer_layers (const KsTrainer *t, gsize *n, const KsLayerDesc **loss);

@@ -208,6 +208,10 @@ static const KsKeyDesc core_schema[] = {
   { "train", "log_every", KS_VALUE_INT, "100", 1, 1e12, NULL, "Steps between log lines" },
   { "train", "eval_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
     "Steps between held-out evaluations during training (0: only at the end)" },
+  { "train", "eval_rows", KS_VALUE_INT, "0", 0, 1e12, NULL,
+    "The most held-out rows an evaluation scores (each one, eval_every's too), the first "
+    "ones; a language model's rows are windows of context tokens; 0: every row. The "
+    "printed line says N of M. Not for reptile (its [meta] eval_tasks) nor addition" },
   { "train", "seed", KS_VALUE_INT, "3", 0, 1e15, NULL,
     "Seed of the batch shuffling (each epoch's order depends only on it and the epoch)" },
   { "train", "checkpoint_dir", KS_VALUE_STRING, "", 1, 0, NULL,

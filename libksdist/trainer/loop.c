@@ -59,12 +59,25 @@ report (KsTrainer *t, gint64 step, gint64 steps, double loss, double lr, double 
   metrics_line (t, step, wall_s, fields->str, eval);
 }
 
+/* "101 held-out samples", or with [train] eval_rows below the held-out set's size
+ * "64 of 101 held-out samples: [train] eval_rows = 64". */
+static char *
+eval_count (const KsTrainer *t)
+{
+  if (t->eval_total <= t->eval_samples)
+    return g_strdup_printf ("%" G_GSIZE_FORMAT " held-out %s", t->eval_samples, t->task->unit);
+  return g_strdup_printf ("%" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " held-out %s: [train] "
+                          "eval_rows = %" G_GSIZE_FORMAT, t->eval_samples, t->eval_total,
+                          t->task->unit, ks_trainer_eval_cap (t));
+}
+
 /* The held-out metric, in evaluation mode (dropout passes through). */
 static gboolean
 evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
 {
   gboolean ok;
   ks_model_set_training (t->model, FALSE);
+  t->eval_total = 0;
   ok = t->task->evaluate (t, final, value, &t->eval_samples, error);
   ks_model_set_training (t->model, TRUE);
   if (ok && !isfinite (*value))
@@ -227,9 +240,11 @@ run (KsTrainer *t, GError **error)
       if (mid && !evaluate (t, FALSE, &mid_eval, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": evaluation: ", step), FALSE;
       if (mid && leader)
-        printf ("%seval %s %.4f at step %" G_GINT64_FORMAT " (%" G_GSIZE_FORMAT " held-out %s)\n",
-                t->tty ? "\n" : "", t->task->metric, mid_eval, step, t->eval_samples,
-                t->task->unit);
+        {
+          g_autofree char *count = eval_count (t);
+          printf ("%seval %s %.4f at step %" G_GINT64_FORMAT " (%s)\n", t->tty ? "\n" : "",
+                  t->task->metric, mid_eval, step, count);
+        }
       if (step % log_every != 0 && step != steps)
         {
           if (mid && leader)
@@ -284,8 +299,8 @@ run (KsTrainer *t, GError **error)
   if (leader && *export_dir != '\0' && !ks_trainer_export (t, export_dir, error))
     return FALSE;
   t->result = eval;
-  printf ("eval %s %.4f (%" G_GSIZE_FORMAT " held-out %s)\n", t->task->metric, eval,
-            t->eval_samples, t->task->unit);
+  g_autofree char *count = eval_count (t);
+  printf ("eval %s %.4f (%s)\n", t->task->metric, eval, count);
   return TRUE;
 }
 

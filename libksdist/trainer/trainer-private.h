@@ -63,6 +63,8 @@ struct _KsTrainer {
   KsFeed *feeds;
   gsize n_feeds;
   gsize eval_samples;
+  gsize eval_total; /* the held-out set's size when an evaluation scored fewer ([train]
+                     * eval_rows); else 0 */
   gsize tokens_per_row;
   double result; /* the final held-out metric */
   FILE *metrics;

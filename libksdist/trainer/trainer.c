@@ -266,6 +266,18 @@ ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsEx
   return ks_tensor_to_host (out, values, n * sizeof (float), error);
 }
 
+gsize
+ks_trainer_eval_cap (const KsTrainer *t)
+{
+  return (gsize) ks_config_get_int (t->config, "train", "eval_rows");
+}
+
+void
+ks_trainer_set_eval_total (KsTrainer *t, gsize total)
+{
+  t->eval_total = total;
+}
+
 gboolean
 ks_trainer_metric_sum (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *metric,
                        gsize rows, double *sum, GError **error)
