@@ -334,6 +334,21 @@ samples_metadata (KsTrainer *t, GHashTable *meta)
   char *const *names = sample_set_feature_names (&s->train);
   if (names != NULL)
     g_hash_table_insert (meta, g_strdup ("data.features"), g_strjoinv ("\n", (char **) names));
+  /* values, not classes: ksdist infer reads a data file's labels so */
+  if (s->net.loss == NET_LOSS_MSE)
+    g_hash_table_insert (meta, g_strdup ("data.labels"), g_strdup ("values"));
+  /* [data] missing = mean or zero: how ksdist infer fills a missing cell, as training did */
+  const char *missing = ks_config_get_string (ks_trainer_config (t), "data", "missing");
+  if (strcmp (ks_config_get_string (ks_trainer_config (t), "data", "task"), "csv") == 0
+      && (strcmp (missing, "mean") == 0 || strcmp (missing, "zero") == 0))
+    g_hash_table_insert (meta, g_strdup ("data.missing"), g_strdup (missing));
+  if (s->train.fill != NULL)
+    {
+      GString *fill = g_string_new (NULL);
+      for (gsize i = 0; i < features; i++)
+        g_string_append_printf (fill, "%s%.9g", i ? "," : "", s->train.fill[i]);
+      g_hash_table_insert (meta, g_strdup ("data.fill"), g_string_free (fill, FALSE));
+    }
   if (s->train.mean == NULL)
     return;
   GString *mean = g_string_new (NULL), *std = g_string_new (NULL);

@@ -218,7 +218,7 @@ generate (SampleSet *s, const char *name, KsTask task, gsize n, double noise, gu
 /* One file's rows (npy and IDX memory-mapped); `train` picks IDX's pair. */
 static KsRows *
 load_rows (const KsConfig *c, Source source, const char *path, const char *labels,
-           gboolean regression, gboolean train, GError **error)
+           gboolean regression, gboolean train, const float *fill, GError **error)
 {
   if (source == SOURCE_IDX)
     return ks_rows_load_idx (path, train, error);
@@ -247,6 +247,7 @@ load_rows (const KsConfig *c, Source source, const char *path, const char *label
   for (guint i = 0; i < G_N_ELEMENTS (missing); i++)
     if (strcmp (ks_config_get_string (c, "data", "missing"), missing[i]) == 0)
       options.missing = (KsCsvMissing) i;
+  options.fill = fill;
   t = ks_table_load_csv (path, &options, error);
   return t != NULL ? ks_rows_new (t) : NULL;
 }
@@ -309,13 +310,14 @@ take_classes (const KsTable *train, KsTable *test, GError **error)
  * training rows) may lack some of their classes. */
 static SampleFiles *
 load_files (const KsConfig *c, Source source, char **paths, char **labels,
-            gboolean regression, gboolean train, const KsTable *like, GError **error)
+            gboolean regression, gboolean train, const KsTable *like, const float *fill,
+            GError **error)
 {
   g_autoptr (GPtrArray) rows = g_ptr_array_new_with_free_func ((GDestroyNotify) ks_rows_free);
   for (guint k = 0; paths[k] != NULL; k++)
     {
       KsRows *r = load_rows (c, source, paths[k], labels != NULL ? labels[k] : NULL,
-                             regression, train, error);
+                             regression, train, fill, error);
       if (r == NULL)
         return NULL;
       g_ptr_array_add (rows, r);
@@ -384,7 +386,7 @@ moments_of_all (const KsConfig *c, Source source, char **paths, char **labels,
       if (k >= my_first && k - my_first < mine->files->len)
         r = mine->files->pdata[k - my_first];
       else if ((r = other = load_rows (c, source, paths[k], labels ? labels[k] : NULL,
-                                       regression, TRUE, error)) == NULL
+                                       regression, TRUE, NULL, error)) == NULL
                || !check_alike (like, r->table, "the files of a data set must be alike",
                                 error))
         return FALSE;
@@ -529,8 +531,31 @@ list_files (const KsConfig *c, Source source, gboolean split, KsRoleMaker *role,
                       error);
 }
 
-/* The training and held-out sets of this worker's files: a test file's rows, or rows
- * held out by hash. */
+/* [data] missing = mean: the training rows' column means (each file's missing cells took
+ * its own column's mean, which keeps the mean), that a held-out file's missing cells
+ * take, not the held-out file's own. */
+static float *
+column_means (const SampleFiles *files)
+{
+  gsize f = ((KsRows *) files->files->pdata[0])->table->features, n = files_rows (files);
+  g_autofree double *sum = g_new0 (double, MAX (f, 1));
+  g_autofree float *x = g_new (float, MAX (f, 1));
+  float *mean = g_new (float, MAX (f, 1));
+  for (gsize r = 0; r < n; r++)
+    {
+      gsize local;
+      const KsRows *rows = files_locate (files, r, &local); /* sets local first */
+      ks_rows_get (rows, local, x);
+      for (gsize j = 0; j < f; j++)
+        sum[j] += x[j];
+    }
+  for (gsize j = 0; j < f; j++)
+    mean[j] = n > 0 ? (float) (sum[j] / n) : 0;
+  return mean;
+}
+
+/* The training and held-out sets of this worker's files: a test file's rows (missing
+ * cells filled with train->fill), or rows held out by hash. */
 static gboolean
 split_rows (const KsConfig *c, Source source, gboolean regression, const FileLists *l,
             SampleFiles *files, const char *name, SampleSet *train, SampleSet *eval,
@@ -539,7 +564,8 @@ split_rows (const KsConfig *c, Source source, gboolean regression, const FileLis
   if (l->tests == NULL)
     return hold_out (c, files, l->first, name, train, eval, error);
   SampleFiles *test_files = load_files (c, source, l->tests, l->test_labels, regression, FALSE,
-                                        ((KsRows *) files->files->pdata[0])->table, error);
+                                        ((KsRows *) files->files->pdata[0])->table,
+                                        train->fill, error);
   if (test_files == NULL)
     return FALSE;
   gboolean ok = check_alike (((KsRows *) files->files->pdata[0])->table,
@@ -580,8 +606,11 @@ load_tables (const KsConfig *c, Source source, gboolean regression, KsRoleMaker 
     }
   else
     name = g_strdup (l.all[1] == NULL ? l.all[0] : path);
-  if ((files = load_files (c, source, l.mine, l.my_labels, regression, TRUE, NULL, error)) == NULL)
+  if ((files = load_files (c, source, l.mine, l.my_labels, regression, TRUE, NULL, NULL,
+                           error)) == NULL)
     return FALSE;
+  if (source == SOURCE_CSV && strcmp (ks_config_get_string (c, "data", "missing"), "mean") == 0)
+    train->fill = column_means (files);
   ok = split_rows (c, source, regression, &l, files, name, train, eval, error);
   if (ok && strcmp (ks_config_get_string (c, "data", "normalize"), "standard") == 0)
     {
@@ -658,6 +687,7 @@ sample_set_clear (SampleSet *s)
   g_free (s->rows);
   g_free (s->mean);
   g_free (s->std);
+  g_free (s->fill);
   g_strfreev (s->class_names);
   memset (s, 0, sizeof *s);
 }

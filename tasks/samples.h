@@ -27,6 +27,8 @@ typedef struct {
   gint64 outputs;   /* classes, or targets a row */
   gboolean generated; /* by [data] task, [data] samples of them */
   float *mean, *std; /* per feature: each row is standardised by them as it is read; or NULL */
+  float *fill;      /* [data] missing = mean: the training rows' column means, which held-out
+                     * files' missing cells take (kept in exports as data.fill); or NULL */
   char **class_names; /* the classes' names in id order (from a file's named labels), or NULL */
   gboolean split;   /* [data] split_files: this worker holds its share of the files only
                      * (held-out rows: those of its own files, counted over every worker) */

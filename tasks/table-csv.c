@@ -284,7 +284,7 @@ default_delimiter (const char *path)
 KsTable *
 ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error)
 {
-  static const KsCsvOptions defaults = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ERROR, FALSE };
+  static const KsCsvOptions defaults = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ERROR, FALSE, NULL };
   const KsCsvOptions *o = options ? options : &defaults;
   g_autoptr (GPtrArray) fields = g_ptr_array_new ();
   g_autoptr (GPtrArray) labels = g_ptr_array_new ();
@@ -405,7 +405,11 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
   if (skipped > 0)
     g_warning ("%s: skipped %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " records with a missing "
                "value ([data] missing = skip)", path, skipped, skipped + rows);
-  if (o->missing == KS_CSV_MISSING_MEAN
+  if (o->missing == KS_CSV_MISSING_MEAN && o->fill != NULL)
+    for (gsize i = 0; i < xs.n; i++)
+      if (isnan (xs.v[i]))
+        xs.v[i] = o->fill[i % features];
+  if (o->missing == KS_CSV_MISSING_MEAN && o->fill == NULL
       && !fill_means (path, xs.v, rows, features, names, label, error))
     return NULL;
 

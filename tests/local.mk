@@ -345,6 +345,8 @@ dist_check_SCRIPTS += tests/test-infer-data.sh
 TESTS += tests/test-infer-data.sh
 dist_check_SCRIPTS += tests/test-eval-cap.sh
 TESTS += tests/test-eval-cap.sh
+dist_check_SCRIPTS += tests/test-missing-mean.sh
+TESTS += tests/test-missing-mean.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

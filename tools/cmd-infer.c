@@ -122,10 +122,11 @@ read_rows (FILE *in, const char *name, Feed *feeds, guint n_feeds, gsize *rows, 
   return TRUE;
 }
 
-/* Prints rows [0, rows) of the targets' values, or their classes. */
+/* Prints rows [0, rows) of the targets' values, or their classes (kept in `classes`
+ * unless NULL); `first` (unless NULL) keeps each row's first value. */
 static gboolean
 print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, gint64 *classes,
-            char **names, GError **error)
+            float *first, char **names, GError **error)
 {
   guint n_names = names != NULL ? g_strv_length (names) : 0;
   g_autofree const float **values = g_new (const float *, n_targets);
@@ -156,6 +157,8 @@ print_rows (KsExpr **targets, guint n_targets, gsize rows, gboolean argmax, gint
       for (guint t = 0; t < n_targets; t++)
         {
           const float *x = values[t] + r * per_row[t];
+          if (first != NULL && t == 0)
+            first[r] = x[0];
           if (!argmax)
             for (gsize j = 0; j < per_row[t]; j++)
               printf ("%s%.9g", t + j ? " " : "", x[j]);
@@ -290,6 +293,9 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
   /* with a data file's classes: how many the model gets right */
   gboolean score = table != NULL && table->y != NULL && argmax;
   g_autofree gint64 *classes = score ? g_new0 (gint64, MAX (rows, 1)) : NULL;
+  /* with a data file's values (a regression): the RMSE of the first output */
+  gboolean score_values = table != NULL && table->target != NULL && !argmax;
+  g_autofree float *predicted = score_values ? g_new0 (float, MAX (rows, 1)) : NULL;
   int status = KS_EXIT_OK;
   for (gsize at = 0; at < rows && status == KS_EXIT_OK; at += chunk)
     {
@@ -309,7 +315,7 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
         }
       if (model == NULL || !ks_model_run (model, batch, n_feeds, targets, n_targets, &error)
           || !print_rows (targets, n_targets, n, argmax, classes != NULL ? classes + at : NULL,
-                          names, &error))
+                          predicted != NULL ? predicted + at : NULL, names, &error))
         {
           ks_cli_error ("%s: %s", dir, error->message);
           status = KS_EXIT_RUNTIME;
@@ -339,6 +345,14 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
         right += classes[r] == (to_training != NULL ? to_training[table->y[r]] : table->y[r]);
       g_message ("accuracy %.4f (%" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " rows of %s)",
                  rows ? (double) right / rows : 0.0, right, rows, table->path);
+    }
+  if (status == KS_EXIT_OK && score_values)
+    {
+      double sum = 0;
+      for (gsize r = 0; r < rows; r++)
+        sum += ((double) predicted[r] - table->target[r]) * ((double) predicted[r] - table->target[r]);
+      g_message ("rmse %.4f (%" G_GSIZE_FORMAT " rows of %s)", rows ? sqrt (sum / rows) : 0.0,
+                 rows, table->path);
     }
   feeds_clear (feeds, n_feeds);
   return status;

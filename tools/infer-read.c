@@ -40,6 +40,42 @@ same_names (char *const *fields, gint skip, char *const *names)
   return names[j] == NULL;
 }
 
+/* Whether the export predicts values ([model] loss = mse): its labels are read so. */
+static gboolean
+regression (GHashTable *meta)
+{
+  return g_strcmp0 (g_hash_table_lookup (meta, "data.labels"), "values") == 0;
+}
+
+/* A missing cell is filled as training filled it: [data] missing = zero, or mean with
+ * the training rows' column means (the export's data.fill); else an error. */
+static gboolean
+missing_cells (const char *dir, GHashTable *meta, gsize width, KsCsvOptions *o, float **fill,
+               GError **error)
+{
+  const char *missing = g_hash_table_lookup (meta, "data.missing");
+  const char *text = g_hash_table_lookup (meta, "data.fill");
+  if (missing != NULL && strcmp (missing, "zero") == 0)
+    o->missing = KS_CSV_MISSING_ZERO;
+  if (missing == NULL || strcmp (missing, "mean") != 0)
+    return TRUE;
+  g_auto (GStrv) values = g_strsplit (text != NULL ? text : "", ",", -1);
+  if (text == NULL || g_strv_length (values) != width)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s: trained with [data] missing = mean, but its data.fill (the training "
+                   "means) does not hold %" G_GSIZE_FORMAT " numbers: export it again", dir,
+                   width);
+      return FALSE;
+    }
+  *fill = g_new (float, width);
+  for (gsize j = 0; j < width; j++)
+    (*fill)[j] = g_ascii_strtod (values[j], NULL);
+  o->missing = KS_CSV_MISSING_MEAN;
+  o->fill = *fill;
+  return TRUE;
+}
+
 /* A CSV file of rows to score: its features alone, or with a label column (scored). A
  * header is matched against the training file's (data.features): the same names are the
  * features, the same names and one more column that column the label. Without a header,
@@ -49,9 +85,12 @@ static KsTable *
 load_csv (const char *dir, GHashTable *meta, const char *input, const char *label,
           GError **error)
 {
-  KsCsvOptions o = { 0, -1, label, FALSE, KS_CSV_MISSING_ERROR, FALSE };
+  KsCsvOptions o = { 0, -1, label, regression (meta), KS_CSV_MISSING_ERROR, FALSE, NULL };
   gint64 shape[4];
   int ndim = export_shape (meta, shape);
+  g_autofree float *fill = NULL;
+  if (!missing_cells (dir, meta, ndim == 1 ? shape[0] : 0, &o, &fill, error))
+    return NULL;
   const char *names_text = g_hash_table_lookup (meta, "data.features");
   g_auto (GStrv) names = names_text != NULL ? g_strsplit (names_text, "\n", -1) : NULL;
   g_autofree char *index = NULL;
@@ -169,7 +208,7 @@ ks_infer_load (const char *dir, GHashTable *meta, const char *format, const char
   if (strcmp (format, "csv") == 0)
     return load_csv (dir, meta, input, label, error);
   if (strcmp (format, "npy") == 0)
-    return ks_table_load_npy (input, labels, FALSE, error);
+    return ks_table_load_npy (input, labels, regression (meta), error);
   if (strcmp (format, "idx") == 0)
     return ks_table_load_idx (input, FALSE, error);
   if (!image_options (dir, meta, &o, error))

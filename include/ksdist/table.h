@@ -78,6 +78,9 @@ typedef struct {
                          * skipped (SKIP) or an error */
   gboolean features_only; /* no label column: every column is a feature (one is enough),
                            * y and target NULL (rows to score, as ksdist infer reads) */
+  const float *fill;    /* KS_CSV_MISSING_MEAN: the value of each feature column's missing
+                         * cells (the training rows' means, for held-out rows); NULL: the
+                         * column's mean over this file's values */
 } KsCsvOptions;
 
 /* `options` may be NULL: defaults, header auto, classification. */

@@ -167,7 +167,8 @@ static const KsKeyDesc core_schema[] = {
   { "data", "missing", KS_VALUE_CHOICE, "error", 1, 0, "error|skip|mean|zero",
     "csv: a missing cell (empty, NA, N/A or ?) is an error naming it, or its record is "
     "skipped (one warning counts them), or a missing feature is its column's mean over the "
-    "file's values, or 0 (a missing label is an error unless skip)" },
+    "training file's values (a test_path file's too; exports keep the means for ksdist "
+    "infer), or 0 (a missing label is an error unless skip)" },
   { "data", "header", KS_VALUE_CHOICE, "auto", 1, 0, "auto|yes|no",
     "csv: whether the first line names the columns (auto: when a field of it other than "
     "the label's is not a number)" },
