@@ -506,6 +506,16 @@ static const char *const ctr_settings[] = {
   "data.shrink_every", NULL,
 };
 
+/* A missing data folder is most often one not made yet. */
+static char *
+ctr_missing_hint (const KsConfig *c, const char *key)
+{
+  if (strcmp (key, "data.path") != 0)
+    return NULL;
+  return g_strdup_printf ("make the data with `ksdist datagen ctr %s` (or give Criteo files "
+                          "in DIR/train and DIR/test)", ks_config_get_string (c, "data", "path"));
+}
+
 const KsTrainTask ks_ctr_task = {
   .size = sizeof (KsTrainTask),
   .name = "the ctr model",
@@ -522,4 +532,5 @@ const KsTrainTask ks_ctr_task = {
   .settings = ctr_settings,
   .check = ctr_check,
   .sparse_tables = ctr_tables,
+  .missing_hint = ctr_missing_hint,
 };

@@ -347,6 +347,8 @@ dist_check_SCRIPTS += tests/test-eval-cap.sh
 TESTS += tests/test-eval-cap.sh
 dist_check_SCRIPTS += tests/test-missing-mean.sh
 TESTS += tests/test-missing-mean.sh
+dist_check_SCRIPTS += tests/test-ctr-hint.sh
+TESTS += tests/test-ctr-hint.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

@@ -84,6 +84,10 @@ typedef struct {
   /* The names of the task's sparse tables (sparse.h), NULL-terminated: a [table.NAME]
    * group of any other name is refused by the plan. NULL: none. */
   const char *const *sparse_tables;
+  /* A hint added to the message for a missing file that setting `key` ("data.path")
+   * names, saying how to make it ("make it with `ksdist datagen ctr DIR`"): a new
+   * string, or NULL for none. */
+  char *(*missing_hint) (const KsConfig *config, const char *key);
 } KsTrainTask;
 
 /* The plan's check, before anything is built: every setting that clashes with another,

@@ -5,6 +5,7 @@
 #include "trainer-private.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <glib/gstdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -186,8 +187,26 @@ writable_file (const char *group, const char *key, const char *path, GError **er
   return writable_dir (group, key, dir, error);
 }
 
+/* The task's hint for the missing file of the setting an input path error names
+ * ("[data] path = X ..."), added to it. */
+static void
+add_missing_hint (const KsConfig *c, const KsTrainTask *task, GError *error)
+{
+  char group[32], key[64];
+  if (task == NULL || task->missing_hint == NULL || error == NULL
+      || sscanf (error->message, "[%31[a-z_]] %63[a-z_] = ", group, key) != 2)
+    return;
+  g_autofree char *name = g_strconcat (group, ".", key, NULL);
+  g_autofree char *hint = task->missing_hint (c, name);
+  if (hint == NULL)
+    return;
+  char *message = error->message;
+  error->message = g_strconcat (message, "; ", hint, NULL);
+  g_free (message);
+}
+
 static gboolean
-check_paths (const KsConfig *c, GError **error)
+check_paths (const KsConfig *c, const KsTrainTask *task, GError **error)
 {
   static const char *const dirs[][2] = { { "train", "checkpoint_dir" },
                                          { "train", "export_dir" } };
@@ -205,8 +224,13 @@ check_paths (const KsConfig *c, GError **error)
       if (*v != '\0' && !writable_file (files[i][0], files[i][1], v, error))
         return FALSE;
     }
-  if (!check_owner (c, error) || !ks_config_check_input_paths (c, error))
+  if (!check_owner (c, error))
     return FALSE;
+  if (!ks_config_check_input_paths (c, error))
+    {
+      add_missing_hint (c, task, error != NULL ? *error : NULL);
+      return FALSE;
+    }
   const char *init = ks_config_get_string (c, "model", "init_from");
   if (*init != '\0' && !g_file_test (init, G_FILE_TEST_IS_REGULAR))
     return refuse (error, "[model] init_from = %s: no such file (give a .safetensors file of "
@@ -415,7 +439,7 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
     task = &copy;
   follow_steps (c);
   if (!check_combination (registry, c, task, error) || !check_schedule (c, error)
-      || !check_paths (c, error)
+      || !check_paths (c, task, error)
       || (task != NULL && !check_task_settings (c, task, error))
       || (task != NULL && !check_tables (c, task, error))
       || !ks_trainer_check_world (registry, c, task,
