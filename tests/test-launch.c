@@ -631,8 +631,9 @@ test_bad_config (void)
   g_assert_cmpint (status, ==, 2);
   g_assert_cmpstr (out, ==, "");
   g_assert_cmpstr (err, ==, "ksdist: --set train.stepz: unknown key 'stepz' in [train]; did you "
-                            "mean 'steps'? (known: optimizer, steps, batch, log_every, eval_every, seed, "
-                            "checkpoint_dir, checkpoint_every, keep, export_dir, resume, start_over)\n");
+                            "mean 'steps'? (known: optimizer, steps, batch, log_every, eval_every, "
+                            "eval_rows, seed, checkpoint_dir, checkpoint_every, keep, export_dir, "
+                            "resume, start_over)\n");
 
   /* one that only building the model finds: also once, by the launcher, exit 2 */
   g_clear_pointer (&out, g_free);
