@@ -227,6 +227,20 @@ text_metadata (KsTrainer *t, GHashTable *meta)
   gpt_metadata (t, meta, x->text->vocab, x->text->vocab_size);
 }
 
+/* A layer list's: its type, context and vocabulary, so `ksdist generate` runs its export
+ * (the graph is in the export; the layers' settings are the config's). */
+static void
+text_layers_metadata (KsTrainer *t, GHashTable *meta)
+{
+  Text *x = ks_trainer_data (t);
+  gpt_metadata (t, meta, x->text->vocab, x->text->vocab_size);
+  g_hash_table_insert (meta, g_strdup ("model.type"), g_strdup ("layers"));
+  g_hash_table_remove (meta, "model.layers");
+  g_hash_table_remove (meta, "model.heads");
+  g_hash_table_remove (meta, "model.width");
+  g_hash_table_remove (meta, "model.skip");
+}
+
 #define GPT_SETTINGS                                                                      \
   "model.type", "model.context", "model.layers", "model.heads", "model.width", "model.seed", \
       "model.dropout", "model.skip", "data.task"
@@ -272,6 +286,7 @@ static const KsTrainTask text_layers_task = {
   .evaluate = text_evaluate,
   .describe = gpt_describe,
   .clear = text_clear,
+  .metadata = text_layers_metadata,
   .settings = text_layers_settings,
   .check = text_check,
 };

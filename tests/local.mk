@@ -349,6 +349,8 @@ dist_check_SCRIPTS += tests/test-missing-mean.sh
 TESTS += tests/test-missing-mean.sh
 dist_check_SCRIPTS += tests/test-ctr-hint.sh
 TESTS += tests/test-ctr-hint.sh
+dist_check_SCRIPTS += tests/test-generate-layers.sh
+TESTS += tests/test-generate-layers.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

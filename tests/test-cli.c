@@ -782,9 +782,9 @@ test_generate_needs_gpt (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->status, ==, 0);
   run (f, ARGS ("generate", ckpt, "--prompt", "x"), NULL);
   assert_error_line (f, 2, "@/mlp/checkpoint-5 is a model of [model] type = mlp: `ksdist "
-                           "generate` runs only a checkpoint or export of [model] type = gpt "
-                           "trained on [data] task = text (as examples/gpt-words.ini; a layer "
-                           "list cannot be generated from)");
+                           "generate` runs a checkpoint or export of [model] type = gpt "
+                           "trained on [data] task = text (as examples/gpt-words.ini), or the "
+                           "export of a layer list trained on [data] task = text");
 }
 
 static void
@@ -853,7 +853,7 @@ test_environment_typos (Fixture *f, gconstpointer data)
   run (f, ARGS ("train", "--set", "train.steps=1"), ARGS ("KS_TRAIN_STPES=10"));
   assert_error_line (f, 2, "environment variable KS_TRAIN_STPES: unknown key 'stpes' in "
                            "[train]; did you mean KS_TRAIN_STEPS? (known: optimizer, steps, "
-                           "batch, log_every, eval_every, seed, checkpoint_dir, "
+                           "batch, log_every, eval_every, eval_rows, seed, checkpoint_dir, "
                            "checkpoint_every, keep, export_dir, resume, start_over); rename or unset it");
   g_assert_cmpstr (f->out, ==, "");
   run (f, ARGS ("config"), ARGS ("KS_OPENBLAS_THREDS=2")); /* a plugin's group */

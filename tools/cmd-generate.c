@@ -1,7 +1,7 @@
-/* ksdist generate: text from a GPT checkpoint or export of `ksdist train`. Its metadata
- * gives the model's shape and vocabulary, so no config is needed; a batch-1 GPT (built,
- * or the export's graph built for one sequence) extends the prompt one character at a
- * time. */
+/* ksdist generate: text from a GPT checkpoint or export of `ksdist train`, or the export
+ * of a layer-list language model trained on a text. Its metadata gives the model's shape
+ * and vocabulary, so no config is needed; a batch-1 GPT (built, or the export's graph
+ * built for one sequence) extends the prompt one character at a time. */
 #include "cli.h"
 
 #include <math.h>
@@ -13,6 +13,7 @@ typedef struct {
   guint8 vocab[256];
   gsize vocab_size;
   gboolean export; /* an inference model, not a checkpoint */
+  gboolean layers; /* a layer list's export ([model] type = layers on a text) */
 } GptInfo;
 
 /* The GPT setting `key` ("model.context") from the metadata of the checkpoint `path`,
@@ -51,7 +52,19 @@ read_info (const char *path, GptInfo *info, GError **error)
 
   if (meta == NULL)
     return FALSE;
-  if (g_strcmp0 (g_hash_table_lookup (meta, "model.type"), "gpt") != 0
+  info->export = g_hash_table_contains (meta, KS_INFERENCE_GRAPH_KEY);
+  info->layers = g_strcmp0 (g_hash_table_lookup (meta, "model.type"), "layers") == 0
+                 && g_hash_table_contains (meta, "vocab_hex");
+  if (info->layers && !info->export)
+    {
+      g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
+                   "%s is a checkpoint of a layer list ([model] type = layers): `ksdist "
+                   "generate` runs a layer list's export, which holds its graph: train with "
+                   "[train] export_dir set (or resume this run with it and one more step: "
+                   "--set train.resume=true) and give that folder", path);
+      return FALSE;
+    }
+  if ((g_strcmp0 (g_hash_table_lookup (meta, "model.type"), "gpt") != 0 && !info->layers)
       || (hex = g_hash_table_lookup (meta, "vocab_hex")) == NULL || strlen (hex) % 2 != 0
       || strlen (hex) / 2 > 256 || strlen (hex) == 0)
     {
@@ -63,9 +76,10 @@ read_info (const char *path, GptInfo *info, GError **error)
           ? g_strndup (line + 13, MIN (strcspn (line + 13, "\n"), 64)) : NULL;
       type = type != NULL ? type : from_config;
       g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
-                   "%s is %s%.64s%s: `ksdist generate` runs only a checkpoint or export of "
+                   "%s is %s%.64s%s: `ksdist generate` runs a checkpoint or export of "
                    "[model] type = gpt trained on [data] task = text (as "
-                   "examples/gpt-words.ini; a layer list cannot be generated from)", path,
+                   "examples/gpt-words.ini), or the export of a layer list trained on "
+                   "[data] task = text", path,
                    type != NULL ? "a model of [model] type = " : "not a gpt's from `ksdist train`",
                    type != NULL ? type : "", type != NULL && strcmp (type, "gpt") == 0
                                               ? " without its vocabulary" : "");
@@ -81,7 +95,6 @@ read_info (const char *path, GptInfo *info, GError **error)
                      (int) (c - hex));
         return FALSE;
       }
-  info->export = g_hash_table_contains (meta, KS_INFERENCE_GRAPH_KEY);
   info->vocab_size = strlen (hex) / 2;
   for (gsize i = 0; i < info->vocab_size; i++)
     info->vocab[i] = (g_ascii_xdigit_value (hex[2 * i]) << 4) | g_ascii_xdigit_value (hex[2 * i + 1]);
@@ -89,6 +102,8 @@ read_info (const char *path, GptInfo *info, GError **error)
   info->shape.batch = 1;
   info->shape.seed = 1; /* the initialisers' values are replaced by the checkpoint's */
   info->shape.skip = g_strcmp0 (g_hash_table_lookup (meta, "model.skip"), "true") == 0;
+  if (info->layers) /* the export's graph has the rest */
+    return meta_int (path, meta, "model.context", &info->shape.context, error);
   return meta_int (path, meta, "model.context", &info->shape.context, error)
          && meta_int (path, meta, "model.layers", &info->shape.layers, error)
          && meta_int (path, meta, "model.heads", &info->shape.heads, error)
@@ -125,6 +140,7 @@ load_gpt (KsCompute *compute, const char *path, const GptInfo *info, KsExpr **lo
           GError **error)
 {
   static const char *const gpt_feeds[] = { "tokens", "positions", NULL };
+  static const char *const tokens_only[] = { "tokens", NULL }; /* a layer list's */
   g_auto (GStrv) feeds = NULL, targets = NULL;
   g_autoptr (KsModel) model = NULL;
   KsExpr *loss;
@@ -140,13 +156,15 @@ load_gpt (KsCompute *compute, const char *path, const GptInfo *info, KsExpr **lo
   if ((model = ks_load_inference_model_with_batch (path, compute, 1, &feeds, &targets, error))
       == NULL)
     return NULL;
-  if (!g_strv_equal ((const char *const *) feeds, gpt_feeds) || g_strv_length (targets) != 1
+  if ((!g_strv_equal ((const char *const *) feeds, gpt_feeds)
+       && !(info->layers && g_strv_equal ((const char *const *) feeds, tokens_only)))
+      || g_strv_length (targets) != 1
       || ks_expr_numel (*logits = ks_model_find (model, targets[0]))
              != (gsize) (info->shape.context * info->shape.vocab))
     {
       g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
-                   "%s: its graph is not a GPT's (feeds tokens and positions, one target of "
-                   "context x vocabulary logits)", path);
+                   "%s: its graph is not a language model's (feeds tokens and positions, or "
+                   "tokens alone, one target of context x vocabulary logits)", path);
       return NULL;
     }
   return g_steal_pointer (&model);
@@ -182,6 +200,7 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
   g_autoptr (GRand) rng = g_rand_new_with_seed ((guint32) seed);
   GptInfo info = { 0 };
   KsExpr *logits = NULL;
+  gsize n_feeds = 2;
 
   if (!read_info (path, &info, &error) || !encode (&info, prompt, tokens, &error))
     {
@@ -194,6 +213,8 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
                                               : NULL;
   if (model == NULL)
     return ks_cli_fail (error);
+  if (info.export && ks_model_find (model, "positions") == NULL)
+    n_feeds = 1; /* a layer list without a position layer: tokens alone */
   g_autofree gint64 *window = g_new0 (gint64, T);
   g_autofree gint64 *positions = g_new (gint64, T);
   g_autofree float *out = g_new (float, T * V);
@@ -207,7 +228,7 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
       memcpy (window, &g_array_index (tokens, gint64, from), len * sizeof (gint64));
       KsFeed feeds[] = { { "tokens", window, T * sizeof (gint64) },
                          { "positions", positions, T * sizeof (gint64) } };
-      if (!ks_model_run (model, feeds, 2, &logits, 1, &error)
+      if (!ks_model_run (model, feeds, n_feeds, &logits, 1, &error)
           || !ks_tensor_to_host (ks_expr_value (logits, &error), out, T * V * sizeof (float),
                                  &error))
         {
@@ -260,6 +281,6 @@ run_generate (int argc, char **argv)
 
 const KsCommand ks_cmd_generate = {
   "generate",
-  "Continue a prompt with a GPT checkpoint or export of `ksdist train`",
+  "Continue a prompt with a GPT checkpoint or export, or a text layer list's export",
   run_generate,
 };
