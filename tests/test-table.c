@@ -272,6 +272,46 @@ test_csv_missing (void)
   ks_test_rmtree (dir);
 }
 
+/* The reader's parts ksdist infer uses: a file of features alone (no label column, a
+ * single column allowed), its first record, and missing cells filled with given values
+ * (a training file's means) rather than the file's own. */
+static void
+test_csv_features_only (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *p = ks_test_write (dir, "f.csv", "a,b\n1,2\n,4\n5,NA\n");
+  KsCsvOptions o = { 0, -1, NULL, FALSE, KS_CSV_MISSING_MEAN, TRUE, NULL };
+  const float fill[] = { 10, 20 };
+  o.fill = fill;
+  g_autoptr (KsTable) t = csv_ok (p, &o);
+  const float want[] = { 1, 2, 10, 4, 5, 20 }; /* not the file's means 3 and 3 */
+  g_assert_cmpuint (t->rows, ==, 3);
+  g_assert_cmpuint (t->features, ==, 2);
+  g_assert_null (t->y);
+  g_assert_null (t->target);
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    g_assert_cmpfloat (t->x[i], ==, want[i]);
+  g_assert_cmpstr (t->feature_names[0], ==, "a");
+  g_assert_cmpstr (t->feature_names[1], ==, "b");
+  g_assert_null (t->feature_names[2]);
+
+  g_autofree char *q = ks_test_write (dir, "one.csv", "0.5\n1.5\n");
+  KsCsvOptions one = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ERROR, TRUE, NULL };
+  g_autoptr (KsTable) u = csv_ok (q, &one);
+  g_assert_cmpuint (u->rows, ==, 2);
+  g_assert_cmpfloat (u->x[1], ==, 1.5f);
+
+  gboolean numeric = TRUE;
+  g_auto (GStrv) first = ks_table_csv_first_record (p, 0, &numeric, NULL);
+  g_assert_false (numeric);
+  g_assert_cmpuint (g_strv_length (first), ==, 2);
+  g_assert_cmpstr (first[1], ==, "b");
+  g_auto (GStrv) digits = ks_table_csv_first_record (q, 0, &numeric, NULL);
+  g_assert_true (numeric);
+  g_assert_cmpstr (digits[0], ==, "0.5");
+  ks_test_rmtree (dir);
+}
+
 static void
 test_csv_errors (void)
 {
@@ -993,6 +1033,7 @@ main (int argc, char **argv)
   g_test_add_func ("/table/csv-errors", test_csv_errors);
   g_test_add_func ("/table/csv-label-index", test_csv_label_index);
   g_test_add_func ("/table/csv-missing", test_csv_missing);
+  g_test_add_func ("/table/csv-features-only", test_csv_features_only);
   g_test_add_func ("/table/tokens-uint32", test_tokens_uint32);
   g_test_add_func ("/table/npy", test_npy);
   g_test_add_func ("/table/npy-errors", test_npy_errors);
