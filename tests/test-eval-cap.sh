@@ -9,7 +9,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-eval-cap-XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..6"
+echo "1..8"
 awk 'BEGIN { srand (11); print "a,b,label";
   for (i = 0; i < 600; i++) { s = (i % 2) ? 1 : -1; a = s * (1 + rand ()); b = s * (0.5 + rand ());
     printf "%.4f,%.4f,%d\n", a, b, (s > 0) } }' > train.csv
@@ -121,4 +121,41 @@ if [ $rc -eq 2 ] && grep -q "\[train\] eval_rows: the addition task scores a fix
   echo "ok 6 - the addition task refuses eval_rows (ksdist config, status 2)"
 else
   echo "not ok 6 - addition with eval_rows: status $rc"; sed 's/^/# /' add.log
+fi
+
+# a binary classifier's AUC over the first 64 rows (all labelled right, separable: 1),
+# and the ctr model's, whose held-out samples are split over workers
+cat > b.ini <<'INI'
+[model]
+type = layers
+net = hidden, out
+loss = logistic
+[layer.hidden]
+type = linear
+size = 8
+activation = tanh
+[layer.out]
+type = linear
+size = 1
+[data]
+task = csv
+path = train.csv
+test_path = test101.csv
+label = label
+[train]
+steps = 150
+batch = 64
+[optim]
+lr = 0.05
+INI
+"$KSDIST" train b.ini --set train.eval_rows=64 > auc.log 2>&1
+check 7 "a binary classifier's AUC over the first 64 rows" auc.log \
+  "eval auc 1.0000 (64 of 101 held-out samples: [train] eval_rows = 64)" 1
+if ! "$KSDIST" datagen ctr ctr --train 600 --test 200 > ctrgen.log 2>&1; then
+  echo "ok 8 # SKIP ksdist datagen ctr failed: $(head -1 ctrgen.log)"
+else
+  "$KSDIST" train "$KS_SRCDIR/examples/ctr-pslib.ini" --set data.path=ctr --set job.mode=collective \
+    --set train.steps=5 --set train.batch=32 --set train.eval_rows=50 > ctr.log 2>&1
+  check 8 "the ctr model: 50 of its 200 held-out samples" ctr.log \
+    "(50 of 200 held-out samples: [train] eval_rows = 50)" 1
 fi
