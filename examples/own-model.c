@@ -105,17 +105,20 @@ evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **
   gsize b = ks_trainer_batch (t), n;
   const KsFeed *feeds = ks_trainer_feeds (t, &n);
   double right = 0, sum;
-  for (gsize first = 0; first < EVAL_ROWS; first += b)
+  gsize held = EVAL_ROWS, cap = ks_trainer_eval_cap (t); /* [train] eval_rows, 0: all */
+  if (cap > 0 && cap < held)
+    ks_trainer_set_eval_total (t, held), held = cap;
+  for (gsize first = 0; first < held; first += b)
     {
-      gsize rows = MIN (b, EVAL_ROWS - first);
+      gsize rows = MIN (b, held - first);
       for (gsize i = 0; i < rows; i++)
         point ((G_GUINT64_CONSTANT (1) << 40) + first + i, r->x + i * IN, r->y + i);
       if (!ks_trainer_metric_sum (t, feeds, n, r->accuracy, rows, &sum, e))
         return FALSE;
       right += sum;
     }
-  *value = right / EVAL_ROWS;
-  *samples = EVAL_ROWS;
+  *value = right / held;
+  *samples = held;
   return TRUE;
 }
 
