@@ -11,7 +11,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-infer-data-XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..10"
+echo "1..11"
 ok () { echo "ok $1 - $2"; }
 not_ok () { n=$1 what=$2; shift 2; echo "not ok $n - $what"; for f in "$@"; do sed 's/^/# /' "$f"; done; }
 
@@ -69,10 +69,19 @@ else
   not_ok 4 "columns that fit neither" other.log narrow.log
 fi
 
+printf 'f1,f2,f3\n1,,3\n' > gap.csv
+"$KSDIST" infer cexp --format csv -i gap.csv > /dev/null 2> gap.log
+rc=$?
+if [ $rc -eq 1 ] && grep -q "gap.csv:2: column 'f2': '' is a missing value; the model of cexp was trained with \[data\] missing = error, so infer does not fill it" gap.log; then
+  ok 5 "a missing cell for a model trained without [data] missing: what infer can do"
+else
+  not_ok 5 "a missing cell (status $rc)" gap.log
+fi
+
 # --- images --------------------------------------------------------------------------
 if ! "$KSDIST" datagen digits png --format folder --train 600 --test 100 > gen.log 2>&1 \
    || ! "$KSDIST" datagen digits idx --train 600 --test 100 >> gen.log 2>&1; then
-  for n in 5 6 7 8 9 10; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 gen.log)"; done
+  for n in 6 7 8 9 10 11; do echo "ok $n # SKIP ksdist datagen digits failed: $(head -1 gen.log)"; done
   exit 0
 fi
 small="--set layer.conv1.filters=4 --set layer.conv2.filters=4 --set train.steps=60"
@@ -83,9 +92,9 @@ want=$(sed -n 's/^eval accuracy \([0-9.]*\) (100 held-out samples)$/\1/p' f.log)
 "$KSDIST" infer fexp --format image_folder -i png/t10k --argmax > f-classes.txt 2> f-infer.log
 got=$(sed -n 's/.*accuracy \([0-9.]*\) ([0-9]* of 100 rows of png\/t10k)$/\1/p' f-infer.log)
 if [ -n "$want" ] && [ "$got" = "$want" ] && grep -q "standardised by the training rows' moments" f-infer.log; then
-  ok 5 "--format image_folder scores the held-out folder as training's evaluation did ($got)"
+  ok 6 "--format image_folder scores the held-out folder as training's evaluation did ($got)"
 else
-  not_ok 5 "image_folder: '$got' against the training eval '$want'" f.log f-infer.log
+  not_ok 6 "image_folder: '$got' against the training eval '$want'" f.log f-infer.log
 fi
 # the images of class 3 given as files: the lines the folder gives them (one row a batch,
 # so that each row runs alone in both)
@@ -96,9 +105,9 @@ sed -n "$((first + 1)),$((first + count))p" f-all.txt > f-three.txt
 "$KSDIST" infer fexp -b 1 png/t10k/3/*.png > files.txt 2> files.log
 "$KSDIST" infer fexp -b 1 --format image -i "$(ls png/t10k/3/*.png | head -1)" > one.txt 2>> files.log
 if [ "$count" -gt 0 ] && [ "$(wc -l < files.txt)" -eq "$count" ] && cmp -s files.txt f-three.txt && [ "$(head -1 f-three.txt)" = "$(cat one.txt)" ]; then
-  ok 6 "image files given after EXPORT (and one with -i) give the folder's logits ($count files)"
+  ok 7 "image files given after EXPORT (and one with -i) give the folder's logits ($count files)"
 else
-  not_ok 6 "image files against the folder" files.log
+  not_ok 7 "image files against the folder" files.log
 fi
 # a CNN trained on the IDX files: the PNG copies of its held-out digits give its logits on
 # the IDX files (pixel / 255 read without gdk-pixbuf), row for row
@@ -110,25 +119,25 @@ fi
 ls png/t10k/*/*.png | sort -t/ -k3,3 -k4,4 | sed 's|.*/0*\([0-9]\)|\1|; s|\.png$||' \
   | paste -d' ' - i-png.txt | sort -n -k1,1 | cut -d' ' -f2- > i-png-sorted.txt
 if [ "$(wc -l < i-idx.txt)" -eq 100 ] && cmp -s i-png-sorted.txt i-idx.txt; then
-  ok 7 "an IDX-trained CNN on the same digits as PNG files: the IDX logits, row for row"
+  ok 8 "an IDX-trained CNN on the same digits as PNG files: the IDX logits, row for row"
 else
-  not_ok 7 "IDX CNN on PNG files" i.log i-png.log
+  not_ok 8 "IDX CNN on PNG files" i.log i-png.log
 fi
 # errors: images for a model of rows, a model of 1 channel given the 3-channel training
 "$KSDIST" infer cexp png/t10k/3/*.png > /dev/null 2> e1.log
 rc=$?
 if [ $rc -eq 2 ] && grep -q "cexp: trained on rows of shape \[3\], not images" e1.log; then
-  ok 8 "images for a model of CSV rows: refused, naming the shape"
+  ok 9 "images for a model of CSV rows: refused, naming the shape"
 else
-  not_ok 8 "images for a CSV model (status $rc)" e1.log
+  not_ok 9 "images for a CSV model (status $rc)" e1.log
 fi
 mkdir -p bad/a bad/b && cp png/t10k/3/*.png bad/a && cp png/t10k/4/*.png bad/b
 "$KSDIST" infer iexp --format image_folder -i bad --argmax > /dev/null 2> e2.log
 rc=$?
 if [ $rc -eq 2 ] && grep -q "class folder 'a' is not a class id: the model was trained on numbered classes" e2.log; then
-  ok 9 "class folders not named by the numbered classes of the model: refused"
+  ok 10 "class folders not named by the numbered classes of the model: refused"
 else
-  not_ok 9 "class folders named a, b (status $rc)" e2.log
+  not_ok 10 "class folders named a, b (status $rc)" e2.log
 fi
 "$KSDIST" infer iexp --format image_folder png/t10k/3/x.png > /dev/null 2> e3.log
 rc=$?
@@ -136,7 +145,7 @@ rc=$?
 rc4=$?
 if [ $rc -eq 2 ] && grep -q "infer: --format is text, csv, npy, idx, image_folder or image" e3.log \
    && [ $rc4 -eq 2 ] && grep -q "png/t10k/3/none.png: no such file" e4.log; then
-  ok 10 "files after EXPORT with another format, a missing image: one message each"
+  ok 11 "files after EXPORT with another format, a missing image: one message each"
 else
-  not_ok 10 "usage errors ($rc, $rc4)" e3.log e4.log
+  not_ok 11 "usage errors ($rc, $rc4)" e3.log e4.log
 fi

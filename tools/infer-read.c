@@ -198,6 +198,21 @@ numbered_classes (KsTable *t, GError **error)
   return TRUE;
 }
 
+/* A missing cell of a model trained with [data] missing = error: the reader's advice
+ * names a setting of training, which infer cannot change; say what can be done here. */
+static void
+missing_advice (const char *dir, GError *error)
+{
+  const char *advice = error != NULL ? strstr (error->message, "; set [data] missing = ") : NULL;
+  if (advice == NULL)
+    return;
+  g_autofree char *head = g_strndup (error->message, advice - error->message);
+  g_free (error->message);
+  error->message = g_strdup_printf ("%s; the model of %s was trained with [data] missing = "
+                                    "error, so infer does not fill it: give the cell a value, "
+                                    "or train with missing = mean or zero", head, dir);
+}
+
 KsTable *
 ks_infer_load (const char *dir, GHashTable *meta, const char *format, const char *input,
                const char *const *images, const char *labels, const char *label,
@@ -206,7 +221,12 @@ ks_infer_load (const char *dir, GHashTable *meta, const char *format, const char
   KsImageFolderOptions o;
 
   if (strcmp (format, "csv") == 0)
-    return load_csv (dir, meta, input, label, error);
+    {
+      KsTable *t = load_csv (dir, meta, input, label, error);
+      if (t == NULL)
+        missing_advice (dir, error != NULL ? *error : NULL);
+      return t;
+    }
   if (strcmp (format, "npy") == 0)
     return ks_table_load_npy (input, labels, regression (meta), error);
   if (strcmp (format, "idx") == 0)
