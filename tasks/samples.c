@@ -531,29 +531,6 @@ list_files (const KsConfig *c, Source source, gboolean split, KsRoleMaker *role,
                       error);
 }
 
-/* [data] missing = mean: the training rows' column means (each file's missing cells took
- * its own column's mean, which keeps the mean), that a held-out file's missing cells
- * take, not the held-out file's own. */
-static float *
-column_means (const SampleFiles *files)
-{
-  gsize f = ((KsRows *) files->files->pdata[0])->table->features, n = files_rows (files);
-  g_autofree double *sum = g_new0 (double, MAX (f, 1));
-  g_autofree float *x = g_new (float, MAX (f, 1));
-  float *mean = g_new (float, MAX (f, 1));
-  for (gsize r = 0; r < n; r++)
-    {
-      gsize local;
-      const KsRows *rows = files_locate (files, r, &local); /* sets local first */
-      ks_rows_get (rows, local, x);
-      for (gsize j = 0; j < f; j++)
-        sum[j] += x[j];
-    }
-  for (gsize j = 0; j < f; j++)
-    mean[j] = n > 0 ? (float) (sum[j] / n) : 0;
-  return mean;
-}
-
 /* The training and held-out sets of this worker's files: a test file's rows (missing
  * cells filled with train->fill), or rows held out by hash. */
 static gboolean
@@ -609,8 +586,21 @@ load_tables (const KsConfig *c, Source source, gboolean regression, KsRoleMaker 
   if ((files = load_files (c, source, l.mine, l.my_labels, regression, TRUE, NULL, NULL,
                            error)) == NULL)
     return FALSE;
+  /* [data] missing = mean: a held-out file's missing cells take the training rows' means
+   * (over every worker's files; each training file's took its own column's, which keeps
+   * its mean), never the held-out file's own */
   if (source == SOURCE_CSV && strcmp (ks_config_get_string (c, "data", "missing"), "mean") == 0)
-    train->fill = column_means (files);
+    {
+      gsize f = ((KsRows *) files->files->pdata[0])->table->features;
+      g_autofree float *std = g_new (float, MAX (f, 1));
+      train->fill = g_new (float, MAX (f, 1));
+      if (!moments_of_all (c, source, l.all, l.all_labels, regression, l.tests == NULL, files,
+                           l.first, train->fill, std, error))
+        {
+          g_atomic_rc_box_release_full (files, (GDestroyNotify) files_free);
+          return FALSE;
+        }
+    }
   ok = split_rows (c, source, regression, &l, files, name, train, eval, error);
   if (ok && strcmp (ks_config_get_string (c, "data", "normalize"), "standard") == 0)
     {

@@ -10,7 +10,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-missing-mean-XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..3"
+echo "1..4"
 # y = 2a + b + noise; a in [0, 1) for training, in [5, 6) held out, empty on every 4th row
 awk 'BEGIN { srand (7); print "a,b,y";
   for (i = 0; i < 400; i++) { a = rand (); b = rand ();
@@ -43,9 +43,9 @@ INI
 "$KSDIST" train r.ini > train.log 2>&1
 got=$(sed -n 's/^eval rmse \([0-9.]*\) (40 held-out samples)$/\1/p' train.log)
 # the held-out rows filled with a mean computed here, their predictions from the export
-rmse_with () { # MEAN: the RMSE of the held-out rows whose empty a is MEAN
+rmse_with () { # MEAN [EXPORT]: the RMSE of the held-out rows whose empty a is MEAN
   tail -n +2 test.csv | awk -F, -v m="$1" '{ printf "%s %s\n", ($1 == "" ? m : $1), $2 }' > rows.txt
-  "$KSDIST" infer exp -i rows.txt > pred.txt 2> infer.log
+  "$KSDIST" infer "${2:-exp}" -i rows.txt > pred.txt 2> infer.log
   tail -n +2 test.csv | cut -d, -f3 | paste -d' ' pred.txt - \
     | awk '{ d = $1 - $2; s += d * d; n++ } END { if (n == 40) printf "%.4f", sqrt (s / n) }'
 }
@@ -75,4 +75,21 @@ if [ $? -eq 0 ] && grep -q "^eval rmse [0-9.]* (40 held-out samples)$" empty.log
   echo "ok 3 - a held-out column with no value at all is filled by the training mean"
 else
   echo "not ok 3 - an empty held-out column"; sed 's/^/# /' empty.log
+fi
+
+# training files split over 2 workers whose a differ (about 0.5 and 2.5): both workers
+# fill the held-out gaps with the mean of every training row, so both print the RMSE
+# the export's predictions give with that mean
+awk 'NR == 1 || NR % 2 == 0' train.csv > half1.csv
+awk -F, 'BEGIN { OFS = "," } NR == 1 { print; next } NR % 2 == 1 { $1 = sprintf ("%.5f", $1 + 2);
+  $3 = sprintf ("%.5f", $3 + 4); print }' train.csv > half2.csv
+"$KSDIST" launch -n 2 r.ini --set data.path='half*.csv' --set data.split_files=true \
+  --set train.export_dir=exp2 > split.log 2>&1
+all_mean=$(tail -q -n +2 half1.csv half2.csv | awk -F, '{ s += $1 } END { printf "%.9g", s / NR }')
+want=$(rmse_with "$all_mean" exp2)
+lines=$(grep -c "eval rmse $want (40 held-out samples)\$" split.log)
+if [ -n "$want" ] && [ "$lines" = 2 ]; then
+  echo "ok 4 - split_files: both workers fill with the mean of all training rows ($all_mean): rmse $want"
+else
+  echo "not ok 4 - split_files: want 2 lines of rmse '$want' (the mean $all_mean)"; sed 's/^/# /' split.log
 fi
