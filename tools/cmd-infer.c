@@ -350,7 +350,10 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
     {
       double sum = 0;
       for (gsize r = 0; r < rows; r++)
-        sum += ((double) predicted[r] - table->target[r]) * ((double) predicted[r] - table->target[r]);
+        {
+          double d = (double) predicted[r] - table->target[r];
+          sum += d * d;
+        }
       g_message ("rmse %.4f (%" G_GSIZE_FORMAT " rows of %s)", rows ? sqrt (sum / rows) : 0.0,
                  rows, table->path);
     }
@@ -376,7 +379,8 @@ run_infer (int argc, char **argv)
       "with or without a label column: a header is matched against the training file's), "
       "npy (with --labels), idx, image_folder (ROOT/<class>/<image>) or image (PNG or JPEG "
       "files, also given as arguments after EXPORT), decoded to the training images' size "
-      "and channels; rows with labels are scored with --argmax", "F" },
+      "and channels; rows with labels are scored: a classifier's with --argmax (accuracy), "
+      "a regression's values (RMSE)", "F" },
     { "labels", 0, 0, G_OPTION_ARG_FILENAME, &labels, "npy: the labels' .npy file", "FILE" },
     { "label", 0, 0, G_OPTION_ARG_STRING, &label,
       "csv: the label column, by name or 0-based index (default: the last)", "COLUMN" },
