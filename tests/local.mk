@@ -376,6 +376,10 @@ tests/test-install.log: tests/test-ckpt-owner.log
 dist_check_SCRIPTS += tests/test-preempt.sh
 TESTS += tests/test-preempt.sh
 tests/test-install.log: tests/test-preempt.log
+# A signal before the first step: one line, nothing saved, 128 + the signal (issue 49).
+dist_check_SCRIPTS += tests/test-signal-startup.sh
+TESTS += tests/test-signal-startup.sh
+tests/test-install.log: tests/test-signal-startup.log
 
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
