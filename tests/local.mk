@@ -380,6 +380,11 @@ tests/test-install.log: tests/test-preempt.log
 dist_check_SCRIPTS += tests/test-signal-startup.sh
 TESTS += tests/test-signal-startup.sh
 tests/test-install.log: tests/test-signal-startup.log
+# Re-sealed checkpoint fields: ranges and cross-file invariants on load (issue 49).
+dist_check_SCRIPTS += tests/test-ckpt-fields.sh
+EXTRA_DIST += tests/ckpt-reseal.py
+TESTS += tests/test-ckpt-fields.sh
+tests/test-install.log: tests/test-ckpt-fields.log
 
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
