@@ -385,6 +385,10 @@ dist_check_SCRIPTS += tests/test-ckpt-fields.sh
 EXTRA_DIST += tests/ckpt-reseal.py
 TESTS += tests/test-ckpt-fields.sh
 tests/test-install.log: tests/test-ckpt-fields.log
+# IDX headers checked before decompressing, gzip bounded by them (issue 49).
+dist_check_SCRIPTS += tests/test-idx-bounds.sh
+TESTS += tests/test-idx-bounds.sh
+tests/test-install.log: tests/test-idx-bounds.log
 
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
