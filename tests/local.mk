@@ -389,6 +389,10 @@ tests/test-install.log: tests/test-ckpt-fields.log
 dist_check_SCRIPTS += tests/test-idx-bounds.sh
 TESTS += tests/test-idx-bounds.sh
 tests/test-install.log: tests/test-idx-bounds.log
+# A token file rewritten during a run: the file named (issue 49).
+dist_check_SCRIPTS += tests/test-tokens-rewrite.sh
+TESTS += tests/test-tokens-rewrite.sh
+tests/test-install.log: tests/test-tokens-rewrite.log
 
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh
