@@ -11,8 +11,7 @@
 
 static const char *const split_names[] = { "train", "val", "test" };
 
-/* Larger images are refused before they are decoded (a photo is about 12 megapixels). */
-#define MAX_IMAGE_PIXELS (64 << 20)
+#define MAX_IMAGE_PIXELS KS_TABLE_MAX_PIXELS
 
 typedef struct {
   char *name;
@@ -234,12 +233,12 @@ decode (const KsImageSet *set, const char *path, GError **error)
 
   /* the header's size first: a small file may declare a huge image */
   if (gdk_pixbuf_get_file_info (path, &width, &height) != NULL
-      && ((gint64) width * height > MAX_IMAGE_PIXELS))
+      && ((guint64) width * height > MAX_IMAGE_PIXELS))
     {
       g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
                    "%s: a %dx%d image, over the %d megapixels an image may have here; shrink "
                    "it, or set [data] bad_images = skip to skip such files", path, width,
-                   height, MAX_IMAGE_PIXELS >> 20);
+                   height, (int) (MAX_IMAGE_PIXELS >> 20));
       return NULL;
     }
   /* cut short or not PNG/JPEG: gdk-pixbuf would decode a part as grey without an error */

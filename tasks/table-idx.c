@@ -10,26 +10,32 @@ be32 (const guint8 *p)
   return (guint32) p[0] << 24 | (guint32) p[1] << 16 | (guint32) p[2] << 8 | p[3];
 }
 
-/* Reads dir/name or dir/name.gz (the first there); *path set to the one read. NULL with
- * KS_CONFIG_ERROR_IO when neither is, naming both files of the `pair` (images, labels).
- * With `map`, a file that is not gzipped is mapped into *map rather than read (the
- * bytes returned are then the mapping's). */
-static const char *
-read_either (const char *dir, const char *name, const char *const pair[2], char **path,
-             GMappedFile **map, char **bytes, gsize *length, GError **error)
+/* dir/name or dir/name.gz (the first there), or NULL with KS_CONFIG_ERROR_IO when neither
+ * is, naming both files of the `pair` (images, labels). */
+static char *
+pick (const char *dir, const char *name, const char *const pair[2], GError **error)
 {
   g_autofree char *plain = g_build_filename (dir, name, NULL);
   g_autofree char *gz = g_strconcat (plain, ".gz", NULL);
 
-  *path = g_strdup (g_file_test (plain, G_FILE_TEST_EXISTS) ? plain : gz);
-  if (!g_file_test (*path, G_FILE_TEST_EXISTS))
-    {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO,
-                   "%s: neither %s nor %s.gz is there (the set's IDX files are %s and %s, "
-                   "each possibly gzipped)", dir, name, name, pair[0], pair[1]);
-      return NULL;
-    }
-  if (map != NULL && (*map = ks_table_map (*path, error)) == NULL)
+  if (g_file_test (plain, G_FILE_TEST_EXISTS))
+    return g_steal_pointer (&plain);
+  if (g_file_test (gz, G_FILE_TEST_EXISTS))
+    return g_steal_pointer (&gz);
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO,
+               "%s: neither %s nor %s.gz is there (the set's IDX files are %s and %s, "
+               "each possibly gzipped)", dir, name, name, pair[0], pair[1]);
+  return NULL;
+}
+
+/* The bytes of `path`: at most `limit` of a gzip stream (what its header promised). With
+ * `map`, a file that is not gzipped is mapped into *map rather than read (the bytes
+ * returned are then the mapping's). */
+static const char *
+read_data (const char *path, gsize limit, GMappedFile **map, char **bytes, gsize *length,
+           GError **error)
+{
+  if (map != NULL && (*map = ks_table_map (path, error)) == NULL)
     return NULL;
   if (map != NULL)
     {
@@ -44,14 +50,14 @@ read_either (const char *dir, const char *name, const char *const pair[2], char 
         return (const char *) b;
       g_clear_pointer (map, ks_table_unmap); /* gzip: decompressed into memory */
     }
-  return *bytes = ks_table_read (*path, length, error);
+  return *bytes = ks_table_read_bounded (path, limit, length, error);
 }
 
-/* Checks an IDX file of unsigned bytes with `ndim` dimensions; their sizes into dims and
- * the data's start into *data. */
+/* Checks the header of an IDX file of unsigned bytes with `ndim` dimensions, b[0, n):
+ * their sizes into dims, the bytes the whole file should have into *total. */
 static gboolean
-check (const char *path, const guint8 *b, gsize n, int ndim, guint32 *dims,
-       const guint8 **data, GError **error)
+header (const char *path, const guint8 *b, gsize n, int ndim, guint32 *dims, gsize *total,
+        GError **error)
 {
   guint32 want = 0x800 | ndim;
   gsize count = 1, head = 4 + 4 * (gsize) ndim;
@@ -71,13 +77,36 @@ check (const char *path, const guint8 *b, gsize n, int ndim, guint32 *dims,
       if (dims[d] == 0 || !g_size_checked_mul (&count, count, dims[d]))
         return ks_table_bad (error, "%s: dimension %d is %u", path, d, dims[d]) != NULL;
     }
-  if (count != n - head)
+  if (!g_size_checked_add (total, count, head))
+    return ks_table_bad (error, "%s: its dimensions overflow", path) != NULL;
+  return TRUE;
+}
+
+/* Checks the whole file b[0, n) against its header; the data's start into *data. */
+static gboolean
+check (const char *path, const guint8 *b, gsize n, int ndim, guint32 *dims,
+       const guint8 **data, GError **error)
+{
+  gsize total, head = 4 + 4 * (gsize) ndim;
+
+  if (!header (path, b, n, ndim, dims, &total, error))
+    return FALSE;
+  if (total != n)
     return ks_table_bad (error, "%s: %s: the header says %" G_GSIZE_FORMAT " bytes of data "
                          "but %" G_GSIZE_FORMAT " follow", path,
-                         count > n - head ? "truncated" : "extra bytes after the data", count,
+                         total > n ? "truncated" : "extra bytes after the data", total - head,
                          n - head) != NULL;
   *data = b + head;
   return TRUE;
+}
+
+/* The header of `path` (read alone: a gzip stream is not decompressed further). */
+static gboolean
+read_header (const char *path, int ndim, guint32 *dims, gsize *total, GError **error)
+{
+  gsize n;
+  g_autofree char *b = ks_table_read_head (path, 4 + 4 * (gsize) ndim, &n, error);
+  return b != NULL && header (path, (const guint8 *) b, n, ndim, dims, total, error);
 }
 
 /* The table of the pair of `train`; with `map`, the images mapped into *map when they
@@ -103,16 +132,25 @@ load (const char *path, gboolean train, GMappedFile **map, const guint8 **pixels
       return NULL;
     }
   const char *const pair[2] = { images_name, labels_name };
-  if ((images = read_either (path, images_name, pair, &images_path, map, &images_bytes, &ilen,
-                             error)) == NULL
-      || (labels = read_either (path, labels_name, pair, &labels_path, NULL, &labels_bytes,
-                                &llen, error)) == NULL
-      || !check (images_path, (const guint8 *) images, ilen, 3, idims, pixels, error)
-      || !check (labels_path, (const guint8 *) labels, llen, 1, ldims, &ids, error))
+  gsize itotal, ltotal;
+  if ((images_path = pick (path, images_name, pair, error)) == NULL
+      || (labels_path = pick (path, labels_name, pair, error)) == NULL
+      || !read_header (images_path, 3, idims, &itotal, error)
+      || !read_header (labels_path, 1, ldims, &ltotal, error))
     return NULL;
+  /* the headers against each other and the image cap, before any data is decompressed */
   if (ldims[0] != idims[0])
     return ks_table_bad (error, "%s: %u labels but %s has %u images", labels_path, ldims[0],
                          images_path, idims[0]);
+  if ((guint64) idims[1] * idims[2] > KS_TABLE_MAX_PIXELS)
+    return ks_table_bad (error, "%s: its header declares images of %ux%u, over the %d "
+                         "megapixels an image may have here; nothing was decompressed",
+                         images_path, idims[1], idims[2], (int) (KS_TABLE_MAX_PIXELS >> 20));
+  if ((images = read_data (images_path, itotal, map, &images_bytes, &ilen, error)) == NULL
+      || (labels = read_data (labels_path, ltotal, NULL, &labels_bytes, &llen, error)) == NULL
+      || !check (images_path, (const guint8 *) images, ilen, 3, idims, pixels, error)
+      || !check (labels_path, (const guint8 *) labels, llen, 1, ldims, &ids, error))
+    return NULL;
 
   gboolean mapped = map != NULL && *map != NULL;
   g_autoptr (KsTable) t = ks_table_alloc (path, idims[0],

@@ -9,8 +9,7 @@
 #endif
 #include <string.h>
 
-/* Larger images are refused before they are decoded (a photo is about 12 megapixels). */
-#define MAX_PIXELS ((guint64) 64 << 20)
+#define MAX_PIXELS KS_TABLE_MAX_PIXELS
 
 static gboolean
 check_options (const char *root, const KsImageFolderOptions *o, GError **error)

@@ -15,6 +15,16 @@ G_GNUC_PRINTF (2, 3) gpointer ks_table_bad (GError **error, const char *format, 
 /* The bytes of `path`, decompressed when they start with gzip's magic (whatever the name);
  * NUL-terminated one past *length. A file that cannot be read is KS_CONFIG_ERROR_IO. */
 char *ks_table_read (const char *path, gsize *length, GError **error);
+/* Its first `n` bytes (fewer when it is shorter): a header, checked before the rest is
+ * decompressed. */
+char *ks_table_read_head (const char *path, gsize n, gsize *length, GError **error);
+/* The whole, a gzip stream decompressed only up to `limit` bytes: one that holds more is
+ * refused as soon as it passes it (what its header promised), so memory stays bounded. */
+char *ks_table_read_bounded (const char *path, gsize limit, gsize *length, GError **error);
+
+/* The most pixels an image may have (64 megapixels; a photo is about 12): larger ones
+ * are refused before they are decoded or decompressed. */
+#define KS_TABLE_MAX_PIXELS ((guint64) 64 << 20)
 
 /* A new table of rows x features floats and rows labels of the kind asked; NULL (with an
  * error naming `path`) when the sizes overflow. */

@@ -1,6 +1,7 @@
 /* Reading a data file whole, gzip or not: the readers then parse bytes in memory. */
 #include "table-private.h"
 
+#include <errno.h>
 #include <zlib.h>
 
 #define CHUNK (1 << 20)
@@ -26,9 +27,12 @@ feed (z_stream *z, const guint8 **in, gsize *left)
   *left -= z->avail_in;
 }
 
-/* Inflates all gzip members of in[0, n) (`cat a.gz b.gz` is one valid file). */
+/* Inflates all gzip members of in[0, n) (`cat a.gz b.gz` is one valid file), never more
+ * than `limit` bytes: with `prefix` it stops there (the first bytes, a header), else a
+ * stream that goes on past it is refused (more data than its header promised). */
 static char *
-gunzip (const char *path, const guint8 *in, gsize n, gsize *length, GError **error)
+gunzip (const char *path, const guint8 *in, gsize n, gsize limit, gboolean prefix,
+        gsize *length, GError **error)
 {
   /* not a GByteArray: its length is 32 bits, and data sets pass 4 GiB */
   g_autofree char *out = NULL;
@@ -47,7 +51,8 @@ gunzip (const char *path, const guint8 *in, gsize n, gsize *length, GError **err
         {
           /* deflate expands at most ~1032 times, so even a hostile stream is bounded by
            * the file's size; still, a clean error rather than an abort */
-          char *more = g_try_realloc (out, cap = MAX (2 * cap, 4 * CHUNK));
+          gsize want = MIN (MAX (2 * cap, 4 * CHUNK), MAX (limit, len) + CHUNK + 1);
+          char *more = g_try_realloc (out, cap = want);
           if (more == NULL)
             {
               inflateEnd (&z);
@@ -60,6 +65,18 @@ gunzip (const char *path, const guint8 *in, gsize n, gsize *length, GError **err
       z.avail_out = CHUNK;
       rc = inflate (&z, Z_NO_FLUSH);
       len += CHUNK - z.avail_out;
+      if (len > limit && prefix)
+        {
+          len = limit, rc = Z_STREAM_END; /* enough: the rest is not read */
+          break;
+        }
+      if (len > limit)
+        {
+          inflateEnd (&z);
+          return ks_table_bad (error, "%s: the gzip stream holds more than the %" G_GSIZE_FORMAT
+                               " bytes its header promises (it was cut off there, not read "
+                               "further); rewrite the file", path, limit);
+        }
       if (rc == Z_STREAM_END)
         {
           /* another member may follow; zero padding after the last is allowed */
@@ -87,7 +104,7 @@ gunzip (const char *path, const guint8 *in, gsize n, gsize *length, GError **err
         break; /* starved: the stream ended early */
     }
   inflateEnd (&z);
-  if (rc != Z_STREAM_END)
+  if (rc != Z_STREAM_END && !prefix)
     return ks_table_bad (error, "%s: truncated gzip data (it ends after %" G_GSIZE_FORMAT
                          " bytes of output)", path, len);
   out[len] = 0;
@@ -95,8 +112,9 @@ gunzip (const char *path, const guint8 *in, gsize n, gsize *length, GError **err
   return g_steal_pointer (&out);
 }
 
-char *
-ks_table_read (const char *path, gsize *length, GError **error)
+/* The bytes of `path` decompressed: at most `limit` (see gunzip). */
+static char *
+read_upto (const char *path, gsize limit, gboolean prefix, gsize *length, GError **error)
 {
   g_autoptr (GError) local = NULL;
   g_autofree char *bytes = NULL;
@@ -109,7 +127,49 @@ ks_table_read (const char *path, gsize *length, GError **error)
       return NULL;
     }
   if (n >= 2 && (guint8) bytes[0] == 0x1f && (guint8) bytes[1] == 0x8b)
-    return gunzip (path, (const guint8 *) bytes, n, length, error);
-  *length = n;
+    return gunzip (path, (const guint8 *) bytes, n, limit, prefix, length, error);
+  *length = prefix ? MIN (n, limit) : n;
   return g_steal_pointer (&bytes);
+}
+
+char *
+ks_table_read (const char *path, gsize *length, GError **error)
+{
+  return read_upto (path, G_MAXSIZE - 2 * CHUNK, FALSE, length, error);
+}
+
+char *
+ks_table_read_head (const char *path, gsize n, gsize *length, GError **error)
+{
+  /* zlib's gzread streams a gzip file and reads any other as it is: only n bytes made */
+  g_autofree char *out = g_malloc (n + 1);
+  gzFile f = gzopen (path, "rb");
+  int got;
+
+  g_return_val_if_fail (n < G_MAXINT, NULL);
+  if (f == NULL)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s: %s", path,
+                   g_strerror (errno));
+      return NULL;
+    }
+  got = gzread (f, out, (unsigned) n);
+  if (got < 0)
+    {
+      int e;
+      g_autofree char *why = g_strdup (gzerror (f, &e));
+      gzclose (f);
+      return ks_table_bad (error, "%s: gzip data is corrupt in its first %" G_GSIZE_FORMAT
+                           " bytes (%s)", path, n, why);
+    }
+  gzclose (f);
+  out[got] = 0;
+  *length = (gsize) got;
+  return g_steal_pointer (&out);
+}
+
+char *
+ks_table_read_bounded (const char *path, gsize limit, gsize *length, GError **error)
+{
+  return read_upto (path, limit, FALSE, length, error);
 }

@@ -21,6 +21,11 @@ typedef struct {
   gint64 *x, *positions, *y;
   Net net;
   char *description;
+  guint32 vocab;  /* the tokens seen at the start are below it, the model's rows */
+  /* a token at or past vocab in a window read since (the file was rewritten while mapped) */
+  const char *bad_path;
+  gsize bad_at;
+  guint32 bad_token;
 } Tokens;
 
 static const char *const tokens_settings[] = {
@@ -110,6 +115,7 @@ tokens_build (KsTrainer *t, GError **error)
   if (!load (k, c, error))
     return FALSE;
   vocab = MAX (k->train->vocab_hint, k->test != NULL ? k->test->vocab_hint : 0);
+  k->vocab = (guint32) MIN (vocab, (gint64) G_MAXUINT32);
   if (!net_on_tokens (&k->net, c, vocab, k->context, k->train->path, error))
     return FALSE;
   net_describe (&k->net, ks_trainer_rows (t), 0, NULL);
@@ -146,14 +152,56 @@ token_at (const Tokens *k, const guint8 *tokens, gsize i)
   return k->width == 4 ? ((const guint32 *) tokens)[i] : ((const guint16 *) tokens)[i];
 }
 
+/* A token at or past the vocabulary seen when the job started: the mapped file was
+ * rewritten since; the first one is kept, for the error that names the file. */
+static void
+note_bad (Tokens *k, const guint8 *tokens, gsize i, guint32 v)
+{
+  if (k->bad_path != NULL)
+    return;
+  gboolean held = tokens == k->held && k->test != NULL;
+  k->bad_path = held ? k->test->path : k->train->path;
+  k->bad_at = i + (gsize) (tokens - (const guint8 *) (held ? k->test : k->train)->data) / k->width;
+  k->bad_token = v;
+}
+
 static void
 fill_window (Tokens *k, const guint8 *tokens, gsize row, gsize start)
 {
-  for (gsize j = 0; j < k->context; j++)
+  for (gsize j = 0; j <= k->context; j++)
     {
-      k->x[row * k->context + j] = token_at (k, tokens, start + j);
-      k->y[row * k->context + j] = token_at (k, tokens, start + j + 1);
+      guint32 v = token_at (k, tokens, start + j);
+      if (v >= k->vocab)
+        note_bad (k, tokens, start + j, v);
+      if (j < k->context)
+        k->x[row * k->context + j] = v;
+      if (j > 0)
+        k->y[row * k->context + j - 1] = v;
     }
+}
+
+/* The error for a token past the vocabulary (FALSE), or TRUE when none was read. */
+static gboolean
+no_bad_token (Tokens *k, GError **error)
+{
+  if (k->bad_path == NULL)
+    return TRUE;
+  g_clear_error (error);
+  g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+               "%s: token %" G_GUINT32_FORMAT " at position %" G_GSIZE_FORMAT " is outside "
+               "the vocabulary of %" G_GUINT32_FORMAT " it had when the job started: the file "
+               "was rewritten while this job read it (token files are memory-mapped: they "
+               "must not be changed while a job trains on them); restore it, then resume "
+               "from the newest checkpoint",
+               k->bad_path, k->bad_token, k->bad_at, k->vocab);
+  return FALSE;
+}
+
+static gboolean
+tokens_prepare (KsTrainer *t, gint64 step, GError **error)
+{
+  (void) step;
+  return no_bad_token (ks_trainer_data (t), error);
 }
 
 static void
@@ -188,7 +236,9 @@ tokens_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GE
   Tokens *k = ks_trainer_data (t);
   gsize windows = (k->n_held - 1) / k->context;
   (void) final;
-  return net_eval_windows (t, windows, k->context, fill_held, k, value, samples, error);
+  gboolean ok = net_eval_windows (t, windows, k->context, fill_held, k, value, samples, error);
+  /* a rewritten file's token past the vocabulary: that, not the embedding's complaint */
+  return no_bad_token (k, error) && ok;
 }
 
 static const char *
@@ -219,6 +269,7 @@ const KsTrainTask ks_tokens_task = {
   .unit = "tokens",
   .build = tokens_build,
   .batch = tokens_batch,
+  .prepare = tokens_prepare,
   .evaluate = tokens_evaluate,
   .describe = tokens_describe,
   .clear = tokens_clear,

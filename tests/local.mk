@@ -386,6 +386,23 @@ tests/test-install.log: tests/test-ckpt-owner.log
 dist_check_SCRIPTS += tests/test-preempt.sh
 TESTS += tests/test-preempt.sh
 tests/test-install.log: tests/test-preempt.log
+# A signal before the first step: one line, nothing saved, 128 + the signal (issue 49).
+dist_check_SCRIPTS += tests/test-signal-startup.sh
+TESTS += tests/test-signal-startup.sh
+tests/test-install.log: tests/test-signal-startup.log
+# Re-sealed checkpoint fields: ranges and cross-file invariants on load (issue 49).
+dist_check_SCRIPTS += tests/test-ckpt-fields.sh
+EXTRA_DIST += tests/ckpt-reseal.py
+TESTS += tests/test-ckpt-fields.sh
+tests/test-install.log: tests/test-ckpt-fields.log
+# IDX headers checked before decompressing, gzip bounded by them (issue 49).
+dist_check_SCRIPTS += tests/test-idx-bounds.sh
+TESTS += tests/test-idx-bounds.sh
+tests/test-install.log: tests/test-idx-bounds.log
+# A token file rewritten during a run: the file named (issue 49).
+dist_check_SCRIPTS += tests/test-tokens-rewrite.sh
+TESTS += tests/test-tokens-rewrite.sh
+tests/test-install.log: tests/test-tokens-rewrite.log
 
 # Out-of-tree plugin: install to a temporary root, build against it, load.
 dist_check_SCRIPTS += tests/test-install.sh

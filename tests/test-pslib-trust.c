@@ -7,6 +7,9 @@
 #include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
 #include <zmq.h>
 
 static char *
@@ -117,7 +120,7 @@ test_resume_identity (void)
   static const char *const dense0 = "server-0-of-2.safetensors";
   static const char *const dense1 = "server-1-of-2.safetensors";
   enum { OLDER_SPARSE, OLDER_DENSE, SERVER0_OVER_1, STEP_EDITED, OTHER_JOB, NAN_ROW,
-         DUPLICATE_ID, OTHER_SERVER_ID, UNFORGED };
+         DUPLICATE_ID, OTHER_SERVER_ID, FIFO, DEV_ZERO, UNFORGED };
   static const struct {
     const char *name, *file, *want;
   } cases[] = {
@@ -130,6 +133,9 @@ test_resume_identity (void)
     [DUPLICATE_ID] = { "duplicate-id", sparse1, "is saved twice" },
     [OTHER_SERVER_ID] = { "other-server-id", sparse1, "a row of server 0 of 2, but this is "
                                                       "server 1's file" },
+    /* issue 49 item 8: "missing" before, and a FIFO must not block the load */
+    [FIFO] = { "fifo", sparse1, "is not a regular file (a FIFO)" },
+    [DEV_ZERO] = { "dev-zero", sparse1, "is not a regular file (a link to a character device)" },
     [UNFORGED] = { "unforged", NULL, NULL },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -188,6 +194,14 @@ test_resume_identity (void)
           break;
         case OTHER_SERVER_ID:
           forge_rows (target, EDIT_OTHER_SERVER, 1000000);
+          break;
+        case FIFO:
+          g_assert_cmpint (g_unlink (target), ==, 0);
+          g_assert_cmpint (mkfifo (target, 0644), ==, 0);
+          break;
+        case DEV_ZERO:
+          g_assert_cmpint (g_unlink (target), ==, 0);
+          g_assert_cmpint (symlink ("/dev/zero", target), ==, 0);
           break;
         }
       g_autofree char *out = NULL, *err = NULL;

@@ -270,6 +270,46 @@ send_request (void *socket, guint type, guint32 arg, const void *payload, gsize 
   g_assert_true (ps_send (socket, NULL, 0, &h, payload, len, FALSE));
 }
 
+/* A hand-started job without KS_STORE_TOKEN: every process names the missing token, found
+ * before the processes meet, so that none can be caught in a collective with a peer that
+ * ended on it (issue 49 item 8: worker 0 exited 3 with only gloo's "Connection closed by
+ * peer"); the servers no longer build their tables and wait for the meeting first. */
+static void
+test_no_token_two_workers (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *data = NULL, *set_data = NULL;
+  PsTestJob j = { .no_token = TRUE };
+
+  if (!ps_test_have_pslib ())
+    return;
+  data = ps_test_small_ctr_data (dir);
+  set_data = DATA (data);
+  ps_test_job_start (&j, 2, 2, ARGS (set_data, "train.steps=200", "train.batch=64", "strategy.dense=allreduce",
+                                     "openblas.threads=1", "comm.timeout=10"));
+  ps_test_job_wait (&j, 60);
+  for (int w = 0; w < 2; w++)
+    {
+      g_autofree char *log = ps_test_read_log (&j, w);
+      g_autofree char *want = g_strdup_printf ("worker %d: KS_STORE_TOKEN is not set", w);
+      if (strstr (log, want) == NULL)
+        g_error ("worker %d's log lacks '%s':\n%s", w, want, log);
+      g_assert_cmpint (ps_test_job_status (&j, w), ==, 2);
+    }
+  /* checked before the processes meet: a server built no table, served nothing */
+  for (int p = 2; p < 4; p++)
+    {
+      g_autofree char *log = ps_test_read_log (&j, p);
+      g_autofree char *want = g_strdup_printf ("server %d: KS_STORE_TOKEN is not set", p - 2);
+      if (strstr (log, want) == NULL || strstr (log, "table emb holds") != NULL)
+        g_error ("server %d's log lacks '%s' or shows it built its tables first:\n%s", p - 2,
+                 want, log);
+      g_assert_cmpint (ps_test_job_status (&j, p), ==, 2);
+    }
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
 /* Sparse requests that lie (ids of another server, a record size that does not divide,
  * an unknown table, a gradient that is not finite, clicks above shows) are refused; the
  * job finishes. */
@@ -469,6 +509,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pslib/shrink", test_shrink);
   g_test_add_func ("/pslib/refusals", test_refusals);
   g_test_add_func ("/pslib/bad-sparse-requests", test_bad_sparse_requests);
+  g_test_add_func ("/pslib/no-token-two-workers", test_no_token_two_workers);
   g_test_add_func ("/pslib/killed-server", test_killed_server);
   g_test_add_func ("/pslib/stopped-worker", test_stopped_worker);
   g_test_add_func ("/pslib/save-planted-temporaries", test_save_planted_temporaries);

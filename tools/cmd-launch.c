@@ -190,6 +190,17 @@ start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GErr
   g_subprocess_launcher_set_child_setup (launcher, die_with_launcher,
                                          GINT_TO_POINTER ((int) getpid ()), NULL);
   set_environment (l, w, launcher);
+  if (!l->program && w->rank < l->world - l->servers)
+    {
+      /* the worker writes a byte there when its first step begins (stop.c) */
+      int ends[2];
+      if (!g_unix_open_pipe (ends, FD_CLOEXEC, error)
+          || !g_unix_set_fd_nonblocking (ends[0], TRUE, error))
+        return FALSE;
+      w->step_fd = ends[0];
+      g_subprocess_launcher_take_fd (launcher, ends[1], 3);
+      g_subprocess_launcher_setenv (launcher, "KS_LAUNCH_STEP_FD", "3", TRUE);
+    }
   if (log_dir != NULL)
     {
       g_auto (GStrv) what = g_strsplit (w->name, " ", 2);
@@ -373,6 +384,7 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
     {
       Worker *w = &l->workers[i];
       memset (w, 0, sizeof *w);
+      w->step_fd = -1;
       w->launch = l;
       w->rank = l->first_rank + i;
       w->name = w->rank < l->world - l->servers
@@ -425,6 +437,9 @@ clear_workers (Launch *l)
       g_clear_pointer (&l->workers[i].log_path, g_free);
       g_clear_pointer (&l->workers[i].name, g_free);
       g_clear_pointer (&l->workers[i].lost, g_free);
+      if (l->workers[i].step_fd >= 0)
+        close (l->workers[i].step_fd);
+      l->workers[i].step_fd = -1;
     }
 }
 
@@ -478,6 +493,9 @@ run_launch (int argc, char **argv)
   g_autoptr (KsRegistry) registry = NULL;
   int status;
 
+  /* a signal before the workers start: one line, nothing started (the main loop's
+   * handlers take over before they do) */
+  ks_trainer_catch_startup_signals ("ksdist: launch");
   /* `-- PROGRAM ARGS...`: the processes run PROGRAM instead of `ksdist train` */
   for (int i = 1; i < argc; i++)
     if (strcmp (argv[i], "--") == 0)
@@ -532,8 +550,11 @@ run_launch (int argc, char **argv)
                                                   : child_command (argc == 2 ? argv[1] : NULL,
                                                                    sets, TRUE);
 
+  l.program = program != NULL;
   l.loop = g_main_loop_new (NULL, FALSE);
   l.workers = g_new0 (Worker, l.n);
+  for (int i = 0; i < l.n; i++)
+    l.workers[i].step_fd = -1;
   guint sigint = g_unix_signal_add (SIGINT, launch_on_sigint, &l);
   guint sigterm = g_unix_signal_add (SIGTERM, launch_on_sigterm, &l);
   guint watch = g_timeout_add (WATCH_MS, launch_on_watch, &l);

@@ -38,6 +38,8 @@ ks_train_command (const KsCommand *command, int argc, char **argv, int (*body) (
   g_autoptr (GError) error = NULL;
   int status;
 
+  if (command == &ks_cmd_train) /* a signal while it loads and meets the job: one line */
+    ks_trainer_catch_startup_signals ("ksdist");
   if (!ks_cli_parse (command->name, "[CONFIG]", command->summary, entries, &argc, &argv))
     return KS_EXIT_USAGE;
   if (argc > 2)

@@ -27,6 +27,8 @@ typedef struct {
   gboolean failed_alone; /* ended badly, and not by the launcher's own signal */
   gint64 stopped_since; /* monotonic µs when it was first seen stopped, or 0 */
   char *lost; /* several nodes: the first nodes its output said were lost, or NULL */
+  int step_fd;      /* a worker's KS_LAUNCH_STEP_FD pipe, read end, or -1 */
+  gboolean stepped; /* it said its first step began (a signal now is saved) */
 } Worker;
 
 struct Launch {
@@ -49,6 +51,7 @@ struct Launch {
   guint drain;         /* the source that ends them once every process has ended, or 0 */
   int restart, max_restarts; /* this start's number (0: the first) and the limit */
   int signal_received; /* SIGINT/SIGTERM that asked us to stop, or 0 */
+  gboolean program;    /* the processes run `-- PROGRAM`, which need not say its steps */
   double grace_s;      /* --grace-period: from that signal to SIGKILL */
   int worker_signal;   /* a worker stopped by a signal sent to it alone (exit 128 + it) */
   double timeout_s;    /* [comm] timeout: how long a stopped process is waited for */

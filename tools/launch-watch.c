@@ -7,6 +7,7 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 void
 launch_maybe_quit (Launch *l)
@@ -115,7 +116,7 @@ stopped_worker (Launch *l)
   return NULL;
 }
 
-static void stop_for_signal (Launch *l, int sig);
+static void stop_for_signal (Launch *l, int sig, const char *who);
 
 /* Every process has ended, and something they started still holds an output pipe open
  * (`sleep 60 &` in a script): its output is not waited for any longer. */
@@ -213,9 +214,7 @@ launch_on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
       /* a worker a signal stopped (the scheduler's, to it alone): no failure; the others
        * stop at the same step */
       l->worker_signal = g_subprocess_get_exit_status (w->process) - 128;
-      g_printerr ("ksdist: launch: %s was stopped by %s\n", w->name,
-                  l->worker_signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      stop_for_signal (l, l->worker_signal);
+      stop_for_signal (l, l->worker_signal, w->name);
     }
   else if (w->failed_alone && blame_instead (l, w))
     {
@@ -250,17 +249,47 @@ on_signal (Launch *l, int sig)
     }
   l->signal_received = sig;
   if (!l->stopping) /* else a failure or a worker's signal is stopping them already */
-    stop_for_signal (l, sig);
+    stop_for_signal (l, sig, NULL);
 }
 
-/* The signal passed on: the workers save at the next step and stop. */
-static void
-stop_for_signal (Launch *l, int sig)
+/* Whether every worker here said its first step began (KS_LAUNCH_STEP_FD): only then
+ * does a signal leave a checkpoint (one still starting up ends at once, and the others
+ * cannot agree on a step without it). */
+static gboolean
+all_stepped (Launch *l)
 {
+  char byte;
+  for (int r = 0; r < l->n; r++)
+    {
+      Worker *w = &l->workers[r];
+      if (!w->stepped && w->step_fd >= 0 && read (w->step_fd, &byte, 1) == 1)
+        w->stepped = TRUE;
+      if (w->step_fd >= 0 && !w->stepped)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* The signal passed on (`who` got it alone, or NULL: the launcher): the workers save at
+ * the next step and stop, or, before their first step, stop at once with nothing saved. */
+static void
+stop_for_signal (Launch *l, int sig, const char *who)
+{
+  const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  g_autofree char *kill_note = g_strdup_printf ("a second signal kills them now; they are "
+                                                "killed after --grace-period %g s", l->grace_s);
+  g_autofree char *subject = who != NULL ? g_strdup_printf ("%s was stopped by %s", who, name)
+                                         : g_strdup (name);
+
   l->stopping = TRUE;
-  g_printerr ("ksdist: launch: %s: the workers save a checkpoint at the next step and stop "
-              "(a second signal kills them now; they are killed after --grace-period %g s)\n",
-              sig == SIGTERM ? "SIGTERM" : "SIGINT", l->grace_s);
+  if (l->program)
+    g_printerr ("ksdist: launch: %s: passed on to the processes (%s)\n", subject, kill_note);
+  else if (all_stepped (l))
+    g_printerr ("ksdist: launch: %s: the workers save a checkpoint at the next step and stop "
+                "(%s)\n", subject, kill_note);
+  else
+    g_printerr ("ksdist: launch: %s%s before the first step: nothing was trained and nothing "
+                "saved\n", who != NULL ? "" : "stopped by ", subject);
   kill_all (l, sig);
   l->grace = g_timeout_add ((guint) (l->grace_s * 1000), on_grace_over, l);
 }

@@ -108,6 +108,11 @@ KsStore *ks_store_new (KsRegistry *registry, const KsConfig *config, const char 
 void ks_store_free (KsStore *store);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsStore, ks_store_free)
 const char *ks_store_name (const KsStore *store);
+/* Whether `token` (KS_STORE_TOKEN) is set: FALSE with a KS_CONFIG_ERROR that says, as
+ * `who` ("worker 0", "server 1 (HOST:PORT)"), why a job with parameter servers needs it and
+ * how to set one. Every process of such a job checks it before meeting the others, so
+ * that none ends on a peer's exit instead. */
+gboolean ks_store_token_required (const char *token, const char *who, GError **error);
 gboolean ks_store_open (KsStore *store, const char *address, const char *prefix,
                         const char *token, GError **error);
 gboolean ks_store_set (KsStore *store, const char *key, const void *data, gsize len,

@@ -143,6 +143,11 @@ GQuark ks_trainer_signal_error_quark (void);
  * or 0: code that waits outside the steps (a parameter server's loop) checks it, so the
  * first signal is never lost there. */
 int ks_trainer_stop_signal (void);
+/* From now until ks_trainer_run's first step, SIGTERM or SIGINT ends the process at once
+ * with one line, "NAME: stopped by SIGINT before the first step: nothing was trained and
+ * nothing saved", and the status 128 + the signal (a program's main calls it first, so
+ * that loading and meeting the job are covered; ks_trainer_run calls it otherwise). */
+void ks_trainer_catch_startup_signals (const char *name);
 
 /* Log messages as one line each on stderr, "PROGRAM: LEVEL: message", those less
  * severe than `level` ("error", "warning", "info", "debug"; [log] level) left out.

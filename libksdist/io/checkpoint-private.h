@@ -30,6 +30,9 @@
 /* the largest step or optimizer step a checkpoint may give: far beyond any run, far from
  * overflowing the arithmetic done with it */
 #define MAX_STEP (G_GINT64_CONSTANT (1) << 53)
+/* the most model runs one step makes ([pipeline] micro_batches' largest; one otherwise):
+ * rng_state counts the runs that drew dropout masks, so it is at most step times this */
+#define MAX_RUNS_PER_STEP 65535
 
 /* One tensor of the file: its name and where its floats are in the model. */
 typedef struct {

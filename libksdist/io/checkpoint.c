@@ -559,6 +559,46 @@ step_matches_name (const char *path, const char *file, gint64 saved_step, GError
                   "was edited or moved; resume from another checkpoint", saved_step, base);
 }
 
+/* The numbers of a step's checkpoint against each other, as the writer makes them: the
+ * optimizer's file is of the weights' step, its optimizer took one step for each step
+ * but those float16's loss scaling skipped, and rng_state counts at most
+ * MAX_RUNS_PER_STEP runs a step. (A file re-sealed after an edit passes its checksum;
+ * these catch it.) `optim` is NULL without an optimizer. */
+static gboolean
+saved_numbers_agree (Part *model, Part *optim, guint64 rng_state,
+                     gint64 step, gint64 opt_step, GError **error)
+{
+  gint64 skipped = 0, optim_step = step;
+
+  if (rng_state > (guint64) step * MAX_RUNS_PER_STEP)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, model->file,
+                    "metadata 'rng_state' is %" G_GUINT64_FORMAT ", more than step %"
+                    G_GINT64_FORMAT " can reach (%d dropout draws a step at most): the file "
+                    "was edited; resume from another checkpoint", rng_state, step,
+                    MAX_RUNS_PER_STEP);
+  if (optim == NULL)
+    return TRUE;
+  if (!meta_number (model->file, model->meta, "loss_scale_skipped", 0, MAX_STEP, 0, &skipped,
+                    error)
+      || (optim != model
+          && !meta_number (optim->file, optim->meta, "step", 0, MAX_STEP, -1, &optim_step,
+                           error)))
+    return FALSE;
+  if (optim_step != step)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, optim->file,
+                    "metadata 'step' is %" G_GINT64_FORMAT ", but the weights beside it (%s) "
+                    "are of step %" G_GINT64_FORMAT ": the files are of two saves; resume from "
+                    "another checkpoint", optim_step, model->file, step);
+  if (opt_step != step - skipped)
+    return corrupt (error, KS_CHECKPOINT_ERROR_FORMAT, optim->file,
+                    "metadata 'optimizer_step' is %" G_GINT64_FORMAT ", but the weights beside "
+                    "it are of step %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT " of whose steps "
+                    "float16's loss scaling skipped, so %" G_GINT64_FORMAT " optimizer steps: "
+                    "the file was edited; resume from another checkpoint",
+                    opt_step, step, skipped, step - skipped);
+  return TRUE;
+}
+
 gboolean
 ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gint64 *step,
                     GHashTable **metadata, GError **error)
@@ -599,6 +639,9 @@ ks_checkpoint_load (const char *path, KsModel *model, KsOptimizer *optimizer, gi
   if (optimizer != NULL
       && !meta_number (optim_first->file, optim_first->meta, "optimizer_step", 0, MAX_STEP, -1,
                        &saved_opt_step, error))
+    return FALSE;
+  if (step != NULL && !saved_numbers_agree (first, optimizer != NULL ? optim_first : NULL,
+                                             rng_state, saved_step, saved_opt_step, error))
     return FALSE;
 
   if ((params = ks_checkpoint_entries (model, TRUE, NULL, NULL, NULL, error)) == NULL

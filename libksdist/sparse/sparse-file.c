@@ -356,7 +356,8 @@ load_file (KsSparseTable *stage, const char *path, const KsSparseFileCheck *chec
   const gsize rec = sizeof (guint64) + stage->rec_size;
   guint8 header[HEADER_BYTES], want[HEADER_BYTES];
   struct stat st;
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO put there after the check opens at once, and is refused below */
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return ks_io_error (error, "cannot open sparse table file", path);
   gboolean ok = FALSE;
@@ -372,7 +373,14 @@ load_file (KsSparseTable *stage, const char *path, const KsSparseFileCheck *chec
       ks_io_error (error, "cannot stat sparse table file", path);
       goto out;
     }
-  if (!S_ISREG (st.st_mode) || st.st_size < HEADER_BYTES + DIGEST_BYTES
+  if (!S_ISREG (st.st_mode))
+    {
+      file_error (error, KS_CHECKPOINT_ERROR_IO, path,
+                  "not a regular file (a FIFO or a device would block or never end); put the "
+                  "saved table file there");
+      goto out;
+    }
+  if (st.st_size < HEADER_BYTES + DIGEST_BYTES
       || !read_full (fd, header, sizeof header))
     {
       file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,

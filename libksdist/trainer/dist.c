@@ -248,6 +248,18 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
           ks_config_set_override (t->config, set, NULL); /* no gloo plugin: no gloo */
         }
     }
+  /* with servers, every process needs the token: checked before meeting, so that a worker
+   * never reports only a peer that ended on it first */
+  if (ks_role_maker_server_num (t->role) > 0)
+    {
+      g_autofree char *who = ks_role_maker_is_worker (t->role)
+                                 ? g_strdup_printf ("worker %d",
+                                                    ks_role_maker_worker_index (t->role))
+                                 : g_strdup_printf ("server %d",
+                                                    ks_role_maker_server_index (t->role));
+      if (!ks_store_token_required (token, who, error))
+        return FALSE;
+    }
   const char *backend = comm_backend (t, total, &why); /* the plan checked it for cuda */
   if ((t->store = ks_store_new (t->registry, c, store, error)) == NULL
       || (rank0_serves

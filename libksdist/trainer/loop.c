@@ -196,7 +196,7 @@ run (KsTrainer *t, GError **error)
   if (!build (t, error))
     return FALSE;
   if (t->role != NULL && ks_role_maker_is_server (t->role))
-    return serve (t, resuming ? ckpt_dir : NULL, error) && ks_trainer_server_stopped (t, error);
+    return ks_trainer_signals_stepping (), serve (t, resuming ? ckpt_dir : NULL, error) && ks_trainer_server_stopped (t, error);
   if ((resuming && !ks_trainer_resume (t, ckpt_dir, &first, error))
       || !ks_trainer_mode_begin (t, error))
     return FALSE;
@@ -211,6 +211,8 @@ run (KsTrainer *t, GError **error)
       if (lr < 0)
         lr = NAN; /* an optimizer that does not say its rate: none printed */
       double task_loss = NAN;
+      if (step == first)
+        ks_trainer_signals_stepping ();
       if (!one_step (t, step, &task_loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       window_steps++;

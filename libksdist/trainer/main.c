@@ -55,6 +55,7 @@ ks_trainer_main (int argc, char **argv, const KsTrainTask *task, gpointer data)
   g_autofree char *name = g_path_get_basename (argc > 0 ? argv[0] : "train");
 
   setlocale (LC_ALL, ""); /* GLib's messages in the user's charset, as ksdist's */
+  ks_trainer_catch_startup_signals (name);
   g_option_context_add_main_entries (context, entries, NULL);
   g_option_context_set_summary (context, task->name != NULL ? task->name : "");
   if (!g_option_context_parse (context, &argc, &argv, &error))

@@ -100,6 +100,8 @@ ks_trainer_own_checkpoints (KsTrainer *t, const char *dir, GError **error)
   int fd;
 
   gboolean existed = g_file_test (dir, G_FILE_TEST_IS_DIR);
+  if (!existed) /* a signal in start-up leaves nothing behind */
+    ks_trainer_startup_made_dir (dir, path);
   if (g_mkdir_with_parents (dir, 0755) != 0)
     return io_error (error, "[train] checkpoint_dir: cannot create", dir);
   if (!existed)

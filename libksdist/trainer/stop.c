@@ -6,9 +6,20 @@
  * is the signal (ks_trainer_exit_status: 128 + it). A second signal stops at once (the
  * default action, re-raised); under ksdist launch the launcher does that instead (its
  * workers may get one signal twice: from the terminal's process group or the scheduler,
- * and from the launcher passing it on), so there a worker ignores the repeats. */
+ * and from the launcher passing it on), so there a worker ignores the repeats.
+ *
+ * Before the first step (start-up: loading plugins and data, meeting the job, building)
+ * there is nothing to save and the waits there (a rendezvous, a connect) can last
+ * [comm] timeout, so a signal ends the process at once: one line saying nothing was
+ * trained and nothing saved (none under ksdist launch, which says it for the job), the
+ * checkpoint directory it made removed, exit 128 + the signal. Under ksdist launch a
+ * worker tells the launcher through KS_LAUNCH_STEP_FD when its first step begins, so that
+ * the launcher promises a checkpoint only when one will be saved. */
 #include "trainer-private.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +33,45 @@ static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t launched;
 static struct sigaction old_term, old_int;
 static gboolean caught_int; /* SIGINT's handler is ours (it was not ignored) */
+static gboolean installed;  /* the handlers are ours now */
+/* start-up: a signal ends the process at once (set until the first step begins) */
+static volatile sig_atomic_t in_startup;
+static char program[64] = "ksdist"; /* the start of the start-up line */
+/* the checkpoint directory start-up made, and its lock file: removed when a signal ends it */
+static char made_dir[PATH_MAX], made_lock[PATH_MAX];
+
+static void
+say (const char *text)
+{
+  ssize_t ignored = write (STDERR_FILENO, text, strlen (text));
+  (void) ignored;
+}
+
+/* A signal in start-up: the line, the directory removed, the exit (all async-signal-safe). */
+static void
+end_startup (int sig)
+{
+  if (!launched)
+    {
+      say (program);
+      say (sig == SIGTERM ? ": stopped by SIGTERM" : ": stopped by SIGINT");
+      say (" before the first step: nothing was trained and nothing saved\n");
+    }
+  if (made_lock[0] != '\0')
+    {
+      unlink (made_lock);
+      rmdir (made_dir); /* only when empty: nothing else was put there */
+    }
+  _exit (128 + sig);
+}
 
 static void
 on_stop_signal (int sig)
 {
   struct sigaction dfl;
 
+  if (in_startup)
+    end_startup (sig);
   /* the first (two threads may take one signal each at once: one of them is) */
   if (__sync_bool_compare_and_swap (&stop_signal, 0, sig))
     return;
@@ -50,8 +94,8 @@ under_launch (void)
   return pid != NULL && atoi (pid) == (int) getppid ();
 }
 
-void
-ks_trainer_signals_catch (void)
+static void
+install (void)
 {
   struct sigaction sa;
 
@@ -66,15 +110,68 @@ ks_trainer_signals_catch (void)
   caught_int = sigaction (SIGINT, NULL, &old_int) == 0 && old_int.sa_handler != SIG_IGN;
   if (caught_int)
     sigaction (SIGINT, &sa, NULL);
+  installed = TRUE;
+}
+
+void
+ks_trainer_catch_startup_signals (const char *name)
+{
+  if (name != NULL)
+    g_strlcpy (program, name, sizeof program);
+  if (installed)
+    return;
+  in_startup = 1;
+  install ();
+}
+
+void
+ks_trainer_signals_catch (void)
+{
+  if (!installed)
+    ks_trainer_catch_startup_signals (NULL);
 }
 
 void
 ks_trainer_signals_restore (void)
 {
+  in_startup = 0;
+  made_dir[0] = made_lock[0] = '\0';
+  if (!installed)
+    return;
   sigaction (SIGTERM, &old_term, NULL);
   if (caught_int)
     sigaction (SIGINT, &old_int, NULL);
-  caught_int = FALSE;
+  caught_int = installed = FALSE;
+}
+
+void
+ks_trainer_startup_made_dir (const char *dir, const char *lock)
+{
+  /* filled before the handler may read them: it reads made_lock first, set last */
+  made_lock[0] = '\0';
+  if (strlen (dir) >= sizeof made_dir || strlen (lock) >= sizeof made_lock)
+    return;
+  memcpy (made_dir, dir, strlen (dir) + 1);
+  __sync_synchronize ();
+  memcpy (made_lock, lock, strlen (lock) + 1);
+}
+
+void
+ks_trainer_signals_stepping (void)
+{
+  const char *fd_text = g_getenv ("KS_LAUNCH_STEP_FD");
+  int fd = fd_text != NULL && launched ? atoi (fd_text) : -1;
+
+  if (!in_startup)
+    return;
+  in_startup = 0; /* from here a signal is a stop at a step boundary, saved */
+  /* the launcher reads it: this worker saves at the next step if a signal comes */
+  if (fd > 2 && fcntl (fd, F_GETFD) != -1)
+    {
+      if (write (fd, "s", 1) != 1)
+        g_debug ("cannot tell the launcher the first step began: %s", g_strerror (errno));
+      close (fd);
+    }
 }
 
 /* Whether any worker was asked to stop: *sig the signal (the largest number when they

@@ -175,6 +175,10 @@ gboolean ks_trainer_export (KsTrainer *t, const char *dir, GError **error);
  * stops at once), the workers' agreement at a step boundary, the stop's error. */
 void ks_trainer_signals_catch (void);
 void ks_trainer_signals_restore (void);
+/* start-up made `dir` (and its `lock`): a signal before the first step removes them */
+void ks_trainer_startup_made_dir (const char *dir, const char *lock);
+/* the first step begins: a signal from now on stops at a step boundary, saved */
+void ks_trainer_signals_stepping (void);
 
 gboolean ks_trainer_stop_agreed (KsTrainer *t, gint64 step, int *sig, GError **error);
 gboolean ks_trainer_stopped (KsTrainer *t, int sig, gint64 step, const char *ckpt_dir,

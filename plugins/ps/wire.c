@@ -29,15 +29,7 @@ ps_token_required (const char *token, const char *who, GError **error)
 {
   /* without one every header carries the same all-zero digest: a server would take
    * anyone's requests (the TCP store refuses to serve so too) */
-  if (token != NULL && *token != '\0')
-    return TRUE;
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-               "%s: KS_STORE_TOKEN is not set, and a job's servers and workers know each "
-               "other by it (a server without one would take requests from anyone who "
-               "reaches its port): `ksdist launch` sets one; for processes started "
-               "otherwise set KS_STORE_TOKEN to the same secret in every process of the "
-               "job (e.g. the output of `head -c16 /dev/urandom | xxd -p`, made once)", who);
-  return FALSE;
+  return ks_store_token_required (token, who, error);
 }
 
 gboolean

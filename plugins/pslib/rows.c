@@ -1,6 +1,8 @@
 /* A server's sparse tables and their requests (rows.h). */
 #include "rows.h"
 
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -319,13 +321,28 @@ ps_rows_load (PsRows *r, const char *dir, const PsJobIdentity *id, GError **erro
     for (int s = 0; s < saved; s++)
       {
         g_autofree char *path = file_name (dir, ks_sparse_table_name (r->tables[i]), s, saved);
-        if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
-          {
-            g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_MISMATCH,
-                         "%s is missing: the checkpoint was written by %d servers and holds "
-                         "table %s from each", path, saved, ks_sparse_table_name (r->tables[i]));
-            return FALSE;
-          }
+        GStatBuf st;
+        if (g_stat (path, &st) != 0 && g_file_test (path, G_FILE_TEST_IS_SYMLINK))
+          return g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+                              "%s is a link to nothing (%s): put table %s's saved file there",
+                              path, g_strerror (errno), ks_sparse_table_name (r->tables[i])),
+                 FALSE;
+        if (g_stat (path, &st) != 0)
+          return g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_MISMATCH,
+                              "%s is missing: the checkpoint was written by %d servers and "
+                              "holds table %s from each", path, saved,
+                              ks_sparse_table_name (r->tables[i])), FALSE;
+        /* a FIFO would block the read, a device (a link to /dev/zero) never end it */
+        if (!S_ISREG (st.st_mode))
+          return g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_IO,
+                              "%s is not a regular file (%s%s): put table %s's saved file "
+                              "there", path,
+                              g_file_test (path, G_FILE_TEST_IS_SYMLINK) ? "a link to " : "",
+                              S_ISFIFO (st.st_mode)  ? "a FIFO"
+                              : S_ISCHR (st.st_mode) ? "a character device"
+                              : S_ISDIR (st.st_mode) ? "a directory"
+                                                     : "not a file",
+                              ks_sparse_table_name (r->tables[i])), FALSE;
       }
   for (gsize i = 0; i < r->n; i++)
     {
