@@ -91,14 +91,31 @@ meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
                       rv->nnodes, rv->store_address);
       return FALSE;
     }
+  g_autoptr (GPtrArray) values = g_ptr_array_new_with_free_func (g_free);
   for (int k = 0; k < rv->nnodes; k++)
     {
       g_autofree char *value = NULL;
       gsize len;
-      int nproc = 0;
       if (!ks_store_get (rv->store, keys->pdata[k], timeout_ms, (void **) &value, &len, error))
         return FALSE;
-      g_autofree char *text = g_strndup (value, len);
+      g_ptr_array_add (values, g_strndup (value, len));
+    }
+  /* node 0's store stays up until every node has read every node's word: the checks
+   * below fail alike on every node, and each launcher says so rather than that the
+   * store went away */
+  g_autofree char *read = node_key (rv, "read", rv->node_rank);
+  if (!ks_store_set (rv->store, read, "1", 1, error))
+    return FALSE;
+  for (int k = 1; rv->node_rank == 0 && k < rv->nnodes; k++)
+    {
+      g_autofree char *other = node_key (rv, "read", k);
+      const char *wait[] = { other, NULL };
+      ks_store_wait (rv->store, wait, timeout_ms, NULL);
+    }
+  for (int k = 0; k < rv->nnodes; k++)
+    {
+      int nproc = 0;
+      const char *text = values->pdata[k];
       /* NPROC HOST [NAME [WORKERS SERVERS PORTS]] */
       g_auto (GStrv) fields = g_strsplit (text, " ", -1);
       guint n = g_strv_length (fields);
