@@ -11,7 +11,7 @@
 #    efficiency = samples/s at K hosts / (K x samples/s at 1 host)): an MLP
 #    2-1024-1024-2 (1.05 M parameters) and the GPT of examples/gpt-words.ini;
 #  - parameter servers (2 servers on hosts 0-1, 2 workers on hosts 2-3, one `ksdist
-#    launch --nnodes 4 --servers S --workers W` per host; an MLP 2-512-512-2, the same
+#    launch --nnodes 4 --servers S --workers W` per host; an MLP 2-512-512-2 (relu), the same
 #    steps) in sync, half_async, async and geo at RATE and at RATE2: samples/s and
 #    held-out accuracy.
 # Not measured here: PyTorch DDP across the hosts and the pipeline's bubble across hosts.
@@ -177,8 +177,10 @@ done
 fi
 
 # ---- parameter servers: 2 servers (hosts 0, 1), 2 workers (hosts 2, 3) ----
+# relu: 512 wide with ps-mlp.ini's tanh stayed at 0.26 (chance) after 400 steps
 sed -e "s/^steps = .*/steps = $((steps * 4))/" -e "s/^log_every = .*/log_every = $((steps * 4))/" \
-  -e "s/^hidden = .*/hidden = 512, 512/" "$src/examples/ps-mlp.ini" >"$out/ps.ini"
+  -e "s/^hidden = .*/hidden = 512, 512/" -e "s/^activation = .*/activation = relu/" \
+  "$src/examples/ps-mlp.ini" >"$out/ps.ini"
 printf '[openblas]\nthreads = 1\n' >>"$out/ps.ini"
 ps_job() { # MODE RATE: one `ksdist launch` per host, each giving the servers and workers it
   # runs (fleetrun's placement); worker 0, the first on host 2, logs in ps-MODE-RATE.2
@@ -265,7 +267,7 @@ for model, k, *rest in dp:
     eff = "%.2f" % (s / (int(k) * one[model])) if s and one.get(model) else "-"
     print("  %6s %6s %12s %10s" % (model, k, rest[0] if rest else "-", eff))
 print("#")
-print("# parameter servers: 2 servers (hosts 0-1), 2 workers (hosts 2-3), MLP 2-512-512-2, %d steps; x sync = samples/s over sync's" % (steps * 4))
+print("# parameter servers: 2 servers (hosts 0-1), 2 workers (hosts 2-3), MLP 2-512-512-2 (relu), %d steps; x sync = samples/s over sync's" % (steps * 4))
 print("# %10s %8s %12s %8s %9s" % ("mode", "link", "samples/s", "x sync", "accuracy"))
 sync = {}
 for mode, r, lg, sps, acc in ps:
