@@ -166,7 +166,10 @@ fi
 
 "$KSDIST" launch --nnodes 2 --node-rank 1 --master "$master" --servers 0 --workers 0 "$ps" >err 2>&1
 status=$?
-check "--servers 0 --workers 0 on a node is refused" 2 "on several nodes each node's launcher takes the servers and workers IT runs"
+check "--servers 0 --workers 0 on a node is refused" 2 "this node would run nothing; on several nodes each node's launcher gives the servers and workers IT runs"
+"$KSDIST" launch --servers 1 --workers 0 "$ps" >err 2>&1
+status=$?
+check "--workers 0 on one node is refused" 2 "a parameter-server job on one node needs at least 1 of each"
 "$KSDIST" launch --servers 10.0.0.1:6170,10.0.0.2:6170 --workers 10.0.0.3:6170 "$ps" >err 2>&1
 status=$?
 check "fleetrun's list of endpoints is refused with the form to use" 2 \

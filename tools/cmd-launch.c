@@ -228,19 +228,25 @@ check_options (Launch *l, int n, int servers, int workers, const char *master)
 {
   if (servers >= 0 || workers >= 0)
     {
-      gboolean several = l->rv.nnodes > 1;
-      if (servers < 0 || workers < 0 || servers > 1024 || workers > 1024
-          || (several ? servers + workers < 1 : servers < 1 || workers < 1))
+      if (servers < 0 || workers < 0)
         {
-          if (several)
-            ks_cli_error ("launch: --servers %d --workers %d: on several nodes each node's "
-                          "launcher takes the servers and workers IT runs, --servers S "
-                          "--workers W (0 to 1024, either may be 0, not both)",
-                          servers, workers);
-          else
-            ks_cli_error ("launch: a parameter-server job takes --servers S and --workers W, "
-                          "both at least 1 (with --nnodes, each node's own count: either "
-                          "may be 0)");
+          ks_cli_error ("launch: a parameter-server job takes both --servers S and --workers W "
+                        "(with --nnodes, this node's own: either may be 0)");
+          return FALSE;
+        }
+      if (l->rv.nnodes > 1 && servers + workers < 1)
+        {
+          ks_cli_error ("launch: --servers 0 --workers 0: this node would run nothing; on "
+                        "several nodes each node's launcher gives the servers and workers IT "
+                        "runs (either may be 0, not both)");
+          return FALSE;
+        }
+      if (l->rv.nnodes == 1 && (servers < 1 || workers < 1))
+        {
+          ks_cli_error ("launch: --servers %d --workers %d: a parameter-server job on one "
+                        "node needs at least 1 of each (with --nnodes, each node gives its "
+                        "own and either may be 0)",
+                        servers, workers);
           return FALSE;
         }
       l->servers = l->rv.servers = servers;
