@@ -10,18 +10,21 @@
 #  - data-parallel steps at 1, 2 and 4 hosts (`ksdist launch --nnodes`, weak scaling:
 #    efficiency = samples/s at K hosts / (K x samples/s at 1 host)): an MLP
 #    2-1024-1024-2 (1.05 M parameters) and the GPT of examples/gpt-words.ini;
-#  - parameter servers (2 servers on hosts 0-1, 2 workers on hosts 2-3, an MLP
-#    2-512-512-2, the same steps) in sync, half_async, async and geo at RATE and at
-#    RATE2: samples/s and held-out accuracy.
+#  - parameter servers (2 servers on hosts 0-1, 2 workers on hosts 2-3, one `ksdist
+#    launch --nnodes 4 --servers S --workers W` per host; an MLP 2-512-512-2 (relu), the same
+#    steps) in sync, half_async, async and geo at RATE and at RATE2: samples/s and
+#    held-out accuracy.
 # Not measured here: PyTorch DDP across the hosts and the pipeline's bubble across hosts.
 # The hosts share this machine's cores: on 2 cores, 4 hosts' compute competes.
 #   bench/run-cluster.sh [HOSTS] [RATE] [--json] [--max SIZE] [--rate2 RATE2] [--steps N]
-#   (defaults: 4 hosts, 1gbit, --max 64M, --rate2 200mbit, --steps 30; needs root)
+#                        [--only ps]
+#   (defaults: 4 hosts, 1gbit, --max 64M, --rate2 200mbit, --steps 30; needs root;
+#   --only ps: the parameter servers alone)
 set -eu
 exec </dev/null # nsenter and mpirun would read the caller's stdin (make-benchmarks-doc.sh's template)
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
-hosts=4 rate=1gbit rate2=200mbit json=no max=64M steps=30 python=${PYTHON:-/usr/bin/python3}
+hosts=4 rate=1gbit rate2=200mbit json=no max=64M steps=30 only= python=${PYTHON:-/usr/bin/python3}
 pos=0
 while [ $# -gt 0 ]; do
   case $1 in
@@ -29,7 +32,9 @@ while [ $# -gt 0 ]; do
     --max) max=$2; shift ;;
     --rate2) rate2=$2; shift ;;
     --steps) steps=$2; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only) only=$2; shift
+      [ "$only" = ps ] || { echo "run-cluster.sh: --only $only: only 'ps' is known" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run-cluster.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     *) if [ $pos = 0 ]; then hosts=$1; else rate=$1; fi; pos=$((pos + 1)) ;;
   esac
@@ -71,7 +76,8 @@ note() { echo "# $*" >&2; }
 up "$rate"
 link=$(gbs "$rate")
 
-# ---- allreduce ----
+# ---- allreduce (this and the data-parallel steps are left out by --only ps) ----
+if [ "$only" != ps ]; then
 a0=$(addr 0)
 k=0
 while [ $k -lt "$hosts" ]; do
@@ -168,19 +174,21 @@ for model in mlp gpt; do
   done
 done
 
+fi
+
 # ---- parameter servers: 2 servers (hosts 0, 1), 2 workers (hosts 2, 3) ----
+# relu: 512 wide with ps-mlp.ini's tanh stayed at 0.26 (chance) after 400 steps
 sed -e "s/^steps = .*/steps = $((steps * 4))/" -e "s/^log_every = .*/log_every = $((steps * 4))/" \
-  -e "s/^hidden = .*/hidden = 512, 512/" "$src/examples/ps-mlp.ini" >"$out/ps.ini"
+  -e "s/^hidden = .*/hidden = 512, 512/" -e "s/^activation = .*/activation = relu/" \
+  "$src/examples/ps-mlp.ini" >"$out/ps.ini"
 printf '[openblas]\nthreads = 1\n' >>"$out/ps.ini"
-ps_job() { # MODE RATE: the four processes; worker 0's log in ps-MODE-RATE
-  servers="$(addr 0):29601,$(addr 1):29602"
+ps_job() { # MODE RATE: one `ksdist launch` per host, each giving the servers and workers it
+  # runs (fleetrun's placement); worker 0, the first on host 2, logs in ps-MODE-RATE.2
   for k in 0 1 2 3; do
-    if [ $k -lt 2 ]; then role=server id=$k; else role=worker id=$((k - 2)); fi
-    on $k "$ksdist" train "$out/ps.ini" --set strategy.mode="$1" --set job.role_maker=user \
-      --set roles.role=$role --set roles.current_id=$id --set roles.worker_num=2 \
-      --set roles.server_endpoints="$servers" --set comm.store=tcp \
-      --set comm.store_address="$(addr 2):29600" --set gloo.hostname="$(addr $k)" \
-      --set comm.timeout=600 >"$out/ps-$1-$2.$k" 2>&1 &
+    if [ $k -lt 2 ]; then s=1 w=0; else s=0 w=1; fi
+    on $k "$ksdist" launch --nnodes 4 --node-rank $k --master "$(addr 0):29600" --servers $s \
+      --workers $w "$out/ps.ini" --set strategy.mode="$1" --set comm.timeout=600 \
+      >"$out/ps-$1-$2.$k" 2>&1 &
   done
   wait
 }
@@ -259,7 +267,7 @@ for model, k, *rest in dp:
     eff = "%.2f" % (s / (int(k) * one[model])) if s and one.get(model) else "-"
     print("  %6s %6s %12s %10s" % (model, k, rest[0] if rest else "-", eff))
 print("#")
-print("# parameter servers: 2 servers (hosts 0-1), 2 workers (hosts 2-3), MLP 2-512-512-2, %d steps; x sync = samples/s over sync's" % (steps * 4))
+print("# parameter servers: 2 servers (hosts 0-1), 2 workers (hosts 2-3), MLP 2-512-512-2 (relu), %d steps; x sync = samples/s over sync's" % (steps * 4))
 print("# %10s %8s %12s %8s %9s" % ("mode", "link", "samples/s", "x sync", "accuracy"))
 sync = {}
 for mode, r, lg, sps, acc in ps:

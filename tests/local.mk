@@ -274,6 +274,10 @@ TESTS += tests/test-netns.sh
 # Jobs, restarts and faults across 4 hosts of tools/cluster.sh; skipped likewise.
 dist_check_SCRIPTS += tests/test-cluster.sh
 TESTS += tests/test-cluster.sh
+# Parameter-server jobs across nodes (--nnodes with --servers/--workers per node): on
+# 127.0.0.1, then on 3 hosts of tools/cluster.sh; the latter skipped likewise.
+dist_check_SCRIPTS += tests/test-cluster-ps.sh
+TESTS += tests/test-cluster-ps.sh
 
 # A real Slurm (slurmctld, one slurmd per tools/cluster.sh host, munged) runs ksdist
 # jobs; skipped where it cannot start.
@@ -416,6 +420,7 @@ tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-s
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
 	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-cluster.log \
+	tests/test-cluster-ps.log \
 	tests/test-slurm.log \
 	tests/test-segment.log \
 	tests/test-pipe-train.log tests/test-gpt-net.log tests/test-ctr.log tests/test-big-data.log \

@@ -1,7 +1,8 @@
 /* ksdist launch: the processes of one job on this machine, one `ksdist train` each.
  *
  * Collective (data-parallel) jobs: -n workers here, or -n on each of --nnodes machines
- * that meet at --master. Parameter-server jobs: --servers S --workers W here. Each
+ * that meet at --master. Parameter-server jobs: --servers S --workers W here, or with
+ * --nnodes the servers and workers each node runs (launch-layout.c). Each
  * process gets the environment the paddlecloud role maker reads plus the rendezvous
  * (launch-rendezvous.c). Output lines are prefixed with the rank and copied to
  * --log-dir/workerlog.R (serverlog.S for a server). Ctrl-C and SIGTERM are passed on:
@@ -64,40 +65,21 @@ read_next_line (Worker *w)
                                        w);
 }
 
-/* A TCP port free on `host` now (the kernel's choice), or 0; the probing socket is added
- * to `held`, which keeps the port from being chosen twice until it is freed. */
-static int
-free_port (const char *host, GPtrArray *held)
-{
-  g_autoptr (GInetAddress) ip = g_inet_address_new_from_string (host);
-  GSocket *socket;
-  g_autoptr (GSocketAddress) any = NULL, bound = NULL;
-
-  if (ip == NULL
-      || (socket = g_socket_new (g_inet_address_get_family (ip), G_SOCKET_TYPE_STREAM,
-                                 G_SOCKET_PROTOCOL_TCP, NULL))
-             == NULL)
-    return 0;
-  g_ptr_array_add (held, socket);
-  any = g_inet_socket_address_new (ip, 0);
-  if (!g_socket_bind (socket, any, FALSE, NULL)
-      || (bound = g_socket_get_local_address (socket, NULL)) == NULL)
-    return 0;
-  return g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
-}
-
 /* The endpoint list: each node's host, ports 6170 + the job rank (unique even when
  * several nodes are one host). Parameter servers listen on theirs, so they get ports
- * free now, which keeps concurrent jobs on one machine apart. */
+ * free now, which keeps concurrent jobs on one machine apart; on several nodes each
+ * node chose its own servers' at the meeting. */
 static char *
 endpoint_list (const Launch *l, int first, int count)
 {
+  if (l->servers > 0 && l->rv.nnodes > 1)
+    return ks_launch_layout_servers (&l->rv);
   GString *out = g_string_new (NULL);
   g_autoptr (GPtrArray) held = g_ptr_array_new_with_free_func (g_object_unref);
   for (int r = first; r < first + count; r++)
     {
       const char *host = l->rv.hosts[r / l->rv.nproc];
-      int port = l->servers > 0 ? free_port (host, held) : 0;
+      int port = l->servers > 0 ? ks_launch_free_port (host, held) : 0;
       g_string_append_printf (out, "%s%s:%d", r > first ? "," : "", host,
                               port > 0 ? port : 6170 + r);
     }
@@ -117,7 +99,7 @@ set_torch_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
 {
   SETENV_INT (launcher, "RANK", w->rank);
   SETENV_INT (launcher, "WORLD_SIZE", l->world);
-  SETENV_INT (launcher, "LOCAL_RANK", w->rank - l->first_rank);
+  SETENV_INT (launcher, "LOCAL_RANK", w - l->workers);
   SETENV_INT (launcher, "LOCAL_WORLD_SIZE", l->n);
   SETENV_INT (launcher, "GROUP_RANK", l->rv.node_rank);
   SETENV_INT (launcher, "TORCHELASTIC_RESTART_COUNT", l->restart);
@@ -225,19 +207,63 @@ start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GErr
   return TRUE;
 }
 
-/* Checks the options; prints what is wrong and returns FALSE. */
+/* --servers or --workers (`option`) as a count: -1 when not given. fleetrun's lists of
+ * endpoints are not taken: each node says what it runs, and the ports are chosen. */
 static gboolean
-check_options (Launch *l, int n, int workers, const char *master)
+parse_count (const char *text, const char *option, int *out)
 {
-  if (l->servers > 0 || workers > 0)
+  gint64 v;
+  *out = -1;
+  if (text == NULL)
+    return TRUE;
+  if (g_ascii_string_to_signed (text, 10, 0, 1024, &v, NULL))
     {
-      if (l->servers < 1 || workers < 1 || l->rv.nnodes > 1)
+      *out = (int) v;
+      return TRUE;
+    }
+  if (strchr (text, ':') != NULL)
+    ks_cli_error ("launch: %s %s: give a count, not fleetrun's list of endpoints: on "
+                  "several machines each one's launcher says how many servers and workers "
+                  "IT runs (--nnodes M --node-rank K --master HOST:PORT --servers S "
+                  "--workers W), and the servers' ports are chosen free there",
+                  option, text);
+  else
+    ks_cli_error ("launch: %s %s: give a number of processes, 0 to 1024", option, text);
+  return FALSE;
+}
+
+/* Checks the options; prints what is wrong and returns FALSE. --servers and --workers
+ * are -1 when not given; on several nodes they are this node's own (either may be 0). */
+static gboolean
+check_options (Launch *l, int n, int servers, int workers, const char *master)
+{
+  if (servers >= 0 || workers >= 0)
+    {
+      if (servers < 0 || workers < 0)
         {
-          ks_cli_error ("launch: a parameter-server job takes --servers S and --workers W, "
-                        "both at least 1, on one node");
+          ks_cli_error ("launch: a parameter-server job takes both --servers S and --workers W "
+                        "(with --nnodes, this node's own: either may be 0)");
           return FALSE;
         }
-      n = l->servers + workers;
+      if (l->rv.nnodes > 1 && servers + workers < 1)
+        {
+          ks_cli_error ("launch: --servers 0 --workers 0: this node would run nothing; on "
+                        "several nodes each node's launcher gives the servers and workers IT "
+                        "runs (either may be 0, not both)");
+          return FALSE;
+        }
+      if (l->rv.nnodes == 1 && (servers < 1 || workers < 1))
+        {
+          ks_cli_error ("launch: --servers %d --workers %d: a parameter-server job on one "
+                        "node needs at least 1 of each (with --nnodes, each node gives its "
+                        "own and either may be 0)",
+                        servers, workers);
+          return FALSE;
+        }
+      l->servers = l->rv.servers = servers;
+      l->rv.workers = workers;
+      l->rv.ps = TRUE;
+      n = servers + workers;
     }
   if (n < 1 || n > 1024)
     {
@@ -261,6 +287,33 @@ check_options (Launch *l, int n, int workers, const char *master)
   l->world = n * l->rv.nnodes;
   l->first_rank = n * l->rv.node_rank;
   return TRUE;
+}
+
+/* The job's workers (or servers) for the check before it starts; a parameter-server
+ * node on several nodes knows only its own, so at least 1 each (the totals are checked
+ * once the nodes have met). */
+static int
+own_world (const Launch *l, gboolean servers)
+{
+  if (l->rv.ps && l->rv.nnodes > 1)
+    return MAX (servers ? l->rv.servers : l->rv.workers, 1);
+  return servers ? l->servers : l->world - l->servers;
+}
+
+/* A parameter-server job on several nodes, once they have met: the job's totals, and the
+ * same check as before the start with them (the first start only). */
+static int
+take_layout (Launch *l, KsRegistry *registry, const KsConfig *config, gboolean check)
+{
+  int workers = ks_launch_layout_total (&l->rv, FALSE);
+  l->servers = ks_launch_layout_total (&l->rv, TRUE);
+  l->world = workers + l->servers;
+  g_autofree char *where = ks_launch_layout_describe (&l->rv);
+  g_printerr ("ksdist: launch: %s\n", where);
+  if (check && l->restart == 0)
+    return ks_train_check (registry, (KsConfig *) config,
+                           &(KsTrainWorld) { workers, l->servers }, FALSE);
+  return KS_EXIT_OK;
 }
 
 /* Whether the user left [gloo] hostname and iface alone (in the file, env and --set). */
@@ -339,7 +392,7 @@ choose_master (Launch *l)
       return;
     }
   l->master_addr = g_strdup ("127.0.0.1");
-  l->master_port = free_port (l->master_addr, held);
+  l->master_port = ks_launch_free_port (l->master_addr, held);
 }
 
 /* Whether a start that ended with `status` is followed by another: a process failed at
@@ -356,7 +409,7 @@ will_restart (const Launch *l, int status)
  * exit status; l->failed names the process that failed first, if one did. */
 static int
 run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
-          const char *log_dir)
+          gboolean program, const char *log_dir)
 {
   g_autoptr (GError) error = NULL;
   int status;
@@ -374,6 +427,13 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
       g_clear_object (&l->reads);
       return KS_EXIT_RUNTIME;
     }
+  if (l->rv.ps && l->rv.nnodes > 1
+      && (status = take_layout (l, registry, config, !program)) != KS_EXIT_OK)
+    {
+      ks_launch_rendezvous_end (&l->rv, 0);
+      g_clear_object (&l->reads);
+      return status;
+    }
   /* across nodes Gloo listens where this node meets the master, unless told otherwise */
   if (l->rv.nnodes > 1 && gloo_address_unset (config))
     l->gloo_hostname = l->rv.hosts[l->rv.node_rank];
@@ -386,7 +446,8 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
       memset (w, 0, sizeof *w);
       w->step_fd = -1;
       w->launch = l;
-      w->rank = l->first_rank + i;
+      w->rank = l->rv.ps && l->rv.nnodes > 1 ? ks_launch_layout_rank (&l->rv, i)
+                                              : l->first_rank + i;
       w->name = w->rank < l->world - l->servers
                     ? g_strdup_printf ("worker %d", w->rank)
                     : g_strdup_printf ("server %d", w->rank - (l->world - l->servers));
@@ -446,8 +507,9 @@ clear_workers (Launch *l)
 static int
 run_launch (int argc, char **argv)
 {
-  int n = 2, workers = 0, master_port = 0;
+  int n = 2, servers, workers, master_port = 0;
   g_autofree char *log_dir = NULL, *master = NULL, *master_addr = NULL;
+  g_autofree char *servers_text = NULL, *workers_text = NULL;
   char **program = NULL;
   g_auto (GStrv) sets = NULL;
   Launch l = { .rv = { .nnodes = 1 }, .grace_s = SIGNAL_GRACE_S };
@@ -459,10 +521,12 @@ run_launch (int argc, char **argv)
       "K" },
     { "master", 0, 0, G_OPTION_ARG_STRING, &master,
       "Where node 0 serves the job's TCP store; every node gives the same", "HOST:PORT" },
-    { "servers", 0, 0, G_OPTION_ARG_INT, &l.servers,
-      "A parameter-server job: this many servers (with --workers)", "S" },
-    { "workers", 0, 0, G_OPTION_ARG_INT, &workers,
-      "A parameter-server job: this many workers (with --servers)", "W" },
+    { "servers", 0, 0, G_OPTION_ARG_STRING, &servers_text,
+      "A parameter-server job: this many servers (with --workers); with --nnodes, this "
+      "node's (0 or more)", "S" },
+    { "workers", 0, 0, G_OPTION_ARG_STRING, &workers_text,
+      "A parameter-server job: this many workers (with --servers); with --nnodes, this "
+      "node's (0 or more)", "W" },
     { "log-dir", 0, 0, G_OPTION_ARG_FILENAME, &log_dir,
       "Write each process's output to DIR/workerlog.RANK (serverlog.S) too", "DIR" },
     { "grace-period", 0, 0, G_OPTION_ARG_DOUBLE, &l.grace_s,
@@ -484,8 +548,8 @@ run_launch (int argc, char **argv)
     { "max_restarts", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.max_restarts, NULL, NULL },
     { "rdzv-endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
     { "rdzv_endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &master, NULL, NULL },
-    { "server_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &l.servers, NULL, NULL },
-    { "worker_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &workers, NULL, NULL },
+    { "server_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &servers_text, NULL, NULL },
+    { "worker_num", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &workers_text, NULL, NULL },
     { "log_dir", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &log_dir, NULL, NULL },
     { NULL },
   };
@@ -520,7 +584,9 @@ run_launch (int argc, char **argv)
       ks_cli_error ("launch: one CONFIG at most, got '%s' too (see ksdist help launch)", argv[2]);
       return KS_EXIT_USAGE;
     }
-  if (!check_options (&l, n, workers, master))
+  if (!parse_count (servers_text, "--servers", &servers)
+      || !parse_count (workers_text, "--workers", &workers)
+      || !check_options (&l, n, servers, workers, master))
     return KS_EXIT_USAGE;
   if (!(l.grace_s > 0 && l.grace_s <= 86400))
     {
@@ -533,7 +599,9 @@ run_launch (int argc, char **argv)
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0
       || (program == NULL
           && (status = ks_train_check (registry, config,
-                                       &(KsTrainWorld) { l.world - l.servers, l.servers }, TRUE))
+                                       &(KsTrainWorld) { own_world (&l, FALSE),
+                                                         own_world (&l, TRUE) },
+                                       TRUE))
                  != 0))
     return status;
   if (!ks_launch_restart_check (config, program != NULL, l.max_restarts))
@@ -563,7 +631,7 @@ run_launch (int argc, char **argv)
     {
       char **args = program != NULL ? program
                     : (char **) (l.restart > 0 ? resume : child)->pdata;
-      status = run_once (&l, config, registry, args, log_dir);
+      status = run_once (&l, config, registry, args, program != NULL, log_dir);
       if (l.failed == NULL)
         break;
       g_autofree char *where = l.failed->log_path != NULL

@@ -45,7 +45,7 @@ missing_nodes (LaunchRendezvous *rv)
       const char *keys[] = { key, NULL };
       if (ks_store_wait (rv->store, keys, 1, NULL))
         continue;
-      g_autofree char *node = ks_launch_node_of_rank (rv, k * rv->nproc);
+      g_autofree char *node = ks_launch_layout_node (rv, k);
       g_string_append_printf (out, "%s%s", out->len > 0 ? ", " : "",
                               node != NULL ? node : "");
       if (node == NULL)
@@ -54,14 +54,17 @@ missing_nodes (LaunchRendezvous *rv)
   return g_string_free (out, FALSE);
 }
 
-/* Says this node's process count, address and host name, and reads every node's. A
- * restart waits twice [comm] timeout: the others' processes may take one to notice the
- * failure before their launchers come back. */
+/* Says this node's process count, address, host name and (a parameter-server job) its
+ * layout, and reads every node's. A restart waits twice [comm] timeout: the others'
+ * processes may take one to notice the failure before their launchers come back. */
 static gboolean
 meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
 {
-  g_autofree char *mine = g_strdup_printf ("%d %s %s", rv->nproc, rv->hosts[rv->node_rank],
-                                           g_get_host_name ());
+  g_autofree char *layout = ks_launch_layout_mine (rv, error);
+  if (layout == NULL)
+    return FALSE;
+  g_autofree char *mine = g_strdup_printf ("%d %s %s%s", rv->nproc, rv->hosts[rv->node_rank],
+                                           g_get_host_name (), layout);
   g_autofree char *key = node_key (rv, "node", rv->node_rank);
   g_autoptr (GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
   int wait_ms = rv->generation > 0 ? 2 * timeout_ms : timeout_ms;
@@ -88,16 +91,44 @@ meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
                       rv->nnodes, rv->store_address);
       return FALSE;
     }
+  g_autoptr (GPtrArray) values = g_ptr_array_new_with_free_func (g_free);
   for (int k = 0; k < rv->nnodes; k++)
     {
       g_autofree char *value = NULL;
       gsize len;
-      int nproc = 0;
       if (!ks_store_get (rv->store, keys->pdata[k], timeout_ms, (void **) &value, &len, error))
         return FALSE;
-      g_autofree char *text = g_strndup (value, len);
-      char *space = strchr (text, ' ');
-      if (space == NULL || (nproc = atoi (text)) != rv->nproc)
+      g_ptr_array_add (values, g_strndup (value, len));
+    }
+  /* node 0's store stays up until every node has read every node's word: the checks
+   * below fail alike on every node, and each launcher says so rather than that the
+   * store went away */
+  g_autofree char *read_key = node_key (rv, "read", rv->node_rank);
+  if (!ks_store_set (rv->store, read_key, "1", 1, error))
+    return FALSE;
+  for (int k = 1; rv->node_rank == 0 && k < rv->nnodes; k++)
+    {
+      g_autofree char *other = node_key (rv, "read", k);
+      const char *wait[] = { other, NULL };
+      ks_store_wait (rv->store, wait, timeout_ms, NULL);
+    }
+  for (int k = 0; k < rv->nnodes; k++)
+    {
+      int nproc = 0;
+      const char *text = values->pdata[k];
+      /* NPROC HOST [NAME [WORKERS SERVERS PORTS]] */
+      g_auto (GStrv) fields = g_strsplit (text, " ", -1);
+      guint n = g_strv_length (fields);
+      if (n < 2 || (nproc = atoi (fields[0])) < 1)
+        {
+          g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
+                       "node %d's launcher said '%s' of itself: is it another ksdist version? "
+                       "Start the same one on every node", k, text);
+          return FALSE;
+        }
+      if (!ks_launch_layout_take (rv, k, n > 3 ? fields + 3 : NULL, error))
+        return FALSE;
+      if (!rv->ps && nproc != rv->nproc)
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "node %d starts %d processes and this node (%d) %d: give every node the "
@@ -105,30 +136,18 @@ meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
                        k, nproc, rv->node_rank, rv->nproc);
           return FALSE;
         }
-      char *name = strchr (space + 1, ' ');
-      if (name != NULL)
-        *name++ = '\0';
       g_free (rv->hosts[k]);
-      rv->hosts[k] = g_strdup (space + 1);
+      rv->hosts[k] = g_strdup (fields[1]);
       g_free (rv->names[k]);
-      rv->names[k] = g_strdup (name != NULL ? name : space + 1);
+      rv->names[k] = g_strdup (n > 2 ? fields[2] : fields[1]);
     }
-  return TRUE;
+  return ks_launch_layout_check (rv, error);
 }
 
 char *
 ks_launch_node_of_rank (const LaunchRendezvous *rv, int rank)
 {
-  int k = rv->nproc > 0 ? rank / rv->nproc : -1;
-  if (rv->nnodes < 2 || rv->hosts == NULL || rv->names == NULL || k < 0 || k >= rv->nnodes
-      || rv->hosts[k] == NULL)
-    return NULL;
-  g_autofree char *ranks = rv->nproc == 1 ? g_strdup_printf ("rank %d", k)
-                                          : g_strdup_printf ("ranks %d-%d", k * rv->nproc,
-                                                             (k + 1) * rv->nproc - 1);
-  if (rv->names[k] == NULL || strcmp (rv->names[k], rv->hosts[k]) == 0)
-    return g_strdup_printf ("node %d (host %s: %s)", k, rv->hosts[k], ranks);
-  return g_strdup_printf ("node %d (host %s, %s: %s)", k, rv->names[k], rv->hosts[k], ranks);
+  return ks_launch_layout_node (rv, ks_launch_layout_node_of (rv, rank));
 }
 
 gboolean
@@ -241,6 +260,7 @@ ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
   g_clear_pointer (&rv->store, ks_store_free);
   g_clear_pointer (&rv->hosts, g_strfreev);
   g_clear_pointer (&rv->names, g_strfreev);
+  ks_launch_layout_clear (rv);
   g_clear_pointer (&rv->store_kind, g_free);
   g_clear_pointer (&rv->store_address, g_free);
   g_clear_pointer (&rv->store_dir, g_free);
@@ -249,40 +269,72 @@ ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
   g_clear_pointer (&rv->base_job, g_free);
 }
 
-/* Several nodes: from a process's line that names the ranks a collective lost ("rank 2, 3
- * did not reach allreduce #40 ..."), the nodes they are on and what was seen: "node 1
- * (host h1, 10.0.0.2: ranks 2-3) was lost: rank 2, 3 did not reach allreduce #40"; or
- * NULL when the line names none. */
+/* What a process's line says was lost, if anything: a collective's ranks ("rank 2, 3 did
+ * not reach allreduce #40"), a worker's servers ("server 0 (10.0.0.1:41200) did not
+ * answer a push within 8 s ([comm] timeout)") or a server's workers ("worker 0, 1 sent
+ * nothing for 8 s"). Each pattern's group 1 lists them; `item` picks each one's number,
+ * and servers come after the job's workers. */
+static const struct {
+  const char *pattern, *item;
+  gboolean servers;
+} lost_patterns[] = {
+  { "rank ([0-9]+(, [0-9]+)*) (did not reach|ended before) ([a-z_]+ #[0-9]+)", "([0-9]+)",
+    FALSE },
+  { "(server [0-9]+ \\([^)]*\\)(, server [0-9]+ \\([^)]*\\))*) did not answer an? [a-z_ ]+ "
+    "within [0-9.]+ s \\(\\[comm\\] timeout\\)", "server ([0-9]+) ", TRUE },
+  { "worker ([0-9]+(, [0-9]+)*) sent (no gradient for step [0-9]+ within [0-9.]+ s|nothing "
+    "for [0-9.]+ s)", "([0-9]+)", FALSE },
+};
+
+/* Several nodes: from a process's line that names what the job lost, the nodes they are
+ * on and what was seen: "node 1 (host h1, 10.0.0.2: ranks 2-3) was lost: rank 2, 3 did
+ * not reach allreduce #40"; or NULL when the line names none. */
 char *
 ks_launch_lost_nodes (const LaunchRendezvous *rv, const char *line)
 {
-  static GRegex *pattern;
-  g_autoptr (GMatchInfo) match = NULL;
+  static GRegex *patterns[G_N_ELEMENTS (lost_patterns)][2];
+  static gsize compiled;
 
-  if (rv->nnodes < 2)
+  if (rv->nnodes < 2 || rv->node_workers == NULL)
     return NULL;
-  if (g_once_init_enter (&pattern))
-    g_once_init_leave (&pattern, g_regex_new ("rank ([0-9]+(, [0-9]+)*) (did not reach|ended "
-                                              "before) ([a-z_]+ #[0-9]+)",
-                                              G_REGEX_OPTIMIZE, 0, NULL));
-  if (!g_regex_match (pattern, line, 0, &match))
-    return NULL;
-  g_autofree char *ranks = g_match_info_fetch (match, 1);
-  g_autofree char *seen = g_match_info_fetch (match, 0);
-  g_auto (GStrv) list = g_strsplit (ranks, ", ", -1);
-  GString *out = g_string_new (NULL);
-  int last = -1;
-  for (int i = 0; list[i] != NULL; i++)
+  if (g_once_init_enter (&compiled))
     {
-      int rank = atoi (list[i]);
-      g_autofree char *node = ks_launch_node_of_rank (rv, rank);
-      if (node == NULL || rank / rv->nproc == last)
-        continue;
-      last = rank / rv->nproc;
-      g_string_append_printf (out, "%s%s", out->len > 0 ? " and " : "", node);
+      for (guint p = 0; p < G_N_ELEMENTS (lost_patterns); p++)
+        {
+          patterns[p][0] = g_regex_new (lost_patterns[p].pattern, G_REGEX_OPTIMIZE, 0, NULL);
+          patterns[p][1] = g_regex_new (lost_patterns[p].item, G_REGEX_OPTIMIZE, 0, NULL);
+        }
+      g_once_init_leave (&compiled, 1);
     }
-  if (out->len == 0)
-    return g_string_free (out, TRUE), NULL;
-  g_string_append_printf (out, " %s lost: %s", strstr (out->str, " and ") ? "were" : "was", seen);
-  return g_string_free (out, FALSE);
+  for (guint p = 0; p < G_N_ELEMENTS (lost_patterns); p++)
+    {
+      g_autoptr (GMatchInfo) match = NULL, item = NULL;
+      if (!g_regex_match (patterns[p][0], line, 0, &match))
+        continue;
+      g_autofree char *list = g_match_info_fetch (match, 1);
+      g_autofree char *seen = g_match_info_fetch (match, 0);
+      g_autofree gboolean *named = g_new0 (gboolean, rv->nnodes);
+      int offset = lost_patterns[p].servers ? ks_launch_layout_total (rv, FALSE) : 0;
+      GString *out = g_string_new (NULL);
+      for (g_regex_match (patterns[p][1], list, 0, &item); g_match_info_matches (item);
+           g_match_info_next (item, NULL))
+        {
+          g_autofree char *number = g_match_info_fetch (item, 1);
+          int k = ks_launch_layout_node_of (rv, offset + atoi (number));
+          g_autofree char *node = ks_launch_layout_node (rv, k);
+          if (node == NULL || named[k])
+            continue;
+          named[k] = TRUE;
+          g_string_append_printf (out, "%s%s", out->len > 0 ? " and " : "", node);
+        }
+      if (out->len == 0)
+        {
+          g_string_free (out, TRUE);
+          continue;
+        }
+      g_string_append_printf (out, " %s lost: %s", strstr (out->str, " and ") ? "were" : "was",
+                              seen);
+      return g_string_free (out, FALSE);
+    }
+  return NULL;
 }

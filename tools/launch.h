@@ -9,6 +9,9 @@ typedef struct {
   /* given */
   int nnodes, node_rank, nproc;
   const char *master; /* HOST:PORT of node 0's store (several nodes) */
+  /* a parameter-server job: this node's workers and servers (nproc is their sum) */
+  gboolean ps;
+  int workers, servers;
   /* made by begin */
   char *store_kind, *store_address, *token, *job, *base_job;
   char *store_dir; /* the file store's private directory, removed at the end */
@@ -19,6 +22,10 @@ typedef struct {
   int generation;
   gboolean keep;
   char **names; /* each node's host name (as `hostname` says), for messages */
+  /* several nodes: each node's workers and servers (a collective job: nproc and 0) and,
+   * in a parameter-server job, its servers' ports ("41200,41201"; launch-layout.c) */
+  int *node_workers, *node_servers;
+  char **node_ports;
 } LaunchRendezvous;
 
 gboolean ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry,
@@ -34,10 +41,35 @@ void ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms);
 gboolean ks_launch_restart_check (const KsConfig *config, gboolean program, int max_restarts);
 char *ks_launch_restart_origin (const KsConfig *config, gboolean program, int restart);
 /* Several nodes: "node K (host NAME, ADDRESS: ranks A-B)" for the node of job rank
- * `rank` of a collective job, or NULL when not known. */
+ * `rank` (a parameter-server job's workers first, then its servers; there the node's
+ * roles: "workers 0-1, server 0"), or NULL when not known. */
 char *ks_launch_node_of_rank (const LaunchRendezvous *rv, int rank);
 /* Several nodes: the nodes a process's output line says the job lost ("node 1 (host ...:
  * ranks 2-3) was lost: rank 2, 3 did not reach allreduce #40"), or NULL. */
 char *ks_launch_lost_nodes (const LaunchRendezvous *rv, const char *line);
+
+/* The layout of a job on several nodes (launch-layout.c). A parameter-server node says
+ * "W S PORTS" after its process count, host and name at the meeting: its workers,
+ * servers and their ports (a comma list, "-" for none), chosen free on its host. */
+/* A TCP port free on `host` now (the kernel's choice), or 0; the probing socket is added
+ * to `held`, which keeps the port from being chosen twice until it is freed. */
+int ks_launch_free_port (const char *host, GPtrArray *held);
+char *ks_launch_layout_mine (const LaunchRendezvous *rv, GError **error);
+/* Takes node k's word (`fields`: the words after its host name, none for a collective
+ * node), or says what disagrees with this node. */
+gboolean ks_launch_layout_take (LaunchRendezvous *rv, int k, char **fields, GError **error);
+/* After every node's word: the job's workers and servers (at least one of each). */
+gboolean ks_launch_layout_check (const LaunchRendezvous *rv, GError **error);
+/* Job totals, the job rank of this node's i-th process (its workers, then its servers),
+ * and every server's HOST:PORT in order, comma-separated. */
+int ks_launch_layout_total (const LaunchRendezvous *rv, gboolean servers);
+int ks_launch_layout_rank (const LaunchRendezvous *rv, int i);
+char *ks_launch_layout_servers (const LaunchRendezvous *rv);
+/* Node k's "node K (host NAME, ADDRESS: ...)" and the node of job rank `rank`, or -1. */
+char *ks_launch_layout_node (const LaunchRendezvous *rv, int k);
+int ks_launch_layout_node_of (const LaunchRendezvous *rv, int rank);
+/* "servers at HOST:PORT,...; node 0 (...: workers 0-1), node 1 (...: server 0)" */
+char *ks_launch_layout_describe (const LaunchRendezvous *rv);
+void ks_launch_layout_clear (LaunchRendezvous *rv);
 
 #endif

@@ -11,6 +11,7 @@ tools_ksdist_SOURCES = \
 	tools/cmd-segment.c \
 	tools/launch.h \
 	tools/launch-rendezvous.c \
+	tools/launch-layout.c \
 	tools/launch-restart.c \
 	tools/launch-watch.c \
 	tools/launch-job.h \
