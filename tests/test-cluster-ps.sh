@@ -9,7 +9,7 @@
 #   refused, saying what to do;
 # - on hosts of tools/cluster.sh (skipped with the reason where namespaces cannot be
 #   made): the transpiler's four modes with the server on host 1 and both workers on
-#   host 0 (sync bitwise as one host's job; half_async, async and geo within 0.05 of one
+#   host 0 (sync bitwise as one host's job; half_async, async and geo within 0.25 of one
 #   host's held-out accuracy); pslib with 2 servers and 2 workers over 3 hosts (a host of
 #   a server, a host of a worker and a server, a host of a worker) within 0.02 of one
 #   host's AUC; the link of the server host (which serves the job's store too) cut mid-job
@@ -196,7 +196,10 @@ else
   echo "# statuses $s"; not_ok "sync across hosts" sync-node0.log sync-node1.log
 fi
 
-# The other modes are not deterministic: the held-out accuracy, against one host's.
+# The other modes are not deterministic: the held-out accuracy, against one host's. One
+# host's async ends anywhere from 0.76 to 1.0 from run to run (issue 47; it gave 0.92
+# beside the hosts' 1.0 under load), so the bound is loose: both well above chance (1/3)
+# and near each other.
 # A short queue and a lower rate keep async from running ahead of the servers; 1500
 # steps, for each worker of async to end near 1 (at 800 one ended at 0.71 in a run).
 for mode in half_async async geo; do
@@ -209,10 +212,10 @@ for mode in half_async async geo; do
   two $mode $args
   a=$(metric $mode-one.log accuracy) b=$(metric $mode-node0.log accuracy)
   s=$(statuses $mode 2)
-  if [ "$(cat $mode-one.status)" = 0 ] && [ "$s" = "0 0" ] && close "$a" "$b" 0.05 0.9; then
+  if [ "$(cat $mode-one.status)" = 0 ] && [ "$s" = "0 0" ] && close "$a" "$b" 0.25 0.7; then
     ok "$mode across hosts: held-out accuracy $b, one host's $a"
   else
-    echo "# statuses $(cat $mode-one.status) / $s, accuracy $b against $a (want within 0.05, above 0.9)"
+    echo "# statuses $(cat $mode-one.status) / $s, accuracy $b against $a (want within 0.25, above 0.7)"
     not_ok "$mode across hosts" $mode-one.log $mode-node0.log $mode-node1.log
   fi
 done
