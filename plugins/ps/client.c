@@ -453,9 +453,9 @@ call_locked (PsClient *c, PsType type, gint64 step, guint32 arg, guint64 aux, Ps
       }
   g_autofree char *note = away_note (c, g_get_monotonic_time ());
   g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT,
-               "%s did not answer a %s within %.0f s ([comm] timeout): a server died, or "
-               "never started; see its serverlog%s", who->str, ps_type_name (type),
-               c->timeout_ms / 1000.0, note);
+               "%s did not answer a %s within %.0f s ([comm] timeout + %d s): a server died, "
+               "or never started; see its serverlog%s", who->str, ps_type_name (type),
+               c->timeout_ms / 1000.0, PS_ANSWER_SLACK_MS / 1000, note);
   g_string_free (who, TRUE);
   return FALSE;
 }
