@@ -61,6 +61,31 @@ tests_plugins_topt_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"topt\" -DTP_OPTIMIZE
 tests_plugins_topt_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
 tests_plugins_topt_la_LIBADD = $(KS_PLUGIN_LIBADD)
 
+# Copies of first-party plugins under other names, built from their sources: the plan and
+# the choice of communicator must judge them by their traits as they do the originals
+# (tests/test-traits.sh).
+if HAVE_OPENBLAS
+check_LTLIBRARIES += tests/plugins/tblas.la
+tests_plugins_tblas_la_SOURCES = $(plugins_openblas_openblas_la_SOURCES)
+tests_plugins_tblas_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_OPENBLAS_NAME=\"tblas\"
+tests_plugins_tblas_la_CFLAGS = $(plugins_openblas_openblas_la_CFLAGS)
+tests_plugins_tblas_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tblas_la_LIBADD = $(plugins_openblas_openblas_la_LIBADD)
+endif
+check_LTLIBRARIES += tests/plugins/tcoll.la
+tests_plugins_tcoll_la_SOURCES = $(plugins_collective_collective_la_SOURCES)
+tests_plugins_tcoll_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_COLLECTIVE_NAME=\"tcoll\"
+tests_plugins_tcoll_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tcoll_la_LIBADD = $(plugins_collective_collective_la_LIBADD)
+if HAVE_ZMQ
+check_LTLIBRARIES += tests/plugins/tps.la
+tests_plugins_tps_la_SOURCES = $(plugins_transpiler_transpiler_la_SOURCES)
+tests_plugins_tps_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_TRANSPILER_NAME=\"tps\"
+tests_plugins_tps_la_CFLAGS = $(plugins_transpiler_transpiler_la_CFLAGS)
+tests_plugins_tps_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tps_la_LIBADD = $(plugins_transpiler_transpiler_la_LIBADD)
+endif
+
 # One test program per module.
 KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)
 # tests of the tasks library (ksdist/tasks.h)
@@ -307,6 +332,10 @@ EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 	tests/fuzz/corpus/checkpoint/inference.safetensors \
 	tests/fuzz/corpus/store/hello-set-get.bin tests/fuzz/corpus/store/hello-add-wait.bin \
 	tests/fuzz/corpus/store/hello-remove.bin
+
+# Copies of plugins under other names judged and trained as the originals (traits).
+dist_check_SCRIPTS += tests/test-traits.sh
+TESTS += tests/test-traits.sh
 
 # Every example, run as its header says (shortened).
 dist_check_SCRIPTS += tests/test-examples.sh

@@ -86,7 +86,21 @@ typedef struct {
    * configuration's [strategy] (and any other group it reads), with the configuration
    * error distributed_optimizer would give; no context, cheap, without side effects. */
   gboolean (*check_strategy) (const KsConfig *config, GError **error);
+
+  /* appended in ABI 1.1: KS_ALGORITHM_* flags, what the mode needs (0: no servers; worker
+   * 0 writes each checkpoint whole). A 1.0 plugin gets KS_ALGORITHM_TRAITS_1_0. */
+  guint32 traits;
 } KsAlgorithmOps;
+
+/* The mode trains with parameter servers (ksdist launch --servers S): the update runs on
+ * the servers, so it has no pipeline, no task's own step, no mixed precision. */
+#define KS_ALGORITHM_SERVERS (1u << 0)
+/* Its checkpoints are written by the servers, each its shard, beside the workers' job
+ * file (no model.safetensors to export or start from); without it worker 0 writes the
+ * whole model as a one-process run does. */
+#define KS_ALGORITHM_SERVER_CHECKPOINTS (1u << 1)
+/* What the core assumed of a mode before traits (of any but "collective"). */
+#define KS_ALGORITHM_TRAITS_1_0 (KS_ALGORITHM_SERVERS | KS_ALGORITHM_SERVER_CHECKPOINTS)
 
 /* A distributed algorithm instance, made by ks_factory_instantiate(). */
 typedef struct KsAlgorithm KsAlgorithm;

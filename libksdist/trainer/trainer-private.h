@@ -110,8 +110,8 @@ gboolean ks_trainer_not_finite (GError **error, const char *what, double value);
 gboolean ks_trainer_check_world (KsRegistry *registry, const KsConfig *c,
                                  const KsTrainTask *task, const KsTrainWorld *world,
                                  GError **error);
-/* Whether the compute backend this run will get is CUDA's (device memory). */
-gboolean ks_trainer_on_gpu (KsRegistry *registry, const KsConfig *c);
+/* Whether the compute backend this run will get keeps its tensors in device memory. */
+gboolean ks_trainer_on_device (KsRegistry *registry, const KsConfig *c);
 
 /* owner.c */
 /* "checkpoint-N (a model of [model] type = T)", the newest checkpoint of `dir`, or NULL

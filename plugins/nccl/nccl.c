@@ -539,6 +539,7 @@ static const KsCommOps nccl_ops = {
   .wait = nccl_wait,
   .subgroup = nccl_subgroup,
   .use_stream = nccl_use_stream,
+  .traits = KS_COMM_DEVICE_MEMORY, /* any host */
 };
 
 /* Without a GPU the runtime's error is the reason; below Gloo in priority, so auto

@@ -660,6 +660,7 @@ static const KsAlgorithmOps pslib_ops = {
   .flush_worker = pslib_flush_worker,
   .shrink = pslib_shrink,
   .check_strategy = pslib_check_strategy,
+  .traits = KS_ALGORITHM_SERVERS | KS_ALGORITHM_SERVER_CHECKPOINTS,
 };
 
 static const KsImplDesc pslib_impls[] = {

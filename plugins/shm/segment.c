@@ -774,6 +774,7 @@ static const KsCommOps shm_ops = {
   .set_timeout = shm_set_timeout,
   .rank = shm_rank,
   .world_size = shm_size,
+  .traits = KS_COMM_ONE_HOST, /* host memory */
 };
 
 /* Below Gloo, so that `auto` means Gloo until the caller knows every rank is on this

@@ -142,6 +142,16 @@ static const KsAlgorithmOps tp_algorithm_ops = {
   .destroy = tp_destroy,
   .init = tp_algorithm_init,
   .init_worker = tp_algorithm_init_worker,
+  .traits = 0, /* its "collective": no servers */
+};
+
+static const KsAlgorithmOps tp_servers_ops = {
+  .size = sizeof (KsAlgorithmOps),
+  .create = tp_create,
+  .destroy = tp_destroy,
+  .init = tp_algorithm_init,
+  .init_worker = tp_algorithm_init_worker,
+  .traits = KS_ALGORITHM_SERVERS | KS_ALGORITHM_SERVER_CHECKPOINTS,
 };
 #endif
 
@@ -209,7 +219,7 @@ static const KsImplDesc tp_impls[] = {
   { KS_KIND_COMPUTE, TP_NAME, &tp_compute_ops, tp_query, "test compute" },
 #ifdef TP_ALGORITHMS
   { KS_KIND_ALGORITHM, "collective", &tp_algorithm_ops, NULL, "test collective" },
-  { KS_KIND_ALGORITHM, "transpiler", &tp_algorithm_ops, NULL, "test transpiler" },
+  { KS_KIND_ALGORITHM, "transpiler", &tp_servers_ops, NULL, "test transpiler" },
 #endif
 #ifdef TP_OPTIMIZER
   { KS_KIND_OPTIMIZER, "tp-sgd", &tp_sgd_ops, NULL, "test SGD, its rate from the core" },
