@@ -159,6 +159,13 @@ TESTS += tests/test-meta
 check_PROGRAMS += tests/test-sparse
 tests_test_sparse_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-sparse
+# a shard that cannot grow: sparse.c built with an index of 64 slots at most
+check_PROGRAMS += tests/test-sparse-full
+tests_test_sparse_full_SOURCES = tests/test-sparse-full.c libksdist/sparse/sparse.c
+tests_test_sparse_full_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/libksdist -DKS_SPARSE_INDEX_LIMIT=64
+tests_test_sparse_full_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
+tests_test_sparse_full_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-sparse-full
 
 # Pipeline segmenters and the stage of a layer with virtual stages.
 check_PROGRAMS += tests/test-segment

@@ -17,6 +17,9 @@ ks_trainer_pipelined_config (const KsConfig *c)
          || ks_config_get_int (c, "pipeline", "micro_batches") > 1;
 }
 
+/* A configuration error: the plan's every refusal. */
+#define refuse(error, ...) ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, __VA_ARGS__)
+
 /* Configuration error "[amp] dtype = X: `why`; set [amp] dtype = off" unless amp is off. */
 static gboolean
 amp_refused (const KsConfig *c, const char *why, GError **error)
@@ -24,9 +27,7 @@ amp_refused (const KsConfig *c, const char *why, GError **error)
   const char *dtype = ks_config_get_string (c, "amp", "dtype");
   if (strcmp (dtype, "off") == 0)
     return TRUE;
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-               "[amp] dtype = %s: %s; set [amp] dtype = off", dtype, why);
-  return FALSE;
+  return refuse (error, "[amp] dtype = %s: %s; set [amp] dtype = off", dtype, why);
 }
 
 int
@@ -39,20 +40,6 @@ ks_trainer_exit_status (const GError *error)
                  || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE)
              ? 2
              : 1;
-}
-
-static gboolean
-refuse (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-refuse (GError **error, const char *format, ...)
-{
-  va_list ap;
-  va_start (ap, format);
-  g_autofree char *message = g_strdup_vprintf (format, ap);
-  va_end (ap);
-  g_set_error_literal (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, message);
-  return FALSE;
 }
 
 /* Whether group.key was set from outside the file (the environment or --set). */

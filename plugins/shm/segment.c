@@ -74,18 +74,6 @@ pid_namespace (void)
   return stat ("/proc/self/ns/pid", &st) == 0 ? (guint64) st.st_ino : 0;
 }
 
-gboolean
-shm_fail (GError **error, int code, const char *format, ...)
-{
-  va_list args;
-  g_autofree char *message = NULL;
-  va_start (args, format);
-  message = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, KS_COMM_ERROR, code, "shm: %s", message);
-  return FALSE;
-}
-
 /* This rank's first failure, for peers that find its process ended later. */
 static void
 record_failure (Shm *s, const char *reason)
