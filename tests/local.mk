@@ -72,6 +72,11 @@ tests_plugins_tblas_la_CFLAGS = $(plugins_openblas_openblas_la_CFLAGS)
 tests_plugins_tblas_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
 tests_plugins_tblas_la_LIBADD = $(plugins_openblas_openblas_la_LIBADD)
 endif
+check_LTLIBRARIES += tests/plugins/tshm.la
+tests_plugins_tshm_la_SOURCES = $(plugins_shm_shm_la_SOURCES)
+tests_plugins_tshm_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_SHM_NAME=\"tshm\"
+tests_plugins_tshm_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tshm_la_LIBADD = $(plugins_shm_shm_la_LIBADD)
 check_LTLIBRARIES += tests/plugins/tcoll.la
 tests_plugins_tcoll_la_SOURCES = $(plugins_collective_collective_la_SOURCES)
 tests_plugins_tcoll_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_COLLECTIVE_NAME=\"tcoll\"

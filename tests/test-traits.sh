@@ -2,15 +2,17 @@
 # Traits, not names: copies of the openblas backend, the collective mode and the
 # transpiler mode built from their sources under other names (tests/plugins: tblas,
 # tcoll, tps) are judged by the plan exactly as the originals (`ksdist config`'s status
-# and message, the names swapped back), and train to the same losses under ksdist launch.
-# The core once took every mode not named "collective" for one with servers: tcoll was
-# refused a job without servers. TAP output. Needs KSDIST, KS_SRCDIR, KS_BUILD_PLUGINS,
-# KS_TEST_PLUGINS.
+# and message, the names swapped back), and train to the same losses under ksdist launch;
+# a copy of shm (tshm) is what [comm] backend = auto takes on one host, as shm is. The
+# core once took every mode not named "collective" for one with servers (tcoll was
+# refused a job without servers) and auto for shm by its name (tshm lost to gloo).
+# TAP output. Needs KSDIST, KS_SRCDIR, KS_BUILD_PLUGINS, KS_TEST_PLUGINS.
 set -u
 unset KS_PLUGIN_SYSTEM_PATH KS_PLUGINS
 ex=$KS_SRCDIR/examples
 for p in "$KS_BUILD_PLUGINS"/openblas/.libs/openblas.so "$KS_BUILD_PLUGINS"/transpiler/.libs/transpiler.so \
-  "$KS_TEST_PLUGINS"/tblas.so "$KS_TEST_PLUGINS"/tps.so "$KS_TEST_PLUGINS"/tcoll.so; do
+  "$KS_TEST_PLUGINS"/tblas.so "$KS_TEST_PLUGINS"/tps.so "$KS_TEST_PLUGINS"/tcoll.so \
+  "$KS_BUILD_PLUGINS"/shm/.libs/shm.so "$KS_TEST_PLUGINS"/tshm.so; do
   [ -e "$p" ] || { echo "1..0 # SKIP $p was not built (OpenBLAS or ZeroMQ missing)"; exit 0; }
 done
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-traits-XXXXXX")
@@ -18,7 +20,7 @@ trap 'rm -rf "$dir"' EXIT
 # the build's plugins and the three copies, none of the other test plugins
 mkdir "$dir/plugins"
 for p in "$KS_BUILD_PLUGINS"/*/.libs/*.so "$KS_TEST_PLUGINS"/tblas.so "$KS_TEST_PLUGINS"/tps.so \
-  "$KS_TEST_PLUGINS"/tcoll.so; do
+  "$KS_TEST_PLUGINS"/tcoll.so "$KS_TEST_PLUGINS"/tshm.so; do
   ln -s "$p" "$dir/plugins/"
 done
 export KS_PLUGIN_PATH="$dir/plugins"
@@ -97,4 +99,22 @@ train () {
 }
 train "data parallel on the copied backend and mode" "-n 2" $dp
 train "parameter servers on the copied backend and mode" "--servers 1 --workers 2" $ps
+
+# auto on one host: shm, or its copy where shm is left out; the same losses
+common="--set train.steps=20 --set train.log_every=5 --set train.batch=32 --set data.samples=256 --set optim.warmup=0 --set openblas.threads=1"
+KS_PLUGINS=^tshm "$KSDIST" launch -n 2 "$ex/default.ini" $common >a.out 2>&1; a=$?
+KS_PLUGINS=^shm "$KSDIST" launch -n 2 "$ex/default.ini" $common >b.out 2>&1; b=$?
+grep -o 'step [0-9/]* loss [0-9.]*\|eval [a-z]* [0-9.]*' a.out | sort >a.losses
+grep -o 'step [0-9/]* loss [0-9.]*\|eval [a-z]* [0-9.]*' b.out | sort >b.losses
+if [ $a -ne 0 ] || [ $b -ne 0 ]; then
+  not_ok "auto on one host: exit $a with shm, $b with its copy" a.out b.out
+elif ! grep -q "shm by auto: every rank on this host" a.out \
+  || ! grep -q "tshm by auto: every rank on this host" b.out; then
+  not_ok "auto on one host did not take shm, then its copy" a.out b.out
+elif ! cmp -s a.losses b.losses || [ "$(grep -c loss a.losses)" -ne 4 ]; then
+  not_ok "auto on one host: the copy of shm trains otherwise" /dev/null
+  diff a.losses b.losses | sed 's/^/# /'
+else
+  ok "auto on one host takes shm, or its copy tshm, and both give the same $(wc -l <a.losses) losses and evaluations"
+fi
 tap_done
