@@ -100,6 +100,19 @@ train () {
 train "data parallel on the copied backend and mode" "-n 2" $dp
 train "parameter servers on the copied backend and mode" "--servers 1 --workers 2" $ps
 
+# what each declares, as `ksdist plugins -v` says
+"$KSDIST" plugins -v >plugins.out 2>&1
+for pair in "tshm:host memory, ranks on one host" "tblas:host memory" \
+  "tps:parameter servers, the servers write checkpoints in shards" \
+  "tcoll:no servers, worker 0 writes checkpoints whole"; do
+  name=${pair%%:*} traits=${pair#*:}
+  if grep -A1 "^  [a-z]* $name: available" plugins.out | grep -q "^    traits: $traits\$"; then
+    ok "ksdist plugins -v: $name declares $traits"
+  else
+    not_ok "ksdist plugins -v does not say $name declares $traits" plugins.out
+  fi
+done
+
 # auto on one host: shm, or its copy where shm is left out; the same losses
 common="--set train.steps=20 --set train.log_every=5 --set train.batch=32 --set data.samples=256 --set optim.warmup=0 --set openblas.threads=1"
 KS_PLUGINS=^tshm "$KSDIST" launch -n 2 "$ex/default.ini" $common >a.out 2>&1; a=$?
