@@ -133,7 +133,8 @@ struct KsCompute {
   guint64 to_device, to_host; /* copies made (ks_compute_transfers) */
 };
 struct KsAlgorithm {
-  KsInstance instance;
+  KsInstance instance; /* first: freed as one */
+  GCancellable *cancellable; /* ks_algorithm_set_cancellable's */
 };
 struct KsOptimizer {
   KsInstance instance;

@@ -108,7 +108,7 @@ TESTS += tests/test-config
 
 check_PROGRAMS += tests/test-settings tests/test-factory
 tests_test_settings_LDADD = $(KS_TEST_LDADD)
-tests_test_factory_LDADD = $(KS_TEST_LDADD)
+tests_test_factory_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-settings tests/test-factory
 
 check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \

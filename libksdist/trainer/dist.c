@@ -165,6 +165,33 @@ listen_where_peers_route (KsTrainer *t, const char *host)
     }
 }
 
+/* A signal handler may not cancel a GCancellable (it takes a lock): this thread does,
+ * a few milliseconds after the stop signal, until the trainer is cleared. */
+static gpointer
+watch_stop (gpointer data)
+{
+  KsTrainer *t = data;
+  while (!g_atomic_int_get (&t->stop_watch_done))
+    {
+      if (ks_trainer_stop_signal () != 0)
+        {
+          g_cancellable_cancel (t->stop);
+          break;
+        }
+      g_usleep (20000);
+    }
+  return NULL;
+}
+
+/* A server's blocking calls (the mode's run_server) return once asked to stop. */
+static void
+cancel_on_stop (KsTrainer *t)
+{
+  t->stop = g_cancellable_new ();
+  t->stop_watch = g_thread_new ("ks-stop-watch", watch_stop, t);
+  ks_algorithm_set_cancellable (t->algorithm, t->stop);
+}
+
 /* Whether the job has parameter servers: its workers then start and stop them. */
 static gboolean
 has_servers (const KsTrainer *t)
@@ -321,6 +348,8 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
              == NULL
       || !ks_algorithm_init (t->algorithm, t->role, error))
     return FALSE;
+  if (ks_role_maker_is_server (t->role))
+    cancel_on_stop (t);
   return TRUE;
 }
 
@@ -351,6 +380,12 @@ ks_trainer_dist_mean (KsTrainer *t, double *value, GError **error)
 void
 ks_trainer_dist_clear (KsTrainer *t)
 {
+  if (t->stop_watch != NULL)
+    {
+      g_atomic_int_set (&t->stop_watch_done, 1);
+      g_clear_pointer (&t->stop_watch, g_thread_join);
+    }
+  g_clear_object (&t->stop);
   ks_algorithm_free (t->algorithm);
   ks_role_maker_free (t->role);
   ks_comm_free (t->pipe_comm);

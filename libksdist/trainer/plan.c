@@ -35,6 +35,9 @@ ks_trainer_exit_status (const GError *error)
 {
   if (error->domain == KS_TRAINER_SIGNAL_ERROR)
     return 128 + error->code;
+  /* a blocking call the stop signal cancelled (a server's run_server): the signal's */
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) && ks_trainer_stop_signal () != 0)
+    return 128 + ks_trainer_stop_signal ();
   return error->domain == KS_CONFIG_ERROR
                  || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
                  || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE)

@@ -76,6 +76,10 @@ struct _KsTrainer {
   const char *comm_why; /* why this communicator: the setting, or auto's reason */
   KsAlgorithm *algorithm;
   gboolean worker_stopped; /* the mode stopped this worker (after a flush) */
+  /* a server's: cancelled by the stop signal (dist.c), for the mode's blocking calls */
+  GCancellable *stop;
+  GThread *stop_watch;
+  gint stop_watch_done;
   /* the pipeline executor (stages.c): this worker's stage; the pipeline owns model; with
    * data-parallel replicas its pipeline's and its stage's groups of comm */
   gboolean pipelined;

@@ -189,7 +189,7 @@ transpiler_init_server (void *p, const char *model_dir, GError **error)
 }
 
 static gboolean
-transpiler_run_server (void *p, GError **error)
+transpiler_run_server_cancellable (void *p, GCancellable *cancellable, GError **error)
 {
   Transpiler *t = p;
   PsServerConfig c;
@@ -204,10 +204,17 @@ transpiler_run_server (void *p, GError **error)
   c.table = t->table;
   c.save = save_shard;
   c.save_data = t;
+  c.cancellable = cancellable;
   gboolean ok = ps_server_run (&c, error);
   /* served: the table goes now, while the compute it lives on surely exists */
   g_clear_pointer (&t->table, ps_dense_table_free);
   return ok;
+}
+
+static gboolean
+transpiler_run_server (void *p, GError **error)
+{
+  return transpiler_run_server_cancellable (p, NULL, error);
 }
 
 /* ---- the distributed optimizer: the core's base with this mode's exchange ---- */
@@ -343,6 +350,7 @@ static const KsAlgorithmOps transpiler_ops = {
   .init_worker = transpiler_init_worker,
   .init_server = transpiler_init_server,
   .run_server = transpiler_run_server,
+  .run_server_cancellable = transpiler_run_server_cancellable,
   .stop_worker = transpiler_stop_worker,
   .distributed_optimizer = transpiler_distributed_optimizer,
   .save_check_point = transpiler_save_check_point,
