@@ -71,6 +71,15 @@ tests_plugins_tblas_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_OPENBLAS_NAME=\"tblas\"
 tests_plugins_tblas_la_CFLAGS = $(plugins_openblas_openblas_la_CFLAGS)
 tests_plugins_tblas_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
 tests_plugins_tblas_la_LIBADD = $(plugins_openblas_openblas_la_LIBADD)
+# openblas under another name, declaring device memory: the plan's checks of a GPU
+# backend, without a GPU
+check_LTLIBRARIES += tests/plugins/tdev.la
+tests_plugins_tdev_la_SOURCES = $(plugins_openblas_openblas_la_SOURCES)
+tests_plugins_tdev_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_OPENBLAS_NAME=\"tdev\" \
+	-DKS_OPENBLAS_TRAITS=KS_COMPUTE_DEVICE_MEMORY
+tests_plugins_tdev_la_CFLAGS = $(plugins_openblas_openblas_la_CFLAGS)
+tests_plugins_tdev_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tdev_la_LIBADD = $(plugins_openblas_openblas_la_LIBADD)
 endif
 check_LTLIBRARIES += tests/plugins/tshm.la
 tests_plugins_tshm_la_SOURCES = $(plugins_shm_shm_la_SOURCES)

@@ -3,7 +3,8 @@
 # transpiler mode built from their sources under other names (tests/plugins: tblas,
 # tcoll, tps) are judged by the plan exactly as the originals (`ksdist config`'s status
 # and message, the names swapped back), and train to the same losses under ksdist launch;
-# a copy of shm (tshm) is what [comm] backend = auto takes on one host, as shm is. The
+# a copy of shm (tshm) is what [comm] backend = auto takes on one host, as shm is; a copy
+# of openblas declaring device memory (tdev) is judged as the plan judges cuda. The
 # core once took every mode not named "collective" for one with servers (tcoll was
 # refused a job without servers) and auto for shm by its name (tshm lost to gloo).
 # TAP output. Needs KSDIST, KS_SRCDIR, KS_BUILD_PLUGINS, KS_TEST_PLUGINS.
@@ -12,7 +13,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGINS
 ex=$KS_SRCDIR/examples
 for p in "$KS_BUILD_PLUGINS"/openblas/.libs/openblas.so "$KS_BUILD_PLUGINS"/transpiler/.libs/transpiler.so \
   "$KS_TEST_PLUGINS"/tblas.so "$KS_TEST_PLUGINS"/tps.so "$KS_TEST_PLUGINS"/tcoll.so \
-  "$KS_BUILD_PLUGINS"/shm/.libs/shm.so "$KS_TEST_PLUGINS"/tshm.so; do
+  "$KS_BUILD_PLUGINS"/shm/.libs/shm.so "$KS_TEST_PLUGINS"/tshm.so "$KS_TEST_PLUGINS"/tdev.so; do
   [ -e "$p" ] || { echo "1..0 # SKIP $p was not built (OpenBLAS or ZeroMQ missing)"; exit 0; }
 done
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-traits-XXXXXX")
@@ -20,7 +21,7 @@ trap 'rm -rf "$dir"' EXIT
 # the build's plugins and the three copies, none of the other test plugins
 mkdir "$dir/plugins"
 for p in "$KS_BUILD_PLUGINS"/*/.libs/*.so "$KS_TEST_PLUGINS"/tblas.so "$KS_TEST_PLUGINS"/tps.so \
-  "$KS_TEST_PLUGINS"/tcoll.so "$KS_TEST_PLUGINS"/tshm.so; do
+  "$KS_TEST_PLUGINS"/tcoll.so "$KS_TEST_PLUGINS"/tshm.so "$KS_TEST_PLUGINS"/tdev.so; do
   ln -s "$p" "$dir/plugins/"
 done
 export KS_PLUGIN_PATH="$dir/plugins"
@@ -100,9 +101,29 @@ train () {
 train "data parallel on the copied backend and mode" "-n 2" $dp
 train "parameter servers on the copied backend and mode" "--servers 1 --workers 2" $ps
 
+# a backend of device memory (tdev: openblas that says so; cuda, without a GPU): data
+# parallel needs a communicator that reads it, a pipeline stages through host memory
+dev="--workers 2 $ex/default.ini --set compute.backend=tdev --set tdev.threads=1"
+# shellcheck disable=SC2086
+refused "a backend of device memory with gloo" \
+  "cannot average gradients in the device memory of \[compute\] backend = tdev (it reads host memory only); .*\[compute\] backend = openblas or tblas" \
+  $dev --set comm.backend=gloo
+if "$KSDIST" plugins | grep -q "comm nccl: available"; then
+  # shellcheck disable=SC2086
+  "$KSDIST" config $dev >err 2>&1; status=$?
+  check "a backend of device memory with auto and nccl available" 0 ""
+else
+  # shellcheck disable=SC2086
+  refused "a backend of device memory with auto and no nccl" \
+    "no loaded communicator reads device memory); load a communicator that reads device memory" $dev
+fi
+# shellcheck disable=SC2086
+"$KSDIST" config $dev --set comm.backend=gloo --set pipeline.stages=2 >err 2>&1; status=$?
+check "a pipeline on a backend of device memory with gloo (staged through host memory)" 0 ""
+
 # what each declares, as `ksdist plugins -v` says
 "$KSDIST" plugins -v >plugins.out 2>&1
-for pair in "tshm:host memory, ranks on one host" "tblas:host memory" \
+for pair in "tshm:host memory, ranks on one host" "tblas:host memory" "tdev:device memory" \
   "tps:parameter servers, the servers write checkpoints in shards" \
   "tcoll:no servers, worker 0 writes checkpoints whole"; do
   name=${pair%%:*} traits=${pair#*:}

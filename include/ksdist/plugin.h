@@ -18,7 +18,9 @@
  * the implementation is (its memory, its reach, its need for servers), so that the core
  * chooses and checks by what a part declares, never by its name. A plugin built for 1.0
  * has no such slot and gets each kind's default traits (compute.h, comm.h,
- * algorithm.h), which are what the core assumed of any such plugin before. */
+ * algorithm.h), which are what the core assumed of any such plugin before. It also
+ * appended KsAlgorithmOps.run_server_cancellable: a blocking slot that takes a
+ * GCancellable (GIO's), so that a mode is told to stop without knowing the trainer. */
 #ifndef KSDIST_PLUGIN_H
 #define KSDIST_PLUGIN_H
 
