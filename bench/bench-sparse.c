@@ -85,7 +85,7 @@ main (int argc, char **argv)
 
   gint64 t0 = g_get_monotonic_time ();
   for (gsize i = 0; i < n; i += BATCH)
-    ks_sparse_table_pull (t, ids + i, MIN ((gsize) BATCH, n - i), out);
+    g_assert_true (ks_sparse_table_pull (t, ids + i, MIN ((gsize) BATCH, n - i), out, NULL));
   double create = seconds_since (t0);
   gsize rows = ks_sparse_table_size (t);
   printf ("rows %zu, embedx_dim %d, adagrad, shard_num %d\n", rows, DIMX, c.shard_num);
@@ -101,10 +101,10 @@ main (int argc, char **argv)
       for (gsize i = 0; i < BATCH; i++)
         batch[i] = ids[(state = mix (state)) % n];
       t0 = g_get_monotonic_time ();
-      ks_sparse_table_pull (t, batch, BATCH, out);
+      g_assert_true (ks_sparse_table_pull (t, batch, BATCH, out, NULL));
       pull_s += seconds_since (t0);
       t0 = g_get_monotonic_time ();
-      ks_sparse_table_push (t, batch, BATCH, grads, shows, clicks);
+      g_assert_true (ks_sparse_table_push (t, batch, BATCH, grads, shows, clicks, NULL));
       push_s += seconds_since (t0);
     }
   double ids_done = (double) batches * BATCH;

@@ -74,8 +74,8 @@ gboolean ks_safetensors_parse (const char *file, const char *bytes, gsize len,
  * 0 .. ndim - 1 (out of range or repeated), or -1 when it is one */
 int ks_permutation_flaw (int ndim, const int *perm);
 
-/* types.c: sets KS_COMPUTE_ERROR_INVALID for a call's bad arguments; returns FALSE */
-gboolean ks_invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+/* KS_COMPUTE_ERROR_INVALID for a call's bad arguments; returns FALSE */
+#define ks_invalid(error, ...) ks_fail (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, __VA_ARGS__)
 
 /* suggest.c */
 /* compares two char** for g_ptr_array_sort */
@@ -133,7 +133,8 @@ struct KsCompute {
   guint64 to_device, to_host; /* copies made (ks_compute_transfers) */
 };
 struct KsAlgorithm {
-  KsInstance instance;
+  KsInstance instance; /* first: freed as one */
+  GCancellable *cancellable; /* ks_algorithm_set_cancellable's */
 };
 struct KsOptimizer {
   KsInstance instance;

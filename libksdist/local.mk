@@ -14,6 +14,7 @@ libksdist_la_SOURCES += libksdist/config/types.c \
 libksdist_la_SOURCES += libksdist/plugin/loader.h \
 	libksdist/plugin/loader.c \
 	libksdist/plugin/registry.c \
+	libksdist/plugin/traits.c \
 	libksdist/plugin/instance.c
 # compute/: compute backends and tensors
 libksdist_la_SOURCES += libksdist/compute/compute.c \

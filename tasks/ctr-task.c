@@ -353,7 +353,10 @@ fill_rows (KsTrainer *t, Ctr *x, gboolean train, GError **error)
   const KsTensor *param = ks_arena_tensor (ks_model_parameters (ks_trainer_model (t)), ROWS_PARAM);
 
   if (x->local != NULL && train)
-    ks_sparse_table_pull (x->local, x->uniq, x->n_uniq, rows);
+    {
+      if (!ks_sparse_table_pull (x->local, x->uniq, x->n_uniq, rows, error))
+        return FALSE;
+    }
   else if (x->local != NULL)
     ks_sparse_table_lookup (x->local, x->uniq, x->n_uniq, rows);
   else if (!ks_algorithm_pull_sparse (ks_trainer_algorithm (t), TABLE, x->uniq, x->n_uniq, train, rows, error))
@@ -404,7 +407,11 @@ ctr_finish (KsTrainer *t, gint64 step, GError **error)
   for (gsize i = 0; i < n; i++) /* the batch's mean -> the sum over the shows */
     grads[i] *= (float) ks_trainer_batch (t);
   if (x->local != NULL)
-    ks_sparse_table_push (x->local, x->uniq, x->n_uniq, grads, x->shows, x->clicks);
+    {
+      if (!ks_sparse_table_push (x->local, x->uniq, x->n_uniq, grads, x->shows, x->clicks,
+                                 error))
+        return FALSE;
+    }
   else if (!ks_algorithm_push_sparse (ks_trainer_algorithm (t), TABLE, step, x->uniq, x->n_uniq, grads,
                                       x->shows, x->clicks, error))
     return FALSE;

@@ -61,6 +61,45 @@ tests_plugins_topt_la_CPPFLAGS = $(AM_CPPFLAGS) -DTP_NAME=\"topt\" -DTP_OPTIMIZE
 tests_plugins_topt_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
 tests_plugins_topt_la_LIBADD = $(KS_PLUGIN_LIBADD)
 
+# Copies of first-party plugins under other names, built from their sources: the plan and
+# the choice of communicator must judge them by their traits as they do the originals
+# (tests/test-traits.sh).
+if HAVE_OPENBLAS
+check_LTLIBRARIES += tests/plugins/tblas.la
+tests_plugins_tblas_la_SOURCES = $(plugins_openblas_openblas_la_SOURCES)
+tests_plugins_tblas_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_OPENBLAS_NAME=\"tblas\"
+tests_plugins_tblas_la_CFLAGS = $(plugins_openblas_openblas_la_CFLAGS)
+tests_plugins_tblas_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tblas_la_LIBADD = $(plugins_openblas_openblas_la_LIBADD)
+# openblas under another name, declaring device memory: the plan's checks of a GPU
+# backend, without a GPU
+check_LTLIBRARIES += tests/plugins/tdev.la
+tests_plugins_tdev_la_SOURCES = $(plugins_openblas_openblas_la_SOURCES)
+tests_plugins_tdev_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_OPENBLAS_NAME=\"tdev\" \
+	-DKS_OPENBLAS_TRAITS=KS_COMPUTE_DEVICE_MEMORY
+tests_plugins_tdev_la_CFLAGS = $(plugins_openblas_openblas_la_CFLAGS)
+tests_plugins_tdev_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tdev_la_LIBADD = $(plugins_openblas_openblas_la_LIBADD)
+endif
+check_LTLIBRARIES += tests/plugins/tshm.la
+tests_plugins_tshm_la_SOURCES = $(plugins_shm_shm_la_SOURCES)
+tests_plugins_tshm_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_SHM_NAME=\"tshm\"
+tests_plugins_tshm_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tshm_la_LIBADD = $(plugins_shm_shm_la_LIBADD)
+check_LTLIBRARIES += tests/plugins/tcoll.la
+tests_plugins_tcoll_la_SOURCES = $(plugins_collective_collective_la_SOURCES)
+tests_plugins_tcoll_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_COLLECTIVE_NAME=\"tcoll\"
+tests_plugins_tcoll_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tcoll_la_LIBADD = $(plugins_collective_collective_la_LIBADD)
+if HAVE_ZMQ
+check_LTLIBRARIES += tests/plugins/tps.la
+tests_plugins_tps_la_SOURCES = $(plugins_transpiler_transpiler_la_SOURCES)
+tests_plugins_tps_la_CPPFLAGS = $(AM_CPPFLAGS) -DKS_TRANSPILER_NAME=\"tps\"
+tests_plugins_tps_la_CFLAGS = $(plugins_transpiler_transpiler_la_CFLAGS)
+tests_plugins_tps_la_LDFLAGS = $(KS_TEST_PLUGIN_LDFLAGS)
+tests_plugins_tps_la_LIBADD = $(plugins_transpiler_transpiler_la_LIBADD)
+endif
+
 # One test program per module.
 KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)
 # tests of the tasks library (ksdist/tasks.h)
@@ -78,7 +117,7 @@ TESTS += tests/test-config
 
 check_PROGRAMS += tests/test-settings tests/test-factory
 tests_test_settings_LDADD = $(KS_TEST_LDADD)
-tests_test_factory_LDADD = $(KS_TEST_LDADD)
+tests_test_factory_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-settings tests/test-factory
 
 check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
@@ -134,6 +173,13 @@ TESTS += tests/test-meta
 check_PROGRAMS += tests/test-sparse
 tests_test_sparse_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-sparse
+# a shard that cannot grow: sparse.c built with an index of 64 slots at most
+check_PROGRAMS += tests/test-sparse-full
+tests_test_sparse_full_SOURCES = tests/test-sparse-full.c libksdist/sparse/sparse.c
+tests_test_sparse_full_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/libksdist -DKS_SPARSE_INDEX_LIMIT=64
+tests_test_sparse_full_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
+tests_test_sparse_full_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-sparse-full
 
 # Pipeline segmenters and the stage of a layer with virtual stages.
 check_PROGRAMS += tests/test-segment
@@ -311,6 +357,10 @@ EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 	tests/fuzz/corpus/checkpoint/inference.safetensors \
 	tests/fuzz/corpus/store/hello-set-get.bin tests/fuzz/corpus/store/hello-add-wait.bin \
 	tests/fuzz/corpus/store/hello-remove.bin
+
+# Copies of plugins under other names judged and trained as the originals (traits).
+dist_check_SCRIPTS += tests/test-traits.sh
+TESTS += tests/test-traits.sh
 
 # Every example, run as its header says (shortened).
 dist_check_SCRIPTS += tests/test-examples.sh

@@ -57,7 +57,7 @@ test_version_and_help (Fixture *f, gconstpointer data)
 {
   run (f, ARGS ("--version"), NULL);
   g_assert_cmpint (f->status, ==, 0);
-  g_assert_cmpstr (f->out, ==, "ksdist " PACKAGE_VERSION " (plugin ABI 1.0)\n");
+  g_assert_cmpstr (f->out, ==, "ksdist " PACKAGE_VERSION " (plugin ABI 1." G_STRINGIFY (KS_ABI_MINOR) ")\n");
 
   run (f, ARGS ("--help"), NULL);
   g_assert_cmpint (f->status, ==, 0);
@@ -127,7 +127,7 @@ test_plugins_lists_openblas (Fixture *f, gconstpointer data)
 
   run (f, ARGS ("plugins", "--json"), ARGS ("KS_OPENBLAS_THREADS=2"));
   g_assert_cmpint (f->status, ==, 0);
-  g_assert_true (g_str_has_prefix (f->out, "{\"abi\": \"1.0\", \"search_path\": ["));
+  g_assert_true (g_str_has_prefix (f->out, "{\"abi\": \"1." G_STRINGIFY (KS_ABI_MINOR) "\", \"search_path\": ["));
   g_assert_nonnull (strstr (f->out, "{\"name\": \"openblas\", "));
   g_assert_nonnull (strstr (f->out, "\"state\": \"loaded\", \"reason\": null"));
   g_assert_nonnull (strstr (f->out, "\"provides\": [{\"kind\": \"compute\", \"name\": "

@@ -2,6 +2,8 @@
  * unknown or unprovided mode lists what is available. */
 #include "testutil.h"
 
+#include <gio/gio.h>
+
 static void
 setup (PluginFixture *f, gconstpointer data)
 {
@@ -147,6 +149,51 @@ test_compute_lacks_layer (PluginFixture *f, gconstpointer data)
   g_assert_nonnull (strstr (error->message, "a conv2d layer needs compute.im2col"));
 }
 
+static gpointer
+run_server (gpointer algorithm)
+{
+  GError *error = NULL;
+  gint64 start = g_get_monotonic_time ();
+  g_assert_false (ks_algorithm_run_server (algorithm, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_error_free (error);
+  return GINT_TO_POINTER ((int) ((g_get_monotonic_time () - start) / 1000));
+}
+
+/* A blocking slot takes a GCancellable: run_server returns once it is cancelled, given
+ * per call or set on the algorithm (as the trainer does for its stop signal); a mode
+ * without the slot answers "not supported". */
+static void
+test_run_server_cancellable (PluginFixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsAlgorithm) servers = ks_factory_instantiate (f->registry, f->config,
+                                                            KS_MODE_TRANSPILER, &error);
+  g_autoptr (KsAlgorithm) none = ks_factory_instantiate (f->registry, f->config,
+                                                         KS_MODE_COLLECTIVE, &error);
+  g_autoptr (GCancellable) given = g_cancellable_new ();
+  g_autoptr (GCancellable) set = g_cancellable_new ();
+  g_assert_no_error (error);
+
+  g_cancellable_cancel (given);
+  g_assert_false (ks_algorithm_run_server_cancellable (servers, given, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&error);
+
+  /* cancelled from elsewhere while it serves: it returns within a few of its polls */
+  ks_algorithm_set_cancellable (servers, set);
+  GThread *thread = g_thread_new ("serve", run_server, servers);
+  g_usleep (200000);
+  g_cancellable_cancel (set);
+  int ms = GPOINTER_TO_INT (g_thread_join (thread));
+  g_test_message ("run_server returned %d ms after it began; the cancel came at 200 ms", ms);
+  g_assert_cmpint (ms, >=, 190);
+  g_assert_cmpint (ms, <, 5000);
+
+  g_assert_false (ks_algorithm_run_server_cancellable (none, given, &error));
+  g_assert_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_SUPPORTED);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -159,6 +206,7 @@ main (int argc, char **argv)
   ADD ("unknown", &with_plugin, test_unknown);
   ADD ("no-plugins", NULL, test_no_plugins);
   ADD ("calls", &with_plugin, test_calls);
+  ADD ("run-server-cancellable", &with_plugin, test_run_server_cancellable);
   ADD ("compute-lacks-layer", &with_plugin, test_compute_lacks_layer);
   return g_test_run ();
 }

@@ -64,8 +64,9 @@ test_abi_major (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tabimajor", f->dir, "tabimajor.so", 0755);
   scan (f, NULL);
-  assert_rejected (f, "built for plugin ABI 2.0, this ksdist has ABI 1.0: rebuild the plugin "
-                      "against this ksdist");
+  assert_rejected (f, "built for plugin ABI 2." G_STRINGIFY (KS_ABI_MINOR) ", this ksdist has "
+                      "ABI 1." G_STRINGIFY (KS_ABI_MINOR) ": rebuild the plugin against this "
+                      "ksdist");
 }
 
 static void
@@ -73,8 +74,11 @@ test_abi_minor (PluginFixture *f, gconstpointer data)
 {
   g_autofree char *p = ks_test_copy_plugin ("tabiminor", f->dir, "tabiminor.so", 0755);
   scan (f, NULL);
-  assert_rejected (f, "built for plugin ABI 1.1, newer than this ksdist's 1.0: upgrade ksdist "
-                      "or rebuild the plugin against this one");
+  g_autofree char *want = g_strdup_printf ("built for plugin ABI 1.%d, newer than this "
+                                           "ksdist's 1.%d: upgrade ksdist or rebuild the "
+                                           "plugin against this one", KS_ABI_MINOR + 1,
+                                           KS_ABI_MINOR);
+  assert_rejected (f, want);
 }
 
 static void

@@ -547,7 +547,7 @@ test_sigterm_waiting (void)
   g_test_message ("server: %s", server);
   g_assert_true (ended); /* it ignored the signal before */
   g_assert_cmpint (ps_test_job_status (&j, 1), ==, 128 + SIGTERM);
-  g_assert_nonnull (strstr (server, "stopped by SIGTERM with no worker to serve"));
+  g_assert_nonnull (strstr (server, "asked to stop (SIGTERM or SIGINT) with no worker to serve"));
   ps_test_job_free (&j);
 }
 

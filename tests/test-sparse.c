@@ -41,14 +41,17 @@ static float *
 row_of (KsSparseTable *t, guint64 id, gboolean pull)
 {
   float *v = g_new (float, ks_sparse_table_dim (t));
-  (pull ? ks_sparse_table_pull : ks_sparse_table_lookup) (t, &id, 1, v);
+  if (pull)
+    g_assert_true (ks_sparse_table_pull (t, &id, 1, v, NULL));
+  else
+    ks_sparse_table_lookup (t, &id, 1, v);
   return v;
 }
 
 static void
 push1 (KsSparseTable *t, guint64 id, const float *grad, float show, float click)
 {
-  ks_sparse_table_push (t, &id, 1, grad, &show, &click);
+  g_assert_true (ks_sparse_table_push (t, &id, 1, grad, &show, &click, NULL));
 }
 
 /* The row of id is in both tables with the same bits: values and statistics. */
@@ -82,7 +85,7 @@ test_on_demand (Fixture *f, gconstpointer data)
   for (gsize i = 0; i < G_N_ELEMENTS (ids); i++)
     g_assert_cmpmem (out + i * 5, sizeof zeros, zeros, sizeof zeros);
 
-  ks_sparse_table_pull (t, ids, G_N_ELEMENTS (ids), out);
+  g_assert_true (ks_sparse_table_pull (t, ids, G_N_ELEMENTS (ids), out, NULL));
   g_assert_cmpuint (ks_sparse_table_size (t), ==, 4); /* 7, 1234..., 3, max; never 0 */
   g_assert_cmpmem (out + 1 * 5, sizeof zeros, zeros, sizeof zeros);
   g_assert_cmpmem (out + 0 * 5, sizeof zeros, out + 3 * 5, sizeof zeros);
@@ -93,7 +96,7 @@ test_on_demand (Fixture *f, gconstpointer data)
   /* id 0's push is ignored; a push to a missing row makes it */
   const guint64 pid[] = { 0, 99 };
   const float grads[10] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 }, shows[] = { 1, 1 }, clicks[] = { 0, 0 };
-  ks_sparse_table_push (t, pid, 2, grads, shows, clicks);
+  g_assert_true (ks_sparse_table_push (t, pid, 2, grads, shows, clicks, NULL));
   g_assert_cmpuint (ks_sparse_table_size (t), ==, 5);
   ks_sparse_table_lookup (t, pid, 1, out);
   g_assert_cmpmem (out, sizeof zeros, zeros, sizeof zeros);
@@ -116,11 +119,11 @@ test_initial_values (Fixture *f, gconstpointer data)
     ids[i] = (guint64) i * 7919 + 1;
   g_autofree float *va = g_new (float, N * 16), *vb = g_new (float, N * 16),
                    *vs = g_new (float, N * 16);
-  ks_sparse_table_pull (a, ids, N, va);
+  g_assert_true (ks_sparse_table_pull (a, ids, N, va, NULL));
   /* another order, another sharding: the same rows */
   for (int i = N - 1; i >= 0; i--)
-    ks_sparse_table_pull (b, &ids[i], 1, vb + i * 16);
-  ks_sparse_table_pull (s, ids, N, vs);
+    g_assert_true (ks_sparse_table_pull (b, &ids[i], 1, vb + i * 16, NULL));
+  g_assert_true (ks_sparse_table_pull (s, ids, N, vs, NULL));
   g_assert_cmpmem (va, N * 16 * sizeof (float), vb, N * 16 * sizeof (float));
   double sum = 0, lo = 1, hi = -1;
   int same_seed_diff = 0;
@@ -288,7 +291,8 @@ test_shrink (Fixture *f, gconstpointer data)
   push1 (t, 1, g, 100, 10); /* score 19: kept while seen */
   push1 (t, 2, g, 8.5f, 0); /* score 0.85 -> 0.833 -> 0.816 -> 0.800 -> 0.784: day 4 */
   push1 (t, 3, g, 100, 0);  /* score 10, never seen again: unseen 3 > 2 on day 3 */
-  ks_sparse_table_pull (t, (guint64[]) { 4 }, 1, (float[3]) { 0 }); /* score 0: day 1 */
+  /* score 0: day 1 */
+  g_assert_true (ks_sparse_table_pull (t, (guint64[]) { 4 }, 1, (float[3]) { 0 }, NULL));
   g_assert_cmpuint (ks_sparse_table_size (t), ==, 4);
 
   g_assert_cmpuint (ks_sparse_table_shrink (t), ==, 1);
@@ -368,7 +372,7 @@ test_save_modes (Fixture *f, gconstpointer data)
   push1 (t, 2, g, 5, 0);  /* 0.5: below base_threshold 1.5 */
   push1 (t, 3, g, 10, 1); /* 1.9 */
   push1 (t, 3, g, 1, 0);  /* 2.0, embedx stepped once */
-  ks_sparse_table_pull (t, (guint64[]) { 4 }, 1, (float[4]) { 0 });
+  g_assert_true (ks_sparse_table_pull (t, (guint64[]) { 4 }, 1, (float[4]) { 0 }, NULL));
 
   g_autofree char *all = save (f, t, "all", KS_SPARSE_SAVE_ALL, 4);
   g_assert_cmpfloat_with_epsilon (delta_of (t, 1), 2.0, 1e-6); /* all resets nothing */
@@ -467,7 +471,8 @@ test_reshard (Fixture *f, gconstpointer data)
       KsSparseConfig cs = c;
       cs.shard_num = 7;
       nu[s] = ks_sparse_table_new ("r", &cs);
-      ks_sparse_table_pull (nu[s], (guint64[]) { 3 * 1000 + s }, 1, (float[D + 1]) { 0 });
+      g_assert_true (ks_sparse_table_pull (nu[s], (guint64[]) { 3 * 1000 + s }, 1,
+                                           (float[D + 1]) { 0 }, NULL));
       gsize n;
       g_assert_true (ks_sparse_table_load (nu[s], paths, 2, s, 3, TRUE, &n, &error));
       g_assert_no_error (error);
@@ -711,7 +716,7 @@ test_memory (Fixture *f, gconstpointer data)
   g_autofree float *out = g_new (float, (gsize) N * 16);
   for (int i = 0; i < N; i++)
     ids[i] = (guint64) i * 2654435761u + 17;
-  ks_sparse_table_pull (t, ids, N, out);
+  g_assert_true (ks_sparse_table_pull (t, ids, N, out, NULL));
   g_assert_cmpuint (ks_sparse_table_size (t), ==, N);
   gboolean made;
   g_assert_true (ks_sparse_table_row_stats (t, ids[N / 2], NULL, NULL, NULL, NULL, &made));

@@ -100,12 +100,15 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
   gsize wrong_total = 0, sizes = 0;
   double busbw_sum = 0;
 
-  /* what a launched job on one host takes (the trainer's rule): shared memory */
-  if (strcmp (backend, "auto") == 0
-      && ks_registry_select (registry, KS_KIND_COMM, "shm", NULL, NULL) != NULL)
-    backend = "shm", why = "auto: every rank on this host, as a job launched here";
+  /* what a launched job on one host takes (the trainer's rule): a communicator of one
+   * host (shared memory) */
+  const KsImplDesc *local = ks_registry_choose (registry, KS_KIND_COMM,
+                                                KS_COMM_ONE_HOST | KS_COMM_DEVICE_MEMORY,
+                                                KS_COMM_ONE_HOST);
+  if (strcmp (backend, "auto") == 0 && local != NULL)
+    backend = local->name, why = "auto: every rank on this host, as a job launched here";
   else if (strcmp (backend, "auto") == 0)
-    why = "auto: the shm plugin is not loaded";
+    why = "auto: the shm plugin is not loaded"; /* none of one host is */
   g_autofree char *bound = NULL;
   if ((store = ks_store_new (registry, c, "tcp", &error)) == NULL
       || (b->serve

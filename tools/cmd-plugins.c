@@ -21,6 +21,29 @@ impls_of (Report *report, const KsPluginRecord *r)
   return mine;
 }
 
+/* What an implementation declares of itself (registry.h's traits), in words; NULL for a
+ * kind without traits. */
+static char *
+traits_text (const KsImplDesc *impl)
+{
+  guint32 t = ks_impl_traits (impl);
+  switch (impl->kind)
+    {
+    case KS_KIND_COMPUTE:
+      return g_strdup (t & KS_COMPUTE_DEVICE_MEMORY ? "device memory" : "host memory");
+    case KS_KIND_COMM:
+      return g_strdup_printf ("%s, %s", t & KS_COMM_DEVICE_MEMORY ? "device memory" : "host memory",
+                              t & KS_COMM_ONE_HOST ? "ranks on one host" : "ranks on any host");
+    case KS_KIND_ALGORITHM:
+      return g_strdup_printf ("%s%s", t & KS_ALGORITHM_SERVERS ? "parameter servers" : "no servers",
+                              t & KS_ALGORITHM_SERVER_CHECKPOINTS
+                                  ? ", the servers write checkpoints in shards"
+                                  : ", worker 0 writes checkpoints whole");
+    default:
+      return NULL;
+    }
+}
+
 static void
 print_text (Report *report)
 {
@@ -57,6 +80,9 @@ print_text (Report *report)
             printf ("  %s %s: available, priority %d%s%s\n", ks_kind_name (info->impl->kind),
                     info->impl->name, info->priority, info->impl->description ? "; " : "",
                     info->impl->description ? info->impl->description : "");
+          g_autofree char *traits = report->verbose ? traits_text (info->impl) : NULL;
+          if (traits != NULL)
+            printf ("    traits: %s\n", traits);
         }
       for (gsize k = 0; report->verbose && k < r->desc->n_settings; k++)
         {

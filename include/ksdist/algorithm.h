@@ -13,6 +13,9 @@
 
 G_BEGIN_DECLS
 
+/* GIO's (gio/gio.h; libksdist links it): how a blocking call is told to return early. */
+typedef struct _GCancellable GCancellable;
+
 /* Where training stands, kept in a checkpoint (OpenKS's TrainStatus): the optimizer
  * steps done and the last epoch finished (-1: none, or data without epochs). */
 typedef struct {
@@ -86,7 +89,27 @@ typedef struct {
    * configuration's [strategy] (and any other group it reads), with the configuration
    * error distributed_optimizer would give; no context, cheap, without side effects. */
   gboolean (*check_strategy) (const KsConfig *config, GError **error);
+
+  /* appended in ABI 1.1: KS_ALGORITHM_* flags, what the mode needs (0: no servers; worker
+   * 0 writes each checkpoint whole). A 1.0 plugin gets KS_ALGORITHM_TRAITS_1_0. */
+  guint32 traits;
+
+  /* optional, appended in ABI 1.1: run_server that also returns once `cancellable` (may
+   * be NULL) is cancelled, the trainer's stop signal: FALSE with G_IO_ERROR_CANCELLED
+   * when no worker is left to serve, or they did not stop within [comm] timeout of it.
+   * Called instead of run_server when set. */
+  gboolean (*run_server_cancellable) (void *ctx, GCancellable *cancellable, GError **error);
 } KsAlgorithmOps;
+
+/* The mode trains with parameter servers (ksdist launch --servers S): the update runs on
+ * the servers, so it has no pipeline, no task's own step, no mixed precision. */
+#define KS_ALGORITHM_SERVERS (1u << 0)
+/* Its checkpoints are written by the servers, each its shard, beside the workers' job
+ * file (no model.safetensors to export or start from); without it worker 0 writes the
+ * whole model as a one-process run does. */
+#define KS_ALGORITHM_SERVER_CHECKPOINTS (1u << 1)
+/* What the core assumed of a mode before traits (of any but "collective"). */
+#define KS_ALGORITHM_TRAITS_1_0 (KS_ALGORITHM_SERVERS | KS_ALGORITHM_SERVER_CHECKPOINTS)
 
 /* A distributed algorithm instance, made by ks_factory_instantiate(). */
 typedef struct KsAlgorithm KsAlgorithm;
@@ -103,7 +126,16 @@ KsOptimizer *ks_algorithm_distributed_optimizer (KsAlgorithm *algorithm, KsOptim
                                                  const KsConfig *strategy, GError **error);
 gboolean ks_algorithm_init_worker (KsAlgorithm *algorithm, GError **error);
 gboolean ks_algorithm_init_server (KsAlgorithm *algorithm, const char *model_dir, GError **error);
+/* Serves until every worker has stopped, or `cancellable` (may be NULL) is cancelled and
+ * the mode's run_server_cancellable returns (G_IO_ERROR_CANCELLED); a mode with only
+ * run_server cannot be cancelled. */
+gboolean ks_algorithm_run_server_cancellable (KsAlgorithm *algorithm, GCancellable *cancellable,
+                                              GError **error);
+/* The same with the cancellable given to ks_algorithm_set_cancellable, if any. */
 gboolean ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error);
+/* The cancellable of the blocking calls made without one (ks_algorithm_run_server):
+ * the trainer's, cancelled by its stop signal. Referenced; NULL for none. */
+void ks_algorithm_set_cancellable (KsAlgorithm *algorithm, GCancellable *cancellable);
 gboolean ks_algorithm_stop_worker (KsAlgorithm *algorithm, GError **error);
 
 /* The pslib mode's sparse tables: see the slots of the same names. A mode without them

@@ -95,7 +95,21 @@ typedef struct {
    * native_stream), behind the kernels that write the buffers, instead of waiting for
    * the whole device first. Sub-groups made afterwards share it. */
   gboolean (*use_stream) (void *ctx, void *stream, GError **error);
+
+  /* appended in ABI 1.1: KS_COMM_* flags, the communicator's reach (0: host memory, ranks
+   * on any host). A 1.0 plugin gets KS_COMM_TRAITS_1_0. */
+  guint32 traits;
 } KsCommOps;
+
+/* Every rank must be on one host (shared memory): what [comm] backend = auto takes when
+ * the launcher says all ranks share this host, and the hosts' inner level of a
+ * hierarchical communicator. */
+#define KS_COMM_ONE_HOST (1u << 0)
+/* Reads and writes buffers in a compute backend's device memory (KS_COMPUTE_DEVICE_MEMORY),
+ * and only there. */
+#define KS_COMM_DEVICE_MEMORY (1u << 1)
+/* What the core assumed of a communicator before traits: host memory, any host. */
+#define KS_COMM_TRAITS_1_0 0u
 
 /* ---- the core's handles on a store and a communicator ---- */
 

@@ -200,7 +200,17 @@ typedef struct {
    * the image, divided by kh * kw (dx is written) */
   gboolean (*avg_pool_backward) (void *ctx, const float *dy, float *dx, const KsConvShape *s,
                                  GError **error);
+
+  /* appended in ABI 1.1: KS_COMPUTE_* flags, what the backend is (0: tensors in host
+   * memory). A 1.0 plugin gets KS_COMPUTE_TRAITS_1_0. */
+  guint32 traits;
 } KsComputeOps;
+
+/* Tensors live in device memory, which only a communicator of KS_COMM_DEVICE_MEMORY
+ * reads (the trainer's data-parallel gradients). */
+#define KS_COMPUTE_DEVICE_MEMORY (1u << 0)
+/* What the core assumed of a backend before traits: host memory. */
+#define KS_COMPUTE_TRAITS_1_0 0u
 
 #ifdef __CUDACC__
 #define KS_HOST_DEVICE __host__ __device__

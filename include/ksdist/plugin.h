@@ -12,7 +12,15 @@
  * the minor; changing or removing anything bumps the major. KsPluginDesc may gain
  * members at its end in a minor release (the core reads them only from plugins whose
  * abi_minor has them); KsImplDesc and KsKeyDesc come in arrays, so their size is fixed
- * for a major version. */
+ * for a major version.
+ *
+ * ABI 1.1 appended a `traits` word to KsComputeOps, KsCommOps and KsAlgorithmOps: what
+ * the implementation is (its memory, its reach, its need for servers), so that the core
+ * chooses and checks by what a part declares, never by its name. A plugin built for 1.0
+ * has no such slot and gets each kind's default traits (compute.h, comm.h,
+ * algorithm.h), which are what the core assumed of any such plugin before. It also
+ * appended KsAlgorithmOps.run_server_cancellable: a blocking slot that takes a
+ * GCancellable (GIO's), so that a mode is told to stop without knowing the trainer. */
 #ifndef KSDIST_PLUGIN_H
 #define KSDIST_PLUGIN_H
 
@@ -22,7 +30,7 @@
 G_BEGIN_DECLS
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 0
+#define KS_ABI_MINOR 1
 
 #define KS_PLUGIN_ENTRY_SYMBOL "ks_plugin_descriptor"
 
@@ -88,6 +96,13 @@ typedef const KsPluginDesc *(*KsPluginEntryFunc) (void);
 #define KS_OPS_HAS(ops, Type, field)                                                   \
   ((ops) != NULL && (ops)->size >= offsetof (Type, field) + sizeof (((Type *) 0)->field) \
    && (ops)->field != NULL)
+
+/* The data slot `field` of the vtable `ops` of type `Type` when the plugin's copy is long
+ * enough to hold it, else `fallback` (a plugin built before the slot was appended). */
+#define KS_OPS_VALUE(ops, Type, field, fallback)                                       \
+  ((ops) != NULL && (ops)->size >= offsetof (Type, field) + sizeof (((Type *) 0)->field) \
+       ? (ops)->field                                                                  \
+       : (fallback))
 
 /* The error a core wrapper returns when a plugin lacks a slot. Always returns FALSE. */
 gboolean ks_set_not_supported (GError **error, const char *plugin, KsKind kind,

@@ -72,6 +72,25 @@ GPtrArray *ks_registry_list (KsRegistry *registry, KsKind kind);
 const KsImplDesc *ks_registry_select (KsRegistry *registry, KsKind kind, const char *name,
                                       const KsPluginRecord **plugin, GError **error);
 
+/* Traits (ABI 1.1, plugin.h): what an implementation declares of itself, so that the
+ * core chooses and checks by them, never by a plugin's name. */
+
+/* The traits word of `impl` (KS_COMPUTE_*, KS_COMM_*, KS_ALGORITHM_* flags): its
+ * vtable's, or its kind's KS_*_TRAITS_1_0 for a plugin built before ABI 1.1; 0 for a
+ * kind without traits. */
+guint32 ks_impl_traits (const KsImplDesc *impl);
+/* Into *traits, those of the available implementation `name` of `kind` ("auto": the one
+ * ks_registry_select takes); FALSE when there is none. */
+gboolean ks_registry_traits (KsRegistry *registry, KsKind kind, const char *name,
+                             guint32 *traits);
+/* The available implementation of `kind` of highest priority (the first of equals)
+ * whose traits, masked by `mask`, equal `want`; NULL when none is. */
+const KsImplDesc *ks_registry_choose (KsRegistry *registry, KsKind kind, guint32 mask,
+                                      guint32 want);
+/* The names of every such implementation as "a, b or c" ("" for none), for a message
+ * that says what to set instead. Free it. */
+char *ks_registry_names_with (KsRegistry *registry, KsKind kind, guint32 mask, guint32 want);
+
 G_END_DECLS
 
 #endif

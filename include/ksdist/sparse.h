@@ -65,17 +65,21 @@ const KsSparseConfig *ks_sparse_table_config (const KsSparseTable *table);
 /* Floats per id of a pull or a push: 1 + embedx_dim. */
 gsize ks_sparse_table_dim (const KsSparseTable *table);
 
-/* The values of `n` ids into out[n * dim], making the rows that do not exist. */
-void ks_sparse_table_pull (KsSparseTable *table, const guint64 *ids, gsize n, float *out);
+/* The values of `n` ids into out[n * dim], making the rows that do not exist; FALSE and
+ * an error when a shard is full (the rows made before it stay). */
+gboolean ks_sparse_table_pull (KsSparseTable *table, const guint64 *ids, gsize n, float *out,
+                               GError **error);
 /* As pull, but a missing row reads as zeros and is not made (evaluation). */
 void ks_sparse_table_lookup (KsSparseTable *table, const guint64 *ids, gsize n, float *out);
 /* Updates `n` distinct ids: grads[i * dim ...] is the gradient summed over the id's
  * shows[i] occurrences in a batch, clicks[i] of them positive. The rule steps with the
  * mean gradient (the sum / shows[i]); show and click add up, delta_score grows by the
  * push's score, unseen_days becomes 0, and embedx is made when the score reaches the
- * threshold. A missing row is made first. */
-void ks_sparse_table_push (KsSparseTable *table, const guint64 *ids, gsize n,
-                           const float *grads, const float *shows, const float *clicks);
+ * threshold. A missing row is made first; FALSE and an error when its shard is full (the
+ * ids before it are updated). */
+gboolean ks_sparse_table_push (KsSparseTable *table, const guint64 *ids, gsize n,
+                               const float *grads, const float *shows, const float *clicks,
+                               GError **error);
 
 /* A day's end: show and click decay by show_click_decay_rate, unseen_days grows by one,
  * then rows with score < delete_threshold or unseen_days > delete_after_unseen_days go.

@@ -50,6 +50,16 @@ GQuark ks_plugin_error_quark (void);
 GQuark ks_compute_error_quark (void);
 GQuark ks_comm_error_quark (void);
 
+/* Sets *error (unless `error` is NULL) to a new error of `domain` and `code` with the
+ * printf-style message, and returns FALSE, so that a failure is one statement:
+ *   return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, "[%s] %s: ...", ...);
+ * An error already set is replaced with a warning, as g_set_error does. */
+gboolean ks_fail (GError **error, GQuark domain, int code, const char *format, ...)
+    G_GNUC_PRINTF (4, 5);
+/* The same with the arguments as a va_list, for a helper that adds a prefix. */
+gboolean ks_fail_valist (GError **error, GQuark domain, int code, const char *format,
+                         va_list args) G_GNUC_PRINTF (4, 0);
+
 typedef enum {
   KS_CONFIG_ERROR_IO,            /* the file cannot be read */
   KS_CONFIG_ERROR_SYNTAX,        /* a line is not [group], key = value or a comment */

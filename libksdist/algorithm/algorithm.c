@@ -10,6 +10,8 @@
 void
 ks_algorithm_free (KsAlgorithm *algorithm)
 {
+  if (algorithm != NULL)
+    g_clear_object (&algorithm->cancellable);
   ks_instance_free ((KsInstance *) algorithm);
 }
 
@@ -46,10 +48,28 @@ ks_algorithm_init_server (KsAlgorithm *algorithm, const char *model_dir, GError 
 }
 
 gboolean
-ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error)
+ks_algorithm_run_server_cancellable (KsAlgorithm *algorithm, GCancellable *cancellable,
+                                     GError **error)
 {
+  if (KS_OPS_HAS (OPS (algorithm), KsAlgorithmOps, run_server_cancellable))
+    return OPS (algorithm)->run_server_cancellable (CTX (algorithm), cancellable, error);
   REQUIRE (algorithm, run_server, error);
   return OPS (algorithm)->run_server (CTX (algorithm), error);
+}
+
+gboolean
+ks_algorithm_run_server (KsAlgorithm *algorithm, GError **error)
+{
+  return ks_algorithm_run_server_cancellable (algorithm, algorithm->cancellable, error);
+}
+
+void
+ks_algorithm_set_cancellable (KsAlgorithm *algorithm, GCancellable *cancellable)
+{
+  if (cancellable != NULL)
+    g_object_ref (cancellable);
+  g_clear_object (&algorithm->cancellable);
+  algorithm->cancellable = cancellable;
 }
 
 gboolean

@@ -67,13 +67,19 @@ ks_set_not_supported (GError **error, const char *plugin, KsKind kind, const cha
 }
 
 gboolean
-ks_invalid (GError **error, const char *format, ...)
+ks_fail_valist (GError **error, GQuark domain, int code, const char *format, va_list args)
+{
+  if (error != NULL)
+    g_propagate_error (error, g_error_new_valist (domain, code, format, args));
+  return FALSE;
+}
+
+gboolean
+ks_fail (GError **error, GQuark domain, int code, const char *format, ...)
 {
   va_list args;
-  g_autofree char *message = NULL;
   va_start (args, format);
-  message = g_strdup_vprintf (format, args);
+  ks_fail_valist (error, domain, code, format, args);
   va_end (args);
-  g_set_error_literal (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID, message);
   return FALSE;
 }

@@ -107,16 +107,13 @@ static gboolean
 bad_graph (GError **error, const Where *w, const char *format, ...)
 {
   va_list args;
-  g_autofree char *message = NULL;
   va_start (args, format);
-  message = g_strdup_vprintf (format, args);
+  ks_fail_valist (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT, format, args);
   va_end (args);
   if (w->name != NULL)
-    g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
-                 "%s: inference graph, op %u '%s': %s", w->file, w->index, w->name, message);
+    g_prefix_error (error, "%s: inference graph, op %u '%s': ", w->file, w->index, w->name);
   else
-    g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_FORMAT,
-                 "%s: inference graph: %s", w->file, message);
+    g_prefix_error (error, "%s: inference graph: ", w->file);
   return FALSE;
 }
 

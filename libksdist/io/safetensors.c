@@ -12,11 +12,10 @@ gboolean
 ks_checkpoint_corrupt (GError **error, int code, const char *file, const char *format, ...)
 {
   va_list args;
-  g_autofree char *message = NULL;
   va_start (args, format);
-  message = g_strdup_vprintf (format, args);
+  ks_fail_valist (error, KS_CHECKPOINT_ERROR, code, format, args);
   va_end (args);
-  g_set_error (error, KS_CHECKPOINT_ERROR, code, "%s: %s", file, message);
+  g_prefix_error (error, "%s: ", file);
   return FALSE;
 }
 

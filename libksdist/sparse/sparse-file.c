@@ -233,9 +233,9 @@ file_error (GError **error, KsCheckpointError code, const char *path, const char
 {
   va_list ap;
   va_start (ap, format);
-  g_autofree char *msg = g_strdup_vprintf (format, ap);
+  ks_fail_valist (error, KS_CHECKPOINT_ERROR, code, format, ap);
   va_end (ap);
-  g_set_error (error, KS_CHECKPOINT_ERROR, code, "sparse table file %s: %s", path, msg);
+  g_prefix_error (error, "sparse table file %s: ", path);
   return FALSE;
 }
 
@@ -508,7 +508,9 @@ load_file (KsSparseTable *stage, const char *path, const KsSparseFileCheck *chec
           if (id % (guint64) servers != (guint64) index)
             continue;
           gboolean made;
-          RowHead *h = ks_sparse_find_or_make (stage, id, &made);
+          RowHead *h = ks_sparse_find_or_make (stage, id, &made, error);
+          if (h == NULL)
+            goto out;
           if (!made)
             {
               file_error (error, KS_CHECKPOINT_ERROR_CORRUPT, path,
@@ -579,7 +581,9 @@ ks_sparse_table_load_with (KsSparseTable *t, const char *const *paths,
         if (s->keys[i] != 0)
           {
             gboolean made;
-            RowHead *h = ks_sparse_find_or_make (t, s->keys[i], &made);
+            RowHead *h = ks_sparse_find_or_make (t, s->keys[i], &made, error);
+            if (h == NULL)
+              return FALSE;
             memcpy (h, record (stage, s, s->rows[i]), t->rec_size);
           }
     }

@@ -62,8 +62,10 @@ score (const KsSparseConfig *c, const RowHead *h)
   return (float) ((h->show - h->click) * c->nonclk_coeff + h->click * c->click_coeff);
 }
 
-/* sparse.c: the row of id (not 0), made when missing: *made says whether it was */
-RowHead *ks_sparse_find_or_make (KsSparseTable *t, guint64 id, gboolean *made);
+/* sparse.c: the row of id (not 0), made when missing: *made says whether it was; NULL
+ * and an error when its shard is full */
+RowHead *ks_sparse_find_or_make (KsSparseTable *t, guint64 id, gboolean *made,
+                                 GError **error);
 
 #pragma GCC visibility pop
 

@@ -162,14 +162,32 @@ init_record (const KsSparseTable *t, guint64 id, RowHead *h)
     make_embedx (t, id, h);
 }
 
-static guint32
-alloc_record (const KsSparseTable *t, Shard *s)
+/* The most slots of a shard's index, and so of ids in it (a test builds this file with
+ * a small one: tests/local.mk). */
+#ifndef KS_SPARSE_INDEX_LIMIT
+#define KS_SPARSE_INDEX_LIMIT G_MAXUINT32
+#endif
+
+/* Shard `s` of `t` cannot hold another row: an error, never an abort (a parameter server
+ * runs this on a worker's request). */
+static gboolean
+shard_full (const KsSparseTable *t, const Shard *s, const char *what, GError **error)
+{
+  return ks_fail (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_NO_MEMORY,
+                  "sparse table %s: a shard holds %u rows, as many as its %s can (the table "
+                  "%zu in %d shards): raise [table.%s] shard_num, or delete rows sooner "
+                  "(delete_threshold, delete_after_unseen_days)", t->name, s->count, what,
+                  t->size, t->config.shard_num, t->name);
+}
+
+static gboolean
+alloc_record (const KsSparseTable *t, Shard *s, guint32 *row, GError **error)
 {
   if (s->free_head != EMPTY_LIST)
     {
-      guint32 row = s->free_head;
-      memcpy (&s->free_head, record (t, s, row), sizeof (guint32));
-      return row;
+      *row = s->free_head;
+      memcpy (&s->free_head, record (t, s, *row), sizeof (guint32));
+      return TRUE;
     }
   if (s->slab_used == s->slab_cap)
     {
@@ -177,12 +195,14 @@ alloc_record (const KsSparseTable *t, Shard *s)
        * large block is an mremap, not a copy) */
       guint64 grow = s->slab_cap < 256 ? s->slab_cap / 2 : s->slab_cap / 8;
       guint64 cap = MAX ((guint64) s->slab_cap + grow, 16);
-      if (cap > G_MAXUINT32 - 1)
-        g_error ("sparse table %s: a shard holds more than 2^32 rows", t->name);
+      if (s->slab_cap == G_MAXUINT32 - 1)
+        return shard_full (t, s, "store", error);
+      cap = MIN (cap, G_MAXUINT32 - 1); /* EMPTY_LIST is no row */
       s->slab = g_realloc_n (s->slab, cap, t->rec_size);
       s->slab_cap = (guint32) cap;
     }
-  return s->slab_used++;
+  *row = s->slab_used++;
+  return TRUE;
 }
 
 static void
@@ -204,16 +224,16 @@ probe (const Shard *s, guint64 id, guint64 h)
   return i;
 }
 
-static void
-index_grow (const KsSparseTable *t, Shard *s)
+static gboolean
+index_grow (const KsSparseTable *t, Shard *s, GError **error)
 {
   guint32 old_cap = s->cap;
   guint64 *old_keys = s->keys;
   guint32 *old_rows = s->rows;
   guint64 cap = MAX ((guint64) old_cap * 3 / 2, 16);
 
-  if (cap > G_MAXUINT32)
-    g_error ("sparse table: a shard's index exceeds 2^32 slots");
+  if (cap > KS_SPARSE_INDEX_LIMIT)
+    return shard_full (t, s, "index", error);
   s->cap = (guint32) cap;
   s->keys = g_new0 (guint64, s->cap);
   s->rows = g_new (guint32, s->cap);
@@ -226,6 +246,7 @@ index_grow (const KsSparseTable *t, Shard *s)
       }
   g_free (old_keys);
   g_free (old_rows);
+  return TRUE;
 }
 
 static RowHead *
@@ -240,22 +261,29 @@ find (const KsSparseTable *t, guint64 id)
 }
 
 RowHead *
-ks_sparse_find_or_make (KsSparseTable *t, guint64 id, gboolean *made)
+ks_sparse_find_or_make (KsSparseTable *t, guint64 id, gboolean *made, GError **error)
 {
   guint64 h = hash_of (t, id);
   Shard *s = &t->shards[shard_of (t, h)];
+  guint32 i = s->cap > 0 ? probe (s, id, h) : 0;
+  guint32 row = 0;
+
+  *made = s->cap == 0 || s->keys[i] != id;
+  if (!*made)
+    return record (t, s, s->rows[i]);
   if ((guint64) (s->count + 1) * 10 > (guint64) s->cap * 7)
-    index_grow (t, s);
-  guint32 i = probe (s, id, h);
-  *made = s->keys[i] != id;
-  if (*made)
     {
-      s->keys[i] = id;
-      s->rows[i] = alloc_record (t, s);
-      s->count++;
-      t->size++;
+      if (!index_grow (t, s, error))
+        return NULL;
+      i = probe (s, id, h);
     }
-  return record (t, s, s->rows[i]);
+  if (!alloc_record (t, s, &row, error))
+    return NULL;
+  s->keys[i] = id;
+  s->rows[i] = row;
+  s->count++;
+  t->size++;
+  return record (t, s, row);
 }
 
 /* Removes slot i of s, shifting back the entries after it that it would have held. */
@@ -405,8 +433,9 @@ read_row (const KsSparseTable *t, RowHead *h, float *out)
     }
 }
 
-void
-ks_sparse_table_pull (KsSparseTable *t, const guint64 *ids, gsize n, float *out)
+gboolean
+ks_sparse_table_pull (KsSparseTable *t, const guint64 *ids, gsize n, float *out,
+                      GError **error)
 {
   for (gsize i = 0; i < n; i++)
     {
@@ -414,12 +443,14 @@ ks_sparse_table_pull (KsSparseTable *t, const guint64 *ids, gsize n, float *out)
       if (ids[i] != 0)
         {
           gboolean made;
-          h = ks_sparse_find_or_make (t, ids[i], &made);
+          if ((h = ks_sparse_find_or_make (t, ids[i], &made, error)) == NULL)
+            return FALSE;
           if (made)
             init_record (t, ids[i], h);
         }
       read_row (t, h, out + i * t->dim);
     }
+  return TRUE;
 }
 
 void
@@ -475,9 +506,9 @@ update_part (const KsSparseConfig *c, float *w, const float *g, gsize n, float *
     }
 }
 
-void
+gboolean
 ks_sparse_table_push (KsSparseTable *t, const guint64 *ids, gsize n, const float *grads,
-                      const float *shows, const float *clicks)
+                      const float *shows, const float *clicks, GError **error)
 {
   const KsSparseConfig *c = &t->config;
   const gsize dx = t->dim - 1;
@@ -488,7 +519,9 @@ ks_sparse_table_push (KsSparseTable *t, const guint64 *ids, gsize n, const float
       if (ids[i] == 0)
         continue;
       gboolean made;
-      RowHead *h = ks_sparse_find_or_make (t, ids[i], &made);
+      RowHead *h = ks_sparse_find_or_make (t, ids[i], &made, error);
+      if (h == NULL)
+        return FALSE;
       if (made)
         init_record (t, ids[i], h);
       float sh = shows[i], ck = clicks[i];
@@ -512,6 +545,7 @@ ks_sparse_table_push (KsSparseTable *t, const guint64 *ids, gsize n, const float
       else if (score (c, h) >= c->embedx_threshold)
         make_embedx (t, ids[i], h);
     }
+  return TRUE;
 }
 
 gsize

@@ -22,9 +22,18 @@ setting (const KsConfig *c, const char *env, const char *group, const char *key)
 }
 
 static gboolean
-on_gpu (KsTrainer *t)
+on_device (KsTrainer *t)
 {
-  return ks_trainer_on_gpu (t->registry, t->config);
+  return ks_trainer_on_device (t->registry, t->config);
+}
+
+/* The name of the loaded communicator of highest priority with traits `want` among
+ * `mask`, or NULL. */
+static const char *
+comm_with (KsTrainer *t, guint32 mask, guint32 want)
+{
+  const KsImplDesc *impl = ks_registry_choose (t->registry, KS_KIND_COMM, mask, want);
+  return impl != NULL ? impl->name : NULL;
 }
 
 /* The ranks on this host and in the world as the launcher says: LOCAL_WORLD_SIZE and
@@ -43,42 +52,54 @@ launcher_sizes (int *local, int *world)
   return TRUE;
 }
 
-/* [comm] backend = auto: NCCL when the compute backend is CUDA (data parallel); shared
- * memory when the launcher says every rank is on this host (launcher_sizes equal),
- * whatever the mode; else the available one of highest priority (Gloo). */
+/* [comm] backend = auto: with tensors in device memory (data parallel), a communicator
+ * that reads it (NCCL); with every rank on this host as the launcher says
+ * (launcher_sizes equal), whatever the mode, one of one host (shared memory); else the
+ * available one of highest priority of any host (Gloo), or what auto selects. */
 static const char *
 comm_backend (KsTrainer *t, int total, const char **why)
 {
   const KsConfig *c = t->config;
-  const char *backend = ks_config_get_string (c, "comm", "backend");
+  const char *backend = ks_config_get_string (c, "comm", "backend"), *chosen;
   int local, world;
   gboolean known = launcher_sizes (&local, &world);
 
   *why = "[comm] backend";
   if (strcmp (backend, "auto") != 0)
     return backend;
-  /* GPU buffers: NCCL moves them without host copies (a pipeline stages its transfers
-   * through host memory: those go by the rules below) */
-  if (on_gpu (t) && !t->pipelined)
+  /* device buffers: moved without host copies (a pipeline stages its transfers through
+   * host memory: those go by the rules below) */
+  if (on_device (t) && !t->pipelined)
     {
-      *why = "auto: the compute backend is cuda, and the nccl plugin is not loaded";
-      if (ks_registry_select (t->registry, KS_KIND_COMM, "nccl", NULL, NULL) == NULL)
-        return backend;
-      *why = "auto: the compute backend is cuda";
-      return "nccl";
+      chosen = comm_with (t, KS_COMM_DEVICE_MEMORY, KS_COMM_DEVICE_MEMORY);
+      *why = chosen != NULL ? "auto: the compute backend keeps device memory"
+                            : "auto: the compute backend keeps device memory, and no loaded "
+                              "communicator reads it";
+      return chosen != NULL ? chosen : backend;
     }
-  *why = "auto: ranks on several hosts, or not known to share one";
-  if (!known || local != world || world != total)
-    return backend;
-  *why = "auto: the shm plugin is not loaded";
-  if (ks_registry_select (t->registry, KS_KIND_COMM, "shm", NULL, NULL) == NULL)
-    return backend;
-  *why = "auto: every rank on this host";
-  return "shm";
+  const guint32 reach = KS_COMM_ONE_HOST | KS_COMM_DEVICE_MEMORY;
+  if (known && local == world && world == total)
+    {
+      *why = "auto: every rank on this host";
+      if ((chosen = comm_with (t, reach, KS_COMM_ONE_HOST)) != NULL)
+        return chosen;
+      *why = "auto: every rank on this host, and no communicator of one host is loaded";
+    }
+  else
+    *why = "auto: ranks on several hosts, or not known to share one";
+  chosen = comm_with (t, reach, 0);
+  return chosen != NULL ? chosen : backend;
+}
+
+/* A communicator of one host and host memory for a hierarchical one's inner level. */
+static const char *
+local_comm (KsTrainer *t)
+{
+  return comm_with (t, KS_COMM_ONE_HOST | KS_COMM_DEVICE_MEMORY, KS_COMM_ONE_HOST);
 }
 
 /* [comm] hierarchical: with auto, when the backend is auto, the launcher says this host
- * has several of the job's ranks but not all, and the shm plugin is loaded. */
+ * has several of the job's ranks but not all, and a communicator of one host is loaded. */
 static gboolean
 hierarchical (KsTrainer *t, int total, const char **why)
 {
@@ -93,11 +114,10 @@ hierarchical (KsTrainer *t, int total, const char **why)
       return strcmp (want, "true") == 0;
     }
   *why = "auto: several hosts with several ranks each";
-  if (on_gpu (t) && !t->pipelined)
-    return FALSE; /* shared memory cannot take device buffers: NCCL goes all the way */
+  if (on_device (t) && !t->pipelined)
+    return FALSE; /* one host's shared memory cannot take device buffers: those go all the way */
   return strcmp (ks_config_get_string (c, "comm", "backend"), "auto") == 0 && known
-         && local > 1 && local < world && world == total
-         && ks_registry_select (t->registry, KS_KIND_COMM, "shm", NULL, NULL) != NULL;
+         && local > 1 && local < world && world == total && local_comm (t) != NULL;
 }
 
 /* The world's communicator made hierarchical: shared memory inside this host (told
@@ -110,11 +130,66 @@ make_hierarchical (KsTrainer *t, GError **error)
     node = g_getenv ("SLURM_NODEID");
   g_autofree char *host = g_strdup_printf ("%s node %s", g_get_host_name (),
                                            node != NULL ? node : "?");
-  KsComm *comm = ks_comm_hierarchical (t->registry, t->config, t->comm, host, "shm", error);
+  const char *local = local_comm (t);
+  if (local == NULL)
+    return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                        "[comm] hierarchical = true needs a communicator of one host (shared "
+                        "memory) for the ranks of each host, and no loaded plugin provides "
+                        "one: see `ksdist plugins`, or set [comm] hierarchical = false"),
+           FALSE;
+  KsComm *comm = ks_comm_hierarchical (t->registry, t->config, t->comm, host, local, error);
   if (comm == NULL)
     return FALSE;
   t->comm = comm;
   return TRUE;
+}
+
+/* A communicator's `hostname` setting (Gloo's: 127.0.0.1 by default) reaches no other
+ * node: where neither it nor `iface` is set, each communicator that declares one listens
+ * on `host`, where the peers route. */
+static void
+listen_where_peers_route (KsTrainer *t, const char *host)
+{
+  g_autoptr (GPtrArray) comms = ks_registry_list (t->registry, KS_KIND_COMM);
+  for (guint i = 0; i < comms->len; i++)
+    {
+      const KsPluginDesc *d = ((const KsImplInfo *) g_ptr_array_index (comms, i))->plugin->desc;
+      gboolean listens = FALSE;
+      for (gsize k = 0; k < d->n_settings; k++)
+        listens |= strcmp (d->settings[k].key, "hostname") == 0;
+      if (!listens || ks_config_is_set (t->config, d->name, "hostname")
+          || ks_config_is_set (t->config, d->name, "iface"))
+        continue;
+      g_autofree char *set = g_strdup_printf ("%s.hostname=%s", d->name, host);
+      ks_config_set_override (t->config, set, NULL);
+    }
+}
+
+/* A signal handler may not cancel a GCancellable (it takes a lock): this thread does,
+ * a few milliseconds after the stop signal, until the trainer is cleared. */
+static gpointer
+watch_stop (gpointer data)
+{
+  KsTrainer *t = data;
+  while (!g_atomic_int_get (&t->stop_watch_done))
+    {
+      if (ks_trainer_stop_signal () != 0)
+        {
+          g_cancellable_cancel (t->stop);
+          break;
+        }
+      g_usleep (20000);
+    }
+  return NULL;
+}
+
+/* A server's blocking calls (the mode's run_server) return once asked to stop. */
+static void
+cancel_on_stop (KsTrainer *t)
+{
+  t->stop = g_cancellable_new ();
+  t->stop_watch = g_thread_new ("ks-stop-watch", watch_stop, t);
+  ks_algorithm_set_cancellable (t->algorithm, t->stop);
 }
 
 /* Whether the job has parameter servers: its workers then start and stop them. */
@@ -240,13 +315,8 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
       job = meeting.job;
       rank0_serves = meeting.serve;
       token = g_getenv ("KS_STORE_TOKEN"); /* made for a Slurm step without one */
-      /* Gloo's default 127.0.0.1 reaches no other node: listen where the peers route */
-      if (meeting.host != NULL && !ks_config_is_set (c, "gloo", "hostname")
-          && !ks_config_is_set (c, "gloo", "iface"))
-        {
-          g_autofree char *set = g_strdup_printf ("gloo.hostname=%s", meeting.host);
-          ks_config_set_override (t->config, set, NULL); /* no gloo plugin: no gloo */
-        }
+      if (meeting.host != NULL)
+        listen_where_peers_route (t, meeting.host);
     }
   /* with servers, every process needs the token: checked before meeting, so that a worker
    * never reports only a peer that ended on it first */
@@ -290,6 +360,8 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
              == NULL
       || !ks_algorithm_init (t->algorithm, t->role, error))
     return FALSE;
+  if (ks_role_maker_is_server (t->role))
+    cancel_on_stop (t);
   return TRUE;
 }
 
@@ -320,6 +392,12 @@ ks_trainer_dist_mean (KsTrainer *t, double *value, GError **error)
 void
 ks_trainer_dist_clear (KsTrainer *t)
 {
+  if (t->stop_watch != NULL)
+    {
+      g_atomic_int_set (&t->stop_watch_done, 1);
+      g_clear_pointer (&t->stop_watch, g_thread_join);
+    }
+  g_clear_object (&t->stop);
   ks_algorithm_free (t->algorithm);
   ks_role_maker_free (t->role);
   ks_comm_free (t->pipe_comm);

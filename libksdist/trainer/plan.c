@@ -18,6 +18,9 @@ ks_trainer_pipelined_config (const KsConfig *c)
          || ks_config_get_int (c, "pipeline", "micro_batches") > 1;
 }
 
+/* A configuration error: the plan's every refusal. */
+#define refuse(error, ...) ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, __VA_ARGS__)
+
 /* Configuration error "[amp] dtype = X: `why`; set [amp] dtype = off" unless amp is off. */
 static gboolean
 amp_refused (const KsConfig *c, const char *why, GError **error)
@@ -25,9 +28,7 @@ amp_refused (const KsConfig *c, const char *why, GError **error)
   const char *dtype = ks_config_get_string (c, "amp", "dtype");
   if (strcmp (dtype, "off") == 0)
     return TRUE;
-  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-               "[amp] dtype = %s: %s; set [amp] dtype = off", dtype, why);
-  return FALSE;
+  return refuse (error, "[amp] dtype = %s: %s; set [amp] dtype = off", dtype, why);
 }
 
 int
@@ -35,25 +36,14 @@ ks_trainer_exit_status (const GError *error)
 {
   if (error->domain == KS_TRAINER_SIGNAL_ERROR)
     return 128 + error->code;
+  /* a blocking call the stop signal cancelled (a server's run_server): the signal's */
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) && ks_trainer_stop_signal () != 0)
+    return 128 + ks_trainer_stop_signal ();
   return error->domain == KS_CONFIG_ERROR
                  || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND)
                  || g_error_matches (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_UNAVAILABLE)
              ? 2
              : 1;
-}
-
-static gboolean
-refuse (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-refuse (GError **error, const char *format, ...)
-{
-  va_list ap;
-  va_start (ap, format);
-  g_autofree char *message = g_strdup_vprintf (format, ap);
-  va_end (ap);
-  g_set_error_literal (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, message);
-  return FALSE;
 }
 
 /* Whether group.key was set from outside the file (the environment or --set). */
@@ -289,13 +279,40 @@ check_tables (const KsConfig *c, const KsTrainTask *task, GError **error)
   return TRUE;
 }
 
+/* Whether the job's mode is one a loaded plugin provides, and its traits. A single process
+ * needs none; a job whose mode no plugin provides is refused by the factory, which lists
+ * the modes there are: the checks below then assume neither way. */
+static gboolean
+mode_traits (KsRegistry *registry, const KsConfig *c, guint32 *traits)
+{
+  const char *mode = ks_config_get_string (c, "job", "mode");
+  *traits = 0;
+  return strcmp (mode, "auto") != 0
+         && ks_registry_traits (registry, KS_KIND_ALGORITHM, mode, traits);
+}
+
+/* "set [job] mode = A or B": the loaded modes with (or without) parameter servers. */
+static char *
+set_mode (KsRegistry *registry, gboolean servers)
+{
+  g_autofree char *names = ks_registry_names_with (registry, KS_KIND_ALGORITHM,
+                                                   KS_ALGORITHM_SERVERS,
+                                                   servers ? KS_ALGORITHM_SERVERS : 0);
+  if (*names == '\0')
+    return g_strdup_printf ("load a plugin with a mode %s parameter servers (see `ksdist "
+                            "plugins`)", servers ? "with" : "without");
+  return g_strdup_printf ("set [job] mode = %s", names);
+}
+
 /* What the mode, the executor and the task allow of each other, without the world. */
 static gboolean
 check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *task,
                    GError **error)
 {
   const char *mode = ks_config_get_string (c, "job", "mode");
-  gboolean servers = strcmp (mode, KS_MODE_COLLECTIVE) != 0;
+  guint32 traits;
+  gboolean servers = mode_traits (registry, c, &traits) && (traits & KS_ALGORITHM_SERVERS);
+  g_autofree char *no_servers = set_mode (registry, FALSE);
   gboolean pipelined = ks_trainer_pipelined_config (c);
   const char *dtype = ks_config_get_string (c, "amp", "dtype");
 
@@ -305,14 +322,14 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
                    "directory to resume from");
   if (pipelined && servers)
     return refuse (error, "[job] mode = %s with [pipeline]: a pipelined run has no parameter "
-                   "servers (its replicas average gradients as the collective mode does); "
-                   "set [job] mode = collective, or train without [pipeline]", mode);
+                   "servers (its replicas average gradients as a mode without servers "
+                   "does); %s, or train without [pipeline]", mode, no_servers);
   if (task != NULL && task->step != NULL)
     {
       if (servers)
         return refuse (error, "[job] mode = %s: %s takes whole steps of its own, averaged "
-                       "over the workers; it has no parameter servers: set [job] mode = "
-                       "collective", mode, task->name);
+                       "over the workers; it has no parameter servers: %s", mode,
+                       task->name, no_servers);
       if (pipelined)
         return refuse (error, "[pipeline]: %s takes whole steps of its own and cannot be "
                        "cut into stages; train it without [pipeline]", task->name);
@@ -331,40 +348,62 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
     /* a stage's backward starts from what the next stage sent, which no scale reached */
     return amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no scaling",
                         error);
-  if (servers && !amp_refused (c, "with parameter servers the update runs on the servers, "
-                                  "in float32; mixed precision needs [job] mode = collective",
-                               error))
+  g_autofree char *why = g_strdup_printf ("with parameter servers the update runs on the "
+                                          "servers, in float32; for mixed precision, %s",
+                                          no_servers);
+  if (servers && !amp_refused (c, why, error))
     return FALSE;
   if (pipelined && !ks_trainer_pipeline_check (c, error))
     return FALSE;
-  /* a pipeline's and a task's own steps run collective: its check refuses [strategy] */
+  /* a pipeline's and a task's own steps run without servers: its check refuses [strategy] */
   if (!ks_algorithm_check_strategy (registry, c, mode, error))
     return FALSE;
   return TRUE;
 }
 
 gboolean
-ks_trainer_on_gpu (KsRegistry *registry, const KsConfig *c)
+ks_trainer_on_device (KsRegistry *registry, const KsConfig *c)
 {
-  const char *compute = ks_config_get_string (c, "compute", "backend");
-  const KsImplDesc *chosen = ks_registry_select (registry, KS_KIND_COMPUTE, compute, NULL, NULL);
-  return chosen != NULL && strcmp (chosen->name, "cuda") == 0;
+  guint32 traits;
+  return ks_registry_traits (registry, KS_KIND_COMPUTE,
+                             ks_config_get_string (c, "compute", "backend"), &traits)
+         && (traits & KS_COMPUTE_DEVICE_MEMORY);
 }
 
-/* Data parallel on CUDA: the gradients are in device memory, which only NCCL reads. */
+/* Data parallel on a backend of device memory: only a communicator that reads device
+ * memory can average the gradients. A backend no plugin provides is ks_comm_new's to
+ * name. */
 static gboolean
 check_device_comm (KsRegistry *registry, const KsConfig *c, GError **error)
 {
   const char *backend = ks_config_get_string (c, "comm", "backend");
-  gboolean nccl_loaded = ks_registry_select (registry, KS_KIND_COMM, "nccl", NULL, NULL) != NULL;
+  gboolean automatic = strcmp (backend, "auto") == 0;
+  guint32 traits;
 
-  if (!ks_trainer_on_gpu (registry, c) || strcmp (backend, "nccl") == 0
-      || (strcmp (backend, "auto") == 0 && nccl_loaded))
+  if (!ks_trainer_on_device (registry, c)
+      || (automatic
+          ? ks_registry_choose (registry, KS_KIND_COMM, KS_COMM_DEVICE_MEMORY,
+                                KS_COMM_DEVICE_MEMORY) != NULL
+          : !ks_registry_traits (registry, KS_KIND_COMM, backend, &traits)
+                || (traits & KS_COMM_DEVICE_MEMORY)))
     return TRUE;
-  return refuse (error, "[comm] backend = %s cannot average gradients in CUDA device memory "
-                 "(%s); set [comm] backend = nccl or auto, or [compute] backend = openblas",
-                 backend, strcmp (backend, "auto") == 0 ? "the nccl plugin is not loaded"
-                                                        : "it reads host memory only");
+  g_autofree char *comms = ks_registry_names_with (registry, KS_KIND_COMM,
+                                                   KS_COMM_DEVICE_MEMORY, KS_COMM_DEVICE_MEMORY);
+  g_autofree char *hosts = ks_registry_names_with (registry, KS_KIND_COMPUTE,
+                                                   KS_COMPUTE_DEVICE_MEMORY, 0);
+  g_autofree char *comm_fix = *comms != '\0'
+                                  ? g_strdup_printf ("set [comm] backend = %s or auto", comms)
+                                  : g_strdup ("load a communicator that reads device memory "
+                                              "(see `ksdist plugins`)");
+  g_autofree char *compute_fix = *hosts != '\0'
+                                     ? g_strdup_printf (", or [compute] backend = %s", hosts)
+                                     : g_strdup ("");
+  return refuse (error, "[comm] backend = %s cannot average gradients in the device memory "
+                 "of [compute] backend = %s (%s); %s%s", backend,
+                 ks_config_get_string (c, "compute", "backend"),
+                 automatic ? "no loaded communicator reads device memory"
+                           : "it reads host memory only",
+                 comm_fix, compute_fix);
 }
 
 gboolean
@@ -372,7 +411,10 @@ ks_trainer_check_world (KsRegistry *registry, const KsConfig *c, const KsTrainTa
                         const KsTrainWorld *w, GError **error)
 {
   const char *mode = ks_config_get_string (c, "job", "mode");
-  gboolean collective = strcmp (mode, KS_MODE_COLLECTIVE) == 0;
+  guint32 traits;
+  gboolean known = mode_traits (registry, c, &traits);
+  gboolean servers = known && (traits & KS_ALGORITHM_SERVERS);
+  gboolean averaging = known && !servers; /* the workers average among themselves */
   gint64 stages = ks_config_get_int (c, "pipeline", "stages");
 
   if (w->workers == 0 && w->servers == 0) /* not known yet */
@@ -393,18 +435,20 @@ ks_trainer_check_world (KsRegistry *registry, const KsConfig *c, const KsTrainTa
                        "data-parallel replica; launch -n %" G_GINT64_FORMAT " (one pipeline) "
                        "or a multiple of it", stages, w->workers, stages);
     }
-  else if (!collective && w->servers == 0)
+  else if (servers && w->servers == 0)
     return refuse (error, "[job] mode = %s trains with parameter servers, but the job has "
                    "none%s: start it with `ksdist launch --servers S --workers W CONFIG`",
                    mode, w->workers == 1 ? " (one process alone)" : "");
-  else if (collective && w->servers > 0)
-    return refuse (error, "--servers %d: [job] mode = collective has no parameter servers; "
-                   "set [job] mode = transpiler or pslib, or launch without --servers",
-                   w->servers);
+  else if (averaging && w->servers > 0)
+    {
+      g_autofree char *with = set_mode (registry, TRUE);
+      return refuse (error, "--servers %d: [job] mode = %s has no parameter servers; %s, or "
+                     "launch without --servers", w->servers, mode, with);
+    }
   if (task != NULL && task->step != NULL && w->servers > 0)
     return refuse (error, "%s has no parameter servers: launch it without --servers",
                    task->name);
-  if (collective && !ks_trainer_pipelined_config (c) && w->workers > 1
+  if (averaging && !ks_trainer_pipelined_config (c) && w->workers > 1
       && !check_device_comm (registry, c, error))
     return FALSE;
   return task == NULL || task->check == NULL || task->check (c, w, error);

@@ -61,7 +61,8 @@ single_begin (KsTrainer *t)
   if (t->world > 1)
     g_message ("worker %d of %d (%s mode, %s by %s), %" G_GSIZE_FORMAT " rows per step each",
                t->rank, t->world,
-               t->algorithm != NULL ? ks_algorithm_mode (t->algorithm) : KS_MODE_COLLECTIVE,
+               t->algorithm != NULL ? ks_algorithm_mode (t->algorithm)
+                                  : ks_config_get_string (t->config, "job", "mode"),
                ks_comm_name (t->comm), t->comm_why, t->batch);
 }
 

@@ -78,6 +78,10 @@ struct _KsTrainer {
   const char *comm_why; /* why this communicator: the setting, or auto's reason */
   KsAlgorithm *algorithm;
   gboolean worker_stopped; /* the mode stopped this worker (after a flush) */
+  /* a server's: cancelled by the stop signal (dist.c), for the mode's blocking calls */
+  GCancellable *stop;
+  GThread *stop_watch;
+  gint stop_watch_done;
   /* the pipeline executor (stages.c): this worker's stage; the pipeline owns model; with
    * data-parallel replicas its pipeline's and its stage's groups of comm */
   gboolean pipelined;
@@ -112,8 +116,8 @@ gboolean ks_trainer_not_finite (GError **error, const char *what, double value);
 gboolean ks_trainer_check_world (KsRegistry *registry, const KsConfig *c,
                                  const KsTrainTask *task, const KsTrainWorld *world,
                                  GError **error);
-/* Whether the compute backend this run will get is CUDA's (device memory). */
-gboolean ks_trainer_on_gpu (KsRegistry *registry, const KsConfig *c);
+/* Whether the compute backend this run will get keeps its tensors in device memory. */
+gboolean ks_trainer_on_device (KsRegistry *registry, const KsConfig *c);
 
 /* owner.c */
 /* "checkpoint-N (a model of [model] type = T)", the newest checkpoint of `dir`, or NULL

@@ -462,6 +462,7 @@ static const KsComputeOps cuda_ops = {
   .gemm_half = cuda_gemm_half,
   .find_nonfinite = cuda_find_nonfinite,
   .native_stream = cuda_native_stream,
+  .traits = KS_COMPUTE_DEVICE_MEMORY,
 };
 
 /* Asks the runtime how many devices there are. Without a GPU or driver it returns an

@@ -757,6 +757,7 @@ make_ops ()
   ops.set_timeout = gloo_set_timeout;
   ops.rank = gloo_rank;
   ops.world_size = gloo_size;
+  ops.traits = 0; /* host memory, ranks on any host */
   return ops;
 }
 

@@ -50,19 +50,8 @@ typedef struct {
   gboolean shares_stream; /* stream is the compute plugin's (use_stream) */
 } Nccl;
 
-static gboolean
-fail (GError **error, KsCommError code, const char *format, ...) G_GNUC_PRINTF (3, 4);
-
-static gboolean
-fail (GError **error, KsCommError code, const char *format, ...)
-{
-  va_list args;
-  va_start (args, format);
-  g_autofree char *message = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, KS_COMM_ERROR, code, "nccl: %s", message);
-  return FALSE;
-}
+/* A communicator error, "nccl: " and the printf-style message; FALSE. */
+#define fail(error, code, ...) ks_fail (error, KS_COMM_ERROR, code, "nccl: " __VA_ARGS__)
 
 static gboolean
 cuda_ok (cudaError_t status, const char *what, GError **error)
@@ -539,6 +528,7 @@ static const KsCommOps nccl_ops = {
   .wait = nccl_wait,
   .subgroup = nccl_subgroup,
   .use_stream = nccl_use_stream,
+  .traits = KS_COMM_DEVICE_MEMORY, /* any host */
 };
 
 /* Without a GPU the runtime's error is the reason; below Gloo in priority, so auto

@@ -272,6 +272,16 @@ openblas_sgemm_strided_batched (void *ctx, KsTranspose ta, KsTranspose tb, int m
   return TRUE;
 }
 
+/* The name and traits; a test builds copies under other names (tests/local.mk) that the
+ * core must judge by their traits as it does this one, one of them declaring device
+ * memory for the plan's checks of a GPU backend. */
+#ifndef KS_OPENBLAS_NAME
+#define KS_OPENBLAS_NAME "openblas"
+#endif
+#ifndef KS_OPENBLAS_TRAITS
+#define KS_OPENBLAS_TRAITS 0 /* host memory */
+#endif
+
 static const KsComputeOps openblas_ops = {
   .size = sizeof (KsComputeOps),
   .create = openblas_create,
@@ -314,6 +324,7 @@ static const KsComputeOps openblas_ops = {
   .find_nonfinite = ks_openblas_find_nonfinite,
   .avg_pool = ks_openblas_avg_pool,
   .avg_pool_backward = ks_openblas_avg_pool_backward,
+  .traits = KS_OPENBLAS_TRAITS,
 };
 
 static int
@@ -324,7 +335,7 @@ openblas_query (char **reason)
 }
 
 static const KsImplDesc openblas_impls[] = {
-  { KS_KIND_COMPUTE, "openblas", &openblas_ops, openblas_query,
+  { KS_KIND_COMPUTE, KS_OPENBLAS_NAME, &openblas_ops, openblas_query,
     "host memory, OpenBLAS sgemm, the CPU kernels of training" },
 };
 
@@ -338,7 +349,7 @@ static const KsKeyDesc openblas_settings[] = {
 static const KsPluginDesc openblas_plugin = {
   .abi_major = KS_ABI_MAJOR,
   .abi_minor = KS_ABI_MINOR,
-  .name = "openblas",
+  .name = KS_OPENBLAS_NAME,
   .version = PACKAGE_VERSION,
   .description = "CPU compute backend on OpenBLAS",
   .impls = openblas_impls,

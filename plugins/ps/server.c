@@ -8,6 +8,7 @@
 
 #include <ksdist/away.h>
 #include <errno.h>
+#include <gio/gio.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
@@ -17,7 +18,7 @@ typedef struct {
   const PsServerConfig *cfg;
   void *zctx, *socket;
   PsAuth *auth;
-  gint64 signal_at; /* when it saw SIGTERM or SIGINT; 0: not yet */
+  gint64 signal_at; /* when it saw its cancellable cancelled; 0: not yet */
   gint64 serve_start; /* when it began to serve, moved on by its own gaps */
   guint8 token[PS_TOKEN_BYTES];
   char *checkpoint_dir; /* absolute, from the start; NULL: saves are refused */
@@ -490,15 +491,14 @@ serving_any (Server *s)
  * admitted none within [comm] timeout of its start (no key of the job's workers came,
  * others did: a token that differs) ends saying so; one that no one reached waits on, as
  * a worker may take long to start (the launcher ends it when its workers die); one
- * asked to stop (SIGTERM, SIGINT: ks_trainer_stop_signal) ends at once when it serves no
- * worker, else once they stopped (they were asked too, and save through it first) or
- * [comm] timeout after the signal. */
+ * asked to stop (its cancellable cancelled: the trainer's SIGTERM or SIGINT) ends at once
+ * when it serves no worker, else once they stopped (they were asked too, and save through
+ * it first) or [comm] timeout after the request. */
 static gboolean
 go_on (Server *s, gint64 now, GError **error)
 {
   const PsServerConfig *c = s->cfg;
   gint64 timeout = (gint64) c->timeout_ms * 1000;
-  int sig = ks_trainer_stop_signal ();
   guint64 refused;
 
   if (!ps_auth_admitted_any (s->auth, &refused) && refused > 0
@@ -513,18 +513,17 @@ go_on (Server *s, gint64 now, GError **error)
                    refused);
       return FALSE;
     }
-  if (sig == 0)
+  if (!g_cancellable_is_cancelled (c->cancellable))
     return TRUE;
   if (s->signal_at == 0)
     s->signal_at = now;
   gboolean serving = serving_any (s);
   if (serving && now - s->signal_at <= timeout)
     return TRUE;
-  g_set_error (error, KS_TRAINER_SIGNAL_ERROR, sig, "server %d (%s): stopped by %s %s",
-               c->index, c->endpoint, sig == SIGINT ? "SIGINT" : "SIGTERM",
-               serving ? "and its workers did not stop within [comm] timeout of it"
-                       : "with no worker to serve");
-  return FALSE;
+  return ks_fail (error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                  "server %d (%s): asked to stop (SIGTERM or SIGINT) %s", c->index, c->endpoint,
+                  serving ? "and its workers did not stop within [comm] timeout of it"
+                          : "with no worker to serve");
 }
 
 static gboolean

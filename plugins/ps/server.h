@@ -33,11 +33,14 @@ typedef struct {
   gboolean (*extra) (void *data, const PsHeader *req, const void *payload, GByteArray *reply,
                      gint64 *reply_step, char **refusal);
   void *extra_data;
+  /* cancelled: stop (see ps_server_run); NULL: never */
+  GCancellable *cancellable;
 } PsServerConfig;
 
 /* Serves until every worker has sent stop; FALSE with an error naming the worker when a
  * sync step or a worker's silence exceeds the timeout, or the endpoint cannot be bound,
- * or at once without a token. */
+ * or at once without a token; G_IO_ERROR_CANCELLED once `cancellable` is cancelled and
+ * no worker is left to serve, or they did not stop within the timeout of it. */
 gboolean ps_server_run (const PsServerConfig *config, GError **error);
 
 #endif

@@ -121,9 +121,9 @@ bad (GError **error, const char *file, const char *format, ...)
 {
   va_list ap;
   va_start (ap, format);
-  g_autofree char *m = g_strdup_vprintf (format, ap);
+  ks_fail_valist (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT, format, ap);
   va_end (ap);
-  g_set_error (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT, "%s: %s", file, m);
+  g_prefix_error (error, "%s: ", file);
   return FALSE;
 }
 

@@ -14,20 +14,6 @@ ps_mode_name (PsMode mode)
   return names[mode];
 }
 
-static gboolean
-refuse (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-refuse (GError **error, const char *format, ...)
-{
-  va_list ap;
-  va_start (ap, format);
-  g_autofree char *m = g_strdup_vprintf (format, ap);
-  va_end (ap);
-  g_set_error_literal (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE, m);
-  return FALSE;
-}
-
 gboolean
 ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
 {
@@ -40,9 +26,10 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
   out->max_merge_var_num = ks_config_get_int (c, "strategy", "max_merge_var_num");
   out->max_update_norm = ks_config_get_double (c, "strategy", "max_update_norm");
   if (!a_sync && k > 0 && (strcmp (mode, "auto") == 0 || ks_config_is_set (c, "strategy", "a_sync")))
-    return refuse (error, "[strategy] a_sync = false with k_steps = %" G_GINT64_FORMAT ": "
-                   "k_steps > 0 means GEO, which is asynchronous; set a_sync = true (GEO) or "
-                   "k_steps = 0 (sync)", k);
+    return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                    "[strategy] a_sync = false with k_steps = %" G_GINT64_FORMAT ": "
+                    "k_steps > 0 means GEO, which is asynchronous; set a_sync = true (GEO) or "
+                    "k_steps = 0 (sync)", k);
   if (strcmp (mode, "auto") == 0)
     out->mode = from_paddle;
   else
@@ -51,15 +38,18 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
       while (i < G_N_ELEMENTS (names) && strcmp (names[i], mode) != 0)
         i++;
       if (i == G_N_ELEMENTS (names))
-        return refuse (error, "[strategy] mode = %s: not a parameter-server mode (sync, "
-                       "half_async, async, geo)", mode);
+        return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                        "[strategy] mode = %s: not a parameter-server mode (sync, "
+                        "half_async, async, geo)", mode);
       out->mode = i;
       if (ks_config_is_set (c, "strategy", "a_sync") && (a_sync != (out->mode == PS_MODE_ASYNC || out->mode == PS_MODE_GEO)))
-        return refuse (error, "[strategy] mode = %s but a_sync = %s: they disagree; set one "
-                       "of them", mode, a_sync ? "true" : "false");
+        return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                        "[strategy] mode = %s but a_sync = %s: they disagree; set one "
+                        "of them", mode, a_sync ? "true" : "false");
       if (out->mode != PS_MODE_GEO && k > 0)
-        return refuse (error, "[strategy] k_steps = %" G_GINT64_FORMAT " is for mode = geo, "
-                       "not mode = %s; remove it", k, mode);
+        return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                        "[strategy] k_steps = %" G_GINT64_FORMAT " is for mode = geo, "
+                        "not mode = %s; remove it", k, mode);
     }
   /* Paddle 1.x's geo_sgd_need_push_nums default */
   out->k_steps = out->mode == PS_MODE_GEO ? (k > 0 ? k : 100) : 0;

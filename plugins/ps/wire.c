@@ -32,17 +32,6 @@ ps_token_required (const char *token, const char *who, GError **error)
   return ks_store_token_required (token, who, error);
 }
 
-gboolean
-ps_failed (GError **error, const char *format, ...)
-{
-  va_list ap;
-  va_start (ap, format);
-  g_autofree char *m = g_strdup_vprintf (format, ap);
-  va_end (ap);
-  g_set_error_literal (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED, m);
-  return FALSE;
-}
-
 const char *
 ps_type_name (guint type)
 {

@@ -45,7 +45,7 @@ typedef struct {
 G_STATIC_ASSERT (sizeof (PsHeader) == 64);
 
 /* Sets a KS_PLUGIN_ERROR_FAILED error of the parameter-server plugins; FALSE. */
-gboolean ps_failed (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+#define ps_failed(error, ...) ks_fail (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_FAILED, __VA_ARGS__)
 
 /* Whether `token` (KS_STORE_TOKEN) is set; else a KS_CONFIG_ERROR saying how to set it,
  * `who` ("server 0", "worker 1") first. */

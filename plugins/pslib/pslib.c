@@ -384,7 +384,7 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
 }
 
 static gboolean
-pslib_run_server (void *ctx, GError **error)
+pslib_run_server_cancellable (void *ctx, GCancellable *cancellable, GError **error)
 {
   Pslib *p = ctx;
   int index = ks_role_maker_server_index (p->role);
@@ -403,6 +403,7 @@ pslib_run_server (void *ctx, GError **error)
   c.save_data = p;
   c.extra = ps_rows_handle;
   c.extra_data = p->rows;
+  c.cancellable = cancellable;
   gboolean ok = ps_server_run (&c, error);
   ps_rows_usage (p->rows, &rows, &bytes);
   g_message ("server %d: holds %" G_GSIZE_FORMAT " sparse rows, %.1f MB (%.1f bytes per row)", index,
@@ -415,6 +416,12 @@ pslib_run_server (void *ctx, GError **error)
              pulled / MAX (pull_s, 1e-9) / 1e6, pushed, pushed / MAX (push_s, 1e-9) / 1e6);
   g_clear_pointer (&p->table, ps_dense_table_free);
   return ok;
+}
+
+static gboolean
+pslib_run_server (void *ctx, GError **error)
+{
+  return pslib_run_server_cancellable (ctx, NULL, error);
 }
 
 /* ---- the distributed optimizer: the core's base with this mode's exchange ---- */
@@ -650,6 +657,7 @@ static const KsAlgorithmOps pslib_ops = {
   .init_worker = pslib_init_worker,
   .init_server = pslib_init_server,
   .run_server = pslib_run_server,
+  .run_server_cancellable = pslib_run_server_cancellable,
   .stop_worker = pslib_stop_worker,
   .distributed_optimizer = pslib_distributed_optimizer,
   .save_check_point = pslib_save_check_point,
@@ -660,6 +668,7 @@ static const KsAlgorithmOps pslib_ops = {
   .flush_worker = pslib_flush_worker,
   .shrink = pslib_shrink,
   .check_strategy = pslib_check_strategy,
+  .traits = KS_ALGORITHM_SERVERS | KS_ALGORITHM_SERVER_CHECKPOINTS,
 };
 
 static const KsImplDesc pslib_impls[] = {

@@ -174,9 +174,10 @@ pull (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload,
   if ((req->aux & 1) && !may_create (r, req, n, refusal))
     return FALSE;
   g_byte_array_set_size (reply, n * dim * sizeof (float));
-  if (req->aux & 1)
-    ks_sparse_table_pull (t, r->ids, n, (float *) reply->data);
-  else
+  g_autoptr (GError) full = NULL;
+  if ((req->aux & 1) && !ks_sparse_table_pull (t, r->ids, n, (float *) reply->data, &full))
+    return refuse (refusal, "%s", full->message);
+  if (!(req->aux & 1))
     ks_sparse_table_lookup (t, r->ids, n, (float *) reply->data);
   return TRUE;
 }
@@ -215,7 +216,9 @@ push (PsRows *r, KsSparseTable *t, const PsHeader *req, const guint8 *payload, c
   /* a push makes the rows it lacks (a shrink may have deleted them since the pull) */
   if (!check_ids (r, n, refusal) || !may_create (r, req, n, refusal))
     return FALSE;
-  ks_sparse_table_push (t, r->ids, n, r->grads, r->shows, r->clicks);
+  g_autoptr (GError) full = NULL;
+  if (!ks_sparse_table_push (t, r->ids, n, r->grads, r->shows, r->clicks, &full))
+    return refuse (refusal, "%s", full->message);
   r->max_step = MAX (r->max_step, req->step);
   return TRUE;
 }

@@ -85,7 +85,7 @@ typedef struct {
   guint8 *scratch;        /* a chunk, for reducing in shared regions */
 } Shm;
 
-gboolean shm_fail (GError **error, int code, const char *format, ...) G_GNUC_PRINTF (3, 4);
+#define shm_fail(error, code, ...) ks_fail (error, KS_COMM_ERROR, code, "shm: " __VA_ARGS__)
 
 /* Set `round`'s slot of `rank` (rank = size: the shared result). */
 guint8 *shm_slot (Shm *s, guint64 round, int rank);

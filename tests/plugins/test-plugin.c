@@ -5,7 +5,8 @@
  *   TP_UNAVAILABLE      its query reports it cannot run here
  *   TP_NO_REQUIRED_SLOT its compute vtable leaves `alloc` unset
  *   TP_NO_ENTRY         exports no descriptor at all
- *   TP_ALGORITHMS       also provides the "collective" and "transpiler" algorithms
+ *   TP_ALGORITHMS       also provides the "collective" and "transpiler" algorithms;
+ *                       the latter's run_server_cancellable serves until cancelled
  *   TP_BAD_SETTING=1    declares the setting "level" twice
  *   TP_BAD_SETTING=2    gives "level" a default outside its own range
  *   TP_OPTIMIZER        also provides optimizers: "tp-sgd" (p -= lr g, the rate through
@@ -13,6 +14,7 @@
  *                       own rate, 0.01; no set_learning_rate); neither keeps a state
  * The compute implementation keeps host memory and reports its settings in describe(). */
 #include <ksdist/ksdist.h>
+#include <gio/gio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +144,26 @@ static const KsAlgorithmOps tp_algorithm_ops = {
   .destroy = tp_destroy,
   .init = tp_algorithm_init,
   .init_worker = tp_algorithm_init_worker,
+  .traits = 0, /* its "collective": no servers */
+};
+
+/* Serves nothing until cancelled (at most 30 s), as a parameter server with no worker. */
+static gboolean
+tp_run_server_cancellable (void *ctx, GCancellable *cancellable, GError **error)
+{
+  for (int i = 0; i < 3000 && !g_cancellable_is_cancelled (cancellable); i++)
+    g_usleep (10000);
+  return !g_cancellable_set_error_if_cancelled (cancellable, error);
+}
+
+static const KsAlgorithmOps tp_servers_ops = {
+  .size = sizeof (KsAlgorithmOps),
+  .create = tp_create,
+  .destroy = tp_destroy,
+  .init = tp_algorithm_init,
+  .init_worker = tp_algorithm_init_worker,
+  .traits = KS_ALGORITHM_SERVERS | KS_ALGORITHM_SERVER_CHECKPOINTS,
+  .run_server_cancellable = tp_run_server_cancellable,
 };
 #endif
 
@@ -209,7 +231,7 @@ static const KsImplDesc tp_impls[] = {
   { KS_KIND_COMPUTE, TP_NAME, &tp_compute_ops, tp_query, "test compute" },
 #ifdef TP_ALGORITHMS
   { KS_KIND_ALGORITHM, "collective", &tp_algorithm_ops, NULL, "test collective" },
-  { KS_KIND_ALGORITHM, "transpiler", &tp_algorithm_ops, NULL, "test transpiler" },
+  { KS_KIND_ALGORITHM, "transpiler", &tp_servers_ops, NULL, "test transpiler" },
 #endif
 #ifdef TP_OPTIMIZER
   { KS_KIND_OPTIMIZER, "tp-sgd", &tp_sgd_ops, NULL, "test SGD, its rate from the core" },
