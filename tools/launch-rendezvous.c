@@ -281,7 +281,7 @@ static const struct {
   { "rank ([0-9]+(, [0-9]+)*) (did not reach|ended before) ([a-z_]+ #[0-9]+)", "([0-9]+)",
     FALSE },
   { "(server [0-9]+ \\([^)]*\\)(, server [0-9]+ \\([^)]*\\))*) did not answer an? [a-z_ ]+ "
-    "within [0-9.]+ s \\(\\[comm\\] timeout\\)", "server ([0-9]+) ", TRUE },
+    "within [0-9.]+ s \\(\\[comm\\] timeout[^)]*\\)", "server ([0-9]+) ", TRUE },
   { "worker ([0-9]+(, [0-9]+)*) sent (no gradient for step [0-9]+ within [0-9.]+ s|nothing "
     "for [0-9.]+ s)", "([0-9]+)", FALSE },
 };
