@@ -196,12 +196,15 @@ eval_rows (KsTrainer *t, const SampleSet *eval)
 {
   gsize cap = ks_trainer_eval_cap (t);
   KsRoleMaker *role = ks_trainer_role (t);
-  if (cap > 0 && eval->split && role != NULL && ks_role_maker_worker_num (role) > 1)
+  if (cap == 0)
+    return eval->n;
+  /* this worker's share of the cap, none where the cap is below the workers */
+  if (eval->split && role != NULL && ks_role_maker_worker_num (role) > 1)
     {
       gsize w = ks_role_maker_worker_num (role), i = ks_role_maker_worker_index (role);
-      cap = MAX (cap / w + (i < cap % w), 1);
+      cap = cap / w + (i < cap % w);
     }
-  return cap > 0 ? MIN (cap, eval->n) : eval->n;
+  return MIN (cap, eval->n);
 }
 
 /* After scoring `scored` of this worker's held-out rows: the set's size for the printed
@@ -337,10 +340,10 @@ samples_metadata (KsTrainer *t, GHashTable *meta)
   /* values, not classes: ksdist infer reads a data file's labels so */
   if (s->net.loss == NET_LOSS_MSE)
     g_hash_table_insert (meta, g_strdup ("data.labels"), g_strdup ("values"));
-  /* [data] missing = mean or zero: how ksdist infer fills a missing cell, as training did */
+  /* [data] missing: how ksdist infer fills a missing cell (mean, zero) as training did,
+   * or names the setting it cannot follow (error, skip: a row to score is never dropped) */
   const char *missing = ks_config_get_string (ks_trainer_config (t), "data", "missing");
-  if (strcmp (ks_config_get_string (ks_trainer_config (t), "data", "task"), "csv") == 0
-      && (strcmp (missing, "mean") == 0 || strcmp (missing, "zero") == 0))
+  if (strcmp (ks_config_get_string (ks_trainer_config (t), "data", "task"), "csv") == 0)
     g_hash_table_insert (meta, g_strdup ("data.missing"), g_strdup (missing));
   if (s->train.fill != NULL)
     {

@@ -218,7 +218,8 @@ generate (SampleSet *s, const char *name, KsTask task, gsize n, double noise, gu
 /* One file's rows (npy and IDX memory-mapped); `train` picks IDX's pair. */
 static KsRows *
 load_rows (const KsConfig *c, Source source, const char *path, const char *labels,
-           gboolean regression, gboolean train, const float *fill, GError **error)
+           gboolean regression, gboolean train, const float *fill, gsize n_fill,
+           GError **error)
 {
   if (source == SOURCE_IDX)
     return ks_rows_load_idx (path, train, error);
@@ -248,6 +249,7 @@ load_rows (const KsConfig *c, Source source, const char *path, const char *label
     if (strcmp (ks_config_get_string (c, "data", "missing"), missing[i]) == 0)
       options.missing = (KsCsvMissing) i;
   options.fill = fill;
+  options.n_fill = n_fill;
   t = ks_table_load_csv (path, &options, error);
   return t != NULL ? ks_rows_new (t) : NULL;
 }
@@ -317,7 +319,7 @@ load_files (const KsConfig *c, Source source, char **paths, char **labels,
   for (guint k = 0; paths[k] != NULL; k++)
     {
       KsRows *r = load_rows (c, source, paths[k], labels != NULL ? labels[k] : NULL,
-                             regression, train, fill, error);
+                             regression, train, fill, like != NULL ? like->features : 0, error);
       if (r == NULL)
         return NULL;
       g_ptr_array_add (rows, r);
@@ -386,7 +388,7 @@ moments_of_all (const KsConfig *c, Source source, char **paths, char **labels,
       if (k >= my_first && k - my_first < mine->files->len)
         r = mine->files->pdata[k - my_first];
       else if ((r = other = load_rows (c, source, paths[k], labels ? labels[k] : NULL,
-                                       regression, TRUE, NULL, error)) == NULL
+                                       regression, TRUE, NULL, 0, error)) == NULL
                || !check_alike (like, r->table, "the files of a data set must be alike",
                                 error))
         return FALSE;

@@ -240,8 +240,8 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Floats, floats_clear)
 
 /* A cell with no value: empty, or written as spreadsheets and R do (NA, N/A), or as UCI's
  * data sets do (?). NaN stays what it always was here: not a finite number. */
-static gboolean
-is_missing (const char *f)
+gboolean
+ks_table_csv_missing_cell (const char *f)
 {
   return *f == 0 || strcmp (f, "NA") == 0 || strcmp (f, "N/A") == 0 || strcmp (f, "?") == 0;
 }
@@ -346,14 +346,14 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
                              header ? "the header" : "the first record", first_line, ncols);
       guint gap = ncols;
       for (guint i = 0; i < ncols && gap == ncols; i++)
-        if (is_missing (fields->pdata[i]))
+        if (ks_table_csv_missing_cell (fields->pdata[i]))
           gap = i;
       if (gap < ncols && o->missing == KS_CSV_MISSING_SKIP)
         {
           skipped++;
           continue;
         }
-      if (label >= 0 && is_missing (fields->pdata[label]))
+      if (label >= 0 && ks_table_csv_missing_cell (fields->pdata[label]))
         return ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": the label (column %d) is %s; [data] "
                              "missing = skip drops such rows (mean and zero fill features "
                              "only)", path, r.line, label,
@@ -364,12 +364,12 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
           double v;
           if ((gint) i == label)
             continue;
-          if (is_missing (f) && o->missing != KS_CSV_MISSING_ERROR)
+          if (ks_table_csv_missing_cell (f) && o->missing != KS_CSV_MISSING_ERROR)
             {
               push (&xs, o->missing == KS_CSV_MISSING_ZERO ? 0.0f : NAN);
               continue;
             }
-          if (is_missing (f))
+          if (ks_table_csv_missing_cell (f))
             {
               g_autofree char *column = names ? g_strdup_printf ("'%s'", (char *) names->pdata[i])
                                               : g_strdup_printf ("%u", i);
@@ -405,6 +405,10 @@ ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error
   if (skipped > 0)
     g_warning ("%s: skipped %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " records with a missing "
                "value ([data] missing = skip)", path, skipped, skipped + rows);
+  if (o->missing == KS_CSV_MISSING_MEAN && o->fill != NULL && o->n_fill != features)
+    return ks_table_bad (error, "%s: %u feature columns, but the training rows whose means fill "
+                         "its missing cells had %" G_GSIZE_FORMAT ": give rows of those features",
+                         path, features, o->n_fill);
   if (o->missing == KS_CSV_MISSING_MEAN && o->fill != NULL)
     for (gsize i = 0; i < xs.n; i++)
       if (isnan (xs.v[i]))

@@ -11,7 +11,7 @@ unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-infer-data-XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-echo "1..11"
+echo "1..13"
 ok () { echo "ok $1 - $2"; }
 not_ok () { n=$1 what=$2; shift 2; echo "not ok $n - $what"; for f in "$@"; do sed 's/^/# /' "$f"; done; }
 
@@ -148,4 +148,33 @@ if [ $rc -eq 2 ] && grep -q "infer: --format is text, csv, npy, idx, image_folde
   ok 11 "files after EXPORT with another format, a missing image: one message each"
 else
   not_ok 11 "usage errors ($rc, $rc4)" e3.log e4.log
+fi
+
+# Rows of some of the classes: scored by the training's class ids, not their own sorted
+# set's (the rows of beta and gamma alone were scored as 0 and 1, against the model's 1
+# and 2); a class training never saw is refused
+awk -F, 'NR == 1 || $4 != "alpha"' kinds.csv > bg.csv
+"$KSDIST" infer cexp --format csv -i bg.csv --argmax > /dev/null 2> bg.log
+tail -n +2 kinds.csv > rows.csv
+want=$(paste -d, rows.csv with.txt | awk -F, '$4 != "alpha" { n++; if ($4 == $5) r++ }
+  END { printf "accuracy %.4f (%d of %d rows of bg.csv)", r / n, r, n }')
+{ head -n 1 kinds.csv; echo "1,2,3,delta"; } > delta.csv
+"$KSDIST" infer cexp --format csv -i delta.csv > /dev/null 2> delta.log
+rc=$?
+if grep -qF "$want" bg.log && [ $rc -eq 2 ] \
+   && grep -q "delta.csv: class 'delta' is not one the model of cexp was trained on (alpha, beta, gamma)" delta.log; then
+  ok 12 "rows of two of the three classes are scored by the training's ids ($want); an unknown class is refused"
+else
+  echo "# want: $want"; not_ok 12 "class names against the training's" bg.log delta.log
+fi
+
+# A headerless file whose first row has an empty cell: that row is data, not a header
+# (it was dropped, exit 0)
+printf ',1.5,0.5\n3.2,3.1,0.4\n0.1,0.2,0.3\n' > gap-bare.csv
+"$KSDIST" infer cexp --format csv -i gap-bare.csv > /dev/null 2> gap-bare.log
+rc=$?
+if [ $rc -eq 1 ] && grep -q "gap-bare.csv:1: column 0: '' is a missing value" gap-bare.log; then
+  ok 13 "a first row with an empty cell is read as a data row"
+else
+  not_ok 13 "a first row with an empty cell (status $rc)" gap-bare.log
 fi

@@ -283,6 +283,7 @@ test_csv_features_only (void)
   KsCsvOptions o = { 0, -1, NULL, FALSE, KS_CSV_MISSING_MEAN, TRUE, NULL };
   const float fill[] = { 10, 20 };
   o.fill = fill;
+  o.n_fill = G_N_ELEMENTS (fill);
   g_autoptr (KsTable) t = csv_ok (p, &o);
   const float want[] = { 1, 2, 10, 4, 5, 20 }; /* not the file's means 3 and 3 */
   g_assert_cmpuint (t->rows, ==, 3);
@@ -294,6 +295,15 @@ test_csv_features_only (void)
   g_assert_cmpstr (t->feature_names[0], ==, "a");
   g_assert_cmpstr (t->feature_names[1], ==, "b");
   g_assert_null (t->feature_names[2]);
+  /* a file wider than the fill (the training rows' features) is refused, never read past
+   * the fill's end */
+  g_autofree char *w = ks_test_write (dir, "w.csv", "a,b,c\n1,,3\n4,5,\n");
+  GError *error = NULL;
+  g_assert_null (ks_table_load_csv (w, &o, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "w.csv: 3 feature columns, but the training rows "
+                                            "whose means fill its missing cells had 2"));
+  g_clear_error (&error);
 
   g_autofree char *q = ks_test_write (dir, "one.csv", "0.5\n1.5\n");
   KsCsvOptions one = { 0, -1, NULL, FALSE, KS_CSV_MISSING_ERROR, TRUE, NULL };

@@ -5,6 +5,7 @@
 
 #include <ksdist/config.h>
 
+#include <math.h>
 #include <string.h>
 
 /* The export's row shape (data.shape, "28,28,1"): its dims into shape (up to 4), their
@@ -70,9 +71,20 @@ missing_cells (const char *dir, GHashTable *meta, gsize width, KsCsvOptions *o, 
     }
   *fill = g_new (float, width);
   for (gsize j = 0; j < width; j++)
-    (*fill)[j] = g_ascii_strtod (values[j], NULL);
+    {
+      char *end;
+      (*fill)[j] = (float) g_ascii_strtod (values[j], &end);
+      if (end == values[j] || *end != '\0' || !isfinite ((*fill)[j]))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "%s: its data.fill (the training means) holds '%s', not a finite "
+                       "number: export it again", dir, values[j]);
+          return FALSE;
+        }
+    }
   o->missing = KS_CSV_MISSING_MEAN;
   o->fill = *fill;
+  o->n_fill = width;
   return TRUE;
 }
 
@@ -108,7 +120,8 @@ load_csv (const char *dir, GHashTable *meta, const char *input, const char *labe
     {
       char *end;
       g_ascii_strtod (first[i], &end);
-      if (end == first[i] || *end != '\0')
+      /* a missing cell of a data row is no name */
+      if ((end == first[i] || *end != '\0') && !ks_table_csv_missing_cell (first[i]))
         texts++, text_at = i;
     }
   if (names != NULL && same_names (first, -1, names))
@@ -198,19 +211,56 @@ numbered_classes (KsTable *t, GError **error)
   return TRUE;
 }
 
+/* Rows labelled by class names (a CSV's, an image folder's class folders) take the
+ * training's ids for them (data.classes), not the ids of their own sorted set, which
+ * differ where the rows lack a class; a name training never saw is refused. */
+static gboolean
+training_classes (const char *dir, GHashTable *meta, KsTable *t, GError **error)
+{
+  const char *joined = g_hash_table_lookup (meta, "data.classes");
+  if (t->class_names == NULL || joined == NULL)
+    return TRUE;
+  g_auto (GStrv) names = g_strsplit (joined, "\n", -1);
+  guint n = g_strv_length (names);
+  g_autofree gint64 *id = g_new (gint64, MAX (t->classes, 1));
+  for (gint64 c = 0; c < t->classes; c++)
+    {
+      id[c] = -1;
+      for (guint k = 0; k < n && id[c] < 0; k++)
+        if (strcmp (t->class_names[c], names[k]) == 0)
+          id[c] = k;
+      if (id[c] < 0)
+        {
+          g_autofree char *known = g_strjoinv (", ", names);
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "%s: class '%s' is not one the model of %s was trained on (%s)",
+                       t->path, t->class_names[c], dir, known);
+          return FALSE;
+        }
+    }
+  for (gsize r = 0; r < t->rows; r++)
+    t->y[r] = id[t->y[r]];
+  g_strfreev (t->class_names);
+  t->class_names = g_steal_pointer (&names);
+  t->classes = n;
+  return TRUE;
+}
+
 /* A missing cell of a model trained with [data] missing = error: the reader's advice
  * names a setting of training, which infer cannot change; say what can be done here. */
 static void
-missing_advice (const char *dir, GError *error)
+missing_advice (const char *dir, GHashTable *meta, GError *error)
 {
+  const char *missing = g_hash_table_lookup (meta, "data.missing");
   const char *advice = error != NULL ? strstr (error->message, "; set [data] missing = ") : NULL;
   if (advice == NULL)
     return;
   g_autofree char *head = g_strndup (error->message, advice - error->message);
   g_free (error->message);
   error->message = g_strdup_printf ("%s; the model of %s was trained with [data] missing = "
-                                    "error, so infer does not fill it: give the cell a value, "
-                                    "or train with missing = mean or zero", head, dir);
+                                    "%s, so infer does not fill it (nor drops a row to score): "
+                                    "give the cell a value, or train with missing = mean or "
+                                    "zero", head, dir, missing != NULL ? missing : "error");
 }
 
 KsTable *
@@ -222,10 +272,10 @@ ks_infer_load (const char *dir, GHashTable *meta, const char *format, const char
 
   if (strcmp (format, "csv") == 0)
     {
-      KsTable *t = load_csv (dir, meta, input, label, error);
+      g_autoptr (KsTable) t = load_csv (dir, meta, input, label, error);
       if (t == NULL)
-        missing_advice (dir, error != NULL ? *error : NULL);
-      return t;
+        missing_advice (dir, meta, error != NULL ? *error : NULL);
+      return t != NULL && training_classes (dir, meta, t, error) ? g_steal_pointer (&t) : NULL;
     }
   if (strcmp (format, "npy") == 0)
     return ks_table_load_npy (input, labels, regression (meta), error);
@@ -236,8 +286,10 @@ ks_infer_load (const char *dir, GHashTable *meta, const char *format, const char
   if (strcmp (format, "image") == 0)
     return ks_table_load_images (images, &o, error);
   g_autoptr (KsTable) t = ks_table_load_image_folder (input, &o, error);
-  if (t != NULL && g_hash_table_lookup (meta, "data.classes") == NULL
-      && !numbered_classes (t, error))
+  if (t == NULL)
+    return NULL;
+  if (g_hash_table_lookup (meta, "data.classes") == NULL ? !numbered_classes (t, error)
+                                                         : !training_classes (dir, meta, t, error))
     return NULL;
   return g_steal_pointer (&t);
 }

@@ -81,8 +81,11 @@ typedef struct {
   const float *fill;    /* KS_CSV_MISSING_MEAN: the value of each feature column's missing
                          * cells (the training rows' means, for held-out rows); NULL: the
                          * column's mean over this file's values */
+  gsize n_fill;         /* fill's length: a file of another number of features is refused */
 } KsCsvOptions;
 
+/* A cell with no value: empty, NA, N/A or ? (as KsCsvOptions.missing says). */
+gboolean ks_table_csv_missing_cell (const char *cell);
 /* `options` may be NULL: defaults, header auto, classification. */
 KsTable *ks_table_load_csv (const char *path, const KsCsvOptions *options, GError **error);
 /* The first record of a CSV file as ks_table_load_csv splits it (delimiter 0: by the
