@@ -197,29 +197,29 @@ ks_openblas_avg_pool (void *ctx, const float *x, float *y, const KsConvShape *s,
   double inv = 1.0 / ((double) s->kh * s->kw);
   KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * s->c * s->kh * s->kw)
   {
-  KsShare part = ks_share_rows (s->n);
-  double *sum = g_new (double, s->c);
-  for (gsize n = part.begin; n < part.begin + part.n; n++)
-    for (int oy = 0; oy < s->oh; oy++)
-      for (int ox = 0; ox < s->ow; ox++)
-        {
-          float *out = y + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
-          int y0, y1, x0, x1;
-          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
-          memset (sum, 0, s->c * sizeof *sum);
-          for (int ky = y0; ky < y1; ky++)
-            for (int kx = x0; kx < x1; kx++)
-              {
-                int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
-                const float *in = x + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
-                for (int j = 0; j < s->c; j++)
-                  sum[j] += in[j];
-              }
-          for (int j = 0; j < s->c; j++)
-            out[j] = (float) (sum[j] * inv);
-        }
-  g_free (sum);
+    KsShare part = ks_share_rows (s->n);
+    double *sum = g_new (double, s->c);
+    for (gsize n = part.begin; n < part.begin + part.n; n++)
+      for (int oy = 0; oy < s->oh; oy++)
+        for (int ox = 0; ox < s->ow; ox++)
+          {
+            float *out = y + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
+            int y0, y1, x0, x1;
+            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            memset (sum, 0, s->c * sizeof *sum);
+            for (int ky = y0; ky < y1; ky++)
+              for (int kx = x0; kx < x1; kx++)
+                {
+                  int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
+                  const float *in = x + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
+                  for (int j = 0; j < s->c; j++)
+                    sum[j] += in[j];
+                }
+            for (int j = 0; j < s->c; j++)
+              out[j] = (float) (sum[j] * inv);
+          }
+    g_free (sum);
   }
   return TRUE;
 }
@@ -232,25 +232,25 @@ ks_openblas_avg_pool_backward (void *ctx, const float *dy, float *dx, const KsCo
   float inv = (float) (1.0 / ((double) s->kh * s->kw));
   KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * s->c * s->kh * s->kw)
   {
-  KsShare part = ks_share_rows (s->n); /* each image's taps land in its own image */
-  memset (dx + part.begin * s->h * s->w * s->c, 0, part.n * s->h * s->w * s->c * sizeof *dx);
-  for (gsize n = part.begin; n < part.begin + part.n; n++)
-    for (int oy = 0; oy < s->oh; oy++)
-      for (int ox = 0; ox < s->ow; ox++)
-        {
-          const float *g = dy + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
-          int y0, y1, x0, x1;
-          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
-          for (int ky = y0; ky < y1; ky++)
-            for (int kx = x0; kx < x1; kx++)
-              {
-                int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
-                float *d = dx + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
-                for (int j = 0; j < s->c; j++)
-                  d[j] += g[j] * inv;
-              }
-        }
+    KsShare part = ks_share_rows (s->n); /* each image's taps land in its own image */
+    memset (dx + part.begin * s->h * s->w * s->c, 0, part.n * s->h * s->w * s->c * sizeof *dx);
+    for (gsize n = part.begin; n < part.begin + part.n; n++)
+      for (int oy = 0; oy < s->oh; oy++)
+        for (int ox = 0; ox < s->ow; ox++)
+          {
+            const float *g = dy + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
+            int y0, y1, x0, x1;
+            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            for (int ky = y0; ky < y1; ky++)
+              for (int kx = x0; kx < x1; kx++)
+                {
+                  int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
+                  float *d = dx + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
+                  for (int j = 0; j < s->c; j++)
+                    d[j] += g[j] * inv;
+                }
+          }
   }
   return TRUE;
 }
