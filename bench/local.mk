@@ -16,7 +16,8 @@ CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv
 EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/bench-conv-torch.py \
 	bench/torch_step_timing.py bench/run-vs-torch.sh bench/bench-overlap.sh \
 	bench/bench-cnn-config.sh bench/bench-cnn-idx-torch.py bench/bench-data.sh \
-	bench/cnn-idx-accuracy-torch.py bench/bench-csv.sh bench/csv-classifier-torch.py
+	bench/cnn-idx-accuracy-torch.py bench/bench-csv.sh bench/csv-classifier-torch.py \
+	bench/thread-scaling.sh
 
 bench: bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv
 	KS_PLUGIN_PATH=$(abs_top_builddir)/plugins/openblas/.libs KS_PLUGIN_SYSTEM_PATH= \
@@ -57,7 +58,7 @@ EXTRA_PROGRAMS += bench/bench-ps
 bench_bench_ps_SOURCES = bench/bench-ps.c
 bench_bench_ps_LDADD = libksdist.la $(GLIB_LIBS)
 CLEANFILES += bench/bench-ps
-EXTRA_DIST += bench/run-ps.sh bench/hostile-ps.sh bench/run-cluster.sh
+EXTRA_DIST += bench/run-ps.sh bench/hostile-ps.sh bench/run-cluster.sh bench/ps-async-accuracy.sh
 if HAVE_ZMQ
 bench-ps: bench/bench-ps
 	$(SHELL) $(srcdir)/bench/run-ps.sh

@@ -39,7 +39,10 @@ AC_DEFUN([KS_CHECK_OPENBLAS], [
     AS_IF([test $ks_try_openmp = yes], [
       ks_pc_dir=`$PKG_CONFIG --variable=libdir openblas 2>/dev/null`
       ks_omp_dir=`echo "$ks_pc_dir" | sed 's,openblas-pthread/*$,openblas-openmp,'`
-      AS_IF([test "$ks_omp_dir" != "$ks_pc_dir" && test -f "$ks_omp_dir/libopenblas.so"],
+      dnl an rpath also when pkg-config names the OpenMP build already: at run time the
+      dnl soname libopenblas.so.0 finds whichever build update-alternatives chose for it
+      dnl (the pthread one by default), not the one linked against
+      AS_IF([test -f "$ks_omp_dir/libopenblas.so"],
         [OPENBLAS_LIBS="-L$ks_omp_dir -Wl,-rpath,$ks_omp_dir -lopenblas"
          ks_omp_include=`echo "$OPENBLAS_CFLAGS" | sed 's,openblas-pthread,openblas-openmp,g'`
          AS_IF([test -f "`echo $ks_omp_include | sed 's,^-I,,;s, .*,,'`/cblas.h"],

@@ -692,6 +692,10 @@ typedef struct {
   float y[N_T], dx[N_T], dx_in_place[N_T], mean[ROWS_T], rstd[ROWS_T], dgamma[COLS_T], dbeta[COLS_T];
   float losses[ROWS_T], param[N_T], state1[N_T], state2[N_T], mask[N_T];
   float att[N_T / 3], lse[ROWS_T * 4], dqkv[N_T];
+  /* conv.c's: 6 images of 12 x 12 x 8, 3 x 3 windows (padded by 1; the max pool's not) */
+  float col[6 * 144 * 72], dimage[6 * 144 * 8], max[6 * 100 * 8], avg[6 * 144 * 8];
+  float davg[6 * 144 * 8];
+  gint64 argmax[6 * 100 * 8];
 } ThreadResults;
 
 static void
@@ -730,6 +734,13 @@ run_threaded_kernels (Fixture *f, const float *x, const float *w, const gint64 *
   g_assert_true (ks_compute_dropout_mask (c, r->mask, N_T, 0.3f, 7, NULL));
   g_assert_true (ks_compute_attention (c, x, r->att, r->lse, &att, NULL));
   g_assert_true (ks_compute_attention_backward (c, x, r->lse, w, r->dqkv, 0, &att, NULL));
+  const KsConvShape conv = { 6, 12, 12, 8, 3, 3, 1, 1, 12, 12 };
+  const KsConvShape max_pool = { 6, 12, 12, 8, 3, 3, 1, 0, 10, 10 };
+  g_assert_true (ks_compute_im2col (c, x, r->col, &conv, NULL));
+  g_assert_true (ks_compute_col2im (c, r->col, r->dimage, &conv, NULL));
+  g_assert_true (ks_compute_max_pool (c, x, r->max, r->argmax, &max_pool, NULL));
+  g_assert_true (ks_compute_avg_pool (c, x, r->avg, &conv, NULL));
+  g_assert_true (ks_compute_avg_pool_backward (c, w, r->davg, &conv, NULL));
 }
 
 static void
@@ -750,6 +761,9 @@ test_threads (Fixture *f, gconstpointer data)
   g_assert_true (ks_compute_set_threads (f->c, 3, NULL));
   run_threaded_kernels (f, x, w, labels, three);
   g_assert_cmpmem (one, sizeof *one, three, sizeof *three);
+  /* the kernels ran on 3 threads only where OpenBLAS is its OpenMP build */
+  g_autofree char *described = ks_compute_describe (f->c);
+  g_test_message ("%s", described);
 }
 
 int

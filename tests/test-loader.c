@@ -416,12 +416,27 @@ test_slot_beyond_size (PluginFixture *f, gconstpointer data)
   g_assert_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_SUPPORTED);
 }
 
+/* The first plugin loaded makes OpenMP's threads sleep between regions unless the user
+ * chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT, unset by main): libgomp reads it when a plugin
+ * loads it. */
+static void
+test_omp_wait_passive (PluginFixture *f, gconstpointer data)
+{
+  g_autofree char *path = ks_test_copy_plugin ("tgood", f->dir, "tgood.so", 0755);
+  scan (f, NULL);
+  g_assert_cmpint (only_record (f)->state, ==, KS_PLUGIN_LOADED);
+  g_assert_cmpstr (g_getenv ("OMP_WAIT_POLICY"), ==, "passive");
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_unsetenv ("OMP_WAIT_POLICY");
+  g_unsetenv ("GOMP_SPINCOUNT");
 #define ADD(name, fn) g_test_add ("/loader/" name, PluginFixture, NULL, setup, fn, ks_test_fixture_teardown)
   ADD ("good", test_good);
+  ADD ("omp-wait-passive", test_omp_wait_passive);
   ADD ("abi-major-newer", test_abi_major);
   ADD ("abi-minor-newer", test_abi_minor);
   ADD ("no-entry-symbol", test_no_entry);

@@ -1,7 +1,8 @@
 /* The CPU kernels of convolutional networks on NHWC images: im2col and its adjoint,
  * max and average pooling, batch normalisation. A convolution is im2col then sgemm (a few
  * images at a time, model-conv.c), so the heavy work stays in OpenBLAS; these loops move
- * memory. Sums accumulate in double. */
+ * memory. Sums accumulate in double. Images are split over the plugin's threads (KS_PARALLEL,
+ * vector.h): an image's work keeps its order, so any thread count gives the same bits. */
 #include <config.h>
 
 /* As in kernels.c: -O3's vectoriser checks aliasing at run time where -O2's gives up, and
@@ -91,44 +92,55 @@ ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConvShape *s,
 {
   Padded p = padded_of (s);
   gsize seg = (gsize) s->kw * s->c, row_len = s->kh * seg, step = (gsize) s->stride * s->c;
-  g_autofree float *padded = g_new (float, p.ph * p.pw * p.c);
 
-  for (int n = 0; n < s->n; n++)
-    {
-      pad_image (x + (gsize) n * s->h * s->w * s->c, padded, &p, s);
-      for (int oy = 0; oy < s->oh; oy++)
-        for (int ky = 0; ky < s->kh; ky++)
-          {
-            const float *src = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
-            float *d = col + ((gsize) n * s->oh + oy) * s->ow * row_len + ky * seg;
-            for (int ox = 0; ox < s->ow; ox++)
-              memcpy (d + ox * row_len, src + ox * step, seg * sizeof *d);
-          }
-    }
+  KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * row_len)
+  {
+    KsShare part = ks_share_rows (s->n);
+    float *padded = part.n > 0 ? g_new (float, p.ph * p.pw * p.c) : NULL;
+    for (gsize n = part.begin; n < part.begin + part.n; n++)
+      {
+        pad_image (x + n * s->h * s->w * s->c, padded, &p, s);
+        for (int oy = 0; oy < s->oh; oy++)
+          for (int ky = 0; ky < s->kh; ky++)
+            {
+              const float *src = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
+              float *d = col + (n * s->oh + oy) * s->ow * row_len + ky * seg;
+              for (int ox = 0; ox < s->ow; ox++)
+                memcpy (d + ox * row_len, src + ox * step, seg * sizeof *d);
+            }
+      }
+    g_free (padded);
+  }
   return TRUE;
 }
 
-/* The adjoint of im2col, summed into a zeroed padded image, whose inside is dx's image. */
+/* The adjoint of im2col, summed into a zeroed padded image, whose inside is dx's image.
+ * Images are split over the threads: each image's sums keep one order. */
 KS_VECTOR_KERNEL gboolean
 ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsConvShape *s, GError **error)
 {
   Padded p = padded_of (s);
   gsize seg = (gsize) s->kw * s->c, row_len = s->kh * seg, step = (gsize) s->stride * s->c;
-  g_autofree float *padded = g_new (float, p.ph * p.pw * p.c);
 
-  for (int n = 0; n < s->n; n++)
-    {
-      memset (padded, 0, p.ph * p.pw * p.c * sizeof *padded);
-      for (int oy = 0; oy < s->oh; oy++)
-        for (int ky = 0; ky < s->kh; ky++)
-          {
-            float *d = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
-            const float *src = col + ((gsize) n * s->oh + oy) * s->ow * row_len + ky * seg;
-            for (int ox = 0; ox < s->ow; ox++)
-              add_floats (d + ox * step, src + ox * row_len, seg);
-          }
-      unpad_image (padded, dx + (gsize) n * s->h * s->w * s->c, &p, s);
-    }
+  KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * row_len)
+  {
+    KsShare part = ks_share_rows (s->n);
+    float *padded = part.n > 0 ? g_new (float, p.ph * p.pw * p.c) : NULL;
+    for (gsize n = part.begin; n < part.begin + part.n; n++)
+      {
+        memset (padded, 0, p.ph * p.pw * p.c * sizeof *padded);
+        for (int oy = 0; oy < s->oh; oy++)
+          for (int ky = 0; ky < s->kh; ky++)
+            {
+              float *d = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
+              const float *src = col + (n * s->oh + oy) * s->ow * row_len + ky * seg;
+              for (int ox = 0; ox < s->ow; ox++)
+                add_floats (d + ox * step, src + ox * row_len, seg);
+            }
+        unpad_image (padded, dx + n * s->h * s->w * s->c, &p, s);
+      }
+    g_free (padded);
+  }
   return TRUE;
 }
 
@@ -156,21 +168,25 @@ ks_openblas_max_pool (void *ctx, const float *x, float *y, gint64 *argmax, const
                       GError **error)
 {
   gsize c = s->c;
-  for (int n = 0; n < s->n; n++)
-    for (int oy = 0; oy < s->oh; oy++)
-      for (int ox = 0; ox < s->ow; ox++)
-        {
-          gsize out = (((gsize) n * s->oh + oy) * s->ow + ox) * c;
-          gint64 first = (((gint64) n * s->h + oy * s->stride) * s->w + ox * s->stride) * c;
-          for (gsize j = 0; j < c; j++)
-            y[out + j] = x[first + j], argmax[out + j] = first + (gint64) j;
-          for (int ky = 0; ky < s->kh; ky++)
-            for (int kx = 0; kx < s->kw; kx++)
-              {
-                gint64 in = first + ((gint64) ky * s->w + kx) * c;
-                max_pool_tap (y + out, argmax + out, x + in, in, c);
-              }
-        }
+  KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * c * s->kh * s->kw)
+  {
+    KsShare part = ks_share_rows (s->n);
+    for (gsize n = part.begin; n < part.begin + part.n; n++)
+      for (int oy = 0; oy < s->oh; oy++)
+        for (int ox = 0; ox < s->ow; ox++)
+          {
+            gsize out = ((n * s->oh + oy) * s->ow + ox) * c;
+            gint64 first = (((gint64) n * s->h + oy * s->stride) * s->w + ox * s->stride) * c;
+            for (gsize j = 0; j < c; j++)
+              y[out + j] = x[first + j], argmax[out + j] = first + (gint64) j;
+            for (int ky = 0; ky < s->kh; ky++)
+              for (int kx = 0; kx < s->kw; kx++)
+                {
+                  gint64 in = first + ((gint64) ky * s->w + kx) * c;
+                  max_pool_tap (y + out, argmax + out, x + in, in, c);
+                }
+          }
+  }
   return TRUE;
 }
 
@@ -179,27 +195,32 @@ gboolean
 ks_openblas_avg_pool (void *ctx, const float *x, float *y, const KsConvShape *s, GError **error)
 {
   double inv = 1.0 / ((double) s->kh * s->kw);
-  g_autofree double *sum = g_new (double, s->c);
-  for (int n = 0; n < s->n; n++)
-    for (int oy = 0; oy < s->oh; oy++)
-      for (int ox = 0; ox < s->ow; ox++)
-        {
-          float *out = y + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
-          int y0, y1, x0, x1;
-          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
-          memset (sum, 0, s->c * sizeof *sum);
-          for (int ky = y0; ky < y1; ky++)
-            for (int kx = x0; kx < x1; kx++)
-              {
-                int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
-                const float *in = x + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
-                for (int j = 0; j < s->c; j++)
-                  sum[j] += in[j];
-              }
-          for (int j = 0; j < s->c; j++)
-            out[j] = (float) (sum[j] * inv);
-        }
+  KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * s->c * s->kh * s->kw)
+  {
+    KsShare part = ks_share_rows (s->n);
+    double *sum = g_new (double, s->c);
+    for (gsize n = part.begin; n < part.begin + part.n; n++)
+      for (int oy = 0; oy < s->oh; oy++)
+        for (int ox = 0; ox < s->ow; ox++)
+          {
+            float *out = y + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
+            int y0, y1, x0, x1;
+            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            memset (sum, 0, s->c * sizeof *sum);
+            for (int ky = y0; ky < y1; ky++)
+              for (int kx = x0; kx < x1; kx++)
+                {
+                  int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
+                  const float *in = x + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
+                  for (int j = 0; j < s->c; j++)
+                    sum[j] += in[j];
+                }
+            for (int j = 0; j < s->c; j++)
+              out[j] = (float) (sum[j] * inv);
+          }
+    g_free (sum);
+  }
   return TRUE;
 }
 
@@ -209,24 +230,28 @@ ks_openblas_avg_pool_backward (void *ctx, const float *dy, float *dx, const KsCo
                                GError **error)
 {
   float inv = (float) (1.0 / ((double) s->kh * s->kw));
-  memset (dx, 0, (gsize) s->n * s->h * s->w * s->c * sizeof *dx);
-  for (int n = 0; n < s->n; n++)
-    for (int oy = 0; oy < s->oh; oy++)
-      for (int ox = 0; ox < s->ow; ox++)
-        {
-          const float *g = dy + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
-          int y0, y1, x0, x1;
-          taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-          taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
-          for (int ky = y0; ky < y1; ky++)
-            for (int kx = x0; kx < x1; kx++)
-              {
-                int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
-                float *d = dx + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
-                for (int j = 0; j < s->c; j++)
-                  d[j] += g[j] * inv;
-              }
-        }
+  KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * s->c * s->kh * s->kw)
+  {
+    KsShare part = ks_share_rows (s->n); /* each image's taps land in its own image */
+    memset (dx + part.begin * s->h * s->w * s->c, 0, part.n * s->h * s->w * s->c * sizeof *dx);
+    for (gsize n = part.begin; n < part.begin + part.n; n++)
+      for (int oy = 0; oy < s->oh; oy++)
+        for (int ox = 0; ox < s->ow; ox++)
+          {
+            const float *g = dy + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
+            int y0, y1, x0, x1;
+            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            for (int ky = y0; ky < y1; ky++)
+              for (int kx = x0; kx < x1; kx++)
+                {
+                  int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
+                  float *d = dx + (((gsize) n * s->h + iy) * s->w + ix) * s->c;
+                  for (int j = 0; j < s->c; j++)
+                    d[j] += g[j] * inv;
+                }
+          }
+  }
   return TRUE;
 }
 

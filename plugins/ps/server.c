@@ -14,6 +14,8 @@
 #include <string.h>
 #include <zmq.h>
 
+#define STALE_RING 64
+
 typedef struct {
   const PsServerConfig *cfg;
   void *zctx, *socket;
@@ -28,6 +30,10 @@ typedef struct {
   guint8 (*owner)[PS_SESSION_BYTES]; /* the session of the process that said hello */
   char (*hello_peer)[64];            /* and its address */
   gint64 *last_seen;
+  /* async: the table's update count in the values each of a worker's last STALE_RING
+   * replies carried (index: its push number, 0 the first pull), to measure a push's
+   * staleness */
+  gint64 (*sent)[STALE_RING];
   GBytes **pending_peer; /* sync: the identity to answer once the step is complete */
   guint64 *pending_id;
   /* the sync step being gathered */
@@ -213,6 +219,29 @@ within_bound (Server *s, GBytes *peer, const PsHeader *req, const float *v)
   return FALSE;
 }
 
+/* An async push: its staleness is the updates applied since the values
+ * its gradients were computed on, those of the reply to its push number `arg` (the
+ * oldest of the gradients it merges); the table divides the learning rate by it. A push
+ * number older than the ring (a queue longer than it) counts as `workers` updates per
+ * push since. */
+static gboolean
+async_apply (Server *s, int w, const PsHeader *req, const void *payload, GError **error)
+{
+  PsDenseTable *t = s->cfg->table;
+  gint64 behind = req->step - (gint64) req->arg, staleness;
+
+  if (s->cfg->mode != PS_MODE_ASYNC) /* half-async: the rate as it is */
+    return ps_dense_table_apply (t, payload, error);
+  if (behind >= 1 && behind < STALE_RING)
+    staleness = t->updates - s->sent[w][req->arg % STALE_RING];
+  else
+    staleness = MAX (behind, 1) * s->cfg->workers;
+  if (!ps_dense_table_apply_stale (t, payload, staleness, error))
+    return FALSE;
+  s->sent[w][req->step % STALE_RING] = t->updates;
+  return TRUE;
+}
+
 /* Serves one well-formed request; FALSE only when the server cannot go on. */
 static gboolean
 handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GError **error)
@@ -263,6 +292,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
         }
       return TRUE;
     case PS_PULL:
+      s->sent[w][0] = c->table->updates;
       return reply_values (s, peer, req, error);
     case PS_PUSH_GRAD:
       if (geo)
@@ -277,7 +307,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
         return TRUE;
       if (c->mode == PS_MODE_SYNC)
         return sync_push (s, peer, req, payload, error);
-      if (!ps_dense_table_apply (c->table, payload, error))
+      if (!async_apply (s, w, req, payload, error))
         return FALSE;
       s->window_updates++;
       return reply_values (s, peer, req, error);
@@ -662,6 +692,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.owner = g_malloc0_n (c->workers, sizeof *s.owner);
   s.hello_peer = g_malloc0_n (c->workers, sizeof *s.hello_peer);
   s.last_seen = g_new0 (gint64, c->workers);
+  s.sent = g_malloc0_n (c->workers, sizeof *s.sent);
   s.pending_peer = g_new0 (GBytes *, c->workers);
   s.pending_id = g_new0 (guint64, c->workers);
   s.sum = g_new0 (float, MAX (s.msg_floats, 1));
@@ -684,6 +715,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   g_free (s.owner);
   g_free (s.hello_peer);
   g_free (s.last_seen);
+  g_free (s.sent);
   g_free (s.pending_peer);
   g_free (s.pending_id);
   g_free (s.sum);

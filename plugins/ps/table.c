@@ -91,6 +91,16 @@ ps_dense_table_apply (PsDenseTable *t, const float *grads, GError **error)
 }
 
 gboolean
+ps_dense_table_apply_stale (PsDenseTable *t, const float *grads, gint64 staleness,
+                            GError **error)
+{
+  if (t->base_lr > 0 && KS_OPS_HAS (t->ops, KsOptimizerOps, set_learning_rate)
+      && !t->ops->set_learning_rate (t->opt, t->base_lr / MAX (staleness, 1), error))
+    return FALSE;
+  return ps_dense_table_apply (t, grads, error);
+}
+
+gboolean
 ps_dense_table_add (PsDenseTable *t, const float *deltas, GError **error)
 {
   KsArena *params = ks_model_parameters (t->model);

@@ -15,6 +15,9 @@ typedef struct {
   gsize n_blocks;
   gsize n_floats; /* a message's floats */
   gint64 updates;
+  /* async: [optim] lr, divided by a push's staleness before its update (0: the rate is
+   * left as it is) */
+  double base_lr;
 } PsDenseTable;
 
 /* The blocks of `server` in `layout`, with the values of `initial` (the whole model's
@@ -28,6 +31,11 @@ void ps_dense_table_free (PsDenseTable *t);
 gboolean ps_dense_table_read (PsDenseTable *t, float *out, GError **error);
 /* One optimizer update from packed gradients. */
 gboolean ps_dense_table_apply (PsDenseTable *t, const float *grads, GError **error);
+/* The same, at base_lr / max (1, staleness) when base_lr is set and the optimizer takes a
+ * rate: `staleness` updates were applied since the values the gradients were computed
+ * on were read (Zhang et al., "Staleness-aware Async-SGD", IJCAI 2016). */
+gboolean ps_dense_table_apply_stale (PsDenseTable *t, const float *grads, gint64 staleness,
+                                     GError **error);
 /* values += packed deltas (GEO). */
 gboolean ps_dense_table_add (PsDenseTable *t, const float *deltas, GError **error);
 /* Copies between packed host floats and an arena of the table's layout (its parameters,

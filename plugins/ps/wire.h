@@ -14,7 +14,9 @@
 typedef enum {
   PS_HELLO = 1,      /* aux: layout fingerprint, arg: mode; reply step: the server's step */
   PS_PULL = 2,       /* reply: the server's values */
-  PS_PUSH_GRAD = 3,  /* step: the worker's step; payload: gradients; reply: new values */
+  PS_PUSH_GRAD = 3,  /* step: the worker's push number; payload: gradients; reply: new values;
+                      * async arg: the push whose reply held the values they were computed
+                      * on (0: the first pull), for the staleness */
   PS_PUSH_DELTA = 4, /* payload: deltas added to the values (GEO); reply: new values */
   PS_SAVE = 5,       /* step: the job's step; payload: the directory (text) */
   PS_STOP = 6,       /* the worker is done */

@@ -26,6 +26,7 @@ struct PsWorker {
   GMutex lock;
   GCond changed;
   GQueue queue, spare;
+  GQueue read_at;            /* per queued gradient: the push whose values it was computed on */
   gboolean stopping, busy;
   GError *failure;
   float *fresh;
@@ -97,7 +98,8 @@ params_copy (PsWorker *w, float *host, gboolean to_model, GError **error)
 
 /* One request to every server: payload send[s] when `with_payload`, replies into recv[s]. */
 static gboolean
-call_all (PsWorker *w, PsType type, gint64 step, gboolean with_payload, GError **error)
+call_all (PsWorker *w, PsType type, gint64 step, guint32 arg, gboolean with_payload,
+          GError **error)
 {
   g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
   for (int s = 0; s < w->servers; s++)
@@ -106,15 +108,17 @@ call_all (PsWorker *w, PsType type, gint64 step, gboolean with_payload, GError *
       calls[s] = (PsCall) { s, with_payload ? w->send[s] : NULL, with_payload ? bytes : 0,
                             w->recv[s], bytes, 0 };
     }
-  return ps_client_call (w->client, type, step, 0, 0, calls, w->servers, error);
+  return ps_client_call (w->client, type, step, arg, 0, calls, w->servers, error);
 }
 
 /* Pushes the packed send buffers; the replies' values go into `values` (a host arena).
+ * `read_at` (async): the push whose reply held the values the gradients were computed on.
  * A value that is not finite would spread to every value it reaches on the servers (and
  * from there to every worker): this worker's training diverged, and the job stops here,
  * naming it, before anything is pushed. */
 static gboolean
-exchange (PsWorker *w, PsType type, const float *arena, float *values, GError **error)
+exchange (PsWorker *w, PsType type, const float *arena, float *values, guint64 read_at,
+          GError **error)
 {
   for (gsize i = 0; i < w->numel; i++)
     if (!isfinite (arena[i]))
@@ -128,7 +132,7 @@ exchange (PsWorker *w, PsType type, const float *arena, float *values, GError **
       }
   for (int s = 0; s < w->servers; s++)
     pack (w, s, arena, w->send[s]);
-  if (!call_all (w, type, ++w->pushes, TRUE, error))
+  if (!call_all (w, type, ++w->pushes, (guint32) read_at, TRUE, error))
     return FALSE;
   watch_values (w);
   for (int s = 0; s < w->servers; s++)
@@ -154,11 +158,13 @@ send_loop (gpointer data)
         break;
       /* up to max_merge_var_num gradients, averaged into one push */
       gsize n = 0;
+      guint64 read_at = GPOINTER_TO_SIZE (g_queue_peek_head (&w->read_at)); /* the oldest */
       memset (merged, 0, w->numel * sizeof (float));
       w->busy = TRUE;
       while (!g_queue_is_empty (&w->queue) && n < (gsize) w->strategy.max_merge_var_num)
         {
           float *g = g_queue_pop_head (&w->queue);
+          g_queue_pop_head (&w->read_at);
           for (gsize i = 0; i < w->numel; i++)
             merged[i] += g[i];
           g_queue_push_tail (&w->spare, g);
@@ -169,7 +175,7 @@ send_loop (gpointer data)
       for (gsize i = 0; n > 1 && i < w->numel; i++)
         merged[i] /= n;
       GError *e = NULL;
-      gboolean ok = exchange (w, PS_PUSH_GRAD, merged, values, &e);
+      gboolean ok = exchange (w, PS_PUSH_GRAD, merged, values, read_at, &e);
       g_mutex_lock (&w->lock);
       w->busy = FALSE;
       if (!ok)
@@ -230,6 +236,8 @@ async_step (PsWorker *w, GError **error)
     }
   g_mutex_lock (&w->lock);
   g_queue_push_tail (&w->queue, slot);
+  /* computed on the values taken at the step before */
+  g_queue_push_tail (&w->read_at, GSIZE_TO_POINTER ((gsize) w->taken_version));
   g_cond_broadcast (&w->changed);
   ok = take_fresh (w, error);
   g_mutex_unlock (&w->lock);
@@ -252,7 +260,7 @@ geo_exchange (PsWorker *w, GError **error)
   for (gsize i = 0; i < w->numel; i++)
     delta[i] = (w->host[i] - w->old[i]) / w->workers;
   memcpy (server, w->old, w->numel * sizeof (float)); /* padding stays as it was */
-  if (!exchange (w, PS_PUSH_DELTA, delta, server, error))
+  if (!exchange (w, PS_PUSH_DELTA, delta, server, 0, error))
     return FALSE;
   /* Paddle's GeoCommunicator: the pushed delta counts as seen (old += delta); local then
    * takes what the others moved the servers' values, and keeps the rest of its own delta
@@ -287,7 +295,7 @@ ps_worker_step (PsWorker *w, GError **error)
       return ks_compute_copy_to_host (w->compute, w->host,
                                       ks_arena_data (ks_model_gradients (w->model)),
                                       w->numel * sizeof (float), error)
-             && exchange (w, PS_PUSH_GRAD, w->host, w->old, error)
+             && exchange (w, PS_PUSH_GRAD, w->host, w->old, 0, error)
              && params_copy (w, w->old, TRUE, error);
     }
 }
@@ -312,7 +320,7 @@ gboolean
 ps_worker_pull (PsWorker *w, GError **error)
 {
   /* the host copy keeps the parameters the servers do not hold */
-  if (!params_copy (w, w->old, FALSE, error) || !call_all (w, PS_PULL, 0, FALSE, error))
+  if (!params_copy (w, w->old, FALSE, error) || !call_all (w, PS_PULL, 0, 0, FALSE, error))
     return FALSE;
   watch_values (w);
   for (int s = 0; s < w->servers; s++)
@@ -339,6 +347,7 @@ stop_thread (PsWorker *w)
   g_mutex_lock (&w->lock);
   while (!g_queue_is_empty (&w->queue))
     g_queue_push_tail (&w->spare, g_queue_pop_head (&w->queue));
+  g_queue_clear (&w->read_at);
   w->stopping = TRUE;
   g_cond_broadcast (&w->changed);
   g_mutex_unlock (&w->lock);
@@ -402,6 +411,7 @@ ps_worker_new (PsClient *client, const PsLayout *layout, const PsStrategy *strat
   g_cond_init (&w->changed);
   g_queue_init (&w->queue);
   g_queue_init (&w->spare);
+  g_queue_init (&w->read_at);
 
   calls = g_new0 (PsCall, w->servers);
   for (int s = 0; s < w->servers; s++)
@@ -461,6 +471,7 @@ ps_worker_free (PsWorker *w)
   g_free (w->fresh);
   g_queue_clear_full (&w->queue, g_free);
   g_queue_clear_full (&w->spare, g_free);
+  g_queue_clear (&w->read_at);
   if (w->failure != NULL)
     g_error_free (w->failure);
   g_mutex_clear (&w->lock);

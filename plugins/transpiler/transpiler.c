@@ -33,6 +33,7 @@ typedef struct {
   PsStrategy strategy;
   int timeout_ms;
   const KsOptimizerOps *inner_ops;
+  double base_lr; /* [optim] lr: async servers divide it by a push's staleness */
   void *inner;
   /* from the backward: the model and its cut */
   KsModel *model;
@@ -169,6 +170,8 @@ transpiler_init_server (void *p, const char *model_dir, GError **error)
                                       t->inner_ops, t->inner, error))
       == NULL)
     return FALSE;
+  if (t->strategy.mode == PS_MODE_ASYNC)
+    t->table->base_lr = t->base_lr;
   if (model_dir == NULL)
     return TRUE;
   g_autofree char *path = ps_job_resolve (model_dir, error);
@@ -296,6 +299,7 @@ transpiler_distributed_optimizer (void *p, const KsOptimizerOps *inner_ops, void
   t->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
   ps_settings_read_job (&t->settings, strategy);
   t->inner_ops = inner_ops;
+  t->base_lr = ks_config_get_double (strategy, "optim", "lr");
   t->inner = inner;
   ks_dist_optimizer_new (&mode_ops, t, inner_ops, inner, out_ops, out);
   return TRUE;

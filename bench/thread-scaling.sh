@@ -1,0 +1,57 @@
+#!/bin/sh
+# ksdist's step time at 1, 2 and `nproc` threads ([openblas] threads), each the best of
+# ROUNDS runs (default 3), and its speed-up over 1 thread: the CNN of examples/cnn-idx.ini
+# trained by `ksdist train` (batch 128 on IDX digits, median of its logged windows after
+# the first), bench/bench-mlp and bench/bench-gpt (as run-vs-torch.sh runs them). The
+# header names the cores, the OpenBLAS build (its OpenMP build shares one pool with
+# ksdist's kernels; its pthread build leaves them on one thread) and the load average at
+# the start: on a machine others use, the figures are noisy. From the build tree:
+#   bench/thread-scaling.sh [ROUNDS]
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+rounds=${1:-3}
+ksdist="$top/tools/ksdist"
+export KS_PLUGIN_PATH="$top/plugins/openblas/.libs:$top/plugins/optim/.libs" KS_PLUGIN_SYSTEM_PATH=
+make -C "$top" bench/bench-mlp bench/bench-gpt >/dev/null
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-thread-scaling-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+"$ksdist" datagen digits "$dir/digits" --train 4000 --test 500 > /dev/null
+cores=$(nproc)
+threads=$(printf "1\n2\n%s\n" "$cores" | sort -nu | tr '\n' ' ')
+cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
+printf "# %s cores (%s); OMP_WAIT_POLICY=%s; load average at start %s\n" "$cores" \
+  "${cpu:-cpu unknown}" "${OMP_WAIT_POLICY:-passive (ksdist's default)}" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf "# best of %s rounds; speed-up: 1 thread's ms / this row's\n" "$rounds"
+printf "# %-5s %7s %10s %8s\n" work threads "ms/step" speedup
+
+cnn_ms () {
+  (cd "$dir" && "$ksdist" train "$top/examples/cnn-idx.ini" --set train.batch=128 \
+     --set train.steps=40 --set train.log_every=10 --set openblas.threads="$1" \
+     --set log.metrics=metrics.jsonl > train.log 2>&1) || { cat "$dir/train.log" >&2; exit 1; }
+  sed -n 's/.*"samples_per_s": \([0-9.]*\).*/\1/p' "$dir/metrics.jsonl" | tail -n +2 \
+    | sort -n | awk '{ v[NR] = $1 } END { printf "%.2f\n", 128000 / v[int ((NR + 1) / 2)] }'
+  rm -f "$dir/metrics.jsonl"
+}
+blas=
+
+for work in cnn mlp gpt; do
+  one=
+  for t in $threads; do
+    best=
+    for r in $(seq 1 "$rounds"); do
+      case $work in
+        cnn) ms=$(OPENBLAS_NUM_THREADS=$t cnn_ms "$t") ;; # keeps train.log
+        *) set -- $(OPENBLAS_NUM_THREADS=$t "$top/bench/bench-$work" "$t" openblas); ms=$1 ;;
+      esac
+      [ $work != cnn ] || [ -n "${blas:-}" ] \
+        || blas=$(sed -n 's/.* on OpenBLAS (\(.*\)), [0-9]* threads$/\1/p' "$dir/train.log" | head -1)
+      best=$(printf "%s\n%s\n" "$ms" "${best:-$ms}" | sort -g | head -1)
+    done
+    one=${one:-$best}
+    printf "  %-5s %7s %10s %8.2f\n" "$work" "$t" "$best" \
+      "$(awk -v a="$one" -v b="$best" 'BEGIN { print a / b }')"
+  done
+done
+printf "# the backend: %s\n" "${blas:-unknown}"
+printf "# load average at the end %s\n" "$(cut -d' ' -f1-3 /proc/loadavg)"
