@@ -4,9 +4,12 @@
 # program on the tasks library runs. TAP output. Needs from the environment
 # (tests/local.mk): MAKE, CC, KS_BUILDDIR, KS_SRCDIR, KS_PREFIX, KS_LIBDIR, KS_BINDIR, and
 # KS_PROGRAM_FLAGS (the build's warnings and sanitizers: a program linked against
-# sanitized libraries must be built with them too).
+# sanitized libraries must be built with them too). Then the installed plugin template
+# (examples/plugin-template, doc/plugins.md) is built with autotools, installed with
+# `make install` into ksdist.pc's plugindir, listed by `ksdist plugins`, and trains:
+# its checkpoints resume to an uninterrupted run's tensors.
 set -u
-echo "1..7"
+echo "1..9"
 root=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-install-XXXXXX")
 trap 'rm -rf "$root"' EXIT
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
@@ -101,3 +104,61 @@ for h in "$root$KS_PREFIX"/include/ksdist/*.h; do
 done
 [ $alone -ge 25 ] || fail 7 "only $alone installed headers found in $root$KS_PREFIX/include/ksdist"
 echo "ok 7 - each of the $alone installed headers compiles alone"
+
+# The plugin template, as a plugin author uses it: a copy of the installed folder,
+# autoreconf, configure (pkg-config finds the installed ksdist), make, make install.
+for tool in autoreconf libtoolize automake make; do
+  if ! command -v $tool >/dev/null 2>&1; then
+    echo "ok 8 # SKIP $tool is not installed (the template builds with autotools)"
+    echo "ok 9 # SKIP $tool is not installed"
+    exit 0
+  fi
+done
+tpl="$root/signum"
+cp -r "$root$KS_PREFIX/share/ksdist/examples/plugin-template" "$tpl" \
+  || fail 8 "the installed template" "$(ls "$root$KS_PREFIX/share/ksdist/examples" 2>&1)"
+plugdir=$(pkg-config --variable=plugindir ksdist)
+# libtool would link the libraries' .la files' own libdir (the prefix, not this temporary
+# root): without them it takes pkg-config's -L, as the relocated ksdist.pc says
+rm -f "$root$KS_LIBDIR"/*.la
+if ! (cd "$tpl" && autoreconf -fi && ./configure CC="$CC" && $MAKE && $MAKE install) \
+    >"$root/template.log" 2>&1; then
+  fail 8 "the template builds and installs" "$(tail -n 20 "$root/template.log")"
+fi
+[ -f "$plugdir/signum.so" ] || fail 8 "make install put no signum.so into $plugdir" \
+  "$(tail -n 10 "$root/template.log")"
+run () { LD_LIBRARY_PATH="$root$KS_LIBDIR" KS_PLUGIN_SYSTEM_PATH="$plugdir" "$root$KS_BINDIR/ksdist" "$@"; }
+out=$(run plugins 2>&1) || fail 8 "ksdist plugins" "$out"
+case $out in
+  *"signum       loaded    $plugdir/signum.so"*"optimizer signum: available"*) ;;
+  *) fail 8 "ksdist plugins lists signum from $plugdir" "$out" ;;
+esac
+echo "ok 8 - the template builds with autotools, installs into plugindir ($plugdir), and ksdist plugins lists it"
+
+# It trains, its setting is checked, and its `state` makes a resumed run an uninterrupted
+# one: step 40's tensors (after the header, whose metadata differs from save to save).
+tensors () {
+  h=$(od -An -t u8 -N 8 "$1" | tr -d ' ')
+  tail -c +$((9 + h)) "$1" | sha256sum | cut -d' ' -f1
+}
+ex="$root$KS_PREFIX/share/ksdist/examples/default.ini"
+set -- "$ex" --set train.optimizer=signum --set optim.lr=0.01 --set optim.warmup=0 \
+  --set optim.schedule=constant --set train.checkpoint_every=20 --set log.level=warning
+cd "$root" || exit 1
+out=$(run config "$@" --set signum.betta=0.5 2>&1) && fail 9 "a wrong key of [signum] was taken" "$out"
+case $out in *"unknown key 'betta' in [signum]; did you mean 'beta'?"*) ;;
+  *) fail 9 "a wrong key of [signum]" "$out" ;; esac
+run train "$@" --set train.steps=40 --set train.checkpoint_dir=whole >"$root/whole.log" 2>&1 \
+  || fail 9 "training with signum" "$(tail -n 5 "$root/whole.log")"
+run train "$@" --set train.steps=20 --set train.checkpoint_dir=part >"$root/part.log" 2>&1 \
+  && run train "$@" --set train.steps=40 --set train.checkpoint_dir=part --set train.resume=true \
+       >>"$root/part.log" 2>&1 || fail 9 "a resumed run with signum" "$(tail -n 5 "$root/part.log")"
+run train "$@" --set train.steps=40 --set signum.beta=0 --set train.checkpoint_dir=beta0 \
+  >"$root/beta0.log" 2>&1 || fail 9 "signum with beta 0" "$(tail -n 5 "$root/beta0.log")"
+for f in model optimizer; do
+  a=$(tensors "whole/checkpoint-40/$f.safetensors") b=$(tensors "part/checkpoint-40/$f.safetensors")
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail 9 "resumed at 20, step 40's $f tensors differ from an uninterrupted run's"
+done
+[ "$(tensors whole/checkpoint-40/model.safetensors)" != "$(tensors beta0/checkpoint-40/model.safetensors)" ] \
+  || fail 9 "[signum] beta changed nothing"
+echo "ok 9 - signum trains, [signum] beta is read and checked, and a run resumed at step 20 ends with an uninterrupted run's tensors"
