@@ -9,7 +9,8 @@
  * persist.c   checkpoints, resume and export
  * owner.c     a run owns its checkpoint_dir: the lock, fresh runs refused or started over
  * stop.c      preemption: SIGTERM or SIGINT saves at the next step boundary and stops
- * loop.c      ks_trainer_run: the loop */
+ * loop.c      ks_trainer_run: the loop
+ * observe.c   its observers: the printed lines, [log] metrics, a program's own */
 #ifndef KS_TRAINER_PRIVATE_H
 #define KS_TRAINER_PRIVATE_H
 
@@ -67,7 +68,9 @@ struct _KsTrainer {
                      * eval_rows); else 0 */
   gsize tokens_per_row;
   double result; /* the final held-out metric */
-  FILE *metrics;
+  FILE *metrics;       /* [log] metrics, written by its observer */
+  GArray *observers;   /* of observe.c's entries, in the order added */
+  guint observer_ids;
   gboolean tty;
   /* the job (dist.c): this worker's rank among `world` data-parallel workers (replicas
    * of a pipeline); role and the rest NULL for one process alone */
@@ -188,6 +191,16 @@ gboolean ks_trainer_stop_agreed (KsTrainer *t, gint64 step, int *sig, GError **e
 gboolean ks_trainer_stopped (KsTrainer *t, int sig, gint64 step, const char *ckpt_dir,
                              GError **error);
 gboolean ks_trainer_server_stopped (KsTrainer *t, GError **error);
+
+/* observe.c: the default printing observer (at ks_trainer_new); [log] metrics' (which
+ * opens the file); what the loop tells them */
+void ks_trainer_observe_init (KsTrainer *t);
+gboolean ks_trainer_metrics_open (KsTrainer *t, const char *path, gboolean append,
+                                  GError **error);
+void ks_trainer_notify_step (KsTrainer *t, const KsTrainStep *s);
+void ks_trainer_notify_eval (KsTrainer *t, const KsTrainEval *e);
+void ks_trainer_notify_save (KsTrainer *t, gint64 step, const char *dir);
+void ks_trainer_notify_end (KsTrainer *t, const KsTrainEnd *e);
 
 G_END_DECLS
 
