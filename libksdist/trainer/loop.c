@@ -1,6 +1,7 @@
 /* ks_trainer_run: the loop. It meets the job's other processes, has the task build its
- * model, resumes, and runs [train] steps: each the task's batch, then the task's own
- * step or the optimizer's (which the mode's algorithm wrapped) or the pipeline's;
+ * model, resumes, and runs [train] steps, each the executor's (single.c: the task's batch
+ * and the optimizer's step, which the mode's algorithm wrapped; stages.c: the pipeline's;
+ * own.c: the task's own step);
  * checkpoints and held-out evaluations, told to the observers (observe.c: the printed
  * lines, [log] metrics); at the end the evaluation and the export.
  * SIGTERM or SIGINT stops it at a step boundary the workers agree on, saved (stop.c). */
@@ -27,17 +28,26 @@ evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
   return ok;
 }
 
-/* One step: the task's own, or the executor's on the task's batch; *loss for the
- * task's. */
-static gboolean
-one_step (KsTrainer *t, gint64 step, double *loss, GError **error)
+gboolean
+ks_trainer_fed_step (KsTrainer *t, gint64 step, gboolean (*update) (KsTrainer *t, GError **error),
+                     GError **error)
 {
-  if (t->task->step != NULL)
-    return t->task->step (t, step, loss, error);
   t->task->batch (t, step);
   return (t->task->prepare == NULL || t->task->prepare (t, step, error))
-         && t->exec->step (t, error)
+         && update (t, error)
          && (t->task->finish == NULL || t->task->finish (t, step, error));
+}
+
+gboolean
+ks_trainer_make_optimizer (KsTrainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  return ks_trainer_amp (t, error)
+         && (t->optimizer = ks_optimizer_new (t->registry, c,
+                                              ks_config_get_string (c, "train", "optimizer"),
+                                              error))
+                != NULL
+         && ks_optimizer_check_plan (t->optimizer, c, error);
 }
 
 /* A server's life: its shard of the parameters (from the newest checkpoint of ckpt_dir
@@ -74,17 +84,7 @@ build (KsTrainer *t, GError **error)
                         "the task %s built no model: its build must call "
                         "ks_trainer_build_layers or ks_trainer_set_model",
                         ks_trainer_task_describe (t)), FALSE;
-  if (!ks_trainer_init_from (t, error))
-    return FALSE;
-  if (t->task->step != NULL)
-    return TRUE; /* the task steps its own model */
-  if (!ks_trainer_amp (t, error)
-      || (t->optimizer = ks_optimizer_new (t->registry, c,
-                                           ks_config_get_string (c, "train", "optimizer"), error))
-             == NULL
-      || !ks_optimizer_check_plan (t->optimizer, c, error))
-    return FALSE;
-  return t->exec->prepare (t, error);
+  return ks_trainer_init_from (t, error) && t->exec->prepare (t, error);
 }
 
 /* The start lines: this worker's place in the job and what trains. */
@@ -94,11 +94,7 @@ announce (KsTrainer *t, gboolean leader)
   g_autofree char *device = ks_compute_describe (t->compute);
   g_autofree char *amp = ks_trainer_amp_describe (t);
 
-  if (t->task->step == NULL)
-    t->exec->begin (t);
-  else if (t->world > 1)
-    g_message ("worker %d of %d (%s by %s), %s", t->rank, t->world, ks_comm_name (t->comm),
-               t->comm_why, "the task's own steps");
+  t->exec->begin (t);
   if (leader)
     g_message ("training %s with %s on %s%s", ks_trainer_task_describe (t),
                t->optimizer != NULL ? ks_optimizer_name (t->optimizer) : "its own steps",
@@ -141,21 +137,17 @@ run (KsTrainer *t, GError **error)
   announce (t, leader);
 
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
-  double loss_sum = 0;
   gboolean zero_told = FALSE;
   for (gint64 step = first; step <= steps; step++)
     {
       double lr = t->optimizer != NULL ? ks_optimizer_learning_rate (t->optimizer) : NAN;
       if (lr < 0)
         lr = NAN; /* an optimizer that does not say its rate: none printed */
-      double task_loss = NAN;
       if (step == first)
         ks_trainer_signals_stepping ();
-      if (!one_step (t, step, &task_loss, error))
+      if (!t->exec->step (t, step, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       window_steps++;
-      if (t->task->step != NULL)
-        loss_sum += task_loss;
       if (step == first)
         t->exec->first_step (t);
       /* SIGTERM or SIGINT to any worker: every worker saves the step where they agree on
@@ -188,12 +180,10 @@ run (KsTrainer *t, GError **error)
       if (!logged)
         continue;
       gint64 now = g_get_monotonic_time ();
-      double per_step = t->task->step != NULL ? 1 : (double) t->batch * t->world;
+      double per_step = t->exec->task_steps ? 1 : (double) t->batch * t->world;
       double rate = window_steps * per_step / MAX (1e-6, (now - window_start) / 1e6);
       double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
-      if (t->task->step != NULL)
-        loss = loss_sum / window_steps; /* a task's steps: the mean over the window */
-      else if (!t->exec->loss (t, &loss, error))
+      if (!t->exec->loss (t, &loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       if (!ks_trainer_dist_mean (t, &loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
@@ -217,11 +207,10 @@ run (KsTrainer *t, GError **error)
         return g_prefix_error (error, "evaluation: "), FALSE;
       if (leader)
         ks_trainer_notify_step (t, &(KsTrainStep) {
-          sizeof (KsTrainStep), step, steps, loss, lr, rate, t->task->step != NULL, eta,
+          sizeof (KsTrainStep), step, steps, loss, lr, rate, t->exec->task_steps, eta,
           (now - run_start) / 1e6, last ? &eval : mid ? &mid_eval : NULL });
       window_start = now;
       window_steps = 0;
-      loss_sum = 0;
     }
   /* the result; evaluated here when a resumed run had nothing left to do (with servers,
    * before this worker stops) */
@@ -231,7 +220,7 @@ run (KsTrainer *t, GError **error)
     return g_prefix_error (error, "evaluation: "), FALSE;
   if (!ks_trainer_mode_end (t, error))
     return g_prefix_error (error, "stop_worker: "), FALSE;
-  if (t->task->step == NULL && !t->exec->finish (t, error))
+  if (!t->exec->finish (t, error))
     return FALSE;
   if (leader && *export_dir != '\0' && !ks_trainer_export (t, export_dir, error))
     return FALSE;

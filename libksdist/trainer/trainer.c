@@ -42,7 +42,8 @@ ks_trainer_alloc (KsRegistry *registry, KsConfig *config, const KsTrainTask *tas
   t->result = NAN;
   t->batch = ks_config_get_int (config, "train", "batch");
   t->pipelined = ks_trainer_pipelined_config (config);
-  t->exec = t->pipelined ? &ks_executor_pipeline : &ks_executor_single;
+  t->exec = t->task->step != NULL ? &ks_executor_own
+            : t->pipelined ? &ks_executor_pipeline : &ks_executor_single;
   t->tty = isatty (STDOUT_FILENO);
   ks_trainer_observe_init (t);
   return t;
