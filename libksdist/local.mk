@@ -79,6 +79,8 @@ libksdist_la_SOURCES += libksdist/trainer/trainer-private.h \
 	libksdist/trainer/persist.c \
 	libksdist/trainer/stop.c \
 	libksdist/trainer/loop.c \
+	libksdist/trainer/observe.c \
+	libksdist/trainer/own.c \
 	libksdist/trainer/progress.c \
 	libksdist/trainer/main.c
 libksdist_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/libksdist $(JSON_CFLAGS)

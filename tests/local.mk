@@ -111,6 +111,11 @@ check_PROGRAMS += tests/test-loader
 tests_test_loader_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-loader
 
+# KsTrainObserver: a program's own, the printing one removed (tests/test-observer.c)
+check_PROGRAMS += tests/test-observer
+tests_test_observer_LDADD = $(KS_TASKS_TEST_LDADD)
+TESTS += tests/test-observer
+
 check_PROGRAMS += tests/test-config
 tests_test_config_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-config

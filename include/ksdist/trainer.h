@@ -154,6 +154,56 @@ void ks_trainer_catch_startup_signals (const char *name);
  * ks_trainer_main calls it with the config's [log] level. */
 void ks_log_to_stderr (const char *program, const char *level);
 
+/* What a run reports, to observers: a program embedding the trainer logs its own way.
+ * The structs are passed by pointer and only ever grow: `size` says which fields the
+ * trainer filled. Only the job's leader (rank 0, stage 0) reports steps and evaluations;
+ * every worker reports its saves and its end. */
+typedef struct {
+  gsize size;           /* sizeof (KsTrainStep) as the trainer was built */
+  gint64 step, steps;   /* this step of [train] steps */
+  double loss;          /* the mean training loss since the last report, over the workers */
+  double lr;            /* the optimizer's learning rate; NaN when it says none */
+  double rate;          /* samples (or, for a task with steps of its own, steps) per second */
+  gboolean task_steps;  /* the task ran its own steps: `rate` counts steps */
+  double eta_s, wall_s; /* seconds left (estimated) and since the run began */
+  const double *eval;   /* the held-out metric evaluated at this step, or NULL */
+} KsTrainStep;
+
+/* A held-out evaluation during training ([train] eval_every); the final one is
+ * KsTrainEnd's. */
+typedef struct {
+  gsize size;           /* sizeof (KsTrainEval) */
+  gint64 step;          /* the step after which it ran */
+  double value;         /* the held-out metric (KsTrainTask.metric) */
+  gsize samples, total; /* what it scored; the held-out set's size when capped, else 0 */
+  gboolean reported;    /* a KsTrainStep for the same step follows, carrying it */
+  double wall_s;
+} KsTrainEval;
+
+typedef struct {
+  gsize size; /* sizeof (KsTrainEnd) */
+  double eval; /* the final held-out metric (ks_trainer_result) */
+  gsize samples, total;
+} KsTrainEnd;
+
+/* Any slot may be NULL. Called in the order they were added, the default first. */
+typedef struct {
+  gsize size; /* sizeof (KsTrainObserver) */
+  void (*on_step) (KsTrainer *t, const KsTrainStep *s, gpointer data);
+  void (*on_eval) (KsTrainer *t, const KsTrainEval *e, gpointer data);
+  void (*on_save) (KsTrainer *t, gint64 step, const char *dir, gpointer data);
+  void (*on_end) (KsTrainer *t, const KsTrainEnd *e, gpointer data);
+} KsTrainObserver;
+
+/* The observer that prints the run's lines on stdout ("step 10/100 loss 0.6931 ...",
+ * "eval accuracy 0.9812 (...)"); every trainer starts with it. */
+#define KS_TRAINER_OBSERVER_PRINT 1u
+/* Adds `observer` (the table must outlive the trainer) with `data` for its calls;
+ * returns its id for ks_trainer_remove_observer. Before ks_trainer_run. */
+guint ks_trainer_add_observer (KsTrainer *t, const KsTrainObserver *observer, gpointer data);
+/* Removes an observer: KS_TRAINER_OBSERVER_PRINT silences the printed lines. */
+void ks_trainer_remove_observer (KsTrainer *t, guint id);
+
 /* After ks_trainer_run: the held-out metric at the end (NaN when none ran). */
 double ks_trainer_result (const KsTrainer *t);
 

@@ -1,75 +1,15 @@
 /* ks_trainer_run: the loop. It meets the job's other processes, has the task build its
- * model, resumes, and runs [train] steps: each the task's batch, then the task's own
- * step or the optimizer's (which the mode's algorithm wrapped) or the pipeline's;
- * checkpoints, held-out evaluations, progress (a line on a terminal, plain lines
- * otherwise) and [log] metrics JSONL; at the end the evaluation and the export.
+ * model, resumes, and runs [train] steps, each the executor's (single.c: the task's batch
+ * and the optimizer's step, which the mode's algorithm wrapped; stages.c: the pipeline's;
+ * own.c: the task's own step);
+ * checkpoints and held-out evaluations, told to the observers (observe.c: the printed
+ * lines, [log] metrics); at the end the evaluation and the export.
  * SIGTERM or SIGINT stops it at a step boundary the workers agree on, saved (stop.c). */
 #include "trainer-private.h"
 #include <ksdist/away.h>
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
-
-/* A line of the [log] metrics file: the step, the wall time since the run began, then
- * `fields` ("\"loss\": 0.5, ..."), the held-out metric when evaluated. */
-static void
-metrics_line (KsTrainer *t, gint64 step, double wall_s, const char *fields, const double *eval)
-{
-  if (t->metrics == NULL)
-    return;
-  fprintf (t->metrics, "{\"step\": %" G_GINT64_FORMAT ", \"wall_s\": %.3f%s%s", step, wall_s,
-           *fields ? ", " : "", fields);
-  if (eval != NULL)
-    fprintf (t->metrics, ", \"eval_%s\": %.6g", t->task->metric, *eval);
-  fputs ("}\n", t->metrics);
-  fflush (t->metrics);
-}
-
-static void
-report (KsTrainer *t, gint64 step, gint64 steps, double loss, double lr, double rate,
-        double eta, double wall_s, const double *eval)
-{
-  /* a task with steps of its own says nothing of their samples: steps/s */
-  const char *per_s = t->task->step != NULL ? "steps" : "samples";
-  g_autofree char *rate_text = g_strdup_printf (t->task->step != NULL ? "%.2f" : "%.0f", rate);
-  /* a task with steps of its own has no learning rate of the trainer's */
-  g_autofree char *lr_text = isnan (lr) ? g_strdup ("") : g_strdup_printf ("lr %.3g ", lr);
-  if (t->tty)
-    {
-      printf ("\rstep %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "  loss %.4f  %s %s %s/s  "
-              "ETA %.0fs   ",
-              step, steps, loss, lr_text, rate_text, per_s, eta);
-      if (step == steps)
-        putchar ('\n');
-    }
-  else
-    printf ("step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " loss %.4f %s%s/s %s eta_s %.0f\n",
-            step, steps, loss, lr_text, per_s, rate_text, eta);
-  fflush (stdout);
-  g_autoptr (GString) fields = g_string_new (NULL);
-  g_string_append_printf (fields, "\"loss\": %.6g", loss);
-  if (!isnan (lr))
-    g_string_append_printf (fields, ", \"lr\": %.6g", lr);
-  g_string_append_printf (fields, ", \"%s_per_s\": %.1f", per_s, rate);
-  if (t->tokens_per_row > 0)
-    g_string_append_printf (fields, ", \"tokens_per_s\": %.1f", rate * t->tokens_per_row);
-  g_autofree char *amp = ks_trainer_amp_fields (t);
-  g_string_append (fields, amp);
-  metrics_line (t, step, wall_s, fields->str, eval);
-}
-
-/* "101 held-out samples", or with [train] eval_rows below the held-out set's size
- * "64 of 101 held-out samples: [train] eval_rows = 64". */
-static char *
-eval_count (const KsTrainer *t)
-{
-  if (t->eval_total <= t->eval_samples)
-    return g_strdup_printf ("%" G_GSIZE_FORMAT " held-out %s", t->eval_samples, t->task->unit);
-  return g_strdup_printf ("%" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " held-out %s: [train] "
-                          "eval_rows = %" G_GSIZE_FORMAT, t->eval_samples, t->eval_total,
-                          t->task->unit, ks_trainer_eval_cap (t));
-}
 
 /* The held-out metric, in evaluation mode (dropout passes through). */
 static gboolean
@@ -88,17 +28,26 @@ evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
   return ok;
 }
 
-/* One step: the task's own, or the executor's on the task's batch; *loss for the
- * task's. */
-static gboolean
-one_step (KsTrainer *t, gint64 step, double *loss, GError **error)
+gboolean
+ks_trainer_fed_step (KsTrainer *t, gint64 step, gboolean (*update) (KsTrainer *t, GError **error),
+                     GError **error)
 {
-  if (t->task->step != NULL)
-    return t->task->step (t, step, loss, error);
   t->task->batch (t, step);
   return (t->task->prepare == NULL || t->task->prepare (t, step, error))
-         && t->exec->step (t, error)
+         && update (t, error)
          && (t->task->finish == NULL || t->task->finish (t, step, error));
+}
+
+gboolean
+ks_trainer_make_optimizer (KsTrainer *t, GError **error)
+{
+  const KsConfig *c = t->config;
+  return ks_trainer_amp (t, error)
+         && (t->optimizer = ks_optimizer_new (t->registry, c,
+                                              ks_config_get_string (c, "train", "optimizer"),
+                                              error))
+                != NULL
+         && ks_optimizer_check_plan (t->optimizer, c, error);
 }
 
 /* A server's life: its shard of the parameters (from the newest checkpoint of ckpt_dir
@@ -135,17 +84,7 @@ build (KsTrainer *t, GError **error)
                         "the task %s built no model: its build must call "
                         "ks_trainer_build_layers or ks_trainer_set_model",
                         ks_trainer_task_describe (t)), FALSE;
-  if (!ks_trainer_init_from (t, error))
-    return FALSE;
-  if (t->task->step != NULL)
-    return TRUE; /* the task steps its own model */
-  if (!ks_trainer_amp (t, error)
-      || (t->optimizer = ks_optimizer_new (t->registry, c,
-                                           ks_config_get_string (c, "train", "optimizer"), error))
-             == NULL
-      || !ks_optimizer_check_plan (t->optimizer, c, error))
-    return FALSE;
-  return t->exec->prepare (t, error);
+  return ks_trainer_init_from (t, error) && t->exec->prepare (t, error);
 }
 
 /* The start lines: this worker's place in the job and what trains. */
@@ -155,11 +94,7 @@ announce (KsTrainer *t, gboolean leader)
   g_autofree char *device = ks_compute_describe (t->compute);
   g_autofree char *amp = ks_trainer_amp_describe (t);
 
-  if (t->task->step == NULL)
-    t->exec->begin (t);
-  else if (t->world > 1)
-    g_message ("worker %d of %d (%s by %s), %s", t->rank, t->world, ks_comm_name (t->comm),
-               t->comm_why, "the task's own steps");
+  t->exec->begin (t);
   if (leader)
     g_message ("training %s with %s on %s%s", ks_trainer_task_describe (t),
                t->optimizer != NULL ? ks_optimizer_name (t->optimizer) : "its own steps",
@@ -190,9 +125,8 @@ run (KsTrainer *t, GError **error)
    * anything is built until the job ends */
   if (leader && *ckpt_dir != '\0' && !ks_trainer_own_checkpoints (t, ckpt_dir, error))
     return FALSE;
-  if (leader && *metrics != '\0' && (t->metrics = fopen (metrics, resuming ? "a" : "w")) == NULL)
-    return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                        "[log] metrics = %s: %s", metrics, g_strerror (errno)), FALSE;
+  if (leader && *metrics != '\0' && !ks_trainer_metrics_open (t, metrics, resuming, error))
+    return FALSE;
   if (!build (t, error))
     return FALSE;
   if (t->role != NULL && ks_role_maker_is_server (t->role))
@@ -203,21 +137,17 @@ run (KsTrainer *t, GError **error)
   announce (t, leader);
 
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
-  double loss_sum = 0;
   gboolean zero_told = FALSE;
   for (gint64 step = first; step <= steps; step++)
     {
       double lr = t->optimizer != NULL ? ks_optimizer_learning_rate (t->optimizer) : NAN;
       if (lr < 0)
         lr = NAN; /* an optimizer that does not say its rate: none printed */
-      double task_loss = NAN;
       if (step == first)
         ks_trainer_signals_stepping ();
-      if (!one_step (t, step, &task_loss, error))
+      if (!t->exec->step (t, step, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       window_steps++;
-      if (t->task->step != NULL)
-        loss_sum += task_loss;
       if (step == first)
         t->exec->first_step (t);
       /* SIGTERM or SIGINT to any worker: every worker saves the step where they agree on
@@ -227,11 +157,12 @@ run (KsTrainer *t, GError **error)
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       /* with servers every worker takes part (the algorithm writes), else the executor
        * says who writes */
-      if ((t->algorithm != NULL || t->exec->writes (t))
-          && *ckpt_dir != '\0'
-          && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps || stop != 0)
-          && !ks_trainer_save (t, ckpt_dir, step, keep, error))
+      gboolean save = (t->algorithm != NULL || t->exec->writes (t)) && *ckpt_dir != '\0'
+                      && ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps || stop != 0);
+      if (save && !ks_trainer_save (t, ckpt_dir, step, keep, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
+      if (save)
+        ks_trainer_notify_save (t, step, ckpt_dir);
       /* with servers, the workers stop them */
       if (stop != 0)
         return (t->worker_stopped || ks_trainer_mode_end (t, error))
@@ -241,25 +172,18 @@ run (KsTrainer *t, GError **error)
       gboolean mid = eval_every > 0 && step % eval_every == 0 && step != steps;
       if (mid && !evaluate (t, FALSE, &mid_eval, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": evaluation: ", step), FALSE;
+      gboolean logged = step % log_every == 0 || step == steps;
       if (mid && leader)
-        {
-          g_autofree char *count = eval_count (t);
-          printf ("%seval %s %.4f at step %" G_GINT64_FORMAT " (%s)\n", t->tty ? "\n" : "",
-                  t->task->metric, mid_eval, step, count);
-        }
-      if (step % log_every != 0 && step != steps)
-        {
-          if (mid && leader)
-            metrics_line (t, step, (g_get_monotonic_time () - run_start) / 1e6, "", &mid_eval);
-          continue;
-        }
+        ks_trainer_notify_eval (t, &(KsTrainEval) {
+          sizeof (KsTrainEval), step, mid_eval, t->eval_samples, t->eval_total, logged,
+          (g_get_monotonic_time () - run_start) / 1e6 });
+      if (!logged)
+        continue;
       gint64 now = g_get_monotonic_time ();
-      double per_step = t->task->step != NULL ? 1 : (double) t->batch * t->world;
+      double per_step = t->exec->task_steps ? 1 : (double) t->batch * t->world;
       double rate = window_steps * per_step / MAX (1e-6, (now - window_start) / 1e6);
       double eta = (steps - step) * ((now - run_start) / 1e6 / (step - first + 1));
-      if (t->task->step != NULL)
-        loss = loss_sum / window_steps; /* a task's steps: the mean over the window */
-      else if (!t->exec->loss (t, &loss, error))
+      if (!t->exec->loss (t, &loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       if (!ks_trainer_dist_mean (t, &loss, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
@@ -282,11 +206,11 @@ run (KsTrainer *t, GError **error)
       if (last && !(evaluated = evaluate (t, TRUE, &eval, error)))
         return g_prefix_error (error, "evaluation: "), FALSE;
       if (leader)
-        report (t, step, steps, loss, lr, rate, eta, (now - run_start) / 1e6,
-                last ? &eval : mid ? &mid_eval : NULL);
+        ks_trainer_notify_step (t, &(KsTrainStep) {
+          sizeof (KsTrainStep), step, steps, loss, lr, rate, t->exec->task_steps, eta,
+          (now - run_start) / 1e6, last ? &eval : mid ? &mid_eval : NULL });
       window_start = now;
       window_steps = 0;
-      loss_sum = 0;
     }
   /* the result; evaluated here when a resumed run had nothing left to do (with servers,
    * before this worker stops) */
@@ -296,13 +220,13 @@ run (KsTrainer *t, GError **error)
     return g_prefix_error (error, "evaluation: "), FALSE;
   if (!ks_trainer_mode_end (t, error))
     return g_prefix_error (error, "stop_worker: "), FALSE;
-  if (t->task->step == NULL && !t->exec->finish (t, error))
+  if (!t->exec->finish (t, error))
     return FALSE;
   if (leader && *export_dir != '\0' && !ks_trainer_export (t, export_dir, error))
     return FALSE;
   t->result = eval;
-  g_autofree char *count = eval_count (t);
-  printf ("eval %s %.4f (%s)\n", t->task->metric, eval, count);
+  ks_trainer_notify_end (t, &(KsTrainEnd) { sizeof (KsTrainEnd), eval, t->eval_samples,
+                                             t->eval_total });
   return TRUE;
 }
 

@@ -7,14 +7,20 @@
 static gboolean
 single_prepare (KsTrainer *t, GError **error)
 {
-  return ks_trainer_dist_wrap (t, error)
+  return ks_trainer_make_optimizer (t, error) && ks_trainer_dist_wrap (t, error)
          && ks_optimizer_minimize (t->optimizer, t->model, t->loss, NULL, 0, NULL, error);
 }
 
 static gboolean
-single_step (KsTrainer *t, GError **error)
+single_update (KsTrainer *t, GError **error)
 {
   return ks_optimizer_step (t->optimizer, t->feeds, t->n_feeds, error);
+}
+
+static gboolean
+single_step (KsTrainer *t, gint64 step, GError **error)
+{
+  return ks_trainer_fed_step (t, step, single_update, error);
 }
 
 /* The loss of the step just taken (as computed before its update). */
@@ -79,5 +85,5 @@ single_finish (KsTrainer *t, GError **error)
 
 const KsExecutor ks_executor_single = {
   single_prepare, single_step, single_loss, single_writes, single_save, single_load,
-  single_begin, single_first_step, single_finish,
+  single_begin, single_first_step, single_finish, FALSE,
 };

@@ -206,14 +206,20 @@ pipeline_finish (KsTrainer *t, GError **error)
 static gboolean
 pipeline_prepare (KsTrainer *t, GError **error)
 {
-  return TRUE;
+  return ks_trainer_make_optimizer (t, error);
 }
 
 static gboolean
-pipeline_step (KsTrainer *t, GError **error)
+pipeline_update (KsTrainer *t, GError **error)
 {
   return ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds, &t->pipeline_loss,
                            error);
+}
+
+static gboolean
+pipeline_step (KsTrainer *t, gint64 step, GError **error)
+{
+  return ks_trainer_fed_step (t, step, pipeline_update, error);
 }
 
 static gboolean
@@ -270,5 +276,5 @@ pipeline_first_step (KsTrainer *t)
 
 const KsExecutor ks_executor_pipeline = {
   pipeline_prepare, pipeline_step, pipeline_loss, pipeline_writes, pipeline_save,
-  pipeline_load, pipeline_begin, pipeline_first_step, pipeline_finish,
+  pipeline_load, pipeline_begin, pipeline_first_step, pipeline_finish, FALSE,
 };

@@ -4,12 +4,14 @@
  * dist.c      the processes of a job: role, store, communicator, the mode's algorithm
  * meet.c      where a job another launcher started meets
  * single.c    the executor of one model
+ * own.c       the executor of a task's own steps
  * stages.c    the pipeline executor: segmenting, building a stage, its report
  * precision.c [amp] on the built model
  * persist.c   checkpoints, resume and export
  * owner.c     a run owns its checkpoint_dir: the lock, fresh runs refused or started over
  * stop.c      preemption: SIGTERM or SIGINT saves at the next step boundary and stops
- * loop.c      ks_trainer_run: the loop */
+ * loop.c      ks_trainer_run: the loop
+ * observe.c   its observers: the printed lines, [log] metrics, a program's own */
 #ifndef KS_TRAINER_PRIVATE_H
 #define KS_TRAINER_PRIVATE_H
 
@@ -23,13 +25,15 @@
 
 G_BEGIN_DECLS
 
-/* The executor: one model (single.c) or the pipeline of [pipeline] (stages.c), chosen
- * once by the plan; the loop calls it and never asks which. */
+/* The executor: one model (single.c), the pipeline of [pipeline] (stages.c) or a task's
+ * own steps (own.c), chosen once by the plan; the loop calls it and never asks which. */
 typedef struct {
-  /* after the optimizer is made: bind it to the model (and the mode's algorithm) */
+  /* after the model is built: the optimizer, bound to the model (and the mode's
+   * algorithm) */
   gboolean (*prepare) (KsTrainer *t, GError **error);
-  /* one step on t->feeds, and its loss (as computed before its update) */
-  gboolean (*step) (KsTrainer *t, GError **error);
+  /* step `step` (ks_trainer_fed_step: the task's batch, then the update), and the loss
+   * to report (as computed before its update) */
+  gboolean (*step) (KsTrainer *t, gint64 step, GError **error);
   gboolean (*loss) (KsTrainer *t, double *loss, GError **error);
   /* whether this process writes checkpoints when no algorithm does, and how */
   gboolean (*writes) (const KsTrainer *t);
@@ -41,9 +45,17 @@ typedef struct {
   void (*begin) (KsTrainer *t);
   void (*first_step) (KsTrainer *t);
   gboolean (*finish) (KsTrainer *t, GError **error);
+  gboolean task_steps; /* a step is the task's, of no rows the trainer knows: steps/s */
 } KsExecutor;
 
-extern const KsExecutor ks_executor_single, ks_executor_pipeline;
+extern const KsExecutor ks_executor_single, ks_executor_pipeline, ks_executor_own;
+
+/* loop.c: the task's batch of `step`, its prepare, `update` on the feeds, its finish */
+gboolean ks_trainer_fed_step (KsTrainer *t, gint64 step,
+                              gboolean (*update) (KsTrainer *t, GError **error),
+                              GError **error);
+/* loop.c: mixed precision and the optimizer ([train] optimizer), checked for the plan */
+gboolean ks_trainer_make_optimizer (KsTrainer *t, GError **error);
 
 struct _KsTrainer {
   KsConfig *config;
@@ -67,7 +79,11 @@ struct _KsTrainer {
                      * eval_rows); else 0 */
   gsize tokens_per_row;
   double result; /* the final held-out metric */
-  FILE *metrics;
+  double own_loss_sum; /* own.c: the task's losses since the last report */
+  gint64 own_loss_steps;
+  FILE *metrics;       /* [log] metrics, written by its observer */
+  GArray *observers;   /* of observe.c's entries, in the order added */
+  guint observer_ids;
   gboolean tty;
   /* the job (dist.c): this worker's rank among `world` data-parallel workers (replicas
    * of a pipeline); role and the rest NULL for one process alone */
@@ -188,6 +204,16 @@ gboolean ks_trainer_stop_agreed (KsTrainer *t, gint64 step, int *sig, GError **e
 gboolean ks_trainer_stopped (KsTrainer *t, int sig, gint64 step, const char *ckpt_dir,
                              GError **error);
 gboolean ks_trainer_server_stopped (KsTrainer *t, GError **error);
+
+/* observe.c: the default printing observer (at ks_trainer_new); [log] metrics' (which
+ * opens the file); what the loop tells them */
+void ks_trainer_observe_init (KsTrainer *t);
+gboolean ks_trainer_metrics_open (KsTrainer *t, const char *path, gboolean append,
+                                  GError **error);
+void ks_trainer_notify_step (KsTrainer *t, const KsTrainStep *s);
+void ks_trainer_notify_eval (KsTrainer *t, const KsTrainEval *e);
+void ks_trainer_notify_save (KsTrainer *t, gint64 step, const char *dir);
+void ks_trainer_notify_end (KsTrainer *t, const KsTrainEnd *e);
 
 G_END_DECLS
 

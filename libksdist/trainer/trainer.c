@@ -42,8 +42,10 @@ ks_trainer_alloc (KsRegistry *registry, KsConfig *config, const KsTrainTask *tas
   t->result = NAN;
   t->batch = ks_config_get_int (config, "train", "batch");
   t->pipelined = ks_trainer_pipelined_config (config);
-  t->exec = t->pipelined ? &ks_executor_pipeline : &ks_executor_single;
+  t->exec = t->task->step != NULL ? &ks_executor_own
+            : t->pipelined ? &ks_executor_pipeline : &ks_executor_single;
   t->tty = isatty (STDOUT_FILENO);
+  ks_trainer_observe_init (t);
   return t;
 }
 
@@ -64,6 +66,8 @@ ks_trainer_free (KsTrainer *t)
     return;
   if (t->metrics != NULL)
     fclose (t->metrics);
+  if (t->observers != NULL)
+    g_array_free (t->observers, TRUE);
   ks_trainer_release_checkpoints (t);
   ks_optimizer_free (t->optimizer);
   if (t->pipeline != NULL)

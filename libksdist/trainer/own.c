@@ -1,0 +1,78 @@
+/* The executor of a task that owns its step (KsTrainTask.step, as Reptile's): no
+ * optimizer, mixed precision or pipeline of the trainer's; the loss printed is the mean
+ * of the task's steps since the last report, and the rate counts steps. */
+#include "trainer-private.h"
+
+static gboolean
+own_prepare (KsTrainer *t, GError **error)
+{
+  return TRUE; /* the task steps its own model */
+}
+
+static gboolean
+own_step (KsTrainer *t, gint64 step, GError **error)
+{
+  double loss = 0;
+  if (!t->task->step (t, step, &loss, error))
+    return FALSE;
+  t->own_loss_sum += loss;
+  t->own_loss_steps++;
+  return TRUE;
+}
+
+static gboolean
+own_loss (KsTrainer *t, double *loss, GError **error)
+{
+  if (t->own_loss_steps == 0)
+    return g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                        "no step has run yet"), FALSE;
+  *loss = t->own_loss_sum / t->own_loss_steps;
+  t->own_loss_sum = 0;
+  t->own_loss_steps = 0;
+  return TRUE;
+}
+
+/* checkpoints as one model's: worker 0 writes the model (and no optimizer) */
+static gboolean
+own_writes (const KsTrainer *t)
+{
+  return ks_executor_single.writes (t);
+}
+
+static gboolean
+own_save (KsTrainer *t, const char *dir, gint64 step, GHashTable *meta, guint keep,
+          GError **error)
+{
+  return ks_executor_single.save (t, dir, step, meta, keep, error);
+}
+
+static gboolean
+own_load (KsTrainer *t, const char *checkpoint, gint64 *step, GHashTable **meta,
+          GError **error)
+{
+  return ks_executor_single.load (t, checkpoint, step, meta, error);
+}
+
+static void
+own_begin (KsTrainer *t)
+{
+  if (t->world > 1)
+    g_message ("worker %d of %d (%s by %s), %s", t->rank, t->world, ks_comm_name (t->comm),
+               t->comm_why, "the task's own steps");
+}
+
+static void
+own_first_step (KsTrainer *t)
+{
+}
+
+static gboolean
+own_finish (KsTrainer *t, GError **error)
+{
+  return TRUE;
+}
+
+const KsExecutor ks_executor_own = {
+  own_prepare, own_step, own_loss, own_writes, own_save, own_load, own_begin, own_first_step,
+  own_finish, TRUE,
+};
