@@ -120,6 +120,11 @@ tests_test_settings_LDADD = $(KS_TEST_LDADD)
 tests_test_factory_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-settings tests/test-factory
 
+# A task's own keys (KsTrainTask.schema) beside the core's.
+check_PROGRAMS += tests/test-task-schema
+tests_test_task_schema_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-task-schema
+
 check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint
 tests_test_compute_LDADD = $(KS_TEST_LDADD)
