@@ -93,6 +93,9 @@ typedef struct {
    * the core already declares is skipped. With `settings` set, the task reads them too. */
   const KsKeyDesc *schema;
   gsize n_schema;
+  /* PyTorch's names of the task's parameters (a KsTorchNameFunc, checkpoint.h), for
+   * [model] init_from; NULL: NAME.weight and NAME.bias. */
+  char *(*torch_name) (const char *base, const char *suffix);
 } KsTrainTask;
 
 /* Adds `task`'s own keys (its `schema`) to `config`, before ks_config_validate;
