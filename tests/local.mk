@@ -425,6 +425,11 @@ tests/test-own-model.log: examples/own-model$(EXEEXT)
 dist_check_SCRIPTS += tests/test-export-torch.sh
 EXTRA_DIST += tests/torch-load.py tests/lsan.supp tests/tap.sh
 TESTS += tests/test-export-torch.sh
+
+# [model] init_from of a GPT from its export --torch (the task's PyTorch names).
+dist_check_SCRIPTS += tests/test-gpt-init-from.sh
+TESTS += tests/test-gpt-init-from.sh
+
 # A CNN's weights (conv2d, batch_norm, pools, flatten) to PyTorch and back (python3-torch).
 dist_check_SCRIPTS += tests/test-cnn-torch.sh
 EXTRA_DIST += tests/cnn_torch.py
