@@ -6,9 +6,10 @@
  * Build: cc own-model.c $(pkg-config --cflags --libs ksdist) -lm -o own-model */
 #include <ksdist/ksdist.h>
 
-enum { IN = 4, HIDDEN = 32, EVAL_ROWS = 1024 };
+enum { IN = 4, EVAL_ROWS = 1024 };
 typedef struct { gint64 size; int act; const char *name; } Dense;
-static const Dense dense[] = { { HIDDEN, KS_UNARY_TANH, "h1" }, { HIDDEN, KS_UNARY_TANH, "h2" },
+/* the hidden layers' width is [model] units, a key of the program's own (main) */
+static Dense dense[] = { { 32, KS_UNARY_TANH, "h1" }, { 32, KS_UNARY_TANH, "h2" },
                                { 2, -1, "out" } };
 typedef struct {
   float *x;   /* a step's rows: points in [-1, 1]^4 ... */
@@ -74,6 +75,7 @@ build (KsTrainer *t, GError **e)
   gsize b = ks_trainer_batch (t);
 
   rows = ks_trainer_rows (t);
+  dense[0].size = dense[1].size = ks_config_get_int (ks_trainer_config (t), "model", "units");
   for (gsize i = 0; i < G_N_ELEMENTS (dense); i++)
     layers[i] = (KsLayerDesc) { "Dense", dense_layer, &dense[i] };
   r->x = g_new (float, b * IN);
@@ -133,11 +135,16 @@ clear (KsTrainer *t)
 int
 main (int argc, char **argv)
 {
-  static const char *const no_settings[] = { NULL }; /* the model and data are all here */
+  static const char *const no_settings[] = { NULL }; /* the data is all here */
+  /* a key of the program's own, checked and resolved (file < KS_MODEL_UNITS < --set) as
+   * ksdist's own keys are */
+  static const KsKeyDesc keys[] = {
+    { "model", "units", KS_VALUE_INT, "32", 1, 4096, NULL, "width of the two hidden layers" },
+  };
   static const KsTrainTask task = {
     .size = sizeof task, .name = "own-model", .metric = "accuracy", .unit = "samples",
     .build = build, .batch = batch, .evaluate = evaluate, .clear = clear,
-    .settings = no_settings,
+    .settings = no_settings, .schema = keys, .n_schema = G_N_ELEMENTS (keys),
   };
   static Rows data;
   return ks_trainer_main (argc, argv, &task, &data);

@@ -268,6 +268,7 @@ static const KsTrainTask text_task = {
   .metadata = text_metadata,
   .settings = text_settings,
   .check = text_check,
+  .torch_name = ks_gpt_torch_name,
 };
 
 /* [model] type = layers on a text: the text task with the [layer.NAME] groups (the GPT
@@ -502,6 +503,7 @@ static const KsTrainTask addition_task = {
   .metadata = addition_metadata,
   .settings = addition_settings,
   .check = addition_check,
+  .torch_name = ks_gpt_torch_name,
 };
 
 const KsTrainTask *

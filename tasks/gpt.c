@@ -121,3 +121,33 @@ ks_gpt_build (KsModel *model, const KsGptShape *s, KsExpr **logits, KsExpr **los
   net_clear (&net);
   return ok;
 }
+
+/* A GPT's layer names (ks_gpt_build) and nanoGPT's. */
+static const char *const gpt_torch_names[][2] = {
+  { "ln1", "ln_1" },           { "ln2", "ln_2" },         { "attn.qkv", "attn.c_attn" },
+  { "attn.proj", "attn.c_proj" }, { "mlp.fc", "mlp.c_fc" }, { "mlp.proj", "mlp.c_proj" },
+};
+
+char *
+ks_gpt_torch_name (const char *base, const char *suffix)
+{
+  guint64 layer;
+
+  if (*suffix == '\0' && (strcmp (base, "wte") == 0 || strcmp (base, "wpe") == 0))
+    suffix = ".weight"; /* the embeddings, nn.Embedding's weight */
+  if (strcmp (base, "head") == 0)
+    return g_strconcat ("lm_head", suffix, NULL);
+  /* h<N>.<layer>: block N's */
+  const char *dot = strchr (base, '.');
+  g_autofree char *digits = dot != NULL && base[0] == 'h' ? g_strndup (base + 1, dot - base - 1)
+                                                           : NULL;
+  if (digits != NULL && g_ascii_string_to_unsigned (digits, 10, 0, G_MAXINT32, &layer, NULL))
+    {
+      const char *rest = dot + 1;
+      for (guint i = 0; i < G_N_ELEMENTS (gpt_torch_names); i++)
+        if (strcmp (rest, gpt_torch_names[i][0]) == 0)
+          rest = gpt_torch_names[i][1];
+      return g_strdup_printf ("transformer.h.%" G_GUINT64_FORMAT ".%s%s", layer, rest, suffix);
+    }
+  return g_strconcat ("transformer.", base, suffix, NULL);
+}

@@ -125,6 +125,11 @@ tests_test_settings_LDADD = $(KS_TEST_LDADD)
 tests_test_factory_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-settings tests/test-factory
 
+# A task's own keys (KsTrainTask.schema) beside the core's.
+check_PROGRAMS += tests/test-task-schema
+tests_test_task_schema_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-task-schema
+
 check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint
 tests_test_compute_LDADD = $(KS_TEST_LDADD)
@@ -425,6 +430,11 @@ tests/test-own-model.log: examples/own-model$(EXEEXT)
 dist_check_SCRIPTS += tests/test-export-torch.sh
 EXTRA_DIST += tests/torch-load.py tests/lsan.supp tests/tap.sh
 TESTS += tests/test-export-torch.sh
+
+# [model] init_from of a GPT from its export --torch (the task's PyTorch names).
+dist_check_SCRIPTS += tests/test-gpt-init-from.sh
+TESTS += tests/test-gpt-init-from.sh
+
 # A CNN's weights (conv2d, batch_norm, pools, flatten) to PyTorch and back (python3-torch).
 dist_check_SCRIPTS += tests/test-cnn-torch.sh
 EXTRA_DIST += tests/cnn_torch.py

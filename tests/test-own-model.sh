@@ -11,7 +11,7 @@ prog=$(pwd)/examples/own-model
 ini=$KS_SRCDIR/examples/own-model.ini
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-own-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-echo "1..5"
+echo "1..6"
 common="--set openblas.threads=1 --set comm.timeout=30"
 
 # The last "step N/N loss X" and "eval accuracy Y" of a log (worker 0's under launch).
@@ -86,4 +86,22 @@ if [ $s1 = 2 ] && grep -q '\[data\] path is set, but own-model does not use it' 
 else
   echo "not ok $n - refusals: exit $s1 and $s2"
   sed 's/^/# /' "$dir/bad1" "$dir/bad2"
+fi
+
+# [model] units, a key the program declares itself (KsTrainTask.schema): read (another
+# width trains to another loss), range-checked, and a misspelt key refused as ksdist's own
+n=$((n + 1))
+short="$common --set train.steps=20 --set train.log_every=20"
+(cd "$dir" && "$prog" "$ini" $short) >"$dir/u32" 2>&1; s0=$?
+(cd "$dir" && "$prog" "$ini" $short --set model.units=8) >"$dir/u8" 2>&1; s1=$?
+(cd "$dir" && "$prog" "$ini" --set model.units=0) >"$dir/u0" 2>&1; s2=$?
+(cd "$dir" && "$prog" "$ini" --set model.unit=8) >"$dir/ux" 2>&1; s3=$?
+l32=$(result "$dir/u32" | head -n 1) l8=$(result "$dir/u8" | head -n 1)
+if [ $s0 = 0 ] && [ $s1 = 0 ] && [ -n "$l8" ] && [ -n "$l32" ] && [ "$l8" != "$l32" ] \
+   && [ $s2 = 2 ] && grep -q "\[model\] units = '0': expected an integer in \[1, 4096\]" "$dir/u0" \
+   && [ $s3 = 2 ] && grep -q "unknown key 'unit' in \[model\]; did you mean 'units'?" "$dir/ux"; then
+  echo "ok $n - the program's own [model] units: loss $l8 at 8 against $l32 at 32, 0 and 'unit' refused"
+else
+  echo "not ok $n - the program's own [model] units: exits $s0 $s1 $s2 $s3, losses '$l8' '$l32'"
+  sed 's/^/# /' "$dir/u8" "$dir/u0" "$dir/ux" | tail -n 20
 fi

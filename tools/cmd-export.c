@@ -26,7 +26,7 @@ write_torch (const char *output, GPtrArray *tensors, GHashTable *meta, gboolean 
     {
       const KsSavedTensor *t = g_ptr_array_index (tensors, i);
       gboolean transpose;
-      char *name = ks_torch_name (t->name, gpt, &transpose);
+      char *name = ks_torch_name (t->name, gpt ? ks_gpt_torch_name : NULL, &transpose);
       KsTorchLayout layout;
       KsSafetensor st = { name, t->ndim, { 0 }, t->numel, t->data };
 

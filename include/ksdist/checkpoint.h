@@ -149,10 +149,14 @@ GPtrArray *ks_checkpoint_read_tensors (const char *path, GError **error);
 /* The F32 tensors of any safetensors file (one PyTorch wrote, say), checked by the whole
  * format (ks_safetensors_check; no seal needed): a new array of KsSavedTensor. */
 GPtrArray *ks_safetensors_read (const char *path, GError **error);
-/* PyTorch's name for the ksdist parameter `name` (weight, bias; a GPT's after nanoGPT:
- * transformer.h.0.attn.c_attn.weight, lm_head); *transpose when it is a matmul's [in, out]
- * weight, which nn.Linear holds as [out, in]. What `ksdist export --torch` writes. */
-char *ks_torch_name (const char *name, gboolean gpt, gboolean *transpose);
+/* A task's PyTorch names (KsTrainTask.torch_name): the whole name for the parameter
+ * `base` (its ksdist name less ".w", ".b", ".gamma", ".beta") and PyTorch's `suffix` for
+ * it (".weight", ".bias", or "" for none). A new string. */
+typedef char *(*KsTorchNameFunc) (const char *base, const char *suffix);
+/* PyTorch's name for the ksdist parameter `name` (weight, bias), through `rename` (the
+ * task's; NULL: BASE SUFFIX); *transpose when it is a matmul's [in, out] weight, which
+ * nn.Linear holds as [out, in]. What `ksdist export --torch` writes. */
+char *ks_torch_name (const char *name, KsTorchNameFunc rename, gboolean *transpose);
 /* The metadata key of a checkpoint's or export's ks_model_torch_layouts. */
 #define KS_TORCH_LAYOUT_KEY "torch_layout"
 /* The parameters of `model` that PyTorch orders otherwise (a conv2d's kernel, the linear
@@ -180,7 +184,7 @@ void ks_torch_permute (const KsTorchLayout *layout, const float *src, float *dst
  * A parameter with no tensor, or one of another shape, is an error naming both, found before any parameter changes. The names of the tensors used
  * are added to `used` (may be NULL), so a caller can refuse those left over. */
 gboolean ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file,
-                                gboolean gpt, GHashTable *used, GError **error);
+                                KsTorchNameFunc rename, GHashTable *used, GError **error);
 
 /* The metadata key of an inference model's graph: a checkpoint without it is not one. */
 #define KS_INFERENCE_GRAPH_KEY "inference_graph"

@@ -15,6 +15,10 @@ typedef struct {
   gboolean skip; /* a long skip: the embeddings added to the last block's output */
 } KsGptShape;
 
+/* PyTorch's name of a GPT's parameter after nanoGPT (transformer.h.0.attn.c_attn.weight,
+ * lm_head.weight): the GPT tasks' KsTrainTask.torch_name (a KsTorchNameFunc). */
+char *ks_gpt_torch_name (const char *base, const char *suffix);
+
 /* A GPT on `model`, the layer list [model] type = gpt trains: data "tokens", "positions"
  * and "targets", each int64 [batch * context]; token and position embeddings, `layers`
  * pre-norm blocks (causal self-attention, then a GELU MLP of 4 * width, each added to

@@ -88,7 +88,19 @@ typedef struct {
    * names, saying how to make it ("make it with `ksdist datagen ctr DIR`"): a new
    * string, or NULL for none. */
   char *(*missing_hint) (const KsConfig *config, const char *key);
+  /* Keys of the task's own, in any group ([model] my_key): each entry's .group is its
+   * group. They resolve and are checked as the core's (ks_trainer_add_task_schema); a key
+   * the core already declares is skipped. With `settings` set, the task reads them too. */
+  const KsKeyDesc *schema;
+  gsize n_schema;
+  /* PyTorch's names of the task's parameters (a KsTorchNameFunc, checkpoint.h), for
+   * [model] init_from; NULL: NAME.weight and NAME.bias. */
+  char *(*torch_name) (const char *base, const char *suffix);
 } KsTrainTask;
+
+/* Adds `task`'s own keys (its `schema`) to `config`, before ks_config_validate;
+ * ks_trainer_main does it. */
+void ks_trainer_add_task_schema (KsConfig *config, const KsTrainTask *task);
 
 /* The plan's check, before anything is built: every setting that clashes with another,
  * with the mode, the executor, the task, the world, or a path the run cannot write, is

@@ -32,22 +32,14 @@ ks_safetensors_read (const char *path, GError **error)
   return g_steal_pointer (&tensors);
 }
 
-/* A GPT's layer names (tasks/gpt.c) and nanoGPT's. */
-static const char *const gpt_names[][2] = {
-  { "ln1", "ln_1" },           { "ln2", "ln_2" },         { "attn.qkv", "attn.c_attn" },
-  { "attn.proj", "attn.c_proj" }, { "mlp.fc", "mlp.c_fc" }, { "mlp.proj", "mlp.c_proj" },
-};
-
 char *
-ks_torch_name (const char *name, gboolean gpt, gboolean *transpose)
+ks_torch_name (const char *name, KsTorchNameFunc rename, gboolean *transpose)
 {
   static const char *const suffixes[][2] = {
     { ".w", ".weight" }, { ".b", ".bias" }, { ".gamma", ".weight" }, { ".beta", ".bias" },
   };
   g_autofree char *base = g_strdup (name);
-  const char *suffix = gpt && (strcmp (name, "wte") == 0 || strcmp (name, "wpe") == 0)
-                           ? ".weight" : "";
-  guint64 layer;
+  const char *suffix = "";
 
   *transpose = FALSE;
   for (guint i = 0; i < G_N_ELEMENTS (suffixes); i++)
@@ -58,23 +50,7 @@ ks_torch_name (const char *name, gboolean gpt, gboolean *transpose)
         *transpose = i == 0;
         break;
       }
-  if (!gpt)
-    return g_strconcat (base, suffix, NULL);
-  if (strcmp (base, "head") == 0)
-    return g_strconcat ("lm_head", suffix, NULL);
-  /* h<N>.<layer>: block N's */
-  const char *dot = strchr (base, '.');
-  g_autofree char *digits = dot != NULL && base[0] == 'h' ? g_strndup (base + 1, dot - base - 1)
-                                                           : NULL;
-  if (digits != NULL && g_ascii_string_to_unsigned (digits, 10, 0, G_MAXINT32, &layer, NULL))
-    {
-      const char *rest = dot + 1;
-      for (guint i = 0; i < G_N_ELEMENTS (gpt_names); i++)
-        if (strcmp (rest, gpt_names[i][0]) == 0)
-          rest = gpt_names[i][1];
-      return g_strdup_printf ("transformer.h.%" G_GUINT64_FORMAT ".%s%s", layer, rest, suffix);
-    }
-  return g_strconcat ("transformer.", base, suffix, NULL);
+  return rename != NULL ? rename (base, suffix) : g_strconcat (base, suffix, NULL);
 }
 
 void
@@ -142,8 +118,8 @@ shape_text (int ndim, const gint64 *shape)
 }
 
 gboolean
-ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file, gboolean gpt,
-                       GHashTable *used, GError **error)
+ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file,
+                       KsTorchNameFunc rename, GHashTable *used, GError **error)
 {
   KsArena *params = ks_model_parameters (model);
   gsize n = ks_arena_count (params);
@@ -157,7 +133,7 @@ ks_model_load_weights (KsModel *model, GPtrArray *tensors, const char *file, gbo
       const char *name;
       gboolean transpose;
       const KsTensor *p = ks_arena_tensor_at (params, i, &name, NULL);
-      g_autofree char *torch = ks_torch_name (name, gpt, &transpose);
+      g_autofree char *torch = ks_torch_name (name, rename, &transpose);
       const gint64 *want = p->shape;
       int want_ndim = p->ndim;
       if ((from[i] = find_tensor (tensors, name)) == NULL

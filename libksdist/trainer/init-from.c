@@ -43,12 +43,12 @@ ks_trainer_torch_layouts (KsTrainer *t)
 
 /* Whether the file's tensor `name` is one of `names` under its own or PyTorch's name. */
 static gboolean
-belongs (const char *name, char **names, gboolean gpt)
+belongs (const char *name, char **names, KsTorchNameFunc rename)
 {
   for (int i = 0; names[i] != NULL; i++)
     {
       gboolean transpose;
-      g_autofree char *torch = ks_torch_name (names[i], gpt, &transpose);
+      g_autofree char *torch = ks_torch_name (names[i], rename, &transpose);
       if (strcmp (names[i], name) == 0 || strcmp (torch, name) == 0)
         return TRUE;
     }
@@ -59,7 +59,7 @@ gboolean
 ks_trainer_init_from (KsTrainer *t, GError **error)
 {
   const char *file = ks_config_get_string (t->config, "model", "init_from");
-  gboolean gpt = strcmp (ks_config_get_string (t->config, "model", "type"), "gpt") == 0;
+  KsTorchNameFunc rename = t->task->torch_name;
   g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
 
   if (*file == '\0')
@@ -71,13 +71,13 @@ ks_trainer_init_from (KsTrainer *t, GError **error)
   for (guint i = 0; i < tensors->len; i++)
     {
       const char *name = ((const KsSavedTensor *) g_ptr_array_index (tensors, i))->name;
-      if (!belongs (name, names, gpt))
+      if (!belongs (name, names, rename))
         return g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                             "[model] init_from = %s: its tensor '%s' is no parameter of this "
                             "model (%s): is it the weights of another model?", file, name,
                             ks_trainer_task_describe (t)), FALSE;
     }
-  if (!ks_model_load_weights (t->model, tensors, file, gpt, used, error))
+  if (!ks_model_load_weights (t->model, tensors, file, rename, used, error))
     return g_prefix_error (error, "[model] init_from: "), FALSE;
   g_message ("started from the %u weights of %s", g_hash_table_size (used), file);
   return TRUE;

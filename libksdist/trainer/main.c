@@ -67,6 +67,8 @@ ks_trainer_main (int argc, char **argv, const KsTrainTask *task, gpointer data)
     for (int i = 0; sets != NULL && sets[i] != NULL && error == NULL; i++)
       ks_config_set_override (config, sets[i], &error);
   ks_log_to_stderr (name, error == NULL ? ks_config_get_string (config, "log", "level") : "info");
+  if (error == NULL)
+    ks_trainer_add_task_schema (config, task);
   if (error == NULL && ks_registry_scan (registry, config, &error)
       && ks_config_validate (config, &error))
     {

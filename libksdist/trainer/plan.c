@@ -239,6 +239,11 @@ check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
   g_autoptr (GPtrArray) used = g_ptr_array_new ();
   for (int i = 0; task->settings[i] != NULL; i++)
     g_ptr_array_add (used, (gpointer) task->settings[i]);
+  g_autoptr (GPtrArray) own = g_ptr_array_new_with_free_func (g_free);
+  for (gsize i = 0; task->schema != NULL && i < task->n_schema; i++)
+    g_ptr_array_add (own, g_strdup_printf ("%s.%s", task->schema[i].group, task->schema[i].key));
+  for (guint i = 0; i < own->len; i++)
+    g_ptr_array_add (used, own->pdata[i]);
   g_ptr_array_add (used, "model.init_from");
   g_ptr_array_add (used, NULL);
   const char *const *names = (const char *const *) used->pdata;

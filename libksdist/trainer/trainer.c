@@ -349,3 +349,14 @@ ks_trainer_describe (KsTrainer *t, GError **error)
     return FALSE;
   return t->layers != NULL || !t->pipelined || refuse_unlayered (t, error);
 }
+
+void
+ks_trainer_add_task_schema (KsConfig *config, const KsTrainTask *task)
+{
+  KsTrainTask copy; /* a table of an older KsTrainTask has no schema slot */
+  memset (&copy, 0, sizeof copy);
+  memcpy (&copy, task, MIN (task->size, sizeof copy));
+  for (gsize i = 0; copy.schema != NULL && i < copy.n_schema; i++)
+    if (!ks_config_lookup (config, copy.schema[i].group, copy.schema[i].key, NULL, NULL, NULL))
+      ks_config_add_schema (config, copy.schema[i].group, &copy.schema[i], 1);
+}

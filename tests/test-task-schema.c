@@ -1,0 +1,120 @@
+/* A C program's task declares keys of its own (KsTrainTask.schema): [model] my_key is
+ * known, typed and read like the core's; a key nobody declares is still refused with the
+ * message ks_config_validate gives without the task. */
+#include "testutil.h"
+
+#include <ksdist/trainer.h>
+#include <string.h>
+
+static const KsKeyDesc own_keys[] = {
+  { "model", "my_key", KS_VALUE_INT, "3", 1, 100, NULL, "the task's own width" },
+  { "model", "layers", KS_VALUE_STRING, "ignored", 1, 0, NULL, "the core's key: skipped" },
+};
+
+static const KsTrainTask own_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "own-key",
+  .schema = own_keys,
+  .n_schema = G_N_ELEMENTS (own_keys),
+};
+
+/* The validation error of `text`, with or without the task's keys (NULL: none). */
+static char *
+refusal (const char *dir, const char *text, const KsTrainTask *task)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_test_config (text, dir, &error);
+  g_assert_no_error (error);
+  if (task != NULL)
+    ks_trainer_add_task_schema (config, task);
+  if (ks_config_validate (config, &error))
+    return NULL;
+  return g_strdup (error->message);
+}
+
+static void
+test_own_key (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autoptr (GError) error = NULL;
+  const char *text = "[model]\nmy_key = 42\n";
+
+  /* without the task's schema the key is unknown: the slot is what makes it known */
+  g_autofree char *without = refusal (dir, text, NULL);
+  g_assert_nonnull (without);
+  g_assert_true (strstr (without, "unknown key 'my_key' in [model]") != NULL);
+
+  g_autoptr (KsConfig) config = ks_test_config (text, dir, &error);
+  ks_trainer_add_task_schema (config, &own_task);
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (ks_config_get_int (config, "model", "my_key"), ==, 42);
+  g_autofree char *where = NULL;
+  g_assert_true (ks_config_lookup (config, "model", "my_key", NULL, NULL, &where));
+  g_assert_true (g_str_has_suffix (where, "test.ini:2"));
+  /* a core key the task repeats stays the core's (one declaration, its default) */
+  g_autoptr (GPtrArray) keys = ks_config_group_keys (config, "model");
+  guint layers = 0;
+  for (guint i = 0; i < keys->len; i++)
+    layers += g_strcmp0 (((const KsKeyDesc *) keys->pdata[i])->key, "layers") == 0;
+  g_assert_cmpuint (layers, ==, 1);
+  g_assert_cmpstr (ks_config_get_string (config, "model", "layers"), !=, "ignored");
+  ks_test_rmtree (dir);
+}
+
+static void
+test_default_and_range (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_test_config ("[model]\n", dir, &error);
+  ks_trainer_add_task_schema (config, &own_task);
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_cmpint (ks_config_get_int (config, "model", "my_key"), ==, 3);
+
+  g_autofree char *bad = refusal (dir, "[model]\nmy_key = 500\n", &own_task);
+  g_assert_nonnull (bad);
+  g_assert_true (strstr (bad, "my_key") != NULL);
+  ks_test_rmtree (dir);
+}
+
+static void
+test_unknown_still_refused (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  const char *text = "[model]\nno_such_key = 1\n";
+  g_autofree char *without = refusal (dir, text, NULL);
+  g_autofree char *with = refusal (dir, text, &own_task);
+  g_assert_nonnull (without);
+  g_assert_true (strstr (without, "unknown key 'no_such_key' in [model]") != NULL);
+  /* the same words, but the task's key is among those the hint may name */
+  g_auto (GStrv) a = g_strsplit (without, ";", 2);
+  g_auto (GStrv) b = g_strsplit (with, ";", 2);
+  g_assert_cmpstr (a[0], ==, b[0]);
+  ks_test_rmtree (dir);
+}
+
+/* An older, smaller task table (no schema slot) adds nothing and reads nothing past it. */
+static void
+test_old_table (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  KsTrainTask old = own_task;
+  old.size = G_STRUCT_OFFSET (KsTrainTask, schema);
+  g_autofree char *msg = refusal (dir, "[model]\nmy_key = 4\n", &old);
+  g_assert_nonnull (msg);
+  g_assert_true (strstr (msg, "unknown key 'my_key'") != NULL);
+  ks_test_rmtree (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  ks_test_clear_env ();
+  g_test_add_func ("/task-schema/own-key", test_own_key);
+  g_test_add_func ("/task-schema/default-and-range", test_default_and_range);
+  g_test_add_func ("/task-schema/unknown-still-refused", test_unknown_still_refused);
+  g_test_add_func ("/task-schema/old-table", test_old_table);
+  return g_test_run ();
+}
