@@ -288,6 +288,20 @@ check_PROGRAMS += tests/test-away
 tests_test_away_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-away
 
+# The communicator conformance suite, against every communicator built (or the one
+# KS_KIND_PLUGIN names: make check-plugin).
+check_PROGRAMS += tests/test-kind-comm
+tests_test_kind_comm_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-kind-comm
+
+# make check-plugin PLUGIN=path/to/x.so: the kind suites run against that plugin alone
+# (doc/testing.md). A suite whose kind the plugin lacks skips, saying so.
+check-plugin:
+	@test -n "$(PLUGIN)" || { echo "make check-plugin: say which plugin: PLUGIN=path/to/x.so" >&2; exit 2; }
+	@test -f "$(PLUGIN)" || { echo "make check-plugin: $(PLUGIN): no such file" >&2; exit 2; }
+	case "$(PLUGIN)" in /*) p="$(PLUGIN)" ;; *) p="$$PWD/$(PLUGIN)" ;; esac; \
+	KS_KIND_PLUGIN="$$p" $(MAKE) $(AM_MAKEFLAGS) check TESTS="tests/test-kind-comm"
+
 # The shared-memory communicator, one process per rank.
 check_PROGRAMS += tests/test-shm
 tests_test_shm_SOURCES = tests/test-shm.c tests/shm-faults.c tests/shm-faults.h
@@ -482,7 +496,7 @@ TESTS += tests/test-install.sh
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
 	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
-	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-roles.log \
+	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-kind-comm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
 	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-cluster.log \
 	tests/test-cluster-ps.log \
