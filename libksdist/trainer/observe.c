@@ -63,8 +63,20 @@ print_end (KsTrainer *t, const KsTrainEnd *e, gpointer data)
   printf ("eval %s %.4f (%s)\n", t->task->metric, e->eval, count);
 }
 
+/* on a terminal only: a line rewritten in place, ended with the phase */
+static void
+print_progress (KsTrainer *t, const KsTrainProgress *p, gpointer data)
+{
+  if (!t->tty)
+    return;
+  printf ("\r%s: %" G_GSIZE_FORMAT "/%" G_GSIZE_FORMAT "  %.0fs, ETA %.0fs   %s", p->what,
+          p->done, p->total, p->elapsed_s, p->eta_s, p->done == p->total ? "\n" : "");
+  fflush (stdout);
+}
+
 static const KsTrainObserver printer = {
   .size = sizeof printer, .on_step = print_step, .on_eval = print_eval, .on_end = print_end,
+  .on_progress = print_progress,
 };
 
 /* [log] metrics: a line per report, the step, the wall time since the run began, then
@@ -184,4 +196,10 @@ void
 ks_trainer_notify_end (KsTrainer *t, const KsTrainEnd *e)
 {
   NOTIFY (t, on_end, e);
+}
+
+void
+ks_trainer_notify_progress (KsTrainer *t, const KsTrainProgress *p)
+{
+  NOTIFY (t, on_progress, p);
 }
