@@ -265,6 +265,26 @@ test_progress (void)
   g_assert_cmpint (later.told, ==, 0);
 }
 
+/* A table whose size was not set, and removing an observer twice, are told, not ignored:
+ * the run still prints once. */
+static void
+test_misuse (void)
+{
+  const char *sets[] = { "compute.backend=openblas", "openblas.threads=1" };
+  static const KsTrainObserver unsized = { .on_step = on_step };
+  Trainer tr;
+  trainer_new (&tr, sets, G_N_ELEMENTS (sets));
+  g_test_expect_message (NULL, G_LOG_LEVEL_CRITICAL,
+                         "*size is 0*set .size = sizeof (KsTrainObserver)*");
+  g_assert_cmpuint (ks_trainer_add_observer (tr.t, &unsized, NULL), ==, 0);
+  g_test_assert_expected_messages ();
+  ks_trainer_remove_observer (tr.t, KS_TRAINER_OBSERVER_PRINT);
+  g_test_expect_message (NULL, G_LOG_LEVEL_CRITICAL, "*no observer 1 on this trainer*");
+  ks_trainer_remove_observer (tr.t, KS_TRAINER_OBSERVER_PRINT);
+  g_test_assert_expected_messages ();
+  trainer_free (&tr);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -273,5 +293,6 @@ main (int argc, char **argv)
   g_test_add_func ("/observer/sees-printed", test_sees_printed);
   g_test_add_func ("/observer/silenced", test_silenced);
   g_test_add_func ("/observer/progress", test_progress);
+  g_test_add_func ("/observer/misuse", test_misuse);
   return g_test_run ();
 }

@@ -210,9 +210,11 @@ typedef struct {
  * with it. */
 #define KS_TRAINER_OBSERVER_PRINT 1u
 /* Adds `observer` (the table must outlive the trainer) with `data` for its calls;
- * returns its id for ks_trainer_remove_observer. Before ks_trainer_run. */
+ * returns its id for ks_trainer_remove_observer. Before ks_trainer_run. A table whose
+ * `size` is not set is refused with a critical message, returning 0. */
 guint ks_trainer_add_observer (KsTrainer *t, const KsTrainObserver *observer, gpointer data);
-/* Removes an observer: KS_TRAINER_OBSERVER_PRINT silences the printed lines. */
+/* Removes an observer: KS_TRAINER_OBSERVER_PRINT silences the printed lines. An id
+ * not on the trainer (removed already, say) gives a critical message. */
 void ks_trainer_remove_observer (KsTrainer *t, guint id);
 
 /* After ks_trainer_run: the held-out metric at the end (NaN when none ran). */

@@ -147,10 +147,21 @@ ks_trainer_metrics_open (KsTrainer *t, const char *path, gboolean append, GError
   return TRUE;
 }
 
+/* The smallest table there ever was: the first four slots. A smaller `size` is a table
+ * whose size was not set, whose slots would never be called. */
+#define FIRST_SIZE (G_STRUCT_OFFSET (KsTrainObserver, on_end) + sizeof (gpointer))
+
 guint
 ks_trainer_add_observer (KsTrainer *t, const KsTrainObserver *observer, gpointer data)
 {
   g_return_val_if_fail (t != NULL && observer != NULL, 0);
+  if (observer->size < FIRST_SIZE)
+    {
+      g_critical ("ks_trainer_add_observer: the observer's size is %" G_GSIZE_FORMAT
+                  ", less than any KsTrainObserver's: set .size = sizeof (KsTrainObserver)",
+                  observer->size);
+      return 0;
+    }
   return add (t, observer, data);
 }
 
@@ -164,6 +175,8 @@ ks_trainer_remove_observer (KsTrainer *t, guint id)
         g_array_remove_index (t->observers, i);
         return;
       }
+  g_critical ("ks_trainer_remove_observer: no observer %u on this trainer: an id "
+              "ks_trainer_add_observer returned, or KS_TRAINER_OBSERVER_PRINT, once", id);
 }
 
 #define NOTIFY(t, f, ...)                                                \
