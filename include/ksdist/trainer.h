@@ -198,6 +198,15 @@ typedef struct {
   gsize samples, total;
 } KsTrainEnd;
 
+/* A long phase of the task's own (ks_trainer_progress), once it has run [log]
+ * progress_after seconds, at most five times a second, and at its end if reported before. */
+typedef struct {
+  gsize size;             /* sizeof (KsTrainProgress) */
+  const char *what;       /* "evaluation tasks" */
+  gsize done, total;
+  double elapsed_s, eta_s; /* since the phase began; left (estimated) */
+} KsTrainProgress;
+
 /* Any slot may be NULL. Called in the order they were added, the default first. */
 typedef struct {
   gsize size; /* sizeof (KsTrainObserver) */
@@ -205,15 +214,19 @@ typedef struct {
   void (*on_eval) (KsTrainer *t, const KsTrainEval *e, gpointer data);
   void (*on_save) (KsTrainer *t, gint64 step, const char *dir, gpointer data);
   void (*on_end) (KsTrainer *t, const KsTrainEnd *e, gpointer data);
+  void (*on_progress) (KsTrainer *t, const KsTrainProgress *p, gpointer data);
 } KsTrainObserver;
 
 /* The observer that prints the run's lines on stdout ("step 10/100 loss 0.6931 ...",
- * "eval accuracy 0.9812 (...)"); every trainer starts with it. */
+ * "eval accuracy 0.9812 (...)", a phase's progress on a terminal); every trainer starts
+ * with it. */
 #define KS_TRAINER_OBSERVER_PRINT 1u
 /* Adds `observer` (the table must outlive the trainer) with `data` for its calls;
- * returns its id for ks_trainer_remove_observer. Before ks_trainer_run. */
+ * returns its id for ks_trainer_remove_observer. Before ks_trainer_run. A table whose
+ * `size` is not set is refused with a critical message, returning 0. */
 guint ks_trainer_add_observer (KsTrainer *t, const KsTrainObserver *observer, gpointer data);
-/* Removes an observer: KS_TRAINER_OBSERVER_PRINT silences the printed lines. */
+/* Removes an observer: KS_TRAINER_OBSERVER_PRINT silences the printed lines. An id
+ * not on the trainer (removed already, say) gives a critical message. */
 void ks_trainer_remove_observer (KsTrainer *t, guint id);
 
 /* After ks_trainer_run: the held-out metric at the end (NaN when none ran). */
@@ -250,8 +263,9 @@ KsExpr *ks_trainer_loss (const KsTrainer *t);
 KsExpr *ks_trainer_logits (const KsTrainer *t);
 
 /* A long phase of the task's own (an evaluation over many tasks, say): `done` of
- * `total` `what` are done. On a terminal, once the phase has run [log] progress_after
- * seconds, a line that updates with the count and the time left; nothing elsewhere. */
+ * `total` `what` are done. Told to the observers' on_progress (KsTrainProgress); the
+ * default prints it on a terminal only, one line that updates with the count and the
+ * time left. */
 void ks_trainer_progress (KsTrainer *t, const char *what, gsize done, gsize total);
 
 /* Builds the task's layer list with its loss and metric layers (metric's build may be

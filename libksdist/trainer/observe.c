@@ -63,8 +63,20 @@ print_end (KsTrainer *t, const KsTrainEnd *e, gpointer data)
   printf ("eval %s %.4f (%s)\n", t->task->metric, e->eval, count);
 }
 
+/* on a terminal only: a line rewritten in place, ended with the phase */
+static void
+print_progress (KsTrainer *t, const KsTrainProgress *p, gpointer data)
+{
+  if (!t->tty)
+    return;
+  printf ("\r%s: %" G_GSIZE_FORMAT "/%" G_GSIZE_FORMAT "  %.0fs, ETA %.0fs   %s", p->what,
+          p->done, p->total, p->elapsed_s, p->eta_s, p->done == p->total ? "\n" : "");
+  fflush (stdout);
+}
+
 static const KsTrainObserver printer = {
   .size = sizeof printer, .on_step = print_step, .on_eval = print_eval, .on_end = print_end,
+  .on_progress = print_progress,
 };
 
 /* [log] metrics: a line per report, the step, the wall time since the run began, then
@@ -135,10 +147,21 @@ ks_trainer_metrics_open (KsTrainer *t, const char *path, gboolean append, GError
   return TRUE;
 }
 
+/* The smallest table there ever was: the first four slots. A smaller `size` is a table
+ * whose size was not set, whose slots would never be called. */
+#define FIRST_SIZE (G_STRUCT_OFFSET (KsTrainObserver, on_end) + sizeof (gpointer))
+
 guint
 ks_trainer_add_observer (KsTrainer *t, const KsTrainObserver *observer, gpointer data)
 {
   g_return_val_if_fail (t != NULL && observer != NULL, 0);
+  if (observer->size < FIRST_SIZE)
+    {
+      g_critical ("ks_trainer_add_observer: the observer's size is %" G_GSIZE_FORMAT
+                  ", less than any KsTrainObserver's: set .size = sizeof (KsTrainObserver)",
+                  observer->size);
+      return 0;
+    }
   return add (t, observer, data);
 }
 
@@ -152,6 +175,8 @@ ks_trainer_remove_observer (KsTrainer *t, guint id)
         g_array_remove_index (t->observers, i);
         return;
       }
+  g_critical ("ks_trainer_remove_observer: no observer %u on this trainer: an id "
+              "ks_trainer_add_observer returned, or KS_TRAINER_OBSERVER_PRINT, once", id);
 }
 
 #define NOTIFY(t, f, ...)                                                \
@@ -184,4 +209,10 @@ void
 ks_trainer_notify_end (KsTrainer *t, const KsTrainEnd *e)
 {
   NOTIFY (t, on_end, e);
+}
+
+void
+ks_trainer_notify_progress (KsTrainer *t, const KsTrainProgress *p)
+{
+  NOTIFY (t, on_progress, p);
 }

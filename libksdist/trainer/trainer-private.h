@@ -214,6 +214,7 @@ void ks_trainer_notify_step (KsTrainer *t, const KsTrainStep *s);
 void ks_trainer_notify_eval (KsTrainer *t, const KsTrainEval *e);
 void ks_trainer_notify_save (KsTrainer *t, gint64 step, const char *dir);
 void ks_trainer_notify_end (KsTrainer *t, const KsTrainEnd *e);
+void ks_trainer_notify_progress (KsTrainer *t, const KsTrainProgress *p);
 
 G_END_DECLS
 
