@@ -2,6 +2,7 @@
  * default < file < environment < --set. */
 #include "testutil.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 
 typedef struct {
