@@ -237,6 +237,9 @@ report_own_failure (KsTrainer *t, const GError *error)
 {
   if (t->store == NULL || t->role == NULL || error == NULL
       || error->domain == KS_TRAINER_SIGNAL_ERROR
+      /* a server's run_server cancelled by the stop signal */
+      || (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)
+          && ks_trainer_stop_signal () != 0)
       || g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_PEER_LOST)
       || g_error_matches (error, KS_COMM_ERROR, KS_COMM_ERROR_TIMEOUT))
     return;

@@ -31,9 +31,10 @@ typedef struct {
   char (*hello_peer)[64];            /* and its address */
   gint64 *last_seen;
   /* async: the table's update count in the values each of a worker's last STALE_RING
-   * replies carried (index: its push number, 0 the first pull), to measure a push's
-   * staleness */
+   * replies carried (index: its push number), and in its last pull's (push number 0), to
+   * measure a push's staleness */
   gint64 (*sent)[STALE_RING];
+  gint64 *pulled;
   GBytes **pending_peer; /* sync: the identity to answer once the step is complete */
   guint64 *pending_id;
   /* the sync step being gathered */
@@ -232,13 +233,16 @@ async_apply (Server *s, int w, const PsHeader *req, const void *payload, GError 
 
   if (s->cfg->mode != PS_MODE_ASYNC) /* half-async: the rate as it is */
     return ps_dense_table_apply (t, payload, error);
-  if (behind >= 1 && behind < STALE_RING)
+  if (req->arg == 0)
+    staleness = t->updates - s->pulled[w];
+  else if (behind >= 1 && behind < STALE_RING)
     staleness = t->updates - s->sent[w][req->arg % STALE_RING];
   else
     staleness = MAX (behind, 1) * s->cfg->workers;
   if (!ps_dense_table_apply_stale (t, payload, staleness, error))
     return FALSE;
-  s->sent[w][req->step % STALE_RING] = t->updates;
+  /* the push number is the peer's: unsigned, so a negative one indexes inside the ring */
+  s->sent[w][(guint64) req->step % STALE_RING] = t->updates;
   return TRUE;
 }
 
@@ -292,7 +296,7 @@ handle (Server *s, GBytes *peer, const PsHeader *req, const void *payload, GErro
         }
       return TRUE;
     case PS_PULL:
-      s->sent[w][0] = c->table->updates;
+      s->pulled[w] = c->table->updates;
       return reply_values (s, peer, req, error);
     case PS_PUSH_GRAD:
       if (geo)
@@ -693,6 +697,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.hello_peer = g_malloc0_n (c->workers, sizeof *s.hello_peer);
   s.last_seen = g_new0 (gint64, c->workers);
   s.sent = g_malloc0_n (c->workers, sizeof *s.sent);
+  s.pulled = g_new0 (gint64, c->workers);
   s.pending_peer = g_new0 (GBytes *, c->workers);
   s.pending_id = g_new0 (guint64, c->workers);
   s.sum = g_new0 (float, MAX (s.msg_floats, 1));
@@ -716,6 +721,7 @@ ps_server_run (const PsServerConfig *c, GError **error)
   g_free (s.hello_peer);
   g_free (s.last_seen);
   g_free (s.sent);
+  g_free (s.pulled);
   g_free (s.pending_peer);
   g_free (s.pending_id);
   g_free (s.sum);
