@@ -138,6 +138,10 @@ run (KsTrainer *t, GError **error)
 
   gint64 window_start = g_get_monotonic_time (), run_start = window_start, window_steps = 0;
   gboolean zero_told = FALSE;
+  /* resumed at the last step: no step runs, and the evaluation and export that follow
+   * must not be cut short as start-up is (a signal stops at the end instead) */
+  if (first > steps)
+    ks_trainer_signals_stepping ();
   for (gint64 step = first; step <= steps; step++)
     {
       double lr = t->optimizer != NULL ? ks_optimizer_learning_rate (t->optimizer) : NAN;
