@@ -54,6 +54,22 @@ missing_nodes (LaunchRendezvous *rv)
   return g_string_free (out, FALSE);
 }
 
+/* This node says `word` in the store (hearing no answer is no failure: node 0 may end at
+ * once), and node 0, which serves the store, waits up to `wait_ms` for every other node's
+ * before it goes on to end. */
+static void
+node0_waits_for_all (LaunchRendezvous *rv, const char *word, int wait_ms)
+{
+  g_autofree char *mine = node_key (rv, word, rv->node_rank);
+  ks_store_set (rv->store, mine, "1", 1, NULL);
+  for (int k = 1; rv->node_rank == 0 && k < rv->nnodes; k++)
+    {
+      g_autofree char *other = node_key (rv, word, k);
+      const char *keys[] = { other, NULL };
+      ks_store_wait (rv->store, keys, wait_ms, NULL);
+    }
+}
+
 /* Says this node's process count, address, host name and (a parameter-server job) its
  * layout, and reads every node's. A restart waits twice [comm] timeout: the others'
  * processes may take one to notice the failure before their launchers come back. */
@@ -104,14 +120,7 @@ meet_nodes (LaunchRendezvous *rv, int timeout_ms, GError **error)
    * below fail alike on every node, and each launcher says so rather than that the
    * store went away. Node 0 may end as soon as this word is stored, before its answer
    * comes back: a failure to hear it is no failure here. */
-  g_autofree char *read_key = node_key (rv, "read", rv->node_rank);
-  ks_store_set (rv->store, read_key, "1", 1, NULL);
-  for (int k = 1; rv->node_rank == 0 && k < rv->nnodes; k++)
-    {
-      g_autofree char *other = node_key (rv, "read", k);
-      const char *wait[] = { other, NULL };
-      ks_store_wait (rv->store, wait, timeout_ms, NULL);
-    }
+  node0_waits_for_all (rv, "read", timeout_ms);
   for (int k = 0; k < rv->nnodes; k++)
     {
       int nproc = 0;
@@ -245,14 +254,7 @@ ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
   if (rv->nnodes > 1 && rv->store != NULL)
     {
       /* node 0 keeps serving until every node's processes are done with the store */
-      g_autofree char *key = node_key (rv, "done", rv->node_rank);
-      ks_store_set (rv->store, key, "1", 1, NULL);
-      for (int k = 1; rv->node_rank == 0 && k < rv->nnodes; k++)
-        {
-          g_autofree char *other = node_key (rv, "done", k);
-          const char *keys[] = { other, NULL };
-          ks_store_wait (rv->store, keys, wait_ms, NULL);
-        }
+      node0_waits_for_all (rv, "done", wait_ms);
     }
   if (rv->store_dir != NULL)
     remove_store_dir (rv->store_dir, rv->job);
