@@ -55,10 +55,24 @@ if [ ! -f Makefile ]; then
 fi
 step "building with $jobs jobs" make -j"$jobs"
 
+# When a suite fails, the logs of its failed tests are printed last, so that the end of
+# CI's output (often all that is kept) names the test and shows why.
+show_failed () { # WHAT COMMAND...
+  what=$1
+  shift
+  "$@" && return 0
+  echo "ksdist setup: $what failed; the failed tests' logs:" >&2
+  find . -name '*.trs' -newer "$log" -exec grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' {} + 2>/dev/null |
+    while read -r trs; do
+      echo "===== ${trs%.trs}.log (last 80 lines)" >&2
+      tail -n 80 "${trs%.trs}.log" >&2
+    done
+  exit 1
+}
 if [ $check = yes ]; then
-  make -j"$jobs" check
-  make -j"$jobs" distcheck
-  make -j"$jobs" check-sanitize
+  show_failed "make check" make -j"$jobs" check
+  show_failed "make distcheck" make -j"$jobs" distcheck
+  show_failed "make check-sanitize" make -j"$jobs" check-sanitize
   exit 0
 fi
 
