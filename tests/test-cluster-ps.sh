@@ -5,8 +5,9 @@
 # - two launchers on 127.0.0.1 (no namespaces needed): a node of workers and a node of
 #   one server end bitwise where `ksdist launch --servers 1 --workers 2` does (sync),
 #   also when a process is killed and both restart (--max-restarts);
-#   layouts without a worker, nodes of two kinds and fleetrun's endpoint lists are
-#   refused, saying what to do;
+#   fleetrun's lists of endpoints (--servers IP:PORT,... --workers IP:PORT,...) end
+#   where the counts do; layouts without a worker, nodes of two kinds and lists that
+#   name no host, or two, of this machine are refused, saying what to do;
 # - on hosts of tools/cluster.sh (skipped with the reason where namespaces cannot be
 #   made): the transpiler's four modes with the server on host 1 and both workers on
 #   host 0 (sync bitwise as one host's job, also when a worker is killed and both hosts'
@@ -178,10 +179,31 @@ check "--servers 0 --workers 0 on a node is refused" 2 "this node would run noth
 "$KSDIST" launch --servers 1 --workers 0 "$ps" >err 2>&1
 status=$?
 check "--workers 0 on one node is refused" 2 "a parameter-server job on one node needs at least 1 of each"
+# fleetrun's form: --servers and --workers as lists of IP:PORT, one node per IP, the
+# servers on the ports given; on one host, bitwise where the counts' form ends.
+port=$((20001 + $$ % 20000))
+# shellcheck disable=SC2086
+timeout 120 "$KSDIST" launch --servers 127.0.0.1:$port --workers 127.0.0.1:1,127.0.0.1:2 "$ps" \
+  $common $sync --set "train.checkpoint_dir=$dir/fleet-one" >fleet-one.log 2>&1
+status=$?
+if [ $status = 0 ] && same sync-one fleet-one 200 \
+    && grep -q "server 0 of 1 listening on 127.0.0.1:$port " fleet-one.log; then
+  ok "fleetrun's lists on one host: the server on the port given, bitwise where --servers 1 --workers 2 ends"
+else
+  echo "# status $status"; not_ok "fleetrun's lists on one host" fleet-one.log
+fi
 "$KSDIST" launch --servers 10.0.0.1:6170,10.0.0.2:6170 --workers 10.0.0.3:6170 "$ps" >err 2>&1
 status=$?
-check "fleetrun's list of endpoints is refused with the form to use" 2 \
-  "launch: --servers 10.0.0.1:6170,10.0.0.2:6170: give a count, not fleetrun's list of endpoints"
+check "fleetrun's lists naming no host of this machine are refused" 2 \
+  "none of the hosts in --servers and --workers is this machine (it reaches 10.0.0.1 from "
+"$KSDIST" launch --servers 127.0.0.1:6170 --workers 2 "$ps" >err 2>&1
+status=$?
+check "a list and a count are refused" 2 \
+  "give both as fleetrun's lists of IP:PORT, or both as this node's counts"
+"$KSDIST" launch --servers 127.0.0.1:6170 --workers 127.0.0.2:6171 "$ps" >err 2>&1
+status=$?
+check "two hosts of the lists on this machine: refused, asking for --node-rank" 2 \
+  "several hosts in --servers and --workers are this machine's (127.0.0.1, 127.0.0.2): give --node-rank K"
 
 # ---- hosts of tools/cluster.sh ----
 cluster_skip() { skip "$1 (the jobs across hosts)"; tap_done; }
@@ -225,6 +247,24 @@ if [ "$s" = "0 0" ] && [ "$(echo "$from" | wc -l)" -eq 1 ] \
 else
   echo "# statuses $s; the launchers said: $from"
   not_ok "--max-restarts across hosts" rsx-node0.log rsx-node1.log
+fi
+
+# fleetrun's lists across hosts: the same command on hosts 0 and 1, the server on host 1
+# (node 0: the servers' list comes first) at the port given, the workers on host 0.
+for k in 0 1; do
+  # shellcheck disable=SC2086
+  ($(on $k) timeout 120 "$KSDIST" launch --servers "$(cl addr 1):6170" \
+     --workers "$(cl addr 0):6171,$(cl addr 0):6172" "$ps" $common $sync \
+     --set "train.checkpoint_dir=$dir/fleet" >fleet-node$k.log 2>&1
+   echo $? >fleet-node$k.status) &
+done
+wait
+s=$(statuses fleet 2)
+if [ "$s" = "0 0" ] && same sync-one fleet 200 \
+    && grep -q "servers at $(cl addr 1):6170; node 0 (host $name-host1, $(cl addr 1): server 0), node 1 (host $name-host0, $(cl addr 0): workers 0-1)" fleet-node0.log; then
+  ok "fleetrun's lists on hosts 0 and 1 (one command on both): bitwise where one host's job ends"
+else
+  echo "# statuses $s"; not_ok "fleetrun's lists across hosts" fleet-node0.log fleet-node1.log
 fi
 
 # The other modes are not deterministic: the held-out accuracy, against one host's. One
