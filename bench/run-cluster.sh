@@ -9,12 +9,17 @@
 #    the namespaces through an rsh agent, when mpicc is there); busbw beside the link;
 #  - data-parallel steps at 1, 2 and 4 hosts (`ksdist launch --nnodes`, weak scaling:
 #    efficiency = samples/s at K hosts / (K x samples/s at 1 host)): an MLP
-#    2-1024-1024-2 (1.05 M parameters) and the GPT of examples/gpt-words.ini;
+#    2-1024-1024-2 (1.05 M parameters) and the GPT of examples/gpt-words.ini; beside the
+#    MLP, PyTorch DDP (gloo) with the same MLP and batch, one rank per host
+#    (bench/ddp-torch.py --rank, when python3 has torch: best of 3 rounds of 20 steps);
+#  - a pipeline with one stage per host (the MLP of `ksdist bench pipeline`, 8 x 1024 x
+#    1024 Linear layers cut by parameters, batch 512): each stage's idle share of its
+#    steps after the first (its log's "idle" figure), averaged over the stages, beside
+#    the theory for equal stages, (p-1)/(v m + p-1), for 1F1B m=4, m=8 and FThenB m=8;
 #  - parameter servers (2 servers on hosts 0-1, 2 workers on hosts 2-3, one `ksdist
 #    launch --nnodes 4 --servers S --workers W` per host; an MLP 2-512-512-2 (relu), the same
 #    steps) in sync, half_async, async and geo at RATE and at RATE2: samples/s and
 #    held-out accuracy.
-# Not measured here: PyTorch DDP across the hosts and the pipeline's bubble across hosts.
 # The hosts share this machine's cores: on 2 cores, 4 hosts' compute competes.
 #   bench/run-cluster.sh [HOSTS] [RATE] [--json] [--max SIZE] [--rate2 RATE2] [--steps N]
 #                        [--only ps]
@@ -34,7 +39,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift ;;
     --only) only=$2; shift
       [ "$only" = ps ] || { echo "run-cluster.sh: --only $only: only 'ps' is known" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run-cluster.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     *) if [ $pos = 0 ]; then hosts=$1; else rate=$1; fi; pos=$((pos + 1)) ;;
   esac
@@ -47,7 +52,7 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-cluster-bench-XXXXXX")
 cleanup() { $cluster down >/dev/null 2>&1 || true; rm -rf "$out"; }
 trap cleanup EXIT
 KS_PLUGIN_PATH=
-for p in openblas optim store roles gloo collective transpiler; do
+for p in openblas optim store roles gloo collective segment transpiler; do
   KS_PLUGIN_PATH=$KS_PLUGIN_PATH${KS_PLUGIN_PATH:+:}$top/plugins/$p/.libs
 done
 export KS_PLUGIN_PATH KS_PLUGIN_SYSTEM_PATH= OPENBLAS_NUM_THREADS=1
@@ -173,6 +178,46 @@ for model in mlp gpt; do
     echo "$model $k $(dp $model $k)" >>"$out/dp.txt"
   done
 done
+# PyTorch DDP with the MLP above, one rank on each of K hosts: samples/s of the job
+if "$python" -c "import torch.distributed" 2>/dev/null; then
+  for k in 1 2 4; do
+    [ $k -le "$hosts" ] || continue
+    j=0
+    while [ $j -lt $k ]; do
+      on $j env GLOO_SOCKET_IFNAME=eth0 "$python" "$src/bench/ddp-torch.py" --rank $j $k \
+        "$out/ddp-store-$k" 2,1024,1024,2 tanh >"$out/ddp-$k.$j" 2>"$out/ddp-$k.$j.err" &
+      j=$((j + 1))
+    done
+    wait
+    ms=$(tail -n 1 "$out/ddp-$k.0")
+    echo "$k $(awk -v ms="$ms" -v k=$k 'BEGIN { if (ms + 0 > 0) printf "%.0f", k * 128 * 1000 / ms; else print "-" }')" \
+      >>"$out/ddp.txt"
+  done
+else
+  note "no torch in $python: the PyTorch DDP column is left out"
+fi
+
+# ---- a pipeline with one stage per host: measured idle beside the theory ----
+for run in "1f1b 1 4" "1f1b 1 8" "fthenb 1 8"; do
+  set -- $run
+  k=0
+  while [ $k -lt "$hosts" ]; do
+    on $k "$ksdist" launch -n 1 --nnodes "$hosts" --node-rank $k --master "$a0:29700" \
+      "$src/examples/default.ini" --set train.steps="$steps" --set train.log_every="$steps" \
+      --set train.batch=512 --set model.hidden=1024,1024,1024,1024,1024,1024,1024,1024,1024 \
+      --set pipeline.seg_method=parameters --set pipeline.stages="$hosts" \
+      --set pipeline.schedule="$1" --set pipeline.virtual_stages="$2" \
+      --set pipeline.micro_batches="$3" --set log.level=info --set openblas.threads=1 \
+      --set comm.timeout=600 >"$out/pipe-$1-$3.$k" 2>&1 &
+    k=$((k + 1))
+  done
+  wait
+  # "stage K: computing B s of W s in steps (idle I%; theory for equal stages T%)"
+  cat "$out"/pipe-"$1"-"$3".* | sed -n 's/.*stage [0-9]*: computing .*(idle \([0-9.]*\)%; theory for equal stages \([0-9.]*\)%).*/\1 \2/p' \
+    | awk -v r="$1 $2 $3" -v p="$hosts" '{ s += $1; t = $2; n++ }
+        END { if (n == p) printf "%s %.2f %.2f\n", r, s / n, t; else printf "%s - -\n", r }' \
+    >>"$out/pipe.txt"
+done
 
 fi
 
@@ -224,8 +269,11 @@ rows = []
 for impl, res in impls:
     for size in sorted(res or {}):
         rows.append({"impl": impl, "size": size, "busbw_gbs": res[size]["busbw"], "link_gbs": link})
-dp = [l.split() for l in open(os.path.join(out, "dp.txt"))] if os.path.exists(os.path.join(out, "dp.txt")) else []
-ps = [l.split() for l in open(os.path.join(out, "ps.txt"))] if os.path.exists(os.path.join(out, "ps.txt")) else []
+def lines(name):
+    path = os.path.join(out, name)
+    return [l.split() for l in open(path)] if os.path.exists(path) else []
+dp, ps, pipe = lines("dp.txt"), lines("ps.txt"), lines("pipe.txt")
+ddp = {k: s for k, s in lines("ddp.txt")}
 def num(x):
     try:
         return float(x)
@@ -243,6 +291,13 @@ if as_json:
         eff = s / (int(k) * one[model]) if s and one.get(model) else None
         print(json.dumps({"impl": "ksdist dp", "model": model, "hosts": int(k), "samples_per_s": s,
                           "efficiency": eff, "link_gbs": link}))
+    for k in sorted(ddp, key=int):
+        s, s1 = num(ddp[k]), num(ddp.get("1", "-"))
+        print(json.dumps({"impl": "torch ddp", "model": "mlp", "hosts": int(k), "samples_per_s": s,
+                          "efficiency": s / (int(k) * s1) if s and s1 else None, "link_gbs": link}))
+    for sched, v, m, bubble, theory in pipe:
+        print(json.dumps({"impl": "ksdist pipeline", "stages": hosts, "schedule": sched, "v": int(v),
+                          "m": int(m), "bubble": num(bubble), "theory": num(theory), "link_gbs": link}))
     for mode, r, lg, sps, acc in ps:
         print(json.dumps({"impl": "ksdist ps", "mode": mode, "rate": r, "link_gbs": float(lg),
                           "samples_per_s": num(sps), "accuracy": num(acc)}))
@@ -258,14 +313,23 @@ for b in sizes:
         for _, r in present) + "  " + raw.get(b, {}).get("algorithm", "-"))
 print("#")
 print("# data parallel, one rank per host, %d steps; efficiency = samples/s / (hosts x one host's)" % steps)
-print("# %6s %6s %12s %10s" % ("model", "hosts", "samples/s", "efficiency"))
+print("# %6s %6s %12s %10s %16s %10s" % ("model", "hosts", "samples/s", "efficiency", "torch DDP smp/s", "DDP eff"))
 one = {}
 for model, k, *rest in dp:
     s = num(rest[0]) if rest else None
     if k == "1":
         one[model] = s
     eff = "%.2f" % (s / (int(k) * one[model])) if s and one.get(model) else "-"
-    print("  %6s %6s %12s %10s" % (model, k, rest[0] if rest else "-", eff))
+    t, t1 = (num(ddp.get(k, "-")), num(ddp.get("1", "-"))) if model == "mlp" else (None, None)
+    teff = "%.2f" % (t / (int(k) * t1)) if t and t1 else "-"
+    print("  %6s %6s %12s %10s %16s %10s" % (model, k, rest[0] if rest else "-", eff,
+                                            "%.0f" % t if t else "-", teff))
+print("#")
+print("# pipeline, one stage per host (%d), MLP 8 x 1024 x 1024, batch 512, %d steps: idle %% of each stage's steps after the first, mean over the stages" % (hosts, steps))
+print("# %10s %3s %3s %10s %10s %8s" % ("schedule", "v", "m", "bubble%", "theory%", "diff_pp"))
+for sched, v, m, bubble, theory in pipe:
+    b, t = num(bubble), num(theory)
+    print("  %10s %3s %3s %10s %10s %8s" % (sched, v, m, bubble, theory, "%+.2f" % (b - t) if b is not None and t is not None else "-"))
 print("#")
 print("# parameter servers: 2 servers (hosts 0-1), 2 workers (hosts 2-3), MLP 2-512-512-2 (relu), %d steps; x sync = samples/s over sync's" % (steps * 4))
 print("# %10s %8s %12s %8s %9s" % ("mode", "link", "samples/s", "x sync", "accuracy"))

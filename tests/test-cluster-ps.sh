@@ -5,15 +5,18 @@
 # - two launchers on 127.0.0.1 (no namespaces needed): a node of workers and a node of
 #   one server end bitwise where `ksdist launch --servers 1 --workers 2` does (sync),
 #   also when a process is killed and both restart (--max-restarts);
-#   layouts without a worker, nodes of two kinds and fleetrun's endpoint lists are
-#   refused, saying what to do;
+#   fleetrun's lists of endpoints (--servers IP:PORT,... --workers IP:PORT,...) end
+#   where the counts do; layouts without a worker, nodes of two kinds and lists that
+#   name no host, or two, of this machine are refused, saying what to do;
 # - on hosts of tools/cluster.sh (skipped with the reason where namespaces cannot be
 #   made): the transpiler's four modes with the server on host 1 and both workers on
-#   host 0 (sync bitwise as one host's job; half_async, async and geo within 0.25 of one
-#   host's held-out accuracy); pslib with 2 servers and 2 workers over 3 hosts (a host of
-#   a server, a host of a worker and a server, a host of a worker) within 0.02 of one
-#   host's AUC; the link of the server host (which serves the job's store too) cut mid-job
-#   ends both launchers, each naming the other host and what runs there.
+#   host 0 (sync bitwise as one host's job, also when a worker is killed and both hosts'
+#   launchers restart; half_async, async and geo within 0.25 of one host's held-out
+#   accuracy); pslib with 2 servers and 2 workers over 3 hosts (a host of a server, a
+#   host of a worker and a server, a host of a worker) within 0.02 of one host's AUC, also
+#   when the worker host's process is killed and the 3 launchers restart; pslib with the
+#   mixed host's link cut, and the transpiler with the server host's (which serves the
+#   job's store too), end the other launchers, each naming the host lost and its roles.
 # TAP output. Needs KSDIST, KS_BUILD_PLUGINS and KS_SRCDIR (tests/local.mk).
 set -u
 name=kstestps-$$
@@ -87,6 +90,12 @@ node() {
    echo $? >"$run-node$k.status") &
 }
 on() { [ -n "${cluster:-}" ] && echo "$KS_SRCDIR/tools/cluster.sh --name $name run $1"; }
+# the `ksdist train` processes on cluster host K
+trainers() {
+  for p in $(ip netns pids "$name-host$1"); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q ' train ' && echo "$p"
+  done
+}
 statuses() {
   k=0 out=
   while [ $k -lt "$2" ]; do out="$out${out:+ }$(cat "$1-node$k.status")"; k=$((k + 1)); done
@@ -170,10 +179,31 @@ check "--servers 0 --workers 0 on a node is refused" 2 "this node would run noth
 "$KSDIST" launch --servers 1 --workers 0 "$ps" >err 2>&1
 status=$?
 check "--workers 0 on one node is refused" 2 "a parameter-server job on one node needs at least 1 of each"
+# fleetrun's form: --servers and --workers as lists of IP:PORT, one node per IP, the
+# servers on the ports given; on one host, bitwise where the counts' form ends.
+port=$((20001 + $$ % 20000))
+# shellcheck disable=SC2086
+timeout 120 "$KSDIST" launch --servers 127.0.0.1:$port --workers 127.0.0.1:1,127.0.0.1:2 "$ps" \
+  $common $sync --set "train.checkpoint_dir=$dir/fleet-one" >fleet-one.log 2>&1
+status=$?
+if [ $status = 0 ] && same sync-one fleet-one 200 \
+    && grep -q "server 0 of 1 listening on 127.0.0.1:$port " fleet-one.log; then
+  ok "fleetrun's lists on one host: the server on the port given, bitwise where --servers 1 --workers 2 ends"
+else
+  echo "# status $status"; not_ok "fleetrun's lists on one host" fleet-one.log
+fi
 "$KSDIST" launch --servers 10.0.0.1:6170,10.0.0.2:6170 --workers 10.0.0.3:6170 "$ps" >err 2>&1
 status=$?
-check "fleetrun's list of endpoints is refused with the form to use" 2 \
-  "launch: --servers 10.0.0.1:6170,10.0.0.2:6170: give a count, not fleetrun's list of endpoints"
+check "fleetrun's lists naming no host of this machine are refused" 2 \
+  "none of the hosts in --servers and --workers is this machine (it reaches 10.0.0.1 from "
+"$KSDIST" launch --servers 127.0.0.1:6170 --workers 2 "$ps" >err 2>&1
+status=$?
+check "a list and a count are refused" 2 \
+  "give both as fleetrun's lists of IP:PORT, or both as this node's counts"
+"$KSDIST" launch --servers 127.0.0.1:6170 --workers 127.0.0.2:6171 "$ps" >err 2>&1
+status=$?
+check "two hosts of the lists on this machine: refused, asking for --node-rank" 2 \
+  "several hosts in --servers and --workers are this machine's (127.0.0.1, 127.0.0.2): give --node-rank K"
 
 # ---- hosts of tools/cluster.sh ----
 cluster_skip() { skip "$1 (the jobs across hosts)"; tap_done; }
@@ -194,6 +224,47 @@ if [ "$s" = "0 0" ] && same sync-one sync 200 \
   ok "sync, the server on host 1 and the workers on host 0, ends bitwise where one host's job does"
 else
   echo "# statuses $s"; not_ok "sync across hosts" sync-node0.log sync-node1.log
+fi
+
+# --max-restarts across hosts: a worker on host 0 killed after the first checkpoint; the
+# launchers of both hosts restart from the same one and the job ends bitwise where the
+# uninterrupted one on 127.0.0.1 above (rs-one, the same settings) does.
+# shellcheck disable=SC2086
+on_host=$(on 0) node rsx 0 2 0 2 "$ps" $rs --max-restarts 1
+# shellcheck disable=SC2086
+on_host=$(on 1) node rsx 1 2 1 0 "$ps" $rs --max-restarts 1
+i=0
+while [ ! -d "$dir/rsx/checkpoint-100" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+kill -KILL $(trainers 0 | head -n 1) 2>/dev/null
+wait
+s=$(statuses rsx 2)
+from=$(grep -ho "restart 1 of 1 from checkpoint-[0-9]* " rsx-node0.log rsx-node1.log | sort -u)
+if [ "$s" = "0 0" ] && [ "$(echo "$from" | wc -l)" -eq 1 ] \
+    && [ "$(grep -l "$from" rsx-node0.log rsx-node1.log | wc -l)" -eq 2 ] \
+    && grep -qF "launch: node 0 (host $name-host0, $(cl addr 0): workers 0-1) was lost" rsx-node1.log \
+    && same rs-one rsx 1000; then
+  ok "a worker killed on host 0: the launchers of host 0 (workers) and host 1 (server) ${from% }, and end bitwise where an uninterrupted job does"
+else
+  echo "# statuses $s; the launchers said: $from"
+  not_ok "--max-restarts across hosts" rsx-node0.log rsx-node1.log
+fi
+
+# fleetrun's lists across hosts: the same command on hosts 0 and 1, the server on host 1
+# (node 0: the servers' list comes first) at the port given, the workers on host 0.
+for k in 0 1; do
+  # shellcheck disable=SC2086
+  ($(on $k) timeout 120 "$KSDIST" launch --servers "$(cl addr 1):6170" \
+     --workers "$(cl addr 0):6171,$(cl addr 0):6172" "$ps" $common $sync \
+     --set "train.checkpoint_dir=$dir/fleet" >fleet-node$k.log 2>&1
+   echo $? >fleet-node$k.status) &
+done
+wait
+s=$(statuses fleet 2)
+if [ "$s" = "0 0" ] && same sync-one fleet 200 \
+    && grep -q "servers at $(cl addr 1):6170; node 0 (host $name-host1, $(cl addr 1): server 0), node 1 (host $name-host0, $(cl addr 0): workers 0-1)" fleet-node0.log; then
+  ok "fleetrun's lists on hosts 0 and 1 (one command on both): bitwise where one host's job ends"
+else
+  echo "# statuses $s"; not_ok "fleetrun's lists across hosts" fleet-node0.log fleet-node1.log
 fi
 
 # The other modes are not deterministic: the held-out accuracy, against one host's. One
@@ -242,6 +313,58 @@ if [ -f "$KS_BUILD_PLUGINS/pslib/.libs/pslib.so" ]; then
   else
     echo "# statuses $(cat pslib-one.status) / $s, AUC $b against $a (want within 0.02, above 0.6)"
     not_ok "pslib across hosts" pslib-one.log pslib-node0.log pslib-node1.log pslib-node2.log
+  fi
+
+  # pslib restarted across the same 3 hosts: the worker on host 2 killed after the first
+  # checkpoint; the 3 launchers restart from the same one, and the job (asynchronous:
+  # not bitwise) ends within 0.02 of one host's AUC.
+  for k in 0 1 2; do
+    # shellcheck disable=SC2086
+    on_host=$(on $k) node pslib-rs $k 3 $((k < 2)) $((k > 0)) "$ctr" $args \
+      --set train.checkpoint_every=100 --set comm.timeout=10 --max-restarts 1
+  done
+  i=0
+  while [ ! -d "$dir/pslib-rs/checkpoint-100" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -KILL $(trainers 2) 2>/dev/null
+  wait
+  b=$(cat pslib-rs-node1.log pslib-rs-node2.log | metric - auc)
+  s=$(statuses pslib-rs 3)
+  from=$(grep -ho "restart 1 of 1 from checkpoint-[0-9]* " pslib-rs-node*.log | sort -u)
+  if [ "$s" = "0 0 0" ] && [ "$(echo "$from" | wc -l)" -eq 1 ] \
+      && [ "$(grep -l "$from" pslib-rs-node*.log | wc -l)" -eq 3 ] && close "$a" "$b" 0.02 0.6; then
+    ok "pslib, the worker on host 2 killed: the 3 launchers ${from% }; AUC $b, one host's $a"
+  else
+    echo "# statuses $s, the launchers said: $from; AUC $b against $a (want within 0.02, above 0.6)"
+    not_ok "pslib restarted across hosts" pslib-rs-node0.log pslib-rs-node1.log pslib-rs-node2.log
+  fi
+
+  # pslib with host 1's link cut (worker 0 and server 1): host 0 (server 0 and the store)
+  # and host 2 (worker 1) end within twice [comm] timeout plus a margin, naming host 1.
+  timeout=5
+  for k in 0 1 2; do
+    # shellcheck disable=SC2086
+    on_host=$(on $k) node pslib-cut $k 3 $((k < 2)) $((k > 0)) "$ctr" $args \
+      --set train.steps=1000000 --set train.checkpoint_every=100 --set comm.timeout=$timeout
+  done
+  i=0
+  while [ ! -d "$dir/pslib-cut/checkpoint-100" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+  t0=$(date +%s.%N)
+  cl link 1 down
+  i=0
+  while { [ ! -f pslib-cut-node0.status ] || [ ! -f pslib-cut-node2.status ]; } && [ $i -lt 600 ]; do
+    sleep 0.1; i=$((i + 1))
+  done
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  cl link 1 up
+  wait
+  s="$(cat pslib-cut-node0.status) $(cat pslib-cut-node2.status)"
+  want="launch: node 1 (host $name-host1, $(cl addr 1): worker 0, server 1) was lost"
+  if [ "$s" = "1 1" ] && awk -v t="$took" -v m=$((2 * timeout + 10)) 'BEGIN { exit !(t <= m) }' \
+      && grep -qF "$want" pslib-cut-node0.log && grep -qF "$want" pslib-cut-node2.log; then
+    ok "pslib, host 1's link cut: hosts 0 and 2 end in $took s ([comm] timeout $timeout s): $(grep -o "launch: node 1 [^;]*" pslib-cut-node2.log | head -n 1)"
+  else
+    echo "# statuses $s after $took s; want '$want' in the logs of nodes 0 and 2"
+    not_ok "pslib, a host's link cut" pslib-cut-node0.log pslib-cut-node1.log pslib-cut-node2.log
   fi
 else
   skip "pslib across hosts: the pslib plugin was not built"

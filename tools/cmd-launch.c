@@ -76,10 +76,13 @@ endpoint_list (const Launch *l, int first, int count)
     return ks_launch_layout_servers (&l->rv);
   GString *out = g_string_new (NULL);
   g_autoptr (GPtrArray) held = g_ptr_array_new_with_free_func (g_object_unref);
+  g_auto (GStrv) given = l->rv.own_ports != NULL ? g_strsplit (l->rv.own_ports, ",", -1) : NULL;
   for (int r = first; r < first + count; r++)
     {
       const char *host = l->rv.hosts[r / l->rv.nproc];
       int port = l->servers > 0 ? ks_launch_free_port (host, held) : 0;
+      if (l->servers > 0 && l->rv.own_ports != NULL) /* fleetrun's lists gave them */
+        port = atoi (given[r - first]);
       g_string_append_printf (out, "%s%s:%d", r > first ? "," : "", host,
                               port > 0 ? port : 6170 + r);
     }
@@ -207,8 +210,8 @@ start_worker (Launch *l, Worker *w, char **child_argv, const char *log_dir, GErr
   return TRUE;
 }
 
-/* --servers or --workers (`option`) as a count: -1 when not given. fleetrun's lists of
- * endpoints are not taken: each node says what it runs, and the ports are chosen. */
+/* --servers or --workers (`option`) as a count: -1 when not given (fleetrun's lists of
+ * endpoints are taken apart before, by take_endpoints). */
 static gboolean
 parse_count (const char *text, const char *option, int *out)
 {
@@ -221,15 +224,62 @@ parse_count (const char *text, const char *option, int *out)
       *out = (int) v;
       return TRUE;
     }
-  if (strchr (text, ':') != NULL)
-    ks_cli_error ("launch: %s %s: give a count, not fleetrun's list of endpoints: on "
-                  "several machines each one's launcher says how many servers and workers "
-                  "IT runs (--nnodes M --node-rank K --master HOST:PORT --servers S "
-                  "--workers W), and the servers' ports are chosen free there",
-                  option, text);
-  else
-    ks_cli_error ("launch: %s %s: give a number of processes, 0 to 1024", option, text);
+  ks_cli_error ("launch: %s %s: give a number of processes, 0 to 1024, or as fleetrun "
+                "takes it a list IP:PORT,IP:PORT,... (with the other also a list)",
+                option, text);
   return FALSE;
+}
+
+/* fleetrun's form, --servers and --workers as lists of IP:PORT (either a list makes
+ * both lists): this node's place, servers and workers, and node 0's store, in `l`, and
+ * the counts in the texts' place. Prints what is wrong and returns FALSE. */
+static gboolean
+take_endpoints (Launch *l, char **servers_text, char **workers_text, char **master,
+                char **own_host, char **own_ports)
+{
+  gboolean list_s = *servers_text != NULL && strchr (*servers_text, ':') != NULL;
+  gboolean list_w = *workers_text != NULL && strchr (*workers_text, ':') != NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!list_s && !list_w)
+    {
+      if (l->rv.node_rank < 0)
+        l->rv.node_rank = 0;
+      return TRUE;
+    }
+  if (!list_s || !list_w)
+    {
+      ks_cli_error ("launch: --servers %s --workers %s: give both as fleetrun's lists of "
+                    "IP:PORT, or both as this node's counts",
+                    *servers_text != NULL ? *servers_text : "(none)",
+                    *workers_text != NULL ? *workers_text : "(none)");
+      return FALSE;
+    }
+  LaunchEndpoints e = { .nnodes = l->rv.nnodes, .node_rank = l->rv.node_rank,
+                        .master = *master };
+  gboolean ok = ks_launch_endpoints (&e, *servers_text, *workers_text, &error);
+  *master = e.master;
+  *own_host = e.host;
+  *own_ports = e.ports;
+  if (!ok)
+    {
+      ks_cli_error ("launch: %s", error->message);
+      return FALSE;
+    }
+  l->rv.nnodes = e.nnodes;
+  l->rv.node_rank = e.node_rank;
+  l->rv.own_host = e.host;
+  l->rv.own_ports = e.ports;
+  g_free (*servers_text);
+  g_free (*workers_text);
+  *servers_text = g_strdup_printf ("%d", e.servers);
+  *workers_text = g_strdup_printf ("%d", e.workers);
+  g_printerr ("ksdist: launch: fleetrun's lists name %d host%s; this is node %d (%s): %d "
+              "server%s, %d worker%s%s%s\n",
+              e.nnodes, e.nnodes == 1 ? "" : "s", e.node_rank, e.host, e.servers,
+              e.servers == 1 ? "" : "s", e.workers, e.workers == 1 ? "" : "s",
+              e.nnodes > 1 ? "; the job's store at " : "", e.nnodes > 1 ? *master : "");
+  return TRUE;
 }
 
 /* Checks the options; prints what is wrong and returns FALSE. --servers and --workers
@@ -510,9 +560,10 @@ run_launch (int argc, char **argv)
   int n = 2, servers, workers, master_port = 0;
   g_autofree char *log_dir = NULL, *master = NULL, *master_addr = NULL;
   g_autofree char *servers_text = NULL, *workers_text = NULL;
+  g_autofree char *own_host = NULL, *own_ports = NULL; /* fleetrun's lists' */
   char **program = NULL;
   g_auto (GStrv) sets = NULL;
-  Launch l = { .rv = { .nnodes = 1 }, .grace_s = SIGNAL_GRACE_S };
+  Launch l = { .rv = { .nnodes = 1, .node_rank = -1 }, .grace_s = SIGNAL_GRACE_S };
   GOptionEntry entries[] = {
     { "nproc", 'n', 0, G_OPTION_ARG_INT, &n, "Workers to start on this machine (default 2)", "N" },
     { "nnodes", 0, 0, G_OPTION_ARG_INT, &l.rv.nnodes,
@@ -523,10 +574,10 @@ run_launch (int argc, char **argv)
       "Where node 0 serves the job's TCP store; every node gives the same", "HOST:PORT" },
     { "servers", 0, 0, G_OPTION_ARG_STRING, &servers_text,
       "A parameter-server job: this many servers (with --workers); with --nnodes, this "
-      "node's (0 or more)", "S" },
+      "node's (0 or more); or fleetrun's list IP:PORT,... the same on every node", "S" },
     { "workers", 0, 0, G_OPTION_ARG_STRING, &workers_text,
       "A parameter-server job: this many workers (with --servers); with --nnodes, this "
-      "node's (0 or more)", "W" },
+      "node's (0 or more); or fleetrun's list IP:PORT,...", "W" },
     { "log-dir", 0, 0, G_OPTION_ARG_FILENAME, &log_dir,
       "Write each process's output to DIR/workerlog.RANK (serverlog.S) too", "DIR" },
     { "grace-period", 0, 0, G_OPTION_ARG_DOUBLE, &l.grace_s,
@@ -584,7 +635,8 @@ run_launch (int argc, char **argv)
       ks_cli_error ("launch: one CONFIG at most, got '%s' too (see ksdist help launch)", argv[2]);
       return KS_EXIT_USAGE;
     }
-  if (!parse_count (servers_text, "--servers", &servers)
+  if (!take_endpoints (&l, &servers_text, &workers_text, &master, &own_host, &own_ports)
+      || !parse_count (servers_text, "--servers", &servers)
       || !parse_count (workers_text, "--workers", &workers)
       || !check_options (&l, n, servers, workers, master))
     return KS_EXIT_USAGE;

@@ -42,6 +42,11 @@ ks_launch_layout_mine (const LaunchRendezvous *rv, GError **error)
   g_autoptr (GPtrArray) held = g_ptr_array_new_with_free_func (g_object_unref);
   GString *out = g_string_new (NULL);
   g_string_printf (out, " %d %d ", rv->workers, rv->servers);
+  if (rv->own_ports != NULL && rv->servers > 0) /* fleetrun's lists gave them */
+    {
+      g_string_append (out, rv->own_ports);
+      return g_string_free (out, FALSE);
+    }
   for (int i = 0; i < rv->servers; i++)
     {
       int port = ks_launch_free_port (rv->hosts[rv->node_rank], held);

@@ -172,7 +172,7 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
     rv->hosts = g_new0 (char *, rv->nnodes + 1);
   if (rv->nnodes == 1)
     {
-      rv->hosts[0] = g_strdup ("127.0.0.1");
+      rv->hosts[0] = g_strdup (rv->own_host != NULL ? rv->own_host : "127.0.0.1");
       g_autofree char *suffix = random_hex (4);
       rv->job = g_strdup_printf ("launch-%d-%s", (int) getpid (), suffix);
       if (strcmp (kind, "tcp") != 0)
@@ -216,7 +216,8 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
                                ? ks_config_get_string (config, "job", "name")
                                : "launch");
   rv->job = g_strdup (rv->base_job);
-  rv->hosts[rv->node_rank] = ks_comm_address_toward (rv->master);
+  rv->hosts[rv->node_rank] = rv->own_host != NULL ? g_strdup (rv->own_host)
+                                                  : ks_comm_address_toward (rv->master);
   if ((rv->store = ks_store_new (registry, config, "tcp", error)) == NULL)
     return FALSE;
   if (rv->node_rank == 0)

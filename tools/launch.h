@@ -26,6 +26,9 @@ typedef struct {
    * in a parameter-server job, its servers' ports ("41200,41201"; launch-layout.c) */
   int *node_workers, *node_servers;
   char **node_ports;
+  /* fleetrun's endpoint lists (launch-endpoints.c): this node's IP and its servers'
+   * ports as given ("6170,6171"), or NULL to find the address and choose free ports */
+  const char *own_host, *own_ports;
 } LaunchRendezvous;
 
 gboolean ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry,
@@ -71,5 +74,16 @@ int ks_launch_layout_node_of (const LaunchRendezvous *rv, int rank);
 /* "servers at HOST:PORT,...; node 0 (...: workers 0-1), node 1 (...: server 0)" */
 char *ks_launch_layout_describe (const LaunchRendezvous *rv);
 void ks_launch_layout_clear (LaunchRendezvous *rv);
+
+/* fleetrun's form, `--servers IP:PORT,... --workers IP:PORT,...` (launch-endpoints.c):
+ * the nodes (one per IP), this one's place, servers and workers, and node 0's store. */
+typedef struct {
+  int nnodes, node_rank; /* in: --nnodes (1 when not given), --node-rank (-1 when not) */
+  char *master;          /* in: --master or NULL; out: node 0's IP:29500 when it was NULL */
+  char *host, *ports;    /* out: this node's IP and its servers' ports ("6170,6171") */
+  int servers, workers;  /* out: this node's */
+} LaunchEndpoints;
+gboolean ks_launch_endpoints (LaunchEndpoints *e, const char *servers, const char *workers,
+                              GError **error);
 
 #endif

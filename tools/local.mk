@@ -12,6 +12,7 @@ tools_ksdist_SOURCES = \
 	tools/launch.h \
 	tools/launch-rendezvous.c \
 	tools/launch-layout.c \
+	tools/launch-endpoints.c \
 	tools/launch-restart.c \
 	tools/launch-watch.c \
 	tools/launch-job.h \
