@@ -284,7 +284,8 @@ push_record (guint8 *record, guint64 id, float g)
  * and a shrink from worker 1, 40 shrinks from worker 0 (one is due every [data]
  * shrink_every steps), a pull that would create 10,000 rows (one batch pulls at most
  * 64 x 26), a gradient of 9.9e5 per show (above [table.emb] max_grad): all refused and
- * logged, and what is allowed still answered; the job finishes. */
+ * logged, and what is allowed still answered (a pull's repeated ids count once against
+ * the rows it may create); the job finishes. */
 static void
 test_forged_requests (void)
 {
@@ -357,6 +358,22 @@ test_forged_requests (void)
   g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, ids,
                                        100 * sizeof (guint64), 20, NULL),
                    ==, PS_REPLY_OK);
+  /* an id repeated in one pull makes one row: 1,000 new ids 5 times each (5,000 ids) are
+   * within the 1,665 (before: counted 5,000 and refused); 2,000 twice each create 2,000 */
+  g_autofree guint64 *repeated = g_new (guint64, 5000);
+  for (int i = 0; i < 5000; i++)
+    repeated[i] = (guint64) (1u << 31) * 2 + 2 * (guint64) (i % 1000);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, repeated,
+                                       5000 * sizeof (guint64), 20, &text),
+                   ==, PS_REPLY_OK);
+  g_clear_pointer (&text, g_free);
+  for (int i = 0; i < 4000; i++)
+    repeated[i] = (guint64) (1u << 31) * 4 + 2 * (guint64) (i % 2000);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, repeated,
+                                       4000 * sizeof (guint64), 20, &text),
+                   ==, PS_REPLY_ERROR);
+  g_assert_nonnull (strstr (text, "a pull that would create 2000 rows of table emb"));
+  g_clear_pointer (&text, g_free);
 
   /* gradients: 9.9e5 per show refused, 50 applied */
   guint8 record[16 + 9 * 4];

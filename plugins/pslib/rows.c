@@ -133,6 +133,37 @@ check_ids (PsRows *r, gsize n, char **refusal)
   return TRUE;
 }
 
+static int
+by_id (const void *a, const void *b)
+{
+  guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+  return (x > y) - (x < y);
+}
+
+/* The rows the n ids (in r->ids) would make: the distinct ids the table lacks (an id
+ * repeated in one request makes one row; each was counted, against max_new_rows and
+ * max_rows, as often as it came). */
+static gint64
+rows_made (PsRows *r, KsSparseTable *t, gsize n)
+{
+  g_autofree guint64 *lacking = NULL;
+  gsize k, count = 0;
+  gint64 made = 0;
+
+  for (k = 0; k < n; k++)
+    if (r->ids[k] != 0 && !ks_sparse_table_row_stats (t, r->ids[k], NULL, NULL, NULL, NULL, NULL))
+      {
+        if (lacking == NULL)
+          lacking = g_new (guint64, n - k);
+        lacking[count++] = r->ids[k];
+      }
+  if (count > 1)
+    qsort (lacking, count, sizeof *lacking, by_id);
+  for (k = 0; k < count; k++)
+    made += k == 0 || lacking[k] != lacking[k - 1];
+  return made;
+}
+
 /* Whether the n ids of the request (in r->ids) may make the rows its table lacks:
  * at most as many as one batch of the job pulls (max_new) and within the table's
  * budget (max_rows); else nothing is made. */
@@ -143,10 +174,7 @@ may_create (PsRows *r, const PsHeader *req, gsize n, char **refusal)
   KsSparseTable *t = r->tables[i];
   const char *what = req->type == PS_PULL_SPARSE ? "pull" : "push";
   const char *name = ks_sparse_table_name (t);
-  gint64 made = 0, held = (gint64) ks_sparse_table_size (t);
-  for (gsize k = 0; k < n; k++)
-    made += r->ids[k] != 0
-            && !ks_sparse_table_row_stats (t, r->ids[k], NULL, NULL, NULL, NULL, NULL);
+  gint64 made = rows_made (r, t, n), held = (gint64) ks_sparse_table_size (t);
   if (made > r->max_new[i])
     return refuse (refusal, "a %s that would create %" G_GINT64_FORMAT " rows of table %s, "
                    "above the %" G_GINT64_FORMAT " one pull may create ([table.%s] "

@@ -5,7 +5,7 @@
  * (summed over the shows). Ids go to server id % S. Everything in a request is checked
  * before it touches a table: the table's index, the payload's size, each id's server,
  * finite gradients within [table.NAME] max_grad per show, 0 <= click <= show, the rows a
- * pull would create within max_new_rows; a shrink only from worker 0, as often as [data]
+ * pull would create (its distinct new ids) within max_new_rows and max_rows; a shrink only from worker 0, as often as [data]
  * shrink_every says. */
 #ifndef KS_PSLIB_ROWS_H
 #define KS_PSLIB_ROWS_H
