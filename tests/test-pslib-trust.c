@@ -6,11 +6,51 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include <zmq.h>
+
+/* The host's memory as the test sees it: the physical memory, or the memory cgroup's
+ * limit when lower (v2's memory.max, v1's limit_in_bytes; "max" or absent: none). */
+static double
+host_memory (void)
+{
+  double memory = (double) sysconf (_SC_PHYS_PAGES) * sysconf (_SC_PAGESIZE);
+  const char *files[] = { "/sys/fs/cgroup/memory.max",
+                          "/sys/fs/cgroup/memory/memory.limit_in_bytes" };
+  for (int i = 0; i < 2; i++)
+    {
+      g_autofree char *text = NULL;
+      double limit;
+      if (g_file_get_contents (files[i], &text, NULL, NULL)
+          && sscanf (text, "%lf", &limit) == 1 && limit > 0)
+        return MIN (limit, memory);
+    }
+  return memory;
+}
+
+/* [table.NAME] max_rows = 0 (a default as large as the host's memory, for each server
+ * of the host, was too high): each server of the two on this host holds at most a
+ * quarter of the host's memory over the two, in rows of the bytes it says, and says so. */
+static void
+assert_default_budget (const char *log)
+{
+  const char *line = strstr (log, "table emb holds at most ");
+  g_assert_nonnull (line);
+  gint64 rows = 0;
+  int row_bytes = 0;
+  g_assert_cmpint (sscanf (line, "table emb holds at most %" G_GINT64_FORMAT " rows (%*f MB at %d "
+                           "bytes a row", &rows, &row_bytes), ==, 2);
+  double want = floor (host_memory () / 4 / 2 / row_bytes);
+  g_test_message ("default max_rows %" G_GINT64_FORMAT " (%d bytes a row), expected %.0f", rows,
+                  row_bytes, want);
+  g_assert_cmpfloat (fabs ((double) rows - want), <=, 1);
+  g_assert_nonnull (strstr (line, "[table.emb] max_rows = 0: a quarter of this host's "));
+  g_assert_nonnull (strstr (line, " over its 2 servers and 1 table)"));
+}
 
 static char *
 read_all (const char *path, gsize *len)
@@ -391,6 +431,7 @@ test_forged_requests (void)
   for (int p = 0; p < 4; p++)
     g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
   g_autofree char *server = ps_test_read_log (&j, 2);
+  assert_default_budget (server);
   g_assert_nonnull (strstr (server, "refused a save from worker 1"));
   g_assert_nonnull (strstr (server, "refused a shrink from worker 1"));
   ps_test_job_free (&j);
