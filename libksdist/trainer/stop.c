@@ -47,6 +47,7 @@ static gboolean installed;  /* the handlers are ours now */
 enum { STEPPING, STARTUP, ENDING };
 static volatile sig_atomic_t phase = STEPPING;
 static int wake[2] = { -1, -1 }; /* the self-pipe: the handler writes the signal's number */
+static volatile pid_t watched;   /* the process whose watcher reads it (not a forked child) */
 static char program[64] = "ksdist"; /* the start of the start-up line */
 /* the checkpoint directory start-up made, and its lock file: removed when a signal ends
  * start-up. Read only while made_ready is set: it is cleared before the paths are
@@ -105,8 +106,9 @@ on_stop_signal (int sig)
 
   if (__sync_bool_compare_and_swap (&phase, STARTUP, ENDING))
     {
-      if (write (wake[1], &byte, 1) != 1)
-        _exit (128 + sig); /* cannot happen: the pipe is empty; end all the same */
+      /* a child forked without exec has no watcher, and the pipe is its parent's */
+      if (getpid () != watched || write (wake[1], &byte, 1) != 1)
+        _exit (128 + sig); /* as before the watcher: at once, without the clean-up */
       return;
     }
   if (phase == ENDING)
@@ -148,6 +150,7 @@ start_watcher (void)
       if (!g_unix_open_pipe (wake, FD_CLOEXEC, &error))
         g_error ("cannot make the pipe that start-up signals are told through: %s",
                  error->message);
+      watched = getpid ();
       g_thread_unref (g_thread_new ("ks-startup-signal", watch_startup, NULL));
       g_once_init_leave (&started, 1);
     }
