@@ -90,9 +90,8 @@ rank_pid () {
 }
 ended () { ! kill -0 "$1" 2>/dev/null || grep -q '^[0-9]* (.*) [ZX]' "/proc/$1/stat" 2>/dev/null; }
 what="launch -n 2 on shm, SIGTERM in start-up"
-if ! ls /dev/shm >/dev/null 2>&1 || ! "$KSDIST" plugins 2>/dev/null | grep -q '^ *shm'; then
-  skip "$what: no /dev/shm or no shm plugin in this build"
-else
+# one try: rank 1 held, rank 0's name awaited, SIGTERM; sets r0, r1, made, left, status
+shm_try () {
   rm -rf ck
   "$KSDIST" launch -n 2 $run --set comm.backend=shm >err 2>&1 &
   pid=$!
@@ -116,7 +115,19 @@ else
   status=$?
   pid=
   left=$(ls /dev/shm | grep "^ksdist-$r0-" | tr '\n' ' ')
-  if [ -z "$r0" ] || [ -z "$r1" ] || [ -z "$made" ]; then
+}
+if ! ls /dev/shm >/dev/null 2>&1 || ! command -v ps >/dev/null \
+   || ! "$KSDIST" plugins 2>/dev/null | grep -q '^ *shm'; then
+  skip "$what: no /dev/shm, no ps or no shm plugin in this build"
+else
+  # a rank 1 held only after it had opened the name (a machine too busy for the
+  # test's polling) tells nothing: tried again, three times at most
+  for attempt in 1 2 3; do
+    shm_try
+    [ -n "$made" ] && break
+    echo "# try $attempt: rank 0 ($r0) made no name in /dev/shm that stayed while rank 1 ($r1) was held"
+  done
+  if [ -z "$made" ]; then
     not_ok "$what: rank 0 ($r0) made no name in /dev/shm while rank 1 ($r1) was held"
   elif [ $status -eq 143 ] && [ -z "$left" ] \
        && grep -q "^ksdist: launch: stopped by SIGTERM before the first step" err; then
