@@ -93,7 +93,9 @@ what="launch -n 2 on shm, SIGTERM in start-up"
 # one try: rank 1 held, rank 0's name awaited, SIGTERM; sets r0, r1, made, left, status
 shm_try () {
   rm -rf ck
-  "$KSDIST" launch -n 2 $run --set comm.backend=shm >err 2>&1 &
+  # (no checkpoint_dir: with one, rank 0's name went even with _exit, before rank 1 met it)
+  "$KSDIST" launch -n 2 "$KS_SRCDIR/examples/default.ini" --set train.steps=1000000000 \
+    --set log.level=error --set comm.backend=shm >err 2>&1 &
   pid=$!
   r1= i=0
   while [ -z "$r1" ] && [ $i -lt 6000 ]; do r1=$(rank_pid 1); [ -n "$r1" ] || sleep 0.01; i=$((i + 1)); done
