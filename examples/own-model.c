@@ -145,6 +145,7 @@ main (int argc, char **argv)
     .size = sizeof task, .name = "own-model", .metric = "accuracy", .unit = "samples",
     .build = build, .batch = batch, .evaluate = evaluate, .clear = clear,
     .settings = no_settings, .schema = keys, .n_schema = G_N_ELEMENTS (keys),
+    .honours_eval_rows = TRUE, /* evaluate takes ks_trainer_eval_cap's rows */
   };
   static Rows data;
   return ks_trainer_main (argc, argv, &task, &data);

@@ -269,6 +269,7 @@ static const KsTrainTask text_task = {
   .settings = text_settings,
   .check = text_check,
   .torch_name = ks_gpt_torch_name,
+  .honours_eval_rows = TRUE,
 };
 
 /* [model] type = layers on a text: the text task with the [layer.NAME] groups (the GPT
@@ -290,6 +291,7 @@ static const KsTrainTask text_layers_task = {
   .metadata = text_layers_metadata,
   .settings = text_layers_settings,
   .check = text_check,
+  .honours_eval_rows = TRUE,
 };
 
 /* ---- gpt on addition: lines "a+b=c" ---- */

@@ -540,4 +540,5 @@ const KsTrainTask ks_ctr_task = {
   .check = ctr_check,
   .sparse_tables = ctr_tables,
   .missing_hint = ctr_missing_hint,
+  .honours_eval_rows = TRUE,
 };

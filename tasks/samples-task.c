@@ -379,6 +379,7 @@ samples_last_epoch (KsTrainer *t, gint64 step)
     .unit = "samples", .build = samples_build, .batch = samples_batch,                   \
     .evaluate = samples_evaluate, .describe = samples_describe, .clear = samples_clear,  \
     .metadata = samples_metadata, .last_epoch = samples_last_epoch, .check = samples_check, \
+    .honours_eval_rows = TRUE,                                                           \
   }
 
 const KsTrainTask ks_samples_task = SAMPLES_TASK ("a network on samples", "accuracy");

@@ -275,4 +275,5 @@ const KsTrainTask ks_tokens_task = {
   .clear = tokens_clear,
   .settings = tokens_settings,
   .check = tokens_check,
+  .honours_eval_rows = TRUE,
 };

@@ -129,6 +129,10 @@ TESTS += tests/test-settings tests/test-factory
 check_PROGRAMS += tests/test-task-schema
 tests_test_task_schema_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-task-schema
+# [train] eval_rows refused for a C task that does not honour it (tests/test-eval-rows-task.c)
+check_PROGRAMS += tests/test-eval-rows-task
+tests_test_eval_rows_task_LDADD = $(KS_TASKS_TEST_LDADD)
+TESTS += tests/test-eval-rows-task
 
 check_PROGRAMS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint

@@ -125,14 +125,22 @@ kill -9 "$first" 2>/dev/null
 wait "$first"
 status=$?
 first=
-# The launcher names worker 0; or, when worker 0 is slow to end (seen under the
-# sanitizers) and worker 1's report of it (status 3) is reaped first, worker 1, whose log
-# names worker 0 (the next check).
-check "a checkpoint worker 0 cannot write: the launcher names worker 0, or worker 1's report" 1 \
-  "^ksdist: launch: worker \(0 exited with status 1\|1 exited with status 3\)"
+# The launcher names worker 0, also when worker 0 is slow to end (seen under the
+# sanitizers) and worker 1's report of it (status 3) is reaped first: the others are
+# then left to end by themselves a while (before, worker 0 was stopped at once, died by
+# that SIGTERM and worker 1 was named).
+check "a checkpoint worker 0 cannot write: the launcher names worker 0" 1 \
+  "^ksdist: launch: worker 0 exited with status 1"
 if grep -q "worker 0 could not write the checkpoint of step" logs/workerlog.1; then
   ok "worker 1 says worker 0 could not write it"
 else cp logs/workerlog.1 err; not_ok "worker 1 says worker 0 could not write it"; fi
+
+# The same order made certain: worker 1 reports a peer's failure (status 3) at once,
+# worker 0 fails (status 1) a second later; worker 0 is named (before: worker 1).
+"$KSDIST" launch -n 2 -- sh -c '[ "$RANK" = 1 ] && exit 3; sleep 1; exit 1' >/dev/null 2>err
+status=$?
+check "a report of a peer's failure reaped first: the launcher names the peer that failed" 1 \
+  "^ksdist: launch: worker 0 exited with status 1"
 
 # A checkpoint past [train] steps: resuming would train nothing (it exited 0, a warning
 # about total steps only): refused, exit 2, naming both numbers.

@@ -6,11 +6,51 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include <zmq.h>
+
+/* The host's memory as the test sees it: the physical memory, or the memory cgroup's
+ * limit when lower (v2's memory.max, v1's limit_in_bytes; "max" or absent: none). */
+static double
+host_memory (void)
+{
+  double memory = (double) sysconf (_SC_PHYS_PAGES) * sysconf (_SC_PAGESIZE);
+  const char *files[] = { "/sys/fs/cgroup/memory.max",
+                          "/sys/fs/cgroup/memory/memory.limit_in_bytes" };
+  for (int i = 0; i < 2; i++)
+    {
+      g_autofree char *text = NULL;
+      double limit;
+      if (g_file_get_contents (files[i], &text, NULL, NULL)
+          && sscanf (text, "%lf", &limit) == 1 && limit > 0)
+        return MIN (limit, memory);
+    }
+  return memory;
+}
+
+/* [table.NAME] max_rows = 0 (a default as large as the host's memory, for each server
+ * of the host, was too high): each server of the two on this host holds at most a
+ * quarter of the host's memory over the two, in rows of the bytes it says, and says so. */
+static void
+assert_default_budget (const char *log)
+{
+  const char *line = strstr (log, "table emb holds at most ");
+  g_assert_nonnull (line);
+  gint64 rows = 0;
+  int row_bytes = 0;
+  g_assert_cmpint (sscanf (line, "table emb holds at most %" G_GINT64_FORMAT " rows (%*f MB at %d "
+                           "bytes a row", &rows, &row_bytes), ==, 2);
+  double want = floor (host_memory () / 4 / 2 / row_bytes);
+  g_test_message ("default max_rows %" G_GINT64_FORMAT " (%d bytes a row), expected %.0f", rows,
+                  row_bytes, want);
+  g_assert_cmpfloat (fabs ((double) rows - want), <=, 1);
+  g_assert_nonnull (strstr (line, "[table.emb] max_rows = 0: a quarter of this host's "));
+  g_assert_nonnull (strstr (line, " over its 2 servers and 1 table)"));
+}
 
 static char *
 read_all (const char *path, gsize *len)
@@ -284,7 +324,8 @@ push_record (guint8 *record, guint64 id, float g)
  * and a shrink from worker 1, 40 shrinks from worker 0 (one is due every [data]
  * shrink_every steps), a pull that would create 10,000 rows (one batch pulls at most
  * 64 x 26), a gradient of 9.9e5 per show (above [table.emb] max_grad): all refused and
- * logged, and what is allowed still answered; the job finishes. */
+ * logged, and what is allowed still answered (a pull's repeated ids count once against
+ * the rows it may create); the job finishes. */
 static void
 test_forged_requests (void)
 {
@@ -357,6 +398,22 @@ test_forged_requests (void)
   g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, ids,
                                        100 * sizeof (guint64), 20, NULL),
                    ==, PS_REPLY_OK);
+  /* an id repeated in one pull makes one row: 1,000 new ids 5 times each (5,000 ids) are
+   * within the 1,665 (before: counted 5,000 and refused); 2,000 twice each create 2,000 */
+  g_autofree guint64 *repeated = g_new (guint64, 5000);
+  for (int i = 0; i < 5000; i++)
+    repeated[i] = (guint64) (1u << 31) * 2 + 2 * (guint64) (i % 1000);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, repeated,
+                                       5000 * sizeof (guint64), 20, &text),
+                   ==, PS_REPLY_OK);
+  g_clear_pointer (&text, g_free);
+  for (int i = 0; i < 4000; i++)
+    repeated[i] = (guint64) (1u << 31) * 4 + 2 * (guint64) (i % 2000);
+  g_assert_cmpint (ps_test_request_as (port, 0, PS_PULL_SPARSE, 0, 1, 0, repeated,
+                                       4000 * sizeof (guint64), 20, &text),
+                   ==, PS_REPLY_ERROR);
+  g_assert_nonnull (strstr (text, "a pull that would create 2000 rows of table emb"));
+  g_clear_pointer (&text, g_free);
 
   /* gradients: 9.9e5 per show refused, 50 applied */
   guint8 record[16 + 9 * 4];
@@ -374,6 +431,7 @@ test_forged_requests (void)
   for (int p = 0; p < 4; p++)
     g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
   g_autofree char *server = ps_test_read_log (&j, 2);
+  assert_default_budget (server);
   g_assert_nonnull (strstr (server, "refused a save from worker 1"));
   g_assert_nonnull (strstr (server, "refused a shrink from worker 1"));
   ps_test_job_free (&j);

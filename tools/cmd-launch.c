@@ -511,6 +511,9 @@ run_once (Launch *l, const KsConfig *config, KsRegistry *registry, char **argv,
     g_main_loop_run (l->loop);
   if (l->grace != 0)
     g_source_remove (l->grace);
+  if (l->peer_wait != 0)
+    g_source_remove (l->peer_wait);
+  l->peer_wait = 0;
   if (l->drain != 0)
     g_source_remove (l->drain);
   l->grace = l->drain = 0;

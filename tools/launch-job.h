@@ -12,6 +12,10 @@
 #define SIGNAL_GRACE_S 30  /* --grace-period's default: Slurm's KillWait, Kubernetes' */
 #define WATCH_MS 500       /* how often the processes' states are looked at */
 #define DRAIN_MS 5000      /* output read after the last process ended, at most */
+/* after a process reported a peer's failure (KS_EXIT_PEER), how long the others may end
+ * by themselves before they are stopped: the peer that failed first, still ending (its
+ * atexit work under the sanitizers takes seconds), is then named, not the report */
+#define PEER_WAIT_MS 10000
 
 typedef struct Launch Launch;
 
@@ -47,6 +51,7 @@ struct Launch {
   gboolean stopping;   /* the workers were told to stop (SIGTERM) */
   gboolean killing;    /* ... and those left were sent SIGKILL */
   guint grace;         /* the source that sends that SIGKILL, or 0 */
+  guint peer_wait;     /* the source that stops them after PEER_WAIT_MS, or 0 */
   GCancellable *reads; /* the output reads of this start */
   guint drain;         /* the source that ends them once every process has ended, or 0 */
   int restart, max_restarts; /* this start's number (0: the first) and the limit */

@@ -42,6 +42,9 @@ on_grace_over (gpointer data)
 void
 launch_stop_all (Launch *l)
 {
+  if (l->peer_wait != 0)
+    g_source_remove (l->peer_wait);
+  l->peer_wait = 0;
   if (l->stopping)
     return;
   l->stopping = TRUE;
@@ -195,6 +198,30 @@ blame_instead (Launch *l, Worker *w)
   return !l->failed_stopped && cause_rank (l, w) > cause_rank (l, l->failed);
 }
 
+static gboolean
+on_peer_wait_over (gpointer data)
+{
+  Launch *l = data;
+  l->peer_wait = 0;
+  launch_stop_all (l);
+  return G_SOURCE_REMOVE;
+}
+
+/* The others are stopped: at once, unless `w` only reported a peer's failure on this
+ * node; then that peer, failing too, is left PEER_WAIT_MS to end by itself and be named
+ * (stopped at once, it died by the SIGTERM, a cause no more, and the report was named). */
+static void
+stop_after (Launch *l, Worker *w)
+{
+  if (cause_rank (l, w) == 1 && l->rv.nnodes == 1 && l->running > 0)
+    {
+      if (l->peer_wait == 0)
+        l->peer_wait = g_timeout_add (PEER_WAIT_MS, on_peer_wait_over, l);
+    }
+  else
+    launch_stop_all (l);
+}
+
 void
 launch_on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
 {
@@ -227,7 +254,7 @@ launch_on_worker_exit (GObject *source, GAsyncResult *result, gpointer data)
       else
         l->failure = g_strdup_printf ("exited with status %d",
                                       g_subprocess_get_exit_status (w->process));
-      launch_stop_all (l);
+      stop_after (l, w);
     }
   if (l->running == 0 && l->reading > 0 && l->drain == 0)
     l->drain = g_timeout_add (DRAIN_MS, on_drain_over, l);

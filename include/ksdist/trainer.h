@@ -56,7 +56,8 @@ typedef struct {
    * (or tokens) it scored, the number the trainer prints: batches of ks_trainer_batch
    * rows, the last one partial, each summed by ks_trainer_metric_sum (any executor);
    * `final` is TRUE for the evaluation at the end, FALSE for [train] eval_every's.
-   * [train] eval_rows may cap the rows (ks_trainer_eval_cap). */
+   * [train] eval_rows may cap the rows (ks_trainer_eval_cap; say so in
+   * honours_eval_rows). */
   gboolean (*evaluate) (KsTrainer *t, gboolean final, double *value, gsize *samples,
                         GError **error);
   /* Optional from here. */
@@ -96,6 +97,10 @@ typedef struct {
   /* PyTorch's names of the task's parameters (a KsTorchNameFunc, checkpoint.h), for
    * [model] init_from; NULL: NAME.weight and NAME.bias. */
   char *(*torch_name) (const char *base, const char *suffix);
+  /* TRUE: evaluate scores at most ks_trainer_eval_cap (t) rows ([train] eval_rows). FALSE
+   * (or a table older than this slot): [train] eval_rows set is refused by the plan
+   * before training, as the task would score every row all the same. */
+  gboolean honours_eval_rows;
 } KsTrainTask;
 
 /* Adds `task`'s own keys (its `schema`) to `config`, before ks_config_validate;

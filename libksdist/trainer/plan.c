@@ -251,6 +251,21 @@ check_task_settings (const KsConfig *c, const KsTrainTask *task, GError **error)
          && ks_config_check_used (c, "data", names, task->name, error);
 }
 
+/* [train] eval_rows set for a task whose evaluation does not say it takes the cap: it
+ * would score every held-out row, silently. */
+static gboolean
+check_eval_rows (const KsConfig *c, const KsTrainTask *task, GError **error)
+{
+  gint64 rows = ks_config_get_int (c, "train", "eval_rows");
+  if (rows == 0 || task->honours_eval_rows)
+    return TRUE;
+  return refuse (error, "[train] eval_rows = %" G_GINT64_FORMAT ": the task '%s' does not "
+                 "cap its evaluation (its evaluate would score every held-out row); remove "
+                 "[train] eval_rows, or have the task's evaluate score at most "
+                 "ks_trainer_eval_cap's rows and set honours_eval_rows in its KsTrainTask",
+                 rows, task->name != NULL ? task->name : "(unnamed)");
+}
+
 /* A [table.NAME] group set for a sparse table the task does not have. */
 static gboolean
 check_tables (const KsConfig *c, const KsTrainTask *task, GError **error)
@@ -492,7 +507,8 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
       || (task != NULL && !check_task_settings (c, task, error))
       || (task != NULL && !check_tables (c, task, error))
       || !ks_trainer_check_world (registry, c, task,
-                                  world != NULL ? world : &(KsTrainWorld) { 0, 0 }, error))
+                                  world != NULL ? world : &(KsTrainWorld) { 0, 0 }, error)
+      || (task != NULL && !check_eval_rows (c, task, error)))
     return FALSE;
   if (!build || task == NULL)
     return TRUE;

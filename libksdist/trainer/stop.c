@@ -12,13 +12,20 @@
  * there is nothing to save and the waits there (a rendezvous, a connect) can last
  * [comm] timeout, so a signal ends the process at once: one line saying nothing was
  * trained and nothing saved (none under ksdist launch, which says it for the job), the
- * checkpoint directory it made removed, exit 128 + the signal. Under ksdist launch a
- * worker tells the launcher through KS_LAUNCH_STEP_FD when its first step begins, so that
- * the launcher promises a checkpoint only when one will be saved. */
+ * checkpoint directory it made removed, exit 128 + the signal. The handler only writes
+ * the signal to a pipe; a watcher thread does the rest and calls quick_exit, so that the
+ * clean-ups the plugins registered with at_quick_exit run (the shm communicator's names
+ * in /dev/shm are unlinked and its peers see this rank closed, where _exit left them).
+ * Not exit: the other threads go on meanwhile, and exit's destructors (OpenBLAS's, the
+ * GType system's) under a thread still using them crashed it in 11 of 16 tries.
+ * Under ksdist launch a worker tells the launcher through KS_LAUNCH_STEP_FD when its
+ * first step begins, so that the launcher promises a checkpoint only when one will be
+ * saved. */
 #include "trainer-private.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glib-unix.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -34,11 +41,19 @@ static volatile sig_atomic_t launched;
 static struct sigaction old_term, old_int;
 static gboolean caught_int; /* SIGINT's handler is ours (it was not ignored) */
 static gboolean installed;  /* the handlers are ours now */
-/* start-up: a signal ends the process at once (set until the first step begins) */
-static volatile sig_atomic_t in_startup;
+/* start-up: a signal ends the process at once. STARTUP until the first step begins,
+ * then STEPPING; the handler moves STARTUP to ENDING (one compare-and-swap, so that the
+ * first step and a signal cannot both win) and the watcher thread ends the process. */
+enum { STEPPING, STARTUP, ENDING };
+static volatile sig_atomic_t phase = STEPPING;
+static int wake[2] = { -1, -1 }; /* the self-pipe: the handler writes the signal's number */
+static volatile pid_t watched;   /* the process whose watcher reads it (not a forked child) */
 static char program[64] = "ksdist"; /* the start of the start-up line */
-/* the checkpoint directory start-up made, and its lock file: removed when a signal ends it */
+/* the checkpoint directory start-up made, and its lock file: removed when a signal ends
+ * start-up. Read only while made_ready is set: it is cleared before the paths are
+ * written and set after, so that a reader never sees half a path. */
 static char made_dir[PATH_MAX], made_lock[PATH_MAX];
+static volatile sig_atomic_t made_ready;
 
 static void
 say (const char *text)
@@ -47,31 +62,61 @@ say (const char *text)
   (void) ignored;
 }
 
-/* A signal in start-up: the line, the directory removed, the exit (all async-signal-safe). */
-static void
-end_startup (int sig)
+/* The watcher: a signal in start-up ends the process here, outside the handler, so that
+ * the line, the directory's removal and the at_quick_exit clean-ups run in a thread. */
+static gpointer
+watch_startup (gpointer data)
 {
+  unsigned char sig;
+  ssize_t n;
+
+  (void) data;
+  while ((n = read (wake[0], &sig, 1)) < 0 && errno == EINTR)
+    ;
+  if (n != 1)
+    return NULL;
   if (!launched)
     {
       say (program);
       say (sig == SIGTERM ? ": stopped by SIGTERM" : ": stopped by SIGINT");
       say (" before the first step: nothing was trained and nothing saved\n");
     }
-  if (made_lock[0] != '\0')
+  __sync_synchronize ();
+  if (made_ready)
     {
       unlink (made_lock);
       rmdir (made_dir); /* only when empty: nothing else was put there */
     }
-  _exit (128 + sig);
+  quick_exit (128 + sig);
+}
+
+/* The watcher is ending the process: this thread waits for it. */
+static void
+wait_for_the_end (void)
+{
+  for (;;)
+    pause ();
 }
 
 static void
 on_stop_signal (int sig)
 {
   struct sigaction dfl;
+  unsigned char byte = (unsigned char) sig;
 
-  if (in_startup)
-    end_startup (sig);
+  if (__sync_bool_compare_and_swap (&phase, STARTUP, ENDING))
+    {
+      /* a child forked without exec has no watcher, and the pipe is its parent's */
+      if (getpid () != watched || write (wake[1], &byte, 1) != 1)
+        _exit (128 + sig); /* as before the watcher: at once, without the clean-up */
+      return;
+    }
+  if (phase == ENDING)
+    {
+      if (!launched) /* a second signal in start-up: now, without the clean-up */
+        _exit (128 + sig);
+      return;
+    }
   /* the first (two threads may take one signal each at once: one of them is) */
   if (__sync_bool_compare_and_swap (&stop_signal, 0, sig))
     return;
@@ -94,6 +139,23 @@ under_launch (void)
   return pid != NULL && atoi (pid) == (int) getppid ();
 }
 
+/* The self-pipe and its watcher, once per process (the thread waits while it lives). */
+static void
+start_watcher (void)
+{
+  static gsize started = 0;
+  if (g_once_init_enter (&started))
+    {
+      GError *error = NULL;
+      if (!g_unix_open_pipe (wake, FD_CLOEXEC, &error))
+        g_error ("cannot make the pipe that start-up signals are told through: %s",
+                 error->message);
+      watched = getpid ();
+      g_thread_unref (g_thread_new ("ks-startup-signal", watch_startup, NULL));
+      g_once_init_leave (&started, 1);
+    }
+}
+
 static void
 install (void)
 {
@@ -105,6 +167,7 @@ install (void)
   sa.sa_flags = SA_RESTART; /* reads, writes and waits go on until the step's end */
   stop_signal = 0;
   launched = under_launch ();
+  start_watcher ();
   sigaction (SIGTERM, &sa, &old_term);
   /* SIGINT ignored (a shell's background job, nohup) stays ignored */
   caught_int = sigaction (SIGINT, NULL, &old_int) == 0 && old_int.sa_handler != SIG_IGN;
@@ -120,7 +183,7 @@ ks_trainer_catch_startup_signals (const char *name)
     g_strlcpy (program, name, sizeof program);
   if (installed)
     return;
-  in_startup = 1;
+  phase = STARTUP;
   install ();
 }
 
@@ -131,11 +194,19 @@ ks_trainer_signals_catch (void)
     ks_trainer_catch_startup_signals (NULL);
 }
 
+/* Start-up is over; never returns when a signal is ending it (the watcher exits). */
+static void
+leave_startup (void)
+{
+  if (!__sync_bool_compare_and_swap (&phase, STARTUP, STEPPING) && phase == ENDING)
+    wait_for_the_end ();
+}
+
 void
 ks_trainer_signals_restore (void)
 {
-  in_startup = 0;
-  made_dir[0] = made_lock[0] = '\0';
+  leave_startup ();
+  made_ready = 0;
   if (!installed)
     return;
   sigaction (SIGTERM, &old_term, NULL);
@@ -147,13 +218,15 @@ ks_trainer_signals_restore (void)
 void
 ks_trainer_startup_made_dir (const char *dir, const char *lock)
 {
-  /* filled before the handler may read them: it reads made_lock first, set last */
-  made_lock[0] = '\0';
+  /* published to the watcher: the flag cleared, the paths written, then the flag set */
+  made_ready = 0;
+  __sync_synchronize ();
   if (strlen (dir) >= sizeof made_dir || strlen (lock) >= sizeof made_lock)
     return;
   memcpy (made_dir, dir, strlen (dir) + 1);
-  __sync_synchronize ();
   memcpy (made_lock, lock, strlen (lock) + 1);
+  __sync_synchronize ();
+  made_ready = 1;
 }
 
 void
@@ -162,9 +235,9 @@ ks_trainer_signals_stepping (void)
   const char *fd_text = g_getenv ("KS_LAUNCH_STEP_FD");
   int fd = fd_text != NULL && launched ? atoi (fd_text) : -1;
 
-  if (!in_startup)
+  if (phase == STEPPING)
     return;
-  in_startup = 0; /* from here a signal is a stop at a step boundary, saved */
+  leave_startup (); /* from here a signal is a stop at a step boundary, saved */
   /* the launcher reads it: this worker saves at the next step if a signal comes */
   if (fd > 2 && fcntl (fd, F_GETFD) != -1)
     {

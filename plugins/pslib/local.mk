@@ -3,7 +3,7 @@
 if HAVE_ZMQ
 pkglib_LTLIBRARIES += plugins/pslib/pslib.la
 plugins_pslib_pslib_la_SOURCES = plugins/pslib/pslib.c \
-	plugins/pslib/rows.c plugins/pslib/rows.h \
+	plugins/pslib/rows.c plugins/pslib/rows.h plugins/pslib/budget.c plugins/pslib/budget.h \
 	plugins/pslib/sparse-worker.c plugins/pslib/sparse-worker.h
 plugins_pslib_pslib_la_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/plugins $(ZMQ_CFLAGS) $(JSON_CFLAGS)
 plugins_pslib_pslib_la_LDFLAGS = $(KS_PLUGIN_LDFLAGS)

@@ -15,6 +15,7 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
+#include "budget.h"
 #include "ps/client.h"
 #include "ps/job.h"
 #include "ps/server.h"
@@ -377,9 +378,12 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
   /* the task's day length, when the configuration has the key (a benchmark's has not) */
   if (ks_config_lookup (p->config, "data", "shrink_every", &every, NULL, NULL) && every != NULL)
     shrink_every = g_ascii_strtoll (every, NULL, 10);
+  int servers = ks_role_maker_server_num (p->role);
   p->rows = ps_rows_new ((const char *const *) names, configs, max_new, p->tables->len, index,
-                         ks_role_maker_server_num (p->role), p->settings.max_message,
-                         MAX (shrink_every, 0));
+                         servers,
+                         ps_servers_on_host (ks_role_maker_pserver_endpoints (p->role),
+                                             servers, index),
+                         p->settings.max_message, MAX (shrink_every, 0));
   return model_dir == NULL || load_server (p, model_dir, error);
 }
 

@@ -1,6 +1,8 @@
 /* A server's sparse tables and their requests (rows.h). */
 #include "rows.h"
 
+#include "budget.h"
+
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <math.h>
@@ -27,7 +29,8 @@ struct PsRows {
 
 PsRows *
 ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint64 *max_new,
-             gsize n, int index, int servers, gsize max_message, gint64 shrink_every)
+             gsize n, int index, int servers, int host_servers, gsize max_message,
+             gint64 shrink_every)
 {
   PsRows *r = g_new0 (PsRows, 1);
 
@@ -41,8 +44,8 @@ ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint
   r->tables = g_new0 (KsSparseTable *, MAX (n, 1));
   r->max_rows = g_new0 (gint64, MAX (n, 1));
   /* rows are memory, and a token holder's pulls of new ids made them without end (2.4 M
-   * rows in 42 s): by default the tables share a quarter of the host's memory */
-  double memory = (double) sysconf (_SC_PHYS_PAGES) * sysconf (_SC_PAGESIZE);
+   * rows in 42 s): by default the servers on the host share a quarter of its memory */
+  double memory = ps_host_memory ();
   for (gsize i = 0; i < n; i++)
     {
       r->tables[i] = ks_sparse_table_new (names[i], &configs[i]);
@@ -50,12 +53,17 @@ ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint
       gsize row = ks_sparse_table_row_bytes (r->tables[i]);
       r->max_rows[i] = configs[i].max_rows > 0
                            ? configs[i].max_rows
-                           : (gint64) MAX (memory / 4 / n / row, 1000);
+                           : ps_default_max_rows (memory, host_servers, n, row);
+      g_autofree char *why
+          = configs[i].max_rows > 0
+                ? g_strdup ("")
+                : g_strdup_printf (" = 0: a quarter of this host's %.0f MB over its %d "
+                                   "server%s and %" G_GSIZE_FORMAT " table%s", memory / 1e6,
+                                   host_servers, host_servers == 1 ? "" : "s", n,
+                                   n == 1 ? "" : "s");
       g_message ("server %d: table %s holds at most %" G_GINT64_FORMAT " rows (%.0f MB at %"
                  G_GSIZE_FORMAT " bytes a row; [table.%s] max_rows%s)", index, names[i],
-                 r->max_rows[i], r->max_rows[i] * (double) row / 1e6, row, names[i],
-                 configs[i].max_rows > 0 ? "" : " = 0: a quarter of this host's memory over "
-                                                "the tables");
+                 r->max_rows[i], r->max_rows[i] * (double) row / 1e6, row, names[i], why);
     }
   return r;
 }
@@ -133,6 +141,37 @@ check_ids (PsRows *r, gsize n, char **refusal)
   return TRUE;
 }
 
+static int
+by_id (const void *a, const void *b)
+{
+  guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+  return (x > y) - (x < y);
+}
+
+/* The rows the n ids (in r->ids) would make: the distinct ids the table lacks (an id
+ * repeated in one request makes one row; each was counted, against max_new_rows and
+ * max_rows, as often as it came). */
+static gint64
+rows_made (PsRows *r, KsSparseTable *t, gsize n)
+{
+  g_autofree guint64 *lacking = NULL;
+  gsize k, count = 0;
+  gint64 made = 0;
+
+  for (k = 0; k < n; k++)
+    if (r->ids[k] != 0 && !ks_sparse_table_row_stats (t, r->ids[k], NULL, NULL, NULL, NULL, NULL))
+      {
+        if (lacking == NULL)
+          lacking = g_new (guint64, n - k);
+        lacking[count++] = r->ids[k];
+      }
+  if (count > 1)
+    qsort (lacking, count, sizeof *lacking, by_id);
+  for (k = 0; k < count; k++)
+    made += k == 0 || lacking[k] != lacking[k - 1];
+  return made;
+}
+
 /* Whether the n ids of the request (in r->ids) may make the rows its table lacks:
  * at most as many as one batch of the job pulls (max_new) and within the table's
  * budget (max_rows); else nothing is made. */
@@ -143,10 +182,7 @@ may_create (PsRows *r, const PsHeader *req, gsize n, char **refusal)
   KsSparseTable *t = r->tables[i];
   const char *what = req->type == PS_PULL_SPARSE ? "pull" : "push";
   const char *name = ks_sparse_table_name (t);
-  gint64 made = 0, held = (gint64) ks_sparse_table_size (t);
-  for (gsize k = 0; k < n; k++)
-    made += r->ids[k] != 0
-            && !ks_sparse_table_row_stats (t, r->ids[k], NULL, NULL, NULL, NULL, NULL);
+  gint64 made = rows_made (r, t, n), held = (gint64) ks_sparse_table_size (t);
   if (made > r->max_new[i])
     return refuse (refusal, "a %s that would create %" G_GINT64_FORMAT " rows of table %s, "
                    "above the %" G_GINT64_FORMAT " one pull may create ([table.%s] "

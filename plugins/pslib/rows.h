@@ -5,7 +5,7 @@
  * (summed over the shows). Ids go to server id % S. Everything in a request is checked
  * before it touches a table: the table's index, the payload's size, each id's server,
  * finite gradients within [table.NAME] max_grad per show, 0 <= click <= show, the rows a
- * pull would create within max_new_rows; a shrink only from worker 0, as often as [data]
+ * pull would create (its distinct new ids) within max_new_rows and max_rows; a shrink only from worker 0, as often as [data]
  * shrink_every says. */
 #ifndef KS_PSLIB_ROWS_H
 #define KS_PSLIB_ROWS_H
@@ -28,12 +28,13 @@ ps_row_server (guint64 id, int servers)
 
 typedef struct PsRows PsRows;
 
-/* Server `index` of `servers`: a table per config (names[i], configs[i]), of which a pull
- * may create at most max_new[i] rows; no request or answer may exceed `max_message`
+/* Server `index` of `servers`, `host_servers` of them on its host: a table per config
+ * (names[i], configs[i]), of which a pull may create at most max_new[i] rows, holding at
+ * most max_rows (0: budget.h's default); no request or answer may exceed `max_message`
  * bytes; worker 0 may ask for a shrink every `shrink_every` steps (0: never). */
 PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs,
                      const gint64 *max_new, gsize n, int index, int servers,
-                     gsize max_message, gint64 shrink_every);
+                     int host_servers, gsize max_message, gint64 shrink_every);
 void ps_rows_free (PsRows *rows);
 /* A PsServerConfig.extra handler: sparse pulls, pushes and shrink. */
 gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,

@@ -1,6 +1,6 @@
 /* The shared-memory communicator's names in /dev/shm and what a process leaves at exit:
  * every name this process made or opened and has not unlinked yet is unlinked when it
- * exits (atexit), every communicator's line then says RANK_CLOSED, and rank 0 removes
+ * exits (atexit; at_quick_exit too, which a signal in start-up ends by), every communicator's line then says RANK_CLOSED, and rank 0 removes
  * the names that killed jobs left (sweep). */
 #include "shm.h"
 
@@ -58,6 +58,7 @@ registry_init (void)
       open_shms = g_ptr_array_new ();
       owner = getpid ();
       atexit (at_exit);
+      at_quick_exit (at_exit);
     }
 }
 
