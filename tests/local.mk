@@ -299,6 +299,8 @@ TESTS += tests/test-kind-comm
 check_PROGRAMS += tests/test-kind-compute
 tests_test_kind_compute_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-kind-compute
+# it loads build-tree plugins: done before test-install relinks them
+tests/test-install.log: tests/test-kind-compute.log
 
 # make check-plugin PLUGIN=path/to/x.so: the kind suites of the kinds that plugin provides
 # (as `ksdist plugins` lists them), run against that plugin alone (doc/testing.md).
