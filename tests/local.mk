@@ -297,6 +297,8 @@ TESTS += tests/test-kind-comm
 # The compute backend conformance suite, against every backend built (or the one
 # KS_KIND_PLUGIN names: make check-plugin).
 check_PROGRAMS += tests/test-kind-compute
+tests_test_kind_compute_SOURCES = tests/test-kind-compute.c tests/kind-compute-ops.c \
+	tests/kind-compute.h
 tests_test_kind_compute_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-kind-compute
 # it loads build-tree plugins: done before test-install relinks them
