@@ -1,5 +1,6 @@
 /* The compute conformance suite (test-kind-compute.c), continued: softmax, layer norm,
- * cross entropy, lookups, layouts, masks, optimizer updates, images, mixed precision. */
+ * cross entropy, lookups, layouts, masks, optimizer updates, images, batch norm, mixed
+ * precision. */
 #include "kind-compute.h"
 
 /* ---- softmax, layer norm, cross entropy ---- */
@@ -581,6 +582,111 @@ test_pools (Fixture *f, gconstpointer data)
                 weighted_sum (gy, want_avg, ny), 1e-5);
 }
 
+/* ---- batch normalisation ---- */
+
+typedef struct {
+  gsize rows, cols;
+  const float *w, *gamma, *beta, *x;
+  int wrt; /* 0: x, 1: gamma, 2: beta */
+} BatchCase;
+
+/* y of batch_norm in training (mean and var written when asked) on the backend */
+static float *
+run_batch_norm (Fixture *f, const BatchCase *c, const float *x, const float *gamma,
+                const float *beta, float **mean, float **var, GError **error)
+{
+  gsize n = c->rows * c->cols;
+  float *dx = upf (f, x, n), *dg = upf (f, gamma, c->cols), *db = upf (f, beta, c->cols);
+  float *dy = ks_compute_alloc (f->c, n * sizeof (float), NULL);
+  float *dm = ks_compute_alloc (f->c, c->cols * sizeof (float), NULL);
+  float *dv = ks_compute_alloc (f->c, c->cols * sizeof (float), NULL);
+  gboolean ok = ks_compute_batch_norm (f->c, dx, dg, db, dy, dm, dv, c->rows, c->cols, 1e-5f,
+                                       TRUE, error);
+  ks_compute_free_memory (f->c, dx);
+  ks_compute_free_memory (f->c, dg);
+  ks_compute_free_memory (f->c, db);
+  float *m = down (f, dm, c->cols), *v = down (f, dv, c->cols), *y = down (f, dy, n);
+  if (mean != NULL)
+    *mean = m, *var = v;
+  else
+    g_free (m), g_free (v);
+  if (!ok)
+    g_clear_pointer (&y, g_free);
+  return y;
+}
+
+static double
+batch_loss (Fixture *f, const float *v, gpointer data)
+{
+  BatchCase *c = data;
+  g_autofree float *y = run_batch_norm (f, c, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->gamma,
+                                        c->wrt == 2 ? v : c->beta, NULL, NULL, NULL);
+  g_assert_nonnull (y);
+  return weighted_sum (c->w, y, c->rows * c->cols);
+}
+
+/* Training mode: each column's batch statistics, and the gradient through them. */
+void
+test_batch_norm (Fixture *f, gconstpointer data)
+{
+  if (f->c == NULL)
+    return;
+  const gsize rows = 6, cols = 3, n = rows * cols;
+  g_autofree float *x = ks_test_random_floats (f->rng, n, -2, 2);
+  g_autofree float *gamma = ks_test_random_floats (f->rng, cols, 0.5, 1.5);
+  g_autofree float *beta = ks_test_random_floats (f->rng, cols, -0.5, 0.5);
+  g_autofree float *w = ks_test_random_floats (f->rng, n, -1, 1);
+  g_autofree float *mean = NULL, *var = NULL;
+  g_autoptr (GError) error = NULL;
+  BatchCase c = { rows, cols, w, gamma, beta, x, 0 };
+
+  g_autofree float *y = run_batch_norm (f, &c, x, gamma, beta, &mean, &var, &error);
+  if (y == NULL && !has_slot (&error, "batch_norm"))
+    return;
+  g_assert_no_error (error);
+  for (gsize j = 0; j < cols; j++)
+    {
+      double mu = 0, v = 0;
+      for (gsize r = 0; r < rows; r++)
+        mu += x[r * cols + j];
+      mu /= rows;
+      for (gsize r = 0; r < rows; r++)
+        v += (x[r * cols + j] - mu) * (x[r * cols + j] - mu);
+      v /= rows; /* biased, as compute.h says */
+      assert_close ("batch_norm mean", j, mean[j], mu, 1e-5);
+      assert_close ("batch_norm var", j, var[j], v, 1e-5);
+      for (gsize r = 0; r < rows; r++)
+        assert_close ("batch_norm", r * cols + j, y[r * cols + j],
+                      (x[r * cols + j] - mu) / sqrt (v + 1e-5) * gamma[j] + beta[j], 1e-4);
+    }
+
+  g_autofree float *ones = g_new (float, cols); /* dgamma and dbeta are added to */
+  for (gsize j = 0; j < cols; j++)
+    ones[j] = 1;
+  float *dx = upf (f, x, n), *dg = upf (f, gamma, cols), *dm = upf (f, mean, cols);
+  float *dv = upf (f, var, cols), *dw = upf (f, w, n), *ddgamma = upf (f, ones, cols);
+  float *ddbeta = upf (f, ones, cols), *ddx = ks_compute_alloc (f->c, n * sizeof (float), NULL);
+  gboolean ok = ks_compute_batch_norm_backward (f->c, dx, dg, dm, dv, dw, ddx, ddgamma, ddbeta,
+                                                rows, cols, 1e-5f, TRUE, &error);
+  ks_compute_free_memory (f->c, dx);
+  ks_compute_free_memory (f->c, dg);
+  ks_compute_free_memory (f->c, dm);
+  ks_compute_free_memory (f->c, dv);
+  ks_compute_free_memory (f->c, dw);
+  g_autofree float *gx = down (f, ddx, n), *ggamma = down (f, ddgamma, cols);
+  g_autofree float *gbeta = down (f, ddbeta, cols);
+  if (!ok && !has_slot (&error, "batch_norm_backward"))
+    return;
+  g_assert_no_error (error);
+  for (gsize j = 0; j < cols; j++)
+    ggamma[j] -= 1, gbeta[j] -= 1;
+  check_gradient (f, "batch_norm dx", batch_loss, &c, x, n, gx, 1e-3, 5e-3);
+  c.wrt = 1;
+  check_gradient (f, "batch_norm dgamma", batch_loss, &c, gamma, cols, ggamma, 1e-3, 5e-3);
+  c.wrt = 2;
+  check_gradient (f, "batch_norm dbeta", batch_loss, &c, beta, cols, gbeta, 1e-3, 5e-3);
+}
+
 /* ---- mixed precision ---- */
 
 void
@@ -618,6 +724,34 @@ test_half (Fixture *f, gconstpointer data)
                                                       : ks_fp16_to_float (want), 0);
         }
     }
+
+  /* gemm_half: C = A B^T of bf16 operands, summed in float32: against the products of
+   * the rounded values in double */
+  const int m = 5, n2 = 6, k = 7;
+  g_autofree float *a = ks_test_random_floats (f->rng, m * k, -1, 1);
+  g_autofree float *b = ks_test_random_floats (f->rng, n2 * k, -1, 1);
+  g_autofree guint16 *ha = g_new (guint16, m * k), *hb = g_new (guint16, n2 * k);
+  for (int i = 0; i < m * k; i++)
+    ha[i] = ks_float_to_bf16 (a[i]);
+  for (int i = 0; i < n2 * k; i++)
+    hb[i] = ks_float_to_bf16 (b[i]);
+  void *da = up (f, ha, m * k * sizeof (guint16)), *db = up (f, hb, n2 * k * sizeof (guint16));
+  float *dc = ks_compute_alloc (f->c, m * n2 * sizeof (float), NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (ks_compute_gemm_half (f->c, KS_DTYPE_BFLOAT16, KS_TRANS_N, KS_TRANS_T, m, n2,
+                                       k, 1.0f, da, k, db, k, 0.0f, dc, n2, &error));
+  g_assert_no_error (error);
+  ks_compute_free_memory (f->c, da);
+  ks_compute_free_memory (f->c, db);
+  g_autofree float *c = down (f, dc, m * n2);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n2; j++)
+      {
+        double want = 0;
+        for (int l = 0; l < k; l++)
+          want += (double) ks_bf16_to_float (ha[i * k + l]) * ks_bf16_to_float (hb[j * k + l]);
+        assert_close ("gemm_half", i * n2 + j, c[i * n2 + j], want, 1e-5 * (k + 1));
+      }
 
   float finite[3] = { 1, -2, 3 }, found[1];
   for (int bad = 0; bad <= 2; bad++)

@@ -43,6 +43,7 @@ void test_dropout_mask (Fixture *f, gconstpointer data);
 void test_update (Fixture *f, gconstpointer data);
 void test_im2col (Fixture *f, gconstpointer data);
 void test_pools (Fixture *f, gconstpointer data);
+void test_batch_norm (Fixture *f, gconstpointer data);
 void test_half (Fixture *f, gconstpointer data);
 
 #endif

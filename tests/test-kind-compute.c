@@ -466,6 +466,7 @@ add_cases (const char *dir, const char *name)
     { "cross-entropy", test_cross_entropy }, { "embedding", test_embedding },
     { "transpose", test_transpose }, { "dropout-mask", test_dropout_mask },
     { "update", test_update }, { "im2col", test_im2col }, { "pools", test_pools },
+    { "batch-norm", test_batch_norm },
     { "half", test_half },
   };
   Backend *b = g_new0 (Backend, 1); /* lives as long as the test run */
