@@ -298,13 +298,33 @@ check_PROGRAMS += tests/test-kind-comm
 tests_test_kind_comm_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-kind-comm
 
-# make check-plugin PLUGIN=path/to/x.so: the kind suites run against that plugin alone
-# (doc/testing.md). A suite whose kind the plugin lacks skips, saying so.
-check-plugin:
+# The compute backend conformance suite, against every backend built (or the one
+# KS_KIND_PLUGIN names: make check-plugin).
+check_PROGRAMS += tests/test-kind-compute
+tests_test_kind_compute_SOURCES = tests/test-kind-compute.c tests/kind-compute-ops.c \
+	tests/kind-compute.h
+tests_test_kind_compute_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-kind-compute
+# it loads build-tree plugins: done before test-install relinks them
+tests/test-install.log: tests/test-kind-compute.log
+
+# make check-plugin PLUGIN=path/to/x.so: the kind suites of the kinds that plugin provides
+# (as `ksdist plugins` lists them), run against that plugin alone (doc/testing.md).
+check-plugin: all
 	@test -n "$(PLUGIN)" || { echo "make check-plugin: say which plugin: PLUGIN=path/to/x.so" >&2; exit 2; }
 	@test -f "$(PLUGIN)" || { echo "make check-plugin: $(PLUGIN): no such file" >&2; exit 2; }
-	case "$(PLUGIN)" in /*) p="$(PLUGIN)" ;; *) p="$$PWD/$(PLUGIN)" ;; esac; \
-	KS_KIND_PLUGIN="$$p" $(MAKE) $(AM_MAKEFLAGS) check TESTS="tests/test-kind-comm"
+	@case "$(PLUGIN)" in /*) p="$(PLUGIN)" ;; *) p="$$PWD/$(PLUGIN)" ;; esac; \
+	n=$${p##*/}; n=$${n%.so}; n=$${n#lib}; \
+	listing=$$(unset KS_PLUGINS; KS_PLUGIN_SYSTEM_PATH= KS_PLUGIN_PATH="$${p%/*}" tools/ksdist plugins 2>/dev/null); \
+	suites=; \
+	for k in $$(echo "$$listing" | sed -n "s/^  \([a-z]*\) $$n: .*/\1/p"); do \
+	  case $$k in comm) suites="$$suites tests/test-kind-comm" ;; \
+	    compute) suites="$$suites tests/test-kind-compute" ;; esac; \
+	done; \
+	test -n "$$suites" || { echo "make check-plugin: $(PLUGIN) provides no communicator or compute backend, the kinds with a suite; ksdist plugins says:" >&2; \
+	  echo "$$listing" | sed -n "/^$$n /,/^$$/p" >&2; exit 2; }; \
+	echo "make check-plugin: $$n:$$suites"; \
+	KS_KIND_PLUGIN="$$p" $(MAKE) $(AM_MAKEFLAGS) check TESTS="$${suites# }"
 
 # The shared-memory communicator, one process per rank.
 check_PROGRAMS += tests/test-shm

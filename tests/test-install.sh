@@ -91,8 +91,8 @@ out=$(LD_LIBRARY_PATH="$root$KS_LIBDIR" "$root/rings" 2>&1) \
 case $out in "3 classes: "*) ;; *) fail 6 "the tasks library's program" "$out" ;; esac
 echo "ok 6 - a program on the installed tasks library (pkg-config ksdist-tasks) runs"
 
-# Every installed header compiles alone (a user includes only what they use); ksdist.h
-# stays the one-include convenience.
+# Every installed header compiles alone (a user includes only what they use) and says
+# who it is for; ksdist.h stays the one-include convenience.
 flags=$(pkg-config --cflags ksdist-tasks) || fail 7 "pkg-config ksdist-tasks"
 alone=0
 for h in "$root$KS_PREFIX"/include/ksdist/*.h; do
@@ -100,10 +100,13 @@ for h in "$root$KS_PREFIX"/include/ksdist/*.h; do
   # shellcheck disable=SC2086
   printf '#include <ksdist/%s>\n' "$name" | $CC -fsyntax-only -Wall -Werror -x c - $flags \
       >"$root/cc.log" 2>&1 || fail 7 "<ksdist/$name> does not compile alone" "$(head -n 5 "$root/cc.log")"
+  # its first lines say who it is for: a plugin author, a program author, the tasks'
+  sed -n '1,6p' "$h" | grep -q '^ \* For ' \
+    || fail 7 "<ksdist/$name>: its first lines do not say who it is for (a ' * For ...' line)"
   alone=$((alone + 1))
 done
 [ $alone -ge 25 ] || fail 7 "only $alone installed headers found in $root$KS_PREFIX/include/ksdist"
-echo "ok 7 - each of the $alone installed headers compiles alone"
+echo "ok 7 - each of the $alone installed headers compiles alone and says who it is for"
 
 # The plugin template, as a plugin author uses it: a copy of the installed folder,
 # autoreconf, configure (pkg-config finds the installed ksdist), make, make install.

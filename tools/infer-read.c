@@ -189,6 +189,15 @@ image_options (const char *dir, GHashTable *meta, KsImageFolderOptions *o, GErro
   return TRUE;
 }
 
+/* Each row's label, an index into t's own class names, becomes id[label]: the class's
+ * id in the training's numbering. */
+static void
+remap_classes (KsTable *t, const gint64 *id)
+{
+  for (gsize r = 0; r < t->rows; r++)
+    t->y[r] = id[t->y[r]];
+}
+
 /* A model trained on numbered classes (IDX, CSV ids) has no class names: an image
  * folder's class folders named 0, 1, ... are those ids (folder "10" sorts before "2"). */
 static gboolean
@@ -205,8 +214,7 @@ numbered_classes (KsTable *t, GError **error)
                      t->class_names[c]);
         return FALSE;
       }
-  for (gsize r = 0; r < t->rows; r++)
-    t->y[r] = id[t->y[r]];
+  remap_classes (t, id);
   g_clear_pointer (&t->class_names, g_strfreev);
   return TRUE;
 }
@@ -238,8 +246,7 @@ training_classes (const char *dir, GHashTable *meta, KsTable *t, GError **error)
           return FALSE;
         }
     }
-  for (gsize r = 0; r < t->rows; r++)
-    t->y[r] = id[t->y[r]];
+  remap_classes (t, id);
   g_strfreev (t->class_names);
   t->class_names = g_steal_pointer (&names);
   t->classes = n;

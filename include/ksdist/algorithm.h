@@ -1,5 +1,8 @@
 /* ksdist — the distributed algorithm interface (the training mode).
  *
+ * For authors of a training mode (an algorithm plugin: KsAlgorithmOps); the trainer calls
+ * it, a program rarely does.
+ *
  * After OpenKS's DistributedAlgorithm: "collective" (gradient allreduce, LocalSGD),
  * "transpiler" (parameter server: sync, half-async, async, GEO) and "pslib" (sparse
  * parameter server). The factory (factory.h) picks one by mode name or by the

@@ -2,6 +2,9 @@
  * on: the one averaging path of the collective mode, pslib's dense = allreduce and a
  * pipeline's replicas.
  *
+ * For authors of a training mode that averages dense gradients over workers (as
+ * collective, pslib and the pipeline do).
+ *
  * The (parameter, gradient) pairs' gradients are grouped, from the end of the gradient
  * arena (the layers nearest the loss, whose gradients are ready first), into contiguous
  * ranges of about bucket_floats; a gradient that is not averaged (pslib's sparse rows)

@@ -1,9 +1,14 @@
 /* ksdist — whether this process was itself away: stopped (SIGSTOP, a debugger) or starved
- * of CPU. Its peers give up on a process silent past [comm] timeout, and the error it
- * finds when it goes on (a closed connection, a timeout) must say that it was the one
- * away rather than blame them. One watch per process, shared by whoever trains or serves
- * (the trainer's run, the parameter servers' clients and servers), so every message about
- * a gap comes from one record.
+ * of CPU.
+ *
+ * For plugin authors (communicators, modes, servers) whose timeout message must say when
+ * this process was the one away.
+ *
+ * Its peers give up on a process silent past [comm] timeout, and the error it finds when
+ * it goes on (a closed connection, a timeout) must say that it was the one away rather
+ * than blame them. One watch per process, shared by whoever trains or serves (the
+ * trainer's run, the parameter servers' clients and servers), so every message about a
+ * gap comes from one record.
  *
  * While at least one user holds it, a thread ticks every 200 ms; a tick, or a question,
  * that comes later than a second past the due tick is a gap. */

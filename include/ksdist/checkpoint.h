@@ -1,5 +1,8 @@
 /* ksdist — checkpoints: a model's parameters and its optimizer's state.
  *
+ * For programs that save or load a model outside the trainer, and modes that write their
+ * own checkpoints; trainer.h users need not include it.
+ *
  * A checkpoint is a directory DIR/checkpoint-<step>/ holding model.safetensors: the
  * parameters under their names, and in the header's __metadata__ the format
  * ("ksdist-checkpoint"), its version, the step, the model's dropout counter (rng_state,

@@ -1,5 +1,8 @@
 /* ksdist — the communicator interface and its rendezvous store.
  *
+ * For authors of a communicator or store plugin (KsCommOps, KsStoreOps), and modes or
+ * programs that exchange tensors between ranks.
+ *
  * A store is a small key-value service the ranks of a job meet at (a shared directory,
  * or a TCP server hosted by the launcher). A communicator is made over a store and
  * carries collectives and point-to-point messages. Every blocking call takes a timeout;

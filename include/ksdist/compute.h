@@ -1,5 +1,8 @@
 /* ksdist — the compute backend interface: a device's memory and kernels.
  *
+ * For authors of a compute backend plugin (KsComputeOps); programs reach these kernels
+ * through model.h and tensor.h.
+ *
  * All pointers to tensor data are device pointers of the backend that allocated them.
  * Matrices are row-major. Every method returns FALSE and sets `error` on failure. */
 #ifndef KSDIST_COMPUTE_H

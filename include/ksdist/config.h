@@ -1,5 +1,8 @@
 /* ksdist — configuration: INI files checked against a schema, with overrides.
  *
+ * For programs that load a job's configuration, and plugin authors who declare settings
+ * (KsKeyDesc).
+ *
  * A value is resolved as  default < file < environment KS_<GROUP>_<KEY> < --set group.key=value.
  * The core declares its own groups; each loaded plugin adds a group named after
  * itself with the settings it declares, so plugin settings resolve the same way. */

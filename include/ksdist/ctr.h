@@ -1,5 +1,8 @@
 /* ksdist — click-through-rate data and metrics: the Criteo display-advertising format
- * and a streaming AUC (as Paddle's auc op). */
+ * and a streaming AUC (as Paddle's auc op).
+ *
+ * For programs using the tasks library's CTR data (libksdist-tasks, pkg-config
+ * ksdist-tasks); not part of the core. */
 #ifndef KSDIST_CTR_H
 #define KSDIST_CTR_H
 

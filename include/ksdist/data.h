@@ -1,4 +1,7 @@
-/* ksdist — data: generated tasks for training and tests. */
+/* ksdist — data: generated tasks for training and tests.
+ *
+ * For programs and tests using the tasks library's generated data (libksdist-tasks); not
+ * part of the core. */
 #ifndef KSDIST_DATA_H
 #define KSDIST_DATA_H
 

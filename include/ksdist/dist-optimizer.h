@@ -1,5 +1,7 @@
 /* ksdist — the distributed-optimizer base.
  *
+ * For authors of a training mode, who wrap the optimizer with their gradient exchange.
+ *
  * Every training mode wraps the optimizer the same way. Once a step's gradients are
  * ready, the mode exchanges them (averages them over the workers, or pushes them to the
  * servers and takes their values back); then the base unscales them (mixed precision),

@@ -1,5 +1,8 @@
 /* ksdist — the factory of distributed algorithms.
  *
+ * For programs that pick a training mode by name without the trainer; trainer.h users need
+ * not include it.
+ *
  * After OpenKS's KSDistributedFactory.instantiation(flag): a mode name selects the
  * algorithm implementation of that name ("collective", "transpiler", "pslib", or one a
  * third-party plugin provides); the original's integer flag maps non-zero to the

@@ -1,6 +1,8 @@
 /* ksdist tasks — a GPT (as nanoGPT's) built from the core's layers: the layer list that
  * [model] type = gpt trains, on one model. Part of libksdist-tasks (pkg-config
- * ksdist-tasks). */
+ * ksdist-tasks).
+ *
+ * For programs using the tasks library (libksdist-tasks); not part of the core. */
 #ifndef KSDIST_GPT_H
 #define KSDIST_GPT_H
 

@@ -1,5 +1,8 @@
 /* ksdist — 16-bit floats as stored by mixed precision: bfloat16 and IEEE binary16.
  *
+ * For compute backend authors (the rounding every backend must match) and programs reading
+ * 16-bit tensors.
+ *
  * Both are kept as raw 16-bit patterns (guint16). Conversions from float32 round to
  * nearest, ties to even; binary16 overflows to infinity past 65504 and keeps subnormals;
  * NaN stays NaN. Every backend rounds the same way, so the CPU plugin's mixed precision

@@ -1,5 +1,7 @@
 /* ksdist — image folders for few-shot learning (supervised-reptile's readers).
  *
+ * For programs using the tasks library (libksdist-tasks); not part of the core.
+ *
  * An image set is a folder DIR with DIR/train, DIR/val and DIR/test; in each, one folder
  * per class holding its image files (PNG or JPEG, decoded by gdk-pixbuf), or one folder
  * per alphabet holding a folder per character (Omniglot's layout). Images come out as

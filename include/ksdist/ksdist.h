@@ -1,5 +1,8 @@
 /* ksdist — distributed neural-network training: the core's whole public API (the
- * tasks library's, libksdist-tasks, is ksdist/tasks.h). */
+ * tasks library's, libksdist-tasks, is ksdist/tasks.h).
+ *
+ * For program authors who want the core in one include; a plugin author may include only
+ * the headers of its kind. */
 #ifndef KSDIST_H
 #define KSDIST_H
 

@@ -1,6 +1,8 @@
 /* ksdist — meta-learning: Reptile (Nichol, Achiam and Schulman, 2018) on few-shot image
  * sets (images.h), as OpenAI's supervised-reptile trains it.
  *
+ * For programs using the tasks library (libksdist-tasks); not part of the core.
+ *
  * A meta-step draws `meta_batch` tasks (ways classes of the train split, shots images
  * each), trains a copy of the weights on each for inner_iters steps of inner_batch images
  * with a fresh inner optimizer, and moves the weights toward the tasks' mean result by

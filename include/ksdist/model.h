@@ -1,5 +1,8 @@
 /* ksdist — the Model: a static graph bound to one device (after Paddle's design seed).
  *
+ * For program and task authors who build networks (a trainer task's build callback), and
+ * the tasks library.
+ *
  * A model holds an init net (parameter initialisers, run by ks_model_init) and a net
  * (forward and gradient ops). Expressions (KsExpr) name its variables. Layer functions
  * take expressions and return new ones; they are not methods of the model.

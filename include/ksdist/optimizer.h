@@ -1,5 +1,8 @@
 /* ksdist — the optimizer interface.
  *
+ * For authors of an optimizer plugin (KsOptimizerOps) and programs that step a model
+ * themselves.
+ *
  * After OpenKS's BaseDistributedOptimizer: minimize(loss) = backward(loss) followed by
  * apply_gradients(pairs), and returns the (parameter, gradient) pairs so a distributed
  * algorithm can wrap an optimizer and act between the two halves.

@@ -3,6 +3,9 @@
  * gradient transfers between stages, the tied-gradient reduction and the optimizer step).
  * One executor runs them; a simulator predicts their idle time (the bubble).
  *
+ * For program and task authors who give the trainer a layer list (KsLayerDesc) to cut into
+ * stages, and the pipeline executor.
+ *
  * With p stages and v virtual stages the layers are cut into p·v chunks; global chunk g
  * lives on stage g mod p as its local chunk g / p, and micro-batches flow through global
  * chunks 0 .. p·v − 1 (segmenter.h). */

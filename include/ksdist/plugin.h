@@ -1,5 +1,8 @@
 /* ksdist — the plugin ABI.
  *
+ * For every plugin author: the descriptor, the ABI version and the settings a plugin
+ * declares.
+ *
  * A plugin is a shared object named <name>.so that exports one function,
  * ks_plugin_descriptor(), returning a const KsPluginDesc. The descriptor lists the
  * implementations the plugin provides (several, of several kinds) and the settings it

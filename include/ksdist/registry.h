@@ -1,5 +1,8 @@
 /* ksdist — finding, loading, validating and selecting plugins.
  *
+ * For programs that load and choose plugins themselves (the trainer and `ksdist plugins`
+ * do it through this).
+ *
  * Search order: KS_PLUGIN_PATH (colon-separated directories or files), then
  * `[plugins] path` of the configuration (relative entries are relative to the config
  * file), then the system directory: $(pkglibdir), or KS_PLUGIN_SYSTEM_PATH when set

@@ -1,5 +1,8 @@
 /* ksdist — the role maker interface: who this process is in the job.
  *
+ * For authors of a role maker plugin (KsRoleMakerOps) and of modes that ask who is a
+ * worker or a server.
+ *
  * After OpenKS's RoleMakerBase: a process is a worker (trainer) or a server, with an
  * index among its kind, and knows every endpoint. Its collectives are real: workers
  * among themselves; all_gather and barrier_all over workers followed by servers. */

@@ -1,5 +1,7 @@
 /* ksdist — the segmenter interface: cutting a layer list into pipeline stages.
  *
+ * For authors of a segmenter plugin (KsSegmenterOps); the pipeline executor calls it.
+ *
  * A segmentation is a boundary list b[0] = 0 < b[1] < ... < b[parts] = n_layers;
  * part i holds layers b[i] .. b[i+1]-1. No layer is dropped and no part is empty;
  * an impossible request is an error that says why. */

@@ -1,5 +1,8 @@
 /* ksdist — sparse tables: a row per 64-bit id (a "feasign"), made on its first pull.
  *
+ * For the parameter-server modes and programs with sparse (CTR) models: pslib's tables and
+ * their rows.
+ *
  * After Paddle pslib's sparse table with its CtrCommonAccessor. A row holds
  *   value       embed_w (1 float) and embedx_w (embedx_dim floats, made only once the
  *               row's score reaches embedx_threshold; read as zeros before)

@@ -2,6 +2,9 @@
  * MNIST's IDX, a folder of PNG and JPEG images per class, llm.c/nanoGPT token shards),
  * loaded whole into memory.
  *
+ * For programs using the tasks library (libksdist-tasks) to read their own data files; not
+ * part of the core.
+ *
  * Every reader treats the file as untrusted: sizes, ranges and counts are checked before
  * use, and a malformed file is one error naming the file and the line, record or
  * element and what was expected: KS_CONFIG_ERROR_IO for a file that is missing or cannot

@@ -1,6 +1,9 @@
 /* ksdist tasks — the models, data readers and Reptile that `ksdist train` knows by name,
  * outside the core: libksdist-tasks (pkg-config ksdist-tasks), which a C program may
- * link beside libksdist to run or reuse them. Only this library needs gdk-pixbuf. */
+ * link beside libksdist to run or reuse them. Only this library needs gdk-pixbuf.
+ *
+ * For programs that train ksdist's named tasks (gpt, mlp, layers, ctr, Reptile) or reuse
+ * their parts, and ksdist's own tools. */
 #ifndef KSDIST_TASKS_H
 #define KSDIST_TASKS_H
 

@@ -1,5 +1,7 @@
 /* ksdist — tensors and arenas.
  *
+ * For program, task and plugin authors who handle tensors and parameter arenas.
+ *
  * A tensor is a typed, shaped block of a compute backend's memory (up to 8 dims,
  * row-major). An arena holds many float32 tensors in one contiguous buffer with a table
  * of offsets (llm.c's malloc_and_point_parameters): parameters, their gradients and the

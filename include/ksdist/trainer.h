@@ -1,10 +1,15 @@
-/* The trainer: the training loop as a library. A program gives it a configuration and a
- * task (callbacks that build the model and fill each step's batch); the trainer decides
- * once, before anything is built, how the run goes (the plan: mode x executor x task x
- * mixed precision x role x world size) and then runs it: data parallel, parameter
- * servers or pipeline stages, resume, checkpoints, held-out evaluation, the metrics
- * file, progress, traces, mixed precision and export. `ksdist train` is a thin front on
- * it; examples/own-model.c trains a model of its own in every mode.
+/* ksdist — the trainer: the training loop as a library.
+ *
+ * For program authors who embed the training loop (ksdist train is one): a task's
+ * callbacks, observers, the plan.
+ *
+ * A program gives it a configuration and a task (callbacks that build the model and fill
+ * each step's batch); the trainer decides once, before anything is built, how the run
+ * goes (the plan: mode x executor x task x mixed precision x role x world size) and then
+ * runs it: data parallel, parameter servers or pipeline stages, resume, checkpoints,
+ * held-out evaluation, the metrics file, progress, traces, mixed precision and export.
+ * `ksdist train` is a thin front on it; examples/own-model.c trains a model of its own in
+ * every mode.
  *
  *   KsTrainer *t = ks_trainer_new (registry, config, &my_task, my_data, &error);
  *   ok = t != NULL && ks_trainer_run (t, &error);

@@ -1,4 +1,6 @@
-/* ksdist — types shared by every interface: data types, reductions, errors. */
+/* ksdist — types shared by every interface: data types, reductions, errors.
+ *
+ * For everyone: every other header includes it. */
 #ifndef KSDIST_TYPES_H
 #define KSDIST_TYPES_H
 

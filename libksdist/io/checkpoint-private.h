@@ -49,12 +49,12 @@ GArray *ks_checkpoint_entries (KsModel *model, gboolean params_too, KsOptimizer 
 char *ks_checkpoint_part_file (int part, int parts);
 char *ks_checkpoint_optim_file (int part, int parts);
 
-#pragma GCC visibility pop
-
 /* checkpoint.c: the F32 tensors of one checked safetensors file (header parsed), in
  * file order, appended to `tensors` (KsSavedTensor) unless `seen` has the name. */
 gboolean ks_saved_tensors_append (const char *file, const char *bytes, guint64 header_len,
                                   JsonObject *header, GHashTable *seen, GPtrArray *tensors,
                                   GError **error);
+
+#pragma GCC visibility pop
 
 #endif

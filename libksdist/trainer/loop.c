@@ -152,7 +152,7 @@ run (KsTrainer *t, GError **error)
       if (!t->exec->step (t, step, error))
         return g_prefix_error (error, "step %" G_GINT64_FORMAT ": ", step), FALSE;
       window_steps++;
-      if (step == first)
+      if (step == first && t->exec->first_step != NULL)
         t->exec->first_step (t);
       /* SIGTERM or SIGINT to any worker: every worker saves the step where they agree on
        * it and stops */
@@ -224,7 +224,7 @@ run (KsTrainer *t, GError **error)
     return g_prefix_error (error, "evaluation: "), FALSE;
   if (!ks_trainer_mode_end (t, error))
     return g_prefix_error (error, "stop_worker: "), FALSE;
-  if (!t->exec->finish (t, error))
+  if (t->exec->finish != NULL && !t->exec->finish (t, error))
     return FALSE;
   if (leader && *export_dir != '\0' && !ks_trainer_export (t, export_dir, error))
     return FALSE;

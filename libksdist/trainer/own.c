@@ -61,18 +61,7 @@ own_begin (KsTrainer *t)
                t->comm_why, "the task's own steps");
 }
 
-static void
-own_first_step (KsTrainer *t)
-{
-}
-
-static gboolean
-own_finish (KsTrainer *t, GError **error)
-{
-  return TRUE;
-}
-
 const KsExecutor ks_executor_own = {
-  own_prepare, own_step, own_loss, own_writes, own_save, own_load, own_begin, own_first_step,
-  own_finish, TRUE,
+  own_prepare, own_step, own_loss, own_writes, own_save, own_load, own_begin, NULL, NULL,
+  TRUE,
 };

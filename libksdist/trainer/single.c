@@ -72,18 +72,7 @@ single_begin (KsTrainer *t)
                ks_comm_name (t->comm), t->comm_why, t->batch);
 }
 
-static void
-single_first_step (KsTrainer *t)
-{
-}
-
-static gboolean
-single_finish (KsTrainer *t, GError **error)
-{
-  return TRUE;
-}
-
 const KsExecutor ks_executor_single = {
   single_prepare, single_step, single_loss, single_writes, single_save, single_load,
-  single_begin, single_first_step, single_finish, FALSE,
+  single_begin, NULL, NULL, FALSE,
 };

@@ -41,7 +41,8 @@ typedef struct {
                     GError **error);
   gboolean (*load) (KsTrainer *t, const char *checkpoint, gint64 *step, GHashTable **meta,
                     GError **error);
-  /* the start lines; after the first step (which allocates); at the end (reports) */
+  /* the start lines; after the first step (which allocates); at the end (reports);
+   * first_step and finish may be NULL: nothing to do */
   void (*begin) (KsTrainer *t);
   void (*first_step) (KsTrainer *t);
   gboolean (*finish) (KsTrainer *t, GError **error);
