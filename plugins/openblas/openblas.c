@@ -325,6 +325,8 @@ static const KsComputeOps openblas_ops = {
   .avg_pool = ks_openblas_avg_pool,
   .avg_pool_backward = ks_openblas_avg_pool_backward,
   .traits = KS_OPENBLAS_TRAITS,
+  .conv2d = ks_openblas_conv2d,
+  .conv2d_backward = ks_openblas_conv2d_backward,
 };
 
 static int
