@@ -696,6 +696,7 @@ typedef struct {
   float col[6 * 144 * 72], dimage[6 * 144 * 8], max[6 * 100 * 8], avg[6 * 144 * 8];
   float davg[6 * 144 * 8];
   gint64 argmax[6 * 100 * 8];
+  float demb[N_T], dscatter[N_T]; /* embedding_backward: rows of COLS_T, and of 1 */
 } ThreadResults;
 
 static void
@@ -741,6 +742,13 @@ run_threaded_kernels (Fixture *f, const float *x, const float *w, const gint64 *
   g_assert_true (ks_compute_max_pool (c, x, r->max, r->argmax, &max_pool, NULL));
   g_assert_true (ks_compute_avg_pool (c, x, r->avg, &conv, NULL));
   g_assert_true (ks_compute_avg_pool_backward (c, w, r->davg, &conv, NULL));
+  /* ids repeat: the sums into one row come from several ids, in their order */
+  g_assert_true (ks_compute_embedding_backward (c, w, labels, r->demb, ROWS_T, ROWS_T, COLS_T,
+                                                NULL));
+  g_autofree gint64 *scatter = g_new (gint64, N_T);
+  for (gsize i = 0; i < N_T; i++)
+    scatter[i] = (gint64) ((i * 7919) % (N_T / 3));
+  g_assert_true (ks_compute_embedding_backward (c, x, scatter, r->dscatter, N_T, N_T, 1, NULL));
 }
 
 static void

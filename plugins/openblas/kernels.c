@@ -488,15 +488,32 @@ ks_openblas_embedding_backward (void *ctx, const float *dout, const gint64 *ids,
 {
   if (!check_ids (ids, n_ids, n_rows, "embedding_backward", error))
     return FALSE;
-  if (dim == 1) /* a max pool's backward: one value an id */
-    {
-      for (gsize i = 0; i < n_ids; i++)
-        dtable[ids[i]] += dout[i];
-      return TRUE;
-    }
-  for (gsize i = 0; i < n_ids; i++)
-    for (gsize j = 0; j < dim; j++)
-      dtable[ids[i] * dim + j] += dout[i * dim + j];
+  /* Split by where the sums go, so every element adds its ids' values in their order on
+   * any thread count: a thread takes the table's rows [begin, end) and looks at every id
+   * when rows are one value (a max pool's backward), else its columns of every row. */
+  KS_PARALLEL (ctx, n_ids * MAX (dim, 4))
+  {
+    if (dim < 32)
+      {
+        KsShare part = ks_share_rows (n_rows);
+        gint64 begin = (gint64) part.begin, end = (gint64) (part.begin + part.n);
+        for (gsize i = 0; i < n_ids && part.n > 0; i++)
+          if (ids[i] >= begin && ids[i] < end)
+            for (gsize j = 0; j < dim; j++)
+              dtable[ids[i] * dim + j] += dout[i * dim + j];
+      }
+    else
+      {
+        KsShare part = ks_share (dim);
+        for (gsize i = 0; i < n_ids && part.n > 0; i++)
+          {
+            float *d = dtable + ids[i] * dim + part.begin;
+            const float *src = dout + i * dim + part.begin;
+            for (gsize j = 0; j < part.n; j++)
+              d[j] += src[j];
+          }
+      }
+  }
   return TRUE;
 }
 
