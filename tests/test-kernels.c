@@ -782,7 +782,7 @@ enum { CN = 20, CH = 32, CC = 16, CK = 3, CF = 8, C_IN = CN * CH * CH * CC };
 enum { C_KK = CK * CK * CC, C_OUT = CN * CH * CH * CF };
 
 typedef struct {
-  float y[C_OUT], dx[C_IN], dw[C_KK * CF], dw_added[C_KK * CF];
+  float y[C_OUT], dx[C_IN], dx_only[C_IN], dw[C_KK * CF], dw_added[C_KK * CF];
 } ConvResults;
 
 static void
@@ -800,7 +800,10 @@ run_conv (Fixture *f, const float *x, const float *w, const float *b, const floa
   g_assert_true (ks_compute_conv2d_backward (f->c, x, w, dy, r->dx, r->dw, 0, CF, &s, &error));
   g_assert_true (ks_compute_conv2d_backward (f->c, x, w, dy, NULL, r->dw_added, 0.5f, CF, &s,
                                              &error));
+  g_assert_true (ks_compute_conv2d_backward (f->c, x, w, dy, r->dx_only, NULL, 0, CF, &s,
+                                             &error));
   g_assert_no_error (error);
+  g_assert_cmpmem (r->dx, sizeof r->dx, r->dx_only, sizeof r->dx_only);
 }
 
 /* x's pixel (n, iy, ix, ch), 0 outside (padding 1) */

@@ -10,14 +10,18 @@
  * consecutive chunks, then those in order). */
 #include <config.h>
 
+/* as in kernels.c: the bias loop vectorised */
+#pragma GCC optimize ("O3", "no-trapping-math")
+
 #include "kernels.h"
 #include "vector.h"
 
 #include <cblas.h>
 #include <string.h>
 
-/* 1 MB: model-conv.c's measure (3 images of the second conv of examples/cnn-idx.ini) */
-enum { CHUNK_BYTES = 1 << 20, GROUPS = 16 };
+/* 1 MB: model-conv.c's measure (3 images of the second conv of examples/cnn-idx.ini);
+ * dW's partial sums: GROUPS, fewer where they would pass PARTIAL_FLOATS (16 MB) */
+enum { CHUNK_BYTES = 1 << 20, GROUPS = 16, PARTIAL_FLOATS = 1 << 22 };
 
 typedef struct {
   gsize k, f, pixels, in_floats, chunk, n_chunks;
@@ -33,6 +37,24 @@ chunks_of (const KsConvShape *s, int filters)
   return c;
 }
 
+/* n floats rounded up to whole cache lines, so that threads' slices share none */
+static gsize
+lines (gsize n)
+{
+  return (n + 15) / 16 * 16;
+}
+
+/* This thread's scratch: the context's, cut in one slice of `each` floats a thread */
+static float *
+slice (float *scratch, gsize each)
+{
+#ifdef _OPENMP
+  return scratch + (gsize) omp_get_thread_num () * each;
+#else
+  return scratch;
+#endif
+}
+
 /* The patches of images [first, first + count) into col. */
 static void
 patches (const float *x, float *col, const KsConvShape *s, const Chunks *c, gsize first,
@@ -41,6 +63,15 @@ patches (const float *x, float *col, const KsConvShape *s, const Chunks *c, gsiz
   for (gsize i = 0; i < count; i++)
     ks_openblas_im2col_image (x + (first + i) * c->in_floats, col + i * c->pixels * c->k, s,
                               padded);
+}
+
+/* rows of y += b */
+KS_VECTOR_KERNEL static void
+add_bias (float *restrict y, const float *restrict b, gsize rows, gsize f)
+{
+  for (gsize r = 0; r < rows; r++)
+    for (gsize j = 0; j < f; j++)
+      y[r * f + j] += b[j];
 }
 
 /* Every thread of the plugin's, even one with no chunk: inside an active region OpenBLAS
@@ -57,12 +88,14 @@ ks_openblas_conv2d (void *ctx, const float *x, const float *w, const float *b, f
                     int filters, const KsConvShape *s, GError **error)
 {
   Chunks c = chunks_of (s, filters);
+  gsize col_floats = c.chunk * c.pixels * c.k;
+  gsize each = lines (col_floats + ks_openblas_padded_floats (s));
+  float *scratch = ks_openblas_scratch_take (ctx, each * ks_openblas_threads (ctx));
 
   ALL_THREADS (ctx)
   {
     KsShare part = ks_share_rows (c.n_chunks);
-    float *col = part.n > 0 ? g_new (float, c.chunk * c.pixels * c.k) : NULL;
-    float *padded = part.n > 0 ? g_new (float, ks_openblas_padded_floats (s)) : NULL;
+    float *col = slice (scratch, each), *padded = col + col_floats;
     for (gsize i = part.begin; i < part.begin + part.n; i++)
       {
         gsize first = i * c.chunk, count = MIN (c.chunk, (gsize) s->n - first);
@@ -71,13 +104,10 @@ ks_openblas_conv2d (void *ctx, const float *x, const float *w, const float *b, f
         patches (x, col, s, &c, first, count, padded);
         cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) rows, (int) c.f,
                      (int) c.k, 1, col, (int) c.k, w, (int) c.f, 0, out, (int) c.f);
-        for (gsize r = 0; r < rows; r++)
-          for (gsize j = 0; j < c.f; j++)
-            out[r * c.f + j] += b[j];
+        add_bias (out, b, rows, c.f);
       }
-    g_free (col);
-    g_free (padded);
   }
+  ks_openblas_scratch_give (ctx);
   return TRUE;
 }
 
@@ -88,17 +118,26 @@ ks_openblas_conv2d_backward (void *ctx, const float *x, const float *w, const fl
                              float *dx, float *dw, float w_beta, int filters,
                              const KsConvShape *s, GError **error)
 {
+  if (dx == NULL && dw == NULL)
+    return TRUE;
   Chunks c = chunks_of (s, filters);
-  gsize groups = MIN (c.n_chunks, (gsize) GROUPS), kf = c.k * c.f;
-  float *partial = dw != NULL ? g_new (float, groups * kf) : NULL;
+  gsize kf = c.k * c.f;
+  gsize groups = MIN (c.n_chunks, CLAMP (PARTIAL_FLOATS / kf, 1, (gsize) GROUPS));
+  gsize col_floats = c.chunk * c.pixels * c.k;
+  gsize partial_floats = dw != NULL ? lines (groups * kf) : 0;
+  gsize each = lines ((dw != NULL ? col_floats : 0) + (dx != NULL ? col_floats : 0)
+                      + ks_openblas_padded_floats (s));
+  float *scratch = ks_openblas_scratch_take (ctx, partial_floats
+                                                  + each * ks_openblas_threads (ctx));
+  float *partial = scratch;
 
   ALL_THREADS (ctx)
   {
     KsShare part = ks_share_rows (groups);
-    gsize floats = part.n > 0 ? c.chunk * c.pixels * c.k : 0;
-    float *col = dw != NULL && floats > 0 ? g_new (float, floats) : NULL;
-    float *dcol = dx != NULL && floats > 0 ? g_new (float, floats) : NULL;
-    float *padded = part.n > 0 ? g_new (float, ks_openblas_padded_floats (s)) : NULL;
+    float *mine = slice (scratch + partial_floats, each);
+    float *col = dw != NULL ? mine : NULL;
+    float *dcol = dx != NULL ? mine + (dw != NULL ? col_floats : 0) : NULL;
+    float *padded = dcol != NULL ? dcol + col_floats : col + col_floats;
     for (gsize g = part.begin; g < part.begin + part.n; g++)
       for (gsize i = g * c.n_chunks / groups; i < (g + 1) * c.n_chunks / groups; i++)
         {
@@ -121,9 +160,6 @@ ks_openblas_conv2d_backward (void *ctx, const float *x, const float *w, const fl
                                           dx + (first + n) * c.in_floats, s, padded);
             }
         }
-    g_free (col);
-    g_free (dcol);
-    g_free (padded);
     if (dw != NULL)
       {
         KS_BARRIER; /* every group's sum is there */
@@ -137,6 +173,6 @@ ks_openblas_conv2d_backward (void *ctx, const float *x, const float *w, const fl
           }
       }
   }
-  g_free (partial);
+  ks_openblas_scratch_give (ctx);
   return TRUE;
 }

@@ -7,6 +7,10 @@
 /* The threads the plugin's kernels may use: its `threads` setting when OpenBLAS runs on
  * OpenMP's pool, else 1 (openblas.c) */
 int ks_openblas_threads (void *ctx);
+/* The context's scratch of at least `floats`, held until ks_openblas_scratch_give (one
+ * holder at a time) */
+float *ks_openblas_scratch_take (void *ctx, gsize floats);
+void ks_openblas_scratch_give (void *ctx);
 
 gboolean ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n,
                             GError **error);
