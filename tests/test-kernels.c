@@ -697,6 +697,7 @@ typedef struct {
   float davg[6 * 144 * 8];
   gint64 argmax[6 * 100 * 8];
   float demb[N_T], dscatter[N_T]; /* embedding_backward: rows of COLS_T, and of 1 */
+  float col_sums[COLS_T], col_max[COLS_T], row_sums[ROWS_T];
 } ThreadResults;
 
 static void
@@ -742,6 +743,9 @@ run_threaded_kernels (Fixture *f, const float *x, const float *w, const gint64 *
   g_assert_true (ks_compute_max_pool (c, x, r->max, r->argmax, &max_pool, NULL));
   g_assert_true (ks_compute_avg_pool (c, x, r->avg, &conv, NULL));
   g_assert_true (ks_compute_avg_pool_backward (c, w, r->davg, &conv, NULL));
+  g_assert_true (ks_compute_reduce (c, KS_REDUCE_SUM, x, r->col_sums, ROWS_T, COLS_T, 0, NULL));
+  g_assert_true (ks_compute_reduce (c, KS_REDUCE_MAX, x, r->col_max, ROWS_T, COLS_T, 0, NULL));
+  g_assert_true (ks_compute_reduce (c, KS_REDUCE_AVG, x, r->row_sums, ROWS_T, COLS_T, 1, NULL));
   /* ids repeat: the sums into one row come from several ids, in their order */
   g_assert_true (ks_compute_embedding_backward (c, w, labels, r->demb, ROWS_T, ROWS_T, COLS_T,
                                                 NULL));

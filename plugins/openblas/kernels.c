@@ -240,22 +240,29 @@ ks_openblas_reduce (void *ctx, KsReduceOp op, const float *x, float *y, gsize ro
   if ((guint) op > KS_REDUCE_PROD)
     return bad_op (error, "reduce", op);
   acc = g_new (double, MAX (outer, 1));
-  for (gsize o = 0; o < outer; o++)
-    acc[o] = reduce_start (op);
-  if (axis == 0 && (op == KS_REDUCE_SUM || op == KS_REDUCE_AVG))
-    /* column sums (bias gradients): the same additions, in a loop that vectorises */
-    for (gsize r = 0; r < rows; r++)
-      for (gsize j = 0; j < cols; j++)
-        acc[j] += x[r * cols + j];
-  else
-    for (gsize r = 0; r < rows; r++)
-      for (gsize j = 0; j < cols; j++)
-        {
-          gsize o = axis == 0 ? j : r;
-          acc[o] = reduce_step (op, acc[o], x[r * cols + j]);
-        }
-  for (gsize o = 0; o < outer; o++)
-    y[o] = (float) (op == KS_REDUCE_AVG && inner > 0 ? acc[o] / inner : acc[o]);
+  /* each thread its outputs (columns over rows, or rows), each summed in one order */
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare part = axis == 0 ? ks_share (cols) : ks_share_rows (rows);
+    gsize end = part.begin + part.n;
+    for (gsize o = part.begin; o < end; o++)
+      acc[o] = reduce_start (op);
+    if (axis == 0 && (op == KS_REDUCE_SUM || op == KS_REDUCE_AVG))
+      /* column sums (bias gradients): the same additions, in a loop that vectorises */
+      for (gsize r = 0; r < rows; r++)
+        for (gsize j = part.begin; j < end; j++)
+          acc[j] += x[r * cols + j];
+    else if (axis == 0)
+      for (gsize r = 0; r < rows; r++)
+        for (gsize j = part.begin; j < end; j++)
+          acc[j] = reduce_step (op, acc[j], x[r * cols + j]);
+    else
+      for (gsize r = part.begin; r < end; r++)
+        for (gsize j = 0; j < cols; j++)
+          acc[r] = reduce_step (op, acc[r], x[r * cols + j]);
+    for (gsize o = part.begin; o < end; o++)
+      y[o] = (float) (op == KS_REDUCE_AVG && inner > 0 ? acc[o] / inner : acc[o]);
+  }
   return TRUE;
 }
 
