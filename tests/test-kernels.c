@@ -698,6 +698,8 @@ typedef struct {
   gint64 argmax[6 * 100 * 8];
   float demb[N_T], dscatter[N_T]; /* embedding_backward: rows of COLS_T, and of 1 */
   float col_sums[COLS_T], col_max[COLS_T], row_sums[ROWS_T];
+  float bn_y[N_T], bn_mean[COLS_T], bn_var[COLS_T], bn_dx[N_T], bn_dgamma[COLS_T];
+  float bn_dbeta[COLS_T];
 } ThreadResults;
 
 static void
@@ -746,6 +748,11 @@ run_threaded_kernels (Fixture *f, const float *x, const float *w, const gint64 *
   g_assert_true (ks_compute_reduce (c, KS_REDUCE_SUM, x, r->col_sums, ROWS_T, COLS_T, 0, NULL));
   g_assert_true (ks_compute_reduce (c, KS_REDUCE_MAX, x, r->col_max, ROWS_T, COLS_T, 0, NULL));
   g_assert_true (ks_compute_reduce (c, KS_REDUCE_AVG, x, r->row_sums, ROWS_T, COLS_T, 1, NULL));
+  g_assert_true (ks_compute_batch_norm (c, x, w, w + COLS_T, r->bn_y, r->bn_mean, r->bn_var,
+                                        ROWS_T, COLS_T, 1e-5f, TRUE, NULL));
+  g_assert_true (ks_compute_batch_norm_backward (c, x, w, r->bn_mean, r->bn_var, w, r->bn_dx,
+                                                 r->bn_dgamma, r->bn_dbeta, ROWS_T, COLS_T,
+                                                 1e-5f, TRUE, NULL));
   /* ids repeat: the sums into one row come from several ids, in their order */
   g_assert_true (ks_compute_embedding_backward (c, w, labels, r->demb, ROWS_T, ROWS_T, COLS_T,
                                                 NULL));

@@ -283,34 +283,42 @@ ks_openblas_batch_norm (void *ctx, const float *x, const float *gamma, const flo
                         gboolean training, GError **error)
 {
   g_autofree float *scale = g_new (float, cols), *shift = g_new (float, cols);
+  g_autofree double *sum = g_new0 (double, cols), *sq = g_new0 (double, cols);
 
-  if (training)
-    {
-      g_autofree double *sum = g_new0 (double, cols), *sq = g_new0 (double, cols);
-      for (gsize r = 0; r < rows; r++)
-        for (gsize j = 0; j < cols; j++)
-          sum[j] += x[r * cols + j];
+  /* each thread the statistics of its columns (summed in row order), then y of its rows */
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare part = ks_share_aligned (cols, 1);
+    gsize end = part.begin + part.n;
+    if (training)
+      {
+        for (gsize r = 0; r < rows; r++)
+          for (gsize j = part.begin; j < end; j++)
+            sum[j] += x[r * cols + j];
+        for (gsize j = part.begin; j < end; j++)
+          mean[j] = (float) (sum[j] / rows);
+        for (gsize r = 0; r < rows; r++)
+          for (gsize j = part.begin; j < end; j++)
+            {
+              double d = x[r * cols + j] - mean[j];
+              sq[j] += d * d;
+            }
+        for (gsize j = part.begin; j < end; j++)
+          var[j] = (float) (sq[j] / rows);
+      }
+    /* y = x * scale + shift per column */
+    for (gsize j = part.begin; j < end; j++)
+      {
+        double rstd = 1 / sqrt ((double) var[j] + eps);
+        scale[j] = (float) (gamma[j] * rstd);
+        shift[j] = (float) (beta[j] - mean[j] * gamma[j] * rstd);
+      }
+    KS_BARRIER;
+    KsShare mine = ks_share_rows (rows);
+    for (gsize r = mine.begin; r < mine.begin + mine.n; r++)
       for (gsize j = 0; j < cols; j++)
-        mean[j] = (float) (sum[j] / rows);
-      for (gsize r = 0; r < rows; r++)
-        for (gsize j = 0; j < cols; j++)
-          {
-            double d = x[r * cols + j] - mean[j];
-            sq[j] += d * d;
-          }
-      for (gsize j = 0; j < cols; j++)
-        var[j] = (float) (sq[j] / rows);
-    }
-  /* y = x * scale + shift per column */
-  for (gsize j = 0; j < cols; j++)
-    {
-      double rstd = 1 / sqrt ((double) var[j] + eps);
-      scale[j] = (float) (gamma[j] * rstd);
-      shift[j] = (float) (beta[j] - mean[j] * gamma[j] * rstd);
-    }
-  for (gsize r = 0; r < rows; r++)
-    for (gsize j = 0; j < cols; j++)
-      y[r * cols + j] = x[r * cols + j] * scale[j] + shift[j];
+        y[r * cols + j] = x[r * cols + j] * scale[j] + shift[j];
+  }
   return TRUE;
 }
 
@@ -323,34 +331,43 @@ ks_openblas_batch_norm_backward (void *ctx, const float *x, const float *gamma, 
   g_autofree double *rstd = g_new (double, cols);
   g_autofree double *sum_dy = g_new0 (double, cols), *sum_dyx = g_new0 (double, cols);
 
-  for (gsize j = 0; j < cols; j++)
-    rstd[j] = 1 / sqrt ((double) var[j] + eps);
-  for (gsize r = 0; r < rows; r++)
-    for (gsize j = 0; j < cols; j++)
+  /* the sums of its columns on each thread; then (every sum read: dx may be dy) dx of its
+   * rows */
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare part = ks_share_aligned (cols, 1);
+    gsize end = part.begin + part.n;
+    for (gsize j = part.begin; j < end; j++)
+      rstd[j] = 1 / sqrt ((double) var[j] + eps);
+    for (gsize r = 0; r < rows; r++)
+      for (gsize j = part.begin; j < end; j++)
+        {
+          double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
+          sum_dy[j] += dy[r * cols + j];
+          sum_dyx[j] += dy[r * cols + j] * xhat;
+        }
+    for (gsize j = part.begin; j < end; j++)
       {
-        double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
-        sum_dy[j] += dy[r * cols + j];
-        sum_dyx[j] += dy[r * cols + j] * xhat;
+        if (dgamma != NULL)
+          dgamma[j] += (float) sum_dyx[j];
+        if (dbeta != NULL)
+          dbeta[j] += (float) sum_dy[j];
       }
-  /* training: dx = gamma rstd (dy - mean (dy) - xhat mean (dy xhat)), the batch's mean and
-   * variance depending on x; otherwise they are constants and dx = gamma rstd dy */
-  for (gsize r = 0; r < rows; r++)
-    for (gsize j = 0; j < cols; j++)
-      {
-        double g = dy[r * cols + j];
-        if (training)
-          {
-            double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
-            g -= (sum_dy[j] + xhat * sum_dyx[j]) / rows;
-          }
-        dx[r * cols + j] = (float) (gamma[j] * rstd[j] * g);
-      }
-  for (gsize j = 0; j < cols; j++)
-    {
-      if (dgamma != NULL)
-        dgamma[j] += (float) sum_dyx[j];
-      if (dbeta != NULL)
-        dbeta[j] += (float) sum_dy[j];
-    }
+    KS_BARRIER;
+    /* training: dx = gamma rstd (dy - mean (dy) - xhat mean (dy xhat)), the batch's mean
+     * and variance depending on x; otherwise they are constants and dx = gamma rstd dy */
+    KsShare mine = ks_share_rows (rows);
+    for (gsize r = mine.begin; r < mine.begin + mine.n; r++)
+      for (gsize j = 0; j < cols; j++)
+        {
+          double g = dy[r * cols + j];
+          if (training)
+            {
+              double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
+              g -= (sum_dy[j] + xhat * sum_dyx[j]) / rows;
+            }
+          dx[r * cols + j] = (float) (gamma[j] * rstd[j] * g);
+        }
+  }
   return TRUE;
 }
