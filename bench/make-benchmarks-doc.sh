@@ -8,6 +8,7 @@
 # build tree, after make:
 #   bench/make-benchmarks-doc.sh [--quick] [--runs R] [--only ID,...] [--note TEXT] [-o FILE]
 #   bench/make-benchmarks-doc.sh --list [--quick]    (each table's id, needs and command)
+#   bench/make-benchmarks-doc.sh --needs             (each need: ok, or why it is missing)
 # --quick: smaller sizes of the same benches, and the longest (parameter servers, pslib,
 # pipelines, 4 ranks) left to the full run; without it the full sizes (an hour or more
 # on 2 cores). RUNS: 3 by default. --only runs those
@@ -28,11 +29,12 @@ while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=yes ;;
     --list|--dry-run) list=yes ;;
+    --needs) list=needs ;;
     --runs) runs=$2; shift ;;
     --only) only=$2; shift ;;
     --note) note=$2; shift ;;
     -o) out=$2; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "make-benchmarks-doc.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
   shift
@@ -72,8 +74,10 @@ missing () {
     openblas) [ -x "$top/bench/bench-mlp" ] || [ -d "$top/plugins/openblas/.libs" ] ||
                 echo "the openblas plugin not built (libopenblas-dev)" ;;
     gloo) [ -d "$top/plugins/gloo/.libs" ] || echo "the gloo plugin not built (libgloo-dev)" ;;
-    zmq) grep -q '^#define HAVE_ZMQ 1' "$top/config.h" 2>/dev/null ||
-           echo "ZeroMQ not found by configure (libzmq3-dev)" ;;
+    # configure's HAVE_ZMQ is an automake conditional, never in config.h: what ZeroMQ
+    # builds are the parameter-server plugins
+    zmq) { [ -d "$top/plugins/transpiler/.libs" ] && [ -d "$top/plugins/pslib/.libs" ]; } ||
+           echo "the transpiler and pslib plugins not built (ZeroMQ: libzmq3-dev)" ;;
     torch) "$python" -c "import torch" 2>/dev/null || echo "python3-torch not installed ($python has no torch)" ;;
     netns) { [ "$(id -u)" = 0 ] && command -v ip && command -v tc; } >/dev/null 2>&1 ||
              echo "network namespaces cannot be made here (needs root and iproute2)" ;;
@@ -84,6 +88,14 @@ missing () {
 reference_name () {
   case $1 in torch) echo PyTorch ;; mpi) echo "Open MPI" ;; *) echo "$1" ;; esac
 }
+
+if [ $list = needs ]; then
+  for need in $(sections | cut -d'|' -f2 | tr ' ' '\n' | sort -u); do
+    why=$(missing "$need")
+    printf '%s\t%s\n' "$need" "${why:-ok}"
+  done
+  exit 0
+fi
 
 mode=full field=4
 [ $quick = no ] || { mode=quick field=3; }

@@ -696,6 +696,10 @@ typedef struct {
   float col[6 * 144 * 72], dimage[6 * 144 * 8], max[6 * 100 * 8], avg[6 * 144 * 8];
   float davg[6 * 144 * 8];
   gint64 argmax[6 * 100 * 8];
+  float demb[N_T], dscatter[N_T]; /* embedding_backward: rows of COLS_T, and of 1 */
+  float col_sums[COLS_T], col_max[COLS_T], row_sums[ROWS_T];
+  float bn_y[N_T], bn_mean[COLS_T], bn_var[COLS_T], bn_dx[N_T], bn_dgamma[COLS_T];
+  float bn_dbeta[COLS_T];
 } ThreadResults;
 
 static void
@@ -741,6 +745,21 @@ run_threaded_kernels (Fixture *f, const float *x, const float *w, const gint64 *
   g_assert_true (ks_compute_max_pool (c, x, r->max, r->argmax, &max_pool, NULL));
   g_assert_true (ks_compute_avg_pool (c, x, r->avg, &conv, NULL));
   g_assert_true (ks_compute_avg_pool_backward (c, w, r->davg, &conv, NULL));
+  g_assert_true (ks_compute_reduce (c, KS_REDUCE_SUM, x, r->col_sums, ROWS_T, COLS_T, 0, NULL));
+  g_assert_true (ks_compute_reduce (c, KS_REDUCE_MAX, x, r->col_max, ROWS_T, COLS_T, 0, NULL));
+  g_assert_true (ks_compute_reduce (c, KS_REDUCE_AVG, x, r->row_sums, ROWS_T, COLS_T, 1, NULL));
+  g_assert_true (ks_compute_batch_norm (c, x, w, w + COLS_T, r->bn_y, r->bn_mean, r->bn_var,
+                                        ROWS_T, COLS_T, 1e-5f, TRUE, NULL));
+  g_assert_true (ks_compute_batch_norm_backward (c, x, w, r->bn_mean, r->bn_var, w, r->bn_dx,
+                                                 r->bn_dgamma, r->bn_dbeta, ROWS_T, COLS_T,
+                                                 1e-5f, TRUE, NULL));
+  /* ids repeat: the sums into one row come from several ids, in their order */
+  g_assert_true (ks_compute_embedding_backward (c, w, labels, r->demb, ROWS_T, ROWS_T, COLS_T,
+                                                NULL));
+  g_autofree gint64 *scatter = g_new (gint64, N_T);
+  for (gsize i = 0; i < N_T; i++)
+    scatter[i] = (gint64) ((i * 7919) % (N_T / 3));
+  g_assert_true (ks_compute_embedding_backward (c, x, scatter, r->dscatter, N_T, N_T, 1, NULL));
 }
 
 static void
@@ -766,6 +785,116 @@ test_threads (Fixture *f, gconstpointer data)
   g_test_message ("%s", described);
 }
 
+/* The backend's whole conv2d (conv-gemm.c) on 1, 2 and 3 threads: the same bits, forward
+ * and backward, dw both written and added to; and against direct sums in double. 20
+ * images of 32 x 32 x 16 make 20 chunks of 1 MB patches (one image each), more than the
+ * backward's 16 partial sums of dw, so groups of 1 and 2 chunks are summed. */
+enum { CN = 20, CH = 32, CC = 16, CK = 3, CF = 8, C_IN = CN * CH * CH * CC };
+enum { C_KK = CK * CK * CC, C_OUT = CN * CH * CH * CF };
+
+typedef struct {
+  float y[C_OUT], dx[C_IN], dx_only[C_IN], dw[C_KK * CF], dw_added[C_KK * CF];
+} ConvResults;
+
+static void
+run_conv (Fixture *f, const float *x, const float *w, const float *b, const float *dy,
+          int threads, ConvResults *r)
+{
+  const KsConvShape s = { CN, CH, CH, CC, CK, CK, 1, 1, CH, CH };
+  GError *error = NULL;
+  g_assert_true (ks_compute_set_threads (f->c, threads, NULL));
+  memset (r, 0xff, sizeof *r); /* NaN: w_beta 0 must not read dw */
+  for (gsize i = 0; i < C_KK * CF; i++)
+    r->dw_added[i] = w[i];
+  g_assert_true (ks_compute_conv2d (f->c, x, w, b, r->y, CF, &s, &error));
+  g_assert_no_error (error);
+  g_assert_true (ks_compute_conv2d_backward (f->c, x, w, dy, r->dx, r->dw, 0, CF, &s, &error));
+  g_assert_true (ks_compute_conv2d_backward (f->c, x, w, dy, NULL, r->dw_added, 0.5f, CF, &s,
+                                             &error));
+  g_assert_true (ks_compute_conv2d_backward (f->c, x, w, dy, r->dx_only, NULL, 0, CF, &s,
+                                             &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (r->dx, sizeof r->dx, r->dx_only, sizeof r->dx_only);
+}
+
+/* x's pixel (n, iy, ix, ch), 0 outside (padding 1) */
+static double
+pixel (const float *x, int n, int iy, int ix, int ch)
+{
+  if (iy < 0 || iy >= CH || ix < 0 || ix >= CH)
+    return 0;
+  return x[(((gsize) n * CH + iy) * CH + ix) * CC + ch];
+}
+
+static void
+test_conv_threads (Fixture *f, gconstpointer data)
+{
+  g_autofree float *x = g_new (float, C_IN), *w = g_new (float, C_KK * CF);
+  g_autofree float *b = g_new (float, CF), *dy = g_new (float, C_OUT);
+  g_autofree ConvResults *one = g_new (ConvResults, 1), *two = g_new (ConvResults, 1);
+  g_autofree ConvResults *three = g_new (ConvResults, 1);
+  g_autofree double *dx = g_new0 (double, C_IN);
+
+  if (!ks_compute_has_conv2d (f->c))
+    {
+      g_test_skip ("this backend has no whole conv2d");
+      return;
+    }
+  for (gsize i = 0; i < C_IN; i++)
+    x[i] = (float) g_rand_double_range (f->rng, -1, 1);
+  for (gsize i = 0; i < C_KK * CF; i++)
+    w[i] = (float) g_rand_double_range (f->rng, -1, 1);
+  for (gsize i = 0; i < CF; i++)
+    b[i] = (float) g_rand_double_range (f->rng, -1, 1);
+  for (gsize i = 0; i < C_OUT; i++)
+    dy[i] = (float) g_rand_double_range (f->rng, -1, 1);
+  run_conv (f, x, w, b, dy, 1, one);
+  run_conv (f, x, w, b, dy, 2, two);
+  run_conv (f, x, w, b, dy, 3, three);
+  g_assert_cmpmem (one, sizeof *one, two, sizeof *two);
+  g_assert_cmpmem (one, sizeof *one, three, sizeof *three);
+
+  /* direct sums: y, dw = sum over pixels of patch^T dy, dx = the adjoint */
+  for (int n = 0; n < CN; n++)
+    for (int oy = 0; oy < CH; oy++)
+      for (int ox = 0; ox < CH; ox++)
+        {
+          gsize o = (((gsize) n * CH + oy) * CH + ox) * CF;
+          for (int fi = 0; fi < CF; fi++)
+            {
+              double y = b[fi];
+              for (int ky = 0; ky < CK; ky++)
+                for (int kx = 0; kx < CK; kx++)
+                  for (int ch = 0; ch < CC; ch++)
+                    {
+                      gsize row = ((gsize) ky * CK + kx) * CC + ch;
+                      int iy = oy + ky - 1, ix = ox + kx - 1;
+                      y += pixel (x, n, iy, ix, ch) * w[row * CF + fi];
+                      if (iy >= 0 && iy < CH && ix >= 0 && ix < CH)
+                        dx[(((gsize) n * CH + iy) * CH + ix) * CC + ch]
+                          += (double) dy[o + fi] * w[row * CF + fi];
+                    }
+              assert_close ("conv y", o + fi, one->y[o + fi], y, 1e-5);
+            }
+        }
+  for (gsize i = 0; i < C_IN; i += 7)
+    assert_close ("conv dx", i, one->dx[i], dx[i], 1e-5);
+  for (int row = 0; row < C_KK; row++)
+    for (int fi = 0; fi < CF; fi++)
+      {
+        int ky = row / (CK * CC), kx = row / CC % CK, ch = row % CC;
+        double dw = 0;
+        for (int n = 0; n < CN; n++)
+          for (int oy = 0; oy < CH; oy++)
+            for (int ox = 0; ox < CH; ox++)
+              dw += pixel (x, n, oy + ky - 1, ox + kx - 1, ch)
+                    * dy[(((gsize) n * CH + oy) * CH + ox) * CF + fi];
+        gsize i = (gsize) row * CF + fi;
+        assert_close ("conv dw", i, one->dw[i], dw, 1e-4);
+        assert_close ("conv dw added", i, one->dw_added[i], 0.5 * w[i] + dw, 1e-4);
+      }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -787,5 +916,6 @@ main (int argc, char **argv)
   ADD ("dropout-mask", test_dropout_mask);
   ADD ("attention", test_attention);
   ADD ("threads", test_threads);
+  ADD ("conv-threads", test_conv_threads);
   return g_test_run ();
 }

@@ -1,6 +1,7 @@
 /* Parameter-server training (the transpiler plugin) with real server and worker processes
  * over 127.0.0.1: sync equals one process with the whole batch; half_async, async and GEO
- * reach its held-out accuracy; bad [strategy] settings are refused naming the keys; a
+ * reach its held-out accuracy; async servers divide lr by staleness unless
+ * [strategy] staleness_lr = false; bad [strategy] settings are refused naming the keys; a
  * checkpoint written by 2 servers resumes on 3; hostile messages to a server's port, a
  * non-finite push, save requests for a directory outside [train] checkpoint_dir and a
  * server without a token each end as they should; a checkpoint commits whole. Killed
@@ -92,6 +93,33 @@ test_modes_accuracy (void)
     }
 }
 
+/* Both servers' last lines in `out` (2 servers, 2 workers, async): pushes computed on
+ * values 2 or more updates old came, and (`divided`) most were applied at lr / staleness,
+ * or none was. */
+static void
+assert_staleness_lr (const char *out, gboolean divided)
+{
+  for (int s = 0; s < 2; s++)
+    {
+      g_autofree char *key = g_strdup_printf ("server %d: largest staleness ", s);
+      const char *line = strstr (out, key);
+      g_assert_nonnull (line);
+      g_assert_cmpfloat (ps_test_value_after (out, key), >=, 2);
+      line = strchr (line, ';');
+      g_assert_nonnull (line);
+      if (divided)
+        {
+          /* 2 workers x 1500 pushes; nearly every one is 2 or more updates old */
+          g_assert_cmpfloat (g_ascii_strtod (line + 1, NULL), >, 300);
+          g_assert_true (g_str_has_prefix (strchr (line + 2, ' '),
+                                           " pushes applied at [optim] lr / staleness"));
+        }
+      else
+        g_assert_true (g_str_has_prefix (line, "; every push applied at [optim] lr "
+                                               "([strategy] staleness_lr = false)"));
+    }
+}
+
 /* examples/ps-mlp.ini in async mode, as its header runs it, ends at >= 0.95 held-out
  * accuracy on both workers: the servers divide lr by each push's staleness. Without that
  * its runs ended between 0.33 and 0.89 (Paddle's queue of 20), or at 0.95 to 1.0 with its
@@ -111,6 +139,24 @@ test_async_example (void)
       g_autofree char *key = g_strdup_printf ("[rank %d] eval accuracy ", w);
       g_assert_cmpfloat (ps_test_value_after (out, key), >=, 0.95);
     }
+  assert_staleness_lr (out, TRUE);
+}
+
+/* [strategy] staleness_lr = false: the servers see stale pushes and apply every one at
+ * [optim] lr, the update of half_async (ps_dense_table_apply, the rate never set). */
+static void
+test_async_plain_lr (void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+
+  if (!ps_test_have_transpiler ())
+    return;
+  g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "2", "--workers", "2"),
+                                ARGS ("strategy.mode=async", "strategy.staleness_lr=false",
+                                      "train.steps=300"),
+                                &out, &err),
+                   ==, 0);
+  assert_staleness_lr (out, FALSE);
 }
 
 /* Impossible [strategy] settings are refused, naming the keys. */
@@ -127,6 +173,8 @@ test_strategy_refusals (void)
       "[strategy] k_steps = 5 is for mode = geo, not mode = sync" },
     { { "strategy.mode=geo", "strategy.a_sync=false", NULL },
       "[strategy] mode = geo but a_sync = false: they disagree" },
+    { { "strategy.mode=sync", "strategy.staleness_lr=false", NULL },
+      "[strategy] staleness_lr is for mode = async, not mode = sync" },
     { { "strategy.mode=half_async", "optim.clip_norm=1", NULL },
       "[optim] clip_norm with [strategy] mode = half_async" },
   };
@@ -587,6 +635,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ps/sync-equals-one-process", test_sync_equals_one_process);
   g_test_add_func ("/ps/modes-accuracy", test_modes_accuracy);
   g_test_add_func ("/ps/async-example", test_async_example);
+  g_test_add_func ("/ps/async-plain-lr", test_async_plain_lr);
   g_test_add_func ("/ps/strategy-refusals", test_strategy_refusals);
   g_test_add_func ("/ps/reshard", test_reshard);
   g_test_add_func ("/ps/bad-messages", test_bad_messages);

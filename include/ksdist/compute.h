@@ -207,6 +207,18 @@ typedef struct {
   /* appended in ABI 1.1: KS_COMPUTE_* flags, what the backend is (0: tensors in host
    * memory). A 1.0 plugin gets KS_COMPUTE_TRAITS_1_0. */
   guint32 traits;
+
+  /* appended in ABI 1.2 (optional): a whole conv2d over the batch of x, for a backend
+   * that runs it its own way (OpenBLAS: chunks of images, each on one of its threads);
+   * without them the model composes im2col, sgemm and col2im. w is [kh * kw * c,
+   * filters]. y = im2col (x) w + b (written). */
+  gboolean (*conv2d) (void *ctx, const float *x, const float *w, const float *b, float *y,
+                      int filters, const KsConvShape *s, GError **error);
+  /* dx = col2im (dy w^T) (written; NULL: not wanted); dw = w_beta dw + im2col (x)^T dy
+   * (NULL: not wanted; w_beta 0 never reads dw) */
+  gboolean (*conv2d_backward) (void *ctx, const float *x, const float *w, const float *dy,
+                               float *dx, float *dw, float w_beta, int filters,
+                               const KsConvShape *s, GError **error);
 } KsComputeOps;
 
 /* Tensors live in device memory, which only a communicator of KS_COMM_DEVICE_MEMORY
@@ -326,6 +338,14 @@ gboolean ks_compute_batch_norm_backward (KsCompute *compute, const float *x, con
                                          float *dx, float *dgamma, float *dbeta, gsize rows,
                                          gsize cols, float eps, gboolean training,
                                          GError **error);
+/* Whether the backend runs whole convolutions (conv2d, conv2d_backward); without them
+ * the model composes im2col, sgemm and col2im. */
+gboolean ks_compute_has_conv2d (KsCompute *compute);
+gboolean ks_compute_conv2d (KsCompute *compute, const float *x, const float *w, const float *b,
+                            float *y, int filters, const KsConvShape *s, GError **error);
+gboolean ks_compute_conv2d_backward (KsCompute *compute, const float *x, const float *w,
+                                     const float *dy, float *dx, float *dw, float w_beta,
+                                     int filters, const KsConvShape *s, GError **error);
 /* Whether the backend fuses attention; without it the model composes it from sgemm and
  * softmax. */
 gboolean ks_compute_has_attention (KsCompute *compute);

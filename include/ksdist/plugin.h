@@ -23,7 +23,9 @@
  * has no such slot and gets each kind's default traits (compute.h, comm.h,
  * algorithm.h), which are what the core assumed of any such plugin before. It also
  * appended KsAlgorithmOps.run_server_cancellable: a blocking slot that takes a
- * GCancellable (GIO's), so that a mode is told to stop without knowing the trainer. */
+ * GCancellable (GIO's), so that a mode is told to stop without knowing the trainer.
+ * ABI 1.2 appended the optional KsComputeOps conv2d and conv2d_backward: a whole
+ * convolution, so that a backend can run the batch's chunks on its threads. */
 #ifndef KSDIST_PLUGIN_H
 #define KSDIST_PLUGIN_H
 
@@ -33,7 +35,7 @@
 G_BEGIN_DECLS
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 1
+#define KS_ABI_MINOR 2
 
 #define KS_PLUGIN_ENTRY_SYMBOL "ks_plugin_descriptor"
 

@@ -341,6 +341,39 @@ ks_compute_col2im (KsCompute *compute, const float *col, float *dx, const KsConv
 }
 
 gboolean
+ks_compute_has_conv2d (KsCompute *compute)
+{
+  return KS_OPS_HAS (OPS (compute), KsComputeOps, conv2d)
+         && KS_OPS_HAS (OPS (compute), KsComputeOps, conv2d_backward);
+}
+
+static gboolean
+filters_valid (int filters, GError **error)
+{
+  return filters > 0 || ks_invalid (error, "conv2d: %d filters; at least 1", filters);
+}
+
+gboolean
+ks_compute_conv2d (KsCompute *compute, const float *x, const float *w, const float *b, float *y,
+                   int filters, const KsConvShape *s, GError **error)
+{
+  REQUIRE (compute, conv2d, error);
+  return conv_shape_valid (s, error) && filters_valid (filters, error)
+         && OPS (compute)->conv2d (CTX (compute), x, w, b, y, filters, s, error);
+}
+
+gboolean
+ks_compute_conv2d_backward (KsCompute *compute, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float w_beta, int filters,
+                            const KsConvShape *s, GError **error)
+{
+  REQUIRE (compute, conv2d_backward, error);
+  return conv_shape_valid (s, error) && filters_valid (filters, error)
+         && OPS (compute)->conv2d_backward (CTX (compute), x, w, dy, dx, dw, w_beta, filters, s,
+                                            error);
+}
+
+gboolean
 ks_compute_max_pool (KsCompute *compute, const float *x, float *y, gint64 *argmax,
                      const KsConvShape *s, GError **error)
 {

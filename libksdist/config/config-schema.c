@@ -260,6 +260,9 @@ static const KsKeyDesc core_schema[] = {
     "Async: gradients a worker may queue for sending before its step waits" },
   { "strategy", "max_merge_var_num", KS_VALUE_INT, "20", 1, 1e6, NULL,
     "Async: queued gradients averaged into one push" },
+  { "strategy", "staleness_lr", KS_VALUE_BOOL, "true", 1, 0, NULL,
+    "Async: a server applies each push at [optim] lr divided by its staleness (the updates "
+    "applied since the values its gradients were computed on); false: at [optim] lr" },
   { "strategy", "max_update_norm", KS_VALUE_DOUBLE, "10", 0, 1e12, NULL,
     "GEO: a parameter server refuses a delta (added to its parameters as it is) whose L2 "
     "norm is above this times the norm of its parameters (at least the square root of "

@@ -1,5 +1,6 @@
-/* The ops of convolutional networks on NHWC images: conv2d (im2col, then one sgemm over
- * every output pixel of the batch), max and average pooling and batch normalisation.
+/* The ops of convolutional networks on NHWC images: conv2d (the backend's whole
+ * convolution where it has one, else im2col then sgemm a chunk of images at a time), max
+ * and average pooling and batch normalisation.
  * Like the other ops (model-ops.c), a backward adds into its inputs' gradients. */
 #include "model-private.h"
 
@@ -258,6 +259,9 @@ conv2d_forward (KsExpr *e, GError **error)
   gsize out_pixels = (gsize) e->conv.oh * e->conv.ow;
   gsize in_floats = (gsize) e->conv.h * e->conv.w * e->conv.c;
 
+  if (ks_compute_has_conv2d (c)) /* the backend's own chunks, on its threads */
+    return ks_compute_conv2d (c, F (e->in[0]->value), F (w->value), F (b->value), F (e->value),
+                              (int) f, &e->conv, error);
   if (!ensure_aux (e, KS_DTYPE_FLOAT32, chunk * out_pixels, k, error))
     return FALSE;
   for (gsize first = 0; first < (gsize) e->conv.n; first += chunk)
@@ -330,10 +334,10 @@ conv2d_backward (KsExpr *e, GError **error)
   gsize k = w->shape[0], f = channels (e), pixels = e->numel / f, chunk = conv_chunk (e);
   gsize out_pixels = (gsize) e->conv.oh * e->conv.ow;
   gsize in_floats = (gsize) e->conv.h * e->conv.w * e->conv.c;
-  gboolean one_chunk = chunk == (gsize) e->conv.n;
+  gboolean one_chunk = chunk == (gsize) e->conv.n, whole = ks_compute_has_conv2d (c);
   const float *dy = F (e->grad);
   /* scratch: the bias's sums, then a chunk's patch gradients, then x's if not fresh */
-  gsize n_dcol = x->needs_grad ? chunk * out_pixels * k : 0;
+  gsize n_dcol = x->needs_grad && !whole ? chunk * out_pixels * k : 0;
   gsize n_dx = x->needs_grad && !x->grad_fresh ? x->numel : 0;
   float *scratch = ks_model_scratch (e->model, f + n_dcol + n_dx, error);
 
@@ -347,6 +351,12 @@ conv2d_backward (KsExpr *e, GError **error)
   if (x->needs_grad && dx == NULL)
     dx = F (x->grad);
   float w_beta = w->needs_grad ? ks_op_grad_beta (w) : 0;
+  if (whole)
+    return ks_compute_conv2d_backward (c, F (x->value), F (w->value), dy,
+                                       x->needs_grad ? dx : NULL,
+                                       w->needs_grad ? F (w->grad) : NULL, w_beta, (int) f,
+                                       &e->conv, error)
+           && (!x->needs_grad || ks_op_grad_written (x, dx, error));
   for (gsize first = 0; first < (gsize) e->conv.n; first += chunk)
     {
       KsConvShape s = conv_images (e, first, chunk);

@@ -1,7 +1,8 @@
 /* The CPU kernels of convolutional networks on NHWC images: im2col and its adjoint,
  * max and average pooling, batch normalisation. A convolution is im2col then sgemm (a few
  * images at a time, model-conv.c), so the heavy work stays in OpenBLAS; these loops move
- * memory. Sums accumulate in double. Images are split over the plugin's threads (KS_PARALLEL,
+ * memory (conv-gemm.c runs whole convolutions, chunks of images on each thread). Sums
+ * accumulate in double. Images are split over the plugin's threads (KS_PARALLEL,
  * vector.h): an image's work keeps its order, so any thread count gives the same bits. */
 #include <config.h>
 
@@ -86,59 +87,80 @@ add_floats (float *restrict d, const float *restrict src, gsize n)
     d[j] += src[j];
 }
 
-/* Each image padded once, so every window row is one copy of kw * c floats from it. */
-KS_VECTOR_KERNEL gboolean
-ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConvShape *s, GError **error)
+gsize
+ks_openblas_padded_floats (const KsConvShape *s)
+{
+  Padded p = padded_of (s);
+  return p.ph * p.pw * p.c;
+}
+
+/* Each image padded once (into `padded`, ks_openblas_padded_floats), so every window row
+ * is one copy of kw * c floats from it. */
+KS_VECTOR_KERNEL void
+ks_openblas_im2col_image (const float *image, float *col, const KsConvShape *s, float *padded)
 {
   Padded p = padded_of (s);
   gsize seg = (gsize) s->kw * s->c, row_len = s->kh * seg, step = (gsize) s->stride * s->c;
 
-  KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * row_len)
+  pad_image (image, padded, &p, s);
+  for (int oy = 0; oy < s->oh; oy++)
+    for (int ky = 0; ky < s->kh; ky++)
+      {
+        const float *src = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
+        float *d = col + (gsize) oy * s->ow * row_len + ky * seg;
+        for (int ox = 0; ox < s->ow; ox++)
+          memcpy (d + ox * row_len, src + ox * step, seg * sizeof *d);
+      }
+}
+
+/* The adjoint of im2col for one image, summed into a zeroed padded image, whose inside is
+ * dx's image: the image's sums keep one order. */
+KS_VECTOR_KERNEL void
+ks_openblas_col2im_image (const float *col, float *image, const KsConvShape *s, float *padded)
+{
+  Padded p = padded_of (s);
+  gsize seg = (gsize) s->kw * s->c, row_len = s->kh * seg, step = (gsize) s->stride * s->c;
+
+  memset (padded, 0, p.ph * p.pw * p.c * sizeof *padded);
+  for (int oy = 0; oy < s->oh; oy++)
+    for (int ky = 0; ky < s->kh; ky++)
+      {
+        float *d = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
+        const float *src = col + (gsize) oy * s->ow * row_len + ky * seg;
+        for (int ox = 0; ox < s->ow; ox++)
+          add_floats (d + ox * step, src + ox * row_len, seg);
+      }
+  unpad_image (padded, image, &p, s);
+}
+
+KS_VECTOR_KERNEL gboolean
+ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConvShape *s, GError **error)
+{
+  gsize pixels = (gsize) s->oh * s->ow, k = (gsize) s->kh * s->kw * s->c;
+
+  KS_PARALLEL (ctx, (gsize) s->n * pixels * k)
   {
     KsShare part = ks_share_rows (s->n);
-    float *padded = part.n > 0 ? g_new (float, p.ph * p.pw * p.c) : NULL;
+    float *padded = part.n > 0 ? g_new (float, ks_openblas_padded_floats (s)) : NULL;
     for (gsize n = part.begin; n < part.begin + part.n; n++)
-      {
-        pad_image (x + n * s->h * s->w * s->c, padded, &p, s);
-        for (int oy = 0; oy < s->oh; oy++)
-          for (int ky = 0; ky < s->kh; ky++)
-            {
-              const float *src = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
-              float *d = col + (n * s->oh + oy) * s->ow * row_len + ky * seg;
-              for (int ox = 0; ox < s->ow; ox++)
-                memcpy (d + ox * row_len, src + ox * step, seg * sizeof *d);
-            }
-      }
+      ks_openblas_im2col_image (x + n * s->h * s->w * s->c, col + n * pixels * k, s, padded);
     g_free (padded);
   }
   return TRUE;
 }
 
-/* The adjoint of im2col, summed into a zeroed padded image, whose inside is dx's image.
- * Images are split over the threads: each image's sums keep one order. */
+/* Images are split over the threads. */
 KS_VECTOR_KERNEL gboolean
 ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsConvShape *s, GError **error)
 {
-  Padded p = padded_of (s);
-  gsize seg = (gsize) s->kw * s->c, row_len = s->kh * seg, step = (gsize) s->stride * s->c;
+  gsize pixels = (gsize) s->oh * s->ow, k = (gsize) s->kh * s->kw * s->c;
 
-  KS_PARALLEL (ctx, (gsize) s->n * s->oh * s->ow * row_len)
+  KS_PARALLEL (ctx, (gsize) s->n * pixels * k)
   {
     KsShare part = ks_share_rows (s->n);
-    float *padded = part.n > 0 ? g_new (float, p.ph * p.pw * p.c) : NULL;
+    float *padded = part.n > 0 ? g_new (float, ks_openblas_padded_floats (s)) : NULL;
     for (gsize n = part.begin; n < part.begin + part.n; n++)
-      {
-        memset (padded, 0, p.ph * p.pw * p.c * sizeof *padded);
-        for (int oy = 0; oy < s->oh; oy++)
-          for (int ky = 0; ky < s->kh; ky++)
-            {
-              float *d = padded + ((gsize) oy * s->stride + ky) * p.pw * p.c;
-              const float *src = col + (n * s->oh + oy) * s->ow * row_len + ky * seg;
-              for (int ox = 0; ox < s->ow; ox++)
-                add_floats (d + ox * step, src + ox * row_len, seg);
-            }
-        unpad_image (padded, dx + n * s->h * s->w * s->c, &p, s);
-      }
+      ks_openblas_col2im_image (col + n * pixels * k, dx + n * s->h * s->w * s->c, s, padded);
     g_free (padded);
   }
   return TRUE;
@@ -261,34 +283,42 @@ ks_openblas_batch_norm (void *ctx, const float *x, const float *gamma, const flo
                         gboolean training, GError **error)
 {
   g_autofree float *scale = g_new (float, cols), *shift = g_new (float, cols);
+  g_autofree double *sum = g_new0 (double, cols), *sq = g_new0 (double, cols);
 
-  if (training)
-    {
-      g_autofree double *sum = g_new0 (double, cols), *sq = g_new0 (double, cols);
-      for (gsize r = 0; r < rows; r++)
-        for (gsize j = 0; j < cols; j++)
-          sum[j] += x[r * cols + j];
+  /* each thread the statistics of its columns (summed in row order), then y of its rows */
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare part = ks_share_aligned (cols, 1);
+    gsize end = part.begin + part.n;
+    if (training)
+      {
+        for (gsize r = 0; r < rows; r++)
+          for (gsize j = part.begin; j < end; j++)
+            sum[j] += x[r * cols + j];
+        for (gsize j = part.begin; j < end; j++)
+          mean[j] = (float) (sum[j] / rows);
+        for (gsize r = 0; r < rows; r++)
+          for (gsize j = part.begin; j < end; j++)
+            {
+              double d = x[r * cols + j] - mean[j];
+              sq[j] += d * d;
+            }
+        for (gsize j = part.begin; j < end; j++)
+          var[j] = (float) (sq[j] / rows);
+      }
+    /* y = x * scale + shift per column */
+    for (gsize j = part.begin; j < end; j++)
+      {
+        double rstd = 1 / sqrt ((double) var[j] + eps);
+        scale[j] = (float) (gamma[j] * rstd);
+        shift[j] = (float) (beta[j] - mean[j] * gamma[j] * rstd);
+      }
+    KS_BARRIER;
+    KsShare mine = ks_share_rows (rows);
+    for (gsize r = mine.begin; r < mine.begin + mine.n; r++)
       for (gsize j = 0; j < cols; j++)
-        mean[j] = (float) (sum[j] / rows);
-      for (gsize r = 0; r < rows; r++)
-        for (gsize j = 0; j < cols; j++)
-          {
-            double d = x[r * cols + j] - mean[j];
-            sq[j] += d * d;
-          }
-      for (gsize j = 0; j < cols; j++)
-        var[j] = (float) (sq[j] / rows);
-    }
-  /* y = x * scale + shift per column */
-  for (gsize j = 0; j < cols; j++)
-    {
-      double rstd = 1 / sqrt ((double) var[j] + eps);
-      scale[j] = (float) (gamma[j] * rstd);
-      shift[j] = (float) (beta[j] - mean[j] * gamma[j] * rstd);
-    }
-  for (gsize r = 0; r < rows; r++)
-    for (gsize j = 0; j < cols; j++)
-      y[r * cols + j] = x[r * cols + j] * scale[j] + shift[j];
+        y[r * cols + j] = x[r * cols + j] * scale[j] + shift[j];
+  }
   return TRUE;
 }
 
@@ -301,34 +331,43 @@ ks_openblas_batch_norm_backward (void *ctx, const float *x, const float *gamma, 
   g_autofree double *rstd = g_new (double, cols);
   g_autofree double *sum_dy = g_new0 (double, cols), *sum_dyx = g_new0 (double, cols);
 
-  for (gsize j = 0; j < cols; j++)
-    rstd[j] = 1 / sqrt ((double) var[j] + eps);
-  for (gsize r = 0; r < rows; r++)
-    for (gsize j = 0; j < cols; j++)
+  /* the sums of its columns on each thread; then (every sum read: dx may be dy) dx of its
+   * rows */
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare part = ks_share_aligned (cols, 1);
+    gsize end = part.begin + part.n;
+    for (gsize j = part.begin; j < end; j++)
+      rstd[j] = 1 / sqrt ((double) var[j] + eps);
+    for (gsize r = 0; r < rows; r++)
+      for (gsize j = part.begin; j < end; j++)
+        {
+          double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
+          sum_dy[j] += dy[r * cols + j];
+          sum_dyx[j] += dy[r * cols + j] * xhat;
+        }
+    for (gsize j = part.begin; j < end; j++)
       {
-        double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
-        sum_dy[j] += dy[r * cols + j];
-        sum_dyx[j] += dy[r * cols + j] * xhat;
+        if (dgamma != NULL)
+          dgamma[j] += (float) sum_dyx[j];
+        if (dbeta != NULL)
+          dbeta[j] += (float) sum_dy[j];
       }
-  /* training: dx = gamma rstd (dy - mean (dy) - xhat mean (dy xhat)), the batch's mean and
-   * variance depending on x; otherwise they are constants and dx = gamma rstd dy */
-  for (gsize r = 0; r < rows; r++)
-    for (gsize j = 0; j < cols; j++)
-      {
-        double g = dy[r * cols + j];
-        if (training)
-          {
-            double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
-            g -= (sum_dy[j] + xhat * sum_dyx[j]) / rows;
-          }
-        dx[r * cols + j] = (float) (gamma[j] * rstd[j] * g);
-      }
-  for (gsize j = 0; j < cols; j++)
-    {
-      if (dgamma != NULL)
-        dgamma[j] += (float) sum_dyx[j];
-      if (dbeta != NULL)
-        dbeta[j] += (float) sum_dy[j];
-    }
+    KS_BARRIER;
+    /* training: dx = gamma rstd (dy - mean (dy) - xhat mean (dy xhat)), the batch's mean
+     * and variance depending on x; otherwise they are constants and dx = gamma rstd dy */
+    KsShare mine = ks_share_rows (rows);
+    for (gsize r = mine.begin; r < mine.begin + mine.n; r++)
+      for (gsize j = 0; j < cols; j++)
+        {
+          double g = dy[r * cols + j];
+          if (training)
+            {
+              double xhat = (x[r * cols + j] - mean[j]) * rstd[j];
+              g -= (sum_dy[j] + xhat * sum_dyx[j]) / rows;
+            }
+          dx[r * cols + j] = (float) (gamma[j] * rstd[j] * g);
+        }
+  }
   return TRUE;
 }

@@ -240,22 +240,29 @@ ks_openblas_reduce (void *ctx, KsReduceOp op, const float *x, float *y, gsize ro
   if ((guint) op > KS_REDUCE_PROD)
     return bad_op (error, "reduce", op);
   acc = g_new (double, MAX (outer, 1));
-  for (gsize o = 0; o < outer; o++)
-    acc[o] = reduce_start (op);
-  if (axis == 0 && (op == KS_REDUCE_SUM || op == KS_REDUCE_AVG))
-    /* column sums (bias gradients): the same additions, in a loop that vectorises */
-    for (gsize r = 0; r < rows; r++)
-      for (gsize j = 0; j < cols; j++)
-        acc[j] += x[r * cols + j];
-  else
-    for (gsize r = 0; r < rows; r++)
-      for (gsize j = 0; j < cols; j++)
-        {
-          gsize o = axis == 0 ? j : r;
-          acc[o] = reduce_step (op, acc[o], x[r * cols + j]);
-        }
-  for (gsize o = 0; o < outer; o++)
-    y[o] = (float) (op == KS_REDUCE_AVG && inner > 0 ? acc[o] / inner : acc[o]);
+  /* each thread its outputs (columns over rows, or rows), each summed in one order */
+  KS_PARALLEL (ctx, rows * cols)
+  {
+    KsShare part = axis == 0 ? ks_share (cols) : ks_share_rows (rows);
+    gsize end = part.begin + part.n;
+    for (gsize o = part.begin; o < end; o++)
+      acc[o] = reduce_start (op);
+    if (axis == 0 && (op == KS_REDUCE_SUM || op == KS_REDUCE_AVG))
+      /* column sums (bias gradients): the same additions, in a loop that vectorises */
+      for (gsize r = 0; r < rows; r++)
+        for (gsize j = part.begin; j < end; j++)
+          acc[j] += x[r * cols + j];
+    else if (axis == 0)
+      for (gsize r = 0; r < rows; r++)
+        for (gsize j = part.begin; j < end; j++)
+          acc[j] = reduce_step (op, acc[j], x[r * cols + j]);
+    else
+      for (gsize r = part.begin; r < end; r++)
+        for (gsize j = 0; j < cols; j++)
+          acc[r] = reduce_step (op, acc[r], x[r * cols + j]);
+    for (gsize o = part.begin; o < end; o++)
+      y[o] = (float) (op == KS_REDUCE_AVG && inner > 0 ? acc[o] / inner : acc[o]);
+  }
   return TRUE;
 }
 
@@ -488,15 +495,32 @@ ks_openblas_embedding_backward (void *ctx, const float *dout, const gint64 *ids,
 {
   if (!check_ids (ids, n_ids, n_rows, "embedding_backward", error))
     return FALSE;
-  if (dim == 1) /* a max pool's backward: one value an id */
-    {
-      for (gsize i = 0; i < n_ids; i++)
-        dtable[ids[i]] += dout[i];
-      return TRUE;
-    }
-  for (gsize i = 0; i < n_ids; i++)
-    for (gsize j = 0; j < dim; j++)
-      dtable[ids[i] * dim + j] += dout[i * dim + j];
+  /* Split by where the sums go, so every element adds its ids' values in their order on
+   * any thread count: a thread takes the table's rows [begin, end) and looks at every id
+   * when rows are one value (a max pool's backward), else its columns of every row. */
+  KS_PARALLEL (ctx, n_ids * MAX (dim, 4))
+  {
+    if (dim < 32)
+      {
+        KsShare part = ks_share_rows (n_rows);
+        gint64 begin = (gint64) part.begin, end = (gint64) (part.begin + part.n);
+        for (gsize i = 0; i < n_ids && part.n > 0; i++)
+          if (ids[i] >= begin && ids[i] < end)
+            for (gsize j = 0; j < dim; j++)
+              dtable[ids[i] * dim + j] += dout[i * dim + j];
+      }
+    else
+      {
+        KsShare part = ks_share (dim);
+        for (gsize i = 0; i < n_ids && part.n > 0; i++)
+          {
+            float *d = dtable + ids[i] * dim + part.begin;
+            const float *src = dout + i * dim + part.begin;
+            for (gsize j = 0; j < part.n; j++)
+              d[j] += src[j];
+          }
+      }
+  }
   return TRUE;
 }
 

@@ -7,6 +7,10 @@
 /* The threads the plugin's kernels may use: its `threads` setting when OpenBLAS runs on
  * OpenMP's pool, else 1 (openblas.c) */
 int ks_openblas_threads (void *ctx);
+/* The context's scratch of at least `floats`, held until ks_openblas_scratch_give (one
+ * holder at a time) */
+float *ks_openblas_scratch_take (void *ctx, gsize floats);
+void ks_openblas_scratch_give (void *ctx);
 
 gboolean ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n,
                             GError **error);
@@ -52,6 +56,13 @@ gboolean ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConv
                              GError **error);
 gboolean ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsConvShape *s,
                              GError **error);
+/* One image's patches (col: its oh * ow rows), and their adjoint written into `image`;
+ * `padded` is scratch of ks_openblas_padded_floats floats. On the calling thread. */
+gsize ks_openblas_padded_floats (const KsConvShape *s);
+void ks_openblas_im2col_image (const float *image, float *col, const KsConvShape *s,
+                               float *padded);
+void ks_openblas_col2im_image (const float *col, float *image, const KsConvShape *s,
+                               float *padded);
 gboolean ks_openblas_max_pool (void *ctx, const float *x, float *y, gint64 *argmax,
                                const KsConvShape *s, GError **error);
 gboolean ks_openblas_avg_pool (void *ctx, const float *x, float *y, const KsConvShape *s,
@@ -66,6 +77,13 @@ gboolean ks_openblas_batch_norm_backward (void *ctx, const float *x, const float
                                           float *dx, float *dgamma, float *dbeta, gsize rows,
                                           gsize cols, float eps, gboolean training,
                                           GError **error);
+
+/* conv-gemm.c: whole convolutions (KsComputeOps conv2d, conv2d_backward) */
+gboolean ks_openblas_conv2d (void *ctx, const float *x, const float *w, const float *b, float *y,
+                             int filters, const KsConvShape *s, GError **error);
+gboolean ks_openblas_conv2d_backward (void *ctx, const float *x, const float *w, const float *dy,
+                                      float *dx, float *dw, float w_beta, int filters,
+                                      const KsConvShape *s, GError **error);
 
 /* attention.c */
 gboolean ks_openblas_attention (void *ctx, const float *qkv, float *out, float *lse,

@@ -17,6 +17,11 @@
 typedef struct {
   int threads;
   int kernel_threads; /* threads, or 1 when OpenBLAS is not on OpenMP's pool (two pools) */
+  /* the convolutions' scratch, kept between calls (megabytes each: allocated per call,
+   * their pages were faulted in anew every time) */
+  GMutex scratch_lock;
+  float *scratch;
+  gsize scratch_floats;
 } OpenblasCtx;
 
 /* A positive count from the environment variable `name`, or 0. */
@@ -154,22 +159,48 @@ ks_openblas_threads (void *ctx)
   return ((OpenblasCtx *) ctx)->kernel_threads;
 }
 
+static void openblas_destroy (void *p);
+
 static void *
 openblas_create (const KsSettings *settings, GError **error)
 {
   OpenblasCtx *ctx = g_new0 (OpenblasCtx, 1);
+  g_mutex_init (&ctx->scratch_lock);
   if (!apply_threads (ctx, (int) ks_settings_get_int (settings, "threads"), TRUE, error))
     {
-      g_free (ctx);
+      openblas_destroy (ctx);
       return NULL;
     }
   return ctx;
 }
 
 static void
-openblas_destroy (void *ctx)
+openblas_destroy (void *p)
 {
+  OpenblasCtx *ctx = p;
+  g_mutex_clear (&ctx->scratch_lock);
+  g_free (ctx->scratch);
   g_free (ctx);
+}
+
+float *
+ks_openblas_scratch_take (void *p, gsize floats)
+{
+  OpenblasCtx *ctx = p;
+  g_mutex_lock (&ctx->scratch_lock);
+  if (floats > ctx->scratch_floats)
+    {
+      g_free (ctx->scratch);
+      ctx->scratch = g_new (float, floats);
+      ctx->scratch_floats = floats;
+    }
+  return ctx->scratch;
+}
+
+void
+ks_openblas_scratch_give (void *p)
+{
+  g_mutex_unlock (&((OpenblasCtx *) p)->scratch_lock);
 }
 
 static char *
@@ -325,6 +356,8 @@ static const KsComputeOps openblas_ops = {
   .avg_pool = ks_openblas_avg_pool,
   .avg_pool_backward = ks_openblas_avg_pool_backward,
   .traits = KS_OPENBLAS_TRAITS,
+  .conv2d = ks_openblas_conv2d,
+  .conv2d_backward = ks_openblas_conv2d_backward,
 };
 
 static int

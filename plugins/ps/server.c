@@ -448,6 +448,18 @@ log_rates (Server *s, gboolean final)
              s->window_requests / dt, s->window_in / dt / 1e6, s->window_out / dt / 1e6,
              s->window_updates / dt, s->cfg->table->updates, s->requests, s->bytes_in / 1e6,
              s->bytes_out / 1e6, s->refused, final ? ", at the end" : "");
+  if (final && s->cfg->mode == PS_MODE_ASYNC)
+    {
+      const PsDenseTable *t = s->cfg->table;
+      if (t->base_lr > 0)
+        g_message ("server %d: largest staleness %" G_GINT64_FORMAT "; %" G_GINT64_FORMAT
+                   " pushes applied at [optim] lr / staleness", s->cfg->index,
+                   t->staleness_max, t->staleness_divided);
+      else
+        g_message ("server %d: largest staleness %" G_GINT64_FORMAT "; every push applied "
+                   "at [optim] lr ([strategy] staleness_lr = false)", s->cfg->index,
+                   t->staleness_max);
+    }
   s->window_start = now;
   s->window_requests = s->window_in = s->window_out = s->window_updates = 0;
 }

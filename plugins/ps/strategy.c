@@ -25,6 +25,7 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
   out->send_queue_size = ks_config_get_int (c, "strategy", "send_queue_size");
   out->max_merge_var_num = ks_config_get_int (c, "strategy", "max_merge_var_num");
   out->max_update_norm = ks_config_get_double (c, "strategy", "max_update_norm");
+  out->staleness_lr = ks_config_get_bool (c, "strategy", "staleness_lr");
   if (!a_sync && k > 0 && (strcmp (mode, "auto") == 0 || ks_config_is_set (c, "strategy", "a_sync")))
     return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                     "[strategy] a_sync = false with k_steps = %" G_GINT64_FORMAT ": "
@@ -51,6 +52,11 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
                         "[strategy] k_steps = %" G_GINT64_FORMAT " is for mode = geo, "
                         "not mode = %s; remove it", k, mode);
     }
+  if (out->mode != PS_MODE_ASYNC && ks_config_is_set (c, "strategy", "staleness_lr"))
+    return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                    "[strategy] staleness_lr is for mode = async, not mode = %s (only async "
+                    "servers apply pushes computed on old values); remove it",
+                    ps_mode_name (out->mode));
   /* Paddle 1.x's geo_sgd_need_push_nums default */
   out->k_steps = out->mode == PS_MODE_GEO ? (k > 0 ? k : 100) : 0;
   return TRUE;

@@ -15,6 +15,8 @@ typedef struct {
   /* a server refuses a dense push (gradient or GEO delta) whose L2 norm is above this
    * times max(norm of its values, sqrt of their count); 0: no bound */
   double max_update_norm;
+  /* async: a server divides [optim] lr by each push's staleness (false: the rate as it is) */
+  gboolean staleness_lr;
 } PsStrategy;
 
 const char *ps_mode_name (PsMode mode);

@@ -94,9 +94,11 @@ gboolean
 ps_dense_table_apply_stale (PsDenseTable *t, const float *grads, gint64 staleness,
                             GError **error)
 {
-  if (t->base_lr > 0 && KS_OPS_HAS (t->ops, KsOptimizerOps, set_learning_rate)
-      && !t->ops->set_learning_rate (t->opt, t->base_lr / MAX (staleness, 1), error))
+  gboolean divide = t->base_lr > 0 && KS_OPS_HAS (t->ops, KsOptimizerOps, set_learning_rate);
+  if (divide && !t->ops->set_learning_rate (t->opt, t->base_lr / MAX (staleness, 1), error))
     return FALSE;
+  t->staleness_max = MAX (t->staleness_max, staleness);
+  t->staleness_divided += divide && staleness > 1;
   return ps_dense_table_apply (t, grads, error);
 }
 

@@ -18,6 +18,9 @@ typedef struct {
   /* async: [optim] lr, divided by a push's staleness before its update (0: the rate is
    * left as it is) */
   double base_lr;
+  /* async, for the server's last line: the largest staleness seen, and the pushes applied
+   * at a rate divided by theirs */
+  gint64 staleness_max, staleness_divided;
 } PsDenseTable;
 
 /* The blocks of `server` in `layout`, with the values of `initial` (the whole model's

@@ -170,7 +170,7 @@ transpiler_init_server (void *p, const char *model_dir, GError **error)
                                       t->inner_ops, t->inner, error))
       == NULL)
     return FALSE;
-  if (t->strategy.mode == PS_MODE_ASYNC)
+  if (t->strategy.mode == PS_MODE_ASYNC && t->strategy.staleness_lr)
     t->table->base_lr = t->base_lr;
   if (model_dir == NULL)
     return TRUE;
@@ -340,7 +340,8 @@ transpiler_check_strategy (const KsConfig *config, GError **error)
   static const char *const used[] = { "strategy.mode", "strategy.a_sync", "strategy.k_steps",
                                        "strategy.send_queue_size",
                                        "strategy.max_merge_var_num",
-                                       "strategy.max_update_norm", NULL };
+                                       "strategy.max_update_norm",
+                                       "strategy.staleness_lr", NULL };
   PsStrategy strategy;
   return read_strategy (config, &strategy, error)
          && ks_config_check_used (config, "strategy", used, "[job] mode = transpiler", error);
