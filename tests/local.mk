@@ -117,7 +117,7 @@ tests_test_observer_LDADD = $(KS_TASKS_TEST_LDADD)
 TESTS += tests/test-observer
 
 check_PROGRAMS += tests/test-config
-tests_test_config_LDADD = $(KS_TEST_LDADD)
+tests_test_config_LDADD = $(KS_TASKS_TEST_LDADD)
 TESTS += tests/test-config
 
 check_PROGRAMS += tests/test-settings tests/test-factory
