@@ -146,8 +146,9 @@ check_refusal (const char *dir, const char *text, KsConfig **config_out)
   g_autofree char *openblas = ks_test_build_plugin_dir ("openblas");
   KsConfig *config = ks_test_config (text, dir, &error);
   g_assert_no_error (error);
-  g_autoptr (KsRegistry) registry = ks_test_scan (config, openblas);
+  KsRegistry *registry = ks_test_scan (config, openblas);
   gboolean ok = ks_trainer_check (registry, config, &checked_task, NULL, FALSE, &error);
+  ks_registry_free (registry);
   if (config_out != NULL)
     *config_out = config;
   else
