@@ -8,6 +8,40 @@
 #include <stdio.h>
 #include <string.h>
 
+/* [model]: the model a task builds, read here (the choice of task, the GPT's shape), in
+ * net.c (the MLP), net-config.c (a layer list) and the tasks; [model] init_from is the
+ * trainer's, declared by the core. ks_tasks_add_schema adds it with the other groups. */
+const KsKeyDesc ks_tasks_model_keys[] = {
+  { "model", "type", KS_VALUE_CHOICE, "mlp", 1, 0, "mlp|layers|gpt|ctr",
+    "The model `ksdist train` builds: mlp (for spirals, rings), layers (the [layer.NAME] "
+    "groups listed in [model] net), gpt (for text, addition) or ctr (for ctr: sparse slots' "
+    "embeddings and integer features into an MLP)" },
+  { "model", "net", KS_VALUE_LIST, "", 1, 0, NULL,
+    "layers: the names of the [layer.NAME] groups, input to output (e.g. conv1, pool1, "
+    "flat, out); the last layer gives one value per class (per target with loss = mse, one "
+    "logit with loss = logistic)" },
+  { "model", "loss", KS_VALUE_CHOICE, "cross_entropy", 1, 0, "cross_entropy|mse|logistic",
+    "layers: cross_entropy (softmax over classes; metric accuracy), mse (mean squared "
+    "error against values; metric RMSE) or logistic (binary: sigmoid and binary cross "
+    "entropy of one logit a row against labels 0 and 1; metric AUC)" },
+  { "model", "hidden", KS_VALUE_LIST, "64,64", 1, 0, NULL,
+    "Sizes of the MLP's hidden layers, input to output (mlp and ctr)" },
+  { "model", "activation", KS_VALUE_CHOICE, "tanh", 1, 0, "relu|tanh|sigmoid|gelu",
+    "Activation after each hidden layer of the MLP" },
+  { "model", "dropout", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
+    "Dropout rate: after each hidden layer of the MLP; on the GPT's embeddings and on each "
+    "residual branch before it is added. 0 for none; evaluation never drops" },
+  { "model", "context", KS_VALUE_INT, "64", 2, 4096, NULL, "GPT: tokens per sequence" },
+  { "model", "layers", KS_VALUE_INT, "2", 1, 256, NULL, "GPT: transformer blocks" },
+  { "model", "heads", KS_VALUE_INT, "4", 1, 256, NULL, "GPT: attention heads (divide width)" },
+  { "model", "width", KS_VALUE_INT, "64", 1, 65536, NULL, "GPT: embedding width" },
+  { "model", "skip", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "GPT: a long skip connection, the embeddings added to the last block's output (on a "
+    "pipeline it goes straight from the first stage to the last)" },
+  { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
+  { NULL },
+};
+
 /* A random generator for `step`: the same step always draws the same batch. */
 static GRand *
 step_rng (const KsConfig *c, gint64 step)
@@ -507,6 +541,17 @@ static const KsTrainTask addition_task = {
   .check = addition_check,
   .torch_name = ks_gpt_torch_name,
 };
+
+void
+ks_tasks_add_schema (KsConfig *config)
+{
+  static const KsKeyDesc *const tables[] = { ks_tasks_model_keys, ks_tasks_data_keys,
+                                             ks_tasks_meta_keys, ks_tasks_layer_keys };
+  for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
+    for (const KsKeyDesc *k = tables[t]; k->key != NULL; k++)
+      if (!ks_config_lookup (config, k->group, k->key, NULL, NULL, NULL))
+        ks_config_add_schema (config, k->group, k, 1);
+}
 
 const KsTrainTask *
 ks_builtin_task (const KsConfig *c, GError **error)

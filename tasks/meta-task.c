@@ -8,6 +8,37 @@
 
 #include <string.h>
 
+/* [meta]: Reptile's settings, read here ([meta] algorithm by the choice of task too). */
+const KsKeyDesc ks_tasks_meta_keys[] = {
+  { "meta", "algorithm", KS_VALUE_CHOICE, "none", 1, 0, "none|reptile",
+    "Meta-learning: reptile trains on few-shot tasks of the image set at [data] path ([train] "
+    "steps meta-steps, [train] optimizer in the inner loop); none trains as [model] says" },
+  { "meta", "ways", KS_VALUE_INT, "5", 2, 1000, NULL, "Classes of a task" },
+  { "meta", "shots", KS_VALUE_INT, "5", 1, 10000, NULL, "Training images of each class of a task" },
+  { "meta", "train_shots", KS_VALUE_INT, "0", 0, 10000, NULL,
+    "Images of each class in a training task (supervised-reptile's --train-shots: its "
+    "Omniglot runs train on 10 or 15 and test on 5 or 1); 0: shots" },
+  { "meta", "inner_batch", KS_VALUE_INT, "5", 1, 100000, NULL, "Images per inner step" },
+  { "meta", "inner_iters", KS_VALUE_INT, "20", 1, 1e6, NULL, "Inner steps on a training task" },
+  { "meta", "meta_step", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,
+    "Meta step size at the first meta-step (the fraction of the way to the tasks' weights)" },
+  { "meta", "meta_step_final", KS_VALUE_DOUBLE, "0", 0, 1, NULL,
+    "Meta step size at the last meta-step (linear in between)" },
+  { "meta", "meta_batch", KS_VALUE_INT, "1", 1, 100000, NULL,
+    "Tasks per meta-step on each worker (ksdist launch -n N: N times as many in all)" },
+  { "meta", "eval_inner_batch", KS_VALUE_INT, "5", 1, 100000, NULL,
+    "Images per fine-tuning step on an evaluation task's shots" },
+  { "meta", "eval_inner_iters", KS_VALUE_INT, "50", 1, 1e6, NULL,
+    "Fine-tuning steps on an evaluation task" },
+  { "meta", "eval_tasks", KS_VALUE_INT, "1000", 1, 1e7, NULL,
+    "Test tasks of the final evaluation (held-out classes); [train] eval_every evaluates "
+    "on a tenth as many of val" },
+  { "meta", "filters", KS_VALUE_INT, "64", 1, 4096, NULL,
+    "Filters of each of the 4 convolutions (supervised-reptile: 64 for characters, 32 for "
+    "colour)" },
+  { NULL },
+};
+
 typedef struct {
   KsImageSet *set;
   KsReptile *reptile;

@@ -5,6 +5,50 @@
 
 #include <string.h>
 
+/* [layer.NAME]: one group per layer of a [model] type = layers network, read here only */
+const KsKeyDesc ks_tasks_layer_keys[] = {
+  { "layer.*", "type", KS_VALUE_CHOICE, "linear", 1, 0,
+    "linear|conv2d|max_pool|avg_pool|batch_norm|layer_norm|dropout|flatten|activation|"
+    "embedding|"
+    "position|transformer",
+    "Layer: what it computes (required). Images are [rows, height, width, channels]; "
+    "embedding, position and transformer work on [data] task = tokens or text" },
+  { "layer.*", "size", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
+    "Layer: linear's outputs; embedding's width" },
+  { "layer.*", "vocab", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
+    "Layer: embedding's token ids (default: the data's largest + 1)" },
+  { "layer.*", "heads", KS_VALUE_INT, "1", 1, 1024, NULL,
+    "Layer: transformer's attention heads (they divide the width)" },
+  { "layer.*", "tie", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Layer: linear: the name of an earlier embedding whose table it uses, transposed, as "
+    "its weights (a language model's head tied to its input, as GPT-2's)" },
+  { "layer.*", "filters", KS_VALUE_INT, "1", 1, 1 << 20, NULL, "Layer: conv2d's output channels" },
+  { "layer.*", "kernel", KS_VALUE_INT, "3", 1, 64, NULL,
+    "Layer: conv2d's, max_pool's and avg_pool's window, kernel x kernel" },
+  { "layer.*", "stride", KS_VALUE_INT, "1", 1, 64, NULL,
+    "Layer: conv2d's step (default 1), max_pool's and avg_pool's (default the kernel)" },
+  { "layer.*", "padding", KS_VALUE_INT, "0", 0, 64, NULL,
+    "Layer: conv2d's and avg_pool's zeros on each side (avg_pool: at most half the kernel; "
+    "the zeros count in each window's mean, as PyTorch's AvgPool2d)" },
+  { "layer.*", "activation", KS_VALUE_CHOICE, "none", 1, 0, "none|relu|tanh|sigmoid|gelu",
+    "Layer: applied to the output of linear, conv2d, batch_norm, layer_norm, or alone" },
+  { "layer.*", "rate", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
+    "Layer: dropout's rate; on linear, dropout after the activation; on transformer, on "
+    "each residual branch" },
+  { "layer.*", "momentum", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,
+    "Layer: batch_norm's running-statistics update weight" },
+  { "layer.*", "eps", KS_VALUE_DOUBLE, "1e-5", 1e-12, 1, NULL,
+    "Layer: batch_norm's and layer_norm's epsilon" },
+  { "layer.*", "seed", KS_VALUE_INT, "0", 0, 1e15, NULL,
+    "Layer: seed of its initialiser or dropout masks (default [model] seed + its index)" },
+  { "layer.*", "add", KS_VALUE_STRING, "", 1, 0, NULL,
+    "Layer: a skip connection: the output of the named earlier layer is added to this "
+    "layer's output (after its activation); works across pipeline stages" },
+  { "layer.*", "repeat", KS_VALUE_INT, "1", 1, 1000, NULL,
+    "Layer: copies of this layer in a row (named NAME.0, NAME.1, ...)" },
+  { NULL },
+};
+
 typedef struct {
   const char *name;
   NetLayerType type;

@@ -10,6 +10,98 @@
 #include <math.h>
 #include <string.h>
 
+/* [data]: where the rows come from, read here (the supervised tasks' rows) and by the
+ * tasks of other data: tokens-task.c, ctr-task.c, meta-task.c, builtin.c (text, addition). */
+const KsKeyDesc ks_tasks_data_keys[] = {
+  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0,
+    "spirals|rings|csv|npy|idx|image_folder|tokens|text|addition|ctr",
+    "spirals, rings: generated classification in the plane (mlp, layers); csv, npy, idx, "
+    "image_folder: your own rows from [data] path (mlp, layers); tokens: a language model (layers) on a "
+    "token file (llm.c's .bin shards, nanoGPT's train.bin); text: next-character "
+    "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
+    "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
+    "path's train/ and test/ (ctr), scored by AUC" },
+  { "data", "images", KS_VALUE_CHOICE, "characters", 1, 0, "characters|colour",
+    "Few-shot image set at [data] path (train, val, test; a folder of images per class): "
+    "characters, 28x28 grey with rotations as more training classes (Omniglot; `ksdist "
+    "datagen glyphs`), or colour, 84x84 RGB (Mini-ImageNet; `ksdist datagen images`)" },
+  { "data", "cache_mb", KS_VALUE_INT, "512", 0, 1e7, NULL,
+    "Decoded images kept in memory after their first read, in MiB" },
+  { "data", "bad_images", KS_VALUE_CHOICE, "error", 1, 0, "error|skip",
+    "A file of the image set that does not decode is an error naming it, or skipped and "
+    "counted" },
+  { "data", "shrink_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
+    "ctr: steps between shrinks of the sparse table (a day's end: show and click decay, rows "
+    "of low score or unseen too long go; see [table.NAME]), asked by the first worker; 0 "
+    "never" },
+  { "data", "bad_lines", KS_VALUE_CHOICE, "error", 1, 0, "error|skip",
+    "ctr: a malformed line of the data is an error naming its file and line, or skipped and "
+    "counted" },
+  { "data", "digits", KS_VALUE_INT, "2", 1, 9, NULL,
+    "Addition task: the largest number of digits of an operand" },
+  { "data", "path", KS_VALUE_STRING, "/usr/share/dict/words", 1, 0, NULL,
+    "Text corpus of the text task (the last tenth is held out; by default the English word "
+    "list of Debian's wamerican); the ctr task's directory of train/ and test/ files; csv: "
+    "a CSV or TSV file (gzip read directly), or a folder or glob (data/part-*.csv) of many "
+    "of the same columns, their rows one after another in name order; npy: the features' "
+    ".npy file, or a folder or glob of NAME.npy files each with its labels in "
+    "NAME.labels.npy beside it; npy and uncompressed IDX rows stay in their files "
+    "(memory-mapped: a data set larger than memory trains), the other formats and gzipped "
+    "files load into memory; idx: a folder of MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz); "
+    "image_folder: a folder of one sub-folder of PNG or JPEG images per class "
+    "(torchvision's ImageFolder); tokens: the training tokens' file" },
+  { "data", "height", KS_VALUE_INT, "32", 1, 4096, NULL,
+    "image_folder: the rows' image height; each image is resized to height x width" },
+  { "data", "width", KS_VALUE_INT, "32", 1, 4096, NULL, "image_folder: the rows' image width" },
+  { "data", "channels", KS_VALUE_CHOICE, "3", 1, 0, "1|3",
+    "image_folder: 1 (grey, the mean of red, green and blue) or 3 (RGB)" },
+  { "data", "labels", KS_VALUE_STRING, "", 1, 0, NULL,
+    "npy: the labels' .npy file, one per row of [data] path (empty when the path names many "
+    "files: NAME.labels.npy pairs with NAME.npy)" },
+  { "data", "test_path", KS_VALUE_STRING, "", 1, 0, NULL,
+    "csv, npy: the held-out rows' file (npy: with [data] test_labels), or a folder or glob "
+    "of them as [data] path (read by every worker, also with split_files); image_folder: the "
+    "held-out images' folder, its classes the same; tokens: the "
+    "held-out tokens' file; empty: [data] holdout of the rows (chosen by a seeded hash) or "
+    "of the tokens (the file's end)" },
+  { "data", "test_labels", KS_VALUE_STRING, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
+  { "data", "holdout", KS_VALUE_DOUBLE, "0.1", 0.001, 0.9, NULL,
+    "csv, npy without a test_path: the fraction of rows held out (by a hash of the row "
+    "number, its file's number among many and [data] seed, so every run and every worker "
+    "holds out the same rows)" },
+  { "data", "label", KS_VALUE_STRING, "", 1, 0, NULL,
+    "csv: the label column: a 0-based index when written as digits (a header cell named 4 "
+    "is picked by its index too), else a header name; empty: the last column" },
+  { "data", "dtype", KS_VALUE_CHOICE, "uint16", 1, 0, "uint16|uint32",
+    "tokens: the token files' integers: uint16 (llm.c's shards, nanoGPT's train.bin) or "
+    "uint32 (a plain file, for vocabularies over 65,536); a file that looks read with the "
+    "wrong one (many 0 tokens as uint16, ids over 16M as uint32) is warned about" },
+  { "data", "missing", KS_VALUE_CHOICE, "error", 1, 0, "error|skip|mean|zero",
+    "csv: a missing cell (empty, NA, N/A or ?) is an error naming it, or its record is "
+    "skipped (one warning counts them), or a missing feature is its column's mean over the "
+    "training file's values (a test_path file's too; exports keep the means for ksdist "
+    "infer), or 0 (a missing label is an error unless skip)" },
+  { "data", "header", KS_VALUE_CHOICE, "auto", 1, 0, "auto|yes|no",
+    "csv: whether the first line names the columns (auto: when a field of it other than "
+    "the label's is not a number)" },
+  { "data", "delimiter", KS_VALUE_CHOICE, "auto", 1, 0, "auto|comma|tab|semicolon|space",
+    "csv: the field separator (auto: tab for .tsv, else comma)" },
+  { "data", "normalize", KS_VALUE_CHOICE, "none", 1, 0, "none|standard",
+    "csv, npy, idx: standard scales each feature by the training rows' mean and standard "
+    "deviation (saved with checkpoints and exports as data.mean and data.std)" },
+  { "data", "split_files", KS_VALUE_BOOL, "false", 1, 0, NULL,
+    "csv, npy with [data] path a folder or glob of many files: each worker reads only its "
+    "contiguous share of the files (sorted by name; at least one each) and shuffles its own "
+    "rows each epoch; the held-out rows and standard moments stay those of all files; false: "
+    "every worker reads every file" },
+  { "data", "samples", KS_VALUE_INT, "2048", 16, 1e8, NULL, "Training samples generated" },
+  { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
+  { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
+    "Seed of the generated data (the held-out set uses seed + 1), and of csv's and npy's "
+    "held-out rows" },
+  { NULL },
+};
+
 struct SampleFiles {
   GPtrArray *files; /* KsRows *, in order */
   gsize *first;     /* files->len + 1: file k's rows are [first[k], first[k + 1]) */

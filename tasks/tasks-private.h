@@ -10,6 +10,14 @@
 
 G_BEGIN_DECLS
 
+/* The keys the library reads, a table per group beside the code that reads it, each
+ * ended by { NULL }: builtin.c ([model]), samples.c ([data]), meta-task.c ([meta]),
+ * net-config.c ([layer.*]). ks_tasks_add_schema adds them to a configuration. */
+extern const KsKeyDesc ks_tasks_model_keys[];
+extern const KsKeyDesc ks_tasks_data_keys[];
+extern const KsKeyDesc ks_tasks_meta_keys[];
+extern const KsKeyDesc ks_tasks_layer_keys[];
+
 /* sets KS_COMPUTE_ERROR_INVALID, the error of a bad argument or data; FALSE */
 static inline G_GNUC_PRINTF (2, 3) gboolean
 ks_tasks_invalid (GError **error, const char *format, ...)

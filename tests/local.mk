@@ -117,7 +117,7 @@ tests_test_observer_LDADD = $(KS_TASKS_TEST_LDADD)
 TESTS += tests/test-observer
 
 check_PROGRAMS += tests/test-config
-tests_test_config_LDADD = $(KS_TEST_LDADD)
+tests_test_config_LDADD = $(KS_TASKS_TEST_LDADD)
 TESTS += tests/test-config
 
 check_PROGRAMS += tests/test-settings tests/test-factory
@@ -266,6 +266,8 @@ TESTS += tests/test-nccl
 
 # The TCP store's server and clients in one process.
 check_PROGRAMS += tests/test-store
+# store-kinds.c built in: the trainer's map of store kinds to implementations (internal)
+tests_test_store_SOURCES = tests/test-store.c libksdist/comm/store-kinds.c
 tests_test_store_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-store
 

@@ -85,6 +85,7 @@ trainer_new (Trainer *tr, const char *const *sets, gsize n_sets)
   g_autoptr (GError) error = NULL;
 
   tr->config = ks_config_new ();
+  ks_tasks_add_schema (tr->config);
   g_assert_true (ks_config_load_file (tr->config, ini, &error));
   for (gsize i = 0; i < n_sets; i++)
     g_assert_true (ks_config_set_override (tr->config, sets[i], &error));

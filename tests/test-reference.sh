@@ -1,9 +1,10 @@
 #!/bin/sh
 # doc/config.md is what `ksdist config --reference` prints: every group and key, the
-# core's and the plugins', with its default, range and meaning, so the reference cannot
-# drift from the program. Where this build lacks a plugin the file lists (CUDA, say), the
-# core's groups and the plugins both have are compared. TAP output. Needs KSDIST and
-# KS_SRCDIR (tests/local.mk).
+# core's, the tasks library's and the plugins', each under who reads it, with its
+# default, range and meaning, so the reference cannot drift from the program. Where this
+# build lacks a plugin the file lists (CUDA, say), the core's and the tasks library's
+# groups and the plugins both have are compared. TAP output. Needs KSDIST and KS_SRCDIR
+# (tests/local.mk).
 set -u
 unset KS_PLUGIN_SYSTEM_PATH KS_PLUGIN_PATH
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-reference-XXXXXX")
@@ -14,13 +15,15 @@ if ! "$KSDIST" config --reference > "$dir/now.md" 2> "$dir/err"; then
   echo "not ok 1 - ksdist config --reference failed"; sed 's/^/# /' "$dir/err"
   exit 0
 fi
-# the sections of the groups both know: a plugin section only if its plugin is in both
+# the sections of the groups both know: a plugin's group ("### [NAME] (plugin)") only if
+# its plugin is in both; the readers' sections ("## ...") and their text always
 sections () { # file, plugins to keep (space-separated)
   awk -v keep=" $2 " '
-    /^## / { name = $2; gsub (/[][]/, "", name);
-             show = ($0 !~ /\(plugin\)/) || index (keep, " " name " ") > 0 }
+    /^## / { show = 1 }
+    /^### / { name = $2; gsub (/[][]/, "", name);
+              show = ($0 !~ /\(plugin\)/) || index (keep, " " name " ") > 0 }
     /^Every group/ { next }
-    show || !/^(## |\|)/ && !started { print }
+    show || !/^(#|\|)/ && !started { print }
     /^## / { started = 1 }' "$1" | grep -v '^$'
 }
 plugins () { sed -n 's/.*plugins found when it was made (\([^)]*\)).*/\1/p' "$1" | tr -d ','; }

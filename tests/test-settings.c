@@ -93,7 +93,7 @@ test_group_of_excluded_plugin (PluginFixture *f, gconstpointer data)
   g_autoptr (GError) error = load (f, "[tgood]\nlevel = 2\n");
   g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_UNKNOWN_GROUP);
   g_assert_true (g_str_has_suffix (error->message, "/test.ini:1: unknown group [tgood]; known: "
-                                                   "amp, comm, compute, data, job, layer.*, log, meta, model, "
+                                                   "amp, comm, compute, job, log, model, "
                                                    "pipeline, plugins, strategy, table.*, trace, train"));
 }
 

@@ -1,8 +1,10 @@
 /* The TCP store over 127.0.0.1: values, counters and waits between clients; jobs kept
  * apart by prefix; a client without the token refused and logged; malformed and
  * truncated requests logged and cut off while the server goes on serving; a server that
- * is not there is named. */
+ * is not there is named. The store kinds the trainer asks for are implementations the
+ * store plugin has, each working at its kind of address. */
 #include "testutil.h"
+#include "../libksdist/comm/store-kinds.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -56,7 +58,8 @@ setup (Fixture *f, gconstpointer data)
   f->config = ks_config_new ();
   g_assert_true (ks_config_set_override (f->config, "store.connect_timeout_ms=400", NULL));
   f->registry = ks_test_scan (f->config, dir);
-  f->server = ks_store_new (f->registry, f->config, "tcp", &error);
+  f->server = ks_store_new (f->registry, f->config, ks_store_kind_name (KS_STORE_KIND_SERVED),
+                           &error);
   g_assert_no_error (error);
   g_assert_true (ks_store_serve (f->server, "127.0.0.1:0", TOKEN, &f->address, &error));
   g_assert_no_error (error);
@@ -534,6 +537,46 @@ test_c10d (Fixture *f, gconstpointer data)
   g_string_free (fake.keys_seen, TRUE);
 }
 
+/* Each kind names an implementation of the plugin, and one that works at that kind of
+ * address: a directory, a server the job hosts (the fixture's, made by kind), PyTorch's
+ * TCPStore (test_c10d speaks to it by name); no name is of two kinds. */
+static void
+test_kinds (Fixture *f, gconstpointer data)
+{
+  static const KsStoreKind kinds[] = { KS_STORE_KIND_DIRECTORY, KS_STORE_KIND_SERVED,
+                                       KS_STORE_KIND_TORCH };
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree void *got = NULL;
+  gsize len;
+
+  for (guint i = 0; i < G_N_ELEMENTS (kinds); i++)
+    {
+      const char *name = ks_store_kind_name (kinds[i]);
+      g_autoptr (KsStore) store = ks_store_new (f->registry, f->config, name, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (ks_store_name (store), ==, name);
+      for (guint j = 0; j < G_N_ELEMENTS (kinds); j++)
+        g_assert_true (ks_store_kind_is (name, kinds[j]) == (i == j));
+    }
+  g_assert_false (ks_store_kind_is ("auto", KS_STORE_KIND_SERVED));
+  g_assert_false (ks_store_kind_is (NULL, KS_STORE_KIND_DIRECTORY));
+  g_assert_cmpstr (ks_store_kind_name (KS_STORE_KIND_SERVED), ==, "tcp"); /* [comm] store = tcp */
+
+  /* the directory kind meets in a directory */
+  g_autoptr (KsStore) a = ks_store_new (f->registry, f->config,
+                                        ks_store_kind_name (KS_STORE_KIND_DIRECTORY), &error);
+  g_autoptr (KsStore) b = ks_store_new (f->registry, f->config,
+                                        ks_store_kind_name (KS_STORE_KIND_DIRECTORY), &error);
+  g_assert_true (ks_store_open (a, dir, "job", NULL, &error));
+  g_assert_true (ks_store_open (b, dir, "job", NULL, &error));
+  g_assert_true (ks_store_set (a, "k", "v1", 2, &error));
+  g_assert_true (ks_store_get (b, "k", 5000, &got, &len, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (got, len, "v1", 2);
+  ks_test_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -548,5 +591,6 @@ main (int argc, char **argv)
   g_test_add ("/store/tcp/no-server", Fixture, NULL, setup, test_no_server, teardown);
   g_test_add ("/store/tcp/strangers", Fixture, NULL, setup, test_strangers, teardown);
   g_test_add ("/store/c10d/client", Fixture, NULL, setup, test_c10d, teardown);
+  g_test_add ("/store/kinds", Fixture, NULL, setup, test_kinds, teardown);
   return g_test_run ();
 }

@@ -8,7 +8,7 @@
 
 static const KsKeyDesc own_keys[] = {
   { "model", "my_key", KS_VALUE_INT, "3", 1, 100, NULL, "the task's own width" },
-  { "model", "layers", KS_VALUE_STRING, "ignored", 1, 0, NULL, "the core's key: skipped" },
+  { "model", "init_from", KS_VALUE_STRING, "ignored", 1, 0, NULL, "the core's key: skipped" },
 };
 
 static const KsTrainTask own_task = {
@@ -54,11 +54,11 @@ test_own_key (void)
   g_assert_true (g_str_has_suffix (where, "test.ini:2"));
   /* a core key the task repeats stays the core's (one declaration, its default) */
   g_autoptr (GPtrArray) keys = ks_config_group_keys (config, "model");
-  guint layers = 0;
+  guint init_from = 0;
   for (guint i = 0; i < keys->len; i++)
-    layers += g_strcmp0 (((const KsKeyDesc *) keys->pdata[i])->key, "layers") == 0;
-  g_assert_cmpuint (layers, ==, 1);
-  g_assert_cmpstr (ks_config_get_string (config, "model", "layers"), !=, "ignored");
+    init_from += g_strcmp0 (((const KsKeyDesc *) keys->pdata[i])->key, "init_from") == 0;
+  g_assert_cmpuint (init_from, ==, 1);
+  g_assert_cmpstr (ks_config_get_string (config, "model", "init_from"), !=, "ignored");
   ks_test_rmtree (dir);
 }
 
@@ -107,6 +107,107 @@ test_old_table (void)
   ks_test_rmtree (dir);
 }
 
+/* Callbacks the plan's check needs to exist, never called here (nothing is built). */
+static gboolean
+no_build (KsTrainer *t, GError **error)
+{
+  g_assert_not_reached ();
+}
+
+static void
+no_batch (KsTrainer *t, gint64 step)
+{
+  g_assert_not_reached ();
+}
+
+static gboolean
+no_evaluate (KsTrainer *t, gboolean final, double *value, gsize *samples, GError **error)
+{
+  g_assert_not_reached ();
+}
+
+static const KsTrainTask checked_task = {
+  .size = sizeof (KsTrainTask),
+  .name = "own-key",
+  .metric = "loss",
+  .build = no_build,
+  .batch = no_batch,
+  .evaluate = no_evaluate,
+  .schema = own_keys,
+  .n_schema = G_N_ELEMENTS (own_keys),
+};
+
+/* The error of ks_trainer_check on `text` (loaded, the plugins scanned, nothing added or
+ * validated by the program: the check does both), or NULL; `config_out` keeps the config. */
+static char *
+check_refusal (const char *dir, const char *text, KsConfig **config_out)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *openblas = ks_test_build_plugin_dir ("openblas");
+  KsConfig *config = ks_test_config (text, dir, &error);
+  g_assert_no_error (error);
+  KsRegistry *registry = ks_test_scan (config, openblas);
+  gboolean ok = ks_trainer_check (registry, config, &checked_task, NULL, FALSE, &error);
+  ks_registry_free (registry);
+  if (config_out != NULL)
+    *config_out = config;
+  else
+    ks_config_free (config);
+  return ok ? NULL : g_strdup (error->message);
+}
+
+/* ks_trainer_check adds the task's keys itself and validates with them: a program that
+ * never calls ks_trainer_add_task_schema reads its key, and a bad value or a misspelt key
+ * is refused with the file and line, as ks_trainer_main refuses them. */
+static void
+test_check_adds_schema (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *path = g_build_filename (dir, "test.ini", NULL);
+  g_autoptr (KsConfig) config = NULL;
+
+  g_autofree char *ok = check_refusal (dir, "[train]\nsteps = 5\n[model]\nmy_key = 42\n", &config);
+  g_assert_null (ok);
+  g_assert_cmpint (ks_config_get_int (config, "model", "my_key"), ==, 42);
+  g_autofree char *where = NULL;
+  g_assert_true (ks_config_lookup (config, "model", "my_key", NULL, NULL, &where));
+  g_autofree char *want_where = g_strdup_printf ("%s:4", path);
+  g_assert_cmpstr (where, ==, want_where);
+
+  g_autofree char *bad = check_refusal (dir, "[model]\nmy_key = 500\n", NULL);
+  g_autofree char *want_bad = g_strdup_printf ("%s:2: [model] my_key = '500': expected an "
+                                               "integer in [1, 100]", path);
+  g_assert_cmpstr (bad, ==, want_bad);
+
+  g_autofree char *typo = check_refusal (dir, "[model]\nmy_kye = 5\n", NULL);
+  g_autofree char *want_typo = g_strdup_printf ("%s:2: unknown key 'my_kye' in [model]; did "
+                                                "you mean 'my_key'? (known: init_from, my_key)",
+                                                path);
+  g_assert_cmpstr (typo, ==, want_typo);
+  ks_test_rmtree (dir);
+}
+
+/* Validating again (the program's own ks_config_validate, then the check's) repeats no
+ * warning: a [cuda] group on a build without it is said once. */
+static void
+test_warned_once (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *openblas = ks_test_build_plugin_dir ("openblas");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_test_config ("[cuda]\ndevice = 0\n", dir, &error);
+  g_autoptr (KsRegistry) registry = ks_test_scan (config, openblas);
+
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*group [cuda] configures plugin 'cuda'*");
+  g_assert_true (ks_config_validate (config, &error));
+  g_test_assert_expected_messages ();
+  /* a second warning here would be unexpected, and fatal in a GLib test */
+  g_assert_true (ks_config_validate (config, &error));
+  g_assert_true (ks_trainer_check (registry, config, &checked_task, NULL, FALSE, &error));
+  g_assert_no_error (error);
+  ks_test_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -116,5 +217,7 @@ main (int argc, char **argv)
   g_test_add_func ("/task-schema/default-and-range", test_default_and_range);
   g_test_add_func ("/task-schema/unknown-still-refused", test_unknown_still_refused);
   g_test_add_func ("/task-schema/old-table", test_old_table);
+  g_test_add_func ("/task-schema/check-adds-schema", test_check_adds_schema);
+  g_test_add_func ("/task-schema/warned-once", test_warned_once);
   return g_test_run ();
 }

@@ -69,6 +69,7 @@ ks_cli_load (const char *file, char **sets, KsConfig **config_out, KsRegistry **
   g_autoptr (KsRegistry) registry = ks_registry_new ();
   g_autoptr (GError) error = NULL;
 
+  ks_tasks_add_schema (config); /* the built-in tasks' keys, which ksdist train reads */
   if (file != NULL && !ks_config_load_file (config, file, &error))
     goto fail;
   for (int i = 0; sets != NULL && sets[i] != NULL; i++)

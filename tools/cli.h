@@ -50,7 +50,8 @@ void ks_cli_print_help (const char *name, const char *parameters, const char *su
                         GOptionEntry *entries);
 
 /* The configuration (file optional, then --set overrides) and the plugins it selects,
- * validated once the plugins have added their settings. Returns an exit status. */
+ * validated against the core's keys, the tasks library's (ks_tasks_add_schema) and the
+ * plugins' settings. Returns an exit status. */
 int ks_cli_load (const char *file, char **sets, KsConfig **config, KsRegistry **registry);
 
 /* What a CHECKPOINT argument names: a checkpoint-N (or export) directory, or the

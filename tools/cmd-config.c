@@ -54,24 +54,84 @@ allowed (const KsKeyDesc *d)
   return g_strdup (types[d->type]);
 }
 
-/* Every group and key this ksdist knows, the core's and the plugins' found, as Markdown:
- * doc/config.md is this output (tests/test-reference.sh). */
+/* Who reads a key: the core library, the tasks library, or the plugin of its group. */
+typedef enum { READER_CORE, READER_TASKS, READER_PLUGIN } Reader;
+
+static Reader
+reader_of (const KsConfig *core, const KsConfig *tasks, const char *group, const char *key)
+{
+  if (ks_config_lookup (core, group, key, NULL, NULL, NULL))
+    return READER_CORE;
+  return ks_config_lookup (tasks, group, key, NULL, NULL, NULL) ? READER_TASKS : READER_PLUGIN;
+}
+
+/* The keys of `group` that `reader` reads, as a "### [group]" section (none: nothing). */
+static void
+print_group (const KsConfig *config, const KsConfig *core, const KsConfig *tasks,
+             const char *group, Reader reader)
+{
+  g_autoptr (GPtrArray) keys = ks_config_group_keys (config, group);
+  const char *star = strstr (group, ".*");
+  gboolean heading = FALSE;
+
+  if (star == NULL && strchr (group, '.') != NULL)
+    return; /* a template's instance, written in the file read */
+  for (guint i = 0; i < keys->len; i++)
+    {
+      const KsKeyDesc *d = g_ptr_array_index (keys, i);
+      if (reader_of (core, tasks, group, d->key) != reader)
+        continue;
+      if (!heading && star != NULL)
+        printf ("\n### [%.*s.NAME]\n\n", (int) (star - group), group);
+      else if (!heading)
+        printf ("\n### [%s]%s\n\n", group, reader == READER_PLUGIN ? " (plugin)" : "");
+      if (!heading)
+        printf ("| key | default | allowed | meaning |\n|---|---|---|---|\n");
+      heading = TRUE;
+      g_autofree char *def = cell (d->default_value);
+      g_autofree char *ok = allowed (d);
+      g_autofree char *help = cell (d->help);
+      printf ("| `%s` | %s%s%s | %s | %s |\n", d->key, *def ? "`" : "", def, *def ? "`" : "",
+              ok, help);
+    }
+}
+
+/* Every group and key this ksdist knows, as Markdown, grouped by who reads it: the core's,
+ * the tasks library's, and the plugins' found. doc/config.md is this output
+ * (tests/test-reference.sh). */
 static void
 print_reference (const KsConfig *config)
 {
+  static const char *const sections[] = {
+    "## The core's keys (libksdist)\n\n"
+    "Read by the core library: every program on it knows them, `ksdist train`'s and a C "
+    "program's of its own (`include/ksdist/trainer.h`) alike.\n",
+    "## The tasks library's keys (libksdist-tasks)\n\n"
+    "Read by the models, data readers and Reptile that `ksdist train` knows by name (the "
+    "tasks library); every ksdist command knows them. A C program on the core alone does "
+    "not: its task declares the keys it reads (`KsTrainTask.schema`), or it adds these "
+    "with `ks_tasks_add_schema`.\n",
+    "## The plugins' keys\n\n"
+    "Each plugin's settings, in a group named after it, known once the plugin is loaded "
+    "(`ksdist plugins -v`); a group of a ksdist plugin not built here (`[cuda]` on a "
+    "machine without CUDA) is warned about and ignored.\n",
+  };
   g_auto (GStrv) groups = ks_config_groups (config);
   g_autoptr (KsConfig) core = ks_config_new ();
-  g_auto (GStrv) core_groups = ks_config_groups (core);
+  g_autoptr (KsConfig) tasks = ks_config_new ();
   g_autoptr (GPtrArray) plugins = g_ptr_array_new ();
 
+  ks_tasks_add_schema (tasks);
+  g_auto (GStrv) known = ks_config_groups (tasks); /* the core's and the tasks library's */
   for (int g = 0; groups[g] != NULL; g++)
-    if (!g_strv_contains ((const char *const *) core_groups, groups[g]))
+    if (!g_strv_contains ((const char *const *) known, groups[g]))
       g_ptr_array_add (plugins, groups[g]);
   g_ptr_array_add (plugins, NULL);
   g_autofree char *names = g_strjoinv (", ", (char **) plugins->pdata);
   printf ("# ksdist configuration reference\n\n"
-          "Every group and key of ksdist's configuration: the core's, and those of the plugins "
-          "found when it was made (%s). Written by `ksdist config --reference`, which prints "
+          "Every group and key of ksdist's configuration, grouped by who reads it: the core, "
+          "the tasks library, and the plugins found when it was made (%s). Written by "
+          "`ksdist config --reference`, which prints "
           "what the program knows; `tests/test-reference.sh` fails when this file differs. A "
           "value resolves as default < file < environment `KS_<GROUP>_<KEY>` < `--set "
           "group.key=value`; an unknown group or key, or a value out of its range, is an "
@@ -91,28 +151,11 @@ print_reference (const KsConfig *config)
           "there is an error naming the setting, where it was set and this rule (`ksdist "
           "config` checks it too). Folders a run writes (`checkpoint_dir`, `export_dir`, "
           "`[trace] path`) are taken from the current directory.\n", names);
-  for (int g = 0; groups[g] != NULL; g++)
+  for (Reader r = READER_CORE; r <= READER_PLUGIN; r++)
     {
-      g_autoptr (GPtrArray) keys = ks_config_group_keys (config, groups[g]);
-      const char *star = strstr (groups[g], ".*");
-      if (star != NULL)
-        printf ("\n## [%.*s.NAME]\n\n", (int) (star - groups[g]), groups[g]);
-      else if (strchr (groups[g], '.') != NULL)
-        continue; /* a template's instance, written in the file read */
-      else
-        printf ("\n## [%s]%s\n\n", groups[g],
-                g_strv_contains ((const char *const *) core_groups, groups[g]) ? ""
-                                                                               : " (plugin)");
-      printf ("| key | default | allowed | meaning |\n|---|---|---|---|\n");
-      for (guint i = 0; i < keys->len; i++)
-        {
-          const KsKeyDesc *d = g_ptr_array_index (keys, i);
-          g_autofree char *def = cell (d->default_value);
-          g_autofree char *ok = allowed (d);
-          g_autofree char *help = cell (d->help);
-          printf ("| `%s` | %s%s%s | %s | %s |\n", d->key, *def ? "`" : "", def, *def ? "`" : "",
-                  ok, help);
-        }
+      printf ("\n%s", sections[r]);
+      for (int g = 0; groups[g] != NULL; g++)
+        print_group (config, core, tasks, groups[g], r);
     }
 }
 

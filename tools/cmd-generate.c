@@ -22,6 +22,7 @@ static gboolean
 meta_int (const char *path, GHashTable *meta, const char *key, gint64 *out, GError **error)
 {
   g_autoptr (KsConfig) schema = ks_config_new ();
+  ks_tasks_add_schema (schema);
   g_autoptr (GPtrArray) keys = ks_config_group_keys (schema, "model");
   const char *text = g_hash_table_lookup (meta, key);
   g_autofree char *expected = NULL;

@@ -59,7 +59,8 @@ void ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc 
 
 /* Checks every group and key given (file and --set) against the schema, and every
  * effective value against its type and range. Reports the first error; on success
- * logs a warning for groups that belong to known plugins not loaded here. */
+ * logs a warning for groups that belong to known plugins not loaded here (once per
+ * configuration: validating it again after more keys were added repeats none). */
 gboolean ks_config_validate (KsConfig *config, GError **error);
 
 /* Every file a run reads that a setting names ([data] path, test_path, labels,

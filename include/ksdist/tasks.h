@@ -17,6 +17,13 @@
 
 G_BEGIN_DECLS
 
+/* Adds the keys this library reads ([model] but init_from, which is the trainer's;
+ * [data], [meta] and [layer.NAME]) to `config`, before ks_config_validate and
+ * ks_builtin_task: ksdist's commands do it where they load a configuration, as a program
+ * that runs the built-in tasks must. A key already there is kept (a second call adds
+ * nothing). */
+void ks_tasks_add_schema (KsConfig *config);
+
 /* The built-in task of the configuration's [model] type, [data] task and [meta]
  * algorithm (mlp, gpt, addition, ctr, Reptile); an error when they do not go together. */
 const KsTrainTask *ks_builtin_task (const KsConfig *config, GError **error);

@@ -109,10 +109,14 @@ typedef struct {
 } KsTrainTask;
 
 /* Adds `task`'s own keys (its `schema`) to `config`, before ks_config_validate;
- * ks_trainer_main does it. */
+ * ks_trainer_main and ks_trainer_check (so ks_trainer_new) do it. */
 void ks_trainer_add_task_schema (KsConfig *config, const KsTrainTask *task);
 
-/* The plan's check, before anything is built: every setting that clashes with another,
+/* The plan's check, before anything is built. First it adds the task's own keys
+ * (ks_trainer_add_task_schema) and checks the configuration against the whole schema
+ * (ks_config_validate), so a program that loads a configuration and scans the plugins
+ * itself needs no more (a ks_config_validate of its own before this would not know the
+ * task's keys). Then every setting that clashes with another,
  * with the mode, the executor, the task, the world, or a path the run cannot write, is
  * a KS_CONFIG_ERROR naming the settings and what to change. `world` may be NULL (not
  * known yet: the role maker's counts are checked when the run starts). With `build`,
@@ -120,7 +124,8 @@ void ks_trainer_add_task_schema (KsConfig *config, const KsTrainTask *task);
  * process's compute backend, no communication, no data read), so that what only the
  * model tells (a pipeline needs a layer list, an export needs logits) is found here as
  * well. `ksdist config`, `ksdist launch` and ks_trainer_new call it. It changes
- * `config` in one way: [optim] total_steps = 0 becomes [train] steps. */
+ * `config` in two ways: the task's keys are added, and [optim] total_steps = 0 becomes
+ * [train] steps. */
 gboolean ks_trainer_check (KsRegistry *registry, KsConfig *config, const KsTrainTask *task,
                            const KsTrainWorld *world, gboolean build, GError **error);
 

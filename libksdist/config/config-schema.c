@@ -1,5 +1,6 @@
-/* The core's configuration schema: every group and key the core itself reads.
- * Later work appends its groups here; plugins declare theirs in their descriptors. */
+/* The core's configuration schema: every group and key the core itself reads. The parts
+ * declare their own: plugins in their descriptors, a task in KsTrainTask.schema, the
+ * tasks library ([model], [data], [meta], [layer.NAME]) with ks_tasks_add_schema. */
 #include "ks-private.h"
 
 #include <string.h>
@@ -44,149 +45,12 @@ static const KsKeyDesc core_schema[] = {
   { "log", "metrics", KS_VALUE_STRING, "", 1, 0, NULL,
     "File to write one JSON object per logged step to (step, loss, lr, throughput, eval "
     "metrics); empty for none" },
-  { "model", "type", KS_VALUE_CHOICE, "mlp", 1, 0, "mlp|layers|gpt|ctr",
-    "The model `ksdist train` builds: mlp (for spirals, rings), layers (the [layer.NAME] "
-    "groups listed in [model] net), gpt (for text, addition) or ctr (for ctr: sparse slots' "
-    "embeddings and integer features into an MLP)" },
-  { "model", "net", KS_VALUE_LIST, "", 1, 0, NULL,
-    "layers: the names of the [layer.NAME] groups, input to output (e.g. conv1, pool1, "
-    "flat, out); the last layer gives one value per class (per target with loss = mse, one "
-    "logit with loss = logistic)" },
-  { "model", "loss", KS_VALUE_CHOICE, "cross_entropy", 1, 0, "cross_entropy|mse|logistic",
-    "layers: cross_entropy (softmax over classes; metric accuracy), mse (mean squared "
-    "error against values; metric RMSE) or logistic (binary: sigmoid and binary cross "
-    "entropy of one logit a row against labels 0 and 1; metric AUC)" },
-  { "model", "hidden", KS_VALUE_LIST, "64,64", 1, 0, NULL,
-    "Sizes of the MLP's hidden layers, input to output (mlp and ctr)" },
-  { "model", "activation", KS_VALUE_CHOICE, "tanh", 1, 0, "relu|tanh|sigmoid|gelu",
-    "Activation after each hidden layer of the MLP" },
-  { "model", "dropout", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
-    "Dropout rate: after each hidden layer of the MLP; on the GPT's embeddings and on each "
-    "residual branch before it is added. 0 for none; evaluation never drops" },
-  { "model", "context", KS_VALUE_INT, "64", 2, 4096, NULL, "GPT: tokens per sequence" },
-  { "model", "layers", KS_VALUE_INT, "2", 1, 256, NULL, "GPT: transformer blocks" },
-  { "model", "heads", KS_VALUE_INT, "4", 1, 256, NULL, "GPT: attention heads (divide width)" },
-  { "model", "width", KS_VALUE_INT, "64", 1, 65536, NULL, "GPT: embedding width" },
-  { "model", "skip", KS_VALUE_BOOL, "false", 1, 0, NULL,
-    "GPT: a long skip connection, the embeddings added to the last block's output (on a "
-    "pipeline it goes straight from the first stage to the last)" },
+  /* the trainer's, for every task (init-from.c); the tasks library declares the rest of
+   * [model] */
   { "model", "init_from", KS_VALUE_STRING, "", 1, 0, NULL,
     "A safetensors file of weights to start from instead of the initialisers: a "
     "checkpoint's model.safetensors or PyTorch's layout and names (what `ksdist export "
     "--torch` writes); every parameter must be there with its shape, and nothing else" },
-  { "model", "seed", KS_VALUE_INT, "1", 0, 1e15, NULL, "Seed of the parameter initialisers" },
-  { "data", "task", KS_VALUE_CHOICE, "spirals", 1, 0,
-    "spirals|rings|csv|npy|idx|image_folder|tokens|text|addition|ctr",
-    "spirals, rings: generated classification in the plane (mlp, layers); csv, npy, idx, "
-    "image_folder: your own rows from [data] path (mlp, layers); tokens: a language model (layers) on a "
-    "token file (llm.c's .bin shards, nanoGPT's train.bin); text: next-character "
-    "prediction on [data] path (gpt); addition: lines such as 12+34=46 (gpt), scored by "
-    "exact match on held-out sums; ctr: click-through rate on Criteo-format files in [data] "
-    "path's train/ and test/ (ctr), scored by AUC" },
-  { "data", "images", KS_VALUE_CHOICE, "characters", 1, 0, "characters|colour",
-    "Few-shot image set at [data] path (train, val, test; a folder of images per class): "
-    "characters, 28x28 grey with rotations as more training classes (Omniglot; `ksdist "
-    "datagen glyphs`), or colour, 84x84 RGB (Mini-ImageNet; `ksdist datagen images`)" },
-  { "data", "cache_mb", KS_VALUE_INT, "512", 0, 1e7, NULL,
-    "Decoded images kept in memory after their first read, in MiB" },
-  { "data", "bad_images", KS_VALUE_CHOICE, "error", 1, 0, "error|skip",
-    "A file of the image set that does not decode is an error naming it, or skipped and "
-    "counted" },
-  { "meta", "algorithm", KS_VALUE_CHOICE, "none", 1, 0, "none|reptile",
-    "Meta-learning: reptile trains on few-shot tasks of the image set at [data] path ([train] "
-    "steps meta-steps, [train] optimizer in the inner loop); none trains as [model] says" },
-  { "meta", "ways", KS_VALUE_INT, "5", 2, 1000, NULL, "Classes of a task" },
-  { "meta", "shots", KS_VALUE_INT, "5", 1, 10000, NULL, "Training images of each class of a task" },
-  { "meta", "train_shots", KS_VALUE_INT, "0", 0, 10000, NULL,
-    "Images of each class in a training task (supervised-reptile's --train-shots: its "
-    "Omniglot runs train on 10 or 15 and test on 5 or 1); 0: shots" },
-  { "meta", "inner_batch", KS_VALUE_INT, "5", 1, 100000, NULL, "Images per inner step" },
-  { "meta", "inner_iters", KS_VALUE_INT, "20", 1, 1e6, NULL, "Inner steps on a training task" },
-  { "meta", "meta_step", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,
-    "Meta step size at the first meta-step (the fraction of the way to the tasks' weights)" },
-  { "meta", "meta_step_final", KS_VALUE_DOUBLE, "0", 0, 1, NULL,
-    "Meta step size at the last meta-step (linear in between)" },
-  { "meta", "meta_batch", KS_VALUE_INT, "1", 1, 100000, NULL,
-    "Tasks per meta-step on each worker (ksdist launch -n N: N times as many in all)" },
-  { "meta", "eval_inner_batch", KS_VALUE_INT, "5", 1, 100000, NULL,
-    "Images per fine-tuning step on an evaluation task's shots" },
-  { "meta", "eval_inner_iters", KS_VALUE_INT, "50", 1, 1e6, NULL,
-    "Fine-tuning steps on an evaluation task" },
-  { "meta", "eval_tasks", KS_VALUE_INT, "1000", 1, 1e7, NULL,
-    "Test tasks of the final evaluation (held-out classes); [train] eval_every evaluates "
-    "on a tenth as many of val" },
-  { "meta", "filters", KS_VALUE_INT, "64", 1, 4096, NULL,
-    "Filters of each of the 4 convolutions (supervised-reptile: 64 for characters, 32 for "
-    "colour)" },
-  { "data", "shrink_every", KS_VALUE_INT, "0", 0, 1e12, NULL,
-    "ctr: steps between shrinks of the sparse table (a day's end: show and click decay, rows "
-    "of low score or unseen too long go; see [table.NAME]), asked by the first worker; 0 "
-    "never" },
-  { "data", "bad_lines", KS_VALUE_CHOICE, "error", 1, 0, "error|skip",
-    "ctr: a malformed line of the data is an error naming its file and line, or skipped and "
-    "counted" },
-  { "data", "digits", KS_VALUE_INT, "2", 1, 9, NULL,
-    "Addition task: the largest number of digits of an operand" },
-  { "data", "path", KS_VALUE_STRING, "/usr/share/dict/words", 1, 0, NULL,
-    "Text corpus of the text task (the last tenth is held out; by default the English word "
-    "list of Debian's wamerican); the ctr task's directory of train/ and test/ files; csv: "
-    "a CSV or TSV file (gzip read directly), or a folder or glob (data/part-*.csv) of many "
-    "of the same columns, their rows one after another in name order; npy: the features' "
-    ".npy file, or a folder or glob of NAME.npy files each with its labels in "
-    "NAME.labels.npy beside it; npy and uncompressed IDX rows stay in their files "
-    "(memory-mapped: a data set larger than memory trains), the other formats and gzipped "
-    "files load into memory; idx: a folder of MNIST's four files (train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte, or .gz); "
-    "image_folder: a folder of one sub-folder of PNG or JPEG images per class "
-    "(torchvision's ImageFolder); tokens: the training tokens' file" },
-  { "data", "height", KS_VALUE_INT, "32", 1, 4096, NULL,
-    "image_folder: the rows' image height; each image is resized to height x width" },
-  { "data", "width", KS_VALUE_INT, "32", 1, 4096, NULL, "image_folder: the rows' image width" },
-  { "data", "channels", KS_VALUE_CHOICE, "3", 1, 0, "1|3",
-    "image_folder: 1 (grey, the mean of red, green and blue) or 3 (RGB)" },
-  { "data", "labels", KS_VALUE_STRING, "", 1, 0, NULL,
-    "npy: the labels' .npy file, one per row of [data] path (empty when the path names many "
-    "files: NAME.labels.npy pairs with NAME.npy)" },
-  { "data", "test_path", KS_VALUE_STRING, "", 1, 0, NULL,
-    "csv, npy: the held-out rows' file (npy: with [data] test_labels), or a folder or glob "
-    "of them as [data] path (read by every worker, also with split_files); image_folder: the "
-    "held-out images' folder, its classes the same; tokens: the "
-    "held-out tokens' file; empty: [data] holdout of the rows (chosen by a seeded hash) or "
-    "of the tokens (the file's end)" },
-  { "data", "test_labels", KS_VALUE_STRING, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
-  { "data", "holdout", KS_VALUE_DOUBLE, "0.1", 0.001, 0.9, NULL,
-    "csv, npy without a test_path: the fraction of rows held out (by a hash of the row "
-    "number, its file's number among many and [data] seed, so every run and every worker "
-    "holds out the same rows)" },
-  { "data", "label", KS_VALUE_STRING, "", 1, 0, NULL,
-    "csv: the label column: a 0-based index when written as digits (a header cell named 4 "
-    "is picked by its index too), else a header name; empty: the last column" },
-  { "data", "dtype", KS_VALUE_CHOICE, "uint16", 1, 0, "uint16|uint32",
-    "tokens: the token files' integers: uint16 (llm.c's shards, nanoGPT's train.bin) or "
-    "uint32 (a plain file, for vocabularies over 65,536); a file that looks read with the "
-    "wrong one (many 0 tokens as uint16, ids over 16M as uint32) is warned about" },
-  { "data", "missing", KS_VALUE_CHOICE, "error", 1, 0, "error|skip|mean|zero",
-    "csv: a missing cell (empty, NA, N/A or ?) is an error naming it, or its record is "
-    "skipped (one warning counts them), or a missing feature is its column's mean over the "
-    "training file's values (a test_path file's too; exports keep the means for ksdist "
-    "infer), or 0 (a missing label is an error unless skip)" },
-  { "data", "header", KS_VALUE_CHOICE, "auto", 1, 0, "auto|yes|no",
-    "csv: whether the first line names the columns (auto: when a field of it other than "
-    "the label's is not a number)" },
-  { "data", "delimiter", KS_VALUE_CHOICE, "auto", 1, 0, "auto|comma|tab|semicolon|space",
-    "csv: the field separator (auto: tab for .tsv, else comma)" },
-  { "data", "normalize", KS_VALUE_CHOICE, "none", 1, 0, "none|standard",
-    "csv, npy, idx: standard scales each feature by the training rows' mean and standard "
-    "deviation (saved with checkpoints and exports as data.mean and data.std)" },
-  { "data", "split_files", KS_VALUE_BOOL, "false", 1, 0, NULL,
-    "csv, npy with [data] path a folder or glob of many files: each worker reads only its "
-    "contiguous share of the files (sorted by name; at least one each) and shuffles its own "
-    "rows each epoch; the held-out rows and standard moments stay those of all files; false: "
-    "every worker reads every file" },
-  { "data", "samples", KS_VALUE_INT, "2048", 16, 1e8, NULL, "Training samples generated" },
-  { "data", "noise", KS_VALUE_DOUBLE, "0.02", 0, 10, NULL, "Gaussian noise added to each point" },
-  { "data", "seed", KS_VALUE_INT, "7", 0, 1e15, NULL,
-    "Seed of the generated data (the held-out set uses seed + 1), and of csv's and npy's "
-    "held-out rows" },
   { "amp", "dtype", KS_VALUE_CHOICE, "off", 1, 0, "off|bf16|fp16",
     "Mixed precision: the matmuls' operands in bfloat16 or float16 with float32 sums; "
     "parameters, gradients, optimizer state, softmax, layer norm and the loss stay float32 "
@@ -268,46 +132,6 @@ static const KsKeyDesc core_schema[] = {
     "norm is above this times the norm of its parameters (at least the square root of "
     "their count), naming the worker; 0: no bound. Gradients are not bounded: the "
     "optimizer scales them" },
-  /* [layer.NAME]: one group per layer of a [model] type = layers network */
-  { "layer.*", "type", KS_VALUE_CHOICE, "linear", 1, 0,
-    "linear|conv2d|max_pool|avg_pool|batch_norm|layer_norm|dropout|flatten|activation|"
-    "embedding|"
-    "position|transformer",
-    "Layer: what it computes (required). Images are [rows, height, width, channels]; "
-    "embedding, position and transformer work on [data] task = tokens or text" },
-  { "layer.*", "size", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
-    "Layer: linear's outputs; embedding's width" },
-  { "layer.*", "vocab", KS_VALUE_INT, "1", 1, 1 << 24, NULL,
-    "Layer: embedding's token ids (default: the data's largest + 1)" },
-  { "layer.*", "heads", KS_VALUE_INT, "1", 1, 1024, NULL,
-    "Layer: transformer's attention heads (they divide the width)" },
-  { "layer.*", "tie", KS_VALUE_STRING, "", 1, 0, NULL,
-    "Layer: linear: the name of an earlier embedding whose table it uses, transposed, as "
-    "its weights (a language model's head tied to its input, as GPT-2's)" },
-  { "layer.*", "filters", KS_VALUE_INT, "1", 1, 1 << 20, NULL, "Layer: conv2d's output channels" },
-  { "layer.*", "kernel", KS_VALUE_INT, "3", 1, 64, NULL,
-    "Layer: conv2d's, max_pool's and avg_pool's window, kernel x kernel" },
-  { "layer.*", "stride", KS_VALUE_INT, "1", 1, 64, NULL,
-    "Layer: conv2d's step (default 1), max_pool's and avg_pool's (default the kernel)" },
-  { "layer.*", "padding", KS_VALUE_INT, "0", 0, 64, NULL,
-    "Layer: conv2d's and avg_pool's zeros on each side (avg_pool: at most half the kernel; "
-    "the zeros count in each window's mean, as PyTorch's AvgPool2d)" },
-  { "layer.*", "activation", KS_VALUE_CHOICE, "none", 1, 0, "none|relu|tanh|sigmoid|gelu",
-    "Layer: applied to the output of linear, conv2d, batch_norm, layer_norm, or alone" },
-  { "layer.*", "rate", KS_VALUE_DOUBLE, "0", 0, 0.95, NULL,
-    "Layer: dropout's rate; on linear, dropout after the activation; on transformer, on "
-    "each residual branch" },
-  { "layer.*", "momentum", KS_VALUE_DOUBLE, "0.1", 0, 1, NULL,
-    "Layer: batch_norm's running-statistics update weight" },
-  { "layer.*", "eps", KS_VALUE_DOUBLE, "1e-5", 1e-12, 1, NULL,
-    "Layer: batch_norm's and layer_norm's epsilon" },
-  { "layer.*", "seed", KS_VALUE_INT, "0", 0, 1e15, NULL,
-    "Layer: seed of its initialiser or dropout masks (default [model] seed + its index)" },
-  { "layer.*", "add", KS_VALUE_STRING, "", 1, 0, NULL,
-    "Layer: a skip connection: the output of the named earlier layer is added to this "
-    "layer's output (after its activation); works across pipeline stages" },
-  { "layer.*", "repeat", KS_VALUE_INT, "1", 1, 1000, NULL,
-    "Layer: copies of this layer in a row (named NAME.0, NAME.1, ...)" },
   /* [table.NAME]: one group per sparse table of the pslib mode (sparse.h), pslib's defaults */
   { "table.*", "embedx_dim", KS_VALUE_INT, "8", 0, 4096, NULL,
     "Sparse table: floats of a row's embedx (its wide part); a pull gives 1 + embedx_dim "

@@ -24,6 +24,7 @@ struct KsConfig {
   GHashTable *cmdline;    /* "group.key" -> value */
   GPtrArray *cmdline_keys;
   char *path;
+  GHashTable *warned; /* absent plugins' groups warned about: once, however often validated */
 };
 
 static void
@@ -71,6 +72,7 @@ ks_config_new (void)
   config->file_groups = g_ptr_array_new_with_free_func (file_group_free);
   config->cmdline = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   config->cmdline_keys = g_ptr_array_new ();
+  config->warned = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   for (gsize i = 0; i < n; i++)
     ks_config_add_schema (config, core[i].group, &core[i], 1);
   return config;
@@ -87,6 +89,7 @@ ks_config_free (KsConfig *config)
   g_ptr_array_unref (config->file_groups);
   g_ptr_array_unref (config->cmdline_keys);
   g_hash_table_unref (config->cmdline);
+  g_hash_table_unref (config->warned);
   g_free (config->path);
   g_free (config);
 }
@@ -682,6 +685,8 @@ ks_config_validate (KsConfig *config, GError **error)
       g_autofree char *where = g_strdup_printf ("%s:%d", config->path, fg->line);
       if (is_absent_plugin_group (config, fg->group))
         {
+          if (!g_hash_table_add (config->warned, g_strdup (fg->group)))
+            continue;
           g_warning ("%s: group [%s] configures plugin '%s', which is not loaded here; "
                      "its settings are ignored (see `ksdist plugins`)",
                      where, fg->group, fg->group);

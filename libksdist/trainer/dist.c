@@ -10,6 +10,7 @@
  * workers above. */
 #include "trainer-private.h"
 #include "../comm/slurm.h"
+#include "../comm/store-kinds.h"
 
 #include <string.h>
 
@@ -277,8 +278,8 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
   /* ksdist launch hosts a TCP store and says where; without it, rank 0 serves it */
   const char *store = setting (c, "KS_STORE", "comm", "store"), *token = g_getenv ("KS_STORE_TOKEN");
   gboolean rank0 = ks_role_maker_global_rank (t->role) == 0;
-  gboolean rank0_serves = strcmp (store, "tcp") == 0 && g_getenv ("KS_STORE_ADDRESS") == NULL
-                          && rank0;
+  gboolean rank0_serves = ks_store_kind_is (store, KS_STORE_KIND_SERVED)
+                          && g_getenv ("KS_STORE_ADDRESS") == NULL && rank0;
   g_autofree char *bound = NULL;
   g_auto (KsMeeting) meeting = { 0 };
 

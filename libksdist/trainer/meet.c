@@ -14,6 +14,7 @@
  *   mpirun's job id (PMIX_NAMESPACE). */
 #include "trainer-private.h"
 #include "../comm/slurm.h"
+#include "../comm/store-kinds.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -36,11 +37,11 @@ ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **erro
       if (g_strcmp0 (g_getenv ("TORCHELASTIC_USE_AGENT_STORE"), "True") == 0)
         {
           const char *restart = g_getenv ("TORCHELASTIC_RESTART_COUNT");
-          m->store = g_strdup ("c10d");
+          m->store = g_strdup (ks_store_kind_name (KS_STORE_KIND_TORCH));
           m->job = g_strdup_printf ("ksdist/attempt_%s/%s", restart != NULL ? restart : "0", job);
           return TRUE;
         }
-      m->store = g_strdup ("tcp");
+      m->store = g_strdup (ks_store_kind_name (KS_STORE_KIND_SERVED));
       m->job = g_strdup (job);
       m->serve = rank0;
       return TRUE;
@@ -52,7 +53,7 @@ ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **erro
   if (connect != NULL)
     {
       const char *token = g_getenv ("KS_STORE_TOKEN");
-      m->store = g_strdup ("tcp");
+      m->store = g_strdup (ks_store_kind_name (KS_STORE_KIND_SERVED));
       m->job = g_strdup (job);
       m->serve = rank0;
       m->listen = g_steal_pointer (&listen);
@@ -90,7 +91,7 @@ ks_trainer_meeting (const char *job, gboolean rank0, KsMeeting *m, GError **erro
           ks_trainer_meeting_clear (m);
           return FALSE;
         }
-      m->store = g_strdup ("file");
+      m->store = g_strdup (ks_store_kind_name (KS_STORE_KIND_DIRECTORY));
       m->job = g_strdup (job);
       return TRUE;
     }

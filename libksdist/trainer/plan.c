@@ -501,6 +501,12 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
     return FALSE;
   if (program_task != NULL)
     task = &copy;
+  /* the task's own keys, and the configuration checked with them, so that a program need
+   * not add them before its own ks_config_validate (a second validation changes nothing) */
+  if (task != NULL)
+    ks_trainer_add_task_schema (c, task);
+  if (!ks_config_validate (c, error))
+    return FALSE;
   follow_steps (c);
   if (!check_combination (registry, c, task, error) || !check_schedule (c, error)
       || !check_paths (c, task, error)
