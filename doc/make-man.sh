@@ -57,7 +57,7 @@ done
 
 cat <<'EOF'
 .SH CONFIGURATION
-The core's groups and keys, with each key's default and allowed values. A value resolves
+The groups and keys of the core and of the tasks library, with each key's default and allowed values. A value resolves
 as default < file < environment
 .B KS_GROUP_KEY
 <
@@ -69,7 +69,8 @@ are listed by
 with the plugins this machine has.
 EOF
 "$ksdist" config --reference | roff | awk -F ' [|] ' '
-  /^## / { core = ($0 !~ /\(plugin\)/); if (core) { sub (/^## /, ""); printf ".SS \"%s\"\n", $0 }; next }
+  /^## / { part = ($0 !~ /plugins/); core = 0; next }
+  /^### / { core = part && ($0 !~ /\(plugin\)/); if (core) { sub (/^### /, ""); printf ".SS \"%s\"\n", $0 }; next }
   core && /^\| `/ {
     key = $1; sub (/^\| /, "", key); gsub (/`/, "", key)
     default = $2; gsub (/`/, "", default)

@@ -28,6 +28,7 @@ trainer (const KsTrainTask *task, const char *const *sets, KsConfig **config,
   GError *local = NULL;
 
   *config = ks_config_new ();
+  ks_tasks_add_schema (*config); /* default.ini's [data] and [model] are the tasks library's */
   g_assert_true (ks_config_load_file (*config, ini, &local));
   g_assert_true (ks_config_set_override (*config, "compute.backend=openblas", &local));
   for (int i = 0; sets[i] != NULL; i++)
@@ -73,6 +74,7 @@ test_ignoring_task (void)
     }
   g_autoptr (GError) error = NULL;
   g_autoptr (KsConfig) config = ks_config_new ();
+  ks_tasks_add_schema (config);
   const KsTrainTask *builtin = ks_builtin_task (config, &error); /* the spirals MLP's */
   g_assert_no_error (error);
   KsTrainTask own = *builtin;

@@ -24,8 +24,8 @@ setup (Fixture *f, gconstpointer data)
   f->registry = ks_test_scan (f->config, b->dir);
   if (!ks_registry_traits (f->registry, KS_KIND_COMPUTE, b->name, &f->traits))
     {
-      g_autofree char *why = g_strdup_printf ("no compute backend %s in %s (not built, or the "
-                                              "plugin is of another kind)", b->name, b->dir);
+      g_autofree char *why = g_strdup_printf ("no compute backend %s in %s (not built, not usable "
+                                              "on this machine, or of another kind)", b->name, b->dir);
       g_test_skip (why);
       return;
     }

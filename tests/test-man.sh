@@ -1,6 +1,6 @@
 #!/bin/sh
 # ksdist(1), as the build made it (doc/make-man.sh), holds every command of `ksdist
-# --help`, every option of each command's help and every key of the core's settings,
+# --help`, every option of each command's help and every key of the core's and the tasks library's settings,
 # and man reads it without a warning (where man is installed). TAP output. Needs KSDIST
 # (tests/local.mk).
 set -u
@@ -33,7 +33,9 @@ done
 if [ -z "$missing" ]; then echo "ok 2 - every option of every command is there"
 else echo "not ok 2 - options missing:$missing"; fi
 
-keys=$("$KSDIST" config --reference | awk '/^## / { core = ($0 !~ /\(plugin\)/) } core && /^\| `/ { print $2 }' | tr -d '`')
+keys=$("$KSDIST" config --reference | awk '/^## / { part = ($0 !~ /plugins/); core = 0 }
+                                            /^### / { core = part && ($0 !~ /\(plugin\)/) }
+                                            core && /^\| `/ { print $2 }' | tr -d '`')
 missing=
 for k in $keys; do
   grep -q "^\.B $k\$" "$page" || missing="$missing $k"
