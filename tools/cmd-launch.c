@@ -233,6 +233,9 @@ parse_count (const char *text, const char *option, int *out)
 /* fleetrun's form, --servers and --workers as lists of IP:PORT (either a list makes
  * both lists): this node's place, servers and workers, and node 0's store, in `l`, and
  * the counts in the texts' place. Prints what is wrong and returns FALSE. */
+/* --node-rank not given (any given value below 0 is refused) */
+#define NODE_RANK_UNSET G_MININT
+
 static gboolean
 take_endpoints (Launch *l, char **servers_text, char **workers_text, char **master,
                 char **own_host, char **own_ports)
@@ -241,9 +244,14 @@ take_endpoints (Launch *l, char **servers_text, char **workers_text, char **mast
   gboolean list_w = *workers_text != NULL && strchr (*workers_text, ':') != NULL;
   g_autoptr (GError) error = NULL;
 
+  if (l->rv.node_rank != NODE_RANK_UNSET && l->rv.node_rank < 0)
+    {
+      ks_cli_error ("launch: --node-rank %d: a node's place is 0 or more", l->rv.node_rank);
+      return FALSE;
+    }
   if (!list_s && !list_w)
     {
-      if (l->rv.node_rank < 0)
+      if (l->rv.node_rank == NODE_RANK_UNSET)
         l->rv.node_rank = 0;
       return TRUE;
     }
@@ -255,7 +263,8 @@ take_endpoints (Launch *l, char **servers_text, char **workers_text, char **mast
                     *workers_text != NULL ? *workers_text : "(none)");
       return FALSE;
     }
-  LaunchEndpoints e = { .nnodes = l->rv.nnodes, .node_rank = l->rv.node_rank,
+  LaunchEndpoints e = { .nnodes = l->rv.nnodes,
+                        .node_rank = l->rv.node_rank == NODE_RANK_UNSET ? -1 : l->rv.node_rank,
                         .master = *master };
   gboolean ok = ks_launch_endpoints (&e, *servers_text, *workers_text, &error);
   *master = e.master;
@@ -566,7 +575,7 @@ run_launch (int argc, char **argv)
   g_autofree char *own_host = NULL, *own_ports = NULL; /* fleetrun's lists' */
   char **program = NULL;
   g_auto (GStrv) sets = NULL;
-  Launch l = { .rv = { .nnodes = 1, .node_rank = -1 }, .grace_s = SIGNAL_GRACE_S };
+  Launch l = { .rv = { .nnodes = 1, .node_rank = NODE_RANK_UNSET }, .grace_s = SIGNAL_GRACE_S };
   GOptionEntry entries[] = {
     { "nproc", 'n', 0, G_OPTION_ARG_INT, &n, "Workers to start on this machine (default 2)", "N" },
     { "nnodes", 0, 0, G_OPTION_ARG_INT, &l.rv.nnodes,

@@ -102,12 +102,19 @@ ks_trainer_own_checkpoints (KsTrainer *t, const char *dir, GError **error)
   gboolean existed = g_file_test (dir, G_FILE_TEST_IS_DIR);
   if (!existed) /* a signal in start-up leaves nothing behind */
     ks_trainer_startup_made_dir (dir, path);
-  if (g_mkdir_with_parents (dir, 0755) != 0)
+  gboolean made = g_mkdir_with_parents (dir, 0755) == 0;
+  int saved = errno;
+  /* not through a link, and only a regular file (a FIFO there would block the read) */
+  fd = made ? open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644) : -1;
+  if (made)
+    saved = errno;
+  if (!existed)
+    ks_trainer_startup_made_done ();
+  errno = saved;
+  if (!made)
     return io_error (error, "[train] checkpoint_dir: cannot create", dir);
   if (!existed)
     t->ckpt_made = g_strdup (dir);
-  /* not through a link, and only a regular file (a FIFO there would block the read) */
-  fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0)
     return io_error (error, "[train] checkpoint_dir: cannot open the lock file", path);
   if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
@@ -118,7 +125,7 @@ ks_trainer_own_checkpoints (KsTrainer *t, const char *dir, GError **error)
                           "(ksdist keeps its lock there)", dir, path), FALSE;
     }
   gboolean busy = flock (fd, LOCK_EX | LOCK_NB) != 0;
-  int saved = errno;
+  saved = errno;
   /* read after the flock: a holder writes it while holding it; its first line only */
   ssize_t got = pread (fd, held, sizeof held - 1, 0);
   held[MAX (got, 0)] = '\0';

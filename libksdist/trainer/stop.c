@@ -54,6 +54,9 @@ static char program[64] = "ksdist"; /* the start of the start-up line */
  * written and set after, so that a reader never sees half a path. */
 static char made_dir[PATH_MAX], made_lock[PATH_MAX];
 static volatile sig_atomic_t made_ready;
+/* held while start-up makes the directory and its lock, so that the watcher removes them
+ * after they exist, never between their making (it would leave them behind) */
+static GMutex making;
 
 static void
 say (const char *text)
@@ -81,6 +84,7 @@ watch_startup (gpointer data)
       say (sig == SIGTERM ? ": stopped by SIGTERM" : ": stopped by SIGINT");
       say (" before the first step: nothing was trained and nothing saved\n");
     }
+  g_mutex_lock (&making); /* kept: the process ends here */
   __sync_synchronize ();
   if (made_ready)
     {
@@ -147,11 +151,17 @@ start_watcher (void)
   if (g_once_init_enter (&started))
     {
       GError *error = NULL;
-      if (!g_unix_open_pipe (wake, FD_CLOEXEC, &error))
-        g_error ("cannot make the pipe that start-up signals are told through: %s",
-                 error->message);
-      watched = getpid ();
-      g_thread_unref (g_thread_new ("ks-startup-signal", watch_startup, NULL));
+      if (g_unix_open_pipe (wake, FD_CLOEXEC, &error))
+        {
+          watched = getpid ();
+          g_thread_unref (g_thread_new ("ks-startup-signal", watch_startup, NULL));
+        }
+      else /* no watcher: a start-up signal ends the process at once, without the clean-up */
+        {
+          g_warning ("cannot make the pipe that start-up signals are told through: %s",
+                     error->message);
+          g_error_free (error);
+        }
       g_once_init_leave (&started, 1);
     }
 }
@@ -218,6 +228,7 @@ ks_trainer_signals_restore (void)
 void
 ks_trainer_startup_made_dir (const char *dir, const char *lock)
 {
+  g_mutex_lock (&making); /* until ks_trainer_startup_made_done */
   /* published to the watcher: the flag cleared, the paths written, then the flag set */
   made_ready = 0;
   __sync_synchronize ();
@@ -227,6 +238,12 @@ ks_trainer_startup_made_dir (const char *dir, const char *lock)
   memcpy (made_lock, lock, strlen (lock) + 1);
   __sync_synchronize ();
   made_ready = 1;
+}
+
+void
+ks_trainer_startup_made_done (void)
+{
+  g_mutex_unlock (&making);
 }
 
 void

@@ -198,6 +198,9 @@ void ks_trainer_signals_catch (void);
 void ks_trainer_signals_restore (void);
 /* start-up made `dir` (and its `lock`): a signal before the first step removes them */
 void ks_trainer_startup_made_dir (const char *dir, const char *lock);
+/* The directory and lock that ks_trainer_startup_made_dir announced exist now (or could not
+ * be made): a start-up signal may remove them from here on. */
+void ks_trainer_startup_made_done (void);
 /* the first step begins: a signal from now on stops at a step boundary, saved */
 void ks_trainer_signals_stepping (void);
 

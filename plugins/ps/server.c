@@ -457,7 +457,7 @@ log_rates (Server *s, gboolean final)
                    t->staleness_max, t->staleness_divided);
       else
         g_message ("server %d: largest staleness %" G_GINT64_FORMAT "; every push applied "
-                   "at [optim] lr ([strategy] staleness_lr = false)", s->cfg->index,
+                   "at [optim] lr, whatever its staleness", s->cfg->index,
                    t->staleness_max);
     }
   s->window_start = now;

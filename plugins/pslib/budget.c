@@ -44,10 +44,13 @@ ps_servers_on_host (const char *const *endpoints, int servers, int index)
 {
   if (endpoints == NULL || index < 0 || index >= servers)
     return 1;
+  for (int s = 0; s <= index; s++) /* a list shorter than the servers' count */
+    if (endpoints[s] == NULL)
+      return 1;
   const char *own = endpoints[index];
   gsize len = host_length (own);
   int same = 0;
-  for (int s = 0; s < servers; s++)
+  for (int s = 0; s < servers && endpoints[s] != NULL; s++)
     same += host_length (endpoints[s]) == len && strncmp (endpoints[s], own, len) == 0;
   return MAX (same, 1);
 }
