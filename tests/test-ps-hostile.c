@@ -362,15 +362,76 @@ attack_idle (PsTestJob *j, int scale, const char *ckpt, int workers)
   zmq_ctx_term (ctx);
 }
 
-/* Pauses (or resumes) the job's workers around one attack, so the job cannot end before
- * the last one however fast this machine: an async server does not judge their silence,
- * their connections stay open, and a pause stays below a worker's own deadline ([comm]
- * timeout and 2 s). */
+/* The workers are paused around each attack, so the job cannot end before the last one
+ * however fast this machine (an async server does not judge their silence, and their
+ * connections stay open). A pause is sliced: every PAUSE_SLICE_US the workers run for
+ * PAUSE_RUN_US, so no collective or request of theirs is held near its deadline ([comm]
+ * timeout) however long an attack takes: CI once failed when the silent handshake's wait
+ * held them 20 s, and worker 0's allreduce with worker 1 timed out on resuming. */
+#define PAUSE_SLICE_US (2 * G_USEC_PER_SEC)
+#define PAUSE_RUN_US (200 * 1000)
+
+typedef struct
+{
+  PsTestJob *job;
+  GMutex lock;
+  GCond changed;
+  gboolean paused;
+  GThread *keeper;
+} Pause;
+
+static Pause pause_state;
+
+static void
+signal_workers (PsTestJob *j, int sig)
+{
+  for (int w = 0; w < j->workers; w++)
+    g_subprocess_send_signal (j->proc[w], sig);
+}
+
+static gpointer
+keep_paused (gpointer data)
+{
+  Pause *p = data;
+  g_mutex_lock (&p->lock);
+  while (p->paused)
+    {
+      gint64 until = g_get_monotonic_time () + PAUSE_SLICE_US;
+      while (p->paused && g_cond_wait_until (&p->changed, &p->lock, until))
+        ;
+      if (!p->paused)
+        break;
+      signal_workers (p->job, SIGCONT);
+      g_mutex_unlock (&p->lock);
+      g_usleep (PAUSE_RUN_US);
+      g_mutex_lock (&p->lock);
+      signal_workers (p->job, SIGSTOP);
+    }
+  g_mutex_unlock (&p->lock);
+  return NULL;
+}
+
 static void
 pause_workers (PsTestJob *j, gboolean pause)
 {
-  for (int w = 0; w < j->workers; w++)
-    g_subprocess_send_signal (j->proc[w], pause ? SIGSTOP : SIGCONT);
+  Pause *p = &pause_state;
+  if (pause)
+    {
+      g_assert_null (p->keeper);
+      p->job = j;
+      p->paused = TRUE;
+      signal_workers (j, SIGSTOP);
+      p->keeper = g_thread_new ("pause-keeper", keep_paused, p);
+      return;
+    }
+  g_mutex_lock (&p->lock);
+  p->paused = FALSE;
+  g_cond_signal (&p->changed);
+  g_mutex_unlock (&p->lock);
+  g_thread_join (p->keeper);
+  p->keeper = NULL;
+  signal_workers (j, SIGCONT);
+  g_usleep (PAUSE_RUN_US); /* a pause that follows at once starts a fresh slice */
 }
 
 static void
