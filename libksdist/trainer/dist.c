@@ -348,14 +348,8 @@ ks_trainer_dist_setup (KsTrainer *t, GError **error)
   if (strcmp (ks_comm_name (t->comm), "hierarchical") == 0)
     why = hier_why;
   t->comm_why = why;
-  if (t->pipelined)
-    /* the stages talk through the pipeline, not an algorithm; replicas through their
-     * stage's data-parallel group */
-    return t->world == 1
-           || ks_pipeline_groups (t->comm, ks_config_get_int (c, "pipeline", "stages"),
-                                  &t->pipe_comm, &t->data_comm, error);
-  if (t->task->step != NULL)
-    return TRUE; /* a task with a step of its own (Reptile) averages through comm itself */
+  if (t->exec->connect != NULL)
+    return t->exec->connect (t, error);
   if ((t->algorithm = ks_factory_instantiate (t->registry, c,
                                                  ks_config_get_string (c, "job", "mode"), error))
              == NULL
@@ -386,7 +380,7 @@ gboolean
 ks_trainer_dist_mean (KsTrainer *t, double *value, GError **error)
 {
   KsComm *workers = t->role != NULL ? ks_role_maker_worker_comm (t->role) : NULL;
-  return workers == NULL || t->pipeline != NULL /* the same on every stage and replica */
+  return workers == NULL || t->pipelined /* the same on every stage and replica */
          || ks_comm_allreduce (workers, value, 1, KS_DTYPE_FLOAT64, KS_REDUCE_AVG, error);
 }
 
@@ -401,8 +395,6 @@ ks_trainer_dist_clear (KsTrainer *t)
   g_clear_object (&t->stop);
   ks_algorithm_free (t->algorithm);
   ks_role_maker_free (t->role);
-  ks_comm_free (t->pipe_comm);
-  ks_comm_free (t->data_comm);
   ks_comm_free (t->comm);
   ks_store_free (t->store);
 }

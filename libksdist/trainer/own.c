@@ -3,9 +3,23 @@
  * of the task's steps since the last report, and the rate counts steps. */
 #include "trainer-private.h"
 
+typedef struct {
+  double loss_sum; /* the task's losses since the last report */
+  gint64 loss_steps;
+} OwnState;
+
+static OwnState *
+own_state (KsTrainer *t)
+{
+  if (t->exec_state == NULL)
+    t->exec_state = g_new0 (OwnState, 1);
+  return t->exec_state;
+}
+
 static gboolean
 own_prepare (KsTrainer *t, GError **error)
 {
+  own_state (t);
   return TRUE; /* the task steps its own model */
 }
 
@@ -15,20 +29,21 @@ own_step (KsTrainer *t, gint64 step, GError **error)
   double loss = 0;
   if (!t->task->step (t, step, &loss, error))
     return FALSE;
-  t->own_loss_sum += loss;
-  t->own_loss_steps++;
+  own_state (t)->loss_sum += loss;
+  own_state (t)->loss_steps++;
   return TRUE;
 }
 
 static gboolean
 own_loss (KsTrainer *t, double *loss, GError **error)
 {
-  if (t->own_loss_steps == 0)
+  OwnState *s = own_state (t);
+  if (s->loss_steps == 0)
     return g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
                         "no step has run yet"), FALSE;
-  *loss = t->own_loss_sum / t->own_loss_steps;
-  t->own_loss_sum = 0;
-  t->own_loss_steps = 0;
+  *loss = s->loss_sum / s->loss_steps;
+  s->loss_sum = 0;
+  s->loss_steps = 0;
   return TRUE;
 }
 
@@ -61,7 +76,21 @@ own_begin (KsTrainer *t)
                t->comm_why, "the task's own steps");
 }
 
+/* the task averages through comm itself: no algorithm */
+static gboolean
+own_connect (KsTrainer *t, GError **error)
+{
+  return TRUE;
+}
+
+static void
+own_clear (KsTrainer *t)
+{
+  g_clear_pointer (&t->exec_state, g_free);
+}
+
 const KsExecutor ks_executor_own = {
-  own_prepare, own_step, own_loss, own_writes, own_save, own_load, own_begin, NULL, NULL,
-  TRUE,
+  .prepare = own_prepare, .step = own_step, .loss = own_loss, .writes = own_writes,
+  .save = own_save, .load = own_load, .begin = own_begin, .task_steps = TRUE,
+  .connect = own_connect, .clear = own_clear,
 };

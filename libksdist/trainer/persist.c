@@ -24,9 +24,9 @@ trajectory_config (const KsTrainer *t)
           const KsKeyDesc *d = g_ptr_array_index (keys, i);
           const char *value = NULL;
           ks_config_lookup (c, groups[g], d->key, &value, NULL, NULL);
-          if (t->clip_norm_setting != NULL && strcmp (groups[g], "optim") == 0
-              && strcmp (d->key, "clip_norm") == 0)
-            value = t->clip_norm_setting; /* the pipeline clips in the optimizer's stead */
+          g_autofree char *name = g_strdup_printf ("%s.%s", groups[g], d->key);
+          if (t->written != NULL && g_hash_table_contains (t->written, name))
+            value = g_hash_table_lookup (t->written, name); /* the executor's override */
           g_string_append_printf (out, "%s.%s = %s\n", groups[g], d->key, value ? value : "");
         }
     }

@@ -73,6 +73,6 @@ single_begin (KsTrainer *t)
 }
 
 const KsExecutor ks_executor_single = {
-  single_prepare, single_step, single_loss, single_writes, single_save, single_load,
-  single_begin, NULL, NULL, FALSE,
+  .prepare = single_prepare, .step = single_step, .loss = single_loss,
+  .writes = single_writes, .save = single_save, .load = single_load, .begin = single_begin,
 };

@@ -46,6 +46,23 @@ ks_trainer_pipeline_check (const KsConfig *c, GError **error)
   return TRUE;
 }
 
+/* The executor's state (KsTrainer.exec_state): the pipeline, which owns the model; with
+ * data-parallel replicas, the pipeline's and this stage's groups of the communicator. */
+typedef struct {
+  KsPipeline *pipeline;
+  KsComm *pipe_comm, *data_comm;
+  double loss;                 /* of the last step */
+  double warm_busy, warm_wall; /* the pipeline's timing after the first step */
+} Stages;
+
+static Stages *
+stages_of (KsTrainer *t)
+{
+  if (t->exec_state == NULL)
+    t->exec_state = g_new0 (Stages, 1);
+  return t->exec_state;
+}
+
 enum { PROFILE_STEPS = 3 };
 
 /* Each layer's cost for seg_method cost: measured by the first worker, told to the rest. */
@@ -97,10 +114,22 @@ ks_trainer_segment (KsTrainer *t, KsLayerInfo *info, gsize *boundaries, gboolean
   return TRUE;
 }
 
-gboolean
-ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
-             const KsLayerDesc *metric, GError **error)
+/* the stages talk through the pipeline, not an algorithm; replicas through their
+ * stage's data-parallel group */
+static gboolean
+pipeline_connect (KsTrainer *t, GError **error)
 {
+  Stages *s = stages_of (t);
+  return t->world == 1
+         || ks_pipeline_groups (t->comm, ks_config_get_int (t->config, "pipeline", "stages"),
+                                &s->pipe_comm, &s->data_comm, error);
+}
+
+static gboolean
+pipeline_build (KsTrainer *t, const KsLayerDesc *layers, gsize n, const KsLayerDesc *loss,
+                const KsLayerDesc *metric, GError **error)
+{
+  Stages *s = stages_of (t);
   gboolean measured;
   const KsConfig *c = t->config;
   KsPipelineShape shape = {
@@ -115,24 +144,21 @@ ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n, const 
   if (!ks_trainer_segment (t, info, boundaries, &measured, error))
     return FALSE;
   shape.boundaries = boundaries;
-  if ((t->pipeline = ks_pipeline_new (t->compute, t->pipe_comm ? t->pipe_comm : t->comm,
+  if ((s->pipeline = ks_pipeline_new (t->compute, s->pipe_comm ? s->pipe_comm : t->comm,
                                       t->stage, &shape, layers, n, loss, metric, error))
       == NULL)
     return FALSE;
-  ks_pipeline_set_data_parallel (t->pipeline, t->data_comm);
-  ks_pipeline_set_overlap (t->pipeline, ks_config_get_bool (c, "pipeline", "overlap"));
+  ks_pipeline_set_data_parallel (s->pipeline, s->data_comm);
+  ks_pipeline_set_overlap (s->pipeline, ks_config_get_bool (c, "pipeline", "overlap"));
   /* clipped by the norm over all stages; the optimizer (made after) would clip each
    * stage by its own norm, so its clip_norm is turned off */
   double clip_norm = ks_config_get_double (c, "optim", "clip_norm");
-  const char *as_written = NULL;
-  ks_pipeline_set_clip_norm (t->pipeline, clip_norm);
-  ks_config_lookup (c, "optim", "clip_norm", &as_written, NULL, NULL);
-  t->clip_norm_setting = g_strdup (as_written); /* what checkpoints record */
-  if (clip_norm > 0 && !ks_config_set_override (t->config, "optim.clip_norm=0", error))
+  ks_pipeline_set_clip_norm (s->pipeline, clip_norm);
+  if (clip_norm > 0 && !ks_trainer_override (t, "optim", "clip_norm", "0", error))
     return FALSE;
-  if (!ks_pipeline_init (t->pipeline, error))
+  if (!ks_pipeline_init (s->pipeline, error))
     return FALSE;
-  t->model = ks_pipeline_model (t->pipeline);
+  t->model = ks_pipeline_model (s->pipeline);
   return TRUE;
 }
 
@@ -143,17 +169,18 @@ write_trace (KsTrainer *t, const char *path, GError **error)
 {
   g_autoptr (GString) mine = NULL;
   gint64 len;
+  KsComm *data_comm = stages_of (t)->data_comm;
 
-  if (!ks_pipeline_trace_events (t->pipeline, t->rank, &mine, error))
+  if (!ks_pipeline_trace_events (stages_of (t)->pipeline, t->rank, &mine, error))
     return FALSE;
   if (mine == NULL)
     return TRUE; /* a later stage: sent to its stage 0 */
   if (t->rank > 0)
-    return (len = mine->len, ks_comm_send (t->data_comm, &len, sizeof len, 0, 1, error))
-           && ks_comm_send (t->data_comm, mine->str, len, 0, 2, error);
+    return (len = mine->len, ks_comm_send (data_comm, &len, sizeof len, 0, 1, error))
+           && ks_comm_send (data_comm, mine->str, len, 0, 2, error);
   for (int r = 1; r < t->world; r++)
     {
-      if (!ks_comm_recv (t->data_comm, &len, sizeof len, r, 1, error))
+      if (!ks_comm_recv (data_comm, &len, sizeof len, r, 1, error))
         return FALSE;
       if (len < 0 || len > (1 << 30))
         return g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_INVALID,
@@ -161,7 +188,7 @@ write_trace (KsTrainer *t, const char *path, GError **error)
                FALSE;
       gsize at = mine->len;
       g_string_set_size (mine, at + len);
-      if (!ks_comm_recv (t->data_comm, mine->str + at, len, r, 2, error))
+      if (!ks_comm_recv (data_comm, mine->str + at, len, r, 2, error))
         return FALSE;
     }
   g_string_overwrite (mine, 0, "["); /* in place of the first event's leading comma */
@@ -174,15 +201,16 @@ write_trace (KsTrainer *t, const char *path, GError **error)
 static gboolean
 pipeline_finish (KsTrainer *t, GError **error)
 {
-  const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+  Stages *st = stages_of (t);
+  const KsSchedule *s = ks_pipeline_schedule (st->pipeline);
   double busy, wall;
   struct rusage usage;
 
   const char *trace = ks_config_get_string (t->config, "trace", "path");
 
-  ks_pipeline_timing (t->pipeline, &busy, &wall);
-  busy -= t->warm_busy;
-  wall -= t->warm_wall;
+  ks_pipeline_timing (st->pipeline, &busy, &wall);
+  busy -= st->warm_busy;
+  wall -= st->warm_wall;
   if (wall > 0)
     g_message ("stage %d: computing %.3f s of %.3f s in steps (idle %.2f%%; theory for equal "
                "stages %.2f%%)", t->stage, busy, wall, 100 * (1 - busy / wall),
@@ -212,8 +240,8 @@ pipeline_prepare (KsTrainer *t, GError **error)
 static gboolean
 pipeline_update (KsTrainer *t, GError **error)
 {
-  return ks_pipeline_step (t->pipeline, t->optimizer, t->feeds, t->n_feeds, &t->pipeline_loss,
-                           error);
+  return ks_pipeline_step (stages_of (t)->pipeline, t->optimizer, t->feeds, t->n_feeds,
+                           &stages_of (t)->loss, error);
 }
 
 static gboolean
@@ -225,7 +253,7 @@ pipeline_step (KsTrainer *t, gint64 step, GError **error)
 static gboolean
 pipeline_loss (KsTrainer *t, double *loss, GError **error)
 {
-  *loss = (float) t->pipeline_loss; /* as one model's, a float */
+  *loss = (float) stages_of (t)->loss; /* as one model's, a float */
   return TRUE;
 }
 
@@ -240,20 +268,20 @@ static gboolean
 pipeline_save (KsTrainer *t, const char *dir, gint64 step, GHashTable *meta, guint keep,
                GError **error)
 {
-  return ks_pipeline_save_checkpoint (t->pipeline, t->optimizer, dir, step, meta, keep, error);
+  return ks_pipeline_save_checkpoint (stages_of (t)->pipeline, t->optimizer, dir, step, meta, keep, error);
 }
 
 static gboolean
 pipeline_load (KsTrainer *t, const char *checkpoint, gint64 *step, GHashTable **meta,
                GError **error)
 {
-  return ks_pipeline_load_checkpoint (t->pipeline, t->optimizer, checkpoint, step, meta, error);
+  return ks_pipeline_load_checkpoint (stages_of (t)->pipeline, t->optimizer, checkpoint, step, meta, error);
 }
 
 static void
 pipeline_begin (KsTrainer *t)
 {
-  const KsSchedule *s = ks_pipeline_schedule (t->pipeline);
+  const KsSchedule *s = ks_pipeline_schedule (stages_of (t)->pipeline);
   g_autofree char *through = t->comm != NULL ? g_strdup_printf (", through %s by %s",
                                                                 ks_comm_name (t->comm),
                                                                 t->comm_why)
@@ -265,16 +293,52 @@ pipeline_begin (KsTrainer *t)
     g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"
                G_GSIZE_FORMAT " rows per step each", t->rank, t->world, t->batch);
   if (*ks_config_get_string (t->config, "trace", "path") != '\0')
-    ks_pipeline_record (t->pipeline, TRUE);
+    ks_pipeline_record (stages_of (t)->pipeline, TRUE);
 }
 
 static void
 pipeline_first_step (KsTrainer *t)
 {
-  ks_pipeline_timing (t->pipeline, &t->warm_busy, &t->warm_wall);
+  ks_pipeline_timing (stages_of (t)->pipeline, &stages_of (t)->warm_busy,
+                     &stages_of (t)->warm_wall);
+}
+
+static gboolean
+pipeline_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, double *value,
+                 GError **error)
+{
+  return ks_pipeline_evaluate (stages_of (t)->pipeline, feeds, n_feeds, value, error);
+}
+
+static gboolean
+pipeline_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, float *values,
+                        gsize n, GError **error)
+{
+  return ks_pipeline_evaluate_values (stages_of (t)->pipeline, feeds, n_feeds, values, n,
+                                      error);
+}
+
+static void
+pipeline_clear (KsTrainer *t)
+{
+  Stages *s = t->exec_state;
+  if (s == NULL)
+    return;
+  if (s->pipeline != NULL)
+    {
+      ks_pipeline_free (s->pipeline); /* with its model */
+      t->model = NULL;
+    }
+  ks_comm_free (s->pipe_comm);
+  ks_comm_free (s->data_comm);
+  g_free (s);
+  t->exec_state = NULL;
 }
 
 const KsExecutor ks_executor_pipeline = {
-  pipeline_prepare, pipeline_step, pipeline_loss, pipeline_writes, pipeline_save,
-  pipeline_load, pipeline_begin, pipeline_first_step, pipeline_finish, FALSE,
+  .prepare = pipeline_prepare, .step = pipeline_step, .loss = pipeline_loss,
+  .writes = pipeline_writes, .save = pipeline_save, .load = pipeline_load,
+  .begin = pipeline_begin, .first_step = pipeline_first_step, .finish = pipeline_finish,
+  .connect = pipeline_connect, .build = pipeline_build, .metric = pipeline_metric,
+  .metric_values = pipeline_metric_values, .clear = pipeline_clear,
 };

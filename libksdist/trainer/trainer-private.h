@@ -47,6 +47,19 @@ typedef struct {
   void (*first_step) (KsTrainer *t);
   gboolean (*finish) (KsTrainer *t, GError **error);
   gboolean task_steps; /* a step is the task's, of no rows the trainer knows: steps/s */
+  /* The slots below may be NULL: the trainer's own way, given in each comment. */
+  /* after the communicator: the executor's own groups (NULL: the mode's algorithm) */
+  gboolean (*connect) (KsTrainer *t, GError **error);
+  /* the task's layer list onto the model (NULL: one model of all of it) */
+  gboolean (*build) (KsTrainer *t, const KsLayerDesc *layers, gsize n,
+                     const KsLayerDesc *loss, const KsLayerDesc *metric, GError **error);
+  /* the held-out metric of a batch, one value or n (NULL: run the task's metric) */
+  gboolean (*metric) (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, double *value,
+                      GError **error);
+  gboolean (*metric_values) (KsTrainer *t, const KsFeed *feeds, gsize n_feeds,
+                             float *values, gsize n, GError **error);
+  /* frees exec_state (and the model when it owns it: then sets t->model NULL) */
+  void (*clear) (KsTrainer *t);
 } KsExecutor;
 
 extern const KsExecutor ks_executor_single, ks_executor_pipeline, ks_executor_own;
@@ -80,8 +93,6 @@ struct _KsTrainer {
                      * eval_rows); else 0 */
   gsize tokens_per_row;
   double result; /* the final held-out metric */
-  double own_loss_sum; /* own.c: the task's losses since the last report */
-  gint64 own_loss_steps;
   FILE *metrics;       /* [log] metrics, written by its observer */
   GArray *observers;   /* of observe.c's entries, in the order added */
   guint observer_ids;
@@ -99,16 +110,15 @@ struct _KsTrainer {
   GCancellable *stop;
   GThread *stop_watch;
   gint stop_watch_done;
-  /* the pipeline executor (stages.c): this worker's stage; the pipeline owns model; with
-   * data-parallel replicas its pipeline's and its stage's groups of comm */
+  /* the plan's executor takes the layer list as stages of a pipeline; this worker's
+   * stage of it (0 without) */
   gboolean pipelined;
   int stage;
-  KsComm *pipe_comm, *data_comm;
-  KsPipeline *pipeline;
-  double pipeline_loss; /* of the last step */
-  double warm_busy, warm_wall; /* the pipeline's timing after the first step */
+  gpointer exec_state; /* the executor's own (its clear frees it) */
   gboolean describe_only;
-  char *clip_norm_setting; /* [optim] clip_norm as set, when the pipeline clips instead */
+  /* settings an executor overrode for itself ("group.key" to the value as written): what
+   * checkpoints record */
+  GHashTable *written;
   const KsLayerDesc *layers, *loss_layer;
   gsize n_layers;
   int ckpt_lock; /* owner.c: the lock on [train] checkpoint_dir this process holds, or -1 */
@@ -118,6 +128,9 @@ struct _KsTrainer {
 };
 
 /* trainer.c */
+/* Sets group.key to `value` for this run, keeping the value as written for checkpoints. */
+gboolean ks_trainer_override (KsTrainer *t, const char *group, const char *key,
+                              const char *value, GError **error);
 /* `task` into `copy` by its size (the slots it lacks NULL); an error without the
  * required ones. */
 gboolean ks_trainer_task_copy (const KsTrainTask *task, KsTrainTask *copy, GError **error);
@@ -177,9 +190,6 @@ gboolean ks_trainer_pipeline_check (const KsConfig *c, GError **error);
 gboolean ks_trainer_init_from (KsTrainer *t, GError **error);
 /* ks_model_torch_layouts of the whole model, for checkpoints and exports. */
 char *ks_trainer_torch_layouts (KsTrainer *t);
-gboolean ks_trainer_build_stage (KsTrainer *t, const KsLayerDesc *layers, gsize n,
-                                 const KsLayerDesc *loss, const KsLayerDesc *metric,
-                                 GError **error);
 
 /* precision.c */
 gboolean ks_trainer_amp (KsTrainer *t, GError **error);

@@ -70,18 +70,35 @@ ks_trainer_free (KsTrainer *t)
     g_array_free (t->observers, TRUE);
   ks_trainer_release_checkpoints (t);
   ks_optimizer_free (t->optimizer);
-  if (t->pipeline != NULL)
-    ks_pipeline_free (t->pipeline); /* with its model */
-  else if (!t->model_borrowed)
+  if (t->exec->clear != NULL)
+    t->exec->clear (t); /* with the model, when the executor's state owns it */
+  if (!t->model_borrowed)
     ks_model_free (t->model);
   /* after the model and pipeline, which may still point at the task's layer list */
   if (t->task->clear != NULL && t->task_data != NULL)
     t->task->clear (t);
   ks_trainer_dist_clear (t); /* a server's algorithm holds tables on the compute */
   ks_compute_free (t->compute);
-  g_free (t->clip_norm_setting);
+  g_clear_pointer (&t->written, g_hash_table_unref);
   g_free (t->feeds);
   g_free (t);
+}
+
+gboolean
+ks_trainer_override (KsTrainer *t, const char *group, const char *key, const char *value,
+                     GError **error)
+{
+  const char *as_written = NULL;
+  char *name = g_strdup_printf ("%s.%s", group, key);
+  g_autofree char *setting = g_strdup_printf ("%s=%s", name, value);
+  ks_config_lookup (t->config, group, key, &as_written, NULL, NULL);
+  if (t->written == NULL)
+    t->written = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  if (g_hash_table_contains (t->written, name)) /* the first override kept the user's */
+    g_free (name);
+  else
+    g_hash_table_insert (t->written, name, g_strdup (as_written));
+  return ks_config_set_override (t->config, setting, error);
 }
 
 double ks_trainer_result (const KsTrainer *t) { return t->result; }
@@ -163,8 +180,8 @@ ks_trainer_build_layers (KsTrainer *t, const KsLayerDesc *layers, gsize n,
   t->loss_layer = loss;
   if (t->describe_only)
     return check_shapes (t->compute, layers, n, loss, metric, error);
-  if (t->pipelined)
-    return ks_trainer_build_stage (t, layers, n, loss, metric, error);
+  if (t->exec->build != NULL)
+    return t->exec->build (t, layers, n, loss, metric, error);
   t->model = ks_model_new (t->compute);
   if (!ks_layers_build (t->model, layers, n, &logits, error)
       || (t->loss = loss->build (t->model, logits, loss->args, error)) == NULL
@@ -232,9 +249,9 @@ ks_trainer_metric (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsExpr *met
   float v = NAN;
   const KsTensor *out;
 
-  if (t->pipeline != NULL)
+  if (t->exec->metric != NULL)
     {
-      if (!ks_pipeline_evaluate (t->pipeline, feeds, n_feeds, value, error))
+      if (!t->exec->metric (t, feeds, n_feeds, value, error))
         return FALSE;
     }
   else
@@ -259,8 +276,8 @@ ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsEx
 {
   const KsTensor *out;
 
-  if (t->pipeline != NULL)
-    return ks_pipeline_evaluate_values (t->pipeline, feeds, n_feeds, values, n, error);
+  if (t->exec->metric_values != NULL)
+    return t->exec->metric_values (t, feeds, n_feeds, values, n, error);
   if (!ks_model_run (t->model, feeds, n_feeds, &metric, 1, error)
       || (out = ks_expr_value (metric, error)) == NULL)
     return FALSE;
