@@ -45,7 +45,7 @@ for work in cnn mlp gpt; do
         *) set -- $(OPENBLAS_NUM_THREADS=$t "$top/bench/bench-$work" "$t" openblas); ms=$1 ;;
       esac
       [ $work != cnn ] || [ -n "${blas:-}" ] \
-        || blas=$(sed -n 's/.* on OpenBLAS (\(.*\)), [0-9]* threads$/\1/p' "$dir/train.log" | head -1)
+        || blas=$(sed -n 's/.* on OpenBLAS (\(.*\)), [0-9]* threads*$/\1/p' "$dir/train.log" | head -1)
       best=$(printf "%s\n%s\n" "$ms" "${best:-$ms}" | sort -g | head -1)
     done
     one=${one:-$best}

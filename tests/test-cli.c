@@ -751,6 +751,11 @@ test_infer (Fixture *f, gconstpointer data)
   g_autofree char *bad = ks_test_write (f->dir, "bad.txt", "0.5 0.5\n0.5 0.5 0.5\n");
   run (f, ARGS ("infer", export, "--input", bad), NULL);
   assert_error_line (f, 2, "@/bad.txt:2: 3 values; a row of this model is 2: x (2 float32)");
+  g_autofree char *csv = ks_test_write (f->dir, "rows.csv", "0.5,0.5,1\n");
+  run (f, ARGS ("infer", export, "--input", csv), NULL);
+  assert_error_line (f, 2, "@/rows.csv:1: 3 values; a row of this model is 2: x (2 float32) "
+                           "(without --format, rows are plain values; --format csv reads a CSV "
+                           "as training does, its label column left out)");
   g_autofree char *nan = ks_test_write (f->dir, "nan.txt", "0.5 nan\n");
   run (f, ARGS ("infer", export, "--input", nan), NULL);
   assert_error_line (f, 2, "@/nan.txt:1: 'nan' is not a finite float32 (feed 'x')");

@@ -80,7 +80,7 @@ test_threads_setting (Fixture *f, gconstpointer data)
     return;
   g_autoptr (GError) error = NULL;
   g_autofree char *d = ks_compute_describe (f->compute);
-  g_assert_true (g_str_has_suffix (d, ", 1 threads"));
+  g_assert_true (g_str_has_suffix (d, ", 1 thread"));
   g_assert_true (ks_compute_set_threads (f->compute, 2, &error));
   g_autofree char *d2 = ks_compute_describe (f->compute);
   g_assert_true (g_str_has_suffix (d2, ", 2 threads"));
@@ -106,7 +106,8 @@ test_threads_setting (Fixture *f, gconstpointer data)
         g_setenv (cases[i].var, cases[i].value, TRUE);
       g_assert_true (ks_compute_set_threads (f->compute, 0, NULL));
       g_autofree char *d3 = ks_compute_describe (f->compute);
-      g_autofree char *want = g_strdup_printf (", %d threads", cases[i].want);
+      g_autofree char *want = g_strdup_printf (", %d thread%s", cases[i].want,
+                                               cases[i].want == 1 ? "" : "s");
       g_test_message ("%s=%s: %s", cases[i].var, cases[i].value, d3);
       g_assert_true (g_str_has_suffix (d3, want));
     }

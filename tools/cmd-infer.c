@@ -85,9 +85,15 @@ read_rows (FILE *in, const char *name, Feed *feeds, guint n_feeds, gsize *rows, 
       if (n != per_row)
         {
           g_autofree char *layout = row_layout (feeds, n_feeds);
+          g_autofree char *lower = g_ascii_strdown (name, -1);
+          /* a training CSV read as plain rows: its label column is one value too many */
+          const char *hint = g_str_has_suffix (lower, ".csv")
+                                 ? " (without --format, rows are plain values; --format csv "
+                                   "reads a CSV as training does, its label column left out)"
+                                 : "";
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "%s:%" G_GSIZE_FORMAT ": %" G_GSIZE_FORMAT " values; a row of this model "
-                       "is %" G_GSIZE_FORMAT ": %s", name, line_no, n, per_row, layout);
+                       "is %" G_GSIZE_FORMAT ": %s%s", name, line_no, n, per_row, layout, hint);
           free (line);
           return FALSE;
         }

@@ -57,8 +57,9 @@ segment (KsTrainer *t)
     }
   for (gsize i = 0; i < n_layers; i++)
     total += info[i].n_params;
-  printf ("# %s: %" G_GSIZE_FORMAT " layers, %" G_GINT64_FORMAT " parameters; %d stages x %d "
-          "virtual stages, seg_method %s\n", ks_trainer_task_describe (t), n_layers, total, p, v,
+  printf ("# %s: %" G_GSIZE_FORMAT " layers, %" G_GINT64_FORMAT " parameters; %d stage%s x %d "
+          "virtual stage%s, seg_method %s\n", ks_trainer_task_describe (t), n_layers, total, p,
+          p == 1 ? "" : "s", v, v == 1 ? "" : "s",
           ks_config_get_string (c, "pipeline", "seg_method"));
   printf ("%-6s %-6s %-10s %12s  %s%s\n", "stage", "chunk", "layers", "parameters",
           measured ? "  cost_ms  " : "", "names");

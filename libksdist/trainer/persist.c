@@ -121,8 +121,15 @@ compare_config (KsTrainer *t, GHashTable *meta, const char *checkpoint, gint64 s
         continue;
       if (was == NULL)
         was = "(not set)";
+      /* a total the plan set from [train] steps: the user changed only the steps */
+      g_autofree char *hint = strcmp (key, "optim.total_steps") == 0 && line_value (old_lines, key) != NULL
+                                  ? g_strdup_printf (" ([optim] total_steps = 0 follows [train] "
+                                                     "steps; --set optim.total_steps=%s keeps "
+                                                     "the checkpoint's learning-rate schedule)",
+                                                     was)
+                                  : g_strdup ("");
       g_warning ("resuming with %s = %s, but %s was trained with %s: the result will differ "
-                 "from an uninterrupted run", key, eq + 3, checkpoint, was);
+                 "from an uninterrupted run%s", key, eq + 3, checkpoint, was, hint);
     }
 }
 

@@ -286,9 +286,10 @@ pipeline_begin (KsTrainer *t)
                                                                 ks_comm_name (t->comm),
                                                                 t->comm_why)
                                              : g_strdup ("");
-  g_message ("stage %d of %d (%s schedule, %d virtual stages, %d micro-batches of %"
+  g_message ("stage %d of %d (%s schedule, %d virtual stage%s, %d micro-batch%s of %"
              G_GSIZE_FORMAT " rows)%s", t->stage, s->stages, ks_schedule_kind_name (s->kind),
-             s->virtual_stages, s->micro_batches, ks_trainer_rows (t), through);
+             s->virtual_stages, s->virtual_stages == 1 ? "" : "s", s->micro_batches,
+             s->micro_batches == 1 ? "" : "es", ks_trainer_rows (t), through);
   if (t->world > 1)
     g_message ("replica %d of %d (each stage averages its gradients over the replicas), %"
                G_GSIZE_FORMAT " rows per step each", t->rank, t->world, t->batch);

@@ -207,7 +207,8 @@ static char *
 openblas_describe (void *p)
 {
   OpenblasCtx *ctx = p;
-  return g_strdup_printf ("OpenBLAS (%s), %d threads", openblas_get_config (), ctx->threads);
+  return g_strdup_printf ("OpenBLAS (%s), %d thread%s", openblas_get_config (), ctx->threads,
+                          ctx->threads == 1 ? "" : "s");
 }
 
 static void *
