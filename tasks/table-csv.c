@@ -133,9 +133,10 @@ label_column (Reader *r, const KsCsvOptions *o, gboolean *by_name, GError **erro
     {
       if (index < n)
         return (gint) index;
-      ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": [data] label = %s, a 0-based column index, "
-                    "but the record has %u fields (0 to %u)", r->path, r->line, o->label, n,
-                    n - 1);
+      /* a setting to change (exit status 2), not bad data */
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "%s:%" G_GSIZE_FORMAT ": [data] label = %s, a 0-based column index, but the "
+                   "record has %u fields (0 to %u)", r->path, r->line, o->label, n, n - 1);
       return -1;
     }
   if (o->header != 0)
@@ -145,10 +146,11 @@ label_column (Reader *r, const KsCsvOptions *o, gboolean *by_name, GError **erro
           *by_name = TRUE;
           return i;
         }
-  ks_table_bad (error, "%s:%" G_GSIZE_FORMAT ": [data] label = %s: no column is named so "
-                "(the label is a header name, or a 0-based column index written as digits)%s",
-                r->path, r->line, o->label,
-                o->header == 0 ? "; [data] header = no says there are no names" : "");
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "%s:%" G_GSIZE_FORMAT ": [data] label = %s: no column is named so (the label "
+               "is a header name, or a 0-based column index written as digits)%s",
+               r->path, r->line, o->label,
+               o->header == 0 ? "; [data] header = no says there are no names" : "");
   return -1;
 }
 

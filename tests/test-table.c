@@ -57,6 +57,20 @@ csv_bad (const char *dir, const char *name, const char *text, const KsCsvOptions
   g_assert_true (g_error_matches (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID));
 }
 
+/* A [data] label that names no column: a setting to change (exit status 2). */
+static void
+label_bad (const char *dir, const char *name, const char *text, const KsCsvOptions *o,
+           const char *what)
+{
+  g_autofree char *path = ks_test_write (dir, name, text);
+  g_autoptr (GError) error = NULL;
+  g_assert_null (ks_table_load_csv (path, o, &error));
+  g_assert_nonnull (error);
+  if (strstr (error->message, what) == NULL)
+    g_error ("'%s' lacks '%s'", error->message, what);
+  g_assert_true (g_error_matches (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE));
+}
+
 static void
 assert_floats (const float *got, const float *want, gsize n)
 {
@@ -363,10 +377,10 @@ test_csv_errors (void)
            "field 1: a quote that is not closed");
   csv_bad (dir, "after.csv", "x,y\n\"1\"2,0\n", NULL, "after.csv:2:",
            "field 1: text after the closing quote");
-  csv_bad (dir, "name.csv", "x,y\n1,0\n", &named, "name.csv:1:",
-           "[data] label = target: no column is named so");
-  csv_bad (dir, "far.csv", "x,y\n1,0\n", &far, "far.csv:1:",
-           "[data] label = 9, a 0-based column index, but the record has 2 fields");
+  label_bad (dir, "name.csv", "x,y\n1,0\n", &named,
+             "name.csv:1: [data] label = target: no column is named so");
+  label_bad (dir, "far.csv", "x,y\n1,0\n", &far,
+             "far.csv:1: [data] label = 9, a 0-based column index, but the record has 2 fields");
   const char nul[] = "x,y\n1,0\0\n";
   g_autofree char *p = write_bytes (dir, "nul.csv", nul, sizeof nul - 1);
   g_autoptr (GError) error = NULL;
