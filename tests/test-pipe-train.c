@@ -923,6 +923,13 @@ test_bench_trace (void)
   g_assert_cmpint (status, !=, 0);
   g_assert_nonnull (strstr (err2, "bench pipeline --trace: "));
   g_assert_nonnull (strstr (err2, "none.json"));
+  g_clear_pointer (&out2, g_free);
+  g_clear_pointer (&err2, g_free);
+  status = ks_test_run_ksdist ((const char *const[]) { "bench", "pipeline", "-n", "2", "--trace",
+                                                       path, "--set", "train.steps=3", NULL },
+                               NULL, plugins, &out2, &err2);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err2, "runs no job: leave out CONFIG and --set"));
   g_remove (path);
   g_rmdir (dir);
 }

@@ -276,6 +276,13 @@ run_bench (int argc, char **argv)
           ks_cli_error ("bench pipeline: -n (the stages) is at least 1");
           return KS_EXIT_USAGE;
         }
+      if (trace != NULL && (argc == 3 || sets != NULL))
+        {
+          ks_cli_error ("bench pipeline --trace %s measures that trace and runs no job: "
+                        "leave out CONFIG and --set",
+                        trace);
+          return KS_EXIT_USAGE;
+        }
       return trace != NULL ? ks_bench_pipeline_trace (b.n, trace)
                            : ks_bench_pipeline (b.n, argc == 3 ? argv[2] : NULL, sets, b.json);
     }

@@ -15,14 +15,14 @@
 
 #define DEFAULT_MASTER_PORT 29500
 
-/* The place of IP:PORT in `ips` and `ports`, or -1. */
-static int
-find_endpoint (GPtrArray *ips, GArray *ports, const char *ip, int port)
+/* Whether IP:PORT is in `ips` and `ports`. */
+static gboolean
+has_endpoint (GPtrArray *ips, GArray *ports, const char *ip, int port)
 {
   for (guint j = 0; j < ips->len; j++)
     if (strcmp (ips->pdata[j], ip) == 0 && g_array_index (ports, int, j) == port)
-      return (int) j;
-  return -1;
+      return TRUE;
+  return FALSE;
 }
 
 /* Splits "IP:PORT,..." into `ips` and `ports`; says what is wrong with `option`'s list,
@@ -54,7 +54,7 @@ split_list (const char *option, const char *text, GPtrArray *ips, GArray *ports,
           return FALSE;
         }
       char *canonical = g_inet_address_to_string (ip);
-      if (find_endpoint (ips, ports, canonical, (int) port) >= 0)
+      if (has_endpoint (ips, ports, canonical, (int) port))
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "%s: the endpoint %s is listed twice: give each process its own "
@@ -63,7 +63,7 @@ split_list (const char *option, const char *text, GPtrArray *ips, GArray *ports,
           g_free (canonical);
           return FALSE;
         }
-      if (other_ips != NULL && find_endpoint (other_ips, other_ports, canonical, (int) port) >= 0)
+      if (other_ips != NULL && has_endpoint (other_ips, other_ports, canonical, (int) port))
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "%s: the endpoint %s is also in --servers: a server and a worker "
