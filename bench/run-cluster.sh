@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift ;;
     --only) only=$2; shift
       case $only in ps|pipeline) ;; *) echo "run-cluster.sh: --only $only: 'ps' or 'pipeline'" >&2; exit 2 ;; esac ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run-cluster.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     *) if [ $pos = 0 ]; then hosts=$1; else rate=$1; fi; pos=$((pos + 1)) ;;
   esac
