@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --rate2) rate2=$2; shift ;;
     --steps) steps=$2; shift ;;
     --only) only=$2; shift
-      case $only in ps|pipeline) ;; *) echo "run-cluster.sh: --only $only: 'ps' or 'pipeline'" >&2; exit 2 ;; esac ;;
+      case $only in ps|pipeline) ;; *) echo "run-cluster.sh: --only $only: give 'ps' or 'pipeline'" >&2; exit 2 ;; esac ;;
     -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run-cluster.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     *) if [ $pos = 0 ]; then hosts=$1; else rate=$1; fi; pos=$((pos + 1)) ;;
