@@ -13,18 +13,21 @@
 #    MLP, PyTorch DDP (gloo) with the same MLP and batch, one rank per host
 #    (bench/ddp-torch.py --rank, when python3 has torch: best of 3 rounds of 20 steps);
 #  - a pipeline with one stage per host (the MLP of `ksdist bench pipeline`, 8 x 1024 x
-#    1024 Linear layers cut by parameters, batch 512): each stage's idle share of its
-#    steps after the first (its log's "idle" figure), averaged over the stages, beside
-#    the theory for equal stages, (p-1)/(v m + p-1), for 1F1B m=4, m=8 and FThenB m=8;
+#    1024 Linear layers cut by parameters, batch 512): the bubble of its steps after the
+#    first from the job's trace, as `ksdist bench pipeline` measures it (1 - the stages'
+#    forward and backward time / (p x the step's span from the first stage's start to the
+#    last backward's end: a span common to the stages, not each stage's own, which leaves
+#    out the last stage's wait at the end)), beside the theory for equal stages,
+#    (p-1)/(v m + p-1), for 1F1B m=4, m=8 and FThenB m=8;
 #  - parameter servers (2 servers on hosts 0-1, 2 workers on hosts 2-3, one `ksdist
 #    launch --nnodes 4 --servers S --workers W` per host; an MLP 2-512-512-2 (relu), the same
 #    steps) in sync, half_async, async and geo at RATE and at RATE2: samples/s and
 #    held-out accuracy.
 # The hosts share this machine's cores: on 2 cores, 4 hosts' compute competes.
 #   bench/run-cluster.sh [HOSTS] [RATE] [--json] [--max SIZE] [--rate2 RATE2] [--steps N]
-#                        [--only ps]
+#                        [--only ps|pipeline]
 #   (defaults: 4 hosts, 1gbit, --max 64M, --rate2 200mbit, --steps 30; needs root;
-#   --only ps: the parameter servers alone)
+#   --only ps, --only pipeline: the parameter servers, or the pipeline, alone)
 set -eu
 exec </dev/null # nsenter and mpirun would read the caller's stdin (make-benchmarks-doc.sh's template)
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,8 +41,8 @@ while [ $# -gt 0 ]; do
     --rate2) rate2=$2; shift ;;
     --steps) steps=$2; shift ;;
     --only) only=$2; shift
-      [ "$only" = ps ] || { echo "run-cluster.sh: --only $only: only 'ps' is known" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      case $only in ps|pipeline) ;; *) echo "run-cluster.sh: --only $only: give 'ps' or 'pipeline'" >&2; exit 2 ;; esac ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run-cluster.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     *) if [ $pos = 0 ]; then hosts=$1; else rate=$1; fi; pos=$((pos + 1)) ;;
   esac
@@ -81,9 +84,9 @@ note() { echo "# $*" >&2; }
 up "$rate"
 link=$(gbs "$rate")
 
-# ---- allreduce (this and the data-parallel steps are left out by --only ps) ----
-if [ "$only" != ps ]; then
+# ---- allreduce (this and the data-parallel steps are left out by --only) ----
 a0=$(addr 0)
+if [ -z "$only" ]; then
 k=0
 while [ $k -lt "$hosts" ]; do
   serve=
@@ -197,7 +200,10 @@ else
   note "no torch in $python: the PyTorch DDP column is left out"
 fi
 
-# ---- a pipeline with one stage per host: measured idle beside the theory ----
+fi
+
+# ---- a pipeline with one stage per host: measured bubble beside the theory ----
+if [ "$only" != ps ]; then
 for run in "1f1b 1 4" "1f1b 1 8" "fthenb 1 8"; do
   set -- $run
   k=0
@@ -208,15 +214,16 @@ for run in "1f1b 1 4" "1f1b 1 8" "fthenb 1 8"; do
       --set pipeline.seg_method=parameters --set pipeline.stages="$hosts" \
       --set pipeline.schedule="$1" --set pipeline.virtual_stages="$2" \
       --set pipeline.micro_batches="$3" --set log.level=info --set openblas.threads=1 \
-      --set comm.timeout=600 >"$out/pipe-$1-$3.$k" 2>&1 &
+      --set comm.timeout=600 --set trace.path="$out/pipe-$1-$3.json" >"$out/pipe-$1-$3.$k" 2>&1 &
     k=$((k + 1))
   done
   wait
+  # The hosts share this machine's clock, so one trace's times compare across stages.
+  b=$("$ksdist" bench pipeline -n "$hosts" --trace "$out/pipe-$1-$3.json" 2>>"$out/pipe-$1-$3.0") \
+    && b=$(awk -v b="$b" 'BEGIN { printf "%.2f", 100 * b }') || b=-
   # "stage K: computing B s of W s in steps (idle I%; theory for equal stages T%)"
-  cat "$out"/pipe-"$1"-"$3".* | sed -n 's/.*stage [0-9]*: computing .*(idle \([0-9.]*\)%; theory for equal stages \([0-9.]*\)%).*/\1 \2/p' \
-    | awk -v r="$1 $2 $3" -v p="$hosts" '{ s += $1; t = $2; n++ }
-        END { if (n == p) printf "%s %.2f %.2f\n", r, s / n, t; else printf "%s - -\n", r }' \
-    >>"$out/pipe.txt"
+  t=$(sed -n 's/.*stage 0: computing .*theory for equal stages \([0-9.]*\)%).*/\1/p' "$out/pipe-$1-$3.0")
+  echo "$1 $2 $3 $b ${t:--}" >>"$out/pipe.txt"
 done
 
 fi
@@ -237,7 +244,9 @@ ps_job() { # MODE RATE: one `ksdist launch` per host, each giving the servers an
   done
   wait
 }
-if [ "$hosts" -ge 4 ]; then
+if [ "$only" = pipeline ]; then
+  :
+elif [ "$hosts" -ge 4 ]; then
   for r in "$rate" "$rate2"; do
     [ "$r" = "$rate" ] || up "$r"
     for mode in sync half_async async geo; do
@@ -325,7 +334,7 @@ for model, k, *rest in dp:
     print("  %6s %6s %12s %10s %16s %10s" % (model, k, rest[0] if rest else "-", eff,
                                             "%.0f" % t if t else "-", teff))
 print("#")
-print("# pipeline, one stage per host (%d), MLP 8 x 1024 x 1024, batch 512, %d steps: idle %% of each stage's steps after the first, mean over the stages" % (hosts, steps))
+print("# pipeline, one stage per host (%d), MLP 8 x 1024 x 1024, batch 512, %d steps: bubble %% of the steps after the first, from the trace (1 - busy / (stages x the common span))" % (hosts, steps))
 print("# %10s %3s %3s %10s %10s %8s" % ("schedule", "v", "m", "bubble%", "theory%", "diff_pp"))
 for sched, v, m, bubble, theory in pipe:
     b, t = num(bubble), num(theory)

@@ -7,7 +7,8 @@
 #   also when a process is killed and both restart (--max-restarts);
 #   fleetrun's lists of endpoints (--servers IP:PORT,... --workers IP:PORT,...) end
 #   where the counts do; layouts without a worker, nodes of two kinds and lists that
-#   name no host, or two, of this machine are refused, saying what to do;
+#   name no host, or two, of this machine, or one endpoint in both lists, are refused,
+#   saying what to do;
 # - on hosts of tools/cluster.sh (skipped with the reason where namespaces cannot be
 #   made): the transpiler's four modes with the server on host 1 and both workers on
 #   host 0 (sync bitwise as one host's job, also when a worker is killed and both hosts'
@@ -187,7 +188,17 @@ status=$?
 check "--workers 0 on one node is refused" 2 "a parameter-server job on one node needs at least 1 of each"
 # fleetrun's form: --servers and --workers as lists of IP:PORT, one node per IP, the
 # servers on the ports given; on one host, bitwise where the counts' form ends.
-port=$((20001 + $$ % 20000))
+# A port no socket of this network namespace uses (local or remote, in
+# /proc/net/tcp{,6}), from one derived from this test's pid: a fixed guess failed when
+# the port was busy.
+free_port() {
+  p=$((20001 + $$ % 20000))
+  while cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ":$(printf %04X $p) "; do
+    p=$((p + 1))
+  done
+  echo $p
+}
+port=$(free_port)
 # shellcheck disable=SC2086
 timeout 120 "$KSDIST" launch --servers 127.0.0.1:$port --workers 127.0.0.1:1,127.0.0.1:2 "$ps" \
   $common $sync --set "train.checkpoint_dir=$dir/fleet-one" >fleet-one.log 2>&1
@@ -202,6 +213,10 @@ fi
 status=$?
 check "fleetrun's lists naming no host of this machine are refused" 2 \
   "none of the hosts in --servers and --workers is this machine (it reaches 10.0.0.1 from "
+"$KSDIST" launch --servers 127.0.0.1:6170 --workers 127.0.0.1:6171,127.0.0.1:6170 "$ps" >err 2>&1
+status=$?
+check "an endpoint in both --servers and --workers is refused, naming it" 2 \
+  "--workers: the endpoint 127.0.0.1:6170 is also in --servers: a server and a worker cannot be one process; give the worker another port"
 "$KSDIST" launch --node-rank -3 --servers 127.0.0.1:6170 --workers 127.0.0.1:6171 "$ps" >err 2>&1
 status=$?
 check "a negative --node-rank is refused (before: read before the node list)" 2 \

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "testutil.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -884,6 +885,55 @@ test_bench_command (void)
   g_assert_cmpint (n, ==, 8);
 }
 
+/* bench/run-cluster.sh's measure (`bench pipeline --trace`): the bubble over the span
+ * common to the stages. A hand-made trace of 2 stages; in step 1 (step 0 is left out)
+ * stage 0 computes 100 + 200 us from 1000 to 1500, stage 1 100 + 100 us from 1000 (a
+ * receive) to 1300: 1 - 500 / (2 x 500) = 0.5 (each stage's own span would give
+ * 1 - 300/500 and 1 - 200/300, mean 0.3667). */
+static void
+test_bench_trace (void)
+{
+  static const char trace[] =
+    "[{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0},\n"
+#define EV(cat, ts, dur, tid)                                                                 \
+  "{\"name\": \"x\", \"cat\": \"" cat "\", \"ph\": \"X\", \"ts\": " #ts ", \"dur\": " #dur  \
+  ", \"pid\": 0, \"tid\": " #tid "}"
+    EV ("forward", 0, 50, 0) ",\n" EV ("optimizer", 60, 5, 0) ",\n"
+    EV ("forward", 50, 50, 1) ",\n" EV ("optimizer", 110, 5, 1) ",\n"
+    EV ("forward", 1000, 100, 0) ",\n" EV ("send", 1100, 10, 0) ",\n"
+    EV ("backward", 1300, 200, 0) ",\n" EV ("optimizer", 1500, 10, 0) ",\n"
+    EV ("recv", 1000, 100, 1) ",\n" EV ("forward", 1100, 100, 1) ",\n"
+    EV ("backward", 1200, 100, 1) ",\n" EV ("optimizer", 1300, 10, 1) "]\n";
+#undef EV
+  g_autofree char *dir = g_dir_make_tmp ("ksdist-bench-trace-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "trace.json", NULL);
+  g_autofree char *missing = g_build_filename (dir, "none.json", NULL);
+  g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+
+  g_assert_true (g_file_set_contents (path, trace, -1, NULL));
+  int status = ks_test_run_ksdist (
+      (const char *const[]) { "bench", "pipeline", "-n", "2", "--trace", path, NULL }, NULL,
+      plugins, &out, &err);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_cmpstr (out, ==, "0.5000\n");
+  status = ks_test_run_ksdist (
+      (const char *const[]) { "bench", "pipeline", "-n", "2", "--trace", missing, NULL }, NULL,
+      plugins, &out2, &err2);
+  g_assert_cmpint (status, !=, 0);
+  g_assert_nonnull (strstr (err2, "bench pipeline --trace: "));
+  g_assert_nonnull (strstr (err2, "none.json"));
+  g_clear_pointer (&out2, g_free);
+  g_clear_pointer (&err2, g_free);
+  status = ks_test_run_ksdist ((const char *const[]) { "bench", "pipeline", "-n", "2", "--trace",
+                                                       path, "--set", "train.steps=3", NULL },
+                               NULL, plugins, &out2, &err2);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err2, "runs no job: leave out CONFIG and --set"));
+  g_remove (path);
+  g_rmdir (dir);
+}
+
 /* What a pipelined run cannot do says so before it starts. */
 static void
 test_launch_errors (void)
@@ -988,6 +1038,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pipeline/checkpoints", test_pipeline_checkpoints);
   g_test_add_func ("/pipeline/launch-errors", test_launch_errors);
   g_test_add_func ("/pipeline/bench-command", test_bench_command);
+  g_test_add_func ("/pipeline/bench-trace", test_bench_trace);
   g_test_add_func ("/pipeline/segment-command", test_segment_command);
   return g_test_run ();
 }

@@ -6,8 +6,8 @@
 # `srun ksdist train CONFIG` (no flags: the job meets at the first node, on a port from
 # the job id) must end with exactly the parameters and the eval line of
 # `ksdist launch -n 4` on 127.0.0.1. A parameter-server job (sync, [roles] servers = 2:
-# the last two tasks serve) ends with the eval line of `ksdist launch --servers 2
-# --workers 2`. Skipped with the reason where Slurm cannot start
+# the last two tasks serve) ends with the eval line and, bit for bit, the servers' shards
+# of `ksdist launch --servers 2 --workers 2`. Skipped with the reason where Slurm cannot start
 # (not root, no slurm-wlm or munge, no namespaces).
 # TAP output. Needs KSDIST, KS_BUILD_PLUGINS and KS_SRCDIR from the environment
 # (tests/local.mk).
@@ -110,6 +110,7 @@ done
   || skip "Slurm did not start ($idle of $nodes nodes idle): $(tail -n 1 "$dir/slurmctld.log" "$dir/slurmd0.out" 2>/dev/null | tr '\n' ' ')"
 
 echo "1..3"
+# fail N NAME LINE...: result N failed; ends the case (run in a subshell)
 fail() { echo "not ok $1 - $2"; shift 2; for line in "$@"; do echo "# $line"; done; exit 1; }
 echo "ok 1 - Slurm: $nodes nodes idle ($name-host0..$((nodes - 1)) at $net.1..$nodes)"
 
@@ -141,13 +142,18 @@ threads = 1
 level = warning
 EOF
 }
-# The float data of a checkpoint, after safetensors' 8-byte header length and header.
+# The float data of a checkpoint's FILE (the model's by default), after safetensors'
+# 8-byte header length and header.
 floats() {
-  file=$dir/$1/checkpoint-20/model.safetensors
+  file=$dir/$1/checkpoint-${2:-20/model}.safetensors
+  [ -f "$file" ] || return
   header=$(od -An -t u8 -N 8 "$file" | tr -d ' ')
   tail -c +$((9 + header)) "$file"
 }
 
+# Each case in a subshell: its fail ends the case only, and the next case still runs.
+failed=0
+(
 config launch >"$dir/launch.ini"
 timeout 120 "$KSDIST" launch -n $nodes "$dir/launch.ini" >"$dir/launch.log" 2>&1 \
   || fail 2 "ksdist launch -n $nodes on 127.0.0.1" "$(tail -n 20 "$dir/launch.log")"
@@ -177,7 +183,9 @@ while [ $k -lt $nodes ]; do
   k=$((k + 1))
 done
 echo "ok 2 - sbatch -N $nodes: srun ksdist train ends as ksdist launch -n $nodes ($want, parameters bitwise equal)"
+) || failed=1
 
+(
 # Parameter servers: the same srun line, the config says how many tasks serve.
 if [ ! -e "$KS_BUILD_PLUGINS/transpiler/.libs/transpiler.so" ]; then
   echo "ok 3 # SKIP the transpiler plugin is not built (ZeroMQ)"
@@ -200,6 +208,7 @@ optimizer = adam
 steps = 30
 batch = 64
 log_every = 30
+checkpoint_dir = $dir/ps-slurm
 [optim]
 lr = 0.003
 [roles]
@@ -209,10 +218,14 @@ threads = 1
 [log]
 level = warning
 EOF
-timeout 120 "$KSDIST" launch --servers 2 --workers 2 "$dir/ps.ini" --set roles.servers=0 >"$dir/ps-launch.log" 2>&1 \
+timeout 120 "$KSDIST" launch --servers 2 --workers 2 "$dir/ps.ini" --set roles.servers=0 \
+  --set "train.checkpoint_dir=$dir/ps-launch" >"$dir/ps-launch.log" 2>&1 \
   || fail 3 "ksdist launch --servers 2 --workers 2" "$(tail -n 20 "$dir/ps-launch.log")"
 want=$(sed -n 's/^\[rank 0\] \(eval .*\)/\1/p' "$dir/ps-launch.log")
-sed "s|slurm.ini|ps.ini|" "$dir/job.sh" >"$dir/ps.sh"
+cat >"$dir/ps.sh" <<EOF
+#!/bin/sh
+srun "$KSDIST" train "$dir/ps.ini"
+EOF
 timeout 180 sbatch --wait -N $nodes --ntasks-per-node 1 -o "$dir/ps.out" "$dir/ps.sh" \
   >"$dir/sbatch.log" 2>&1 \
   || fail 3 "sbatch -N $nodes: srun ksdist train, 2 servers and 2 workers" \
@@ -220,4 +233,14 @@ timeout 180 sbatch --wait -N $nodes --ntasks-per-node 1 -o "$dir/ps.out" "$dir/p
 got=$(grep -c "^$want\$" "$dir/ps.out")
 [ -n "$want" ] && [ "$got" = 2 ] \
   || fail 3 "both workers print the launcher's '$want'" "$(tail -n 20 "$dir/ps.out")"
-echo "ok 3 - sbatch -N $nodes: 2 parameter servers and 2 workers end as ksdist launch --servers 2 --workers 2 ($want)"
+# sync: each server's shard after the last step bitwise equal to the launcher's
+for i in 0 1; do
+  floats ps-launch "30/server-$i-of-2" >"$dir/ps-launch-$i.bin"
+  floats ps-slurm "30/server-$i-of-2" >"$dir/ps-slurm-$i.bin"
+  [ -s "$dir/ps-launch-$i.bin" ] && cmp -s "$dir/ps-launch-$i.bin" "$dir/ps-slurm-$i.bin" \
+    || fail 3 "server $i's shard after step 30 equals the launcher's bit for bit" \
+      "$(ls "$dir/ps-launch" "$dir/ps-slurm" 2>&1)" "$(tail -n 20 "$dir/ps.out")"
+done
+echo "ok 3 - sbatch -N $nodes: 2 parameter servers and 2 workers end as ksdist launch --servers 2 --workers 2 ($want, both servers' shards bitwise equal)"
+) || failed=1
+exit $failed

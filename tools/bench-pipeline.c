@@ -80,6 +80,22 @@ trace_bubble (const char *path, int p, GError **error)
   return sum / (start->len - 1);
 }
 
+/* bench/run-cluster.sh: the bubble of a trace written by a job of its own (one stage per
+ * host), measured as the runs above are, as a fraction on one line. */
+int
+ks_bench_pipeline_trace (int p, const char *path)
+{
+  g_autoptr (GError) error = NULL;
+  double bubble = trace_bubble (path, p, &error);
+  if (bubble < 0)
+    {
+      ks_cli_error ("bench pipeline --trace: %s", error->message);
+      return KS_EXIT_RUNTIME;
+    }
+  printf ("%.4f\n", bubble);
+  return KS_EXIT_OK;
+}
+
 int
 ks_bench_pipeline (int p, const char *config, char **sets, gboolean json)
 {

@@ -30,6 +30,7 @@ extern const KsCommand ks_cmd_bench;
 /* ksdist bench pipeline (bench-pipeline.c): P stages, the CONFIG (may be NULL) and --set
  * lines after the benchmark's own; returns the exit status. */
 int ks_bench_pipeline (int stages, const char *config, char **sets, gboolean json);
+int ks_bench_pipeline_trace (int stages, const char *path);
 extern const KsCommand ks_cmd_segment;
 
 

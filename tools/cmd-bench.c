@@ -228,7 +228,7 @@ run_bench (int argc, char **argv)
 {
   Bench b = { .n = 2, .rank = -1, .factor = 4, .warmup = 2 };
   g_auto (GStrv) sets = NULL;
-  g_autofree char *address = NULL, *min_text = NULL, *max_text = NULL;
+  g_autofree char *address = NULL, *min_text = NULL, *max_text = NULL, *trace = NULL;
   GOptionEntry entries[] = {
     { "nproc", 'n', 0, G_OPTION_ARG_INT, &b.n, "Processes on this machine (default 2)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &b.json, "One JSON object instead of the table", NULL },
@@ -248,6 +248,8 @@ run_bench (int argc, char **argv)
     { "address", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &address, NULL, NULL },
     /* bench/run-cluster.sh: one rank per host, rank 0 serving the store at --address */
     { "serve", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &b.serve, NULL, NULL },
+    /* bench/run-cluster.sh: the bubble of its own job's trace, measured as bench pipeline's */
+    { "trace", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &trace, NULL, NULL },
     KS_CLI_SET_OPTION (sets),
     { NULL },
   };
@@ -274,7 +276,15 @@ run_bench (int argc, char **argv)
           ks_cli_error ("bench pipeline: -n (the stages) is at least 1");
           return KS_EXIT_USAGE;
         }
-      return ks_bench_pipeline (b.n, argc == 3 ? argv[2] : NULL, sets, b.json);
+      if (trace != NULL && (argc == 3 || sets != NULL))
+        {
+          ks_cli_error ("bench pipeline --trace %s measures that trace and runs no job: "
+                        "leave out CONFIG and --set",
+                        trace);
+          return KS_EXIT_USAGE;
+        }
+      return trace != NULL ? ks_bench_pipeline_trace (b.n, trace)
+                           : ks_bench_pipeline (b.n, argc == 3 ? argv[2] : NULL, sets, b.json);
     }
   if (!parse_size (min_text != NULL ? min_text : "4K", &b.min_bytes)
       || !parse_size (max_text != NULL ? max_text : "64M", &b.max_bytes))

@@ -15,9 +15,22 @@
 
 #define DEFAULT_MASTER_PORT 29500
 
-/* Splits "IP:PORT,..." into `ips` and `ports`; says what is wrong with `option`'s list. */
+/* Whether IP:PORT is in `ips` and `ports`. */
 static gboolean
-split_list (const char *option, const char *text, GPtrArray *ips, GArray *ports, GError **error)
+has_endpoint (GPtrArray *ips, GArray *ports, const char *ip, int port)
+{
+  for (guint j = 0; j < ips->len; j++)
+    if (strcmp (ips->pdata[j], ip) == 0 && g_array_index (ports, int, j) == port)
+      return TRUE;
+  return FALSE;
+}
+
+/* Splits "IP:PORT,..." into `ips` and `ports`; says what is wrong with `option`'s list,
+ * also an endpoint already in `other` (the servers' list, when the workers' is split):
+ * one endpoint is one process in fleetrun's lists. */
+static gboolean
+split_list (const char *option, const char *text, GPtrArray *ips, GArray *ports,
+            GPtrArray *other_ips, GArray *other_ports, GError **error)
 {
   g_auto (GStrv) items = g_strsplit (text, ",", -1);
   for (int i = 0; items[i] != NULL; i++)
@@ -41,16 +54,24 @@ split_list (const char *option, const char *text, GPtrArray *ips, GArray *ports,
           return FALSE;
         }
       char *canonical = g_inet_address_to_string (ip);
-      for (guint j = 0; j < ips->len; j++)
-        if (strcmp (ips->pdata[j], canonical) == 0 && g_array_index (ports, int, j) == port)
-          {
-            g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                         "%s: the endpoint %s is listed twice: give each process its own "
-                         "port",
-                         option, items[i]);
-            g_free (canonical);
-            return FALSE;
-          }
+      if (has_endpoint (ips, ports, canonical, (int) port))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "%s: the endpoint %s is listed twice: give each process its own "
+                       "port",
+                       option, items[i]);
+          g_free (canonical);
+          return FALSE;
+        }
+      if (other_ips != NULL && has_endpoint (other_ips, other_ports, canonical, (int) port))
+        {
+          g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                       "%s: the endpoint %s is also in --servers: a server and a worker "
+                       "cannot be one process; give the worker another port",
+                       option, items[i]);
+          g_free (canonical);
+          return FALSE;
+        }
       g_ptr_array_add (ips, canonical);
       int p = (int) port;
       g_array_append_val (ports, p);
@@ -86,8 +107,9 @@ ks_launch_endpoints (LaunchEndpoints *e, const char *servers, const char *worker
   g_autoptr (GArray) server_ports = g_array_new (FALSE, FALSE, sizeof (int));
   g_autoptr (GArray) worker_ports = g_array_new (FALSE, FALSE, sizeof (int));
 
-  if (!split_list ("--servers", servers, server_ips, server_ports, error)
-      || !split_list ("--workers", workers, worker_ips, worker_ports, error))
+  if (!split_list ("--servers", servers, server_ips, server_ports, NULL, NULL, error)
+      || !split_list ("--workers", workers, worker_ips, worker_ports, server_ips, server_ports,
+                      error))
     return FALSE;
   for (guint i = 0; i < server_ips->len + worker_ips->len; i++)
     {
