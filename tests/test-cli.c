@@ -871,7 +871,7 @@ test_environment_typos (Fixture *f, gconstpointer data)
   /* settings, names of no group, and the reserved names pass */
   g_clear_pointer (&f->err, g_free);
   g_clear_pointer (&f->out, g_free);
-  f->status = ks_test_run_ksdist (ARGS ("config"),
+  f->status = ks_test_run_ksdist (ARGS ("config", "-n", "1"), /* -n: no note on the size */
                                   ARGS ("KS_TRAIN_STEPS=7", "KS_TABLE_EMB_EMBEDX_DIM=3",
                                         "KS_STORE_TOKEN=secret", "KS_STORE_ADDRESS=/tmp/x",
                                         "KS_STORE=file", "KS_JOB=j", "KS_NOT_A_GROUP_X=1",
@@ -881,6 +881,21 @@ test_environment_typos (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->status, ==, 0);
   g_assert_nonnull (strstr (f->out, "steps = 7                        # env KS_TRAIN_STEPS\n"));
   g_assert_nonnull (strstr (f->out, "# env KS_STORE_POLL_MAX_MS\n"));
+  /* without -n or --servers the world is not checked, and config says so (a parameter-server
+   * job passed config alone and was refused by train alone) */
+  static const char *const with_ps[] = { "openblas", "optim", "transpiler", NULL };
+  g_clear_pointer (&f->err, g_free);
+  g_clear_pointer (&f->out, g_free);
+  f->status = ks_test_run_ksdist (ARGS ("config", "--set", "job.mode=transpiler"), NULL,
+                                  with_ps, &f->out, &f->err);
+  g_assert_cmpint (f->status, ==, 0);
+  g_assert_nonnull (strstr (f->err, "the job's size was not checked: give --servers S and -n N"));
+  g_clear_pointer (&f->err, g_free);
+  g_clear_pointer (&f->out, g_free);
+  f->status = ks_test_run_ksdist (ARGS ("config", "--set", "job.mode=transpiler", "-n", "1"),
+                                  NULL, with_ps, &f->out, &f->err);
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_nonnull (strstr (f->err, "but the job has none (one process alone)"));
 }
 
 /* generate reads a GPT's shape and vocabulary from the checkpoint's metadata: a file

@@ -203,9 +203,20 @@ run_config (int argc, char **argv)
   /* printed as written, before the check sets what follows from other keys */
   print_config (config);
   fflush (stdout);
+  gboolean sized = world.workers > 0 || world.servers > 0;
   if (world.servers > 0 && world.workers == 0)
     world.workers = 1;
-  return ks_train_check (registry, config, &world, TRUE);
+  status = ks_train_check (registry, config, &world, TRUE);
+  /* a parameter-server job passed here and refused by `ksdist train` alone surprised a
+   * new user: say what was not checked */
+  guint32 traits = 0;
+  if (status == KS_EXIT_OK && !sized
+      && ks_registry_traits (registry, KS_KIND_ALGORITHM,
+                             ks_config_get_string (config, "job", "mode"), &traits)
+      && (traits & KS_ALGORITHM_SERVERS))
+    g_message ("the job's size was not checked: give --servers S and -n N (workers) as to "
+               "ksdist launch");
+  return status;
 }
 
 const KsCommand ks_cmd_config = {
