@@ -105,7 +105,8 @@ KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)
 # tests of the tasks library (ksdist/tasks.h)
 KS_TASKS_TEST_LDADD = tests/libtestutil.la libksdist-tasks.la libksdist.la $(GLIB_LIBS)
 check_LTLIBRARIES += tests/libtestutil.la
-tests_libtestutil_la_SOURCES = tests/testutil.h tests/testutil.c
+tests_libtestutil_la_SOURCES = tests/testutil.h tests/testutil.c tests/ref-ops.h tests/ref-ops.c
+tests_libtestutil_la_LIBADD = -lm
 
 check_PROGRAMS += tests/test-loader
 tests_test_loader_LDADD = $(KS_TEST_LDADD)
