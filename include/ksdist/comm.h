@@ -224,6 +224,12 @@ KsComm *ks_comm_hierarchical (KsRegistry *registry, const KsConfig *config, KsCo
  * name. Free with g_free. */
 char *ks_comm_address_toward (const char *master);
 
+/* The host of `address` (HOST:PORT, [V6]:PORT or HOST): what stands before its last
+ * colon (all of it where there is none), an IPv6 address's brackets taken off, as
+ * getaddrinfo and g_inet_address_new_from_string take it; `port` (may be NULL) is set to
+ * the text after that colon, or NULL. Free with g_free. */
+char *ks_comm_address_host (const char *address, const char **port);
+
 G_END_DECLS
 
 #endif
