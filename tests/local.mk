@@ -267,8 +267,6 @@ TESTS += tests/test-nccl
 
 # The TCP store's server and clients in one process.
 check_PROGRAMS += tests/test-store
-# store-kinds.c built in: the trainer's map of store kinds to implementations (internal)
-tests_test_store_SOURCES = tests/test-store.c libksdist/comm/store-kinds.c
 tests_test_store_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-store
 
@@ -456,6 +454,10 @@ dist_check_SCRIPTS += tests/test-ctr-hint.sh
 TESTS += tests/test-ctr-hint.sh
 dist_check_SCRIPTS += tests/test-generate-layers.sh
 TESTS += tests/test-generate-layers.sh
+
+# Names one place owns (store implementations) are written nowhere else.
+dist_check_SCRIPTS += tests/test-names.sh
+TESTS += tests/test-names.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

@@ -4,7 +4,6 @@
  * is not there is named. The store kinds the trainer asks for are implementations the
  * store plugin has, each working at its kind of address. */
 #include "testutil.h"
-#include "../libksdist/comm/store-kinds.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
