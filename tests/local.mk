@@ -455,7 +455,8 @@ TESTS += tests/test-ctr-hint.sh
 dist_check_SCRIPTS += tests/test-generate-layers.sh
 TESTS += tests/test-generate-layers.sh
 
-# Names one place owns (store implementations) are written nowhere else.
+# Names one place owns (store implementations, the tasks library's tasks and input files)
+# are written nowhere else.
 dist_check_SCRIPTS += tests/test-names.sh
 TESTS += tests/test-names.sh
 

@@ -8,6 +8,7 @@
 typedef struct {
   char *value;
   char *resolved; /* an input path found beside the config file (config-paths.c), or NULL */
+  gboolean looked; /* resolved was looked for: at the first lookup of a PATH key */
   int line;
 } FileValue;
 
@@ -315,14 +316,6 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
       return FALSE;
     }
   config->path = g_strdup (path);
-  for (guint i = 0; i < config->file_keys->len; i++)
-    {
-      const char *name = g_ptr_array_index (config->file_keys, i);
-      FileValue *fv = g_hash_table_lookup (config->file, name);
-      g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
-      if (ks_config_is_input_path (group, strrchr (name, '.') + 1))
-        fv->resolved = ks_config_path_resolve (path, fv->value);
-    }
   return TRUE;
 }
 
@@ -404,6 +397,7 @@ ks_config_check_value (const KsKeyDesc *d, const char *value, char **expected)
     {
     case KS_VALUE_STRING:
     case KS_VALUE_LIST:
+    case KS_VALUE_PATH:
       return TRUE;
     case KS_VALUE_BOOL:
       {
@@ -460,6 +454,9 @@ resolve (const KsConfig *config, const char *group, const KsKeyDesc *d, KsSource
   if ((fv = g_hash_table_lookup (config->file, name)) != NULL)
     {
       *line = fv->line;
+      /* at lookup, not load: a task's schema that declares the path may come later */
+      if (d->type == KS_VALUE_PATH && !fv->looked)
+        fv->looked = TRUE, fv->resolved = ks_config_path_resolve (config->path, fv->value);
       return *source = KS_SOURCE_FILE, fv->resolved != NULL ? fv->resolved : fv->value;
     }
   *source = KS_SOURCE_DEFAULT;
@@ -745,8 +742,8 @@ ks_config_validate (KsConfig *config, GError **error)
 gboolean
 ks_config_check_input_paths (const KsConfig *config, GError **error)
 {
-  static const char *const groups[] = { "data", "model" };
-  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+  g_auto (GStrv) groups = ks_config_groups (config);
+  for (int g = 0; groups[g] != NULL; g++)
     {
       GPtrArray *list = g_hash_table_lookup (config->schema, groups[g]);
       for (guint i = 0; list != NULL && i < list->len; i++)
@@ -755,7 +752,7 @@ ks_config_check_input_paths (const KsConfig *config, GError **error)
           KsSource src;
           int line;
           const char *value = resolve (config, groups[g], d, &src, &line);
-          if (value == NULL || src == KS_SOURCE_DEFAULT || !ks_config_is_input_path (groups[g], d->key))
+          if (value == NULL || src == KS_SOURCE_DEFAULT || d->type != KS_VALUE_PATH)
             continue;
           g_autofree char *name = full_key (groups[g], d->key);
           FileValue *fv = g_hash_table_lookup (config->file, name);
