@@ -8,7 +8,6 @@
 typedef struct {
   char *value;
   char *resolved; /* an input path found beside the config file (config-paths.c), or NULL */
-  gboolean looked; /* resolved was looked for: at the first lookup of a PATH key */
   int line;
 } FileValue;
 
@@ -95,6 +94,18 @@ ks_config_free (KsConfig *config)
   g_free (config);
 }
 
+/* A file's value of a KS_VALUE_PATH key looked for beside the file: when the file is
+ * loaded for the keys known then, when the key is added for a schema that comes later
+ * (a task's); never at lookup, which may run on several threads. */
+static void
+resolve_input_path (KsConfig *config, const char *group, const char *key)
+{
+  g_autofree char *name = full_key (group, key);
+  FileValue *fv = config->path != NULL ? g_hash_table_lookup (config->file, name) : NULL;
+  if (fv != NULL && fv->resolved == NULL)
+    fv->resolved = ks_config_path_resolve (config->path, fv->value);
+}
+
 void
 ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc *keys, gsize n_keys)
 {
@@ -110,6 +121,8 @@ ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc *keys
       KsKeyDesc *copy = g_memdup2 (&keys[i], sizeof keys[i]);
       copy->group = g_strdup (group);
       g_ptr_array_add (list, copy);
+      if (copy->type == KS_VALUE_PATH)
+        resolve_input_path (config, group, copy->key);
     }
 }
 
@@ -316,6 +329,14 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
       return FALSE;
     }
   config->path = g_strdup (path);
+  for (guint i = 0; i < config->file_keys->len; i++)
+    {
+      const char *name = g_ptr_array_index (config->file_keys, i);
+      g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
+      const KsKeyDesc *d = find_key (config, group, strrchr (name, '.') + 1);
+      if (d != NULL && d->type == KS_VALUE_PATH)
+        resolve_input_path (config, group, d->key);
+    }
   return TRUE;
 }
 
@@ -454,9 +475,6 @@ resolve (const KsConfig *config, const char *group, const KsKeyDesc *d, KsSource
   if ((fv = g_hash_table_lookup (config->file, name)) != NULL)
     {
       *line = fv->line;
-      /* at lookup, not load: a task's schema that declares the path may come later */
-      if (d->type == KS_VALUE_PATH && !fv->looked)
-        fv->looked = TRUE, fv->resolved = ks_config_path_resolve (config->path, fv->value);
       return *source = KS_SOURCE_FILE, fv->resolved != NULL ? fv->resolved : fv->value;
     }
   *source = KS_SOURCE_DEFAULT;
