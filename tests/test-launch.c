@@ -472,6 +472,7 @@ test_endpoints_ipv6 (void)
   g_assert_cmpint (status, ==, 1); /* no token for a job on 2 nodes: nothing starts */
   g_assert_nonnull (strstr (err, "fleetrun's lists name 2 hosts; this is node 1 (2001:db8::2): "
                                  "0 servers, 1 worker; the job's store at [2001:db8::1]:29500"));
+  g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
   status = ks_test_run_ksdist (ARGS ("launch", "--servers", "[2001:db8::1:6170", "--workers",
                                      "[2001:db8::2]:6171", "--set", "job.mode=transpiler"),
