@@ -93,7 +93,6 @@ char *ks_config_strip_comments (const char *text);
  * relative `value` written in `config_file` has beside it when something is there (else
  * NULL: the value, from the current directory); and the check that what a setting names
  * is there, one error naming the setting, where it was set and the rule otherwise. */
-gboolean ks_config_is_input_path (const char *group, const char *key);
 char *ks_config_path_resolve (const char *config_file, const char *value);
 gboolean ks_config_path_check (const char *group, const char *key, const char *value,
                                const char *config_file, gboolean from_file, const char *where,

@@ -35,7 +35,6 @@ libksdist_la_SOURCES += libksdist/optim/optimizer.c libksdist/optim/dist-optimiz
 # comm/: communicators, role makers, gradient averaging
 libksdist_la_SOURCES += libksdist/comm/comm-private.h \
 	libksdist/comm/comm.c \
-	libksdist/comm/store-kinds.h \
 	libksdist/comm/store-kinds.c \
 	libksdist/comm/comm-hier.c \
 	libksdist/comm/address.c \

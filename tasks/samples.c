@@ -39,7 +39,7 @@ const KsKeyDesc ks_tasks_data_keys[] = {
     "counted" },
   { "data", "digits", KS_VALUE_INT, "2", 1, 9, NULL,
     "Addition task: the largest number of digits of an operand" },
-  { "data", "path", KS_VALUE_STRING, "/usr/share/dict/words", 1, 0, NULL,
+  { "data", "path", KS_VALUE_PATH, "/usr/share/dict/words", 1, 0, NULL,
     "Text corpus of the text task (the last tenth is held out; by default the English word "
     "list of Debian's wamerican); the ctr task's directory of train/ and test/ files; csv: "
     "a CSV or TSV file (gzip read directly), or a folder or glob (data/part-*.csv) of many "
@@ -55,16 +55,16 @@ const KsKeyDesc ks_tasks_data_keys[] = {
   { "data", "width", KS_VALUE_INT, "32", 1, 4096, NULL, "image_folder: the rows' image width" },
   { "data", "channels", KS_VALUE_CHOICE, "3", 1, 0, "1|3",
     "image_folder: 1 (grey, the mean of red, green and blue) or 3 (RGB)" },
-  { "data", "labels", KS_VALUE_STRING, "", 1, 0, NULL,
+  { "data", "labels", KS_VALUE_PATH, "", 1, 0, NULL,
     "npy: the labels' .npy file, one per row of [data] path (empty when the path names many "
     "files: NAME.labels.npy pairs with NAME.npy)" },
-  { "data", "test_path", KS_VALUE_STRING, "", 1, 0, NULL,
+  { "data", "test_path", KS_VALUE_PATH, "", 1, 0, NULL,
     "csv, npy: the held-out rows' file (npy: with [data] test_labels), or a folder or glob "
     "of them as [data] path (read by every worker, also with split_files); image_folder: the "
     "held-out images' folder, its classes the same; tokens: the "
     "held-out tokens' file; empty: [data] holdout of the rows (chosen by a seeded hash) or "
     "of the tokens (the file's end)" },
-  { "data", "test_labels", KS_VALUE_STRING, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
+  { "data", "test_labels", KS_VALUE_PATH, "", 1, 0, NULL, "npy: the held-out labels' .npy file" },
   { "data", "holdout", KS_VALUE_DOUBLE, "0.1", 0.001, 0.9, NULL,
     "csv, npy without a test_path: the fraction of rows held out (by a hash of the row "
     "number, its file's number among many and [data] seed, so every run and every worker "

@@ -25,12 +25,13 @@ run_softmax (Fixture *f, const SoftmaxCase *s, const float *x, GError **error)
 }
 
 static double
-softmax_loss (Fixture *f, const float *x, gpointer data)
+softmax_loss (gpointer ctx, const float *x, gpointer data)
 {
+  Fixture *f = ctx;
   SoftmaxCase *s = data;
   g_autofree float *y = run_softmax (f, s, x, NULL);
   g_assert_nonnull (y);
-  return weighted_sum (s->w, y, s->rows * s->cols);
+  return ks_test_weighted_sum (s->w, y, s->rows * s->cols);
 }
 
 void
@@ -44,6 +45,7 @@ test_softmax (Fixture *f, gconstpointer data)
       g_autofree float *x = ks_test_random_floats (f->rng, n, -4, 4);
       g_autofree float *w = ks_test_random_floats (f->rng, n, -1, 1);
       g_autoptr (GError) error = NULL;
+      g_autofree double *want = g_new (double, n);
       SoftmaxCase s = { is_log, rows, cols, w };
       const char *what = is_log ? "log_softmax" : "softmax";
 
@@ -52,19 +54,9 @@ test_softmax (Fixture *f, gconstpointer data)
       if (y == NULL && !has_slot (&error, "softmax"))
         return;
       g_assert_no_error (error);
-      for (gsize r = 0; r < rows; r++)
-        {
-          double mx = -INFINITY, sum = 0;
-          for (gsize j = 0; j < cols; j++)
-            mx = fmax (mx, x[r * cols + j]);
-          for (gsize j = 0; j < cols; j++)
-            sum += exp (x[r * cols + j] - mx);
-          for (gsize j = 0; j < cols; j++)
-            {
-              double lp = x[r * cols + j] - mx - log (sum);
-              assert_close (what, r * cols + j, y[r * cols + j], is_log ? lp : exp (lp), 1e-5);
-            }
-        }
+      ks_test_reference_softmax (x, rows, cols, is_log, want);
+      for (gsize i = 0; i < n; i++)
+        ks_test_assert_close (what, i, y[i], want[i], 1e-5);
       x[0] = 1; /* finite differences need a logit where float keeps fractions */
       g_clear_pointer (&y, g_free);
       y = run_softmax (f, &s, x, NULL);
@@ -77,7 +69,7 @@ test_softmax (Fixture *f, gconstpointer data)
       if (!ok && !has_slot (&error, "softmax_backward"))
         return;
       g_assert_no_error (error);
-      check_gradient (f, what, softmax_loss, &s, x, n, grad, 1e-3, 5e-3);
+      ks_test_check_gradient (f, what, softmax_loss, &s, x, n, grad, 1e-3, 5e-3);
     }
 }
 
@@ -114,13 +106,14 @@ run_layer_norm (Fixture *f, const NormCase *c, const float *x, const float *gamm
 }
 
 static double
-norm_loss (Fixture *f, const float *v, gpointer data)
+norm_loss (gpointer ctx, const float *v, gpointer data)
 {
+  Fixture *f = ctx;
   NormCase *c = data;
   g_autofree float *y = run_layer_norm (f, c, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->gamma,
                                         c->wrt == 2 ? v : c->beta, NULL, NULL, NULL);
   g_assert_nonnull (y);
-  return weighted_sum (c->w, y, c->rows * c->cols);
+  return ks_test_weighted_sum (c->w, y, c->rows * c->cols);
 }
 
 void
@@ -141,21 +134,15 @@ test_layer_norm (Fixture *f, gconstpointer data)
   if (y == NULL && !has_slot (&error, "layer_norm"))
     return;
   g_assert_no_error (error);
+  double want[3 * 8], want_mean[3], want_rstd[3];
+  ks_test_reference_layer_norm (x, gamma, beta, rows, cols, 1e-5, want, want_mean, want_rstd);
   for (gsize r = 0; r < rows; r++)
     {
-      double mu = 0, var = 0;
-      for (gsize j = 0; j < cols; j++)
-        mu += x[r * cols + j];
-      mu /= cols;
-      for (gsize j = 0; j < cols; j++)
-        var += (x[r * cols + j] - mu) * (x[r * cols + j] - mu);
-      double rs = 1 / sqrt (var / cols + 1e-5);
-      assert_close ("layer_norm mean", r, mean[r], mu, 1e-5);
-      assert_close ("layer_norm rstd", r, rstd[r], rs, 1e-4);
-      for (gsize j = 0; j < cols; j++)
-        assert_close ("layer_norm", r * cols + j, y[r * cols + j],
-                      (x[r * cols + j] - mu) * rs * gamma[j] + beta[j], 1e-4);
+      ks_test_assert_close ("layer_norm mean", r, mean[r], want_mean[r], 1e-5);
+      ks_test_assert_close ("layer_norm rstd", r, rstd[r], want_rstd[r], 1e-4);
     }
+  for (gsize i = 0; i < n; i++)
+    ks_test_assert_close ("layer_norm", i, y[i], want[i], 1e-4);
 
   /* dgamma and dbeta are added to: they start at 1 */
   g_autofree float *ones = g_new (float, cols);
@@ -178,11 +165,11 @@ test_layer_norm (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   for (gsize j = 0; j < cols; j++)
     ggamma[j] -= 1, gbeta[j] -= 1;
-  check_gradient (f, "layer_norm dx", norm_loss, &c, x, n, gx, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "layer_norm dx", norm_loss, &c, x, n, gx, 1e-3, 5e-3);
   c.wrt = 1;
-  check_gradient (f, "layer_norm dgamma", norm_loss, &c, gamma, cols, ggamma, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "layer_norm dgamma", norm_loss, &c, gamma, cols, ggamma, 1e-3, 5e-3);
   c.wrt = 2;
-  check_gradient (f, "layer_norm dbeta", norm_loss, &c, beta, cols, gbeta, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "layer_norm dbeta", norm_loss, &c, beta, cols, gbeta, 1e-3, 5e-3);
 }
 
 typedef struct {
@@ -210,8 +197,9 @@ run_cross_entropy (Fixture *f, const CrossCase *c, const float *logits, float **
 }
 
 static double
-cross_loss (Fixture *f, const float *x, gpointer data)
+cross_loss (gpointer ctx, const float *x, gpointer data)
 {
+  Fixture *f = ctx;
   CrossCase *c = data;
   g_autofree float *losses = run_cross_entropy (f, c, x, NULL, NULL);
   double s = 0;
@@ -237,14 +225,11 @@ test_cross_entropy (Fixture *f, gconstpointer data)
   if (losses == NULL && !has_slot (&error, "cross_entropy"))
     return;
   g_assert_no_error (error);
+  double want[4];
+  ks_test_reference_cross_entropy (x, labels, rows, cols, want);
   for (gsize r = 0; r < rows; r++)
-    {
-      double sum = 0;
-      for (gsize j = 0; j < cols; j++)
-        sum += exp (x[r * cols + j]);
-      assert_close ("cross_entropy", r, losses[r], log (sum) - x[r * cols + labels[r]], 1e-5);
-    }
-  check_gradient (f, "cross_entropy dlogits", cross_loss, &c, x, n, dlogits, 1e-3, 5e-3);
+    ks_test_assert_close ("cross_entropy", r, losses[r], want[r], 1e-5);
+  ks_test_check_gradient (f, "cross_entropy dlogits", cross_loss, &c, x, n, dlogits, 1e-3, 5e-3);
 
   /* a label outside [0, cols) is an error, not a read outside the row */
   labels[3] = (gint64) cols;
@@ -295,7 +280,7 @@ test_embedding (Fixture *f, gconstpointer data)
       g_assert_no_error (error);
       for (gsize i = 0; i < n_ids; i++)
         for (gsize d = 0; d < dim; d++)
-          assert_close ("embedding", i * dim + d, out[i * dim + d], table[ids[i] * dim + d], 0);
+          ks_test_assert_close ("embedding", i * dim + d, out[i * dim + d], table[ids[i] * dim + d], 0);
       check_embedding_bad_id (f, table, n_rows, dim);
     }
 
@@ -314,7 +299,7 @@ test_embedding (Fixture *f, gconstpointer data)
         for (gsize i = 0; i < n_ids; i++)
           if ((gsize) ids[i] == r)
             want += dout[i * dim + d];
-        assert_close ("embedding_backward", r * dim + d, grad[r * dim + d], want, 1e-6);
+        ks_test_assert_close ("embedding_backward", r * dim + d, grad[r * dim + d], want, 1e-6);
       }
 }
 
@@ -365,7 +350,7 @@ test_transpose (Fixture *f, gconstpointer data)
                   coord = yc[k];
               src = src * shape[d] + coord;
             }
-          assert_close ("transpose", i, y[i], x[src], 0);
+          ks_test_assert_close ("transpose", i, y[i], x[src], 0);
         }
     }
 }
@@ -385,7 +370,7 @@ test_dropout_mask (Fixture *f, gconstpointer data)
     return;
   g_assert_no_error (error);
   for (gsize i = 0; i < n; i++) /* the same masks on every backend (compute.h) */
-    assert_close ("dropout_mask", i, mask[i], ks_dropout_uniform (42, i) >= p ? 1 / (1 - p) : 0,
+    ks_test_assert_close ("dropout_mask", i, mask[i], ks_dropout_uniform (42, i) >= p ? 1 / (1 - p) : 0,
                   1e-6);
 }
 
@@ -426,30 +411,9 @@ test_update (Fixture *f, gconstpointer data)
               }
             g_assert_no_error (error);
             g_assert_true (ks_compute_copy_to_host (f->c, p, dp, n * sizeof (float), NULL));
+            ks_test_reference_update (&a, rp, r1, r2, g, n);
             for (gsize i = 0; i < n; i++)
-              {
-                double wd = a.weight_decay, gi = g[i] + (rule == KS_UPDATE_ADAMW ? 0 : wd * rp[i]);
-                switch (rule)
-                  {
-                  case KS_UPDATE_SGD: rp[i] -= a.lr * gi; break;
-                  case KS_UPDATE_MOMENTUM:
-                    r1[i] = a.momentum * r1[i] + gi;
-                    rp[i] -= a.lr * (nesterov ? gi + a.momentum * r1[i] : r1[i]);
-                    break;
-                  case KS_UPDATE_ADAGRAD:
-                    r1[i] += gi * gi;
-                    rp[i] -= a.lr * gi / (sqrt (r1[i]) + a.eps);
-                    break;
-                  default:
-                    if (rule == KS_UPDATE_ADAMW)
-                      rp[i] *= 1 - a.lr * wd;
-                    r1[i] = a.beta1 * r1[i] + (1 - a.beta1) * gi;
-                    r2[i] = a.beta2 * r2[i] + (1 - a.beta2) * gi * gi;
-                    rp[i] -= a.lr * (r1[i] / (1 - pow (a.beta1, a.step)))
-                             / (sqrt (r2[i] / (1 - pow (a.beta2, a.step))) + a.eps);
-                  }
-                assert_close (what, i, p[i], rp[i], 1e-5);
-              }
+              ks_test_assert_close (what, i, p[i], rp[i], 1e-5);
           }
         ks_compute_free_memory (f->c, dp);
         ks_compute_free_memory (f->c, s1);
@@ -493,7 +457,7 @@ test_im2col (Fixture *f, gconstpointer data)
                 gsize idx = row * ncols + ((gsize) ky * s.kw + kx) * s.c + ch;
                 double want = iy < 0 || iy >= s.h || ix < 0 || ix >= s.w
                                 ? 0 : x[(((gsize) b * s.h + iy) * s.w + ix) * s.c + ch];
-                assert_close ("im2col", idx, col[idx], want, 0);
+                ks_test_assert_close ("im2col", idx, col[idx], want, 0);
                 adjoint += g[idx] * want;
               }
 
@@ -504,7 +468,7 @@ test_im2col (Fixture *f, gconstpointer data)
   if (!ok && !has_slot (&error, "col2im"))
     return;
   g_assert_no_error (error);
-  assert_close ("col2im (adjoint of im2col)", 0, weighted_sum (x, back, nx), adjoint, 1e-5);
+  ks_test_assert_close ("col2im (adjoint of im2col)", 0, ks_test_weighted_sum (x, back, nx), adjoint, 1e-5);
 }
 
 void
@@ -554,7 +518,7 @@ test_pools (Fixture *f, gconstpointer data)
       g_assert_no_error (error);
       for (gsize o = 0; o < ny; o++)
         {
-          assert_close ("max_pool", o, y[o], want_max[o], 0);
+          ks_test_assert_close ("max_pool", o, y[o], want_max[o], 0);
           g_assert_cmpint (arg[o], ==, want_arg[o]);
         }
     }
@@ -568,7 +532,7 @@ test_pools (Fixture *f, gconstpointer data)
     return;
   g_assert_no_error (error);
   for (gsize o = 0; o < ny; o++)
-    assert_close ("avg_pool", o, y[o], want_avg[o], 1e-6);
+    ks_test_assert_close ("avg_pool", o, y[o], want_avg[o], 1e-6);
 
   /* the backward is avg_pool's adjoint: sum (x * backward (gy)) = sum (gy * avg_pool (x)) */
   float *dg = upf (f, gy, ny), *ddx = ks_compute_alloc (f->c, nx * sizeof (float), NULL);
@@ -578,8 +542,8 @@ test_pools (Fixture *f, gconstpointer data)
   if (!ok && !has_slot (&error, "avg_pool_backward"))
     return;
   g_assert_no_error (error);
-  assert_close ("avg_pool_backward (adjoint)", 0, weighted_sum (x, back, nx),
-                weighted_sum (gy, want_avg, ny), 1e-5);
+  ks_test_assert_close ("avg_pool_backward (adjoint)", 0, ks_test_weighted_sum (x, back, nx),
+                ks_test_weighted_sum (gy, want_avg, ny), 1e-5);
 }
 
 /* ---- batch normalisation ---- */
@@ -616,13 +580,14 @@ run_batch_norm (Fixture *f, const BatchCase *c, const float *x, const float *gam
 }
 
 static double
-batch_loss (Fixture *f, const float *v, gpointer data)
+batch_loss (gpointer ctx, const float *v, gpointer data)
 {
+  Fixture *f = ctx;
   BatchCase *c = data;
   g_autofree float *y = run_batch_norm (f, c, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->gamma,
                                         c->wrt == 2 ? v : c->beta, NULL, NULL, NULL);
   g_assert_nonnull (y);
-  return weighted_sum (c->w, y, c->rows * c->cols);
+  return ks_test_weighted_sum (c->w, y, c->rows * c->cols);
 }
 
 /* Training mode: each column's batch statistics, and the gradient through them. */
@@ -653,10 +618,10 @@ test_batch_norm (Fixture *f, gconstpointer data)
       for (gsize r = 0; r < rows; r++)
         v += (x[r * cols + j] - mu) * (x[r * cols + j] - mu);
       v /= rows; /* biased, as compute.h says */
-      assert_close ("batch_norm mean", j, mean[j], mu, 1e-5);
-      assert_close ("batch_norm var", j, var[j], v, 1e-5);
+      ks_test_assert_close ("batch_norm mean", j, mean[j], mu, 1e-5);
+      ks_test_assert_close ("batch_norm var", j, var[j], v, 1e-5);
       for (gsize r = 0; r < rows; r++)
-        assert_close ("batch_norm", r * cols + j, y[r * cols + j],
+        ks_test_assert_close ("batch_norm", r * cols + j, y[r * cols + j],
                       (x[r * cols + j] - mu) / sqrt (v + 1e-5) * gamma[j] + beta[j], 1e-4);
     }
 
@@ -680,11 +645,11 @@ test_batch_norm (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   for (gsize j = 0; j < cols; j++)
     ggamma[j] -= 1, gbeta[j] -= 1;
-  check_gradient (f, "batch_norm dx", batch_loss, &c, x, n, gx, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "batch_norm dx", batch_loss, &c, x, n, gx, 1e-3, 5e-3);
   c.wrt = 1;
-  check_gradient (f, "batch_norm dgamma", batch_loss, &c, gamma, cols, ggamma, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "batch_norm dgamma", batch_loss, &c, gamma, cols, ggamma, 1e-3, 5e-3);
   c.wrt = 2;
-  check_gradient (f, "batch_norm dbeta", batch_loss, &c, beta, cols, gbeta, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "batch_norm dbeta", batch_loss, &c, beta, cols, gbeta, 1e-3, 5e-3);
 }
 
 /* ---- mixed precision ---- */
@@ -719,7 +684,7 @@ test_half (Fixture *f, gconstpointer data)
           guint16 want = types[t] == KS_DTYPE_BFLOAT16 ? ks_float_to_bf16 (x[i])
                                                         : ks_float_to_fp16 (x[i]);
           g_assert_cmphex (h[i], ==, want);
-          assert_close ("convert back", i, back[i],
+          ks_test_assert_close ("convert back", i, back[i],
                         types[t] == KS_DTYPE_BFLOAT16 ? ks_bf16_to_float (want)
                                                       : ks_fp16_to_float (want), 0);
         }
@@ -750,7 +715,7 @@ test_half (Fixture *f, gconstpointer data)
         double want = 0;
         for (int l = 0; l < k; l++)
           want += (double) ks_bf16_to_float (ha[i * k + l]) * ks_bf16_to_float (hb[j * k + l]);
-        assert_close ("gemm_half", i * n2 + j, c[i * n2 + j], want, 1e-5 * (k + 1));
+        ks_test_assert_close ("gemm_half", i * n2 + j, c[i * n2 + j], want, 1e-5 * (k + 1));
       }
 
   float finite[3] = { 1, -2, 3 }, found[1];

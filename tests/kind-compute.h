@@ -3,6 +3,7 @@
 #ifndef KS_KIND_COMPUTE_H
 #define KS_KIND_COMPUTE_H
 
+#include "ref-ops.h"
 #include "testutil.h"
 
 #include <ksdist/half.h>
@@ -24,15 +25,6 @@ float *upf (Fixture *f, const float *host, gsize n);
 float *down (Fixture *f, float *dev, gsize n);
 /* FALSE, with the test skipped, when the call failed because the slot is missing. */
 gboolean has_slot (GError **error, const char *slot);
-/* Asserts |got - want| <= tol * (1 + |want|), naming the check and index on failure. */
-void assert_close (const char *what, gsize i, double got, double want, double tol);
-double weighted_sum (const float *w, const float *y, gsize n);
-/* L(x) = sum (w * forward (x)), run on the backend, for finite differences. */
-typedef double (*Loss) (Fixture *f, const float *x, gpointer data);
-/* grad[i] = dL/dx[i] by central differences of step h. */
-void check_gradient (Fixture *f, const char *what, Loss loss, gpointer data, float *x, gsize n,
-                     const float *grad, double h, double tol);
-
 /* kind-compute-ops.c */
 void test_softmax (Fixture *f, gconstpointer data);
 void test_layer_norm (Fixture *f, gconstpointer data);

@@ -105,7 +105,8 @@ KS_TEST_LDADD = tests/libtestutil.la libksdist.la $(GLIB_LIBS)
 # tests of the tasks library (ksdist/tasks.h)
 KS_TASKS_TEST_LDADD = tests/libtestutil.la libksdist-tasks.la libksdist.la $(GLIB_LIBS)
 check_LTLIBRARIES += tests/libtestutil.la
-tests_libtestutil_la_SOURCES = tests/testutil.h tests/testutil.c
+tests_libtestutil_la_SOURCES = tests/testutil.h tests/testutil.c tests/ref-ops.h tests/ref-ops.c
+tests_libtestutil_la_LIBADD = -lm
 
 check_PROGRAMS += tests/test-loader
 tests_test_loader_LDADD = $(KS_TEST_LDADD)
@@ -266,8 +267,6 @@ TESTS += tests/test-nccl
 
 # The TCP store's server and clients in one process.
 check_PROGRAMS += tests/test-store
-# store-kinds.c built in: the trainer's map of store kinds to implementations (internal)
-tests_test_store_SOURCES = tests/test-store.c libksdist/comm/store-kinds.c
 tests_test_store_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-store
 
@@ -455,6 +454,11 @@ dist_check_SCRIPTS += tests/test-ctr-hint.sh
 TESTS += tests/test-ctr-hint.sh
 dist_check_SCRIPTS += tests/test-generate-layers.sh
 TESTS += tests/test-generate-layers.sh
+
+# Names one place owns (store implementations, the tasks library's tasks and input files)
+# are written nowhere else.
+dist_check_SCRIPTS += tests/test-names.sh
+TESTS += tests/test-names.sh
 
 # The core loads no image or font library; the tasks library holds what does.
 dist_check_SCRIPTS += tests/test-core-deps.sh

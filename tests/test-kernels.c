@@ -2,6 +2,7 @@
  * are checked against independent double-precision computations; every backward kernel
  * against central finite differences of its forward kernel, on L = sum (w * y) for
  * random weights w (so dy = w). */
+#include "ref-ops.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -28,44 +29,6 @@ teardown (Fixture *f, gconstpointer data)
   ks_test_cpu_teardown (&f->cpu);
 }
 
-static double
-weighted_sum (const float *w, const float *y, gsize n)
-{
-  double s = 0;
-  for (gsize i = 0; i < n; i++)
-    s += (double) w[i] * y[i];
-  return s;
-}
-
-/* Asserts |got - want| <= tol * (1 + |want|), naming the index on failure. */
-static void
-assert_close (const char *what, gsize i, double got, double want, double tol)
-{
-  if (fabs (got - want) > tol * (1 + fabs (want)))
-    g_error ("%s[%" G_GSIZE_FORMAT "]: got %.7g, want %.7g (tolerance %g)", what, i, got, want,
-             tol);
-}
-
-/* A forward computation L(x) = sum (w * f(x)) for finite differences. */
-typedef double (*Loss) (Fixture *f, const float *x, gpointer data);
-
-/* Checks grad[i] = dL/dx[i] by central differences, step h. */
-static void
-check_gradient (Fixture *f, const char *what, Loss loss, gpointer data, float *x, gsize n,
-                const float *grad, double h, double tol)
-{
-  for (gsize i = 0; i < n; i++)
-    {
-      float saved = x[i];
-      x[i] = saved + (float) h;
-      double up = loss (f, x, data);
-      x[i] = saved - (float) h;
-      double down = loss (f, x, data);
-      x[i] = saved;
-      assert_close (what, i, grad[i], (up - down) / (2 * h), tol);
-    }
-}
-
 /* ---- unary ---- */
 
 typedef struct {
@@ -75,30 +38,13 @@ typedef struct {
 } UnaryCase;
 
 static double
-unary_loss (Fixture *f, const float *x, gpointer data)
+unary_loss (gpointer ctx, const float *x, gpointer data)
 {
+  Fixture *f = ctx;
   UnaryCase *u = data;
   g_autofree float *y = g_new (float, u->n);
   g_assert_true (ks_compute_unary (f->c, u->op, x, y, u->n, NULL));
-  return weighted_sum (u->w, y, u->n);
-}
-
-static double
-reference_unary (KsUnaryOp op, double x)
-{
-  switch (op)
-    {
-    case KS_UNARY_RELU: return fmax (x, 0);
-    case KS_UNARY_TANH: return tanh (x);
-    case KS_UNARY_SIGMOID: return 1 / (1 + exp (-x));
-    case KS_UNARY_GELU: /* the tanh form; within 1e-3 of the exact x * Phi (x) */
-      return 0.5 * x * (1 + erf (x / sqrt (2)));
-    case KS_UNARY_EXP: return exp (x);
-    case KS_UNARY_LOG: return log (x);
-    case KS_UNARY_NEG: return -x;
-    case KS_UNARY_SQRT: return sqrt (x);
-    }
-  return NAN;
+  return ks_test_weighted_sum (u->w, y, u->n);
 }
 
 static void
@@ -121,12 +67,13 @@ test_unary (Fixture *f, gconstpointer data)
           x[i] = 0.5f;
       g_assert_true (ks_compute_unary (f->c, op, x, y, n, NULL));
       for (gsize i = 0; i < n; i++)
-        assert_close (what, i, y[i], reference_unary (op, x[i]), op == KS_UNARY_GELU ? 1e-3 : 1e-6);
+        ks_test_assert_close (what, i, y[i], ks_test_reference_unary (op, x[i]),
+                              op == KS_UNARY_GELU ? 1e-4 : 1e-6); /* a fast tanh in GELU */
       g_assert_true (ks_compute_unary_backward (f->c, op, x, y, w, dx, n, NULL));
       g_assert_true (ks_compute_unary_backward (f->c, op, x, NULL, w, dx_no_y, n, NULL));
       for (gsize i = 0; i < n; i++) /* y given (float) or recomputed (double) */
-        assert_close (what, i, dx_no_y[i], dx[i], 1e-6);
-      check_gradient (f, what, unary_loss, &u, x, n, dx, 1e-3, 5e-3);
+        ks_test_assert_close (what, i, dx_no_y[i], dx[i], 1e-6);
+      ks_test_check_gradient (f, what, unary_loss, &u, x, n, dx, 1e-3, 5e-3);
     }
   g_autoptr (GError) error = NULL;
   float one = 1;
@@ -155,7 +102,7 @@ test_binary (Fixture *f, gconstpointer data)
               double x = a[r * cols + j], y = b[(b_rows == 1 ? 0 : r * cols) + j];
               double want = op == KS_BINARY_ADD ? x + y : op == KS_BINARY_SUB ? x - y
                             : op == KS_BINARY_MUL ? x * y : x / y;
-              assert_close ("binary", r * cols + j, c[r * cols + j], want, 1e-6);
+              ks_test_assert_close ("binary", r * cols + j, c[r * cols + j], want, 1e-6);
             }
       }
   g_assert_false (ks_compute_binary (f->c, KS_BINARY_ADD, a, b, c, rows, cols, 2, &error));
@@ -184,7 +131,7 @@ test_reduce (Fixture *f, gconstpointer data)
                 sum += v, prod *= v, lo = fmin (lo, v), hi = fmax (hi, v);
               }
             double want[] = { sum, lo, hi, sum / inner, prod };
-            assert_close (ks_reduce_op_name (op), o, y[o], want[op], 1e-6);
+            ks_test_assert_close (ks_reduce_op_name (op), o, y[o], want[op], 1e-6);
           }
       }
   g_assert_false (ks_compute_reduce (f->c, KS_REDUCE_SUM, x, y, rows, cols, 2, &error));
@@ -211,12 +158,13 @@ typedef struct {
 } SoftmaxCase;
 
 static double
-softmax_loss (Fixture *f, const float *x, gpointer data)
+softmax_loss (gpointer ctx, const float *x, gpointer data)
 {
+  Fixture *f = ctx;
   SoftmaxCase *s = data;
   g_autofree float *y = g_new (float, s->rows * s->cols);
   g_assert_true (ks_compute_softmax (f->c, x, y, s->rows, s->cols, s->log, NULL));
-  return weighted_sum (s->w, y, s->rows * s->cols);
+  return ks_test_weighted_sum (s->w, y, s->rows * s->cols);
 }
 
 static void
@@ -229,28 +177,18 @@ test_softmax (Fixture *f, gconstpointer data)
       g_autofree float *w = ks_test_random_floats (f->rng, n, -1, 1);
       g_autofree float *y = g_new (float, n);
       g_autofree float *dx = g_new (float, n);
+      g_autofree double *want = g_new (double, n);
       SoftmaxCase s = { rows, cols, log_softmax, w };
 
       x[3] += 1000; /* large logits must not overflow */
       g_assert_true (ks_compute_softmax (f->c, x, y, rows, cols, log_softmax, NULL));
-      for (gsize r = 0; r < rows; r++)
-        {
-          double max = -INFINITY, sum = 0;
-          for (gsize j = 0; j < cols; j++)
-            max = fmax (max, x[r * cols + j]);
-          for (gsize j = 0; j < cols; j++)
-            sum += exp (x[r * cols + j] - max);
-          for (gsize j = 0; j < cols; j++)
-            {
-              double p = exp (x[r * cols + j] - max) / sum;
-              assert_close ("softmax", r * cols + j, y[r * cols + j], log_softmax ? log (p) : p,
-                            1e-5);
-            }
-        }
+      ks_test_reference_softmax (x, rows, cols, log_softmax, want);
+      for (gsize i = 0; i < n; i++)
+        ks_test_assert_close ("softmax", i, y[i], want[i], 1e-5);
       x[3] -= 1000;
       g_assert_true (ks_compute_softmax (f->c, x, y, rows, cols, log_softmax, NULL));
       g_assert_true (ks_compute_softmax_backward (f->c, y, w, dx, rows, cols, log_softmax, NULL));
-      check_gradient (f, log_softmax ? "log_softmax" : "softmax", softmax_loss, &s, x, n, dx,
+      ks_test_check_gradient (f, log_softmax ? "log_softmax" : "softmax", softmax_loss, &s, x, n, dx,
                       1e-3, 5e-3);
     }
 }
@@ -265,8 +203,9 @@ typedef struct {
 } NormCase;
 
 static double
-norm_loss (Fixture *f, const float *v, gpointer data)
+norm_loss (gpointer ctx, const float *v, gpointer data)
 {
+  Fixture *f = ctx;
   NormCase *c = data;
   gsize n = c->rows * c->cols;
   g_autofree float *y = g_new (float, n);
@@ -275,7 +214,7 @@ norm_loss (Fixture *f, const float *v, gpointer data)
   const float *beta = c->which == 2 ? v : c->beta;
   g_assert_true (ks_compute_layer_norm (f->c, x, gamma, beta, y, NULL, NULL, c->rows, c->cols,
                                         1e-5f, NULL));
-  return weighted_sum (c->w, y, n);
+  return ks_test_weighted_sum (c->w, y, n);
 }
 
 static void
@@ -291,37 +230,33 @@ test_layer_norm (Fixture *f, gconstpointer data)
   g_autofree float *dgamma = g_new0 (float, cols);
   g_autofree float *dbeta = g_new0 (float, cols);
   float mean[3], rstd[3];
+  double want[3 * 16], want_mean[3], want_rstd[3];
 
   g_assert_true (ks_compute_layer_norm (f->c, x, gamma, beta, y, mean, rstd, rows, cols, 1e-5f,
                                         NULL));
+  ks_test_reference_layer_norm (x, gamma, beta, rows, cols, 1e-5, want, want_mean, want_rstd);
   for (gsize r = 0; r < rows; r++)
     {
-      double m = 0, v = 0;
-      for (gsize j = 0; j < cols; j++)
-        m += x[r * cols + j] / (double) cols;
-      for (gsize j = 0; j < cols; j++)
-        v += pow (x[r * cols + j] - m, 2) / cols;
-      assert_close ("mean", r, mean[r], m, 1e-6);
-      assert_close ("rstd", r, rstd[r], 1 / sqrt (v + 1e-5), 1e-5);
-      for (gsize j = 0; j < cols; j++)
-        assert_close ("layer_norm", r * cols + j, y[r * cols + j],
-                      (x[r * cols + j] - m) / sqrt (v + 1e-5) * gamma[j] + beta[j], 1e-5);
+      ks_test_assert_close ("mean", r, mean[r], want_mean[r], 1e-6);
+      ks_test_assert_close ("rstd", r, rstd[r], want_rstd[r], 1e-5);
     }
+  for (gsize i = 0; i < n; i++)
+    ks_test_assert_close ("layer_norm", i, y[i], want[i], 1e-5);
   g_assert_true (ks_compute_layer_norm_backward (f->c, x, gamma, mean, rstd, w, dx, dgamma, dbeta,
                                                  rows, cols, NULL));
   NormCase c = { rows, cols, x, gamma, beta, 0, w };
-  check_gradient (f, "layer_norm dx", norm_loss, &c, x, n, dx, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "layer_norm dx", norm_loss, &c, x, n, dx, 1e-3, 5e-3);
   c.which = 1;
-  check_gradient (f, "layer_norm dgamma", norm_loss, &c, gamma, cols, dgamma, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "layer_norm dgamma", norm_loss, &c, gamma, cols, dgamma, 1e-3, 5e-3);
   c.which = 2;
-  check_gradient (f, "layer_norm dbeta", norm_loss, &c, beta, cols, dbeta, 1e-3, 5e-3);
+  ks_test_check_gradient (f, "layer_norm dbeta", norm_loss, &c, beta, cols, dbeta, 1e-3, 5e-3);
 
   /* parameter gradients are added to, not overwritten */
   g_autofree float *dgamma2 = g_memdup2 (dgamma, cols * sizeof (float));
   g_assert_true (ks_compute_layer_norm_backward (f->c, x, gamma, mean, rstd, w, dx, dgamma2,
                                                  NULL, rows, cols, NULL));
   for (gsize j = 0; j < cols; j++)
-    assert_close ("dgamma accumulated", j, dgamma2[j], 2.0 * dgamma[j], 1e-6);
+    ks_test_assert_close ("dgamma accumulated", j, dgamma2[j], 2.0 * dgamma[j], 1e-6);
 }
 
 /* ---- embedding ---- */
@@ -383,8 +318,9 @@ typedef struct {
 } EntropyCase;
 
 static double
-entropy_loss (Fixture *f, const float *x, gpointer data)
+entropy_loss (gpointer ctx, const float *x, gpointer data)
 {
+  Fixture *f = ctx;
   EntropyCase *e = data;
   g_autofree float *losses = g_new (float, e->rows);
   double total = 0;
@@ -403,18 +339,15 @@ test_cross_entropy (Fixture *f, gconstpointer data)
   g_autofree float *dx = g_new (float, rows * cols);
   gint64 labels[] = { 0, 5, 2, 2 }, bad[] = { 0, 6, 0, 0 };
   float losses[4];
+  double want[4];
   g_autoptr (GError) error = NULL;
   EntropyCase e = { rows, cols, labels };
 
   g_assert_true (ks_compute_cross_entropy (f->c, x, labels, losses, dx, rows, cols, NULL));
+  ks_test_reference_cross_entropy (x, labels, rows, cols, want);
   for (gsize r = 0; r < rows; r++)
-    {
-      double sum = 0;
-      for (gsize j = 0; j < cols; j++)
-        sum += exp (x[r * cols + j]);
-      assert_close ("cross_entropy", r, losses[r], log (sum) - x[r * cols + labels[r]], 1e-5);
-    }
-  check_gradient (f, "cross_entropy", entropy_loss, &e, x, rows * cols, dx, 1e-3, 5e-3);
+    ks_test_assert_close ("cross_entropy", r, losses[r], want[r], 1e-5);
+  ks_test_check_gradient (f, "cross_entropy", entropy_loss, &e, x, rows * cols, dx, 1e-3, 5e-3);
   g_assert_false (ks_compute_cross_entropy (f->c, x, bad, losses, dx, rows, cols, &error));
   g_assert_cmpstr (error->message, ==, "cross_entropy: labels[1] = 6 is not a class in [0, 6)");
 }
@@ -442,30 +375,9 @@ test_update_rules (Fixture *f, gconstpointer data)
           {
             g_autofree float *g = ks_test_random_floats (f->rng, n, -1, 1);
             g_assert_true (ks_compute_update (f->c, &a, p, g, s1, s2, n, NULL));
+            ks_test_reference_update (&a, rp, r1, r2, g, n);
             for (gsize i = 0; i < n; i++)
-              {
-                double wd = a.weight_decay, gi = g[i] + (rule == KS_UPDATE_ADAMW ? 0 : wd * rp[i]);
-                switch (rule)
-                  {
-                  case KS_UPDATE_SGD: rp[i] -= a.lr * gi; break;
-                  case KS_UPDATE_MOMENTUM:
-                    r1[i] = a.momentum * r1[i] + gi;
-                    rp[i] -= a.lr * (nesterov ? gi + a.momentum * r1[i] : r1[i]);
-                    break;
-                  case KS_UPDATE_ADAGRAD:
-                    r1[i] += gi * gi;
-                    rp[i] -= a.lr * gi / (sqrt (r1[i]) + a.eps);
-                    break;
-                  default:
-                    if (rule == KS_UPDATE_ADAMW)
-                      rp[i] *= 1 - a.lr * wd;
-                    r1[i] = a.beta1 * r1[i] + (1 - a.beta1) * gi;
-                    r2[i] = a.beta2 * r2[i] + (1 - a.beta2) * gi * gi;
-                    rp[i] -= a.lr * (r1[i] / (1 - pow (a.beta1, a.step)))
-                             / (sqrt (r2[i] / (1 - pow (a.beta2, a.step))) + a.eps);
-                  }
-                assert_close (what, i, p[i], rp[i], 1e-5);
-              }
+              ks_test_assert_close (what, i, p[i], rp[i], 1e-5);
           }
       }
 }
@@ -595,14 +507,15 @@ attention_out_size (const KsAttentionShape *s)
 }
 
 static double
-attention_loss (Fixture *f, const float *qkv, gpointer data)
+attention_loss (gpointer ctx, const float *qkv, gpointer data)
 {
+  Fixture *f = ctx;
   AttentionCase *a = data;
   gsize n_out = attention_out_size (&a->shape);
   g_autofree float *out = g_new (float, n_out);
   g_autofree float *lse = g_new (float, (gsize) a->shape.batch * a->shape.heads * a->shape.tokens);
   g_assert_true (ks_compute_attention (f->c, qkv, out, lse, &a->shape, NULL));
-  return weighted_sum (a->w, out, n_out);
+  return ks_test_weighted_sum (a->w, out, n_out);
 }
 
 /* The forward in double, query by query: softmax over the keys up to it, as written. */
@@ -665,17 +578,17 @@ test_attention (Fixture *f, gconstpointer data)
       g_assert_no_error (error);
       reference_attention (s, qkv, want, want_lse);
       for (gsize i = 0; i < n_out; i++)
-        assert_close ("attention", i, out[i], want[i], 1e-5);
+        ks_test_assert_close ("attention", i, out[i], want[i], 1e-5);
       for (gsize i = 0; i < n_lse; i++)
-        assert_close ("attention lse", i, lse[i], want_lse[i], 1e-5);
+        ks_test_assert_close ("attention lse", i, lse[i], want_lse[i], 1e-5);
 
       g_assert_true (ks_compute_attention_backward (f->c, qkv, lse, w, grad, 0, s, &error));
       AttentionCase a = { *s, w };
-      check_gradient (f, "attention_backward", attention_loss, &a, qkv, n_in, grad, 1e-2, 5e-3);
+      ks_test_check_gradient (f, "attention_backward", attention_loss, &a, qkv, n_in, grad, 1e-2, 5e-3);
       memcpy (twice, grad, n_in * sizeof (float));
       g_assert_true (ks_compute_attention_backward (f->c, qkv, lse, w, twice, 1, s, &error));
       for (gsize i = 0; i < n_in; i++)
-        assert_close ("attention_backward beta 1", i, twice[i], 2.0 * grad[i], 1e-6);
+        ks_test_assert_close ("attention_backward beta 1", i, twice[i], 2.0 * grad[i], 1e-6);
     }
   const KsAttentionShape bad = { 1, 4, 0, 8, 1 };
   g_assert_false (ks_compute_attention (f->c, NULL, NULL, NULL, &bad, &error));
@@ -874,11 +787,11 @@ test_conv_threads (Fixture *f, gconstpointer data)
                         dx[(((gsize) n * CH + iy) * CH + ix) * CC + ch]
                           += (double) dy[o + fi] * w[row * CF + fi];
                     }
-              assert_close ("conv y", o + fi, one->y[o + fi], y, 1e-5);
+              ks_test_assert_close ("conv y", o + fi, one->y[o + fi], y, 1e-5);
             }
         }
   for (gsize i = 0; i < C_IN; i += 7)
-    assert_close ("conv dx", i, one->dx[i], dx[i], 1e-5);
+    ks_test_assert_close ("conv dx", i, one->dx[i], dx[i], 1e-5);
   for (int row = 0; row < C_KK; row++)
     for (int fi = 0; fi < CF; fi++)
       {
@@ -890,8 +803,8 @@ test_conv_threads (Fixture *f, gconstpointer data)
               dw += pixel (x, n, oy + ky - 1, ox + kx - 1, ch)
                     * dy[(((gsize) n * CH + oy) * CH + ox) * CF + fi];
         gsize i = (gsize) row * CF + fi;
-        assert_close ("conv dw", i, one->dw[i], dw, 1e-4);
-        assert_close ("conv dw added", i, one->dw_added[i], 0.5 * w[i] + dw, 1e-4);
+        ks_test_assert_close ("conv dw", i, one->dw[i], dw, 1e-4);
+        ks_test_assert_close ("conv dw added", i, one->dw_added[i], 0.5 * w[i] + dw, 1e-4);
       }
 }
 

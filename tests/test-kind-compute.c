@@ -90,41 +90,6 @@ has_slot (GError **error, const char *slot)
   return FALSE;
 }
 
-/* Asserts |got - want| <= tol * (1 + |want|), naming the check and index on failure. */
-void
-assert_close (const char *what, gsize i, double got, double want, double tol)
-{
-  if (!(fabs (got - want) <= tol * (1 + fabs (want))))
-    g_error ("%s[%" G_GSIZE_FORMAT "]: got %.7g, want %.7g (tolerance %g)", what, i, got, want,
-             tol);
-}
-
-double
-weighted_sum (const float *w, const float *y, gsize n)
-{
-  double s = 0;
-  for (gsize i = 0; i < n; i++)
-    s += (double) w[i] * y[i];
-  return s;
-}
-
-/* grad[i] = dL/dx[i] by central differences of step h. */
-void
-check_gradient (Fixture *f, const char *what, Loss loss, gpointer data, float *x, gsize n,
-                const float *grad, double h, double tol)
-{
-  for (gsize i = 0; i < n; i++)
-    {
-      float saved = x[i];
-      x[i] = saved + (float) h;
-      double hi = loss (f, x, data);
-      x[i] = saved - (float) h;
-      double lo = loss (f, x, data);
-      x[i] = saved;
-      assert_close (what, i, grad[i], (hi - lo) / (2 * h), tol);
-    }
-}
-
 /* ---- memory (the required slots) ---- */
 
 static void
@@ -226,7 +191,7 @@ check_gemm (Fixture *f, KsTranspose ta, KsTranspose tb, int m, int n, int k, flo
           if (isnan (want))
             g_assert_true (isnan (out[idx]));
           else
-            assert_close (what, idx, out[idx], want, 1e-5 * (k + 1));
+            ks_test_assert_close (what, idx, out[idx], want, 1e-5 * (k + 1));
         }
 }
 
@@ -258,24 +223,6 @@ test_sgemm_batched (Fixture *f, gconstpointer data)
 
 /* ---- elementwise ---- */
 
-static double
-reference_unary (KsUnaryOp op, double x)
-{
-  switch (op)
-    {
-    case KS_UNARY_RELU: return fmax (x, 0);
-    case KS_UNARY_TANH: return tanh (x);
-    case KS_UNARY_SIGMOID: return 1 / (1 + exp (-x));
-    case KS_UNARY_GELU: /* compute.h: the tanh form, as GPT-2 */
-      return 0.5 * x * (1 + tanh (sqrt (2 / G_PI) * (x + 0.044715 * x * x * x)));
-    case KS_UNARY_EXP: return exp (x);
-    case KS_UNARY_LOG: return log (x);
-    case KS_UNARY_NEG: return -x;
-    case KS_UNARY_SQRT: return sqrt (x);
-    }
-  return NAN;
-}
-
 typedef struct {
   KsUnaryOp op;
   const float *w;
@@ -297,12 +244,13 @@ run_unary (Fixture *f, KsUnaryOp op, const float *x, gsize n, GError **error)
 }
 
 static double
-unary_loss (Fixture *f, const float *x, gpointer data)
+unary_loss (gpointer ctx, const float *x, gpointer data)
 {
+  Fixture *f = ctx;
   UnaryCase *u = data;
   g_autofree float *y = run_unary (f, u->op, x, u->n, NULL);
   g_assert_nonnull (y);
-  return weighted_sum (u->w, y, u->n);
+  return ks_test_weighted_sum (u->w, y, u->n);
 }
 
 static void
@@ -328,7 +276,7 @@ test_unary (Fixture *f, gconstpointer data)
         return;
       g_assert_no_error (error);
       for (gsize i = 0; i < n; i++) /* a backend may use a faster tanh in GELU */
-        assert_close (what, i, y[i], reference_unary (op, x[i]), op == KS_UNARY_GELU ? 1e-4 : 1e-5);
+        ks_test_assert_close (what, i, y[i], ks_test_reference_unary (op, x[i]), op == KS_UNARY_GELU ? 1e-4 : 1e-5);
 
       float *dx = upf (f, x, n), *dy = upf (f, y, n), *dw = upf (f, w, n);
       float *dgrad = ks_compute_alloc (f->c, n * sizeof (float), NULL);
@@ -340,7 +288,7 @@ test_unary (Fixture *f, gconstpointer data)
       if (!ok && !has_slot (&error, "unary_backward"))
         return;
       g_assert_no_error (error);
-      check_gradient (f, what, unary_loss, &u, x, n, grad, 1e-3, 5e-3);
+      ks_test_check_gradient (f, what, unary_loss, &u, x, n, grad, 1e-3, 5e-3);
     }
 }
 
@@ -381,7 +329,7 @@ test_binary (Fixture *f, gconstpointer data)
         g_assert_no_error (error);
         for (gsize r = 0; r < rows; r++)
           for (gsize j = 0; j < cols; j++)
-            assert_close (what, r * cols + j, c[r * cols + j],
+            ks_test_assert_close (what, r * cols + j, c[r * cols + j],
                           reference_binary (op, a[r * cols + j], b[(b_rows == 1 ? 0 : r) * cols + j]),
                           1e-6);
       }
@@ -418,7 +366,7 @@ test_reduce (Fixture *f, gconstpointer data)
                 acc = op == KS_REDUCE_PROD ? acc * v : op == KS_REDUCE_MIN ? fmin (acc, v)
                       : op == KS_REDUCE_MAX ? fmax (acc, v) : acc + v;
               }
-            assert_close (what, o, y[o], op == KS_REDUCE_AVG ? acc / inner : acc, 1e-5);
+            ks_test_assert_close (what, o, y[o], op == KS_REDUCE_AVG ? acc / inner : acc, 1e-5);
           }
       }
 }
@@ -447,7 +395,7 @@ test_axpby (Fixture *f, gconstpointer data)
         return;
       g_assert_no_error (error);
       for (gsize i = 0; i < n; i++)
-        assert_close ("axpby", i, out[i], 1.5 * x[i] + (zero_beta ? 0 : beta * (double) y[i]),
+        ks_test_assert_close ("axpby", i, out[i], 1.5 * x[i] + (zero_beta ? 0 : beta * (double) y[i]),
                       1e-6);
     }
 }

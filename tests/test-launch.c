@@ -456,6 +456,31 @@ test_servers (void)
   g_assert_null (strstr (out, "[rank "));
 }
 
+/* fleetrun's lists with IPv6 endpoints ([V6]:PORT, the brackets taken off by the
+ * library's ks_comm_address_host): hosts told apart, the job's store at node 0's. */
+static void
+test_endpoints_ipv6 (void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  const char *env[] = { "KS_STORE_TOKEN=", NULL };
+  int status = ks_test_run_ksdist (ARGS ("launch", "--node-rank", "1", "--servers",
+                                         "[2001:db8::1]:6170", "--workers",
+                                         "[2001:db8::1]:6171,[2001:db8::2]:6171", "--set",
+                                         "job.mode=transpiler"),
+                                   env, plugins, &out, &err);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 1); /* no token for a job on 2 nodes: nothing starts */
+  g_assert_nonnull (strstr (err, "fleetrun's lists name 2 hosts; this is node 1 (2001:db8::2): "
+                                 "0 servers, 1 worker; the job's store at [2001:db8::1]:29500"));
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "--servers", "[2001:db8::1:6170", "--workers",
+                                     "[2001:db8::2]:6171", "--set", "job.mode=transpiler"),
+                               env, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_nonnull (strstr (err, "item 1 '[2001:db8::1:6170' is not IP:PORT"));
+}
+
 /* `launch -- PROGRAM`: any program, with torchrun's variables, under torchrun's and
  * fleetrun's spellings of the options; its failure is named as a worker's. */
 static void
@@ -664,6 +689,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launch/foreign-launchers", test_foreign_launchers);
   g_test_add_func ("/launch/node-errors", test_node_errors);
   g_test_add_func ("/launch/servers", test_servers);
+  g_test_add_func ("/launch/endpoints-ipv6", test_endpoints_ipv6);
   g_test_add_func ("/launch/program", test_program);
   g_test_add_func ("/launch/resume", test_resume);
   g_test_add_func ("/launch/resume-missing", test_resume_missing);

@@ -4,7 +4,6 @@
  * is not there is named. The store kinds the trainer asks for are implementations the
  * store plugin has, each working at its kind of address. */
 #include "testutil.h"
-#include "../libksdist/comm/store-kinds.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -577,6 +576,50 @@ test_kinds (Fixture *f, gconstpointer data)
   ks_test_rmtree (dir);
 }
 
+/* An address's host as the launcher, the store and the route finder read it (one
+ * function: ks_comm_address_host); a TCP store served and reached at [::1]:PORT. */
+static void
+test_address_host (Fixture *f, gconstpointer data)
+{
+  static const struct {
+    const char *address, *host, *port;
+  } cases[] = {
+    { "127.0.0.1:6170", "127.0.0.1", "6170" }, { "[::1]:29500", "::1", "29500" },
+    { "[fd00::2]:", "fd00::2", "" },           { "node-3:80", "node-3", "80" },
+    { "node-3", "node-3", NULL },              { "[]:5", "", "5" },
+    { "[:5", "[", "5" },                       { "", "", NULL },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *port = "unset";
+      g_autofree char *host = ks_comm_address_host (cases[i].address, &port);
+      g_assert_cmpstr (host, ==, cases[i].host);
+      g_assert_cmpstr (port, ==, cases[i].port);
+    }
+  g_autofree char *toward = ks_comm_address_toward ("[127.0.0.1]:1");
+  g_assert_cmpstr (toward, ==, "127.0.0.1");
+
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsStore) server = ks_store_new (f->registry, f->config, "tcp", &error);
+  g_autofree char *bound = NULL;
+  if (!ks_store_serve (server, "[::1]:0", TOKEN, &bound, &error))
+    {
+      g_autofree char *why = g_strdup_printf ("no IPv6 loopback here: %s", error->message);
+      g_test_skip (why);
+      return;
+    }
+  g_autofree void *got = NULL;
+  gsize len;
+  g_test_message ("served at %s", bound);
+  g_assert_true (g_str_has_prefix (bound, "[::1]:"));
+  g_autoptr (KsStore) c = ks_store_new (f->registry, f->config, "tcp", &error);
+  g_assert_true (ks_store_open (c, bound, "v6", TOKEN, &error));
+  g_assert_no_error (error);
+  g_assert_true (ks_store_set (c, "k", "v6", 2, &error));
+  g_assert_true (ks_store_get (c, "k", 5000, &got, &len, &error));
+  g_assert_cmpmem (got, len, "v6", 2);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -592,5 +635,6 @@ main (int argc, char **argv)
   g_test_add ("/store/tcp/strangers", Fixture, NULL, setup, test_strangers, teardown);
   g_test_add ("/store/c10d/client", Fixture, NULL, setup, test_c10d, teardown);
   g_test_add ("/store/kinds", Fixture, NULL, setup, test_kinds, teardown);
+  g_test_add ("/store/address-host", Fixture, NULL, setup, test_address_host, teardown);
   return g_test_run ();
 }

@@ -187,6 +187,49 @@ test_check_adds_schema (void)
   ks_test_rmtree (dir);
 }
 
+/* A task of its own name declares its own input file ([model] vocab_file, KS_VALUE_PATH):
+ * found beside the config file as the tasks library's [data] path is, and a missing one
+ * refused by the plan's check, naming the key, where it was set and the rule. */
+static const KsKeyDesc path_keys[] = {
+  { "model", "vocab_file", KS_VALUE_PATH, "", 1, 0, NULL, "the task's vocabulary file" },
+  { "model", "vocab_name", KS_VALUE_STRING, "", 1, 0, NULL, "a name, not a file: as written" },
+};
+
+static void
+test_own_path (void)
+{
+  KsTrainTask path_task = checked_task; /* another name, its own keys */
+  path_task.name = "vocab";
+  path_task.schema = path_keys;
+  path_task.n_schema = G_N_ELEMENTS (path_keys);
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *openblas = ks_test_build_plugin_dir ("openblas");
+  g_autofree char *vocab = ks_test_write (dir, "vocab.txt", "a\nb\n");
+  g_autofree char *cwd = g_get_current_dir ();
+  g_autoptr (GError) error = NULL;
+
+  g_assert_false (g_file_test ("vocab.txt", G_FILE_TEST_EXISTS)); /* only beside the config */
+  g_autoptr (KsConfig) config = ks_test_config ("[model]\nvocab_file = vocab.txt\n"
+                                                "vocab_name = vocab.txt\n", dir, &error);
+  g_autoptr (KsRegistry) registry = ks_test_scan (config, openblas);
+  g_assert_true (ks_trainer_check (registry, config, &path_task, NULL, FALSE, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (ks_config_get_string (config, "model", "vocab_file"), ==, vocab);
+  g_assert_cmpstr (ks_config_get_string (config, "model", "vocab_name"), ==, "vocab.txt");
+
+  g_autoptr (KsConfig) missing = ks_test_config ("[model]\nvocab_file = nothing.txt\n", dir,
+                                                 &error);
+  g_autoptr (KsRegistry) registry2 = ks_test_scan (missing, openblas);
+  g_assert_false (ks_trainer_check (registry2, missing, &path_task, NULL, FALSE, &error));
+  g_autofree char *full = g_canonicalize_filename (dir, cwd);
+  g_autofree char *want = g_strdup_printf ("[model] vocab_file = nothing.txt (in %s/test.ini:2): "
+                                           "not found (relative paths are taken from the config "
+                                           "file's folder %s, then the current directory %s)",
+                                           dir, full, cwd);
+  g_assert_cmpstr (error->message, ==, want);
+  ks_test_rmtree (dir);
+}
+
 /* Validating again (the program's own ks_config_validate, then the check's) repeats no
  * warning: a [cuda] group on a build without it is said once. */
 static void
@@ -219,5 +262,6 @@ main (int argc, char **argv)
   g_test_add_func ("/task-schema/old-table", test_old_table);
   g_test_add_func ("/task-schema/check-adds-schema", test_check_adds_schema);
   g_test_add_func ("/task-schema/warned-once", test_warned_once);
+  g_test_add_func ("/task-schema/own-path", test_own_path);
   return g_test_run ();
 }

@@ -112,7 +112,8 @@ ks_cli_json_string (GString *out, const char *s)
 char *
 ks_cli_type_text (const KsKeyDesc *d)
 {
-  static const char *const names[] = { "string", "int", "double", "bool", "choice", "list" };
+  static const char *const names[] = { "string", "int", "double", "bool", "choice", "list",
+                                       "path" };
   const char *name = (guint) d->type < G_N_ELEMENTS (names) ? names[d->type] : "?";
 
   if (d->type == KS_VALUE_CHOICE)

@@ -110,7 +110,8 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
   else if (strcmp (backend, "auto") == 0)
     why = "auto: the shm plugin is not loaded"; /* none of one host is */
   g_autofree char *bound = NULL;
-  if ((store = ks_store_new (registry, c, "tcp", &error)) == NULL
+  const char *served = ks_store_kind_name (KS_STORE_KIND_SERVED);
+  if ((store = ks_store_new (registry, c, served, &error)) == NULL
       || (b->serve
           && !ks_store_serve (store, b->address, g_getenv ("KS_STORE_TOKEN"), &bound, &error))
       || !ks_store_open (store, b->address, "bench", g_getenv ("KS_STORE_TOKEN"), &error)
@@ -177,7 +178,8 @@ static int
 run_ranks (Bench *b, const KsConfig *c, KsRegistry *registry, char **argv, int argc)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (KsStore) store = ks_store_new (registry, c, "tcp", &error);
+  g_autoptr (KsStore) store = ks_store_new (registry, c, ks_store_kind_name (KS_STORE_KIND_SERVED),
+                                            &error);
   g_autofree char *bound = NULL, *self = g_file_read_link ("/proc/self/exe", NULL);
   g_autofree char *token = g_strdup_printf ("%08x%08x", g_random_int (), g_random_int ());
   g_autoptr (GPtrArray) children = g_ptr_array_new_with_free_func (g_object_unref);

@@ -43,7 +43,8 @@ cell (const char *text)
 static char *
 allowed (const KsKeyDesc *d)
 {
-  static const char *const types[] = { "text", "integer", "number", "true or false", "", "a list" };
+  static const char *const types[] = { "text", "integer", "number", "true or false", "", "a list",
+                                       "a path to read" };
   if (d->type == KS_VALUE_CHOICE)
     {
       g_auto (GStrv) words = g_strsplit (d->choices, "|", -1);
@@ -141,8 +142,9 @@ print_reference (const KsConfig *config)
           "output of `ksdist config`: a comment kept in the value would make a wrong value "
           "that is hard to see. Write `\\#` or `\\;` for a literal one (`label = "
           "size\\#2`); a `#` inside a word (`a#b`) is the value's.\n\n"
-          "Files a run reads (`[data] path`, `test_path`, `labels`, `test_labels`, `[model] "
-          "init_from`): a relative path written in a config file is looked for in the config "
+          "Files a run reads (the keys of type \"a path to read\": `[model] init_from`, "
+          "`[data] path`, `test_path`, `labels`, `test_labels`, and a program's task's own "
+          "keys it declares so): a relative path written in a config file is looked for in the config "
           "file's folder first, then in the current directory, so a config and its data "
           "copied or installed together work from anywhere, and configs run from a "
           "project's root with paths from there (or `ksdist datagen`'s output in the current "

@@ -35,17 +35,11 @@ split_list (const char *option, const char *text, GPtrArray *ips, GArray *ports,
   g_auto (GStrv) items = g_strsplit (text, ",", -1);
   for (int i = 0; items[i] != NULL; i++)
     {
-      const char *colon = strrchr (items[i], ':');
-      g_autofree char *host = colon != NULL ? g_strndup (items[i], colon - items[i]) : NULL;
+      const char *port_text;
+      g_autofree char *host = ks_comm_address_host (items[i], &port_text);
       gint64 port = 0;
-      if (host != NULL && host[0] == '[' && host[strlen (host) - 1] == ']')
-        {
-          char *inner = g_strndup (host + 1, strlen (host) - 2);
-          g_free (host);
-          host = inner;
-        }
-      g_autoptr (GInetAddress) ip = host != NULL ? g_inet_address_new_from_string (host) : NULL;
-      if (ip == NULL || !g_ascii_string_to_signed (colon + 1, 10, 1, 65535, &port, NULL))
+      g_autoptr (GInetAddress) ip = port_text != NULL ? g_inet_address_new_from_string (host) : NULL;
+      if (ip == NULL || !g_ascii_string_to_signed (port_text, 10, 1, 65535, &port, NULL))
         {
           g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
                        "%s %s: item %d '%s' is not IP:PORT (an IP address, as fleetrun takes, "

@@ -175,7 +175,7 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
       rv->hosts[0] = g_strdup (rv->own_host != NULL ? rv->own_host : "127.0.0.1");
       g_autofree char *suffix = random_hex (4);
       rv->job = g_strdup_printf ("launch-%d-%s", (int) getpid (), suffix);
-      if (strcmp (kind, "tcp") != 0)
+      if (!ks_store_kind_is (kind, KS_STORE_KIND_SERVED))
         {
           rv->store_kind = g_strdup (kind);
           /* the file store needs none, but parameter servers admit only the job's token */
@@ -185,8 +185,8 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
           return rv->store_dir != NULL;
         }
       rv->token = random_hex (TOKEN_BYTES);
-      rv->store_kind = g_strdup ("tcp");
-      return (rv->store = ks_store_new (registry, config, "tcp", error)) != NULL
+      rv->store_kind = g_strdup (ks_store_kind_name (KS_STORE_KIND_SERVED));
+      return (rv->store = ks_store_new (registry, config, rv->store_kind, error)) != NULL
              && ks_store_serve (rv->store, "127.0.0.1:0", rv->token, &rv->store_address, error);
     }
 
@@ -209,7 +209,7 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
     }
   rv->names = g_new0 (char *, rv->nnodes + 1);
   rv->token = g_strdup (token);
-  rv->store_kind = g_strdup ("tcp");
+  rv->store_kind = g_strdup (ks_store_kind_name (KS_STORE_KIND_SERVED));
   rv->store_address = g_strdup (rv->master);
   rv->base_job = g_strdup (job != NULL && *job ? job
                            : *ks_config_get_string (config, "job", "name")
@@ -218,7 +218,7 @@ ks_launch_rendezvous_begin (LaunchRendezvous *rv, KsRegistry *registry, const Ks
   rv->job = g_strdup (rv->base_job);
   rv->hosts[rv->node_rank] = rv->own_host != NULL ? g_strdup (rv->own_host)
                                                   : ks_comm_address_toward (rv->master);
-  if ((rv->store = ks_store_new (registry, config, "tcp", error)) == NULL)
+  if ((rv->store = ks_store_new (registry, config, rv->store_kind, error)) == NULL)
     return FALSE;
   if (rv->node_rank == 0)
     {

@@ -122,6 +122,20 @@ typedef struct KsComm KsComm;
 /* Creates the store implementation `name` ("file", "tcp"; NULL or "auto" = the best). */
 KsStore *ks_store_new (KsRegistry *registry, const KsConfig *config, const char *name,
                        GError **error);
+
+/* The kinds of store a job meets at, by what their address is. A program asks for a
+ * kind's implementation with ks_store_kind_name and never names one itself: libksdist
+ * maps them to the store plugin's implementations in one place. */
+typedef enum {
+  KS_STORE_KIND_DIRECTORY, /* a directory every rank can reach (one host, a shared disk) */
+  KS_STORE_KIND_SERVED,    /* HOST:PORT of a server one process of the job hosts */
+  KS_STORE_KIND_TORCH,     /* PyTorch's TCPStore, which torchrun's agent hosts */
+} KsStoreKind;
+
+/* The store implementation of `kind` ([comm] store's value, ks_store_new's name). */
+const char *ks_store_kind_name (KsStoreKind kind);
+/* Whether the store implementation `name` is of `kind` (FALSE for a name no kind has). */
+gboolean ks_store_kind_is (const char *name, KsStoreKind kind);
 void ks_store_free (KsStore *store);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (KsStore, ks_store_free)
 const char *ks_store_name (const KsStore *store);
@@ -223,6 +237,12 @@ KsComm *ks_comm_hierarchical (KsRegistry *registry, const KsConfig *config, KsCo
  * or HOST): the source address of the route there, 127.0.0.1 for loopback, else the host
  * name. Free with g_free. */
 char *ks_comm_address_toward (const char *master);
+
+/* The host of `address` (HOST:PORT, [V6]:PORT or HOST): what stands before its last
+ * colon (all of it where there is none), an IPv6 address's brackets taken off, as
+ * getaddrinfo and g_inet_address_new_from_string take it; `port` (may be NULL) is set to
+ * the text after that colon, or NULL. Free with g_free. */
+char *ks_comm_address_host (const char *address, const char **port);
 
 G_END_DECLS
 

@@ -20,6 +20,11 @@ typedef enum {
   KS_VALUE_BOOL = 3,   /* true/false, yes/no, on/off, 1/0 */
   KS_VALUE_CHOICE = 4, /* one of the '|'-separated words in `choices` */
   KS_VALUE_LIST = 5,   /* comma-separated strings */
+  /* A file or folder the run reads (a glob allowed): a relative path written in a config
+   * file is looked for beside the file first, then in the current directory; one that
+   * is not there is refused before the run (ks_config_check_input_paths). What declares
+   * the key says it is one: the core, the tasks library, a program's task. */
+  KS_VALUE_PATH = 6,
 } KsValueType;
 
 /* One known key. Plugins declare their settings with the same struct (group ignored). */
@@ -63,12 +68,13 @@ void ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc 
  * configuration: validating it again after more keys were added repeats none). */
 gboolean ks_config_validate (KsConfig *config, GError **error);
 
-/* Every file a run reads that a setting names ([data] path, test_path, labels,
- * test_labels, [model] init_from): a relative one written in the file was looked for
- * beside the file first (ks_config_get_string gives what was found), then in the current
- * directory; from --set or the environment, in the current directory. One that is not
- * there is KS_CONFIG_ERROR_IO naming the setting, where it was set and that rule. The
- * trainer's plan runs it (train, launch, config). */
+/* Every file a run reads that a setting of type KS_VALUE_PATH names ([model] init_from,
+ * the tasks library's [data] path, test_path, labels, test_labels, a task's own): a
+ * relative one written in the file was looked for beside the file first
+ * (ks_config_get_string gives what was found), then in the current directory; from --set
+ * or the environment, in the current directory. One that is not there is
+ * KS_CONFIG_ERROR_IO naming the setting, where it was set and that rule. The trainer's
+ * plan runs it (train, launch, config). */
 gboolean ks_config_check_input_paths (const KsConfig *config, GError **error);
 
 /* The path of the file loaded, or NULL. */

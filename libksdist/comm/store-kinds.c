@@ -1,6 +1,7 @@
-/* The store kinds (store-kinds.h) and the implementations of plugins/store that are
- * them. */
-#include "store-kinds.h"
+/* The store kinds (KsStoreKind, comm.h) and the implementations of plugins/store that
+ * are them: the one place that maps one to the other, so the trainer and the tools ask
+ * for a kind and never name or compare an implementation. */
+#include "ks-private.h"
 
 #include <string.h>
 

@@ -1,4 +1,5 @@
-/* The files a setting names for a run to read ([data] path, [model] init_from, ...): a
+/* The files a setting of type KS_VALUE_PATH names for a run to read ([model] init_from,
+ * the tasks library's [data] path, a task's own: what declares the key says so): a
  * relative path written in a config file is looked for beside the config file first, so
  * an installed or copied example finds its data wherever it is run from, then in the
  * current directory, where configs run from a project's root (and `ksdist datagen`'s
@@ -9,17 +10,6 @@
 
 #include <glob.h>
 #include <string.h>
-
-static const char *const input_paths[] = {
-  "data.path", "data.test_path", "data.labels", "data.test_labels", "model.init_from", NULL,
-};
-
-gboolean
-ks_config_is_input_path (const char *group, const char *key)
-{
-  g_autofree char *name = g_strconcat (group, ".", key, NULL);
-  return g_strv_contains (input_paths, name);
-}
 
 /* Whether `path` is there: a file or folder, or a glob that matches something. */
 static gboolean

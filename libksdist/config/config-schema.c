@@ -47,7 +47,7 @@ static const KsKeyDesc core_schema[] = {
     "metrics); empty for none" },
   /* the trainer's, for every task (init-from.c); the tasks library declares the rest of
    * [model] */
-  { "model", "init_from", KS_VALUE_STRING, "", 1, 0, NULL,
+  { "model", "init_from", KS_VALUE_PATH, "", 1, 0, NULL,
     "A safetensors file of weights to start from instead of the initialisers: a "
     "checkpoint's model.safetensors or PyTorch's layout and names (what `ksdist export "
     "--torch` writes); every parameter must be there with its shape, and nothing else" },

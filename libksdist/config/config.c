@@ -94,6 +94,18 @@ ks_config_free (KsConfig *config)
   g_free (config);
 }
 
+/* A file's value of a KS_VALUE_PATH key looked for beside the file: when the file is
+ * loaded for the keys known then, when the key is added for a schema that comes later
+ * (a task's); never at lookup, which may run on several threads. */
+static void
+resolve_input_path (KsConfig *config, const char *group, const char *key)
+{
+  g_autofree char *name = full_key (group, key);
+  FileValue *fv = config->path != NULL ? g_hash_table_lookup (config->file, name) : NULL;
+  if (fv != NULL && fv->resolved == NULL)
+    fv->resolved = ks_config_path_resolve (config->path, fv->value);
+}
+
 void
 ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc *keys, gsize n_keys)
 {
@@ -109,6 +121,8 @@ ks_config_add_schema (KsConfig *config, const char *group, const KsKeyDesc *keys
       KsKeyDesc *copy = g_memdup2 (&keys[i], sizeof keys[i]);
       copy->group = g_strdup (group);
       g_ptr_array_add (list, copy);
+      if (copy->type == KS_VALUE_PATH)
+        resolve_input_path (config, group, copy->key);
     }
 }
 
@@ -318,10 +332,10 @@ ks_config_load_file (KsConfig *config, const char *path, GError **error)
   for (guint i = 0; i < config->file_keys->len; i++)
     {
       const char *name = g_ptr_array_index (config->file_keys, i);
-      FileValue *fv = g_hash_table_lookup (config->file, name);
       g_autofree char *group = g_strndup (name, strrchr (name, '.') - name);
-      if (ks_config_is_input_path (group, strrchr (name, '.') + 1))
-        fv->resolved = ks_config_path_resolve (path, fv->value);
+      const KsKeyDesc *d = find_key (config, group, strrchr (name, '.') + 1);
+      if (d != NULL && d->type == KS_VALUE_PATH)
+        resolve_input_path (config, group, d->key);
     }
   return TRUE;
 }
@@ -404,6 +418,7 @@ ks_config_check_value (const KsKeyDesc *d, const char *value, char **expected)
     {
     case KS_VALUE_STRING:
     case KS_VALUE_LIST:
+    case KS_VALUE_PATH:
       return TRUE;
     case KS_VALUE_BOOL:
       {
@@ -745,8 +760,8 @@ ks_config_validate (KsConfig *config, GError **error)
 gboolean
 ks_config_check_input_paths (const KsConfig *config, GError **error)
 {
-  static const char *const groups[] = { "data", "model" };
-  for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+  g_auto (GStrv) groups = ks_config_groups (config);
+  for (int g = 0; groups[g] != NULL; g++)
     {
       GPtrArray *list = g_hash_table_lookup (config->schema, groups[g]);
       for (guint i = 0; list != NULL && i < list->len; i++)
@@ -755,7 +770,7 @@ ks_config_check_input_paths (const KsConfig *config, GError **error)
           KsSource src;
           int line;
           const char *value = resolve (config, groups[g], d, &src, &line);
-          if (value == NULL || src == KS_SOURCE_DEFAULT || !ks_config_is_input_path (groups[g], d->key))
+          if (value == NULL || src == KS_SOURCE_DEFAULT || d->type != KS_VALUE_PATH)
             continue;
           g_autofree char *name = full_key (groups[g], d->key);
           FileValue *fv = g_hash_table_lookup (config->file, name);

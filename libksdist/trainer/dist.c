@@ -10,7 +10,6 @@
  * workers above. */
 #include "trainer-private.h"
 #include "../comm/slurm.h"
-#include "../comm/store-kinds.h"
 
 #include <string.h>
 

@@ -14,7 +14,6 @@
  *   mpirun's job id (PMIX_NAMESPACE). */
 #include "trainer-private.h"
 #include "../comm/slurm.h"
-#include "../comm/store-kinds.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>

@@ -264,10 +264,7 @@ wire_parse_address (const char *address, char **host, guint16 *port, GError **er
                    address != NULL ? address : "");
       return FALSE;
     }
-  if (address[0] == '[' && colon[-1] == ']')
-    *host = g_strndup (address + 1, (gsize) (colon - address - 2));
-  else
-    *host = g_strndup (address, (gsize) (colon - address));
+  *host = ks_comm_address_host (address, NULL);
   *port = (guint16) value;
   return TRUE;
 }
