@@ -146,6 +146,10 @@ tests_test_checkpoint_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
 tests_test_checkpoint_LDADD = $(KS_TASKS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint
+# conv2d cut into blocks of rows, and a shape past the scratch refused (conv-gemm.c)
+check_PROGRAMS += tests/test-conv-blocks
+tests_test_conv_blocks_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-conv-blocks
 
 # Mixed precision: 16-bit rounding, half-precision products, loss scaling.
 check_PROGRAMS += tests/test-amp
@@ -521,7 +525,7 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
+	tests/test-model.log tests/test-conv.log tests/test-conv-blocks.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-kind-comm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
 	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-cluster.log \

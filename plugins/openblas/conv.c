@@ -16,16 +16,6 @@
 #include <string.h>
 #include <math.h>
 
-/* The first pixel of window (oy, ox) along one axis, and how many of its kernel taps
- * fall inside the image: taps [k0, k1) are inside. */
-static inline void
-taps_inside (int o, int stride, int pad, int k, int size, int *k0, int *k1)
-{
-  int start = o * stride - pad;
-  *k0 = start < 0 ? -start : 0;
-  *k1 = start + k > size ? size - start : k;
-}
-
 /* The pixels the windows span, padding included: ph x pw of them, the image's pixel
  * (iy, ix) at (iy + pad, ix + pad) when inside. */
 typedef struct {
@@ -227,8 +217,8 @@ ks_openblas_avg_pool (void *ctx, const float *x, float *y, const KsConvShape *s,
           {
             float *out = y + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
             int y0, y1, x0, x1;
-            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            ks_openblas_taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            ks_openblas_taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
             memset (sum, 0, s->c * sizeof *sum);
             for (int ky = y0; ky < y1; ky++)
               for (int kx = x0; kx < x1; kx++)
@@ -262,8 +252,8 @@ ks_openblas_avg_pool_backward (void *ctx, const float *dy, float *dx, const KsCo
           {
             const float *g = dy + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
             int y0, y1, x0, x1;
-            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            ks_openblas_taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            ks_openblas_taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
             for (int ky = y0; ky < y1; ky++)
               for (int kx = x0; kx < x1; kx++)
                 {
