@@ -240,9 +240,15 @@ tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harnes
 tests_test_pslib_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib
+# the memory a pslib server's default budget starts from, read from fake /proc and /sys
+check_PROGRAMS += tests/test-pslib-budget
+tests_test_pslib_budget_SOURCES = tests/test-pslib-budget.c plugins/pslib/budget.c
+tests_test_pslib_budget_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-pslib-budget
 check_PROGRAMS += tests/test-pslib-trust
 tests_test_pslib_trust_SOURCES = tests/test-pslib-trust.c tests/ps-harness.c \
-	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c
+	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c \
+	plugins/pslib/budget.c
 tests_test_pslib_trust_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_trust_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib-trust

@@ -3,6 +3,7 @@
  * refused naming the file), and requests of a token holder that would degrade the tables
  * (shrink and save from any worker, unbounded new rows, huge gradients) are refused. */
 #include "ps-harness.h"
+#include "../plugins/pslib/budget.h"
 
 #include <math.h>
 #include <signal.h>
@@ -13,23 +14,13 @@
 #include <glib/gstdio.h>
 #include <zmq.h>
 
-/* The host's memory as the test sees it: the physical memory, or the memory cgroup's
- * limit when lower (v2's memory.max, v1's limit_in_bytes; "max" or absent: none). */
+/* The memory a server's default budget starts from (budget.c's reading of this process's
+ * cgroups and MemTotal: tests/test-pslib-budget checks it on fake roots) */
 static double
 host_memory (void)
 {
-  double memory = (double) sysconf (_SC_PHYS_PAGES) * sysconf (_SC_PAGESIZE);
-  const char *files[] = { "/sys/fs/cgroup/memory.max",
-                          "/sys/fs/cgroup/memory/memory.limit_in_bytes" };
-  for (int i = 0; i < 2; i++)
-    {
-      g_autofree char *text = NULL;
-      double limit;
-      if (g_file_get_contents (files[i], &text, NULL, NULL)
-          && sscanf (text, "%lf", &limit) == 1 && limit > 0)
-        return MIN (limit, memory);
-    }
-  return memory;
+  g_autofree char *source = NULL;
+  return ps_memory_at ("/", &source);
 }
 
 /* [table.NAME] max_rows = 0 (a default as large as the host's memory, for each server

@@ -6,9 +6,12 @@
 
 #include <glib.h>
 
-/* Bytes of memory this host gives its processes: the physical memory, or the memory
- * cgroup's limit (a container's) when that is lower. */
-double ps_host_memory (void);
+/* Bytes of memory this process may use: the smallest memory limit of its own cgroups
+ * and their parents (/proc/self/cgroup's paths; v2 memory.max under /sys/fs/cgroup or
+ * /sys/fs/cgroup/unified, v1 memory.limit_in_bytes under /sys/fs/cgroup/memory), else
+ * the host's MemTotal. `root` is "/", or a fake root holding proc/ and sys/ (the tests);
+ * *source (free it) says which file gave the figure. */
+double ps_memory_at (const char *root, char **source);
 /* How many of the `servers` endpoints ("host:port") share the host of server `index`. */
 int ps_servers_on_host (const char *const *endpoints, int servers, int index);
 /* The default max_rows of each of `tables` tables of rows of `row_bytes` on a server

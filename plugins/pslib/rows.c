@@ -45,7 +45,8 @@ ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint
   r->max_rows = g_new0 (gint64, MAX (n, 1));
   /* rows are memory, and a token holder's pulls of new ids made them without end (2.4 M
    * rows in 42 s): by default the servers on the host share a quarter of its memory */
-  double memory = ps_host_memory ();
+  g_autofree char *source = NULL;
+  double memory = ps_memory_at ("/", &source);
   for (gsize i = 0; i < n; i++)
     {
       r->tables[i] = ks_sparse_table_new (names[i], &configs[i]);
@@ -57,9 +58,9 @@ ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint
       g_autofree char *why
           = configs[i].max_rows > 0
                 ? g_strdup ("")
-                : g_strdup_printf (" = 0: a quarter of this host's %.0f MB over its %d "
-                                   "server%s and %" G_GSIZE_FORMAT " table%s", memory / 1e6,
-                                   host_servers, host_servers == 1 ? "" : "s", n,
+                : g_strdup_printf (" = 0: a quarter of this host's %.0f MB (%s) over its "
+                                   "%d server%s and %" G_GSIZE_FORMAT " table%s", memory / 1e6,
+                                   source, host_servers, host_servers == 1 ? "" : "s", n,
                                    n == 1 ? "" : "s");
       g_message ("server %d: table %s holds at most %" G_GINT64_FORMAT " rows (%.0f MB at %"
                  G_GSIZE_FORMAT " bytes a row; [table.%s] max_rows%s)", index, names[i],
