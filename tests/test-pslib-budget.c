@@ -93,6 +93,44 @@ test_mem_total (void)
   ks_test_rmtree (root);
 }
 
+/* The server's budget: [pslib] server_memory_mb when set, refused past the memory; else a
+ * quarter of the memory over the host's servers; a table's default share */
+static void
+test_server_budget (void)
+{
+  g_autofree char *root = fake_root ();
+  g_autofree char *why = NULL;
+  GError *error = NULL;
+  double bytes = 0;
+  put (root, "proc/self/cgroup", "0::/a\n");
+  put (root, "sys/fs/cgroup/a/memory.max", "4294967296\n");
+  g_assert_true (ps_server_budget (root, 0, 2, &bytes, &why, &error));
+  g_assert_cmpfloat (bytes, ==, GIB / 2);
+  g_assert_true (g_str_has_prefix (why, "a quarter of this host's 4295 MB (the memory cgroup's "
+                                        "limit, "));
+  g_assert_true (g_str_has_suffix (why, "sys/fs/cgroup/a/memory.max) over its 2 servers"));
+  g_clear_pointer (&why, g_free);
+  g_assert_true (ps_server_budget (root, 512, 2, &bytes, &why, &error));
+  g_assert_cmpfloat (bytes, ==, GIB / 2);
+  g_assert_cmpstr (why, ==, "[pslib] server_memory_mb = 512");
+  g_clear_pointer (&why, g_free);
+  /* past the 4096 MiB the cgroup allows */
+  g_assert_false (ps_server_budget (root, 5000, 1, &bytes, &why, &error));
+  g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE);
+  g_test_message ("%s", error->message);
+  g_assert_true (g_str_has_prefix (error->message, "[pslib] server_memory_mb = 5000: more than "
+                                                   "the 4096 MiB this process may use (the "
+                                                   "memory cgroup's limit, "));
+  g_assert_true (g_str_has_suffix (error->message, "); set at most 4096, or 0 for a quarter of "
+                                                   "it shared by the host's servers"));
+  g_clear_error (&error);
+  g_assert_null (why);
+  /* 512 MiB over 2 tables of 100-byte rows; at least 1000 */
+  g_assert_cmpint (ps_default_max_rows (GIB / 2, 2, 100), ==, 2684354);
+  g_assert_cmpint (ps_default_max_rows (1e4, 1, 100), ==, 1000);
+  ks_test_rmtree (root);
+}
+
 /* The machine's own: some positive figure, from a file that says which */
 static void
 test_this_machine (void)
@@ -111,6 +149,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pslib-budget/v2-parent", test_v2_parent);
   g_test_add_func ("/pslib-budget/v1-and-hybrid", test_v1_and_hybrid);
   g_test_add_func ("/pslib-budget/mem-total", test_mem_total);
+  g_test_add_func ("/pslib-budget/server-budget", test_server_budget);
   g_test_add_func ("/pslib-budget/this-machine", test_this_machine);
   return g_test_run ();
 }

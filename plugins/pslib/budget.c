@@ -1,6 +1,9 @@
 /* The default budget of a server's sparse tables (budget.h). */
 #include "budget.h"
 
+#include <ksdist/ksdist.h>
+
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -122,9 +125,37 @@ ps_servers_on_host (const char *const *endpoints, int servers, int index)
   return MAX (same, 1);
 }
 
-gint64
-ps_default_max_rows (double memory, int host_servers, gsize tables, gsize row_bytes)
+gboolean
+ps_server_budget (const char *root, gint64 server_memory_mb, int host_servers, double *bytes,
+                  char **why, GError **error)
 {
-  double rows = memory / 4 / MAX (host_servers, 1) / MAX (tables, 1) / MAX (row_bytes, 1);
+  g_autofree char *source = NULL;
+  double memory = ps_memory_at (root, &source);
+
+  if (server_memory_mb <= 0)
+    {
+      *bytes = memory / 4 / MAX (host_servers, 1);
+      *why = g_strdup_printf ("a quarter of this host's %.0f MB (%s) over its %d server%s",
+                              memory / 1e6, source, host_servers, host_servers == 1 ? "" : "s");
+      return TRUE;
+    }
+  *bytes = (double) server_memory_mb * (1 << 20);
+  if (*bytes > memory)
+    {
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                   "[pslib] server_memory_mb = %" G_GINT64_FORMAT ": more than the %.0f MiB "
+                   "this process may use (%s); set at most %.0f, or 0 for a quarter of it "
+                   "shared by the host's servers", server_memory_mb, memory / (1 << 20), source,
+                   floor (memory / (1 << 20)));
+      return FALSE;
+    }
+  *why = g_strdup_printf ("[pslib] server_memory_mb = %" G_GINT64_FORMAT, server_memory_mb);
+  return TRUE;
+}
+
+gint64
+ps_default_max_rows (double budget, gsize tables, gsize row_bytes)
+{
+  double rows = budget / MAX (tables, 1) / MAX (row_bytes, 1);
   return (gint64) MAX (rows, 1000);
 }
