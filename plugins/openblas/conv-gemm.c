@@ -104,23 +104,27 @@ slice (float *scratch, gsize each)
 #endif
 }
 
-/* Row r's window row ky: where it starts in its image (*from, in floats) and which of its
- * kw * c floats are inside [*a, *b); FALSE when none is. */
-static gboolean
-window_row (const KsConvShape *s, const Units *u, gsize r, int ky, gsize *from, gsize *a,
-            gsize *b)
+/* Output row r's window: its image's first float, its top input row, and the window
+ * row's floats [a, b) inside the image, which start at `from` in the image's rows */
+typedef struct {
+  gsize image, from, a, b;
+  int iy0;
+} Window;
+
+static Window
+window_of (const KsConvShape *s, const Units *u, gsize r)
 {
   gsize p = r % u->pixels;
-  int oy = (int) (p / s->ow), ox = (int) (p % s->ow), iy = oy * s->stride - s->pad + ky;
-  int x0, x1;
+  int oy = (int) (p / s->ow), ox = (int) (p % s->ow), x0, x1;
   ks_openblas_taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
-  if (iy < 0 || iy >= s->h || x1 <= x0)
-    return FALSE;
-  *from = r / u->pixels * u->in_floats
-          + ((gsize) iy * s->w + (gsize) (ox * s->stride - s->pad + x0)) * s->c;
-  *a = (gsize) x0 * s->c;
-  *b = (gsize) x1 * s->c;
-  return TRUE;
+  Window win = { r / u->pixels * u->in_floats, 0, 0, 0, oy * s->stride - s->pad };
+  if (x1 > x0)
+    {
+      win.from = (gsize) (ox * s->stride - s->pad + x0) * s->c;
+      win.a = (gsize) x0 * s->c;
+      win.b = (gsize) x1 * s->c;
+    }
+  return win;
 }
 
 /* The patches of rows [r0, r1) into col: each window row one copy from its image, the
@@ -128,20 +132,25 @@ window_row (const KsConvShape *s, const Units *u, gsize r, int ky, gsize *from, 
 static void
 patches (const float *x, float *col, const KsConvShape *s, const Units *u, gsize r0, gsize r1)
 {
-  gsize seg = (gsize) s->kw * s->c, from, a, b;
+  gsize seg = (gsize) s->kw * s->c, line = (gsize) s->w * s->c;
   for (gsize r = r0; r < r1; r++)
-    for (int ky = 0; ky < s->kh; ky++)
-      {
-        float *d = col + (r - r0) * u->k + (gsize) ky * seg;
-        if (!window_row (s, u, r, ky, &from, &a, &b))
-          {
-            memset (d, 0, seg * sizeof *d);
-            continue;
-          }
-        memset (d, 0, a * sizeof *d);
-        memcpy (d + a, x + from, (b - a) * sizeof *d);
-        memset (d + b, 0, (seg - b) * sizeof *d);
-      }
+    {
+      Window win = window_of (s, u, r);
+      for (int ky = 0; ky < s->kh; ky++)
+        {
+          float *d = col + (r - r0) * u->k + (gsize) ky * seg;
+          int iy = win.iy0 + ky;
+          if (iy < 0 || iy >= s->h || win.b == 0)
+            {
+              memset (d, 0, seg * sizeof *d);
+              continue;
+            }
+          memset (d, 0, win.a * sizeof *d);
+          memcpy (d + win.a, x + win.image + (gsize) iy * line + win.from,
+                  (win.b - win.a) * sizeof *d);
+          memset (d + win.b, 0, (seg - win.b) * sizeof *d);
+        }
+    }
 }
 
 /* d += src */
@@ -158,11 +167,18 @@ static void
 scatter (const float *dcol, float *dx, const KsConvShape *s, const Units *u, gsize r0,
          gsize r1)
 {
-  gsize seg = (gsize) s->kw * s->c, from, a, b;
+  gsize seg = (gsize) s->kw * s->c, line = (gsize) s->w * s->c;
   for (gsize r = r0; r < r1; r++)
-    for (int ky = 0; ky < s->kh; ky++)
-      if (window_row (s, u, r, ky, &from, &a, &b))
-        add_floats (dx + from, dcol + (r - r0) * u->k + (gsize) ky * seg + a, b - a);
+    {
+      Window win = window_of (s, u, r);
+      for (int ky = 0; ky < s->kh && win.b > 0; ky++)
+        {
+          int iy = win.iy0 + ky;
+          if (iy >= 0 && iy < s->h)
+            add_floats (dx + win.image + (gsize) iy * line + win.from,
+                        dcol + (r - r0) * u->k + (gsize) ky * seg + win.a, win.b - win.a);
+        }
+    }
 }
 
 /* rows of y += b */
