@@ -1,7 +1,7 @@
 /* The CPU kernels of convolutional networks on NHWC images: im2col and its adjoint,
  * max and average pooling, batch normalisation. A convolution is im2col then sgemm (a few
  * images at a time, model-conv.c), so the heavy work stays in OpenBLAS; these loops move
- * memory (conv-gemm.c runs whole convolutions, chunks of images on each thread). Sums
+ * memory (conv-gemm.c runs whole convolutions, blocks of rows on each thread). Sums
  * accumulate in double. Images are split over the plugin's threads (KS_PARALLEL,
  * vector.h): an image's work keeps its order, so any thread count gives the same bits. */
 #include <config.h>
