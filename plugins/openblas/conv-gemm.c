@@ -8,7 +8,7 @@
  * an sgemm called inside a parallel region on the calling thread). One parallel region a
  * call.
  * The same bits at any thread count: the units do not depend on it, each output row is
- * one unit's, dx sums an image's contributions in row order on one thread, and dW sums
+ * one unit's, each dx float gets its sums in unit and row order (backward_dx), and dW sums
  * the units' products in a fixed tree (GROUPS partial sums of consecutive units, then
  * those in order); where one dW is too large for two partial sums, the units run in
  * order and OpenBLAS threads each product (its threads split dW, not the sum). */
@@ -93,15 +93,22 @@ lines (gsize n)
   return (n + 15) / 16 * 16;
 }
 
+/* This thread's index in the region (0 outside one) */
+static gsize
+me (void)
+{
+#ifdef _OPENMP
+  return (gsize) omp_get_thread_num ();
+#else
+  return 0;
+#endif
+}
+
 /* This thread's scratch: the context's, cut in one slice of `each` floats a thread */
 static float *
 slice (float *scratch, gsize each)
 {
-#ifdef _OPENMP
-  return scratch + (gsize) omp_get_thread_num () * each;
-#else
-  return scratch;
-#endif
+  return scratch + me () * each;
 }
 
 /* Output row r's window: its image's first float, its top input row, and the window
@@ -162,21 +169,24 @@ add_floats (float *restrict d, const float *restrict src, gsize n)
 }
 
 /* The adjoint: rows [r0, r1) of dcol added into dx, in row order (each dx float gets its
- * sums in the order of the unblocked col2im: by output row, then column). */
+ * sums in the order of the unblocked col2im: by output row, then column); only the floats
+ * [lo, hi) of each image row (the part a thread owns). */
 static void
 scatter (const float *dcol, float *dx, const KsConvShape *s, const Units *u, gsize r0,
-         gsize r1)
+         gsize r1, gsize lo, gsize hi)
 {
   gsize seg = (gsize) s->kw * s->c, line = (gsize) s->w * s->c;
   for (gsize r = r0; r < r1; r++)
     {
       Window win = window_of (s, u, r);
-      for (int ky = 0; ky < s->kh && win.b > 0; ky++)
+      gsize first = MAX (win.from, lo), end = MIN (win.from + win.b - win.a, hi);
+      for (int ky = 0; ky < s->kh && win.b > 0 && first < end; ky++)
         {
           int iy = win.iy0 + ky;
           if (iy >= 0 && iy < s->h)
-            add_floats (dx + win.image + (gsize) iy * line + win.from,
-                        dcol + (r - r0) * u->k + (gsize) ky * seg + win.a, win.b - win.a);
+            add_floats (dx + win.image + (gsize) iy * line + first,
+                        dcol + (r - r0) * u->k + (gsize) ky * seg + win.a + (first - win.from),
+                        end - first);
         }
     }
 }
@@ -285,31 +295,79 @@ backward_dw (void *ctx, const float *x, const float *dy, float *dw, float w_beta
   }
 }
 
-/* dx = col2im (dy w^T): each image on one thread, its units in order (units that are
- * whole images: each unit on one thread) */
+/* dcol = dy's rows [r0, r1) w^T */
+static void
+unit_dcol (const float *w, const float *dy, float *dcol, const Units *u, gsize r0, gsize r1)
+{
+  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) (r1 - r0), (int) u->k, (int) u->f,
+               1, dy + r0 * u->f, (int) u->f, w, (int) u->f, 0, dcol, (int) u->k);
+}
+
+/* The threads in this region (1 outside one) */
+static gsize
+team (void)
+{
+#ifdef _OPENMP
+  return (gsize) omp_get_num_threads ();
+#else
+  return 1;
+#endif
+}
+
+/* dx = col2im (dy w^T). With at least as many images (or units of whole images) as
+ * threads, each image on one thread, its units in order. With fewer (a few large images),
+ * in rounds of a unit a thread: each makes its unit's dcol, then each adds every unit of
+ * the round, in order, into the part of every image row it owns. Either way each dx float
+ * gets its sums in unit and row order, whatever the thread count. */
 static void
 backward_dx (void *ctx, const float *w, const float *dy, float *dx, const KsConvShape *s,
              const Units *u, float *scratch, gsize each)
 {
-  gsize per = MAX (u->per_image, 1), parts = u->n_units / per;
+  gsize per = MAX (u->per_image, 1), parts = u->n_units / per, line = (gsize) s->w * s->c;
+  gsize rows = (gsize) s->n * s->h;
   ALL_THREADS (ctx)
   {
-    KsShare part = ks_share_rows (parts);
     float *dcol = slice (scratch, each);
-    for (gsize j = part.begin; j < part.begin + part.n; j++)
+    if (parts >= team ())
       {
-        gsize r0, r1, end;
-        unit_rows (u, j * per, &r0, &r1);
-        unit_rows (u, j * per + per - 1, &r1, &end);
-        memset (dx + r0 / u->pixels * u->in_floats, 0,
-                ((end - 1) / u->pixels - r0 / u->pixels + 1) * u->in_floats * sizeof *dx);
-        for (gsize i = j * per; i < j * per + per; i++)
+        KsShare part = ks_share_rows (parts);
+        for (gsize j = part.begin; j < part.begin + part.n; j++)
           {
-            unit_rows (u, i, &r0, &r1);
-            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) (r1 - r0), (int) u->k,
-                         (int) u->f, 1, dy + r0 * u->f, (int) u->f, w, (int) u->f, 0, dcol,
-                         (int) u->k);
-            scatter (dcol, dx, s, u, r0, r1);
+            gsize r0, r1, end;
+            unit_rows (u, j * per, &r0, &r1);
+            unit_rows (u, j * per + per - 1, &r1, &end);
+            memset (dx + r0 / u->pixels * u->in_floats, 0,
+                    ((end - 1) / u->pixels - r0 / u->pixels + 1) * u->in_floats * sizeof *dx);
+            for (gsize i = j * per; i < j * per + per; i++)
+              {
+                unit_rows (u, i, &r0, &r1);
+                unit_dcol (w, dy, dcol, u, r0, r1);
+                scatter (dcol, dx, s, u, r0, r1, 0, line);
+              }
+          }
+      }
+    else
+      {
+        KsShare mine = ks_share (line);
+        gsize threads = team (), r0, r1;
+        for (gsize row = 0; row < rows; row++)
+          memset (dx + row * line + mine.begin, 0, mine.n * sizeof *dx);
+        for (gsize round = 0; round < u->n_units; round += threads)
+          {
+            gsize i = round + me (); /* this thread's unit */
+            if (i < u->n_units)
+              {
+                unit_rows (u, i, &r0, &r1);
+                unit_dcol (w, dy, dcol, u, r0, r1);
+              }
+            KS_BARRIER; /* the round's dcols are there, and dx's zeros */
+            for (gsize q = round; q < MIN (round + threads, u->n_units); q++)
+              {
+                unit_rows (u, q, &r0, &r1);
+                scatter (scratch + (q - round) * each, dx, s, u, r0, r1, mine.begin,
+                         mine.begin + mine.n);
+              }
+            KS_BARRIER; /* every part added before the dcols are made anew */
           }
       }
   }
