@@ -147,6 +147,10 @@ tests_test_checkpoint_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS)
 tests_test_checkpoint_LDADD = $(KS_TASKS_TEST_LDADD) $(JSON_LIBS)
 TESTS += tests/test-compute tests/test-kernels tests/test-tensor tests/test-model \
 	tests/test-conv tests/test-optim tests/test-checkpoint
+# conv2d cut into blocks of rows, and a shape past the scratch refused (conv-gemm.c)
+check_PROGRAMS += tests/test-conv-blocks
+tests_test_conv_blocks_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-conv-blocks
 
 # Mixed precision: 16-bit rounding, half-precision products, loss scaling.
 check_PROGRAMS += tests/test-amp
@@ -237,9 +241,15 @@ tests_test_pslib_SOURCES = tests/test-pslib.c tests/ps-harness.c tests/ps-harnes
 tests_test_pslib_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib
+# the memory a pslib server's default budget starts from, read from fake /proc and /sys
+check_PROGRAMS += tests/test-pslib-budget
+tests_test_pslib_budget_SOURCES = tests/test-pslib-budget.c plugins/pslib/budget.c
+tests_test_pslib_budget_LDADD = $(KS_TEST_LDADD)
+TESTS += tests/test-pslib-budget
 check_PROGRAMS += tests/test-pslib-trust
 tests_test_pslib_trust_SOURCES = tests/test-pslib-trust.c tests/ps-harness.c \
-	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c
+	tests/ps-harness.h plugins/ps/wire.c plugins/ps/auth.c plugins/ps/session.c \
+	plugins/pslib/budget.c
 tests_test_pslib_trust_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_trust_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib-trust
@@ -525,7 +535,7 @@ TESTS += tests/test-install.sh
 # renames it NAME.soU): the tests that load build-tree plugins must be done by then.
 tests/test-install.log: tests/test-loader.log tests/test-config.log tests/test-settings.log \
 	tests/test-factory.log tests/test-compute.log tests/test-kernels.log tests/test-tensor.log \
-	tests/test-model.log tests/test-conv.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
+	tests/test-model.log tests/test-conv.log tests/test-conv-blocks.log tests/test-images.log tests/test-meta.log tests/test-optim.log tests/test-checkpoint.log tests/test-amp.log tests/test-cli.log \
 	tests/test-cuda.log tests/test-nccl.log tests/test-comm.log tests/test-shm.log tests/test-kind-comm.log tests/test-roles.log \
 	tests/test-store.log tests/test-store-wait.log \
 	tests/test-launch.log tests/test-launch-restart.log tests/test-netns.log tests/test-cluster.log \

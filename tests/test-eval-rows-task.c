@@ -2,7 +2,9 @@
  * evaluate scores every held-out row, never asking ks_trainer_eval_cap, is refused before
  * training when eval_rows is set, naming the key and the task (before, it trained and
  * printed the whole set's metric as if capped); unset, the same task runs; a task that
- * says it honours the cap (the built-in ones) is not refused. */
+ * says it honours the cap (the built-in ones) is not refused. One that says so but whose
+ * evaluate never asks for the cap ends at its first evaluation, naming both (before, it
+ * ran to the end, exit 0, its metric over every row). */
 #include "testutil.h"
 
 #include <ksdist/tasks.h>
@@ -93,11 +95,64 @@ test_ignoring_task (void)
   expect (&own, capped, "the task 'my-spirals' does not cap");
 }
 
+/* A run of 4 steps (the evaluation at the end) of `task` with `sets`: its error or none */
+static gboolean
+run (const KsTrainTask *task, const char *const *sets, GError **error)
+{
+  KsConfig *config;
+  KsRegistry *registry;
+  KsTrainer *t = trainer (task, sets, &config, &registry, error);
+  g_assert_no_error (*error);
+  gboolean ok = ks_trainer_run (t, error);
+  ks_trainer_free (t);
+  ks_registry_free (registry);
+  ks_config_free (config);
+  return ok;
+}
+
+static void
+test_claiming_task (void)
+{
+  if (!ks_test_have_openblas ())
+    {
+      g_test_skip ("no OpenBLAS plugin in this build");
+      return;
+    }
+  g_autoptr (GError) error = NULL;
+  g_autoptr (KsConfig) config = ks_config_new ();
+  ks_tasks_add_schema (config);
+  const KsTrainTask *builtin = ks_builtin_task (config, &error);
+  g_assert_no_error (error);
+  KsTrainTask own = *builtin;
+  own.name = "my-spirals";
+  own.evaluate = evaluate_all; /* never asks ks_trainer_eval_cap */
+  own.honours_eval_rows = TRUE;
+  const char *const capped[] = { "train.steps=4", "train.log_every=2", "optim.warmup=1",
+                                 "openblas.threads=1", "train.eval_rows=64", NULL };
+  const char *const uncapped[] = { "train.steps=4", "train.log_every=2", "optim.warmup=1",
+                                   "openblas.threads=1", NULL };
+
+  g_assert_false (run (&own, capped, &error));
+  g_assert_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE);
+  g_test_message ("%s", error->message);
+  g_assert_cmpstr (error->message, ==,
+                   "evaluation: [train] eval_rows = 64: the task 'my-spirals' says it honours it "
+                   "(honours_eval_rows in its KsTrainTask) but its evaluate never asked "
+                   "ks_trainer_eval_cap, so it scored every held-out row; have evaluate score "
+                   "at most ks_trainer_eval_cap (t) rows, or remove [train] eval_rows");
+  g_clear_error (&error);
+  g_assert_true (run (&own, uncapped, &error)); /* unset: nothing to check */
+  g_assert_no_error (error);
+  g_assert_true (run (builtin, capped, &error)); /* the built-in task asks */
+  g_assert_no_error (error);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   ks_test_clear_env ();
   g_test_add_func ("/eval-rows-task/ignoring-task", test_ignoring_task);
+  g_test_add_func ("/eval-rows-task/claiming-task", test_claiming_task);
   return g_test_run ();
 }

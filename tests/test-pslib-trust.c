@@ -3,6 +3,7 @@
  * refused naming the file), and requests of a token holder that would degrade the tables
  * (shrink and save from any worker, unbounded new rows, huge gradients) are refused. */
 #include "ps-harness.h"
+#include "../plugins/pslib/budget.h"
 
 #include <math.h>
 #include <signal.h>
@@ -13,23 +14,13 @@
 #include <glib/gstdio.h>
 #include <zmq.h>
 
-/* The host's memory as the test sees it: the physical memory, or the memory cgroup's
- * limit when lower (v2's memory.max, v1's limit_in_bytes; "max" or absent: none). */
+/* The memory a server's default budget starts from (budget.c's reading of this process's
+ * cgroups and MemTotal: tests/test-pslib-budget checks it on fake roots) */
 static double
 host_memory (void)
 {
-  double memory = (double) sysconf (_SC_PHYS_PAGES) * sysconf (_SC_PAGESIZE);
-  const char *files[] = { "/sys/fs/cgroup/memory.max",
-                          "/sys/fs/cgroup/memory/memory.limit_in_bytes" };
-  for (int i = 0; i < 2; i++)
-    {
-      g_autofree char *text = NULL;
-      double limit;
-      if (g_file_get_contents (files[i], &text, NULL, NULL)
-          && sscanf (text, "%lf", &limit) == 1 && limit > 0)
-        return MIN (limit, memory);
-    }
-  return memory;
+  g_autofree char *source = NULL;
+  return ps_memory_at ("/", &source);
 }
 
 /* [table.NAME] max_rows = 0 (a default as large as the host's memory, for each server
@@ -456,7 +447,8 @@ test_row_flood (void)
   set_data = g_strdup_printf ("data.path=%s", data);
   ps_test_job_start (&j, 2, 2, ARGS (set_data, "train.steps=1500", "train.batch=64",
                                      "train.log_every=500", "data.shrink_every=100000",
-                                     "table.emb.max_rows=10000", "openblas.threads=1",
+                                     "table.emb.max_rows=10000", "pslib.server_memory_mb=1",
+                                     "openblas.threads=1",
                                      "comm.timeout=20"));
   /* 500 steps of 2 x 64 rows: every id of the 20,000 training rows was pulled */
   g_assert_true (ps_test_job_wait_log (&j, 0, "step 500/", 120));
@@ -488,10 +480,45 @@ test_row_flood (void)
   for (int p = 0; p < 4; p++)
     g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
   g_autofree char *server = ps_test_read_log (&j, 2);
+  /* the table's own max_rows wins over the server's budget (1 MiB: 9709 rows) */
   g_assert_nonnull (strstr (server, "table emb holds at most 10000 rows"));
   g_assert_nonnull (strstr (server, "refused a sparse pull from worker 0"));
   double held = ps_test_value_after (server, "holds ");
   g_assert_cmpfloat (held, <=, max_rows);
+  ps_test_job_free (&j);
+  ks_test_rmtree (dir);
+}
+
+/* [pslib] server_memory_mb = 1: the table of max_rows 0 holds what 1 MiB holds, and the
+ * server's line says where the number comes from. */
+static void
+test_server_memory (void)
+{
+  g_autofree char *dir = ks_test_tmpdir ();
+  g_autofree char *data = NULL, *set_data = NULL;
+  PsTestJob j = { 0 };
+
+  if (!ps_test_have_pslib ())
+    return;
+  data = ps_test_small_ctr_data (dir);
+  set_data = g_strdup_printf ("data.path=%s", data);
+  ps_test_job_start (&j, 1, 1, ARGS (set_data, "train.steps=20", "train.batch=64",
+                                     "pslib.server_memory_mb=1", "openblas.threads=1",
+                                     "comm.timeout=60"));
+  ps_test_job_wait (&j, 300);
+  g_autofree char *server = ps_test_read_log (&j, 1);
+  for (int p = 0; p < 2; p++)
+    g_assert_cmpint (ps_test_job_status (&j, p), ==, 0);
+  const char *line = strstr (server, "table emb holds at most ");
+  g_assert_nonnull (line);
+  gint64 rows = 0;
+  int row_bytes = 0;
+  g_assert_cmpint (sscanf (line, "table emb holds at most %" G_GINT64_FORMAT " rows (%*f MB at %d "
+                           "bytes a row", &rows, &row_bytes), ==, 2);
+  g_test_message ("%" G_GINT64_FORMAT " rows of %d bytes", rows, row_bytes);
+  g_assert_cmpint (rows, ==, (1 << 20) / row_bytes);
+  g_assert_nonnull (strstr (line, "[table.emb] max_rows = 0: [pslib] server_memory_mb = 1 and "
+                                  "1 table)"));
   ps_test_job_free (&j);
   ks_test_rmtree (dir);
 }
@@ -505,5 +532,6 @@ main (int argc, char **argv)
   g_test_add_func ("/pslib/resume-identity-allreduce", test_resume_identity_allreduce);
   g_test_add_func ("/pslib/forged-requests", test_forged_requests);
   g_test_add_func ("/pslib/row-flood", test_row_flood);
+  g_test_add_func ("/pslib/server-memory", test_server_memory);
   return g_test_run ();
 }

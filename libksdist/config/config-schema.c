@@ -188,9 +188,10 @@ static const KsKeyDesc core_schema[] = {
   { "table.*", "max_rows", KS_VALUE_INT, "0", 0, 1e15, NULL,
     "Sparse table: the most rows a parameter server holds of this table; a pull or push "
     "that would create more is refused, naming it ([data] shrink_every deletes rows); 0: "
-    "as many as a quarter of the host's memory (or its cgroup's limit) holds, shared by "
-    "the parameter servers on the host and by each one's tables (the server's first line "
-    "says the number)" },
+    "a share of the server's budget ([pslib] server_memory_mb, by default a quarter of "
+    "the host's memory or of its memory cgroup's limit over the host's parameter "
+    "servers) with its other tables of max_rows 0 (the server's first line says the "
+    "number)" },
   { "strategy", "staleness", KS_VALUE_INT, "2", 0, 1e6, NULL,
     "pslib: sparse pushes a worker may have unanswered when it pulls the next batch's rows "
     "(0: each step waits for its pushes, and the dense part on the servers is sync; more: "

@@ -11,6 +11,27 @@
 #include <math.h>
 #include <string.h>
 
+/* After the first evaluation: a task that says it honours [train] eval_rows (the plan
+ * lets it run with the key set) but whose evaluate never asked ks_trainer_eval_cap scored
+ * every held-out row while the line would say the cap was applied. */
+static gboolean
+check_eval_cap (KsTrainer *t, GError **error)
+{
+  gint64 rows = ks_config_get_int (t->config, "train", "eval_rows");
+  if (t->eval_cap_checked)
+    return TRUE;
+  t->eval_cap_checked = TRUE;
+  if (rows == 0 || !t->task->honours_eval_rows || t->eval_cap_asked)
+    return TRUE;
+  g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+               "[train] eval_rows = %" G_GINT64_FORMAT ": the task '%s' says it honours it "
+               "(honours_eval_rows in its KsTrainTask) but its evaluate never asked "
+               "ks_trainer_eval_cap, so it scored every held-out row; have evaluate score at "
+               "most ks_trainer_eval_cap (t) rows, or remove [train] eval_rows", rows,
+               t->task->name != NULL ? t->task->name : "(unnamed)");
+  return FALSE;
+}
+
 /* The held-out metric, in evaluation mode (dropout passes through). */
 static gboolean
 evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
@@ -20,6 +41,8 @@ evaluate (KsTrainer *t, gboolean final, double *value, GError **error)
   t->eval_total = 0;
   ok = t->task->evaluate (t, final, value, &t->eval_samples, error);
   ks_model_set_training (t->model, TRUE);
+  if (ok && !check_eval_cap (t, error))
+    return FALSE;
   if (ok && !isfinite (*value))
     {
       g_autofree char *what = g_strdup_printf ("the held-out %s", t->task->metric);

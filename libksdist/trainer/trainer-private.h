@@ -91,6 +91,8 @@ struct _KsTrainer {
   gsize eval_samples;
   gsize eval_total; /* the held-out set's size when an evaluation scored fewer ([train]
                      * eval_rows); else 0 */
+  gboolean eval_cap_asked;   /* ks_trainer_eval_cap was called (the task read the cap) */
+  gboolean eval_cap_checked; /* the first evaluation's check of it was made */
   gsize tokens_per_row;
   double result; /* the final held-out metric */
   FILE *metrics;       /* [log] metrics, written by its observer */

@@ -290,6 +290,9 @@ ks_trainer_metric_values (KsTrainer *t, const KsFeed *feeds, gsize n_feeds, KsEx
 gsize
 ks_trainer_eval_cap (const KsTrainer *t)
 {
+  /* noted for the first evaluation's check (loop.c) that a task which says it honours
+   * eval_rows does read it; the trainer itself is not a const object */
+  ((KsTrainer *) t)->eval_cap_asked = TRUE;
   return (gsize) ks_config_get_int (t->config, "train", "eval_rows");
 }
 

@@ -1,7 +1,7 @@
 /* The CPU kernels of convolutional networks on NHWC images: im2col and its adjoint,
  * max and average pooling, batch normalisation. A convolution is im2col then sgemm (a few
  * images at a time, model-conv.c), so the heavy work stays in OpenBLAS; these loops move
- * memory (conv-gemm.c runs whole convolutions, chunks of images on each thread). Sums
+ * memory (conv-gemm.c runs whole convolutions, blocks of rows on each thread). Sums
  * accumulate in double. Images are split over the plugin's threads (KS_PARALLEL,
  * vector.h): an image's work keeps its order, so any thread count gives the same bits. */
 #include <config.h>
@@ -15,16 +15,6 @@
 
 #include <string.h>
 #include <math.h>
-
-/* The first pixel of window (oy, ox) along one axis, and how many of its kernel taps
- * fall inside the image: taps [k0, k1) are inside. */
-static inline void
-taps_inside (int o, int stride, int pad, int k, int size, int *k0, int *k1)
-{
-  int start = o * stride - pad;
-  *k0 = start < 0 ? -start : 0;
-  *k1 = start + k > size ? size - start : k;
-}
 
 /* The pixels the windows span, padding included: ph x pw of them, the image's pixel
  * (iy, ix) at (iy + pad, ix + pad) when inside. */
@@ -227,8 +217,8 @@ ks_openblas_avg_pool (void *ctx, const float *x, float *y, const KsConvShape *s,
           {
             float *out = y + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
             int y0, y1, x0, x1;
-            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            ks_openblas_taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            ks_openblas_taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
             memset (sum, 0, s->c * sizeof *sum);
             for (int ky = y0; ky < y1; ky++)
               for (int kx = x0; kx < x1; kx++)
@@ -262,8 +252,8 @@ ks_openblas_avg_pool_backward (void *ctx, const float *dy, float *dx, const KsCo
           {
             const float *g = dy + (((gsize) n * s->oh + oy) * s->ow + ox) * s->c;
             int y0, y1, x0, x1;
-            taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
-            taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
+            ks_openblas_taps_inside (oy, s->stride, s->pad, s->kh, s->h, &y0, &y1);
+            ks_openblas_taps_inside (ox, s->stride, s->pad, s->kw, s->w, &x0, &x1);
             for (int ky = y0; ky < y1; ky++)
               for (int kx = x0; kx < x1; kx++)
                 {

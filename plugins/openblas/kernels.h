@@ -7,9 +7,10 @@
 /* The threads the plugin's kernels may use: its `threads` setting when OpenBLAS runs on
  * OpenMP's pool, else 1 (openblas.c) */
 int ks_openblas_threads (void *ctx);
-/* The context's scratch of at least `floats`, held until ks_openblas_scratch_give (one
- * holder at a time) */
-float *ks_openblas_scratch_take (void *ctx, gsize floats);
+/* The context's scratch of at least `floats`, aligned to a cache line, held until
+ * ks_openblas_scratch_give (one holder at a time); NULL with `error` set (and nothing
+ * held) where it cannot be allocated. `what` names the caller in the message. */
+float *ks_openblas_scratch_take (void *ctx, gsize floats, const char *what, GError **error);
 void ks_openblas_scratch_give (void *ctx);
 
 gboolean ks_openblas_unary (void *ctx, KsUnaryOp op, const float *x, float *y, gsize n,
@@ -52,6 +53,15 @@ gboolean ks_openblas_dropout_mask (void *ctx, float *mask, gsize n, float p, gui
                                    GError **error);
 
 /* conv.c */
+/* The first pixel of window o along one axis is o * stride - pad; its kernel taps
+ * [k0, k1) fall inside the image (none when k1 <= k0). */
+static inline void
+ks_openblas_taps_inside (int o, int stride, int pad, int k, int size, int *k0, int *k1)
+{
+  int start = o * stride - pad;
+  *k0 = start < 0 ? -start : 0;
+  *k1 = start + k > size ? size - start : k;
+}
 gboolean ks_openblas_im2col (void *ctx, const float *x, float *col, const KsConvShape *s,
                              GError **error);
 gboolean ks_openblas_col2im (void *ctx, const float *col, float *dx, const KsConvShape *s,

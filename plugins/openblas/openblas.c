@@ -179,21 +179,36 @@ openblas_destroy (void *p)
 {
   OpenblasCtx *ctx = p;
   g_mutex_clear (&ctx->scratch_lock);
-  g_free (ctx->scratch);
+  free (ctx->scratch);
   g_free (ctx);
 }
 
 float *
-ks_openblas_scratch_take (void *p, gsize floats)
+ks_openblas_scratch_take (void *p, gsize floats, const char *what, GError **error)
 {
   OpenblasCtx *ctx = p;
+  void *got = NULL;
+  gsize bytes;
+
   g_mutex_lock (&ctx->scratch_lock);
-  if (floats > ctx->scratch_floats)
+  if (floats <= ctx->scratch_floats)
+    return ctx->scratch;
+  free (ctx->scratch);
+  ctx->scratch = NULL;
+  ctx->scratch_floats = 0;
+  /* checked, not g_new: a failure is the caller's error, not an abort of the job */
+  if (!g_size_checked_mul (&bytes, floats, sizeof (float))
+      || posix_memalign (&got, ALIGNMENT, bytes) != 0)
     {
-      g_free (ctx->scratch);
-      ctx->scratch = g_new (float, floats);
-      ctx->scratch_floats = floats;
+      g_mutex_unlock (&ctx->scratch_lock);
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_NO_MEMORY,
+                   "openblas: %s: cannot allocate %" G_GSIZE_FORMAT " MiB of scratch; free "
+                   "memory, or use smaller images, fewer channels or fewer [openblas] threads",
+                   what, floats / (1 << 18));
+      return NULL;
     }
+  ctx->scratch = got;
+  ctx->scratch_floats = floats;
   return ctx->scratch;
 }
 

@@ -1,19 +1,7 @@
 /* The parameter-server plugins' shared settings (settings.h). */
 #include "settings.h"
 
-const KsKeyDesc ps_settings[PS_N_SETTINGS] = {
-  { NULL, "block_floats", KS_VALUE_INT, "8192", 1, 1e12, NULL,
-    "Least floats in a dense block: a parameter of n floats is cut into min(servers, n / "
-    "block_floats) blocks, spread over the servers round-robin" },
-  { NULL, "max_message_mb", KS_VALUE_INT, "1024", 1, 1 << 20, NULL,
-    "Largest message a server or worker accepts, in MiB; a larger one is refused" },
-  { NULL, "log_every_s", KS_VALUE_DOUBLE, "10", 0, 1e6, NULL,
-    "Seconds between a server's log lines of request rate, bytes and updates; 0 only at the end" },
-  { NULL, "model_dir", KS_VALUE_STRING, "", 1, 0, NULL,
-    "Servers start from this checkpoint (init_server's model_dir: a checkpoint-N directory "
-    "of a parameter-server job of this mode, or a directory holding them; any server "
-    "count); empty for the initial values" },
-};
+const KsKeyDesc ps_settings[PS_N_SETTINGS] = { PS_SETTINGS_KEYS };
 
 void
 ps_settings_read (const KsSettings *s, PsSettings *out)

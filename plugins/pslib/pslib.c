@@ -40,6 +40,7 @@ typedef struct {
 typedef struct {
   KsRoleMaker *role;
   PsSettings settings;
+  gint64 server_memory_mb; /* [pslib] server_memory_mb: 0, from the host's memory */
   GPtrArray *tables; /* Table*, in declaration order */
   GPtrArray *skip;   /* the rows parameters, NULL-terminated */
   /* from distributed_optimizer */
@@ -80,6 +81,7 @@ pslib_create (const KsSettings *s, GError **error)
 {
   Pslib *p = g_new0 (Pslib, 1);
   ps_settings_read (s, &p->settings);
+  p->server_memory_mb = ks_settings_get_int (s, "server_memory_mb");
   p->tables = g_ptr_array_new_with_free_func (table_free);
   p->skip = g_ptr_array_new ();
   p->dense_pairs = g_array_new (FALSE, FALSE, sizeof (KsParamGrad));
@@ -379,10 +381,15 @@ pslib_init_server (void *ctx, const char *model_dir, GError **error)
   if (ks_config_lookup (p->config, "data", "shrink_every", &every, NULL, NULL) && every != NULL)
     shrink_every = g_ascii_strtoll (every, NULL, 10);
   int servers = ks_role_maker_server_num (p->role);
+  double budget;
+  g_autofree char *why = NULL;
+  if (!ps_server_budget ("/", p->server_memory_mb,
+                         ps_servers_on_host (ks_role_maker_pserver_endpoints (p->role), servers,
+                                             index),
+                         &budget, &why, error))
+    return FALSE;
   p->rows = ps_rows_new ((const char *const *) names, configs, max_new, p->tables->len, index,
-                         servers,
-                         ps_servers_on_host (ks_role_maker_pserver_endpoints (p->role),
-                                             servers, index),
+                         servers, budget, why,
                          p->settings.max_message, MAX (shrink_every, 0));
   return model_dir == NULL || load_server (p, model_dir, error);
 }
@@ -675,6 +682,16 @@ static const KsAlgorithmOps pslib_ops = {
   .traits = KS_ALGORITHM_SERVERS | KS_ALGORITHM_SERVER_CHECKPOINTS,
 };
 
+/* the parameter-server runtime's settings, and the sparse tables' budget */
+static const KsKeyDesc pslib_settings[] = {
+  PS_SETTINGS_KEYS,
+  { NULL, "server_memory_mb", KS_VALUE_INT, "0", 0, 1e12, NULL,
+    "MiB a parameter server's sparse tables may hold, shared by its tables whose [table.NAME] "
+    "max_rows is 0 (a table's own max_rows wins); refused above the memory the server may "
+    "use; 0: a quarter of the host's memory (or its memory cgroup's limit, the smallest of "
+    "the server's own and its parents'), shared by the host's parameter servers" },
+};
+
 static const KsImplDesc pslib_impls[] = {
   { KS_KIND_ALGORITHM, "pslib", &pslib_ops, NULL,
     "Parameter servers with sparse tables (a row per id, CTR statistics) and the dense part "
@@ -690,8 +707,8 @@ static const KsPluginDesc pslib_plugin = {
   .description = "The pslib algorithm: sparse parameter servers over ZeroMQ",
   .impls = pslib_impls,
   .n_impls = G_N_ELEMENTS (pslib_impls),
-  .settings = ps_settings,
-  .n_settings = PS_N_SETTINGS,
+  .settings = pslib_settings,
+  .n_settings = G_N_ELEMENTS (pslib_settings),
 };
 
 KS_PLUGIN_DEFINE (pslib_plugin)

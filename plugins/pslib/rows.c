@@ -29,8 +29,8 @@ struct PsRows {
 
 PsRows *
 ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint64 *max_new,
-             gsize n, int index, int servers, int host_servers, gsize max_message,
-             gint64 shrink_every)
+             gsize n, int index, int servers, double budget, const char *budget_why,
+             gsize max_message, gint64 shrink_every)
 {
   PsRows *r = g_new0 (PsRows, 1);
 
@@ -44,8 +44,10 @@ ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint
   r->tables = g_new0 (KsSparseTable *, MAX (n, 1));
   r->max_rows = g_new0 (gint64, MAX (n, 1));
   /* rows are memory, and a token holder's pulls of new ids made them without end (2.4 M
-   * rows in 42 s): by default the servers on the host share a quarter of its memory */
-  double memory = ps_host_memory ();
+   * rows in 42 s): by default the tables share the server's budget */
+  gsize shared = 0; /* the tables that share the budget: those without a max_rows */
+  for (gsize i = 0; i < n; i++)
+    shared += configs[i].max_rows == 0;
   for (gsize i = 0; i < n; i++)
     {
       r->tables[i] = ks_sparse_table_new (names[i], &configs[i]);
@@ -53,14 +55,12 @@ ps_rows_new (const char *const *names, const KsSparseConfig *configs, const gint
       gsize row = ks_sparse_table_row_bytes (r->tables[i]);
       r->max_rows[i] = configs[i].max_rows > 0
                            ? configs[i].max_rows
-                           : ps_default_max_rows (memory, host_servers, n, row);
+                           : ps_default_max_rows (budget, shared, row);
       g_autofree char *why
           = configs[i].max_rows > 0
                 ? g_strdup ("")
-                : g_strdup_printf (" = 0: a quarter of this host's %.0f MB over its %d "
-                                   "server%s and %" G_GSIZE_FORMAT " table%s", memory / 1e6,
-                                   host_servers, host_servers == 1 ? "" : "s", n,
-                                   n == 1 ? "" : "s");
+                : g_strdup_printf (" = 0: %s and %" G_GSIZE_FORMAT " table%s", budget_why,
+                                   shared, shared == 1 ? "" : "s");
       g_message ("server %d: table %s holds at most %" G_GINT64_FORMAT " rows (%.0f MB at %"
                  G_GSIZE_FORMAT " bytes a row; [table.%s] max_rows%s)", index, names[i],
                  r->max_rows[i], r->max_rows[i] * (double) row / 1e6, row, names[i], why);

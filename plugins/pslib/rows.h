@@ -28,13 +28,14 @@ ps_row_server (guint64 id, int servers)
 
 typedef struct PsRows PsRows;
 
-/* Server `index` of `servers`, `host_servers` of them on its host: a table per config
- * (names[i], configs[i]), of which a pull may create at most max_new[i] rows, holding at
- * most max_rows (0: budget.h's default); no request or answer may exceed `max_message`
+/* Server `index` of `servers`: a table per config (names[i], configs[i]), of which a pull
+ * may create at most max_new[i] rows, holding at most max_rows (0: their share of `budget`
+ * bytes, which `budget_why` explains: budget.h); no request or answer may exceed `max_message`
  * bytes; worker 0 may ask for a shrink every `shrink_every` steps (0: never). */
 PsRows *ps_rows_new (const char *const *names, const KsSparseConfig *configs,
                      const gint64 *max_new, gsize n, int index, int servers,
-                     int host_servers, gsize max_message, gint64 shrink_every);
+                     double budget, const char *budget_why, gsize max_message,
+                     gint64 shrink_every);
 void ps_rows_free (PsRows *rows);
 /* A PsServerConfig.extra handler: sparse pulls, pushes and shrink. */
 gboolean ps_rows_handle (void *rows, const PsHeader *req, const void *payload,
