@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,3 +110,38 @@ shm_faults_rank0_full (const char *dir, int rank)
   CHECK (process_ended (atoi (pid)), "rank 0 still runs after a minute");
 }
 
+
+/* die-crowded: every rank on one CPU (the first this process may use) with two busy
+ * processes of rank 0's, which end with it: a core that a waiting rank gives away is
+ * taken for milliseconds, as on a loaded machine, whatever the machine's own load. */
+void
+shm_faults_crowd (int rank)
+{
+  cpu_set_t all, one;
+  int cpu = 0;
+
+  CHECK (sched_getaffinity (0, sizeof all, &all) == 0, "sched_getaffinity: %s",
+         g_strerror (errno));
+  while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET (cpu, &all))
+    cpu++;
+  CPU_ZERO (&one);
+  CPU_SET (cpu, &one);
+  CHECK (sched_setaffinity (0, sizeof one, &one) == 0, "sched_setaffinity: %s",
+         g_strerror (errno));
+  for (int i = 0; rank == 0 && i < 2; i++)
+    {
+      pid_t parent = getpid (), pid = fork ();
+      CHECK (pid >= 0, "fork: %s", g_strerror (errno));
+      if (pid > 0)
+        continue;
+      /* ends with rank 0, and holds none of its pipes open */
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
+      int null = open ("/dev/null", O_WRONLY);
+      dup2 (null, 1);
+      dup2 (null, 2);
+      if (getppid () != parent)
+        _exit (0);
+      for (volatile unsigned long x = 0;; x++)
+        ;
+    }
+}

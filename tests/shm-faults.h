@@ -12,5 +12,7 @@ void shm_faults_rank0_full (const char *dir, int rank);
 void shm_faults_before_connect (KsStore *store, const char *scenario, int rank);
 /* Waits (a minute at most) until rank 0's process has ended. */
 void shm_faults_wait_rank0_ended (KsStore *store, int rank);
+/* die-crowded: the ranks on one CPU with two busy processes that end with rank 0. */
+void shm_faults_crowd (int rank);
 
 #endif

@@ -38,6 +38,9 @@
 #define MAGIC 0x6b736d33u /* "ksm3" */
 #define SPINS 4000       /* checks before sleeping: a round trip on one host is microseconds,
                           * unless a spinning rank holds the core a late one needs */
+#define SPIN_US 2000     /* and at most this long: under load each sched_yield can give the
+                          * core away for milliseconds, and 4000 of them took seconds
+                          * (past the timeout) before the first look at the peers */
 #define SLEEP_MS 100     /* the longest sleep between looks at the peers' processes */
 
 /* ---- the segment: the header, an inbox per rank, two sets of slots ---- */
@@ -196,10 +199,10 @@ static gboolean
 wait_until (Shm *s, ShmDone done, const void *arg, int peer, guint64 target, const char *what,
             const char *verb, GError **error)
 {
-  gint64 deadline = g_get_monotonic_time () + (gint64) s->timeout_ms * 1000;
+  gint64 start = g_get_monotonic_time (), deadline = start + (gint64) s->timeout_ms * 1000;
   gint64 next_look = 0; /* for ended processes: at most every SLEEP_MS, not every wake-up */
 
-  for (int i = 0; i < SPINS; i++)
+  for (int i = 0; i < SPINS && g_get_monotonic_time () < start + SPIN_US; i++)
     if (done (s, arg))
       return TRUE;
     else if (s->yield)
