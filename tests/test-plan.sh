@@ -39,7 +39,7 @@ config_world () {
 }
 
 n=0
-echo "1..102"
+echo "1..103"
 : >"$dir/matrix"
 for task in mlp gpt addition ctr reptile; do
   for mode in collective transpiler pslib; do
@@ -138,6 +138,18 @@ if [ $s != 0 ] && grep -q 'needs total_steps (20) greater than warmup (100)' "$d
 else
   echo "not ok $n - a warmup set with the steps: exit $s"
   sed 's/^/# /' "$dir/s.err"
+fi
+
+# the plan's warnings: once, by ksdist launch's check, not again by each worker
+n=$((n + 1))
+"$KSDIST" launch -n 2 "$ex/gpt-pipeline.ini" --set train.steps=6 --set model.layers=2 \
+  --set model.context=8 --set model.width=16 --set train.log_every=3 >"$dir/w.out" 2>&1; s=$?
+c=$(grep -c 'warmup = 100 is not shorter than this run of 6 steps' "$dir/w.out")
+if [ $s = 0 ] && [ "$c" = 1 ]; then
+  echo "ok $n - launch -n 2: the plan's warning printed once"
+else
+  echo "not ok $n - launch -n 2: exit $s, the plan's warning printed $c times"
+  sed 's/^/# /' "$dir/w.out" | tail -n 20
 fi
 
 # a diverging run stops at the step whose loss is not finite (exit 1, no crash), alone and

@@ -126,6 +126,10 @@ set_environment (Launch *l, Worker *w, GSubprocessLauncher *launcher)
   /* a stopped worker names this launcher's command as the one that resumes */
   g_autofree char *pid = g_strdup_printf ("%d", (int) getpid ());
   g_subprocess_launcher_setenv (launcher, "KS_LAUNCHER_PID", pid, TRUE);
+  /* this launcher's check printed the plan's warnings once: its workers do not repeat
+   * them (a new user saw each 5 times with 4 workers) */
+  if (!l->program)
+    g_subprocess_launcher_setenv (launcher, "KS_LAUNCH_CHECKED", "1", TRUE);
   if (l->rv.token != NULL)
     g_subprocess_launcher_setenv (launcher, "KS_STORE_TOKEN", l->rv.token, TRUE);
   if (l->gloo_hostname != NULL)

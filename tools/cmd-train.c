@@ -51,9 +51,15 @@ ks_train_command (const KsCommand *command, int argc, char **argv, int (*body) (
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != 0)
     return status;
   const KsTrainTask *task = ks_builtin_task (config, &error);
+  /* the plan's warnings: printed once by ksdist launch's own check, not by each worker */
+  gboolean checked = g_strcmp0 (g_getenv ("KS_LAUNCH_CHECKED"), "1") == 0;
+  if (checked)
+    ks_log_to_stderr ("ksdist", "error");
   g_autoptr (KsTrainer) trainer = task != NULL ? ks_trainer_new (registry, config, task, NULL,
                                                                  &error)
                                                : NULL;
+  if (checked)
+    ks_log_to_stderr ("ksdist", ks_config_get_string (config, "log", "level"));
   if (trainer == NULL)
     {
       ks_cli_error ("%s", error->message);
