@@ -25,7 +25,10 @@
  * appended KsAlgorithmOps.run_server_cancellable: a blocking slot that takes a
  * GCancellable (GIO's), so that a mode is told to stop without knowing the trainer.
  * ABI 1.2 appended the optional KsComputeOps conv2d and conv2d_backward: a whole
- * convolution, so that a backend can run the batch's chunks on its threads. */
+ * convolution, so that a backend can run the batch's chunks on its threads.
+ * ABI 1.3 appended the setting type KS_VALUE_PATH (a file to read, resolved beside the
+ * config file): a plugin that declares one is refused by an older core, which would not
+ * know the type. */
 #ifndef KSDIST_PLUGIN_H
 #define KSDIST_PLUGIN_H
 
@@ -35,7 +38,7 @@
 G_BEGIN_DECLS
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 2
+#define KS_ABI_MINOR 3
 
 #define KS_PLUGIN_ENTRY_SYMBOL "ks_plugin_descriptor"
 
