@@ -456,9 +456,14 @@ test_killed_server (void)
   double took = ps_test_job_wait (&j, 30);
   g_autofree char *log = ps_test_read_log (&j, 0);
   g_autofree char *who = g_strdup_printf ("server 1 (127.0.0.1:%d) did not answer", j.ports[1]);
+  g_autofree char *silent = g_strdup_printf ("server 1 (127.0.0.1:%d) sent nothing for",
+                                             j.ports[1]);
+  g_test_message ("worker 0 (status %d): %s", ps_test_job_status (&j, 0), log);
   /* it lost a peer: KS_EXIT_PEER, so that a launcher names the server */
   g_assert_cmpint (ps_test_job_status (&j, 0), ==, 3);
-  g_assert_nonnull (strstr (log, who));
+  /* named by the request that waited on it, or first by the heartbeat thread (pslib is
+   * asynchronous: CI's run found it that way) */
+  g_assert_true (strstr (log, who) != NULL || strstr (log, silent) != NULL);
   g_test_message ("the worker ended %.1f s after the kill", took);
   ps_test_job_free (&j);
   ks_test_rmtree (dir);
