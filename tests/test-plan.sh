@@ -39,7 +39,7 @@ config_world () {
 }
 
 n=0
-echo "1..103"
+echo "1..104"
 : >"$dir/matrix"
 for task in mlp gpt addition ctr reptile; do
   for mode in collective transpiler pslib; do
@@ -150,6 +150,17 @@ if [ $s = 0 ] && [ "$c" = 1 ]; then
 else
   echo "not ok $n - launch -n 2: exit $s, the plan's warning printed $c times"
   sed 's/^/# /' "$dir/w.out" | tail -n 20
+fi
+
+# a pslib server budget past this host's memory: refused by config, before any server
+n=$((n + 1))
+"$KSDIST" config "$ex/ctr-pslib.ini" --servers 2 -n 2 --set pslib.server_memory_mb=1000000000 \
+  >/dev/null 2>"$dir/m.err"; s=$?
+if [ $s = 2 ] && grep -q 'server_memory_mb = 1000000000: more than the [0-9]* MiB this process may use' "$dir/m.err"; then
+  echo "ok $n - config: [pslib] server_memory_mb past this host's memory refused"
+else
+  echo "not ok $n - config: server_memory_mb past the memory: exit $s"
+  sed 's/^/# /' "$dir/m.err"
 fi
 
 # a diverging run stops at the step whose loss is not finite (exit 1, no crash), alone and

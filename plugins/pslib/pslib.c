@@ -548,6 +548,13 @@ pslib_check_strategy (const KsConfig *strategy, GError **error)
                    "clip its own blocks; remove clip_norm or set [strategy] dense = allreduce");
       return FALSE;
     }
+  /* a server budget past this host's memory: refused by `ksdist config` and the launcher,
+   * as a server on this host would refuse it at its start */
+  double bytes;
+  g_autofree char *why = NULL;
+  gint64 server_memory_mb = ks_config_get_int (strategy, "pslib", "server_memory_mb");
+  if (server_memory_mb > 0 && !ps_server_budget ("/", server_memory_mb, 1, &bytes, &why, error))
+    return FALSE;
   static const char *const used[] = { "strategy.mode", "strategy.a_sync", "strategy.k_steps",
                                        "strategy.staleness", "strategy.dense",
                                        "strategy.max_update_norm", NULL };
