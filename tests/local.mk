@@ -253,6 +253,11 @@ tests_test_pslib_trust_SOURCES = tests/test-pslib-trust.c tests/ps-harness.c \
 tests_test_pslib_trust_CFLAGS = $(AM_CFLAGS) $(JSON_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_pslib_trust_LDADD = $(KS_TEST_LDADD) $(JSON_LIBS) $(ZMQ_LIBS) -lm
 TESTS += tests/test-pslib-trust
+# the servers' and workers' passes over floats against plain loops
+check_PROGRAMS += tests/test-ps-floats
+tests_test_ps_floats_SOURCES = tests/test-ps-floats.c plugins/ps/floats.c
+tests_test_ps_floats_LDADD = $(KS_TEST_LDADD) -lm
+TESTS += tests/test-ps-floats
 # hostile clients against a real server: each attack refused, the job unharmed
 check_PROGRAMS += tests/test-ps-hostile
 tests_test_ps_hostile_SOURCES = tests/test-ps-hostile.c tests/ps-harness.c \

@@ -8,6 +8,7 @@ plugins_ps_libps_la_SOURCES = \
 	plugins/ps/strategy.c plugins/ps/strategy.h \
 	plugins/ps/layout.c plugins/ps/layout.h \
 	plugins/ps/wire.c plugins/ps/wire.h \
+	plugins/ps/floats.c plugins/ps/floats.h \
 	plugins/ps/auth.c plugins/ps/auth.h \
 	plugins/ps/session.c plugins/ps/session.h \
 	plugins/ps/client.c plugins/ps/client.h \

@@ -5,6 +5,7 @@
 #include "wire.h"
 #include "auth.h"
 #include "session.h"
+#include "floats.h"
 
 #include <ksdist/away.h>
 #include <errno.h>
@@ -98,22 +99,13 @@ send_error (Server *s, GBytes *peer, const PsHeader *req, const char *format, ..
   send_reply (s, peer, req, PS_REPLY_ERROR, 0, m, strlen (m));
 }
 
-static double
-norm (const float *v, gsize n)
-{
-  double sum = 0;
-  for (gsize i = 0; i < n; i++)
-    sum += (double) v[i] * v[i];
-  return sqrt (sum);
-}
-
 /* Reads the table's values into s->values, and their norm. */
 static gboolean
 read_values (Server *s, GError **error)
 {
   if (!ps_dense_table_read (s->cfg->table, s->values, error))
     return FALSE;
-  s->values_norm = norm (s->values, s->msg_floats);
+  s->values_norm = ps_floats_norm (s->values, s->msg_floats);
   return TRUE;
 }
 
@@ -151,15 +143,13 @@ sync_push (Server *s, GBytes *peer, const PsHeader *req, const float *grads, GEr
       s->round_start = g_get_monotonic_time ();
       memset (s->sum, 0, s->msg_floats * sizeof (float));
     }
-  for (gsize i = 0; i < s->msg_floats; i++)
-    s->sum[i] += grads[i];
+  ps_floats_add (s->sum, grads, s->msg_floats);
   s->pending_peer[w] = g_bytes_ref (peer);
   s->pending_id[w] = req->id;
   if (++s->round_count < W)
     return TRUE;
 
-  for (gsize i = 0; i < s->msg_floats; i++)
-    s->sum[i] /= W;
+  ps_floats_divide (s->sum, s->msg_floats, (float) W); /* as sum[i] /= W */
   if (!ps_dense_table_apply (s->cfg->table, s->sum, error) || !read_values (s, error))
     return FALSE;
   s->window_updates++;
@@ -188,13 +178,13 @@ expect_floats (Server *s, GBytes *peer, const PsHeader *req, const float *v)
                   "config?", req->payload, s->msg_floats);
       return FALSE;
     }
-  for (gsize i = 0; i < s->msg_floats; i++)
-    if (!isfinite (v[i]))
-      {
-        send_error (s, peer, req, "float %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is %g, "
-                    "not finite: nothing of this push was applied", i, s->msg_floats, v[i]);
-        return FALSE;
-      }
+  gsize i = ps_floats_nonfinite (v, s->msg_floats);
+  if (i < s->msg_floats)
+    {
+      send_error (s, peer, req, "float %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is %g, "
+                  "not finite: nothing of this push was applied", i, s->msg_floats, v[i]);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -206,7 +196,7 @@ static gboolean
 within_bound (Server *s, GBytes *peer, const PsHeader *req, const float *v)
 {
   double bound = s->cfg->max_update_norm * MAX (s->values_norm, sqrt ((double) s->msg_floats));
-  double n = norm (v, s->msg_floats);
+  double n = ps_floats_norm (v, s->msg_floats);
   if (s->cfg->max_update_norm <= 0 || n <= bound)
     return TRUE;
   send_error (s, peer, req, "its GEO delta has norm %.3g, above [strategy] max_update_norm = %g "

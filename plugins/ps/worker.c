@@ -1,6 +1,7 @@
 /* The worker's side of each mode (worker.h). Values and gradients cross as host copies
  * of the model's arenas, packed per server in the layout's block order. */
 #include "worker.h"
+#include "floats.h"
 
 #include <math.h>
 #include <string.h>
@@ -65,10 +66,7 @@ watch_values (PsWorker *w)
   for (int s = 0; s < w->servers; s++)
     {
       gsize n = w->layout->server_floats[s];
-      double sum = 0, floor = sqrt ((double) n);
-      for (gsize i = 0; i < n; i++)
-        sum += (double) w->recv[s][i] * w->recv[s][i];
-      double now = sqrt (sum);
+      double floor = sqrt ((double) n), now = ps_floats_norm (w->recv[s], n);
       if (w->norms[s] >= 0 && now > 100 * MAX (w->norms[s], floor) && !w->jumped[s])
         {
           w->jumped[s] = TRUE;
@@ -120,16 +118,16 @@ static gboolean
 exchange (PsWorker *w, PsType type, const float *arena, float *values, guint64 read_at,
           GError **error)
 {
-  for (gsize i = 0; i < w->numel; i++)
-    if (!isfinite (arena[i]))
-      {
-        g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
-                     "worker %d: its %s holds %g (float %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
-                     "), which is not finite: its training diverged, and nothing was pushed "
-                     "(lower [optim] lr, or use a warmup)", w->index,
-                     type == PS_PUSH_DELTA ? "GEO delta" : "gradient", arena[i], i, w->numel);
-        return FALSE;
-      }
+  gsize i = ps_floats_nonfinite (arena, w->numel);
+  if (i < w->numel)
+    {
+      g_set_error (error, KS_COMPUTE_ERROR, KS_COMPUTE_ERROR_INVALID,
+                   "worker %d: its %s holds %g (float %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
+                   "), which is not finite: its training diverged, and nothing was pushed "
+                   "(lower [optim] lr, or use a warmup)", w->index,
+                   type == PS_PUSH_DELTA ? "GEO delta" : "gradient", arena[i], i, w->numel);
+      return FALSE;
+    }
   for (int s = 0; s < w->servers; s++)
     pack (w, s, arena, w->send[s]);
   if (!call_all (w, type, ++w->pushes, (guint32) read_at, TRUE, error))
