@@ -6,7 +6,9 @@
  * for anything still queued), the gradient bytes the servers took per second, loopback TCP
  * measured here, and the ratios the issue asks for.
  *   bench/bench-ps [W] [--set GROUP.KEY=VALUE ...]   (W = 2; KS_PLUGIN_PATH must reach
- *                   openblas, optim, store, roles, gloo, collective, transpiler) */
+ *                   openblas, optim, store, roles, gloo, collective, transpiler)
+ * BENCH_PS_MODES=sync (a comma-separated list) runs those modes only, after the collective
+ * run (a short run to profile; the ratios of the modes left out are not printed). */
 #include <ksdist/ksdist.h>
 
 #include <arpa/inet.h>
@@ -252,8 +254,9 @@ main (int argc, char **argv)
     g_error ("the collective run failed");
   printf ("  %-12s %7d %11.0f %10.2f %16s\n", "collective", 0, collective,
           workers * BATCH * 1e3 / collective, "-");
+  g_auto (GStrv) only = g_strsplit (g_getenv ("BENCH_PS_MODES") ? g_getenv ("BENCH_PS_MODES") : "", ",", -1);
   for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
-    for (int s = 1; s <= 2; s++)
+    for (int s = 1; s <= 2 && (!only[0] || g_strv_contains ((const char *const *) only, modes[m])); s++)
       {
         g_autofree char *strategy = g_strdup_printf ("strategy.mode=%s", modes[m]);
         if (!run_config (argv, "transpiler", strategy, s, workers, &samples, &mb))
@@ -267,8 +270,12 @@ main (int argc, char **argv)
                 workers * BATCH * 1e3 / samples, pushes * mb);
       }
   for (int s = 1; s <= 2; s++)
-    printf ("# S = %d: async / sync %.2f (target >= 1.5), geo k=10 / sync %.2f (target >= 2), "
-            "sync step time / collective %.2f (target <= 1.5)\n", s, rate[2][s] / sync_rate[s],
-            rate[3][s] / sync_rate[s], collective / sync_rate[s]);
+    if (rate[2][s] > 0 && rate[3][s] > 0 && sync_rate[s] > 0)
+      printf ("# S = %d: async / sync %.2f (target >= 1.5), geo k=10 / sync %.2f (target >= 2), "
+              "sync step time / collective %.2f (target <= 1.5)\n", s, rate[2][s] / sync_rate[s],
+              rate[3][s] / sync_rate[s], collective / sync_rate[s]);
+    else if (sync_rate[s] > 0)
+      printf ("# S = %d: sync step time / collective %.2f (target <= 1.5)\n", s,
+              collective / sync_rate[s]);
   return 0;
 }

@@ -258,6 +258,12 @@ check_PROGRAMS += tests/test-ps-floats
 tests_test_ps_floats_SOURCES = tests/test-ps-floats.c plugins/ps/floats.c
 tests_test_ps_floats_LDADD = $(KS_TEST_LDADD) -lm
 TESTS += tests/test-ps-floats
+# the framing: a payload straight into the caller's buffer, joined, or refused
+check_PROGRAMS += tests/test-ps-wire
+tests_test_ps_wire_SOURCES = tests/test-ps-wire.c plugins/ps/wire.c
+tests_test_ps_wire_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_ps_wire_LDADD = $(KS_TEST_LDADD) $(ZMQ_LIBS)
+TESTS += tests/test-ps-wire
 # hostile clients against a real server: each attack refused, the job unharmed
 check_PROGRAMS += tests/test-ps-hostile
 tests_test_ps_hostile_SOURCES = tests/test-ps-hostile.c tests/ps-harness.c \

@@ -19,7 +19,8 @@ typedef struct {
   const void *payload; /* the request's */
   gsize len;
   void *reply;     /* receives the reply's payload, which must be reply_len bytes (NULL:
-                      any payload, ignored) */
+                      any payload, ignored); the frames are copied straight into it, so
+                      while the call runs it may hold anything (a late or refused reply) */
   gsize reply_len;
   gint64 reply_step; /* the reply header's step */
 } PsCall;

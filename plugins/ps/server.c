@@ -664,6 +664,9 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.msg_floats = c->table->n_floats;
   ps_token_digest (c->token, s.token);
   s.zctx = zmq_ctx_new ();
+  /* the workers' connections are spread over the I/O threads (libzmq picks the least
+   * loaded per connection): their pushes are decrypted in parallel */
+  zmq_ctx_set (s.zctx, ZMQ_IO_THREADS, ps_io_threads (c->workers));
   s.socket = zmq_socket (s.zctx, ZMQ_ROUTER);
   zmq_setsockopt (s.socket, ZMQ_LINGER, &linger, sizeof linger);
   /* CURVE with the job's keys; a handshake gets [comm] timeout at most */

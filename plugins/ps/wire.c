@@ -140,6 +140,12 @@ ps_send (void *socket, const void *identity, gsize identity_len, PsHeader *h,
   return TRUE;
 }
 
+int
+ps_io_threads (int peers)
+{
+  return CLAMP (peers, 1, (int) MAX (g_get_num_processors (), 1));
+}
+
 void
 ps_received_clear (PsReceived *r)
 {
@@ -161,6 +167,7 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
 {
   int more = 1, n = 0;
   size_t more_len = sizeof more;
+  gboolean direct = r->into != NULL && r->into_len <= max_payload; /* so far */
   GByteArray *joined = r->joined != NULL ? g_byte_array_ref (r->joined) : g_byte_array_new ();
 
   ps_received_clear (r);
@@ -202,7 +209,16 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
         {
           if (more && size != PS_FRAME_MAX && r->uneven == 0)
             r->uneven = MAX (size, 1);
-          if (r->payload_len + size <= max_payload)
+          if (direct && r->payload_len + size > r->into_len)
+            {
+              /* longer than `into`: joined as any other (the part there first) */
+              direct = FALSE;
+              if (r->payload_len <= max_payload)
+                g_byte_array_append (r->joined, r->into, r->payload_len);
+            }
+          if (direct)
+            memcpy ((char *) r->into + r->payload_len, zmq_msg_data (&m), size);
+          else if (r->payload_len + size <= max_payload)
             g_byte_array_append (r->joined, zmq_msg_data (&m), size);
           r->payload_len += size;
         }
@@ -214,6 +230,8 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
   r->parts = n - (identity ? 1 : 0);
   if (r->single != NULL)
     r->payload = zmq_msg_data (r->single);
+  else if (direct && r->payload_len > 0)
+    r->payload = r->into;
   else if (r->payload_len <= max_payload)
     r->payload = r->joined->data;
   else /* too large: kept nothing, said so by a length the header cannot match */

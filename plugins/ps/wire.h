@@ -81,12 +81,22 @@ typedef struct {
   gsize uneven;       /* the size of a frame before the last that is not PS_FRAME_MAX */
   GByteArray *joined; /* the payload of several frames (kept between messages) */
   void *single;       /* the zmq_msg_t of a payload of one frame */
+  /* set by the caller: a payload of several frames and at most into_len bytes is copied
+   * from the frames straight into `into` (then payload == into), not joined first; a
+   * message of another length may leave anything there */
+  void *into;
+  gsize into_len;
   char peer[64];      /* the sender's address (ZeroMQ's Peer-Address), or "" */
 } PsReceived;
 
 /* Receives one message if one is waiting (1), else 0; `identity`: the socket is a
- * ROUTER. The payload is valid until the next call or ps_received_clear. */
+ * ROUTER. The payload is valid until the next call or ps_received_clear. `into` and
+ * into_len are kept. */
 int ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r);
 void ps_received_clear (PsReceived *r);
+
+/* The ZeroMQ I/O threads for a context whose sockets talk to `peers` peers: one each, so
+ * that their CURVE encryption runs in parallel, at most one per core. */
+int ps_io_threads (int peers);
 
 #endif
