@@ -92,10 +92,11 @@ run (gboolean curve, gboolean framed)
   g_assert_cmpint (zmq_connect (c, endpoint), ==, 0);
   char *payload = g_malloc0 (bytes), *values = g_malloc (bytes);
   PsReceived r = { 0 };
+  PsSegment into = { values, bytes };
   if (framed) /* as a worker: the reply's frames straight into its buffer */
     {
-      r.into = values;
-      r.into_len = bytes;
+      r.into = &into;
+      r.n_into = 1;
     }
   gint64 start = 0;
   for (int i = 0; i < rounds + 1; i++)

@@ -317,12 +317,14 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
   PsHeader h;
   g_autofree char *why = NULL;
   gboolean ok = TRUE;
+  gsize reply_len = ps_segments_total (call->reply, call->n_reply);
 
-  /* the values go from the frames straight into the caller's buffer */
+  /* the values go from the frames straight into the caller's buffers */
   r->into = call->reply;
-  r->into_len = call->reply_len;
+  r->n_into = call->n_reply;
   int got = ps_receive (c->sockets[call->server], FALSE, c->max_message, r);
   r->into = NULL;
+  r->n_into = 0;
   if (got == 0)
     return TRUE; /* nothing yet */
   if (r->parts < 2)
@@ -350,19 +352,19 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
                    (int) MIN (h.payload, 4096), payload);
       ok = FALSE;
     }
-  else if (h.type != PS_REPLY_OK || (call->reply != NULL && h.payload != call->reply_len))
+  else if (h.type != PS_REPLY_OK || (call->reply != NULL && h.payload != reply_len))
     {
       g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
                    "server %d (%s) answered a %s with a %s of %" G_GUINT64_FORMAT " bytes, "
                    "expected %" G_GSIZE_FORMAT ": is it running the same model and version?",
                    call->server, c->endpoints[call->server], ps_type_name (type),
-                   ps_type_name (h.type), h.payload, call->reply_len);
+                   ps_type_name (h.type), h.payload, reply_len);
       ok = FALSE;
     }
   else
     {
-      if (call->reply != NULL && payload != call->reply)
-        memcpy (call->reply, payload, call->reply_len);
+      if (call->reply != NULL && !r->scattered)
+        ps_segments_scatter (call->reply, call->n_reply, 0, payload, reply_len);
       call->reply_step = h.step;
       *done = TRUE;
     }

@@ -18,10 +18,11 @@ typedef struct {
   int server;
   const void *payload; /* the request's */
   gsize len;
-  void *reply;     /* receives the reply's payload, which must be reply_len bytes (NULL:
-                      any payload, ignored); the frames are copied straight into it, so
-                      while the call runs it may hold anything (a late or refused reply) */
-  gsize reply_len;
+  const PsSegment *reply; /* receive the reply's payload, which must be as long as they
+                             are together (NULL: any payload, ignored); the frames are
+                             copied straight into them, so while the call runs they may
+                             hold anything (a late or refused reply) */
+  gsize n_reply;
   gint64 reply_step; /* the reply header's step */
 } PsCall;
 

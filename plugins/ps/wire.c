@@ -146,6 +146,39 @@ ps_io_threads (int peers)
   return CLAMP (peers, 1, (int) MAX (g_get_num_processors (), 1));
 }
 
+gsize
+ps_segments_total (const PsSegment *segs, gsize n)
+{
+  gsize total = 0;
+  for (gsize i = 0; i < n; i++)
+    total += segs[i].len;
+  return total;
+}
+
+/* Copies between the segments' bytes [at, at + len) and p, either way. */
+static void
+segments_copy (const PsSegment *segs, gsize n, gsize at, void *p, gsize len, gboolean to_segs)
+{
+  char *q = p;
+  for (gsize i = 0, start = 0; i < n && len > 0; start += segs[i].len, i++)
+    {
+      if (at >= start + segs[i].len)
+        continue;
+      gsize off = at - start, k = MIN (len, segs[i].len - off);
+      char *seg = (char *) segs[i].data + off;
+      memcpy (to_segs ? seg : q, to_segs ? q : seg, k);
+      q += k;
+      at += k;
+      len -= k;
+    }
+}
+
+void
+ps_segments_scatter (const PsSegment *segs, gsize n, gsize at, const void *src, gsize len)
+{
+  segments_copy (segs, n, at, (void *) src, len, TRUE);
+}
+
 void
 ps_received_clear (PsReceived *r)
 {
@@ -159,6 +192,7 @@ ps_received_clear (PsReceived *r)
   r->payload = NULL;
   r->payload_len = r->header_len = r->uneven = 0;
   r->parts = 0;
+  r->scattered = FALSE;
   r->peer[0] = '\0';
 }
 
@@ -167,7 +201,8 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
 {
   int more = 1, n = 0;
   size_t more_len = sizeof more;
-  gboolean direct = r->into != NULL && r->into_len <= max_payload; /* so far */
+  gsize into_len = ps_segments_total (r->into, r->n_into);
+  gboolean direct = r->n_into > 0 && into_len <= max_payload; /* so far */
   GByteArray *joined = r->joined != NULL ? g_byte_array_ref (r->joined) : g_byte_array_new ();
 
   ps_received_clear (r);
@@ -209,15 +244,15 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
         {
           if (more && size != PS_FRAME_MAX && r->uneven == 0)
             r->uneven = MAX (size, 1);
-          if (direct && r->payload_len + size > r->into_len)
+          if (direct && r->payload_len + size > into_len)
             {
               /* longer than `into`: joined as any other (the part there first) */
               direct = FALSE;
-              if (r->payload_len <= max_payload)
-                g_byte_array_append (r->joined, r->into, r->payload_len);
+              g_byte_array_set_size (r->joined, r->payload_len);
+              segments_copy (r->into, r->n_into, 0, r->joined->data, r->payload_len, FALSE);
             }
           if (direct)
-            memcpy ((char *) r->into + r->payload_len, zmq_msg_data (&m), size);
+            ps_segments_scatter (r->into, r->n_into, r->payload_len, zmq_msg_data (&m), size);
           else if (r->payload_len + size <= max_payload)
             g_byte_array_append (r->joined, zmq_msg_data (&m), size);
           r->payload_len += size;
@@ -231,7 +266,10 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
   if (r->single != NULL)
     r->payload = zmq_msg_data (r->single);
   else if (direct && r->payload_len > 0)
-    r->payload = r->into;
+    {
+      r->scattered = TRUE;
+      r->payload = r->into[0].data;
+    }
   else if (r->payload_len <= max_payload)
     r->payload = r->joined->data;
   else /* too large: kept nothing, said so by a length the header cannot match */

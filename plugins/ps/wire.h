@@ -69,6 +69,16 @@ gboolean ps_header_parse (const void *data, gsize len, gsize payload_len, const 
 gboolean ps_send (void *socket, const void *identity, gsize identity_len, PsHeader *h,
                   const void *payload, gsize len, gboolean stable);
 
+/* A piece of a caller's buffer: a payload is the concatenation of its segments. */
+typedef struct {
+  void *data;
+  gsize len;
+} PsSegment;
+
+gsize ps_segments_total (const PsSegment *segs, gsize n);
+/* Copies `len` bytes from `src` into the segments' concatenation from byte `at` on. */
+void ps_segments_scatter (const PsSegment *segs, gsize n, gsize at, const void *src, gsize len);
+
 /* One received message: the identity (ROUTER), the header frame and the payload, which
  * is the frames after the header joined (at most `max_payload` bytes kept). */
 typedef struct {
@@ -81,17 +91,19 @@ typedef struct {
   gsize uneven;       /* the size of a frame before the last that is not PS_FRAME_MAX */
   GByteArray *joined; /* the payload of several frames (kept between messages) */
   void *single;       /* the zmq_msg_t of a payload of one frame */
-  /* set by the caller: a payload of several frames and at most into_len bytes is copied
-   * from the frames straight into `into` (then payload == into), not joined first; a
-   * message of another length may leave anything there */
-  void *into;
-  gsize into_len;
+  /* set by the caller: a payload of several frames and at most as many bytes as the
+   * segments `into` hold is copied from the frames straight into them, in order (the
+   * blocks of a worker's arena: no join, no unpacking); then `scattered`, and payload
+   * points to the first segment. A message of another length may leave anything there. */
+  const PsSegment *into;
+  gsize n_into;
+  gboolean scattered;
   char peer[64];      /* the sender's address (ZeroMQ's Peer-Address), or "" */
 } PsReceived;
 
 /* Receives one message if one is waiting (1), else 0; `identity`: the socket is a
  * ROUTER. The payload is valid until the next call or ps_received_clear. `into` and
- * into_len are kept. */
+ * n_into are kept. */
 int ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r);
 void ps_received_clear (PsReceived *r);
 

@@ -1,5 +1,6 @@
 /* The worker's side of each mode (worker.h). Values and gradients cross as host copies
- * of the model's arenas, packed per server in the layout's block order. */
+ * of the model's arenas: gradients packed per server in the layout's block order, the
+ * values received from the frames straight into their blocks. */
 #include "worker.h"
 #include "floats.h"
 
@@ -15,7 +16,8 @@ struct PsWorker {
   KsCompute *compute;
   gsize numel;              /* of the arenas */
   gsize **blocks, *n_blocks; /* each server's block indices */
-  float **send, **recv;      /* packed per server */
+  float **send;              /* packed per server */
+  PsSegment **segs;          /* per server: its blocks in a host arena (set per call) */
   float *host;               /* a host copy of an arena */
   gint64 pushes;
   gint64 since_push;         /* GEO: local steps not pushed yet */
@@ -45,14 +47,14 @@ pack (PsWorker *w, int s, const float *arena, float *out)
     }
 }
 
+/* Points server s's segments at its blocks of `arena`, where its values go. */
 static void
-unpack (PsWorker *w, int s, const float *in, float *arena)
+aim (PsWorker *w, int s, float *arena)
 {
-  for (gsize i = 0, pos = 0; i < w->n_blocks[s]; i++)
+  for (gsize i = 0; i < w->n_blocks[s]; i++)
     {
       const PsBlock *b = &w->layout->blocks[w->blocks[s][i]];
-      memcpy (arena + b->arena_offset, in + pos, b->len * sizeof (float));
-      pos += b->len;
+      w->segs[s][i] = (PsSegment) { arena + b->arena_offset, b->len * sizeof (float) };
     }
 }
 
@@ -66,7 +68,13 @@ watch_values (PsWorker *w)
   for (int s = 0; s < w->servers; s++)
     {
       gsize n = w->layout->server_floats[s];
-      double floor = sqrt ((double) n), now = ps_floats_norm (w->recv[s], n);
+      double floor = sqrt ((double) n), sum = 0;
+      for (gsize i = 0; i < w->n_blocks[s]; i++)
+        {
+          double b = ps_floats_norm (w->segs[s][i].data, w->segs[s][i].len / sizeof (float));
+          sum += b * b;
+        }
+      double now = sqrt (sum);
       if (w->norms[s] >= 0 && now > 100 * MAX (w->norms[s], floor) && !w->jumped[s])
         {
           w->jumped[s] = TRUE;
@@ -94,17 +102,19 @@ params_copy (PsWorker *w, float *host, gboolean to_model, GError **error)
   return TRUE;
 }
 
-/* One request to every server: payload send[s] when `with_payload`, replies into recv[s]. */
+/* One request to every server: payload send[s] when `with_payload`, the replies' values
+ * into their blocks of `values` (a host arena). */
 static gboolean
 call_all (PsWorker *w, PsType type, gint64 step, guint32 arg, gboolean with_payload,
-          GError **error)
+          float *values, GError **error)
 {
   g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
   for (int s = 0; s < w->servers; s++)
     {
       gsize bytes = w->layout->server_floats[s] * sizeof (float);
+      aim (w, s, values);
       calls[s] = (PsCall) { s, with_payload ? w->send[s] : NULL, with_payload ? bytes : 0,
-                            w->recv[s], bytes, 0 };
+                            w->segs[s], w->n_blocks[s], 0 };
     }
   return ps_client_call (w->client, type, step, arg, 0, calls, w->servers, error);
 }
@@ -130,11 +140,9 @@ exchange (PsWorker *w, PsType type, const float *arena, float *values, guint64 r
     }
   for (int s = 0; s < w->servers; s++)
     pack (w, s, arena, w->send[s]);
-  if (!call_all (w, type, ++w->pushes, (guint32) read_at, TRUE, error))
+  if (!call_all (w, type, ++w->pushes, (guint32) read_at, TRUE, values, error))
     return FALSE;
   watch_values (w);
-  for (int s = 0; s < w->servers; s++)
-    unpack (w, s, w->recv[s], values);
   return TRUE;
 }
 
@@ -318,11 +326,10 @@ gboolean
 ps_worker_pull (PsWorker *w, GError **error)
 {
   /* the host copy keeps the parameters the servers do not hold */
-  if (!params_copy (w, w->old, FALSE, error) || !call_all (w, PS_PULL, 0, 0, FALSE, error))
+  if (!params_copy (w, w->old, FALSE, error)
+      || !call_all (w, PS_PULL, 0, 0, FALSE, w->old, error))
     return FALSE;
   watch_values (w);
-  for (int s = 0; s < w->servers; s++)
-    unpack (w, s, w->recv[s], w->old);
   return params_copy (w, w->old, TRUE, error);
 }
 
@@ -392,12 +399,12 @@ ps_worker_new (PsClient *client, const PsLayout *layout, const PsStrategy *strat
   w->blocks = g_new0 (gsize *, w->servers);
   w->n_blocks = g_new0 (gsize, w->servers);
   w->send = g_new0 (float *, w->servers);
-  w->recv = g_new0 (float *, w->servers);
+  w->segs = g_new0 (PsSegment *, w->servers);
   for (int s = 0; s < w->servers; s++)
     {
       w->blocks[s] = ps_layout_server_blocks (layout, s, &w->n_blocks[s]);
       w->send[s] = g_new (float, MAX (layout->server_floats[s], 1));
-      w->recv[s] = g_new (float, MAX (layout->server_floats[s], 1));
+      w->segs[s] = g_new (PsSegment, MAX (w->n_blocks[s], 1));
     }
   w->host = g_new0 (float, w->numel);
   w->old = g_new0 (float, w->numel);
@@ -456,12 +463,12 @@ ps_worker_free (PsWorker *w)
     {
       g_free (w->blocks[s]);
       g_free (w->send[s]);
-      g_free (w->recv[s]);
+      g_free (w->segs[s]);
     }
   g_free (w->blocks);
   g_free (w->n_blocks);
   g_free (w->send);
-  g_free (w->recv);
+  g_free (w->segs);
   g_free (w->host);
   g_free (w->old);
   g_free (w->norms);

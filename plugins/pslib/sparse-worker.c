@@ -199,6 +199,7 @@ ps_sparse_worker_pull (PsSparseWorker *w, guint table, const guint64 *ids, gsize
   /* ids per request: its ids and its answer each fit in a message */
   gsize most = MAX (1, w->cfg.max_message / (MAX (dim * sizeof (float), sizeof (guint64))));
   g_autofree PsCall *calls = g_new0 (PsCall, w->servers);
+  g_autofree PsSegment *into = g_new0 (PsSegment, w->servers);
   if (!wait_pushes (w, (guint64) w->cfg.staleness, error))
     return FALSE;
   for (int s = 0; s < w->servers; s++)
@@ -233,9 +234,10 @@ ps_sparse_worker_pull (PsSparseWorker *w, guint table, const guint64 *ids, gsize
           if (first >= m)
             continue;
           gsize part = MIN (most, m - first);
-          calls[k++] = (PsCall) { s, &g_array_index (w->ids[s], guint64, first),
-                                  part * sizeof (guint64), w->values[s] + first * dim,
-                                  part * dim * sizeof (float), 0 };
+          into[k] = (PsSegment) { w->values[s] + first * dim, part * dim * sizeof (float) };
+          calls[k] = (PsCall) { s, &g_array_index (w->ids[s], guint64, first),
+                                part * sizeof (guint64), &into[k], 1, 0 };
+          k++;
         }
       if (k == 0)
         break;
