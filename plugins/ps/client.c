@@ -53,7 +53,6 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
   g_cond_init (&c->wake);
   c->zctx = zmq_ctx_new ();
   c->n = g_strv_length ((char **) endpoints);
-  zmq_ctx_set (c->zctx, ZMQ_IO_THREADS, ps_io_threads (c->n));
   c->endpoints = g_strdupv ((char **) endpoints);
   c->sockets = g_new0 (void *, c->n);
   c->watches = g_new0 (PsAuthWatch *, c->n);

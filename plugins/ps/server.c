@@ -664,9 +664,13 @@ ps_server_run (const PsServerConfig *c, GError **error)
   s.msg_floats = c->table->n_floats;
   ps_token_digest (c->token, s.token);
   s.zctx = zmq_ctx_new ();
-  /* the workers' connections are spread over the I/O threads (libzmq picks the least
-   * loaded per connection): their pushes are decrypted in parallel */
-  zmq_ctx_set (s.zctx, ZMQ_IO_THREADS, ps_io_threads (c->workers));
+  /* sync: the workers' pushes come together while the server waits, so their connections
+   * are spread over I/O threads (libzmq picks the least loaded per connection) and
+   * decrypted in parallel (2 cores: sync with 1 server 54 -> 48 ms a step). Not in the
+   * other modes, nor on the workers: their I/O runs beside training, and more threads
+   * there made async 10% slower on 2 cores. */
+  if (c->mode == PS_MODE_SYNC)
+    zmq_ctx_set (s.zctx, ZMQ_IO_THREADS, ps_io_threads (c->workers));
   s.socket = zmq_socket (s.zctx, ZMQ_ROUTER);
   zmq_setsockopt (s.socket, ZMQ_LINGER, &linger, sizeof linger);
   /* CURVE with the job's keys; a handshake gets [comm] timeout at most */

@@ -107,8 +107,8 @@ typedef struct {
 int ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r);
 void ps_received_clear (PsReceived *r);
 
-/* The ZeroMQ I/O threads for a context whose sockets talk to `peers` peers: one each, so
- * that their CURVE encryption runs in parallel, at most one per core. */
+/* The ZeroMQ I/O threads for a context whose sockets talk to `peers` peers at once: one
+ * each, so that their CURVE encryption runs in parallel, at most one per core. */
 int ps_io_threads (int peers);
 
 #endif
