@@ -58,7 +58,7 @@ EXTRA_PROGRAMS += bench/bench-ps
 bench_bench_ps_SOURCES = bench/bench-ps.c
 bench_bench_ps_LDADD = libksdist.la $(GLIB_LIBS)
 CLEANFILES += bench/bench-ps
-EXTRA_DIST += bench/run-ps.sh bench/hostile-ps.sh bench/run-cluster.sh bench/ps-async-accuracy.sh
+EXTRA_DIST += bench/run-ps.sh bench/hostile-ps.sh bench/run-cluster.sh bench/cluster-doc.py bench/ps-async-accuracy.sh
 if HAVE_ZMQ
 bench-ps: bench/bench-ps
 	$(SHELL) $(srcdir)/bench/run-ps.sh

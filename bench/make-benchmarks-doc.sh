@@ -42,7 +42,8 @@ done
 python=${PYTHON:-/usr/bin/python3}
 template="$src/bench/benchmarks.md.in"
 
-# The tables: ID|NEEDS|QUICK COMMAND|FULL COMMAND, run from the build tree's top.
+# The tables: ID|NEEDS|QUICK COMMAND|FULL COMMAND[|CONVERTER], run from the build tree's top.
+# CONVERTER: a script of bench/ that turns the command's --json rows into the table.
 # NEEDS: what must be built for the table at all (openblas, gloo, zmq), then the
 # references it is measured against (torch, mpi), which it is run without.
 sections () {
@@ -64,7 +65,7 @@ pipeline|openblas gloo|-|bench/run-pipeline.sh 2
 overlap|openblas gloo|sh bench/bench-overlap.sh 1 collective|sh bench/bench-overlap.sh 5 collective
 overlap-pslib|openblas gloo zmq|-|sh bench/bench-overlap.sh 5 pslib
 examples|openblas torch|bench/run-examples.sh --quick|bench/run-examples.sh
-cluster|openblas gloo netns torch mpi|bench/run-cluster.sh 4 1gbit|bench/run-cluster.sh 4 1gbit
+cluster|openblas gloo netns torch mpi|bench/run-cluster.sh 4 1gbit|bench/run-cluster.sh 4 1gbit|bench/cluster-doc.py
 EOF
 }
 
@@ -101,7 +102,7 @@ mode=full field=4
 [ $quick = no ] || { mode=quick field=3; }
 
 if [ $list = yes ]; then
-  sections | while IFS='|' read -r id needs q f; do
+  sections | while IFS='|' read -r id needs q f _conv; do
     cmd=$f; [ $quick = no ] || cmd=$q
     printf '%s\t%s\t%s\n' "$id" "$needs" "$cmd"
   done
@@ -187,6 +188,7 @@ table () {
   line=$(sections | grep "^$id|") || { echo "**No table '$id' in bench/make-benchmarks-doc.sh.**"; return; }
   needs=$(echo "$line" | cut -d'|' -f2)
   cmd=$(echo "$line" | cut -d'|' -f$field)
+  conv=$(echo "$line" | cut -d'|' -f5 -s)
   if [ "$cmd" = - ]; then
     echo "Not measured in this run: this table is made by the full run only (\`$(echo "$line" | cut -d'|' -f4)\`, without \`--quick\`)."
     return
@@ -213,10 +215,20 @@ table () {
   s0=$(date +%s)
   while [ $i -le "$runs" ]; do
     echo "  [$id] run $i of $runs: $cmd" >&2
-    if (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd") >"$work/$id.$i" 2>"$work/$id.$i.err"; then
+    # under set -e, each in an `if`; with a converter, the --json rows turned into the table
+    rc=0
+    if [ -n "$conv" ]; then
+      if (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd --json" >"$work/$id.$i.json" &&
+          "$python" "$src/$conv" <"$work/$id.$i.json") >"$work/$id.$i" 2>"$work/$id.$i.err"; then :; else rc=$?; fi
+    elif (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd") >"$work/$id.$i" 2>"$work/$id.$i.err"; then
+      :
+    else
+      rc=$?
+    fi
+    if [ $rc -eq 0 ]; then
       files="$files $work/$id.$i"
     else
-      fails="$fails $i:$?"
+      fails="$fails $i:$rc"
     fi
     i=$((i + 1))
   done
@@ -235,7 +247,7 @@ table () {
   [ -n "$files" ] || { echo "Command: \`$cmd\`.$refs"; return 0; }
   count=$(echo $files | wc -w)
   if [ "$count" = 1 ]; then how="one run, so no spread"; else how="$count runs one after another, medians"; fi
-  echo "Printed by \`$cmd\`: $how; $(( (s1 - s0) / runs )) s a run; load average $load0 before, $load1 after."
+  echo "Printed by \`$cmd\`${conv:+ (its \`--json\` rows made into this table by \`$conv\`)}: $how; $(( (s1 - s0) / runs )) s a run; load average $load0 before, $load1 after."
   [ -z "$refs" ] || { echo "$refs"; }
   echo
   echo '```text'

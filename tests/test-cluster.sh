@@ -1,7 +1,8 @@
 #!/bin/sh
 # Jobs and faults across hosts on tools/cluster.sh: 4 network namespaces, each with its
 # own address and host name, one `ksdist launch` per host meeting at host 0's store.
-# - 4 hosts x 1 rank end bitwise where `ksdist launch -n 4` on one host does;
+# - 4 hosts x 1 rank end bitwise where `ksdist launch -n 4` on one host does, and the log
+#   names the algorithms Gloo's `auto` takes across hosts;
 # - 2 hosts x 2 ranks go hierarchical (shm inside, Gloo between) and end within float
 #   rounding of one process with the 4 workers' batch;
 # - a pipeline with one stage per host ends bitwise where the same pipeline on one host does;
@@ -126,6 +127,13 @@ if [ "$s" = "0 0 0 0" ] && same one-host four \
   ok "4 hosts x 1 rank (Gloo between $name-host0..3) end bitwise where one host's 4 ranks do"
 else
   echo "# statuses $s"; not_ok "4 hosts x 1 rank against one host" four-node0.log four-node3.log
+fi
+# Gloo's `auto` says what it takes for ranks on several hosts (plugins/gloo/choose.c).
+rule="gloo: 4 ranks on several hosts: allreduce \`auto\` takes the ring below 131072 bytes ([gloo] auto_hosts_ring_bytes), halving_doubling below 1048576 ([gloo] auto_small_bytes), ring_chunked from there"
+if grep -qF "$rule" four-node0.log; then
+  ok "4 hosts x 1 rank: the log names auto's algorithms across hosts"
+else
+  echo "# node 0's log lacks: $rule"; not_ok "the log names auto's algorithms across hosts" four-node0.log
 fi
 
 # The same with the shm plugin: auto makes the allreduce hierarchical.

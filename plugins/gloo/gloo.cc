@@ -125,7 +125,7 @@ struct Entry {
 
 struct Settings {
   std::string algorithm, hostname, iface;
-  gint64 auto_small_bytes;
+  gint64 auto_small_bytes, auto_hosts_ring_bytes;
 };
 
 struct Gloo {
@@ -203,6 +203,7 @@ gloo_create (const KsSettings *s, GError **error)
   g->settings.hostname = ks_settings_get_string (s, "hostname");
   g->settings.iface = ks_settings_get_string (s, "iface");
   g->settings.auto_small_bytes = ks_settings_get_int (s, "auto_small_bytes");
+  g->settings.auto_hosts_ring_bytes = ks_settings_get_int (s, "auto_hosts_ring_bytes");
   return g;
 }
 
@@ -277,6 +278,37 @@ arrive (Gloo *g)
     }
 }
 
+/* The algorithm for a message: the configured one, or what `auto` takes for its size
+ * and whether the members span hosts (choose.c says why). */
+KsGlooAuto
+auto_of (const Gloo *g)
+{
+  return { g->settings.auto_small_bytes, g->settings.auto_hosts_ring_bytes, g->several_hosts,
+           g->size };
+}
+
+std::string
+choose (Gloo *g, gsize bytes)
+{
+  KsGlooAuto a = auto_of (g);
+  return ks_gloo_choose (g->settings.algorithm.c_str (), &a, bytes);
+}
+
+/* Says once per communicator (its rank 0) what `auto` takes, so a job's log shows the
+ * allreduce it runs across hosts. */
+void
+tell_choice (const Gloo *g)
+{
+  if (g->rank != 0 || g->size < 2 || g->settings.algorithm != "auto")
+    return;
+  KsGlooAuto a = auto_of (g);
+  g_autofree char *rule = ks_gloo_auto_describe (&a);
+  /* info across hosts, where the choice matters for the link; debug on one */
+  g_log (G_LOG_DOMAIN, g->several_hosts ? G_LOG_LEVEL_INFO : G_LOG_LEVEL_DEBUG,
+         "gloo: %d ranks on %s: allreduce `auto` takes %s", g->size,
+         g->several_hosts ? "several hosts" : "one host", rule);
+}
+
 std::shared_ptr<gloo::rendezvous::Context>
 mesh (Gloo *g, const char *name)
 {
@@ -298,6 +330,7 @@ join (Gloo *g)
   } within { g->store.get () };
   g->store->deadline = g_get_monotonic_time () + (gint64) g->timeout_ms * 1000;
   arrive (g);
+  tell_choice (g);
   g->algo = mesh (g, "algo");
   g->p2p = mesh (g, "p2p");
   g->barrier.reset (new gloo::BarrierAllToAll (g->algo));
@@ -341,15 +374,6 @@ reduction (KsReduceOp op)
     default: /* sum, and avg = sum then divide */
       return gloo::ReductionFunction<T>::sum;
     }
-}
-
-/* The algorithm for a message: the configured one, or what `auto` takes for its size
- * and whether the members span hosts (choose.c says why). */
-std::string
-choose (Gloo *g, gsize bytes)
-{
-  return ks_gloo_choose (g->settings.algorithm.c_str (), g->settings.auto_small_bytes,
-                         g->several_hosts, bytes);
 }
 
 template <typename T>
@@ -781,7 +805,9 @@ const KsKeyDesc gloo_settings[] = {
     "auto|ring|ring_chunked|halving_doubling|bcube|unbound",
     "Allreduce algorithm; auto picks by message size and whether the ranks span hosts" },
   { NULL, "auto_small_bytes", KS_VALUE_INT, "1048576", 0, 1e12, NULL,
-    "auto: messages below this many bytes use the ring, larger ones halving-doubling on one host, ring_chunked across hosts" },
+    "auto: messages of this many bytes and more use halving-doubling on one host, ring_chunked across hosts; smaller ones the ring (or see auto_hosts_ring_bytes)" },
+  { NULL, "auto_hosts_ring_bytes", KS_VALUE_INT, "131072", 0, 1e12, NULL,
+    "auto, more than 2 ranks on several hosts: messages from this many bytes up to auto_small_bytes use halving-doubling, smaller ones the ring" },
   { NULL, "hostname", KS_VALUE_STRING, "127.0.0.1", 0, 0, NULL,
     "Address this rank listens on; 127.0.0.1 keeps a one-machine job off the network" },
   { NULL, "iface", KS_VALUE_STRING, "", 0, 0, NULL,

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""doc/benchmarks.md's cluster table from `bench/run-cluster.sh --json` (stdin): busbw as
+% of the link per implementation and size, then each goal of issue 50 with its measured
+figure and whether it is reached. bench/make-benchmarks-doc.sh pipes the bench into it."""
+import json
+import sys
+
+rows = []
+for line in sys.stdin:
+    line = line.strip()
+    if line.startswith("{"):
+        rows.append(json.loads(line))
+if not rows:
+    sys.exit("cluster-doc.py: no JSON rows on stdin (run bench/run-cluster.sh --json)")
+
+MiB = 1 << 20
+impls = ["ksdist", "gloo", "torch", "mpi"]
+ar = {}
+link = None
+for r in rows:
+    if "size" in r:
+        ar.setdefault(r["impl"], {})[r["size"]] = 100 * r["busbw_gbs"] / r["link_gbs"]
+        link = r["link_gbs"]
+present = [i for i in impls if i in ar]
+sizes = sorted({s for i in present for s in ar[i]})
+verdict = lambda ok: "reached" if ok else "not reached"
+pct = lambda v: "%.0f%%" % v
+
+if sizes:
+    print("# allreduce, float32 sum, one rank per host, links %.4g GB/s: busbw %% of the link" % link)
+    print("# %10s" % "size (B)" + "".join(" %8s" % i for i in present) + "  ksdist-best peer (pp)")
+    for s in sizes:
+        cells = "".join(" %8s" % (pct(ar[i][s]) if s in ar[i] else "-") for i in present)
+        peers = [ar[i][s] for i in present if i != "ksdist" and s in ar[i]]
+        lead = "%+.0f" % (ar["ksdist"][s] - max(peers)) if peers and s in ar.get("ksdist", {}) else "-"
+        print("  %10d%s  %s" % (s, cells, lead))
+print("# goals (issue 50)")
+k = ar.get("ksdist", {})
+big = [s for s in sizes if s >= 16 * MiB and s in k]
+if big:
+    print("  ksdist busbw >= 90%% of the link from 16 MiB: %s: %s" % (
+        ", ".join("%s at %d MiB" % (pct(k[s]), s // MiB) for s in big),
+        verdict(all(k[s] >= 90 for s in big))))
+behind = []
+for s in sizes:
+    for i in present:
+        if i != "ksdist" and s in ar[i] and s in k and ar[i][s] > k[s]:
+            behind.append("%d B: %s %s > %s" % (s, i, pct(ar[i][s]), pct(k[s])))
+if k:
+    print("  ksdist ahead of every peer at every size: %s: %s" % (
+        "behind at " + "; ".join(behind) if behind else "ahead everywhere", verdict(not behind)))
+dp = {(r["model"], r["hosts"]): r.get("efficiency") for r in rows if r.get("impl") == "ksdist dp"}
+top = max([h for m, h in dp if m == "gpt"], default=None)
+if top and top > 1:
+    e = dp[("gpt", top)]
+    print("  data-parallel GPT efficiency >= 0.90 at %d hosts: %s: %s" % (
+        top, "%.2f" % e if e is not None else "-", verdict(e is not None and e >= 0.9)))
+ps = {(r["mode"], r["rate"]): r for r in rows if r.get("impl") == "ksdist ps"}
+for rate in sorted({r for _, r in ps}, key=lambda r: -min(x["link_gbs"] for (m, q), x in ps.items() if q == r)):
+    sync = ps.get(("sync", rate))
+    for mode, want in (("async", 1.5), ("geo", 2.0)):
+        r = ps.get((mode, rate))
+        if not sync or not r or not sync["samples_per_s"] or r["samples_per_s"] is None:
+            continue
+        x = r["samples_per_s"] / sync["samples_per_s"]
+        da = None if r["accuracy"] is None or sync["accuracy"] is None else sync["accuracy"] - r["accuracy"]
+        print("  %s >= %.1fx sync at %s, accuracy within 0.02: %.2fx, accuracy %s vs sync's %s: %s" % (
+            mode, want, rate, x, "-" if r["accuracy"] is None else "%.4f" % r["accuracy"],
+            "-" if sync["accuracy"] is None else "%.4f" % sync["accuracy"],
+            verdict(x >= want and da is not None and da <= 0.02)))
