@@ -669,6 +669,19 @@ test_bad_config (void)
   g_assert_cmpstr (out, ==, "");
   g_assert_cmpstr (err, ==, "ksdist: [model] hidden: 'x' is not a layer size (an integer in "
                             "[1, 1048576])\n");
+
+  /* a plugin's own check of its settings (KsPluginDesc.check_settings): a key that
+   * another key's value leaves unused */
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist (ARGS ("launch", "-n", "2", "--set", "gloo.algorithm=ring",
+                                     "--set", "gloo.auto_hosts_ring_bytes=65536"),
+                               NULL, plugins, &out, &err);
+  g_assert_cmpint (status, ==, 2);
+  g_assert_cmpstr (out, ==, "");
+  g_assert_cmpstr (err, ==, "ksdist: [gloo] auto_hosts_ring_bytes is set, but [gloo] algorithm = "
+                            "ring does not read it (only auto chooses by size): remove "
+                            "auto_hosts_ring_bytes, or set algorithm = auto\n");
 }
 
 int

@@ -28,7 +28,10 @@
  * convolution, so that a backend can run the batch's chunks on its threads.
  * ABI 1.3 appended the setting type KS_VALUE_PATH (a file to read, resolved beside the
  * config file): a plugin that declares one is refused by an older core, which would not
- * know the type. */
+ * know the type.
+ * ABI 1.4 appended KsPluginDesc.check_settings: a plugin refuses a combination of its
+ * own settings that no single key's range can, a key that its other settings leave
+ * unused say, in the check `ksdist config` runs, before any job starts. */
 #ifndef KSDIST_PLUGIN_H
 #define KSDIST_PLUGIN_H
 
@@ -38,7 +41,7 @@
 G_BEGIN_DECLS
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 3
+#define KS_ABI_MINOR 4
 
 #define KS_PLUGIN_ENTRY_SYMBOL "ks_plugin_descriptor"
 
@@ -64,6 +67,8 @@ const char *ks_settings_get_string (const KsSettings *settings, const char *key)
 gint64 ks_settings_get_int (const KsSettings *settings, const char *key);
 double ks_settings_get_double (const KsSettings *settings, const char *key);
 gboolean ks_settings_get_bool (const KsSettings *settings, const char *key);
+/* TRUE when the user gave the key a value (file, environment or --set), not the default. */
+gboolean ks_settings_is_set (const KsSettings *settings, const char *key);
 
 /* A cheap, side-effect-free probe: returns a priority >= 0 when the implementation can
  * run on this machine, or a negative value and a reason (g_strdup'ed into *reason)
@@ -89,6 +94,11 @@ typedef struct {
   gsize n_impls;
   const KsKeyDesc *settings; /* .group is ignored: the group is the plugin name */
   gsize n_settings;
+  /* ABI 1.4, optional: FALSE and an error naming [<plugin>] and the key when the settings
+   * contradict each other (e.g. a key set that another key's value leaves unused). Runs
+   * in the check of every job and of `ksdist config`, whether or not the job uses the
+   * plugin: what the file says must make sense on its own. */
+  gboolean (*check_settings) (const KsSettings *settings, GError **error);
 } KsPluginDesc;
 
 typedef const KsPluginDesc *(*KsPluginEntryFunc) (void);

@@ -93,6 +93,10 @@ const KsImplDesc *ks_registry_choose (KsRegistry *registry, KsKind kind, guint32
 /* The names of every such implementation as "a, b or c" ("" for none), for a message
  * that says what to set instead. Free it. */
 char *ks_registry_names_with (KsRegistry *registry, KsKind kind, guint32 mask, guint32 want);
+/* Each loaded plugin's own check of its settings in `config` (KsPluginDesc.check_settings,
+ * ABI 1.4); FALSE with the first one's error. */
+gboolean ks_registry_check_settings (const KsRegistry *registry, const KsConfig *config,
+                                     GError **error);
 
 G_END_DECLS
 

@@ -54,3 +54,9 @@ ks_settings_get_bool (const KsSettings *settings, const char *key)
 {
   return ks_config_get_bool (settings->config, settings->plugin, key);
 }
+
+gboolean
+ks_settings_is_set (const KsSettings *settings, const char *key)
+{
+  return ks_config_is_set (settings->config, settings->plugin, key);
+}

@@ -490,3 +490,21 @@ ks_registry_select (KsRegistry *registry, KsKind kind, const char *name,
                available);
   return NULL;
 }
+
+gboolean
+ks_registry_check_settings (const KsRegistry *registry, const KsConfig *config, GError **error)
+{
+  for (guint i = 0; i < registry->records->len; i++)
+    {
+      const KsPluginRecord *r = g_ptr_array_index (registry->records, i);
+      /* a plugin built for ABI 1.3 or older has no such member: not read past its end */
+      if (r->state != KS_PLUGIN_LOADED || r->desc->abi_minor < 4 || r->desc->check_settings == NULL)
+        continue;
+      KsSettings *settings = ks_settings_new (config, r->name);
+      gboolean ok = r->desc->check_settings (settings, error);
+      ks_settings_free (settings);
+      if (!ok)
+        return FALSE;
+    }
+  return TRUE;
+}

@@ -505,7 +505,7 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
    * not add them before its own ks_config_validate (a second validation changes nothing) */
   if (task != NULL)
     ks_trainer_add_task_schema (c, task);
-  if (!ks_config_validate (c, error))
+  if (!ks_config_validate (c, error) || !ks_registry_check_settings (registry, c, error))
     return FALSE;
   follow_steps (c);
   if (!check_combination (registry, c, task, error) || !check_schedule (c, error)

@@ -814,6 +814,26 @@ const KsKeyDesc gloo_settings[] = {
     "Network interface to listen on (overrides hostname), e.g. eth0" },
 };
 
+/* auto_small_bytes and auto_hosts_ring_bytes only tune `auto`: set beside another
+ * algorithm they would change nothing, silently. */
+gboolean
+gloo_check_settings (const KsSettings *s, GError **error)
+{
+  const char *algorithm = ks_settings_get_string (s, "algorithm");
+  if (strcmp (algorithm, "auto") == 0)
+    return TRUE;
+  for (const char *key : { "auto_small_bytes", "auto_hosts_ring_bytes" })
+    if (ks_settings_is_set (s, key))
+      {
+        g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                     "[gloo] %s is set, but [gloo] algorithm = %s does not read it (only auto "
+                     "chooses by size): remove %s, or set algorithm = auto",
+                     key, algorithm, key);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 const KsPluginDesc gloo_plugin = {
   KS_ABI_MAJOR,
   KS_ABI_MINOR,
@@ -824,6 +844,7 @@ const KsPluginDesc gloo_plugin = {
   G_N_ELEMENTS (gloo_impls),
   gloo_settings,
   G_N_ELEMENTS (gloo_settings),
+  gloo_check_settings,
 };
 
 } // namespace
