@@ -14,6 +14,7 @@
 
 static gsize bytes;
 static int rounds;
+static const char *const token = "bench-token"; /* the job's KS_STORE_TOKEN */
 
 typedef struct {
   void *zctx, *socket;
@@ -38,6 +39,9 @@ serve (gpointer data)
           gsize idlen;
           const void *id = g_bytes_get_data (r.identity, &idlen);
           g_assert_cmpuint (r.payload_len, ==, bytes);
+          h.type = PS_REPLY_OK; /* the answer the worker awaits (answer below) */
+          h.id = 1;
+          ps_token_digest (token, h.token);
           ps_send (s->socket, id, idlen, &h, reply, bytes, TRUE);
         }
       else
@@ -70,7 +74,6 @@ serve (gpointer data)
 static double
 run (gboolean curve, gboolean framed)
 {
-  const char *token = "bench-token";
   Server s = { zmq_ctx_new (), NULL, curve, framed, 0 };
   PsAuth *auth = NULL;
   char endpoint[64];
@@ -93,10 +96,14 @@ run (gboolean curve, gboolean framed)
   char *payload = g_malloc0 (bytes), *values = g_malloc (bytes);
   PsReceived r = { 0 };
   PsSegment into = { values, bytes };
+  guint8 digest[PS_TOKEN_BYTES];
+  ps_token_digest (token, digest);
+  PsExpected answer = { digest, 1, PS_REPLY_OK, bytes };
   if (framed) /* as a worker: the reply's frames straight into its buffer */
     {
       r.into = &into;
       r.n_into = 1;
+      r.expect = &answer;
     }
   gint64 start = 0;
   for (int i = 0; i < rounds + 1; i++)
@@ -118,6 +125,7 @@ run (gboolean curve, gboolean framed)
       zmq_poll (&item, 1, -1);
       ps_receive (c, FALSE, bytes + 1, &r);
       g_assert_cmpuint (r.payload_len, ==, bytes);
+      g_assert_true (r.scattered == (framed && bytes > PS_FRAME_MAX));
     }
   double dt = (g_get_monotonic_time () - start) / 1e6;
   g_thread_join (t);

@@ -318,12 +318,16 @@ take_reply (PsClient *c, PsCall *call, guint64 id, PsType type, gboolean *done, 
   gboolean ok = TRUE;
   gsize reply_len = ps_segments_total (call->reply, call->n_reply);
 
-  /* the values go from the frames straight into the caller's buffers */
+  /* the values of the awaited answer go from the frames straight into the caller's
+   * buffers; any other message leaves them as they are */
+  PsExpected want = { c->token, id, PS_REPLY_OK, reply_len };
   r->into = call->reply;
   r->n_into = call->n_reply;
+  r->expect = &want;
   int got = ps_receive (c->sockets[call->server], FALSE, c->max_message, r);
   r->into = NULL;
   r->n_into = 0;
+  r->expect = NULL;
   if (got == 0)
     return TRUE; /* nothing yet */
   if (r->parts < 2)

@@ -102,6 +102,15 @@ ps_header_parse (const void *data, gsize len, gsize payload_len, const guint8 *t
 }
 
 gboolean
+ps_header_expected (const void *data, gsize len, const PsExpected *want)
+{
+  PsHeader h;
+  g_autofree char *why = NULL;
+  return ps_header_parse (data, len, want->payload, want->token, &h, &why) && h.id == want->id
+         && h.type == want->type;
+}
+
+gboolean
 ps_send (void *socket, const void *identity, gsize identity_len, PsHeader *h,
          const void *payload, gsize len, gboolean stable)
 {
@@ -202,7 +211,8 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
   int more = 1, n = 0;
   size_t more_len = sizeof more;
   gsize into_len = ps_segments_total (r->into, r->n_into);
-  gboolean direct = r->n_into > 0 && into_len <= max_payload; /* so far */
+  /* so far; and only for the expected answer, once its header is in */
+  gboolean direct = r->n_into > 0 && r->expect != NULL && into_len <= max_payload;
   GByteArray *joined = r->joined != NULL ? g_byte_array_ref (r->joined) : g_byte_array_new ();
 
   ps_received_clear (r);
@@ -228,6 +238,7 @@ ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r)
           g_strlcpy (r->peer, peer != NULL ? peer : "", sizeof r->peer);
           r->header_len = size;
           memcpy (r->header, zmq_msg_data (&m), MIN (size, sizeof r->header));
+          direct = direct && ps_header_expected (zmq_msg_data (&m), size, r->expect);
         }
       else if (part == 1 && !more && r->payload_len == 0)
         {

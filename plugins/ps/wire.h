@@ -62,6 +62,16 @@ void ps_header_seal (PsHeader *header, gsize payload_len);
  * `payload_len`; on success *header is a copy. Otherwise *why says what is wrong. */
 gboolean ps_header_parse (const void *data, gsize len, gsize payload_len, const guint8 *token,
                           PsHeader *header, char **why);
+/* The answer a caller waits for: a header of this job (`token`) of `type`, echoing request
+ * `id`, announcing `payload` bytes. */
+typedef struct {
+  const guint8 *token;
+  guint64 id;
+  guint type;
+  gsize payload;
+} PsExpected;
+/* Whether the header frame of `len` bytes is exactly that answer. */
+gboolean ps_header_expected (const void *data, gsize len, const PsExpected *want);
 
 /* Sends `h` (sealed with `len`) and the payload as frames of at most PS_FRAME_MAX bytes
  * (auth.h), after the peer's `identity` frame when not NULL. A `stable` payload is sent
@@ -91,19 +101,23 @@ typedef struct {
   gsize uneven;       /* the size of a frame before the last that is not PS_FRAME_MAX */
   GByteArray *joined; /* the payload of several frames (kept between messages) */
   void *single;       /* the zmq_msg_t of a payload of one frame */
-  /* set by the caller: a payload of several frames and at most as many bytes as the
-   * segments `into` hold is copied from the frames straight into them, in order (the
-   * blocks of a worker's arena: no join, no unpacking); then `scattered`, and payload
-   * points to the first segment. A message of another length may leave anything there. */
+  /* set by the caller: the payload of a message whose header is `expect`'s answer, in
+   * several frames, is copied from the frames straight into the segments `into`, in order
+   * (the blocks of a worker's arena: no join, no unpacking); then `scattered`, and payload
+   * points to the first segment. Any other message leaves them untouched: nothing read
+   * from the socket lands there before its header is checked. Only an answer whose
+   * frames are longer or shorter than its header announced can leave them half written
+   * (ps_header_parse then refuses it). */
   const PsSegment *into;
   gsize n_into;
+  const PsExpected *expect;
   gboolean scattered;
   char peer[64];      /* the sender's address (ZeroMQ's Peer-Address), or "" */
 } PsReceived;
 
 /* Receives one message if one is waiting (1), else 0; `identity`: the socket is a
- * ROUTER. The payload is valid until the next call or ps_received_clear. `into` and
- * n_into are kept. */
+ * ROUTER. The payload is valid until the next call or ps_received_clear. `into`,
+ * n_into and expect are kept. */
 int ps_receive (void *socket, gboolean identity, gsize max_payload, PsReceived *r);
 void ps_received_clear (PsReceived *r);
 
