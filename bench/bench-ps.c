@@ -240,8 +240,18 @@ main (int argc, char **argv)
   if (g_getenv ("BENCH_MODE") != NULL)
     return run_process (argc, argv);
   int workers = argc > 1 && argv[1][0] != '-' ? atoi (argv[1]) : 2;
-  static const char *const modes[] = { "sync", "half_async", "async", "geo" };
+  static const char *const modes[] = { "sync", "half_async", "async", "geo", NULL };
   double collective, samples, mb, sync_rate[3] = { 0 }, rate[4][3] = { { 0 } };
+
+  /* a mode this bench does not know, refused before anything runs */
+  g_auto (GStrv) only = g_strsplit (g_getenv ("BENCH_PS_MODES") ? g_getenv ("BENCH_PS_MODES") : "", ",", -1);
+  for (int i = 0; only[i] != NULL; i++)
+    if (!g_strv_contains (modes, only[i]))
+      {
+        fprintf (stderr, "bench-ps: BENCH_PS_MODES names '%s', not a mode: give a comma-separated "
+                 "list of sync, half_async, async, geo\n", only[i]);
+        return 2;
+      }
 
   g_unsetenv ("TRAINING_ROLE");
   fflush (stdout);
@@ -254,8 +264,7 @@ main (int argc, char **argv)
     g_error ("the collective run failed");
   printf ("  %-12s %7d %11.0f %10.2f %16s\n", "collective", 0, collective,
           workers * BATCH * 1e3 / collective, "-");
-  g_auto (GStrv) only = g_strsplit (g_getenv ("BENCH_PS_MODES") ? g_getenv ("BENCH_PS_MODES") : "", ",", -1);
-  for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
+  for (guint m = 0; modes[m] != NULL; m++)
     for (int s = 1; s <= 2 && (!only[0] || g_strv_contains ((const char *const *) only, modes[m])); s++)
       {
         g_autofree char *strategy = g_strdup_printf ("strategy.mode=%s", modes[m]);
