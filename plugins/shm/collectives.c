@@ -4,6 +4,10 @@
  * rounds later, only after every rank arrived in the round between, which each did after
  * reading this one; so one arrival per round suffices (allreduce has two: its reduced
  * result is shared too). */
+/* the reductions at SIMD width: GCC 12 at -O2 leaves these loops scalar; an element-wise
+ * sum vectorized is the same sum, bit for bit */
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+
 #include "shm.h"
 
 #include <string.h>
@@ -21,15 +25,16 @@ dtype_size (KsDType dtype)
     }
 }
 
+/* out = op(a, x), element-wise, a as the accumulator is (out may be a) */
 #define REDUCE_INTO(T)                                                                     \
-  static void reduce_##T (T *acc, const T *x, gsize n, KsReduceOp op)                      \
+  static void reduce_##T (T *out, const T *a, const T *x, gsize n, KsReduceOp op)          \
   {                                                                                        \
     switch (op)                                                                            \
       {                                                                                    \
-      case KS_REDUCE_MIN: for (gsize i = 0; i < n; i++) acc[i] = x[i] < acc[i] ? x[i] : acc[i]; break; \
-      case KS_REDUCE_MAX: for (gsize i = 0; i < n; i++) acc[i] = x[i] > acc[i] ? x[i] : acc[i]; break; \
-      case KS_REDUCE_PROD: for (gsize i = 0; i < n; i++) acc[i] *= x[i]; break;           \
-      default: for (gsize i = 0; i < n; i++) acc[i] += x[i]; break;                        \
+      case KS_REDUCE_MIN: for (gsize i = 0; i < n; i++) out[i] = x[i] < a[i] ? x[i] : a[i]; break; \
+      case KS_REDUCE_MAX: for (gsize i = 0; i < n; i++) out[i] = x[i] > a[i] ? x[i] : a[i]; break; \
+      case KS_REDUCE_PROD: for (gsize i = 0; i < n; i++) out[i] = a[i] * x[i]; break;     \
+      default: for (gsize i = 0; i < n; i++) out[i] = a[i] + x[i]; break;                  \
       }                                                                                    \
   }                                                                                        \
 
@@ -38,16 +43,16 @@ REDUCE_INTO (double)
 REDUCE_INTO (gint32)
 REDUCE_INTO (gint64)
 
-/* acc = op(acc, x) over n elements. */
+/* out = op(a, x) over n elements. */
 static void
-reduce (void *acc, const void *x, gsize n, KsDType dtype, KsReduceOp op)
+reduce (void *out, const void *a, const void *x, gsize n, KsDType dtype, KsReduceOp op)
 {
   switch (dtype)
     {
-    case KS_DTYPE_FLOAT32: reduce_float (acc, x, n, op); break;
-    case KS_DTYPE_FLOAT64: reduce_double (acc, x, n, op); break;
-    case KS_DTYPE_INT32: reduce_gint32 (acc, x, n, op); break;
-    default: reduce_gint64 (acc, x, n, op); break;
+    case KS_DTYPE_FLOAT32: reduce_float (out, a, x, n, op); break;
+    case KS_DTYPE_FLOAT64: reduce_double (out, a, x, n, op); break;
+    case KS_DTYPE_INT32: reduce_gint32 (out, a, x, n, op); break;
+    default: reduce_gint64 (out, a, x, n, op); break;
     }
 }
 
@@ -55,11 +60,31 @@ reduce (void *acc, const void *x, gsize n, KsDType dtype, KsReduceOp op)
 static void
 divide (void *acc, gsize n, KsDType dtype, int by)
 {
-  for (gsize i = 0; i < n; i++)
-    if (dtype == KS_DTYPE_FLOAT32)
+  if (dtype == KS_DTYPE_FLOAT32)
+    for (gsize i = 0; i < n; i++)
       ((float *) acc)[i] /= by;
-    else
+  else
+    for (gsize i = 0; i < n; i++)
       ((double *) acc)[i] /= by;
+}
+
+/* The reduction of n elements at `part` of rank 0, `part + stride` of rank 1, ... into
+ * `out`, in rank order (the same bits on every rank): one pass over `out` per rank
+ * after the first two. */
+static void
+reduce_ranks (void *out, const guint8 *part, gsize stride, int ranks, gsize n, KsDType dtype,
+              KsReduceOp op)
+{
+  if (n == 0)
+    return;
+  if (ranks == 1)
+    memcpy (out, part, n * dtype_size (dtype));
+  else
+    reduce (out, part, part + stride, n, dtype, op);
+  for (int r = 2; r < ranks; r++)
+    reduce (out, out, part + r * stride, n, dtype, op);
+  if (op == KS_REDUCE_AVG)
+    divide (out, n, dtype, ranks);
 }
 
 /* The reduction over every rank's slot of round `round`, elements [lo, hi), into `out`. */
@@ -68,13 +93,9 @@ reduce_slots (Shm *s, guint64 round, gsize offset, gsize lo, gsize hi, void *out
               KsReduceOp op)
 {
   gsize es = dtype_size (dtype);
-  if (hi <= lo)
-    return;
-  memcpy (out, shm_slot (s, round, 0) + offset + lo * es, (hi - lo) * es);
-  for (int r = 1; r < s->size; r++)
-    reduce (out, shm_slot (s, round, r) + offset + lo * es, hi - lo, dtype, op);
-  if (op == KS_REDUCE_AVG)
-    divide (out, hi - lo, dtype, s->size);
+  if (hi > lo) /* a round's slots lie one chunk apart (shm_slot) */
+    reduce_ranks (out, shm_slot (s, round, 0) + offset + lo * es, s->chunk, s->size, hi - lo,
+                  dtype, op);
 }
 
 static gboolean
@@ -149,11 +170,7 @@ allreduce_shared (Shm *s, int region, gsize offset, gsize count, KsDType dtype,
   for (gsize at = lo; at < hi; at += per)
     {
       gsize n = MIN (per, hi - at), from = offset + at * es;
-      memcpy (s->scratch, r->base + from, n * es);
-      for (int q = 1; q < s->size; q++)
-        reduce (s->scratch, r->base + q * r->stride + from, n, dtype, op);
-      if (op == KS_REDUCE_AVG)
-        divide (s->scratch, n, dtype, s->size);
+      reduce_ranks (s->scratch, r->base + from, r->stride, s->size, n, dtype, op);
       for (int q = 0; q < s->size; q++)
         memcpy (r->base + q * r->stride + from, s->scratch, n * es);
     }
