@@ -50,6 +50,7 @@ bench-ddp: bench/bench-ddp
 endif
 EXTRA_DIST += bench/bench-allreduce.cc bench/run-allreduce.sh bench/allreduce-torch.py \
 	bench/allreduce-mpi.c \
+	bench/memcpy-rate.c \
 	bench/run-ddp.sh bench/ddp-torch.py bench/run-pipeline.sh
 
 # Parameter servers: every transpiler mode with 1 and 2 servers beside the collective mode

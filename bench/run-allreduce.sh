@@ -5,7 +5,9 @@
 # best of its algorithm classes per size), PyTorch's gloo backend (Debian's python3-torch)
 # and Open MPI (bench/allreduce-mpi.c, built with mpicc when libopenmpi-dev is there; on
 # one host it uses shared memory). A column is left out when its tool is missing. Ratios
-# are speeds (the reference's time over ksdist shm's): above 1, ksdist is faster.
+# are speeds (the reference's time over ksdist shm's): above 1, ksdist is faster. One
+# thread's memcpy rate at each size (bench/memcpy-rate.c, built with cc) is measured in
+# the same run, and shm's busbw is given as a share of it.
 #   bench/run-allreduce.sh [N]          (default 2; PYTHON names another interpreter)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +22,11 @@ sizes="-b 4K -e 64M -f 4"
 "$top/tools/ksdist" bench allreduce -n "$n" $sizes --json --set comm.backend=shm >"$out/shm.json"
 "$top/tools/ksdist" bench allreduce -n "$n" $sizes --json --set comm.backend=gloo >"$out/ksdist.json"
 "$top/bench/bench-allreduce" "$n" --json >"$out/raw.json"
+if ${CC:-cc} -O2 "$src/memcpy-rate.c" -o "$out/memcpy-rate" 2>/dev/null; then
+  "$out/memcpy-rate" >"$out/memcpy.json"
+else
+  echo "# no C compiler (${CC:-cc}): the memcpy column is left out" >&2
+fi
 if "$python" -c "import torch.distributed" 2>/dev/null; then
   "$python" "$src/allreduce-torch.py" "$n" --json >"$out/torch.json"
 else
@@ -43,16 +50,21 @@ def load(name):
     with open(path) as f:
         return {r["bytes"]: r for r in json.load(f)["results"]}
 shm, ks, raw, torch, mpi = (load(n) for n in ("shm", "ksdist", "raw", "torch", "mpi"))
-print("# allreduce, float32 sum: time in us, busbw in GB/s; x REF = ksdist shm's speed over REF's")
+copy = load("memcpy")
+print("# allreduce, float32 sum: time in us, busbw in GB/s; x REF = ksdist shm's speed over REF's" +
+      ("; memcpy: one thread's memcpy GB/s at that size, shm %: shm's busbw over it" if copy else ""))
 refs = [("ksdist gloo", ks), ("raw Gloo", raw), ("torch gloo", torch), ("Open MPI", mpi)]
 refs = [(name, r) for name, r in refs if r]
 print("# %10s %9s %7s" % ("size (B)", "shm us", "busbw") +
       "".join(" %9s %7s" % (name.split()[0] + " us", "busbw") for name, _ in refs) +
-      "".join(" %8s" % ("x " + name.split()[0]) for name, _ in refs))
+      "".join(" %8s" % ("x " + name.split()[0]) for name, _ in refs) +
+      (" %7s %6s" % ("memcpy", "shm %") if copy else ""))
 for b in sorted(shm):
     k = shm[b]
     line = "%10d %9.1f %7.3f" % (b, k["time_us"], k["busbw"])
     line += "".join(" %9.1f %7.3f" % (r[b]["time_us"], r[b]["busbw"]) for _, r in refs)
     line += "".join(" %8.2f" % (r[b]["time_us"] / k["time_us"]) for _, r in refs)
+    if copy:
+        line += " %7.1f %6.0f" % (copy[b]["gbs"], 100 * k["busbw"] / copy[b]["gbs"])
     print("  " + line)
 PY
