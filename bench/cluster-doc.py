@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """doc/benchmarks.md's cluster table from `bench/run-cluster.sh --json` (stdin): busbw as
-% of the link per implementation and size, then each goal of issue 50 with its measured
-figure and whether it is reached. bench/make-benchmarks-doc.sh pipes the bench into it."""
+% of the link per implementation and size; the data-parallel, pipeline and parameter-server
+rows; then each goal of issue 50 with its measured figure and whether it is reached. bench/make-benchmarks-doc.sh pipes the bench into it."""
 import json
 import sys
 
@@ -34,6 +34,35 @@ if sizes:
         peers = [ar[i][s] for i in present if i != "ksdist" and s in ar[i]]
         lead = "%+.0f" % (ar["ksdist"][s] - max(peers)) if peers and s in ar.get("ksdist", {}) else "-"
         print("  %10d%s  %s" % (s, cells, lead))
+dp_rows = [r for r in rows if r.get("impl") in ("ksdist dp", "torch ddp")]
+if dp_rows:
+    print("# data parallel, one rank per host; efficiency = samples/s / (hosts x one host's)")
+    print("# %16s %6s %6s %10s %10s" % ("impl", "model", "hosts", "samples/s", "efficiency"))
+    for r in dp_rows:
+        print("  %16s %6s %6d %10s %10s" % (
+            r["impl"], r["model"], r["hosts"],
+            "-" if r["samples_per_s"] is None else "%.0f" % r["samples_per_s"],
+            "-" if r["efficiency"] is None else "%.2f" % r["efficiency"]))
+pipe_rows = [r for r in rows if r.get("impl") == "ksdist pipeline"]
+if pipe_rows:
+    print("# pipeline, one stage per host: the measured bubble beside the schedule's theory")
+    print("# %10s %3s %3s %8s %8s" % ("schedule", "v", "m", "bubble", "theory"))
+    for r in pipe_rows:
+        print("  %10s %3d %3d %8s %8s" % (r["schedule"], r["v"], r["m"],
+              "-" if r["bubble"] is None else "%.3f" % r["bubble"],
+              "-" if r["theory"] is None else "%.3f" % r["theory"]))
+ps_rows = [r for r in rows if r.get("impl") == "ksdist ps"]
+if ps_rows:
+    print("# parameter servers; x sync = samples/s over sync's on the same link")
+    print("# %10s %8s %10s %7s %9s" % ("mode", "link", "samples/s", "x sync", "accuracy"))
+    for r in ps_rows:
+        sync = next((q for q in ps_rows if q["mode"] == "sync" and q["rate"] == r["rate"]), None)
+        x = (r["samples_per_s"] / sync["samples_per_s"]
+             if sync and sync["samples_per_s"] and r["samples_per_s"] is not None else None)
+        print("  %10s %8s %10s %7s %9s" % (
+            r["mode"], r["rate"], "-" if r["samples_per_s"] is None else "%.0f" % r["samples_per_s"],
+            "-" if x is None else "%.2f" % x,
+            "-" if r["accuracy"] is None else "%.4f" % r["accuracy"]))
 print("# goals (issue 50)")
 k = ar.get("ksdist", {})
 big = [s for s in sizes if s >= 16 * MiB and s in k]
