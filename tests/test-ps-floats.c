@@ -57,41 +57,52 @@ test_nonfinite (void)
     }
 }
 
+/* runs one check on every size, each test with its own seed so a failure replays */
+static void
+each_size (guint32 seed, void (*check) (GRand *rng, gsize n))
+{
+  g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
+  for (gsize k = 0; k < G_N_ELEMENTS (sizes); k++)
+    check (rng, sizes[k]);
+}
+
+static void
+check_norm (GRand *rng, gsize n)
+{
+  g_autofree float *v = random_floats (rng, n);
+  double sum = 0;
+  for (gsize i = 0; i < n; i++)
+    sum += (double) v[i] * v[i];
+  double want = sqrt (sum), got = ps_floats_norm (v, n);
+  g_assert_cmpfloat (fabs (got - want), <=, 1e-12 * MAX (want, 1));
+}
+
 static void
 test_norm (void)
 {
-  g_autoptr (GRand) rng = g_rand_new_with_seed (11);
-  for (gsize k = 0; k < G_N_ELEMENTS (sizes); k++)
-    {
-      gsize n = sizes[k];
-      g_autofree float *v = random_floats (rng, n);
-      double sum = 0;
-      for (gsize i = 0; i < n; i++)
-        sum += (double) v[i] * v[i];
-      double want = sqrt (sum), got = ps_floats_norm (v, n);
-      g_assert_cmpfloat (fabs (got - want), <=, 1e-12 * MAX (want, 1));
-    }
+  each_size (11, check_norm);
 }
 
 /* the sync step's sum and mean, bitwise as sum[i] += g[i]; sum[i] /= W */
 static void
+check_add_divide (GRand *rng, gsize n)
+{
+  g_autofree float *a = random_floats (rng, n);
+  g_autofree float *b = random_floats (rng, n);
+  g_autofree float *want = g_memdup2 (a, MAX (n, 1) * sizeof (float));
+  for (gsize i = 0; i < n; i++)
+    want[i] += b[i];
+  for (gsize i = 0; i < n; i++)
+    want[i] /= 3;
+  ps_floats_add (a, b, n);
+  ps_floats_divide (a, n, 3.0f);
+  g_assert_cmpmem (a, n * sizeof (float), want, n * sizeof (float));
+}
+
+static void
 test_add_divide (void)
 {
-  g_autoptr (GRand) rng = g_rand_new_with_seed (13);
-  for (gsize k = 0; k < G_N_ELEMENTS (sizes); k++)
-    {
-      gsize n = sizes[k];
-      g_autofree float *a = random_floats (rng, n);
-      g_autofree float *b = random_floats (rng, n);
-      g_autofree float *want = g_memdup2 (a, MAX (n, 1) * sizeof (float));
-      for (gsize i = 0; i < n; i++)
-        want[i] += b[i];
-      for (gsize i = 0; i < n; i++)
-        want[i] /= 3;
-      ps_floats_add (a, b, n);
-      ps_floats_divide (a, n, 3.0f);
-      g_assert_cmpmem (a, n * sizeof (float), want, n * sizeof (float));
-    }
+  each_size (13, check_add_divide);
 }
 
 int
