@@ -34,35 +34,33 @@ if sizes:
         peers = [ar[i][s] for i in present if i != "ksdist" and s in ar[i]]
         lead = "%+.0f" % (ar["ksdist"][s] - max(peers)) if peers and s in ar.get("ksdist", {}) else "-"
         print("  %10d%s  %s" % (s, cells, lead))
-dp_rows = [r for r in rows if r.get("impl") in ("ksdist dp", "torch ddp")]
-if dp_rows:
-    print("# data parallel, one rank per host; efficiency = samples/s / (hosts x one host's)")
-    print("# %16s %6s %6s %10s %10s" % ("impl", "model", "hosts", "samples/s", "efficiency"))
-    for r in dp_rows:
-        print("  %16s %6s %6d %10s %10s" % (
-            r["impl"], r["model"], r["hosts"],
-            "-" if r["samples_per_s"] is None else "%.0f" % r["samples_per_s"],
-            "-" if r["efficiency"] is None else "%.2f" % r["efficiency"]))
-pipe_rows = [r for r in rows if r.get("impl") == "ksdist pipeline"]
-if pipe_rows:
-    print("# pipeline, one stage per host: the measured bubble beside the schedule's theory")
-    print("# %10s %3s %3s %8s %8s" % ("schedule", "v", "m", "bubble", "theory"))
-    for r in pipe_rows:
-        print("  %10s %3d %3d %8s %8s" % (r["schedule"], r["v"], r["m"],
-              "-" if r["bubble"] is None else "%.3f" % r["bubble"],
-              "-" if r["theory"] is None else "%.3f" % r["theory"]))
+def table(title, columns, lines):
+    """A titled table: columns as (heading, width); each line's cells are text already."""
+    if not lines:
+        return
+    print("# " + title)
+    print("# " + " ".join("%*s" % (w, h) for h, w in columns))
+    for cells in lines:
+        print("  " + " ".join("%*s" % (w, c) for (_, w), c in zip(columns, cells)))
+
+num = lambda v, f: "-" if v is None else f % v
+table("data parallel, one rank per host; efficiency = samples/s / (hosts x one host's)",
+      [("impl", 16), ("model", 6), ("hosts", 6), ("samples/s", 10), ("efficiency", 10)],
+      [(r["impl"], r["model"], r["hosts"], num(r["samples_per_s"], "%.0f"), num(r["efficiency"], "%.2f"))
+       for r in rows if r.get("impl") in ("ksdist dp", "torch ddp")])
+table("pipeline, one stage per host: the measured bubble beside the schedule's theory",
+      [("schedule", 10), ("v", 3), ("m", 3), ("bubble", 8), ("theory", 8)],
+      [(r["schedule"], r["v"], r["m"], num(r["bubble"], "%.3f"), num(r["theory"], "%.3f"))
+       for r in rows if r.get("impl") == "ksdist pipeline"])
 ps_rows = [r for r in rows if r.get("impl") == "ksdist ps"]
-if ps_rows:
-    print("# parameter servers; x sync = samples/s over sync's on the same link")
-    print("# %10s %8s %10s %7s %9s" % ("mode", "link", "samples/s", "x sync", "accuracy"))
-    for r in ps_rows:
-        sync = next((q for q in ps_rows if q["mode"] == "sync" and q["rate"] == r["rate"]), None)
-        x = (r["samples_per_s"] / sync["samples_per_s"]
-             if sync and sync["samples_per_s"] and r["samples_per_s"] is not None else None)
-        print("  %10s %8s %10s %7s %9s" % (
-            r["mode"], r["rate"], "-" if r["samples_per_s"] is None else "%.0f" % r["samples_per_s"],
-            "-" if x is None else "%.2f" % x,
-            "-" if r["accuracy"] is None else "%.4f" % r["accuracy"]))
+def x_sync(r):
+    sync = next((q for q in ps_rows if q["mode"] == "sync" and q["rate"] == r["rate"]), None)
+    ok = sync and sync["samples_per_s"] and r["samples_per_s"] is not None
+    return r["samples_per_s"] / sync["samples_per_s"] if ok else None
+table("parameter servers; x sync = samples/s over sync's on the same link",
+      [("mode", 10), ("link", 8), ("samples/s", 10), ("x sync", 7), ("accuracy", 9)],
+      [(r["mode"], r["rate"], num(r["samples_per_s"], "%.0f"), num(x_sync(r), "%.2f"),
+        num(r["accuracy"], "%.4f")) for r in ps_rows])
 print("# goals (issue 50)")
 k = ar.get("ksdist", {})
 big = [s for s in sizes if s >= 16 * MiB and s in k]
