@@ -19,9 +19,9 @@ typedef struct {
   const void *payload; /* the request's */
   gsize len;
   const PsSegment *reply; /* receive the reply's payload, which must be as long as they
-                             are together (NULL: any payload, ignored); the frames are
-                             copied straight into them, so while the call runs they may
-                             hold anything (a late or refused reply) */
+                             are together (NULL: any payload, ignored); the awaited
+                             reply's frames are copied straight into them, once its header
+                             is checked: a late or refused reply leaves them as they were */
   gsize n_reply;
   gint64 reply_step; /* the reply header's step */
 } PsCall;
