@@ -375,6 +375,14 @@ check_PROGRAMS += tests/test-launch-restart
 tests_test_launch_restart_LDADD = $(KS_TEST_LDADD)
 TESTS += tests/test-launch-restart
 
+# ksdist launch on several nodes names the node a silent peer ran on.
+check_PROGRAMS += tests/test-lost-nodes
+tests_test_lost_nodes_SOURCES = tests/test-lost-nodes.c tools/launch-rendezvous.c \
+	tools/launch-layout.c
+tests_test_lost_nodes_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
+tests_test_lost_nodes_LDADD = libksdist-tasks.la $(KS_TEST_LDADD) $(JSON_LIBS)
+TESTS += tests/test-lost-nodes
+
 # Criteo data, the streaming AUC and ksdist datagen ctr.
 check_PROGRAMS += tests/test-ctr
 tests_test_ctr_LDADD = $(KS_TASKS_TEST_LDADD) -lm

@@ -116,6 +116,28 @@ two() {
   on_host=$(on 1) node "$run" 1 2 1 0 "$ps" "$@"
   wait
 }
+# mid_job START RUN: `START RUN` starts the job's launchers in the background; this waits
+# for its checkpoint-100 with every launcher still running. A job that ended before it (on
+# a loaded machine a process can start later than the faults' 5 s [comm] timeout) is not
+# the fault under test: it is said and started once more, as RUN-again ($run after).
+mid_job() {
+  start=$1 run=$2
+  for attempt in 1 2; do
+    "$start" "$run"
+    i=0
+    while [ ! -d "$dir/$run/checkpoint-100" ] && ! ls "$run"-node*.status >/dev/null 2>&1 \
+        && [ $i -lt 600 ]; do
+      sleep 0.1; i=$((i + 1))
+    done
+    if [ -d "$dir/$run/checkpoint-100" ] && ! ls "$run"-node*.status >/dev/null 2>&1; then
+      return 0
+    fi
+    echo "# $run ended or did not save before the fault (attempt $attempt): $(grep -h ksdist "$run"-node*.log | head -n 2 | tr '\n' ' ')"
+    wait
+    [ "$attempt" = 2 ] || run=$run-again
+  done
+  return 1
+}
 
 # ---- two launchers on 127.0.0.1 ----
 master=127.0.0.1:$((20000 + $$ % 20000))
@@ -366,30 +388,31 @@ if [ -f "$KS_BUILD_PLUGINS/pslib/.libs/pslib.so" ]; then
   # pslib with host 1's link cut (worker 0 and server 1): host 0 (server 0 and the store)
   # and host 2 (worker 1) end within twice [comm] timeout plus a margin, naming host 1.
   timeout=5
-  for k in 0 1 2; do
-    # shellcheck disable=SC2086
-    on_host=$(on $k) node pslib-cut $k 3 $((k < 2)) $((k > 0)) "$ctr" $args \
-      --set train.steps=1000000 --set train.checkpoint_every=100 --set comm.timeout=$timeout
-  done
-  i=0
-  while [ ! -d "$dir/pslib-cut/checkpoint-100" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+  pslib_cut() {
+    for k in 0 1 2; do
+      # shellcheck disable=SC2086
+      on_host=$(on $k) node "$1" $k 3 $((k < 2)) $((k > 0)) "$ctr" $args \
+        --set train.steps=1000000 --set train.checkpoint_every=100 --set comm.timeout=$timeout
+    done
+  }
+  mid_job pslib_cut pslib-cut
   t0=$(date +%s.%N)
   cl link 1 down
   i=0
-  while { [ ! -f pslib-cut-node0.status ] || [ ! -f pslib-cut-node2.status ]; } && [ $i -lt 600 ]; do
+  while { [ ! -f "$run-node0.status" ] || [ ! -f "$run-node2.status" ]; } && [ $i -lt 600 ]; do
     sleep 0.1; i=$((i + 1))
   done
   took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   cl link 1 up
   wait
-  s="$(cat pslib-cut-node0.status) $(cat pslib-cut-node2.status)"
+  s="$(cat "$run-node0.status") $(cat "$run-node2.status")"
   want="launch: node 1 (host $name-host1, $(cl addr 1): worker 0, server 1) was lost"
   if [ "$s" = "1 1" ] && awk -v t="$took" -v m=$((2 * timeout + 10)) 'BEGIN { exit !(t <= m) }' \
-      && grep -qF "$want" pslib-cut-node0.log && grep -qF "$want" pslib-cut-node2.log; then
-    ok "pslib, host 1's link cut: hosts 0 and 2 end in $took s ([comm] timeout $timeout s): $(grep -o "launch: node 1 [^;]*" pslib-cut-node2.log | head -n 1)"
+      && grep -qF "$want" "$run-node0.log" && grep -qF "$want" "$run-node2.log"; then
+    ok "pslib, host 1's link cut: hosts 0 and 2 end in $took s ([comm] timeout $timeout s): $(grep -o "launch: node 1 [^;]*" "$run-node2.log" | head -n 1)"
   else
     echo "# statuses $s after $took s; want '$want' in the logs of nodes 0 and 2"
-    not_ok "pslib, a host's link cut" pslib-cut-node0.log pslib-cut-node1.log pslib-cut-node2.log
+    not_ok "pslib, a host's link cut" "$run-node0.log" "$run-node1.log" "$run-node2.log"
   fi
 else
   skip "pslib across hosts: the pslib plugin was not built"
@@ -399,30 +422,31 @@ fi
 # both launchers end within twice [comm] timeout plus a margin, each naming the other
 # host and its roles.
 timeout=5
-on_host=$(on 0) node cut 0 2 1 0 "$ps" --set train.steps=1000000 --set train.checkpoint_every=100 \
-  --set comm.timeout=$timeout
-on_host=$(on 1) node cut 1 2 0 2 "$ps" --set train.steps=1000000 --set train.checkpoint_every=100 \
-  --set comm.timeout=$timeout
-i=0
-while [ ! -d "$dir/cut/checkpoint-100" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+server_cut() {
+  on_host=$(on 0) node "$1" 0 2 1 0 "$ps" --set train.steps=1000000 \
+    --set train.checkpoint_every=100 --set comm.timeout=$timeout
+  on_host=$(on 1) node "$1" 1 2 0 2 "$ps" --set train.steps=1000000 \
+    --set train.checkpoint_every=100 --set comm.timeout=$timeout
+}
+mid_job server_cut cut
 t0=$(date +%s.%N)
 cl link 0 down
 i=0
-while { [ ! -f cut-node0.status ] || [ ! -f cut-node1.status ]; } && [ $i -lt 600 ]; do
+while { [ ! -f "$run-node0.status" ] || [ ! -f "$run-node1.status" ]; } && [ $i -lt 600 ]; do
   sleep 0.1; i=$((i + 1))
 done
 took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 cl link 0 up
 wait
-s=$(statuses cut 2)
+s=$(statuses "$run" 2)
 want1="launch: node 0 (host $name-host0, $(cl addr 0): server 0) was lost: server 0 ($(cl addr 0):"
 # the server saw both workers silent, or in sync one of them missing a step's gradient
 want0="launch: node 1 (host $name-host1, $(cl addr 1): workers 0-1) was lost: worker "
 if [ "$s" = "1 1" ] && awk -v t="$took" -v m=$((2 * timeout + 10)) 'BEGIN { exit !(t <= m) }' \
-    && grep -qF "$want1" cut-node1.log && grep -qF "$want0" cut-node0.log; then
-  ok "the server host's link cut: both end in $took s ([comm] timeout $timeout s): $(grep -o "launch: node 0 [^;]*" cut-node1.log | head -n 1)"
+    && grep -qF "$want1" "$run-node1.log" && grep -qF "$want0" "$run-node0.log"; then
+  ok "the server host's link cut: both end in $took s ([comm] timeout $timeout s): $(grep -o "launch: node 0 [^;]*" "$run-node1.log" | head -n 1)"
 else
   echo "# statuses $s after $took s; want '$want1' in node 1's log and '$want0' in node 0's"
-  not_ok "the server host's link cut" cut-node0.log cut-node1.log
+  not_ok "the server host's link cut" "$run-node0.log" "$run-node1.log"
 fi
 tap_done

@@ -274,9 +274,10 @@ ks_launch_rendezvous_end (LaunchRendezvous *rv, int wait_ms)
 
 /* What a process's line says was lost, if anything: a collective's ranks ("rank 2, 3 did
  * not reach allreduce #40"), a worker's servers ("server 0 (10.0.0.1:41200) did not
- * answer a push within 8 s ([comm] timeout)") or a server's workers ("worker 0, 1 sent
- * nothing for 8 s"). Each pattern's group 1 lists them; `item` picks each one's number,
- * and servers come after the job's workers. */
+ * answer a push within 8 s ([comm] timeout)", or between calls, "worker 1: server 0
+ * (10.0.0.1:41200) sent nothing for 8 s, not even an answer to a heartbeat") or a
+ * server's workers ("worker 0, 1 sent nothing for 8 s"). Each pattern's group 1 lists
+ * them; `item` picks each one's number, and servers come after the job's workers. */
 static const struct {
   const char *pattern, *item;
   gboolean servers;
@@ -285,6 +286,8 @@ static const struct {
     FALSE },
   { "(server [0-9]+ \\([^)]*\\)(, server [0-9]+ \\([^)]*\\))*) did not answer an? [a-z_ ]+ "
     "within [0-9.]+ s \\(\\[comm\\] timeout[^)]*\\)", "server ([0-9]+) ", TRUE },
+  { "(server [0-9]+ \\([^)]*\\)(, server [0-9]+ \\([^)]*\\))*) sent nothing for [0-9.]+ s, "
+    "not even an answer to a heartbeat", "server ([0-9]+) ", TRUE },
   { "worker ([0-9]+(, [0-9]+)*) sent (no gradient for step [0-9]+ within [0-9.]+ s|nothing "
     "for [0-9.]+ s)", "([0-9]+)", FALSE },
 };
