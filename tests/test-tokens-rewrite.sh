@@ -19,6 +19,10 @@ cp tok/train.bin train.orig && cp tok/val.bin val.orig
 rewrite () { head -c "$(wc -c <"$1")" /dev/zero | tr '\000' '\377' | dd of="$1" conv=notrunc status=none; }
 for which in train val; do
   cp train.orig tok/train.bin && cp val.orig tok/val.bin
+  # removed first: a slow start once let the wait below read the last run's evaluation in
+  # it, and the file was rewritten before this job opened it (its vocabulary then took
+  # the token in, and there was nothing to find)
+  rm -f err
   "$KSDIST" train "$KS_SRCDIR/examples/tokens-lm.ini" --set data.path=tok/train.bin \
     --set data.test_path=tok/val.bin --set train.steps=1000000 --set train.log_every=1 \
     --set train.eval_every=2 --set log.level=error >err 2>&1 &
@@ -26,7 +30,7 @@ for which in train val; do
   # bounds, not timings: under the sanitizers on a loaded 2-core machine a step and an
   # evaluation took tens of seconds (CI once saw one step in 120 s)
   i=0
-  while ! grep -q "^eval loss" err && [ $i -lt 3000 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  while ! grep -qs "^eval loss" err && [ $i -lt 3000 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
   rewrite tok/$which.bin
   i=0
   while kill -0 "$pid" 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
