@@ -175,6 +175,13 @@ test_strategy_refusals (void)
       "[strategy] mode = geo but a_sync = false: they disagree" },
     { { "strategy.mode=sync", "strategy.staleness_lr=false", NULL },
       "[strategy] staleness_lr is for mode = async, not mode = sync" },
+    /* before: accepted and unused */
+    { { "strategy.mode=sync", "strategy.send_queue_size=4", NULL },
+      "[strategy] send_queue_size is for mode = async, not mode = sync" },
+    { { "strategy.mode=half_async", "strategy.max_merge_var_num=4", NULL },
+      "[strategy] max_merge_var_num is for mode = async, not mode = half_async" },
+    { { "strategy.mode=async", "strategy.max_update_norm=3", NULL },
+      "[strategy] max_update_norm is for mode = geo, not mode = async" },
     { { "strategy.mode=half_async", "optim.clip_norm=1", NULL },
       "[optim] clip_norm with [strategy] mode = half_async" },
   };

@@ -226,6 +226,10 @@ test_refusals (void)
       "[data] task = ctr keeps its embeddings in a sparse table" },
     { ARGS ("launch", "--servers", "1", "--workers", "1"), { "strategy.mode=sync", set_good, NULL },
       "[strategy] mode, a_sync and k_steps choose the transpiler's modes" },
+    /* before: accepted, and pslib's dense tables are never GEO, whose deltas it bounds */
+    { ARGS ("launch", "--servers", "1", "--workers", "1"),
+      { "strategy.max_update_norm=3", set_good, NULL },
+      "[strategy] max_update_norm is set, but [job] mode = pslib does not use it" },
     { ARGS ("train"), { one[0], set_bad, set_ckpt, NULL },
       "keeps its sparse table in memory only" },
     { ARGS ("train"), { one[0], set_none, NULL }, "none (--set): not found" },

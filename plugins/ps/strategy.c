@@ -52,11 +52,23 @@ ps_strategy_read (const KsConfig *c, PsStrategy *out, GError **error)
                         "[strategy] k_steps = %" G_GINT64_FORMAT " is for mode = geo, "
                         "not mode = %s; remove it", k, mode);
     }
-  if (out->mode != PS_MODE_ASYNC && ks_config_is_set (c, "strategy", "staleness_lr"))
-    return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                    "[strategy] staleness_lr is for mode = async, not mode = %s (only async "
-                    "servers apply pushes computed on old values); remove it",
-                    ps_mode_name (out->mode));
+  /* keys one mode reads: given with another, they would do nothing */
+  static const struct {
+    const char *key;
+    PsMode mode;
+    const char *why;
+  } only[] = {
+    { "staleness_lr", PS_MODE_ASYNC, "only async servers apply pushes computed on old values" },
+    { "send_queue_size", PS_MODE_ASYNC, "only async workers queue their gradients" },
+    { "max_merge_var_num", PS_MODE_ASYNC, "only async workers merge queued gradients" },
+    { "max_update_norm", PS_MODE_GEO, "only GEO workers push parameter deltas" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (only); i++)
+    if (out->mode != only[i].mode && ks_config_is_set (c, "strategy", only[i].key))
+      return ks_fail (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
+                      "[strategy] %s is for mode = %s, not mode = %s (%s); remove it",
+                      only[i].key, ps_mode_name (only[i].mode), ps_mode_name (out->mode),
+                      only[i].why);
   /* Paddle 1.x's geo_sgd_need_push_nums default */
   out->k_steps = out->mode == PS_MODE_GEO ? (k > 0 ? k : 100) : 0;
   return TRUE;

@@ -12,8 +12,8 @@ typedef struct {
   gint64 k_steps;           /* GEO: local steps between pushes */
   gint64 send_queue_size;   /* async: gradients waiting to be sent */
   gint64 max_merge_var_num; /* async: gradients merged into one push */
-  /* a server refuses a dense push (gradient or GEO delta) whose L2 norm is above this
-   * times max(norm of its values, sqrt of their count); 0: no bound */
+  /* GEO: a server refuses a delta whose L2 norm is above this times max(norm of its
+   * values, sqrt of their count); 0: no bound */
   double max_update_norm;
   /* async: a server divides [optim] lr by each push's staleness (false: the rate as it is) */
   gboolean staleness_lr;

@@ -556,8 +556,7 @@ pslib_check_strategy (const KsConfig *strategy, GError **error)
   if (server_memory_mb > 0 && !ps_server_budget ("/", server_memory_mb, 1, &bytes, &why, error))
     return FALSE;
   static const char *const used[] = { "strategy.mode", "strategy.a_sync", "strategy.k_steps",
-                                       "strategy.staleness", "strategy.dense",
-                                       "strategy.max_update_norm", NULL };
+                                       "strategy.staleness", "strategy.dense", NULL };
   return ks_config_check_used (strategy, "strategy", used, "[job] mode = pslib", error);
 }
 
@@ -574,11 +573,10 @@ pslib_distributed_optimizer (void *ctx, const KsOptimizerOps *inner_ops, void *i
     return FALSE;
   p->staleness = (int) ks_config_get_int (strategy, "strategy", "staleness");
   p->dense_allreduce = strcmp (ks_config_get_string (strategy, "strategy", "dense"), "allreduce") == 0;
-  /* the dense tables: sync when no staleness is allowed, else async one push at a time */
+  /* the dense tables: sync when no staleness is allowed, else async one push at a time;
+   * never GEO, so no delta bound ([strategy] max_update_norm is refused as unused) */
   p->dense_strategy = (PsStrategy) { p->staleness == 0 ? PS_MODE_SYNC : PS_MODE_ASYNC, 0,
-                                     MAX (p->staleness, 1), 1,
-                                     ks_config_get_double (strategy, "strategy",
-                                                           "max_update_norm") };
+                                     MAX (p->staleness, 1), 1, 0 };
   p->timeout_ms = (int) (ks_config_get_double (strategy, "comm", "timeout") * 1000);
   ps_settings_read_job (&p->settings, strategy);
   p->inner_ops = inner_ops;
