@@ -9,8 +9,10 @@
 #    the namespaces through an rsh agent, when mpicc is there); busbw beside the link;
 #  - data-parallel steps at 1, 2 and 4 hosts (`ksdist launch --nnodes`, weak scaling:
 #    efficiency = samples/s at K hosts / (K x samples/s at 1 host)): an MLP
-#    2-1024-1024-2 (1.05 M parameters) and the GPT of examples/gpt-words.ini; beside the
-#    MLP, PyTorch DDP (gloo) with the same MLP and batch, one rank per host
+#    2-1024-1024-2 (1.05 M parameters) and the GPT of examples/gpt-words.ini, each beside
+#    the same K ranks on host 0 alone (`ksdist launch -n K`, no link: the ceiling that the
+#    cores the hosts share set); beside the MLP, PyTorch DDP (gloo) with the same MLP and
+#    batch, one rank per host
 #    (bench/ddp-torch.py --rank, when python3 has torch: best of 3 rounds of 20 steps);
 #  - a pipeline with one stage per host (the MLP of `ksdist bench pipeline`, 8 x 1024 x
 #    1024 Linear layers cut by parameters, batch 512): the bubble of its steps after the
@@ -173,12 +175,24 @@ dp() {
     done
     wait
   fi
-  sed -n 's/.*step \([0-9]*\)\/\1 .*samples\/s \([0-9.]*\).*/\2/p' "$out/dp-$1-$2.0" | tail -n 1
+  last_rate "$out/dp-$1-$2.0"
+}
+# samples/s of the last step line of FILE (rank 0's, where a launch prefixes its ranks)
+last_rate() {
+  grep -v '^\[rank [1-9]' "$1" | sed -n 's/.*step \([0-9]*\)\/\1 .*samples\/s \([0-9.]*\).*/\2/p' | tail -n 1
+}
+# one_host MODEL K: the same K ranks on host 0 alone (no link between them): what the
+# cores the hosts share allow, the ceiling of the efficiency across hosts
+one_host() {
+  on 0 "$ksdist" launch -n "$2" "$out/$1.ini" >"$out/dp1-$1-$2" 2>&1
+  last_rate "$out/dp1-$1-$2"
 }
 for model in mlp gpt; do
   for k in 1 2 4; do
     [ $k -le "$hosts" ] || continue
-    echo "$model $k $(dp $model $k)" >>"$out/dp.txt"
+    s=$(dp $model $k)
+    if [ $k = 1 ]; then one=$s; else one=$(one_host $model $k); fi
+    echo "$model $k ${s:--} ${one:--}" >>"$out/dp.txt"
   done
 done
 # PyTorch DDP with the MLP above, one rank on each of K hosts: samples/s of the job
@@ -295,11 +309,14 @@ if as_json:
     for d in dp:
         model, k = d[0], d[1]
         s = num(d[2]) if len(d) > 2 else None
+        h = num(d[3]) if len(d) > 3 else None
         if k == "1":
             one[model] = s
         eff = s / (int(k) * one[model]) if s and one.get(model) else None
+        heff = h / (int(k) * one[model]) if h and one.get(model) else None
         print(json.dumps({"impl": "ksdist dp", "model": model, "hosts": int(k), "samples_per_s": s,
-                          "efficiency": eff, "link_gbs": link}))
+                          "efficiency": eff, "one_host_samples_per_s": h,
+                          "one_host_efficiency": heff, "link_gbs": link}))
     for k in sorted(ddp, key=int):
         s, s1 = num(ddp[k]), num(ddp.get("1", "-"))
         print(json.dumps({"impl": "torch ddp", "model": "mlp", "hosts": int(k), "samples_per_s": s,
@@ -321,18 +338,22 @@ for b in sizes:
         (" %8.4f (%4.0f%%)" % (r[b]["busbw"], 100 * r[b]["busbw"] / link)) if b in r else " %16s" % "-"
         for _, r in present) + "  " + raw.get(b, {}).get("algorithm", "-"))
 print("#")
-print("# data parallel, one rank per host, %d steps; efficiency = samples/s / (hosts x one host's)" % steps)
-print("# %6s %6s %12s %10s %16s %10s" % ("model", "hosts", "samples/s", "efficiency", "torch DDP smp/s", "DDP eff"))
+print("# data parallel, one rank per host, %d steps; efficiency = samples/s / (hosts x one host's);" % steps)
+print("# 1-host eff: the same ranks on host 0 alone, no link (what the shared cores allow)")
+print("# %6s %6s %12s %10s %10s %16s %10s" % ("model", "hosts", "samples/s", "efficiency", "1-host eff",
+                                             "torch DDP smp/s", "DDP eff"))
 one = {}
 for model, k, *rest in dp:
     s = num(rest[0]) if rest else None
+    h = num(rest[1]) if len(rest) > 1 else None
     if k == "1":
         one[model] = s
     eff = "%.2f" % (s / (int(k) * one[model])) if s and one.get(model) else "-"
+    heff = "%.2f" % (h / (int(k) * one[model])) if h and one.get(model) else "-"
     t, t1 = (num(ddp.get(k, "-")), num(ddp.get("1", "-"))) if model == "mlp" else (None, None)
     teff = "%.2f" % (t / (int(k) * t1)) if t and t1 else "-"
-    print("  %6s %6s %12s %10s %16s %10s" % (model, k, rest[0] if rest else "-", eff,
-                                            "%.0f" % t if t else "-", teff))
+    print("  %6s %6s %12s %10s %10s %16s %10s" % (model, k, rest[0] if rest else "-", eff, heff,
+                                                 "%.0f" % t if t else "-", teff))
 print("#")
 print("# pipeline, one stage per host (%d), MLP 8 x 1024 x 1024, batch 512, %d steps: bubble %% of the steps after the first, from the trace (1 - busy / (stages x the common span))" % (hosts, steps))
 print("# %10s %3s %3s %10s %10s %8s" % ("schedule", "v", "m", "bubble%", "theory%", "diff_pp"))

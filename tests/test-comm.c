@@ -579,7 +579,7 @@ test_bench_allreduce (void)
   g_test_message ("%s%s", out, err);
   g_assert_cmpint (status, ==, 0);
   g_assert_true (g_str_has_prefix (out, "# ksdist allreduce: 3 ranks, gloo (auto: the shm plugin "
-                                        "is not loaded), float32 sum\n"));
+                                        "is not loaded), float32 sum, private memory\n"));
   lines = g_strsplit (out, "\n", -1);
   for (int i = 0; lines[i] != NULL; i++)
     {
@@ -611,7 +611,7 @@ test_bench_allreduce (void)
   g_assert_cmpint (status, ==, 0);
   g_assert_true (g_str_has_prefix (json, "{\"what\": \"allreduce\", \"comm\": \"gloo\", "
                                          "\"chosen_by\": \"auto: the shm plugin is not loaded\", "
-                                         "\"ranks\": 2,"));
+                                         "\"ranks\": 2, \"memory\": \"private\","));
   g_assert_nonnull (strstr (json, "{\"bytes\": 16384, \"count\": 4096, \"time_us\": "));
   g_assert_null (strstr (json, "65536"));
   g_assert_nonnull (strstr (json, "], \"wrong\": 0, \"avg_busbw\": "));
@@ -629,8 +629,26 @@ test_bench_allreduce (void)
                                NULL, with_shm, &out, NULL);
   g_assert_cmpint (status, ==, 0);
   g_assert_true (g_str_has_prefix (out, "# ksdist allreduce: 2 ranks, shm (auto: every rank on "
-                                        "this host, as a job launched here), float32 sum\n"));
+                                        "this host, as a job launched here), float32 sum, "
+                                        "private memory\n"));
   g_assert_nonnull (strstr (out, "# Out of bounds values : 0 OK\n"));
+
+  /* --shared: the sums in alloc_shared memory (data parallel's gradients), three ranks and
+   * an odd size; refused, naming the plugin, where the backend has no such memory */
+  g_clear_pointer (&out, g_free);
+  status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "-n", "3", "-b", "4K",
+                                                       "-e", "300K", "-f", "5", "--shared", NULL },
+                               NULL, with_shm, &out, NULL);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "float32 sum, shared (alloc_shared) memory\n"));
+  g_assert_nonnull (strstr (out, "\n      102400      25600 "));
+  g_assert_nonnull (strstr (out, "# Out of bounds values : 0 OK\n"));
+  g_clear_pointer (&err, g_free);
+  status = ks_test_run_ksdist ((const char *const[]) { "bench", "allreduce", "-e", "16K",
+                                                       "--shared", NULL },
+                               NULL, plugins, NULL, &err);
+  g_assert_cmpint (status, !=, 0);
+  g_assert_nonnull (strstr (err, "alloc_shared is not supported by plugin 'gloo'"));
 }
 
 int

@@ -17,6 +17,7 @@ typedef struct {
   int iters, warmup; /* iters 0: about 256 MiB moved per size */
   char *address;     /* the rank's: where the launcher serves the store */
   gboolean serve;    /* this rank serves it there (ranks on several hosts) */
+  gboolean shared;   /* the buffer from alloc_shared, as data parallel's gradients */
 } Bench;
 
 /* Iterations for a message: as asked, else about 256 MiB moved, between 5 and 200. */
@@ -99,6 +100,8 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
   int timeout_ms = (int) (ks_config_get_double (c, "comm", "timeout") * 1000);
   gsize wrong_total = 0, sizes = 0;
   double busbw_sum = 0;
+  float *shared = NULL;
+  const char *memory = b->shared ? "shared (alloc_shared)" : "private";
 
   /* what a launched job on one host takes (the trainer's rule): a communicator of one
    * host (shared memory) */
@@ -116,26 +119,30 @@ run_rank (Bench *b, const KsConfig *c, KsRegistry *registry)
           && !ks_store_serve (store, b->address, g_getenv ("KS_STORE_TOKEN"), &bound, &error))
       || !ks_store_open (store, b->address, "bench", g_getenv ("KS_STORE_TOKEN"), &error)
       || (comm = ks_comm_new (registry, c, backend, &error)) == NULL
-      || !ks_comm_connect (comm, store, b->rank, b->n, timeout_ms, &error))
+      || !ks_comm_connect (comm, store, b->rank, b->n, timeout_ms, &error)
+      || (b->shared
+          && (shared = ks_comm_alloc_shared (comm, (gsize) b->max_bytes, &error)) == NULL))
     {
       ks_cli_error ("bench allreduce: rank %d: %s", b->rank, error->message);
       return KS_EXIT_RUNTIME;
     }
   if (b->rank == 0 && b->json)
     printf ("{\"what\": \"allreduce\", \"comm\": \"%s\", \"chosen_by\": \"%s\", \"ranks\": %d, "
-            "\"type\": \"float32\", \"op\": \"sum\", \"results\": [",
-            ks_comm_name (comm), why, b->n);
+            "\"memory\": \"%s\", \"type\": \"float32\", \"op\": \"sum\", \"results\": [",
+            ks_comm_name (comm), why, b->n, b->shared ? "shared" : "private");
   else if (b->rank == 0)
-    printf ("# ksdist allreduce: %d ranks, %s (%s), float32 sum\n# %10s %10s %10s %10s %10s %6s\n",
-            b->n, ks_comm_name (comm), why, "size (B)", "count", "time (us)", "algbw GB/s",
-            "busbw GB/s", "wrong");
+    printf ("# ksdist allreduce: %d ranks, %s (%s), float32 sum, %s memory\n"
+            "# %10s %10s %10s %10s %10s %6s\n",
+            b->n, ks_comm_name (comm), why, memory, "size (B)", "count", "time (us)",
+            "algbw GB/s", "busbw GB/s", "wrong");
   for (gsize bytes = b->min_bytes; (gint64) bytes <= b->max_bytes;
        bytes = b->factor > 1 && (gint64) bytes <= b->max_bytes / b->factor
                    ? bytes * (gsize) b->factor
                    : (gsize) b->max_bytes + 1)
     {
       gsize count = bytes / sizeof (float), wrong;
-      g_autofree float *buf = g_new (float, count);
+      g_autofree float *own = b->shared ? NULL : g_new (float, count);
+      float *buf = b->shared ? shared : own;
       double seconds;
 
       if ((wrong = check_sum (comm, buf, count, b->rank, b->n, &error)) == G_MAXSIZE
@@ -246,6 +253,9 @@ run_bench (int argc, char **argv)
       "256 MiB moved", "I" },
     { "warmup_iters", 'w', 0, G_OPTION_ARG_INT, &b.warmup, "Untimed calls first (default 2)",
       "W" },
+    { "shared", 0, 0, G_OPTION_ARG_NONE, &b.shared,
+      "Reduce memory from the communicator's alloc_shared, where data parallel keeps its "
+      "gradients (shm: no staging copies); the default is private memory", NULL },
     { "rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &b.rank, NULL, NULL },
     { "address", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &address, NULL, NULL },
     /* bench/run-cluster.sh: one rank per host, rank 0 serving the store at --address */
