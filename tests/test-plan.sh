@@ -39,7 +39,7 @@ config_world () {
 }
 
 n=0
-echo "1..104"
+echo "1..105"
 : >"$dir/matrix"
 for task in mlp gpt addition ctr reptile; do
   for mode in collective transpiler pslib; do
@@ -119,6 +119,20 @@ if [ $s = 0 ] && [ "$(grep -c 'warning: \[strategy\] mode is set, but \[job\] mo
 else
   echo "not ok $n - [strategy] with the collective mode: exit $s"
   sed 's/^/# /' "$dir/w.err"
+fi
+
+# [pipeline] keys in a run without a pipeline do nothing: said once, naming them (a
+# pipeline's config run on one process is its reference); none said once it pipelines
+n=$((n + 1))
+"$KSDIST" config "$ex/gpt-pipeline.ini" --set pipeline.stages=1 --set pipeline.virtual_stages=1 \
+  --set pipeline.micro_batches=1 >/dev/null 2>"$dir/p.err"; s=$?
+"$KSDIST" config "$ex/gpt-pipeline.ini" >/dev/null 2>"$dir/p2.err"; s2=$?
+if [ $s = 0 ] && [ $s2 = 0 ] && [ "$(grep -c 'warning: \[pipeline\] schedule, recompute_interval are set, but this run has no pipeline .*(ignored)' "$dir/p.err")" = 1 ] \
+    && ! grep -q "no pipeline" "$dir/p2.err"; then
+  echo "ok $n - [pipeline] keys without a pipeline: warned, not ignored silently"
+else
+  echo "not ok $n - [pipeline] keys without a pipeline: exit $s / $s2"
+  sed 's/^/# /' "$dir/p.err" "$dir/p2.err"
 fi
 
 # a run shortened from outside its file runs: the file's longer warmup shrinks, said once;

@@ -76,6 +76,30 @@ shrink_warmup (KsConfig *c)
                "warmup to choose", warmup, steps, steps / 10);
 }
 
+/* [pipeline] keys given to a run without a pipeline (stages, virtual_stages and
+ * micro_batches all 1) do nothing: said, not refused, since a pipeline's config run on one
+ * process (--set pipeline.stages=1) is its legitimate reference, as a parameter-server
+ * config run collective is (plugins/collective). */
+static void
+warn_unpipelined (const KsConfig *c)
+{
+  g_autoptr (GPtrArray) keys = ks_config_group_keys (c, "pipeline");
+  g_autoptr (GString) set = g_string_new (NULL);
+  guint n = 0;
+  for (guint i = 0; keys != NULL && i < keys->len; i++)
+    {
+      const KsKeyDesc *d = g_ptr_array_index (keys, i);
+      if (ks_config_is_set (c, "pipeline", d->key) && strcmp (d->key, "stages") != 0
+          && strcmp (d->key, "virtual_stages") != 0 && strcmp (d->key, "micro_batches") != 0)
+        g_string_append_printf (set, "%s%s", n++ > 0 ? ", " : "", d->key);
+    }
+  if (n > 0)
+    g_warning ("[pipeline] %s %s set, but this run has no pipeline ([pipeline] stages, "
+               "virtual_stages and micro_batches are 1): set stages to cut the model into "
+               "stages, or remove %s (ignored)", set->str, n > 1 ? "are" : "is",
+               n > 1 ? "them" : "it");
+}
+
 /* [optim] total_steps = 0 (its default) follows [train] steps, so a longer run keeps its
  * schedule's shape. */
 static void
@@ -364,6 +388,8 @@ check_combination (KsRegistry *registry, const KsConfig *c, const KsTrainTask *t
   if (!pipelined && *ks_config_get_string (c, "trace", "path") != '\0')
     return refuse (error, "[trace] path: only a pipelined run (see [pipeline]) writes a "
                    "trace; leave it empty");
+  if (!pipelined)
+    warn_unpipelined (c);
   if (pipelined && strcmp (dtype, "fp16") == 0)
     /* a stage's backward starts from what the next stage sent, which no scale reached */
     return amp_refused (c, "a pipelined run cannot scale its loss; bf16 needs no scaling",
