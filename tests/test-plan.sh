@@ -39,7 +39,7 @@ config_world () {
 }
 
 n=0
-echo "1..105"
+echo "1..110"
 : >"$dir/matrix"
 for task in mlp gpt addition ctr reptile; do
   for mode in collective transpiler pslib; do
@@ -134,6 +134,34 @@ else
   echo "not ok $n - [pipeline] keys without a pipeline: exit $s / $s2"
   sed 's/^/# /' "$dir/p.err" "$dir/p2.err"
 fi
+
+# a key of a plugin that the run's choices rule out is refused before anything starts:
+# another communicator's, another compute backend's, another mode's; auto, or a
+# hierarchical communicator's inner one of shared memory, may use it
+unused_plugin () { # what, want (exit 2 and its line, or 0), --set...
+  what=$1 want=$2
+  shift 2
+  n=$((n + 1))
+  "$KSDIST" config "$ex/default.ini" "$@" >/dev/null 2>"$dir/u.err"; s=$?
+  if { [ "$want" = 0 ] && [ $s = 0 ]; } || { [ "$want" != 0 ] && [ $s = 2 ] && grep -qF "ksdist: $want" "$dir/u.err"; }; then
+    echo "ok $n - $what"
+  else
+    echo "not ok $n - $what: exit $s"
+    sed 's/^/# /' "$dir/u.err"
+  fi
+}
+unused_plugin "[shm] with [comm] backend = gloo: refused" \
+  "[shm] chunk_kib is set, but this run does not use the shm plugin ([comm] backend = gloo); remove it, or choose shm as [comm] backend" \
+  --set comm.backend=gloo --set shm.chunk_kib=64
+unused_plugin "[gloo] with [comm] backend = shm: refused" \
+  "[gloo] algorithm is set, but this run does not use the gloo plugin ([comm] backend = shm)" \
+  --set comm.backend=shm --set gloo.algorithm=ring
+unused_plugin "[transpiler] with [job] mode = collective: refused" \
+  "[transpiler] block_floats is set, but this run does not use the transpiler plugin ([job] mode = collective); remove it, or choose transpiler as [job] mode" \
+  --set transpiler.block_floats=4096
+unused_plugin "[shm] with [comm] backend = auto: accepted" 0 --set shm.chunk_kib=64
+unused_plugin "[shm] with gloo made hierarchical: accepted" 0 \
+  --set comm.backend=gloo --set comm.hierarchical=true --set shm.chunk_kib=64
 
 # a run shortened from outside its file runs: the file's longer warmup shrinks, said once;
 # a warmup set from outside as well stays the user's, and the optimizer refuses it

@@ -41,7 +41,6 @@ unnamed () {
 same () {
   what=$1 want=$2
   shift 2
-  set -- "$@" --set openblas.threads=1 --set tblas.threads=1
   # shellcheck disable=SC2046
   "$KSDIST" config $(echo "$@" | sed -e 's/@BLAS@/openblas/g' -e 's/@MODE@/collective/g' \
     -e 's/@PS@/transpiler/g') >a.out 2>a.err
@@ -77,13 +76,13 @@ same "parameter servers and bf16" 2 --workers 2 --servers 1 --set amp.dtype=bf16
 train () {
   what=$1 world=$2
   shift 2
-  common="--set train.steps=20 --set train.log_every=5 --set train.batch=32 --set data.samples=256 --set optim.warmup=0 --set openblas.threads=1 --set tblas.threads=1"
+  common="--set train.steps=20 --set train.log_every=5 --set train.batch=32 --set data.samples=256 --set optim.warmup=0"
   # shellcheck disable=SC2086,SC2046
-  "$KSDIST" launch $world $(echo "$@" | sed -e 's/@BLAS@/openblas/g' -e 's/@MODE@/collective/g' \
+  "$KSDIST" launch $world $(echo "$@" --set @BLAS@.threads=1 | sed -e 's/@BLAS@/openblas/g' -e 's/@MODE@/collective/g' \
     -e 's/@PS@/transpiler/g') $common >a.out 2>&1
   a=$?
   # shellcheck disable=SC2086,SC2046
-  "$KSDIST" launch $world $(echo "$@" | sed -e 's/@BLAS@/tblas/g' -e 's/@MODE@/tcoll/g' \
+  "$KSDIST" launch $world $(echo "$@" --set @BLAS@.threads=1 | sed -e 's/@BLAS@/tblas/g' -e 's/@MODE@/tcoll/g' \
     -e 's/@PS@/tps/g') $common >b.out 2>&1
   b=$?
   grep -o 'step [0-9/]* loss [0-9.]*\|eval [a-z]* [0-9.]*' a.out | sort >a.losses

@@ -379,13 +379,16 @@ take_layout (Launch *l, KsRegistry *registry, const KsConfig *config, gboolean c
   return KS_EXIT_OK;
 }
 
-/* Whether the user left [gloo] hostname and iface alone (in the file, env and --set). */
+/* Whether the job may use Gloo ([comm] backend auto or gloo: a key of a plugin the run
+ * cannot use is refused) and the user left [gloo] hostname and iface alone (in the file,
+ * env and --set). */
 static gboolean
 gloo_address_unset (const KsConfig *config)
 {
   KsSource hostname, iface;
-  const char *value;
-  return ks_config_lookup (config, "gloo", "hostname", &value, &hostname, NULL)
+  const char *value, *backend = ks_config_get_string (config, "comm", "backend");
+  return (strcmp (backend, "auto") == 0 || strcmp (backend, "gloo") == 0)
+         && ks_config_lookup (config, "gloo", "hostname", &value, &hostname, NULL)
          && ks_config_lookup (config, "gloo", "iface", &value, &iface, NULL)
          && hostname == KS_SOURCE_DEFAULT && iface == KS_SOURCE_DEFAULT;
 }

@@ -516,6 +516,80 @@ check_segments (KsTrainer *t, GError **error)
   return ks_trainer_segment (t, info, boundaries, &measured, error);
 }
 
+/* The key that rules out `impl` for this run ("[comm] backend = gloo"; free it), or NULL
+ * when the run may use it: auto may choose any backend, and [comm] hierarchical = true
+ * adds a communicator of one host inside each host. */
+static char *
+ruled_out_by (KsRegistry *registry, const KsConfig *c, const KsImplDesc *impl)
+{
+  static const struct { KsKind kind; const char *group, *key; } choices[] = {
+    { KS_KIND_COMPUTE, "compute", "backend" },
+    { KS_KIND_COMM, "comm", "backend" },
+    { KS_KIND_ALGORITHM, "job", "mode" },
+  };
+  guint32 traits;
+  for (gsize i = 0; i < G_N_ELEMENTS (choices); i++)
+    {
+      if (impl->kind != choices[i].kind)
+        continue;
+      const char *chosen = ks_config_get_string (c, choices[i].group, choices[i].key);
+      if (strcmp (chosen, impl->name) == 0
+          || (impl->kind != KS_KIND_ALGORITHM && strcmp (chosen, "auto") == 0))
+        return NULL;
+      if (impl->kind == KS_KIND_COMM && strcmp (ks_config_get_string (c, "comm", "hierarchical"),
+                                                "true") == 0
+          && ks_registry_traits (registry, KS_KIND_COMM, impl->name, &traits)
+          && (traits & KS_COMM_ONE_HOST))
+        return NULL;
+      return g_strdup_printf ("[%s] %s = %s", choices[i].group, choices[i].key, chosen);
+    }
+  return NULL; /* a store, role maker, segmenter or optimizer: chosen elsewhere, or by need */
+}
+
+/* A key of a plugin that this run cannot use (every implementation it provides is a
+ * compute backend, communicator or mode that the settings rule out) is refused, as any
+ * other key the run would not read: `[shm] chunk_kib` with `[comm] backend = gloo`. */
+static gboolean
+check_unused_plugins (KsRegistry *registry, const KsConfig *c, GError **error)
+{
+  const GPtrArray *records = ks_registry_records (registry);
+  for (guint i = 0; i < records->len; i++)
+    {
+      const KsPluginRecord *r = g_ptr_array_index (records, i);
+      if (r->state != KS_PLUGIN_LOADED || r->desc->n_impls == 0)
+        continue;
+      g_autoptr (GPtrArray) keys = ks_config_group_keys (c, r->name);
+      const char *set = NULL;
+      for (guint k = 0; keys != NULL && k < keys->len && set == NULL; k++)
+        {
+          const KsKeyDesc *d = g_ptr_array_index (keys, k);
+          if (ks_config_is_set (c, r->name, d->key))
+            set = d->key;
+        }
+      if (set == NULL)
+        continue;
+      g_autofree char *why = NULL;
+      gsize n = 0;
+      for (; n < r->desc->n_impls; n++)
+        {
+          g_autofree char *out = ruled_out_by (registry, c, &r->desc->impls[n]);
+          if (out == NULL)
+            break;
+          if (why == NULL)
+            why = g_steal_pointer (&out);
+        }
+      if (n < r->desc->n_impls)
+        continue;
+      const KsImplDesc *first = &r->desc->impls[0];
+      return refuse (error, "[%s] %s is set, but this run does not use the %s plugin (%s); "
+                     "remove it, or choose %s %s", r->name, set, r->name, why, first->name,
+                     first->kind == KS_KIND_ALGORITHM ? "as [job] mode"
+                     : first->kind == KS_KIND_COMM    ? "as [comm] backend"
+                                                      : "as [compute] backend");
+    }
+  return TRUE;
+}
+
 gboolean
 ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_task,
                   const KsTrainWorld *world, gboolean build, GError **error)
@@ -531,7 +605,8 @@ ks_trainer_check (KsRegistry *registry, KsConfig *c, const KsTrainTask *program_
    * not add them before its own ks_config_validate (a second validation changes nothing) */
   if (task != NULL)
     ks_trainer_add_task_schema (c, task);
-  if (!ks_config_validate (c, error) || !ks_registry_check_settings (registry, c, error))
+  if (!ks_config_validate (c, error) || !ks_registry_check_settings (registry, c, error)
+      || !check_unused_plugins (registry, c, error))
     return FALSE;
   follow_steps (c);
   if (!check_combination (registry, c, task, error) || !check_schedule (c, error)
