@@ -2,7 +2,9 @@
  * M MiB and a server answers with as many bytes (a push and its new values), N times,
  * first as before CURVE (ZeroMQ's NULL mechanism, the payload in one frame, copied into
  * its message), then in 1 MiB frames without CURVE, then as the plugins do now (CURVE
- * with the job's keys, 1 MiB frames, joined on receipt). Prints MB/s each way and the ratio: what authentication and encryption cost.
+ * with the job's keys, 1 MiB frames, joined on receipt), and as a job of `encryption = off`
+ * does (PLAIN: the workers' password, no encryption). Prints MB/s each way and the
+ * ratios: what authentication and encryption cost.
  *   bench/bench-ps-wire [M [N]]     (M = 7.1, the MLP of bench-ps on one server; N = 40) */
 #include "../plugins/ps/auth.h"
 #include "../plugins/ps/wire.h"
@@ -16,9 +18,12 @@ static gsize bytes;
 static int rounds;
 static const char *const token = "bench-token"; /* the job's KS_STORE_TOKEN */
 
+typedef enum { NO_AUTH, CURVE, PLAIN } Security; /* PLAIN: the job's encryption = off */
+
 typedef struct {
   void *zctx, *socket;
-  gboolean curve, framed;
+  Security security;
+  gboolean framed;
   int port;
 } Server;
 
@@ -72,17 +77,18 @@ serve (gpointer data)
 
 /* Seconds for `rounds` round trips (after one to connect). */
 static double
-run (gboolean curve, gboolean framed)
+run (Security security, gboolean framed)
 {
-  Server s = { zmq_ctx_new (), NULL, curve, framed, 0 };
+  Server s = { zmq_ctx_new (), NULL, security, framed, 0 };
   PsAuth *auth = NULL;
   char endpoint[64];
   size_t len = sizeof endpoint;
   gint64 big = 1ll << 40;
 
   s.socket = zmq_socket (s.zctx, ZMQ_ROUTER);
-  if (curve)
-    auth = ps_auth_server_new (s.zctx, s.socket, token, "bench server", 0, 30000, 64, NULL);
+  if (security != NO_AUTH)
+    auth = ps_auth_server_new (s.zctx, s.socket, token, "bench server", 0, 30000, 64,
+                               security == PLAIN, NULL);
   else
     zmq_setsockopt (s.socket, ZMQ_MAXMSGSIZE, &big, sizeof big);
   g_assert_cmpint (zmq_bind (s.socket, "tcp://127.0.0.1:*"), ==, 0);
@@ -90,8 +96,8 @@ run (gboolean curve, gboolean framed)
   GThread *t = g_thread_new ("server", serve, &s);
 
   void *cctx = zmq_ctx_new (), *c = zmq_socket (cctx, ZMQ_DEALER);
-  if (curve)
-    g_assert_true (ps_auth_client_socket (c, token, "bench worker", NULL));
+  if (security != NO_AUTH)
+    g_assert_true (ps_auth_client_socket (c, token, "bench worker", security == PLAIN, NULL));
   g_assert_cmpint (zmq_connect (c, endpoint), ==, 0);
   char *payload = g_malloc0 (bytes), *values = g_malloc (bytes);
   PsReceived r = { 0 };
@@ -149,16 +155,20 @@ main (int argc, char **argv)
   printf ("# %d round trips of %.1f MiB each way over loopback TCP, one thread each side\n",
           rounds, mib);
   printf ("%-34s %10s %12s\n", "transport", "seconds", "MB/s each way");
-  double plain = run (FALSE, FALSE);
+  double plain = run (NO_AUTH, FALSE);
   printf ("%-34s %10.3f %12.1f\n", "NULL mechanism, one frame (before)", plain,
           rounds * bytes / plain / 1e6);
-  double framed = run (FALSE, TRUE);
+  double framed = run (NO_AUTH, TRUE);
   printf ("%-34s %10.3f %12.1f\n", "NULL mechanism, 1 MiB frames", framed,
           rounds * bytes / framed / 1e6);
-  double curve = run (TRUE, TRUE);
+  double curve = run (CURVE, TRUE);
   printf ("%-34s %10.3f %12.1f\n", "CURVE, 1 MiB frames (now)", curve,
           rounds * bytes / curve / 1e6);
-  printf ("# 1 MiB frames / before: %.2fx the time; CURVE / before: %.2fx\n", framed / plain,
-          curve / plain);
+  double unencrypted = run (PLAIN, TRUE);
+  printf ("%-34s %10.3f %12.1f\n", "PLAIN (encryption = off)", unencrypted,
+          rounds * bytes / unencrypted / 1e6);
+  printf ("# 1 MiB frames / before: %.2fx the time; CURVE / before: %.2fx; CURVE / 1 MiB "
+          "frames: %.2fx; PLAIN / 1 MiB frames: %.2fx\n", framed / plain, curve / plain,
+          curve / framed, unencrypted / framed);
   return 0;
 }

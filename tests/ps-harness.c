@@ -376,7 +376,7 @@ void
 ps_test_curve (void *socket, const char *token)
 {
   g_autoptr (GError) error = NULL;
-  g_assert_true (ps_auth_client_socket (socket, token, "test client", &error));
+  g_assert_true (ps_auth_client_socket (socket, token, "test client", FALSE, &error));
 }
 
 /* Sends a header (announcing `payload` bytes; with `magic` when not 0) and an empty

@@ -584,6 +584,68 @@ test_wrong_token_alone (void)
   ps_test_job_free (&j);
 }
 
+/* A PLAIN client with the password of the job of `token` (encryption = off). */
+static void
+plain_with (void *socket, const char *token)
+{
+  char password[65];
+  ps_auth_password (token, password);
+  zmq_setsockopt (socket, ZMQ_PLAIN_USERNAME, "worker", 6);
+  zmq_setsockopt (socket, ZMQ_PLAIN_PASSWORD, password, 64);
+}
+
+static void
+plain_right (void *socket)
+{
+  plain_with (socket, "the-jobs-token");
+  ps_test_speak_for (socket, 0);
+}
+
+static void
+plain_wrong (void *socket)
+{
+  plain_with (socket, "another-jobs-token");
+}
+
+/* [transpiler] encryption = off: the server's and the worker's start lines say the traffic
+ * is not encrypted; a client without credentials, with another job's password, or
+ * speaking CURVE with the job's own keys gets nothing; the job's password is answered;
+ * the job trains to its end. */
+static void
+test_unencrypted (void)
+{
+  PsTestJob j = { 0 };
+
+  if (!ps_test_have_transpiler ())
+    return;
+  ps_test_job_start (&j, 1, 1, ARGS ("transpiler.encryption=off", "strategy.mode=async",
+                                     "train.steps=3000", "openblas.threads=1",
+                                     "comm.timeout=60"));
+  g_assert_true (ps_test_job_wait_log (&j, 1, "listening on", 30));
+  g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 60));
+  int port = j.ports[0];
+  pause_workers (&j, TRUE);
+  gboolean none = pull_answered (port, no_curve, 1), wrong = pull_answered (port, plain_wrong, 1),
+           curve = pull_answered (port, right_token, 1), right = pull_answered (port, plain_right, 10);
+  pause_workers (&j, FALSE);
+  ps_test_job_wait (&j, 120);
+  g_autofree char *server = ps_test_read_log (&j, 1);
+  g_autofree char *worker = ps_test_read_log (&j, 0);
+  g_test_message ("server: %s\nworker: %s", server, worker);
+  g_assert_false (none);
+  g_assert_false (wrong);
+  g_assert_false (curve);
+  g_assert_true (right);
+  g_assert_cmpint (ps_test_job_status (&j, 0), ==, 0);
+  g_assert_cmpint (ps_test_job_status (&j, 1), ==, 0);
+  g_assert_nonnull (strstr (server, "1 workers; NOT ENCRYPTED (encryption = off"));
+  g_assert_nonnull (strstr (worker, "worker 0: its traffic with the servers is NOT ENCRYPTED"));
+  g_assert_nonnull (strstr (server, "its PLAIN password is not this job's workers'"));
+  g_assert_nonnull (strstr (server, "not PLAIN (this job's encryption = off)"));
+  g_assert_nonnull (strstr (worker, "eval accuracy"));
+  ps_test_job_free (&j);
+}
+
 /* SIGTERM to a server that waits for workers (its only worker has another token, and
  * [comm] timeout is long) ends it at once, with the signal's status (128 + 15). */
 static void
@@ -760,6 +822,7 @@ main (int argc, char **argv)
   ps_test_setup_transpiler ();
   g_test_add_func ("/ps-hostile/attacks", test_attacks);
   g_test_add_func ("/ps-hostile/wrong-token-alone", test_wrong_token_alone);
+  g_test_add_func ("/ps-hostile/unencrypted", test_unencrypted);
   g_test_add_func ("/ps-hostile/sigterm-waiting", test_sigterm_waiting);
   g_test_add_func ("/ps-hostile/geo-delta", test_geo_delta);
   g_test_add_func ("/ps-hostile/second-peer", test_second_peer);

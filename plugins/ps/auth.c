@@ -12,6 +12,7 @@
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define ZAP_DOMAIN "ksdist-ps"
+#define PLAIN_USER "worker"
 
 gboolean
 ps_auth_available (const char *who, GError **error)
@@ -45,12 +46,46 @@ ps_auth_keypair (const char *token, const char *role, char public_key[41], char 
   memset (secret, 0, sizeof secret);
 }
 
+void
+ps_auth_password (const char *token, char password[65])
+{
+  static const char label[] = "ksdist parameter-server PLAIN password v1";
+  g_autoptr (GChecksum) c = g_checksum_new (G_CHECKSUM_SHA256);
+
+  /* not the token itself: a password seen on the wire admits to this job only */
+  g_checksum_update (c, (const guchar *) label, sizeof label);
+  g_checksum_update (c, (const guchar *) (token != NULL ? token : ""),
+                     token != NULL ? strlen (token) : 0);
+  g_strlcpy (password, g_checksum_get_string (c), 65);
+}
+
+/* The unencrypted client: ZeroMQ's PLAIN mechanism, the workers' password. */
+static gboolean
+plain_client_socket (void *socket, const char *token, const char *who, GError **error)
+{
+  char password[65];
+  gint64 max = PS_FRAME_MAX_WIRE;
+
+  ps_auth_password (token, password);
+  gboolean ok = zmq_setsockopt (socket, ZMQ_PLAIN_USERNAME, PLAIN_USER, strlen (PLAIN_USER)) == 0
+                && zmq_setsockopt (socket, ZMQ_PLAIN_PASSWORD, password, 64) == 0
+                && zmq_setsockopt (socket, ZMQ_MAXMSGSIZE, &max, sizeof max) == 0;
+  memset (password, 0, sizeof password);
+  if (!ok)
+    g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
+                 "%s: libzmq refused the PLAIN credentials: %s", who, zmq_strerror (errno));
+  return ok;
+}
+
 gboolean
-ps_auth_client_socket (void *socket, const char *token, const char *who, GError **error)
+ps_auth_client_socket (void *socket, const char *token, const char *who, gboolean unencrypted,
+                       GError **error)
 {
   char server_public[41], server_secret[41], public_key[41], secret_key[41];
   gint64 max = PS_FRAME_MAX_WIRE;
 
+  if (unencrypted)
+    return plain_client_socket (socket, token, who, error);
   if (!ps_auth_available (who, error))
     return FALSE;
   ps_auth_keypair (token, "server", server_public, server_secret);
@@ -86,6 +121,8 @@ struct PsAuth {
   char *who;
   void *zap, *monitor;
   guint8 worker_key[32];
+  char password[65]; /* unencrypted: the workers' PLAIN password; else empty */
+  gboolean unencrypted;
   int cap, port;
   GHashTable *fds; /* of the connections counted */
   GThread *thread;
@@ -110,17 +147,31 @@ note_refused (PsAuth *a)
     g_atomic_int_inc (&a->refused);
 }
 
-/* Answers one ZAP request: 200 for the workers' key, 400 for any other. */
+/* Whether frame `m` holds the `len` bytes `want`, compared in constant time. */
+static gboolean
+frame_equals (zmq_msg_t *m, const void *want, gsize len)
+{
+  guint8 diff = 0;
+  const guint8 *got = zmq_msg_data (m), *w = want;
+  if (zmq_msg_size (m) != len)
+    return FALSE;
+  for (gsize i = 0; i < len; i++)
+    diff |= got[i] ^ w[i];
+  return diff == 0;
+}
+
+/* Answers one ZAP request: 200 for the workers' key (CURVE) or password (PLAIN, when
+ * the job's traffic is unencrypted), 400 for any other. */
 static void
 zap_answer (PsAuth *a)
 {
-  zmq_msg_t part[7];
+  zmq_msg_t part[8];
   int n = 0, more = 1;
   size_t more_len = sizeof more;
 
   while (more)
     {
-      zmq_msg_t extra, *m = n < 7 ? &part[n] : &extra; /* frames past 7 are dropped */
+      zmq_msg_t extra, *m = n < 8 ? &part[n] : &extra; /* frames past 8 are dropped */
       zmq_msg_init (m);
       if (zmq_msg_recv (m, a->zap, 0) < 0)
         {
@@ -128,26 +179,22 @@ zap_answer (PsAuth *a)
           break;
         }
       zmq_getsockopt (a->zap, ZMQ_RCVMORE, &more, &more_len);
-      if (n < 7)
+      if (n < 8)
         n++;
       else
         zmq_msg_close (m);
     }
-  /* version, request id, domain, address, identity, mechanism, credentials (libzmq sends
-   * all seven; anything short is refused, and a REP socket must answer every request) */
+  /* version, request id, domain, address, identity, mechanism, credentials (CURVE: the
+   * key; PLAIN: user and password; anything short is refused, and a REP socket must
+   * answer every request) */
   g_autofree char *address = n >= 4 ? g_strndup (zmq_msg_data (&part[3]), zmq_msg_size (&part[3]))
                                     : g_strdup ("?");
-  gboolean curve = n >= 6 && zmq_msg_size (&part[5]) == 5
-                   && memcmp (zmq_msg_data (&part[5]), "CURVE", 5) == 0;
-  gboolean ok = curve && n >= 7 && zmq_msg_size (&part[6]) == 32;
-  if (ok)
-    {
-      guint8 diff = 0;
-      const guint8 *key = zmq_msg_data (&part[6]);
-      for (int i = 0; i < 32; i++)
-        diff |= key[i] ^ a->worker_key[i];
-      ok = diff == 0;
-    }
+  const char *mechanism = a->unencrypted ? "PLAIN" : "CURVE";
+  gboolean job_mechanism = n >= 6 && frame_equals (&part[5], mechanism, 5);
+  gboolean ok = job_mechanism
+                && (a->unencrypted ? n >= 8 && frame_equals (&part[6], PLAIN_USER, strlen (PLAIN_USER))
+                                         && frame_equals (&part[7], a->password, 64)
+                                   : n >= 7 && frame_equals (&part[6], a->worker_key, 32));
   if (ok)
     g_atomic_int_set (&a->admitted, 1);
   else
@@ -156,7 +203,7 @@ zap_answer (PsAuth *a)
     g_warning ("%s: refused a connection from %s (%" G_GUINT64_FORMAT " so far): its %s is "
                "not this job's workers' (derived from KS_STORE_TOKEN): a process of another "
                "job, or without this job's token", a->who, address, a->refused_keys,
-               curve ? "CURVE key" : "security mechanism");
+               !job_mechanism ? "security mechanism" : a->unencrypted ? "PLAIN password" : "CURVE key");
   zmq_send (a->zap, "1.0", 3, ZMQ_SNDMORE);
   if (n >= 2)
     zmq_send (a->zap, zmq_msg_data (&part[1]), zmq_msg_size (&part[1]), ZMQ_SNDMORE);
@@ -237,7 +284,10 @@ monitor_event (PsAuth *a)
               if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
                 why = "it was silent for [comm] timeout, closed, or sent what is not ZeroMQ";
               else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-                why = "not CURVE: a client without this job's token, or of an older ksdist";
+                why = a->unencrypted ? "not PLAIN (this job's encryption = off): a client "
+                                       "without this job's token, or of another setting"
+                                     : "not CURVE: a client without this job's token, or of "
+                                       "an older ksdist or encryption = off";
               else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
                 why = "its CURVE box does not open: keys of another token, or replayed bytes";
               else
@@ -275,24 +325,27 @@ auth_thread (gpointer data)
 
 PsAuth *
 ps_auth_server_new (void *zctx, void *socket, const char *token, const char *who, int port,
-                    int handshake_ms, int cap, GError **error)
+                    int handshake_ms, int cap, gboolean unencrypted, GError **error)
 {
   char public_key[41], secret_key[41], worker_public[41], worker_secret[41];
   int one = 1, linger = 0;
   gint64 max = PS_FRAME_MAX_WIRE;
   g_autofree char *inproc = NULL;
 
-  if (!ps_auth_available (who, error))
+  if (!unencrypted && !ps_auth_available (who, error))
     return NULL;
   PsAuth *a = g_new0 (PsAuth, 1);
   a->who = g_strdup (who);
   a->cap = cap;
   a->fds = g_hash_table_new (NULL, NULL);
   a->port = port;
+  a->unencrypted = unencrypted;
   ps_auth_keypair (token, "server", public_key, secret_key);
   ps_auth_keypair (token, "worker", worker_public, worker_secret);
   zmq_z85_decode (a->worker_key, worker_public);
   memset (worker_secret, 0, sizeof worker_secret);
+  if (unencrypted)
+    ps_auth_password (token, a->password);
 
   /* the ZAP handler first, and closed only after the socket: a CURVE server without one
    * admits every key (ZMQ_ZAP_ENFORCE_DOMAIN, which refuses instead, is a draft option
@@ -301,8 +354,9 @@ ps_auth_server_new (void *zctx, void *socket, const char *token, const char *who
   zmq_setsockopt (a->zap, ZMQ_LINGER, &linger, sizeof linger);
   if (zmq_bind (a->zap, ZAP_ENDPOINT) != 0)
     goto failed;
-  if (zmq_setsockopt (socket, ZMQ_CURVE_SERVER, &one, sizeof one) != 0
-      || zmq_setsockopt (socket, ZMQ_CURVE_SECRETKEY, secret_key, 41) != 0
+  if ((unencrypted ? zmq_setsockopt (socket, ZMQ_PLAIN_SERVER, &one, sizeof one) != 0
+                   : zmq_setsockopt (socket, ZMQ_CURVE_SERVER, &one, sizeof one) != 0
+                         || zmq_setsockopt (socket, ZMQ_CURVE_SECRETKEY, secret_key, 41) != 0)
       || zmq_setsockopt (socket, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen (ZAP_DOMAIN)) != 0
       || zmq_setsockopt (socket, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms) != 0
       || zmq_setsockopt (socket, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
@@ -321,8 +375,8 @@ ps_auth_server_new (void *zctx, void *socket, const char *token, const char *who
   return a;
 
 failed:
-  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
-               "%s: cannot set up CURVE authentication: %s", who, zmq_strerror (errno));
+  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "%s: cannot set up %s authentication: %s",
+               who, unencrypted ? "PLAIN" : "CURVE", zmq_strerror (errno));
   ps_auth_free (a);
   return NULL;
 }
@@ -354,6 +408,7 @@ ps_auth_free (PsAuth *a)
   if (a->zap != NULL)
     zmq_close (a->zap);
   g_hash_table_unref (a->fds);
+  memset (a->password, 0, sizeof a->password);
   g_free (a->who);
   g_free (a);
 }
@@ -400,22 +455,23 @@ ps_auth_watch_failure (PsAuthWatch *w)
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
         w->failure = NULL;
       else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        w->failure = "the server refused this worker's CURVE key: KS_STORE_TOKEN differs "
-                     "between this worker and the server; start every process of the job "
-                     "with the same one";
+        w->failure = "the server refused this worker's key or password: KS_STORE_TOKEN "
+                     "differs between this worker and the server; start every process of the "
+                     "job with the same one";
       else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
                && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-        w->failure = "the server does not speak CURVE: a ksdist of another version, or "
-                     "not a ksdist parameter server, listens there";
+        w->failure = "the server's security mechanism is not this worker's: `encryption` "
+                     "([transpiler] or [pslib]) differs between them, or a ksdist of another "
+                     "version, or not a ksdist parameter server, listens there";
       else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
                && value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
         w->failure = "the server's CURVE key is not this job's: KS_STORE_TOKEN differs "
                      "between this worker and the server; start every process of the job "
                      "with the same one";
       else if (event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || w->failure == NULL)
-        w->failure = "the CURVE handshake with the server failed: is KS_STORE_TOKEN the "
-                     "same in every process of the job, and is a ksdist of this version "
-                     "listening there?";
+        w->failure = "the handshake with the server failed: are KS_STORE_TOKEN and "
+                     "`encryption` the same in every process of the job, and is a ksdist of "
+                     "this version listening there?";
     }
   return w->failure;
 }

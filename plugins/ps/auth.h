@@ -4,7 +4,10 @@
  * derived from the job's token (KS_STORE_TOKEN) with different labels, so a process
  * without the token can neither complete a handshake with a server (its ZAP handler
  * admits only the workers' public key) nor pose as one. Each connection has its own
- * transient keys, so captured bytes replay nothing. Before the handshake completes a peer
+ * transient keys, so captured bytes replay nothing. A job that says `encryption = off`
+ * (a trusted network, where CURVE's cipher would cost more than the link) uses ZeroMQ's
+ * PLAIN instead: a worker proves a password derived from the token, in clear, and the
+ * traffic is readable on the way; a process without the token still gets nothing. Before the handshake completes a peer
  * can hold: one frame of at most PS_FRAME_MAX bytes (ZMQ_MAXMSGSIZE; messages are split
  * into frames no larger), [comm] timeout of time (ZMQ_HANDSHAKE_IVL), and one of a
  * bounded number of connections (ps_auth_connection_cap). */
@@ -24,10 +27,20 @@ gboolean ps_auth_available (const char *who, GError **error);
  * job with `token`. */
 void ps_auth_keypair (const char *token, const char *role, char public_key[41],
                       char secret_key[41]);
-/* Makes `socket` a CURVE client of the job's servers, with at most PS_FRAME_MAX_WIRE
- * bytes a frame; FALSE with an error naming `who` when libzmq refuses. */
+/* What every server's and worker's start line says of a job with `encryption = off`. */
+#define PS_UNENCRYPTED_NOTE                                                              \
+  "NOT ENCRYPTED (encryption = off: workers prove the token with a PLAIN password and "  \
+  "the parameters travel readable; for a trusted network only)"
+
+/* The workers' PLAIN password (64 hex digits and a NUL) of the job with `token`: for a
+ * job whose traffic is not encrypted (`encryption = off`), derived so that one seen on
+ * the wire admits to this job only and says nothing of the token. */
+void ps_auth_password (const char *token, char password[65]);
+/* Makes `socket` a CURVE client of the job's servers (`unencrypted`: a PLAIN client with
+ * the workers' password), with at most PS_FRAME_MAX_WIRE bytes a frame; FALSE with an
+ * error naming `who` when libzmq refuses. */
 gboolean ps_auth_client_socket (void *socket, const char *token, const char *who,
-                                GError **error);
+                                gboolean unencrypted, GError **error);
 
 /* What a worker's socket saw of its handshakes with a server, so a worker that gets no
  * answer can tell a server that refused it from one that is gone. */
@@ -45,13 +58,15 @@ int ps_auth_connection_cap (int workers);
 
 typedef struct PsAuth PsAuth;
 
-/* Makes `socket` (a ROUTER of context `zctx`, not yet bound) a CURVE server of the job:
- * starts the ZAP handler that admits the workers' key only, drops handshakes that take
+/* Makes `socket` (a ROUTER of context `zctx`, not yet bound) a CURVE server of the job
+ * (`unencrypted`: a PLAIN server): starts the ZAP handler that admits the workers' key
+ * (or password) only, drops handshakes that take
  * longer than `handshake_ms`, and refuses connections beyond `cap` (shutdown of the
  * newest; `port`: the socket's). `who` names the server in logs; the refusals are logged, a bounded number
  * of lines. */
 PsAuth *ps_auth_server_new (void *zctx, void *socket, const char *token, const char *who,
-                            int port, int handshake_ms, int cap, GError **error);
+                            int port, int handshake_ms, int cap, gboolean unencrypted,
+                            GError **error);
 /* Whether the ZAP handler admitted a worker's key yet (a worker completed, or is
  * completing, a handshake); the connections it refused or that failed their handshake. */
 gboolean ps_auth_admitted_any (PsAuth *auth, guint64 *refused);

@@ -38,7 +38,7 @@ static gint sockets; /* made in this process: their routing ids differ */
 
 PsClient *
 ps_client_new (const char *const *endpoints, const char *token, guint32 worker, int timeout_ms,
-               gsize max_message, GError **error)
+               gsize max_message, gboolean unencrypted, GError **error)
 {
   g_autofree char *who = g_strdup_printf ("worker %u", worker);
   guint8 session[PS_SESSION_BYTES];
@@ -68,7 +68,7 @@ ps_client_new (const char *const *endpoints, const char *token, guint32 worker, 
       zmq_setsockopt (c->sockets[s], ZMQ_LINGER, &linger, sizeof linger);
       /* the servers know this process by its session */
       ps_session_set_routing_id (c->sockets[s], session, (guint32) g_atomic_int_add (&sockets, 1));
-      if (!ps_auth_client_socket (c->sockets[s], token, who, error))
+      if (!ps_auth_client_socket (c->sockets[s], token, who, unencrypted, error))
         {
           ps_client_free (c);
           return NULL;

@@ -26,8 +26,10 @@ typedef struct {
   gint64 reply_step; /* the reply header's step */
 } PsCall;
 
+/* `unencrypted`: PLAIN, not CURVE (the job's `encryption = off`, auth.h). */
 PsClient *ps_client_new (const char *const *endpoints, const char *token, guint32 worker,
-                         int timeout_ms, gsize max_message, GError **error);
+                         int timeout_ms, gsize max_message, gboolean unencrypted,
+                         GError **error);
 void ps_client_free (PsClient *client);
 int ps_client_servers (const PsClient *client);
 const char *ps_client_endpoint (const PsClient *client, int server);

@@ -673,10 +673,11 @@ ps_server_run (const PsServerConfig *c, GError **error)
     zmq_ctx_set (s.zctx, ZMQ_IO_THREADS, ps_io_threads (c->workers));
   s.socket = zmq_socket (s.zctx, ZMQ_ROUTER);
   zmq_setsockopt (s.socket, ZMQ_LINGER, &linger, sizeof linger);
-  /* CURVE with the job's keys; a handshake gets [comm] timeout at most */
+  /* CURVE with the job's keys (or PLAIN, unencrypted); a handshake gets [comm] timeout at
+   * most */
   auth = ps_auth_server_new (s.zctx, s.socket, c->token, who,
                              colon != NULL ? atoi (colon + 1) : 0, c->timeout_ms,
-                             ps_auth_connection_cap (c->workers), error);
+                             ps_auth_connection_cap (c->workers), c->unencrypted, error);
   if (auth == NULL)
     {
       zmq_close (s.socket);
@@ -697,9 +698,11 @@ ps_server_run (const PsServerConfig *c, GError **error)
       return FALSE;
     }
   g_message ("server %d of %d listening on %s (%s mode, %" G_GSIZE_FORMAT " blocks, %"
-             G_GSIZE_FORMAT " floats, %d workers; CURVE, at most %d connections)", c->index,
+             G_GSIZE_FORMAT " floats, %d workers; %s, at most %d connections)", c->index,
              c->servers, c->endpoint, ps_mode_name (c->mode), c->table->n_blocks,
-             c->table->n_floats, c->workers, ps_auth_connection_cap (c->workers));
+             c->table->n_floats, c->workers,
+             c->unencrypted ? PS_UNENCRYPTED_NOTE : "CURVE",
+             ps_auth_connection_cap (c->workers));
   s.hello = g_new0 (gboolean, c->workers);
   s.stopped = g_new0 (gboolean, c->workers);
   s.owner = g_malloc0_n (c->workers, sizeof *s.owner);

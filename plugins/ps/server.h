@@ -10,6 +10,7 @@ typedef struct {
   int index, servers, workers;
   const char *endpoint; /* HOST:PORT, bound as given (never a wildcard) */
   const char *token; /* KS_STORE_TOKEN: a server without one does not start */
+  gboolean unencrypted; /* encryption = off: PLAIN, not CURVE (auth.h) */
   PsMode mode;
   double max_update_norm; /* [strategy]'s (strategy.h); 0: no bound */
   /* a sync step waits this long at most; a worker silent this long (no request, no

@@ -1,6 +1,8 @@
 /* The parameter-server plugins' shared settings (settings.h). */
 #include "settings.h"
 
+#include <string.h>
+
 const KsKeyDesc ps_settings[PS_N_SETTINGS] = { PS_SETTINGS_KEYS };
 
 void
@@ -10,6 +12,7 @@ ps_settings_read (const KsSettings *s, PsSettings *out)
   out->max_message = (gsize) ks_settings_get_int (s, "max_message_mb") << 20;
   out->log_every_s = ks_settings_get_double (s, "log_every_s");
   out->model_dir = g_strdup (ks_settings_get_string (s, "model_dir"));
+  out->unencrypted = strcmp (ks_settings_get_string (s, "encryption"), "off") == 0;
 }
 
 void
@@ -44,4 +47,5 @@ ps_server_config_init (PsServerConfig *c, KsRoleMaker *role, const PsSettings *s
   c->max_message = settings->max_message;
   c->checkpoint_dir = settings->checkpoint_dir;
   c->log_every_s = settings->log_every_s;
+  c->unencrypted = settings->unencrypted;
 }

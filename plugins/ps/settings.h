@@ -1,5 +1,6 @@
 /* What the transpiler and pslib plugins share of their settings and of a server's start:
- * [transpiler] / [pslib] block_floats, max_message_mb, log_every_s and model_dir. */
+ * [transpiler] / [pslib] block_floats, max_message_mb, log_every_s, model_dir and
+ * encryption. */
 #ifndef KS_PS_SETTINGS_H
 #define KS_PS_SETTINGS_H
 
@@ -8,6 +9,7 @@
 typedef struct {
   gsize block_floats, max_message;
   double log_every_s;
+  gboolean unencrypted; /* encryption = off */
   char *model_dir;
   char *checkpoint_dir; /* [train]'s, from distributed_optimizer's config */
 } PsSettings;
@@ -25,8 +27,14 @@ typedef struct {
   { NULL, "model_dir", KS_VALUE_STRING, "", 1, 0, NULL, \
     "Servers start from this checkpoint (init_server's model_dir: a checkpoint-N directory " \
     "of a parameter-server job of this mode, or a directory holding them; any server " \
-    "count); empty for the initial values" }
-#define PS_N_SETTINGS 4
+    "count); empty for the initial values" }, \
+  { NULL, "encryption", KS_VALUE_CHOICE, "curve", 1, 0, "curve|off", \
+    "curve: the servers' traffic is encrypted and authenticated (ZeroMQ CURVE, keys " \
+    "derived from KS_STORE_TOKEN); off, for a trusted network only: workers prove a " \
+    "password derived from the token (ZeroMQ PLAIN) and the parameters travel readable, " \
+    "as every server's and worker's start line says; a job without a token is refused " \
+    "either way" }
+#define PS_N_SETTINGS 5
 extern const KsKeyDesc ps_settings[PS_N_SETTINGS];
 
 void ps_settings_read (const KsSettings *s, PsSettings *out);

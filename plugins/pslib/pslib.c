@@ -16,6 +16,7 @@
 #include <ksdist/ksdist.h>
 
 #include "budget.h"
+#include "ps/auth.h"
 #include "ps/client.h"
 #include "ps/job.h"
 #include "ps/server.h"
@@ -197,9 +198,12 @@ pslib_init_worker (void *ctx, GError **error)
   endpoints = ks_role_maker_pserver_endpoints (p->role);
   index = ks_role_maker_worker_index (p->role);
   timeout = p->timeout_ms + PS_ANSWER_SLACK_MS;
-  if ((p->client = ps_client_new (endpoints, token, index, timeout, p->settings.max_message, error))
+  if ((p->client = ps_client_new (endpoints, token, index, timeout, p->settings.max_message,
+                                  p->settings.unencrypted, error))
       == NULL)
     return FALSE;
+  if (p->settings.unencrypted)
+    g_message ("worker %d: its traffic with the servers is %s", index, PS_UNENCRYPTED_NOTE);
   if (!p->dense_allreduce
       && (p->dense = ps_worker_new (p->client, p->layout, &p->dense_strategy, index,
                                     ks_role_maker_worker_num (p->role), p->model, &server_step,
@@ -209,7 +213,8 @@ pslib_init_worker (void *ctx, GError **error)
   dims = g_new (gsize, MAX (p->tables->len, 1));
   for (guint i = 0; i < p->tables->len; i++)
     dims[i] = ((Table *) g_ptr_array_index (p->tables, i))->dim;
-  PsSparseWorkerConfig c = { endpoints, token, index, timeout, p->settings.max_message, p->layout->fingerprint,
+  PsSparseWorkerConfig c = { endpoints, token, index, timeout, p->settings.max_message,
+                             p->settings.unencrypted, p->layout->fingerprint,
                              p->dense_strategy.mode, dims, p->tables->len, p->staleness };
   if ((p->sparse = ps_sparse_worker_new (&c, &server_step, error)) == NULL)
     return FALSE;

@@ -134,10 +134,11 @@ ps_sparse_worker_new (const PsSparseWorkerConfig *cfg, gint64 *server_step, GErr
       w->where[s] = g_array_new (FALSE, FALSE, sizeof (gsize));
     }
   if ((w->pull_client = ps_client_new (cfg->endpoints, cfg->token, cfg->index, cfg->timeout_ms,
-                                       cfg->max_message, error))
+                                       cfg->max_message, cfg->unencrypted, error))
           == NULL
       || (w->push_client = ps_client_new (cfg->endpoints, cfg->token, cfg->index,
-                                          cfg->timeout_ms, cfg->max_message, error))
+                                          cfg->timeout_ms, cfg->max_message, cfg->unencrypted,
+                                          error))
              == NULL
       || !hello (w, w->pull_client, server_step, error)
       || !hello (w, w->push_client, &other, error))

@@ -15,6 +15,7 @@ typedef struct {
   int index; /* the worker's */
   int timeout_ms;
   gsize max_message;
+  gboolean unencrypted; /* encryption = off */
   guint64 fingerprint; /* hello's, as the dense worker's */
   guint32 mode;
   const gsize *dims; /* floats per row of each table */

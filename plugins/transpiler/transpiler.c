@@ -16,6 +16,7 @@
 #include <config.h>
 #include <ksdist/ksdist.h>
 
+#include "ps/auth.h"
 #include "ps/client.h"
 #include "ps/job.h"
 #include "ps/server.h"
@@ -110,7 +111,7 @@ transpiler_init_worker (void *p, GError **error)
                                   g_getenv ("KS_STORE_TOKEN"),
                                   ks_role_maker_worker_index (t->role),
                                   t->timeout_ms + PS_ANSWER_SLACK_MS,
-                                  t->settings.max_message, error))
+                                  t->settings.max_message, t->settings.unencrypted, error))
           == NULL
       || (t->worker = ps_worker_new (t->client, t->layout, &t->strategy,
                                      ks_role_maker_worker_index (t->role),
@@ -118,6 +119,9 @@ transpiler_init_worker (void *p, GError **error)
                                      error))
              == NULL)
     return FALSE;
+  if (t->settings.unencrypted)
+    g_message ("worker %d: its traffic with the servers is %s",
+               ks_role_maker_worker_index (t->role), PS_UNENCRYPTED_NOTE);
   /* the servers learn this worker is alive while it computes, and it that they are */
   ps_client_heartbeat_start (t->client, t->timeout_ms);
   /* workers that resume need the servers at the same checkpoint (servers that start from
