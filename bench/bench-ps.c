@@ -4,7 +4,8 @@
  * parameter-server mode with S = 1 and 2 servers. Prints samples/s per configuration (the
  * workers' steps, 3 warm-up steps then 60 timed ones ending with stop_worker, which waits
  * for anything still queued), the gradient bytes the servers took per second, loopback TCP
- * measured here, and the ratios the issue asks for.
+ * measured here, and the ratios the issue asks for; then sync once more with [transpiler]
+ * encryption = off ("sync, plain": ZeroMQ PLAIN, no cipher), to show what CURVE costs.
  *   bench/bench-ps [W] [--set GROUP.KEY=VALUE ...]   (W = 2; KS_PLUGIN_PATH must reach
  *                   openblas, optim, store, roles, gloo, collective, transpiler)
  * BENCH_PS_MODES=sync (a comma-separated list) runs those modes only, after the collective
@@ -51,6 +52,8 @@ run_process (int argc, char **argv)
       CHECK (ks_config_set_override (config, argv[++i], &error));
   if (g_getenv ("BENCH_STRATEGY") != NULL)
     CHECK (ks_config_set_override (config, g_getenv ("BENCH_STRATEGY"), &error));
+  if (g_getenv ("BENCH_UNENCRYPTED") != NULL)
+    CHECK (ks_config_set_override (config, "transpiler.encryption=off", &error));
   if (strcmp (g_getenv ("BENCH_STRATEGY") ? g_getenv ("BENCH_STRATEGY") : "", "strategy.mode=geo") == 0)
     CHECK (ks_config_set_override (config, "strategy.k_steps=10", &error));
   CHECK (ks_registry_scan (registry, config, &error) && ks_config_validate (config, &error));
@@ -150,10 +153,11 @@ loopback_mb_s (void)
   return mb_s;
 }
 
-/* Runs one configuration: `servers` servers (0: collective) and `workers` workers. */
+/* Runs one configuration: `servers` servers (0: collective) and `workers` workers;
+ * `unencrypted`: with [transpiler] encryption = off. */
 static gboolean
-run_config (char **argv, const char *mode, const char *strategy, int servers, int workers,
-            double *samples, double *model_mb)
+run_config (char **argv, const char *mode, const char *strategy, gboolean unencrypted,
+            int servers, int workers, double *samples, double *model_mb)
 {
   g_autofree char *dir = g_dir_make_tmp ("ksdist-bench-ps-XXXXXX", NULL);
   g_autofree char *out_path = g_build_filename (dir, "out", NULL);
@@ -187,6 +191,8 @@ run_config (char **argv, const char *mode, const char *strategy, int servers, in
         g_setenv ("BENCH_MODE", mode, TRUE);
         if (strategy != NULL)
           g_setenv ("BENCH_STRATEGY", strategy, TRUE);
+        if (unencrypted)
+          g_setenv ("BENCH_UNENCRYPTED", "1", TRUE);
         g_setenv ("KS_STORE_TOKEN", "bench", TRUE);
         g_setenv ("PADDLE_TRAINERS_NUM", nw, TRUE);
         g_setenv ("PADDLE_TRAINER_ID", id, TRUE);
@@ -241,7 +247,8 @@ main (int argc, char **argv)
     return run_process (argc, argv);
   int workers = argc > 1 && argv[1][0] != '-' ? atoi (argv[1]) : 2;
   static const char *const modes[] = { "sync", "half_async", "async", "geo", NULL };
-  double collective, samples, mb, sync_rate[3] = { 0 }, rate[4][3] = { { 0 } };
+  double collective, samples, mb, sync_rate[3] = { 0 }, rate[4][3] = { { 0 } },
+         plain_rate[3] = { 0 };
 
   /* a mode this bench does not know, refused before anything runs */
   g_auto (GStrv) only = g_strsplit (g_getenv ("BENCH_PS_MODES") ? g_getenv ("BENCH_PS_MODES") : "", ",", -1);
@@ -260,7 +267,7 @@ main (int argc, char **argv)
           "loopback TCP here: %.0f MB/s\n", workers, tcp);
   printf ("# %-12s %7s %11s %10s %16s\n", "mode", "servers", "samples/s", "ms/step",
           "server in MB/s");
-  if (!run_config (argv, "collective", NULL, 0, workers, &collective, &mb))
+  if (!run_config (argv, "collective", NULL, FALSE, 0, workers, &collective, &mb))
     g_error ("the collective run failed");
   printf ("  %-12s %7d %11.0f %10.2f %16s\n", "collective", 0, collective,
           workers * BATCH * 1e3 / collective, "-");
@@ -268,7 +275,7 @@ main (int argc, char **argv)
     for (int s = 1; s <= 2 && (!only[0] || g_strv_contains ((const char *const *) only, modes[m])); s++)
       {
         g_autofree char *strategy = g_strdup_printf ("strategy.mode=%s", modes[m]);
-        if (!run_config (argv, "transpiler", strategy, s, workers, &samples, &mb))
+        if (!run_config (argv, "transpiler", strategy, FALSE, s, workers, &samples, &mb))
           g_error ("the %s run with %d servers failed", modes[m], s);
         rate[m][s] = samples;
         if (m == 0)
@@ -278,6 +285,15 @@ main (int argc, char **argv)
         printf ("  %-12s %7d %11.0f %10.2f %16.0f\n", modes[m], s, samples,
                 workers * BATCH * 1e3 / samples, pushes * mb);
       }
+  /* sync once more without CURVE's cipher ([transpiler] encryption = off): what it costs */
+  for (int s = 1; s <= 2 && (!only[0] || g_strv_contains ((const char *const *) only, "sync")); s++)
+    {
+      if (!run_config (argv, "transpiler", "strategy.mode=sync", TRUE, s, workers, &samples, &mb))
+        g_error ("the sync run with encryption = off and %d servers failed", s);
+      plain_rate[s] = samples;
+      printf ("  %-12s %7d %11.0f %10.2f %16.0f\n", "sync, plain", s, samples,
+              workers * BATCH * 1e3 / samples, samples / BATCH * mb);
+    }
   for (int s = 1; s <= 2; s++)
     if (rate[2][s] > 0 && rate[3][s] > 0 && sync_rate[s] > 0)
       printf ("# S = %d: async / sync %.2f (target >= 1.5), geo k=10 / sync %.2f (target >= 2), "
@@ -286,5 +302,10 @@ main (int argc, char **argv)
     else if (sync_rate[s] > 0)
       printf ("# S = %d: sync step time / collective %.2f (target <= 1.3)\n", s,
               collective / sync_rate[s]);
+  for (int s = 1; s <= 2; s++)
+    if (plain_rate[s] > 0)
+      printf ("# S = %d, encryption = off: sync step time / collective %.2f (target <= 1.3); "
+              "CURVE's sync step / this one %.2f\n", s, collective / plain_rate[s],
+              plain_rate[s] / sync_rate[s]);
   return 0;
 }
