@@ -120,10 +120,11 @@ static const KsKeyDesc core_schema[] = {
   { "strategy", "k_steps", KS_VALUE_INT, "0", 0, 1e9, NULL,
     "GEO: local steps between pushes of the parameter delta (mode = geo with 0 uses 100, "
     "Paddle's geo_sgd_need_push_nums)" },
-  { "strategy", "send_queue_size", KS_VALUE_INT, "1", 1, 1e6, NULL,
-    "Async: gradients a worker may queue for sending before its step waits (Paddle's "
-    "default is 20: a model whose step is faster than a push then runs 20 steps ahead of "
-    "the servers on old values)" },
+  { "strategy", "send_queue_size", KS_VALUE_INT, "2", 1, 1e6, NULL,
+    "Async: gradients a worker may queue for sending before its step waits (2: a push "
+    "travels while the next step computes and two queued gradients may merge; 1 waits "
+    "more and is slower than sync on a fast model; Paddle's default is 20: a model whose "
+    "step is faster than a push then runs 20 steps ahead of the servers on old values)" },
   { "strategy", "max_merge_var_num", KS_VALUE_INT, "20", 1, 1e6, NULL,
     "Async: queued gradients averaged into one push" },
   { "strategy", "staleness_lr", KS_VALUE_BOOL, "true", 1, 0, NULL,
