@@ -54,7 +54,7 @@ mlp|openblas torch|bench/run-vs-torch.sh mlp 1|bench/run-vs-torch.sh mlp 1 2
 gpt|openblas torch|bench/run-vs-torch.sh gpt 1|CONTEXTS="64 512" bench/run-vs-torch.sh gpt 1 2
 conv|openblas torch|BATCHES=5 bench/run-vs-torch.sh conv 1|bench/run-vs-torch.sh conv 1 2
 cnn|openblas torch|bench/bench-cnn-config.sh 1|bench/bench-cnn-config.sh 1 2
-threads|openblas|bench/thread-scaling.sh 1|bench/thread-scaling.sh 3
+threads|openblas|bench/thread-scaling.sh 3|bench/thread-scaling.sh 3
 data|openblas|bench/bench-data.sh 10000|bench/bench-data.sh
 allreduce|gloo torch mpi|bench/run-allreduce.sh 2|bench/run-allreduce.sh 2
 allreduce-4|gloo torch mpi|-|bench/run-allreduce.sh 4

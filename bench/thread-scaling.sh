@@ -5,7 +5,11 @@
 # the first), bench/bench-mlp and bench/bench-gpt (as run-vs-torch.sh runs them). The
 # header names the cores, the OpenBLAS build (its OpenMP build shares one pool with
 # ksdist's kernels; its pthread build leaves them on one thread) and the load average at
-# the start: on a machine others use, the figures are noisy. From the build tree:
+# the start: on a machine others use, the figures are noisy. Last for each work, `nproc`
+# threads once more with GOMP_SPINCOUNT=300 (threads spin that long before they sleep
+# between parallel regions; ksdist's default is OMP_WAIT_POLICY=passive, no spin): faster
+# on cores of one's own, a hazard on cores others use (doc/benchmarks.md). From the
+# build tree:
 #   bench/thread-scaling.sh [ROUNDS]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,9 +23,13 @@ trap 'rm -rf "$dir"' EXIT
 cores=$(nproc)
 threads=$(printf "1\n2\n%s\n" "$cores" | sort -nu | tr '\n' ' ')
 cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
+if [ -n "${GOMP_SPINCOUNT:-}" ] && [ -z "${OMP_WAIT_POLICY:-}" ]; then
+  wait_policy="unset, GOMP_SPINCOUNT=$GOMP_SPINCOUNT"
+else
+  wait_policy=${OMP_WAIT_POLICY:-"passive (ksdist's default)"}
+fi
 printf "# %s cores (%s); OMP_WAIT_POLICY=%s; load average at start %s\n" "$cores" \
-  "${cpu:-cpu unknown}" "${OMP_WAIT_POLICY:-passive (ksdist's default)}" \
-  "$(cut -d' ' -f1-3 /proc/loadavg)"
+  "${cpu:-cpu unknown}" "$wait_policy" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf "# best of %s rounds; speed-up: 1 thread's ms / this row's\n" "$rounds"
 printf "# %-5s %7s %10s %8s\n" work threads "ms/step" speedup
 
@@ -35,21 +43,32 @@ cnn_ms () {
 }
 blas=
 
+# the best of ROUNDS step times of `work` at `t` threads
+best_ms () {
+  w=$1 n=$2 best=
+  for r in $(seq 1 "$rounds"); do
+    case $w in
+      cnn) ms=$(OPENBLAS_NUM_THREADS=$n cnn_ms "$n") ;; # keeps train.log
+      *) ms=$(OPENBLAS_NUM_THREADS=$n "$top/bench/bench-$w" "$n" openblas | cut -d' ' -f1) ;;
+    esac
+    best=$(printf "%s\n%s\n" "$ms" "${best:-$ms}" | sort -g | head -1)
+  done
+  echo "$best"
+}
+
 for work in cnn mlp gpt; do
   one=
-  for t in $threads; do
-    best=
-    for r in $(seq 1 "$rounds"); do
-      case $work in
-        cnn) ms=$(OPENBLAS_NUM_THREADS=$t cnn_ms "$t") ;; # keeps train.log
-        *) set -- $(OPENBLAS_NUM_THREADS=$t "$top/bench/bench-$work" "$t" openblas); ms=$1 ;;
-      esac
-      [ $work != cnn ] || [ -n "${blas:-}" ] \
-        || blas=$(sed -n 's/.* on OpenBLAS (\(.*\)), [0-9]* threads*$/\1/p' "$dir/train.log" | head -1)
-      best=$(printf "%s\n%s\n" "$ms" "${best:-$ms}" | sort -g | head -1)
-    done
+  for t in $threads spin; do
+    if [ $t = spin ]; then
+      [ -z "${GOMP_SPINCOUNT:-}${OMP_WAIT_POLICY:-}" ] && [ "$cores" -gt 1 ] || continue
+      best=$(GOMP_SPINCOUNT=300 best_ms $work "$cores") label="$cores+spin"
+    else
+      best=$(best_ms $work "$t") label=$t
+    fi
+    [ $work != cnn ] || [ -n "${blas:-}" ] \
+      || blas=$(sed -n 's/.* on OpenBLAS (\(.*\)), [0-9]* threads*$/\1/p' "$dir/train.log" | head -1)
     one=${one:-$best}
-    printf "  %-5s %7s %10s %8.2f\n" "$work" "$t" "$best" \
+    printf "  %-5s %7s %10s %8.2f\n" "$work" "$label" "$best" \
       "$(awk -v a="$one" -v b="$best" 'BEGIN { print a / b }')"
   done
 done
