@@ -18,9 +18,9 @@
 
 #define DATA(path) g_strdup_printf ("data.path=%s", path)
 
-/* 60 steps of one process against one server and one worker with staleness 0: the same
- * dense parameters and the same rows (emb.rows holds the last evaluation batch's rows,
- * read from the local table and from the server), the same AUC. */
+/* 60 steps of one process against one server and one worker with staleness 0 (and
+ * encryption = off): the same dense parameters and the same rows (emb.rows holds the last
+ * evaluation batch's rows, read from the local table and from the server), the same AUC. */
 static void
 test_alone_equals_one_process (void)
 {
@@ -41,12 +41,17 @@ test_alone_equals_one_process (void)
                                       "train.batch=64", "train.log_every=60", set_one),
                                 &o1, &e1),
                    ==, 0);
+  /* without encryption (its PLAIN connections: the dense client's and the sparse pulls'
+   * and pushes'), the same values; the other tests run CURVE */
   g_assert_cmpint (ps_test_run (ARGS ("launch", "--servers", "1", "--workers", "1"),
                                 ARGS (set_data, "strategy.staleness=0", "train.steps=60",
-                                      "train.batch=64", "train.log_every=60", set_ps),
+                                      "train.batch=64", "train.log_every=60", set_ps,
+                                      "pslib.encryption=off"),
                                 &o2, &e2),
                    ==, 0);
   g_assert_nonnull (strstr (o2, "(sync mode, "));
+  g_assert_nonnull (strstr (o2, "workers; NOT ENCRYPTED (encryption = off"));
+  g_assert_nonnull (strstr (o2, "worker 0: its traffic with the servers is NOT ENCRYPTED"));
   g_assert_nonnull (strstr (o2, "sparse rows"));
   g_assert_nonnull (strstr (o2, "60 updates")); /* the servers trained the dense part */
   ps_test_assert_exports_close (one, ps, 1e-5);
