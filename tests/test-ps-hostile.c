@@ -625,8 +625,10 @@ test_unencrypted (void)
   g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 60));
   int port = j.ports[0];
   pause_workers (&j, TRUE);
-  gboolean none = pull_answered (port, no_curve, 1), wrong = pull_answered (port, plain_wrong, 1),
-           curve = pull_answered (port, right_token, 1), right = pull_answered (port, plain_right, 10);
+  gboolean none = pull_answered (port, no_curve, 1);
+  gboolean wrong = pull_answered (port, plain_wrong, 1);
+  gboolean curve = pull_answered (port, right_token, 1); /* this job's keys, not its mechanism */
+  gboolean right = pull_answered (port, plain_right, 10);
   pause_workers (&j, FALSE);
   ps_test_job_wait (&j, 120);
   g_autofree char *server = ps_test_read_log (&j, 1);

@@ -191,10 +191,14 @@ zap_answer (PsAuth *a)
                                     : g_strdup ("?");
   const char *mechanism = a->unencrypted ? "PLAIN" : "CURVE";
   gboolean job_mechanism = n >= 6 && frame_equals (&part[5], mechanism, 5);
-  gboolean ok = job_mechanism
-                && (a->unencrypted ? n >= 8 && frame_equals (&part[6], PLAIN_USER, strlen (PLAIN_USER))
-                                         && frame_equals (&part[7], a->password, 64)
-                                   : n >= 7 && frame_equals (&part[6], a->worker_key, 32));
+  gboolean ok;
+  if (!job_mechanism)
+    ok = FALSE;
+  else if (a->unencrypted)
+    ok = n >= 8 && frame_equals (&part[6], PLAIN_USER, strlen (PLAIN_USER))
+         && frame_equals (&part[7], a->password, 64);
+  else
+    ok = n >= 7 && frame_equals (&part[6], a->worker_key, 32);
   if (ok)
     g_atomic_int_set (&a->admitted, 1);
   else
@@ -203,7 +207,9 @@ zap_answer (PsAuth *a)
     g_warning ("%s: refused a connection from %s (%" G_GUINT64_FORMAT " so far): its %s is "
                "not this job's workers' (derived from KS_STORE_TOKEN): a process of another "
                "job, or without this job's token", a->who, address, a->refused_keys,
-               !job_mechanism ? "security mechanism" : a->unencrypted ? "PLAIN password" : "CURVE key");
+               !job_mechanism  ? "security mechanism"
+               : a->unencrypted ? "PLAIN password"
+                                : "CURVE key");
   zmq_send (a->zap, "1.0", 3, ZMQ_SNDMORE);
   if (n >= 2)
     zmq_send (a->zap, zmq_msg_data (&part[1]), zmq_msg_size (&part[1]), ZMQ_SNDMORE);
@@ -375,8 +381,9 @@ ps_auth_server_new (void *zctx, void *socket, const char *token, const char *who
   return a;
 
 failed:
-  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED, "%s: cannot set up %s authentication: %s",
-               who, unencrypted ? "PLAIN" : "CURVE", zmq_strerror (errno));
+  g_set_error (error, KS_COMM_ERROR, KS_COMM_ERROR_FAILED,
+               "%s: cannot set up %s authentication: %s", who, unencrypted ? "PLAIN" : "CURVE",
+               zmq_strerror (errno));
   ps_auth_free (a);
   return NULL;
 }

@@ -7,10 +7,11 @@
  * transient keys, so captured bytes replay nothing. A job that says `encryption = off`
  * (a trusted network, where CURVE's cipher would cost more than the link) uses ZeroMQ's
  * PLAIN instead: a worker proves a password derived from the token, in clear, and the
- * traffic is readable on the way; a process without the token still gets nothing. Before the handshake completes a peer
- * can hold: one frame of at most PS_FRAME_MAX bytes (ZMQ_MAXMSGSIZE; messages are split
- * into frames no larger), [comm] timeout of time (ZMQ_HANDSHAKE_IVL), and one of a
- * bounded number of connections (ps_auth_connection_cap). */
+ * traffic is readable on the way; a process without the token still gets nothing.
+ * Before the handshake completes a peer can hold: one frame of at most PS_FRAME_MAX bytes
+ * (ZMQ_MAXMSGSIZE; messages are split into frames no larger), [comm] timeout of time
+ * (ZMQ_HANDSHAKE_IVL), and one of a bounded number of connections
+ * (ps_auth_connection_cap). */
 #ifndef KS_PS_AUTH_H
 #define KS_PS_AUTH_H
 
