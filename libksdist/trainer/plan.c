@@ -10,12 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The [pipeline] keys of its shape: any above 1 makes a run pipelined. */
+static const char *const pipeline_shape[] = { "stages", "virtual_stages", "micro_batches", NULL };
+
 gboolean
 ks_trainer_pipelined_config (const KsConfig *c)
 {
-  return ks_config_get_int (c, "pipeline", "stages") > 1
-         || ks_config_get_int (c, "pipeline", "virtual_stages") > 1
-         || ks_config_get_int (c, "pipeline", "micro_batches") > 1;
+  for (int i = 0; pipeline_shape[i] != NULL; i++)
+    if (ks_config_get_int (c, "pipeline", pipeline_shape[i]) > 1)
+      return TRUE;
+  return FALSE;
 }
 
 /* A configuration error: the plan's every refusal. */
@@ -89,8 +93,7 @@ warn_unpipelined (const KsConfig *c)
   for (guint i = 0; keys != NULL && i < keys->len; i++)
     {
       const KsKeyDesc *d = g_ptr_array_index (keys, i);
-      if (ks_config_is_set (c, "pipeline", d->key) && strcmp (d->key, "stages") != 0
-          && strcmp (d->key, "virtual_stages") != 0 && strcmp (d->key, "micro_batches") != 0)
+      if (ks_config_is_set (c, "pipeline", d->key) && !g_strv_contains (pipeline_shape, d->key))
         g_string_append_printf (set, "%s%s", n++ > 0 ? ", " : "", d->key);
     }
   if (n > 0)
@@ -516,34 +519,47 @@ check_segments (KsTrainer *t, GError **error)
   return ks_trainer_segment (t, info, boundaries, &measured, error);
 }
 
+/* The key that names the implementation of a kind the settings choose; NULL for a store,
+ * role maker, segmenter or optimizer (chosen elsewhere, or by need). */
+typedef struct {
+  KsKind kind;
+  const char *group, *key;
+} KindChoice;
+
+static const KindChoice *
+choice_of (KsKind kind)
+{
+  static const KindChoice choices[] = {
+    { KS_KIND_COMPUTE, "compute", "backend" },
+    { KS_KIND_COMM, "comm", "backend" },
+    { KS_KIND_ALGORITHM, "job", "mode" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (choices); i++)
+    if (choices[i].kind == kind)
+      return &choices[i];
+  return NULL;
+}
+
 /* The key that rules out `impl` for this run ("[comm] backend = gloo"; free it), or NULL
  * when the run may use it: auto may choose any backend, and [comm] hierarchical = true
  * adds a communicator of one host inside each host. */
 static char *
 ruled_out_by (KsRegistry *registry, const KsConfig *c, const KsImplDesc *impl)
 {
-  static const struct { KsKind kind; const char *group, *key; } choices[] = {
-    { KS_KIND_COMPUTE, "compute", "backend" },
-    { KS_KIND_COMM, "comm", "backend" },
-    { KS_KIND_ALGORITHM, "job", "mode" },
-  };
+  const KindChoice *choice = choice_of (impl->kind);
   guint32 traits;
-  for (gsize i = 0; i < G_N_ELEMENTS (choices); i++)
-    {
-      if (impl->kind != choices[i].kind)
-        continue;
-      const char *chosen = ks_config_get_string (c, choices[i].group, choices[i].key);
-      if (strcmp (chosen, impl->name) == 0
-          || (impl->kind != KS_KIND_ALGORITHM && strcmp (chosen, "auto") == 0))
-        return NULL;
-      if (impl->kind == KS_KIND_COMM && strcmp (ks_config_get_string (c, "comm", "hierarchical"),
-                                                "true") == 0
-          && ks_registry_traits (registry, KS_KIND_COMM, impl->name, &traits)
-          && (traits & KS_COMM_ONE_HOST))
-        return NULL;
-      return g_strdup_printf ("[%s] %s = %s", choices[i].group, choices[i].key, chosen);
-    }
-  return NULL; /* a store, role maker, segmenter or optimizer: chosen elsewhere, or by need */
+  if (choice == NULL)
+    return NULL;
+  const char *chosen = ks_config_get_string (c, choice->group, choice->key);
+  if (strcmp (chosen, impl->name) == 0
+      || (impl->kind != KS_KIND_ALGORITHM && strcmp (chosen, "auto") == 0))
+    return NULL;
+  if (impl->kind == KS_KIND_COMM
+      && strcmp (ks_config_get_string (c, "comm", "hierarchical"), "true") == 0
+      && ks_registry_traits (registry, KS_KIND_COMM, impl->name, &traits)
+      && (traits & KS_COMM_ONE_HOST))
+    return NULL;
+  return g_strdup_printf ("[%s] %s = %s", choice->group, choice->key, chosen);
 }
 
 /* A key of a plugin that this run cannot use (every implementation it provides is a
@@ -581,11 +597,10 @@ check_unused_plugins (KsRegistry *registry, const KsConfig *c, GError **error)
       if (n < r->desc->n_impls)
         continue;
       const KsImplDesc *first = &r->desc->impls[0];
+      const KindChoice *choice = choice_of (first->kind); /* every impl was ruled out by one */
       return refuse (error, "[%s] %s is set, but this run does not use the %s plugin (%s); "
-                     "remove it, or choose %s %s", r->name, set, r->name, why, first->name,
-                     first->kind == KS_KIND_ALGORITHM ? "as [job] mode"
-                     : first->kind == KS_KIND_COMM    ? "as [comm] backend"
-                                                      : "as [compute] backend");
+                     "remove it, or choose %s as [%s] %s", r->name, set, r->name, why,
+                     first->name, choice->group, choice->key);
     }
   return TRUE;
 }
