@@ -584,14 +584,12 @@ test_wrong_token_alone (void)
   ps_test_job_free (&j);
 }
 
-/* A PLAIN client with the password of the job of `token` (encryption = off). */
+/* A PLAIN client with the password of the job of `token` (encryption = off), as the
+ * workers make theirs. */
 static void
 plain_with (void *socket, const char *token)
 {
-  char password[65];
-  ps_auth_password (token, password);
-  zmq_setsockopt (socket, ZMQ_PLAIN_USERNAME, "worker", 6);
-  zmq_setsockopt (socket, ZMQ_PLAIN_PASSWORD, password, 64);
+  g_assert_true (ps_auth_client_socket (socket, token, "test client", TRUE, NULL));
 }
 
 static void

@@ -47,6 +47,13 @@ ps_auth_keypair (const char *token, const char *role, char public_key[41], char 
 }
 
 void
+ps_auth_say_worker_security (int worker, gboolean unencrypted)
+{
+  if (unencrypted)
+    g_message ("worker %d: its traffic with the servers is %s", worker, PS_UNENCRYPTED_NOTE);
+}
+
+void
 ps_auth_password (const char *token, char password[65])
 {
   static const char label[] = "ksdist parameter-server PLAIN password v1";

@@ -33,6 +33,9 @@ void ps_auth_keypair (const char *token, const char *role, char public_key[41],
   "NOT ENCRYPTED (encryption = off: workers prove the token with a PLAIN password and "  \
   "the parameters travel readable; for a trusted network only)"
 
+/* A worker's start line for a job with `encryption = off` (nothing when encrypted). */
+void ps_auth_say_worker_security (int worker, gboolean unencrypted);
+
 /* The workers' PLAIN password (64 hex digits and a NUL) of the job with `token`: for a
  * job whose traffic is not encrypted (`encryption = off`), derived so that one seen on
  * the wire admits to this job only and says nothing of the token. */

@@ -202,8 +202,7 @@ pslib_init_worker (void *ctx, GError **error)
                                   p->settings.unencrypted, error))
       == NULL)
     return FALSE;
-  if (p->settings.unencrypted)
-    g_message ("worker %d: its traffic with the servers is %s", index, PS_UNENCRYPTED_NOTE);
+  ps_auth_say_worker_security (index, p->settings.unencrypted);
   if (!p->dense_allreduce
       && (p->dense = ps_worker_new (p->client, p->layout, &p->dense_strategy, index,
                                     ks_role_maker_worker_num (p->role), p->model, &server_step,

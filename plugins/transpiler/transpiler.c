@@ -119,9 +119,7 @@ transpiler_init_worker (void *p, GError **error)
                                      error))
              == NULL)
     return FALSE;
-  if (t->settings.unencrypted)
-    g_message ("worker %d: its traffic with the servers is %s",
-               ks_role_maker_worker_index (t->role), PS_UNENCRYPTED_NOTE);
+  ps_auth_say_worker_security (ks_role_maker_worker_index (t->role), t->settings.unencrypted);
   /* the servers learn this worker is alive while it computes, and it that they are */
   ps_client_heartbeat_start (t->client, t->timeout_ms);
   /* workers that resume need the servers at the same checkpoint (servers that start from
