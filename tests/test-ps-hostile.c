@@ -616,9 +616,12 @@ test_unencrypted (void)
 
   if (!ps_test_have_transpiler ())
     return;
+  /* long enough that the job outlives the attacks and the answered pull, paused or not
+   * (3000 steps once ended during the workers' slices of a pause, under distcheck's load,
+   * and the last pull found no server), as /ps-hostile/attacks's */
   ps_test_job_start (&j, 1, 1, ARGS ("transpiler.encryption=off", "strategy.mode=async",
-                                     "train.steps=3000", "openblas.threads=1",
-                                     "comm.timeout=60"));
+                                     "train.steps=12000", "train.log_every=12000",
+                                     "openblas.threads=1", "comm.timeout=60"));
   g_assert_true (ps_test_job_wait_log (&j, 1, "listening on", 30));
   g_assert_true (ps_test_job_wait_log (&j, 0, "training rings", 60));
   int port = j.ports[0];
