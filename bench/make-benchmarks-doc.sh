@@ -169,6 +169,11 @@ cores=$(nproc)
 mem=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 openblas=$(dpkg-query -W -f '${Version}' libopenblas0 2>/dev/null || true)
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+  kernels_by="OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE in the environment"
+else
+  kernels_by="OPENBLAS_CORETYPE unset: ksdist's choice for this CPU, or OpenBLAS's"
+fi
 torchv=$("$python" -c "import torch; print(torch.__version__)" 2>/dev/null || echo "not installed")
 t0=$(date +%s)
 
@@ -178,6 +183,10 @@ programs="bench/bench-ps bench/bench-sparse"
   programs="$programs bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv bench/bench-ddp"
 [ -n "$(missing gloo)" ] || programs="$programs bench/bench-allreduce"
 make -C "$top" $programs tools/ksdist >/dev/null
+# the kernels OpenBLAS runs, by the name it gives in its configuration
+kernels=
+[ -n "$(missing openblas)" ] || kernels=$(cd "$top" && KS_PLUGIN_PATH=plugins/openblas/.libs \
+  KS_PLUGIN_SYSTEM_PATH= bench/bench-sgemm 1 16 | sed -n 's/.* \([A-Za-z0-9]*\) MAX_THREADS.*/\1/p')
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-benchdoc-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -288,6 +297,7 @@ tmp="$out.tmp.$$"
         echo "- CPU: $cpu, $cores cores (\`nproc\`); memory $mem"
         echo "- load average when the run began: $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "- OpenBLAS (Debian's libopenblas0): ${openblas:-unknown}; PyTorch (\`$python\`): $torchv; Open MPI: $(command -v mpirun >/dev/null 2>&1 && mpirun --version 2>/dev/null | head -1 || echo not installed)"
+        echo "- OpenBLAS's kernels: ${kernels:-unknown} ($kernels_by)"
         [ -z "$note" ] || echo "- $note" ;;
       @DURATION@)
         echo "The whole run took $(( ($(date +%s) - t0) / 60 )) minutes." ;;
