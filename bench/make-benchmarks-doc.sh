@@ -224,12 +224,15 @@ table () {
   s0=$(date +%s)
   while [ $i -le "$runs" ]; do
     echo "  [$id] run $i of $runs: $cmd" >&2
-    # under set -e, each in an `if`; with a converter, the --json rows turned into the table
+    # under set -e, each in an `if`; with a converter, the --json rows turned into the table;
+    # stdin is the template being read (mpirun reads its stdin: the rest of the file was lost)
     rc=0
     if [ -n "$conv" ]; then
-      if (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd --json" >"$work/$id.$i.json" &&
-          "$python" "$src/$conv" <"$work/$id.$i.json") >"$work/$id.$i" 2>"$work/$id.$i.err"; then :; else rc=$?; fi
-    elif (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd") >"$work/$id.$i" 2>"$work/$id.$i.err"; then
+      if (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd --json" >"$work/$id.$i.json" \
+          </dev/null && "$python" "$src/$conv" <"$work/$id.$i.json") >"$work/$id.$i" \
+          2>"$work/$id.$i.err"; then :; else rc=$?; fi
+    elif (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd") >"$work/$id.$i" \
+      2>"$work/$id.$i.err" </dev/null; then
       :
     else
       rc=$?

@@ -7,7 +7,7 @@
 # (default 3), alternating them. From the build tree:
 #   bench/run-ddp.sh [N] [ROUNDS]        (N = 2; PYTHON names another interpreter;
 #                                        TORCH_TIMEOUT: seconds before a hung PyTorch
-#                                        run is given up, default 180)
+#                                        run is tried again, then given up, default 180)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +26,11 @@ for _ in $(seq "$rounds"); do
   shm=$("$top/bench/bench-ddp" "$n" --set comm.backend=shm)
   gloo=$("$top/bench/bench-ddp" "$n" --set comm.backend=gloo)
   if [ $have_torch = yes ]; then
-    torch=$(timeout "${TORCH_TIMEOUT:-180}" "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) || torch=-
+    # PyTorch's start sometimes hangs here (2 of 6 runs on a 2-core machine, which end in 5 s
+    # otherwise): a second try before giving the round up
+    torch=$(timeout "${TORCH_TIMEOUT:-180}" "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) ||
+      torch=$(timeout "${TORCH_TIMEOUT:-180}" "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) ||
+      torch=-
     [ "$torch" = - ] && { printf "  %10s %10s %10s %9s %9s\n" "$shm" "$gloo" "(timeout)" - -; continue; }
     printf "  %10s %10s %10s %9.2f %9.2f\n" "$shm" "$gloo" "$torch" \
       "$(echo "$torch $shm" | awk '{print $1 / $2}')" "$(echo "$torch $gloo" | awk '{print $1 / $2}')"
