@@ -1,18 +1,13 @@
 /* sgemm through the ksdist compute vtable against the same library called directly,
- * in one run: the ratio is what the plugin path costs. Not a test: `make bench`. The
- * library is the one the plugin loaded (found by its name, not linked here), so that both
- * run the kernels ksdist chose for this CPU before loading it (libksdist/plugin/library-env.c).
+ * in one run: the ratio is what the plugin path costs. Not a test: `make bench`.
  *   bench/bench-sgemm [THREADS [MAX_N]]   (THREADS 0 or none: one per core; sizes up to
  *                                         MAX_N, default 2048)
  * Needs KS_PLUGIN_PATH to reach the openblas plugin (make bench sets it). */
 #include <ksdist/ksdist.h>
 
 #include <cblas.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-static __typeof__ (cblas_sgemm) *cblas;
 
 typedef struct {
   KsCompute *compute;
@@ -32,7 +27,7 @@ via_ksdist (Case *k)
 static void
 direct (Case *k)
 {
-  cblas (CblasRowMajor, CblasNoTrans, CblasNoTrans, k->n, k->n, k->n, 1.0f, k->a, k->n,
+  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, k->n, k->n, k->n, 1.0f, k->a, k->n,
                k->b, k->n, 0.0f, k->c, k->n);
 }
 
@@ -83,12 +78,6 @@ main (int argc, char **argv)
   if (compute == NULL)
     {
       fprintf (stderr, "bench-sgemm: %s\n", error->message);
-      return 1;
-    }
-  void *library = dlopen ("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
-  if (library == NULL || (cblas = (__typeof__ (cblas)) dlsym (library, "cblas_sgemm")) == NULL)
-    {
-      fprintf (stderr, "bench-sgemm: the plugin's libopenblas.so.0 is not loaded: %s\n", dlerror ());
       return 1;
     }
   g_autofree char *what = ks_compute_describe (compute);

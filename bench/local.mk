@@ -11,7 +11,7 @@ bench_bench_mlp_SOURCES = bench/bench-mlp.c bench/step-timing.h
 bench_bench_mlp_LDADD = libksdist.la $(GLIB_LIBS)
 bench_bench_sgemm_SOURCES = bench/bench-sgemm.c
 bench_bench_sgemm_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS)
-bench_bench_sgemm_LDADD = libksdist.la $(GLIB_LIBS)
+bench_bench_sgemm_LDADD = libksdist.la $(GLIB_LIBS) $(OPENBLAS_LIBS)
 CLEANFILES += bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv bench/bench-ddp
 EXTRA_DIST += bench/bench-mlp-torch.py bench/bench-gpt-torch.py bench/bench-conv-torch.py \
 	bench/torch_step_timing.py bench/run-vs-torch.sh bench/bench-overlap.sh \

@@ -172,7 +172,7 @@ openblas=$(dpkg-query -W -f '${Version}' libopenblas0 2>/dev/null || true)
 if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
   kernels_by="OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE in the environment"
 else
-  kernels_by="OPENBLAS_CORETYPE unset: ksdist's choice for this CPU, or OpenBLAS's"
+  kernels_by="OpenBLAS's own choice for this CPU: OPENBLAS_CORETYPE unset"
 fi
 torchv=$("$python" -c "import torch; print(torch.__version__)" 2>/dev/null || echo "not installed")
 t0=$(date +%s)
@@ -183,10 +183,11 @@ programs="bench/bench-ps bench/bench-sparse"
   programs="$programs bench/bench-sgemm bench/bench-mlp bench/bench-gpt bench/bench-conv bench/bench-ddp"
 [ -n "$(missing gloo)" ] || programs="$programs bench/bench-allreduce"
 make -C "$top" $programs tools/ksdist >/dev/null
-# the kernels OpenBLAS runs, by the name it gives in its configuration
+# the kernels OpenBLAS runs, by the name it gives in its configuration (OPENBLAS_CORETYPE
+# names others: the tables' speed depends on it)
 kernels=
 [ -n "$(missing openblas)" ] || kernels=$(cd "$top" && KS_PLUGIN_PATH=plugins/openblas/.libs \
-  KS_PLUGIN_SYSTEM_PATH= bench/bench-sgemm 1 16 | sed -n 's/.* \([A-Za-z0-9]*\) MAX_THREADS.*/\1/p')
+  KS_PLUGIN_SYSTEM_PATH= bench/bench-sgemm 1 0 | sed -n 's/.* \([A-Za-z0-9]*\) MAX_THREADS.*/\1/p')
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ksdist-benchdoc-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -225,7 +226,7 @@ table () {
   while [ $i -le "$runs" ]; do
     echo "  [$id] run $i of $runs: $cmd" >&2
     # under set -e, each in an `if`; with a converter, the --json rows turned into the table;
-    # stdin is the template being read (mpirun reads its stdin: the rest of the file was lost)
+    # stdin would otherwise be the template being read (mpirun read the rest of it)
     rc=0
     if [ -n "$conv" ]; then
       if (cd "$top" && eval "timeout ${BENCH_TIMEOUT:-3600} env $cmd --json" >"$work/$id.$i.json" \
@@ -299,7 +300,7 @@ tmp="$out.tmp.$$"
       @MACHINE@)
         echo "- CPU: $cpu, $cores cores (\`nproc\`); memory $mem"
         echo "- load average when the run began: $(cut -d' ' -f1-3 /proc/loadavg)"
-        echo "- OpenBLAS (Debian's libopenblas0): ${openblas:-unknown}; PyTorch (\`$python\`): $torchv; Open MPI: $(command -v mpirun >/dev/null 2>&1 && mpirun --version 2>/dev/null | head -1 || echo not installed)"
+        echo "- OpenBLAS (Debian's libopenblas0): ${openblas:-unknown}; PyTorch (\`$python\`): $torchv; Open MPI: $(command -v mpirun >/dev/null 2>&1 && mpirun --version 2>/dev/null </dev/null | head -1 || echo not installed)"
         echo "- OpenBLAS's kernels: ${kernels:-unknown} ($kernels_by)"
         [ -z "$note" ] || echo "- $note" ;;
       @DURATION@)

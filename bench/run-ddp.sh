@@ -26,8 +26,8 @@ for _ in $(seq "$rounds"); do
   shm=$("$top/bench/bench-ddp" "$n" --set comm.backend=shm)
   gloo=$("$top/bench/bench-ddp" "$n" --set comm.backend=gloo)
   if [ $have_torch = yes ]; then
-    # PyTorch's start sometimes hangs here (2 of 6 runs on a 2-core machine, which end in 5 s
-    # otherwise): a second try before giving the round up
+    # PyTorch's start sometimes hangs here (2 of 6 direct runs on a 2-core machine, which end
+    # in 5 s otherwise): a round that fails or times out is tried once more
     torch=$(timeout "${TORCH_TIMEOUT:-180}" "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) ||
       torch=$(timeout "${TORCH_TIMEOUT:-180}" "$python" "$src/ddp-torch.py" "$n" 2>/dev/null) ||
       torch=-

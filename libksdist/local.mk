@@ -13,7 +13,6 @@ libksdist_la_SOURCES += libksdist/config/types.c \
 # plugin/: the plugin core: loader, registry, instances of a kind
 libksdist_la_SOURCES += libksdist/plugin/loader.h \
 	libksdist/plugin/loader.c \
-	libksdist/plugin/library-env.c \
 	libksdist/plugin/registry.c \
 	libksdist/plugin/traits.c \
 	libksdist/plugin/instance.c

@@ -436,10 +436,6 @@ EXTRA_DIST += tests/fuzz/corpus/checkpoint/checkpoint.safetensors \
 	tests/fuzz/corpus/store/hello-set-get.bin tests/fuzz/corpus/store/hello-add-wait.bin \
 	tests/fuzz/corpus/store/hello-remove.bin
 
-# OpenBLAS's AVX-512 kernels on AMD CPUs that its own choice takes for older ones.
-dist_check_SCRIPTS += tests/test-openblas-core.sh
-TESTS += tests/test-openblas-core.sh
-
 # Copies of plugins under other names judged and trained as the originals (traits).
 dist_check_SCRIPTS += tests/test-traits.sh
 TESTS += tests/test-traits.sh

@@ -190,6 +190,24 @@ ks_loader_check_permissions (const char *path)
   return NULL;
 }
 
+/* OpenMP's threads (OpenBLAS's OpenMP build and the openblas plugin's kernels share its
+ * pool) spin between parallel regions by default: on cores other processes also use, a
+ * spinning thread holds the core the thread it waits for needs (2 threads ran the CNN of
+ * examples/cnn-idx.ini 15 to 27 times slower than 1 on a busy 2-core machine). Sleeping
+ * between regions costs a wake-up each; OMP_WAIT_POLICY=active keeps the spinning, for
+ * cores of one's own. libgomp reads it once, when a plugin first loads it: before dlopen. */
+static void
+omp_wait_passive (void)
+{
+  static gsize once = 0;
+  if (g_once_init_enter (&once))
+    {
+      if (g_getenv ("OMP_WAIT_POLICY") == NULL && g_getenv ("GOMP_SPINCOUNT") == NULL)
+        g_setenv ("OMP_WAIT_POLICY", "passive", FALSE);
+      g_once_init_leave (&once, 1);
+    }
+}
+
 const KsPluginDesc *
 ks_loader_open (const char *path, const char *file_name, char **reason)
 {
@@ -199,7 +217,7 @@ ks_loader_open (const char *path, const char *file_name, char **reason)
 
   if ((*reason = ks_loader_check_permissions (path)) != NULL)
     return NULL;
-  ks_library_env_prepare ();
+  omp_wait_passive ();
   dlerror ();
   /* Never closed: a plugin's code may have left destructors, threads or callbacks. */
   handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);

@@ -13,9 +13,6 @@ const KsPluginDesc *ks_loader_open (const char *path, const char *file_name, cha
 char *ks_loader_check_permissions (const char *path);
 /* A reason the descriptor is unusable (ABI, name, vtables, settings), or NULL. */
 char *ks_loader_check_descriptor (const KsPluginDesc *desc, const char *file_name);
-/* Sets, once and where the user has not, what the plugins' libraries read from the
- * environment when they load (library-env.c): called before the first dlopen. */
-void ks_library_env_prepare (void);
 
 #pragma GCC visibility pop
 
