@@ -4,9 +4,9 @@
  * on 1 and on 3 threads, with the same bits on both; one case with a dW too large for two
  * partial sums (the units in order, OpenBLAS threading each product), whose dW on each
  * thread count is checked by the sums alone: whether OpenBLAS's threads round as its one
- * thread does depends on its kernels and blocking (with its Haswell kernels on an AMD
- * EPYC Zen 4 they did not). And a shape whose single pixel's patch is past what the
- * scratch holds: an error, not an abort. */
+ * thread does depends on its kernels and blocking (with OPENBLAS_CORETYPE=Haswell or Zen
+ * on an AMD EPYC of family 26 they did not). And a shape whose single pixel's patch is
+ * past what the scratch holds: an error, not an abort. */
 #include "testutil.h"
 
 #include <math.h>
