@@ -292,7 +292,6 @@ shm_new (gsize chunk)
   s->pid_ns = pid_namespace ();
   s->subgroups = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   s->regions = g_array_new (FALSE, FALSE, sizeof (SharedRegion));
-  s->scratch = g_malloc (chunk);
   g_mutex_init (&s->lock);
   return s;
 }
@@ -321,7 +320,6 @@ shm_destroy (void *p)
       munmap (r->base, r->stride * s->size);
     }
   g_array_unref (s->regions);
-  g_free (s->scratch);
   g_free (s->name);
   g_free (s->prefix);
   g_hash_table_unref (s->subgroups);

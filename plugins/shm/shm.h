@@ -82,7 +82,6 @@ typedef struct {
   char *prefix;           /* of this group's store keys */
   GHashTable *subgroups;  /* a rank list -> how many groups of it were made */
   GArray *regions;        /* SharedRegion, of alloc_shared */
-  guint8 *scratch;        /* a chunk, for reducing in shared regions */
 } Shm;
 
 #define shm_fail(error, code, ...) ks_fail (error, KS_COMM_ERROR, code, "shm: " __VA_ARGS__)
