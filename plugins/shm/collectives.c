@@ -81,32 +81,39 @@ divide (void *acc, gsize n, KsDType dtype, int by)
 
 /* The reduction of n elements at `part` of rank 0, `part + stride` of rank 1, ... into
  * `out`, in rank order (the same bits on every rank): one pass over `out` per rank
- * after the first two. */
+ * after the first two. Rank `me`'s elements are read at `own` instead where it is not
+ * NULL (a private buffer not copied to the slots: the same values, so the same bits). */
 static void
-reduce_ranks (void *out, const guint8 *part, gsize stride, int ranks, gsize n, KsDType dtype,
-              KsReduceOp op)
+reduce_ranks (void *out, const guint8 *part, gsize stride, int ranks, int me, const void *own,
+              gsize n, KsDType dtype, KsReduceOp op)
 {
+#define OPERAND(r) ((r) == me && own != NULL ? (const guint8 *) own : part + (r) * stride)
   if (n == 0)
     return;
   if (ranks == 1)
-    memcpy (out, part, n * dtype_size (dtype));
+    {
+      if (out != OPERAND (0))
+        memcpy (out, OPERAND (0), n * dtype_size (dtype));
+    }
   else
-    reduce (out, part, part + stride, n, dtype, op);
+    reduce (out, OPERAND (0), OPERAND (1), n, dtype, op);
   for (int r = 2; r < ranks; r++)
-    reduce (out, out, part + r * stride, n, dtype, op);
+    reduce (out, out, OPERAND (r), n, dtype, op);
   if (op == KS_REDUCE_AVG)
     divide (out, n, dtype, ranks);
+#undef OPERAND
 }
 
-/* The reduction over every rank's slot of round `round`, elements [lo, hi), into `out`. */
+/* The reduction over every rank's slot of round `round`, elements [lo, hi), into `out`;
+ * this rank's elements read at `own` (may be NULL: from its slot). */
 static void
-reduce_slots (Shm *s, guint64 round, gsize offset, gsize lo, gsize hi, void *out, KsDType dtype,
-              KsReduceOp op)
+reduce_slots (Shm *s, guint64 round, gsize offset, gsize lo, gsize hi, const void *own,
+              void *out, KsDType dtype, KsReduceOp op)
 {
   gsize es = dtype_size (dtype);
   if (hi > lo) /* a round's slots lie one chunk apart (shm_slot) */
-    reduce_ranks (out, shm_slot (s, round, 0) + offset + lo * es, s->chunk, s->size, hi - lo,
-                  dtype, op);
+    reduce_ranks (out, shm_slot (s, round, 0) + offset + lo * es, s->chunk, s->size, s->rank,
+                  own, hi - lo, dtype, op);
 }
 
 static gboolean
@@ -184,8 +191,7 @@ allreduce_shared (Shm *s, int region, gsize offset, gsize count, KsDType dtype,
     {
       gsize n = MIN (per, hi - at), from = offset + at * es;
       guint8 *first = r->base + from;
-      if (s->size > 1)
-        reduce_ranks (first, first, r->stride, s->size, n, dtype, op);
+      reduce_ranks (first, first, r->stride, s->size, s->rank, NULL, n, dtype, op);
       for (int q = 1; q < s->size; q++)
         memcpy (first + q * r->stride, first, n * es);
     }
@@ -210,14 +216,19 @@ shm_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GE
       gsize n = MIN (per_round, count - at), share = (n + s->size - 1) / s->size;
       gsize lo = MIN (n, share * s->rank), hi = MIN (n, lo + share);
       guint64 round = s->rounds++;
-      guint8 *result = shm_slot (s, round, s->size);
-      memcpy (shm_slot (s, round, s->rank), (guint8 *) buf + at * es, n * es);
+      guint8 *result = shm_slot (s, round, s->size), *mine = shm_slot (s, round, s->rank);
+      guint8 *in = (guint8 *) buf + at * es;
+      /* the slot holds what the other ranks reduce; this rank reads its share in place */
+      memcpy (mine, in, lo * es);
+      memcpy (mine + hi * es, in + hi * es, (n - hi) * es);
       if (!shm_arrive_and_wait (s, "allreduce", error) || (at == 0 && !same_buffers (s, 0, error)))
         return FALSE;
-      reduce_slots (s, round, 0, lo, hi, result + lo * es, dtype, op);
+      reduce_slots (s, round, 0, lo, hi, in + lo * es, result + lo * es, dtype, op);
+      memcpy (in + lo * es, result + lo * es, (hi - lo) * es);
       if (!shm_arrive_and_wait (s, "allreduce", error))
         return FALSE;
-      memcpy ((guint8 *) buf + at * es, result, n * es);
+      memcpy (in, result, lo * es);
+      memcpy (in + hi * es, result + hi * es, (n - hi) * es);
     }
   return TRUE;
 }
@@ -320,17 +331,23 @@ shm_reduce_scatter (void *p, const void *send, void *recv, gsize recv_count, KsD
   g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
   if (!check_dtype ("reduce_scatter", dtype, error))
     return FALSE;
-  gsize per_round = s->chunk / es / s->size;
+  gsize per_round = s->chunk / es / s->size, bytes = recv_count * es;
+  const guint8 *in = send, *out = recv;
+  /* its own block this rank reads in place, unless the result overwrites it as it goes */
+  gboolean in_place = out < in + s->size * bytes && in < out + bytes;
   for (gsize at = 0; at < recv_count; at += per_round)
     {
       gsize n = MIN (per_round, recv_count - at);
       guint64 round = s->rounds++;
       guint8 *mine = shm_slot (s, round, s->rank);
+      const guint8 *own = in + (s->rank * recv_count + at) * es;
       for (int b = 0; b < s->size; b++)
-        memcpy (mine + b * n * es, (const guint8 *) send + (b * recv_count + at) * es, n * es);
+        if (b != s->rank || in_place)
+          memcpy (mine + b * n * es, in + (b * recv_count + at) * es, n * es);
       if (!shm_arrive_and_wait (s, "reduce_scatter", error))
         return FALSE;
-      reduce_slots (s, round, s->rank * n * es, 0, n, (guint8 *) recv + at * es, dtype, op);
+      reduce_slots (s, round, s->rank * n * es, 0, n, in_place ? NULL : own,
+                    (guint8 *) recv + at * es, dtype, op);
     }
   return TRUE;
 }
