@@ -332,9 +332,10 @@ shm_reduce_scatter (void *p, const void *send, void *recv, gsize recv_count, KsD
   if (!check_dtype ("reduce_scatter", dtype, error))
     return FALSE;
   gsize per_round = s->chunk / es / s->size, bytes = recv_count * es;
-  const guint8 *in = send, *out = recv;
+  const guint8 *in = send;
+  guintptr from = (guintptr) send, to = (guintptr) recv;
   /* its own block this rank reads in place, unless the result overwrites it as it goes */
-  gboolean in_place = out < in + s->size * bytes && in < out + bytes;
+  gboolean in_place = to < from + s->size * bytes && from < to + bytes;
   for (gsize at = 0; at < recv_count; at += per_round)
     {
       gsize n = MIN (per_round, recv_count - at);
