@@ -33,11 +33,12 @@ inexact (int r, gsize i)
 
 /* A float32 sum is each element's, in rank order, bit for bit (what every bitwise test
  * of a data-parallel job against one process rests on); NaN and infinity pass through;
- * counts that end in a vector's tail and span rounds. */
+ * counts that end in a vector's tail and span rounds. `v` holds count floats: private
+ * memory, or this rank's part of memory from alloc_shared. */
 static void
-check_rank_order (KsComm *comm, int rank, int n, gsize count)
+check_rank_order (KsComm *comm, int rank, int n, gsize count, float *v)
 {
-  g_autofree float *v = g_new (float, count), *want = g_new (float, count);
+  g_autofree float *want = g_new (float, count);
   for (gsize i = 0; i < count; i++)
     {
       v[i] = inexact (rank, i);
@@ -73,7 +74,10 @@ scenario_collectives (KsComm *comm, int rank, int n)
             && (ops[o] != KS_REDUCE_AVG || t < 2))
           ks_test_check_allreduce (comm, rank, n, types[t], ops[o], counts[c], 1e-6);
   for (guint c = 1; c < G_N_ELEMENTS (counts); c++)
-    check_rank_order (comm, rank, n, counts[c]);
+    {
+      g_autofree float *v = g_new (float, counts[c]);
+      check_rank_order (comm, rank, n, counts[c], v);
+    }
 
   /* broadcast from the last rank: 5 values, and 300000 (several rounds) */
   for (gsize count = 5; count <= 300000; count *= 60000)
@@ -125,11 +129,15 @@ scenario_collectives (KsComm *comm, int rank, int n)
         g_autofree double *send = g_new (double, count * n), *got = g_new (double, count);
         ks_test_fill_rank (send, KS_DTYPE_FLOAT64, rank, count * n);
         OK (ks_comm_reduce_scatter (comm, send, got, count, KS_DTYPE_FLOAT64, ops[o], ERR));
+        /* and in place: the result over this rank's own block of send */
+        double *own = send + rank * count;
+        OK (ks_comm_reduce_scatter (comm, send, own, count, KS_DTYPE_FLOAT64, ops[o], ERR));
         for (gsize i = 0; i < count; i++)
           {
             double want = ks_test_reduced (ops[o], n, rank * count + i);
-            CHECK (got[i] == want, "reduce_scatter %s of %" G_GSIZE_FORMAT ": [%" G_GSIZE_FORMAT
-                   "] = %g, want %g", ks_reduce_op_name (ops[o]), count, i, got[i], want);
+            CHECK (got[i] == want && own[i] == want, "reduce_scatter %s of %" G_GSIZE_FORMAT
+                   ": [%" G_GSIZE_FORMAT "] = %g (in place %g), want %g",
+                   ks_reduce_op_name (ops[o]), count, i, got[i], own[i], want);
           }
       }
 
@@ -311,6 +319,8 @@ scenario_shared (KsComm *comm, int rank, int n)
                      want);
             }
         }
+  /* inexact floats: the sum in rank order, as the slots give it */
+  check_rank_order (comm, rank, n, counts[2], (float *) (shared + at * sizeof (float)));
   CHECK (other[0] == 0xcd && other[99] == 0xcd, "the other region was written");
   OK (ks_comm_barrier (comm, ERR));
 

@@ -334,7 +334,8 @@ shm_reduce_scatter (void *p, const void *send, void *recv, gsize recv_count, KsD
   gsize per_round = s->chunk / es / s->size, bytes = recv_count * es;
   const guint8 *in = send;
   guintptr from = (guintptr) send, to = (guintptr) recv;
-  /* its own block this rank reads in place, unless the result overwrites it as it goes */
+  /* its own block this rank reads in place, unless recv overlaps send (the result could
+   * overwrite it before it is read) */
   gboolean in_place = to < from + s->size * bytes && from < to + bytes;
   for (gsize at = 0; at < recv_count; at += per_round)
     {
