@@ -118,7 +118,12 @@ first=$!
 i=0
 while [ ! -d moved/checkpoint-100 ] && [ $i -lt 600 ] && kill -0 "$first" 2>/dev/null; do
   sleep 0.1; i=$((i + 1)); done
-mv moved moved.aside && touch moved
+# Between the mv and the touch, a save may make the directory again (g_mkdir_with_parents):
+# then the job trains on and the test timed out (seen in CI; a 0.5 s gap does it every
+# time). Until the file has taken its place, move the new directory aside too.
+tries=0
+while [ ! -f moved ] && [ $tries -lt 20 ]; do
+  mv moved "moved.aside$tries" 2>/dev/null; touch moved; tries=$((tries + 1)); done
 i=0
 while kill -0 "$first" 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 kill -9 "$first" 2>/dev/null
