@@ -6,14 +6,9 @@
 
 #include <math.h>
 
-/* The vectorised kernels are built twice, for x86-64-v3 (AVX2 and FMA: twice the
- * vector width) and for the baseline, and the loader picks one for the machine. Results
- * can differ in the last bit between the two (FMA rounds once), never between runs. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KS_VECTOR_KERNEL __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define KS_VECTOR_KERNEL
-#endif
+/* The vectorised kernels are built for x86-64-v3 too (KS_VECTOR_KERNEL). Results can
+ * differ in the last bit between the two builds (FMA rounds once), never between runs. */
+#include "../target-clones.h"
 
 /* e^x for x <= 0 (softmax and cross entropy subtract the row's maximum first):
  * 2^n e^r with n = round (x / ln 2) and |r| <= ln 2 / 2, e^r by its degree-6 Taylor

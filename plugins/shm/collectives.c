@@ -9,6 +9,7 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 
 #include "shm.h"
+#include "../target-clones.h"
 
 #include <string.h>
 
@@ -25,20 +26,14 @@ dtype_size (KsDType dtype)
     }
 }
 
-/* Built for x86-64-v3 (AVX2) too, the loader taking it where the CPU has it: an in-cache
- * reduction moves twice the bytes per instruction (measured: 2 ranks' 256 KiB allreduce
- * on shared memory 7 us against 4). Sums, products, minima, maxima and quotients round
- * alike at any vector width (no multiply-add to contract): both give the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define REDUCE_KERNEL __attribute__ ((target_clones ("arch=x86-64-v3", "default")))
-#else
-#define REDUCE_KERNEL
-#endif
-
-/* out = op(a, x), element-wise, a as the accumulator is (out may be a) */
+/* Built for x86-64-v3 (AVX2) too (KS_VECTOR_KERNEL): an in-cache reduction moves twice
+ * the bytes per instruction (measured: 2 ranks' 256 KiB allreduce on shared memory 7 us
+ * against 4). Sums, products, minima, maxima and quotients round alike at any vector
+ * width (no multiply-add to contract): both builds give the same bits.
+ * out = op(a, x), element-wise, a as the accumulator is (out may be a). */
 #define REDUCE_INTO(T)                                                                     \
-  REDUCE_KERNEL static void reduce_##T (T *out, const T *a, const T *x, gsize n,          \
-                                        KsReduceOp op)                                     \
+  KS_VECTOR_KERNEL static void reduce_##T (T *out, const T *a, const T *x, gsize n,       \
+                                           KsReduceOp op)                                  \
   {                                                                                        \
     switch (op)                                                                            \
       {                                                                                    \
@@ -68,7 +63,7 @@ reduce (void *out, const void *a, const void *x, gsize n, KsDType dtype, KsReduc
 }
 
 /* An average (the core takes it of floats only): the sum divided by the ranks. */
-REDUCE_KERNEL static void
+KS_VECTOR_KERNEL static void
 divide (void *acc, gsize n, KsDType dtype, int by)
 {
   if (dtype == KS_DTYPE_FLOAT32)
