@@ -324,6 +324,8 @@ scenario_shared (KsComm *comm, int rank, int n)
   CHECK (other[0] == 0xcd && other[99] == 0xcd, "the other region was written");
   OK (ks_comm_barrier (comm, ERR));
 
+  if (n == 1)
+    return; /* no other rank to disagree with */
   /* rank 0 reduces in shared memory, the others in private memory */
   {
     g_autoptr (GError) e_ = NULL;
@@ -786,7 +788,8 @@ main (int argc, char **argv)
     { "/shm/collectives-2", "collectives", 2 }, { "/shm/collectives-3", "collectives", 3 },
     { "/shm/collectives-4", "collectives", 4 }, { "/shm/allreduce-64MiB", "big", 2 },
     { "/shm/p2p-2", "p2p", 2 },                 { "/shm/p2p-3", "p2p", 3 },
-    { "/shm/shared-2", "shared", 2 },           { "/shm/shared-3", "shared", 3 },
+    { "/shm/shared-1", "shared", 1 },           { "/shm/shared-2", "shared", 2 },
+    { "/shm/shared-3", "shared", 3 },           { "/shm/shared-4", "shared", 4 },
     { "/shm/groups-4", "groups", 4 },           { "/shm/groups-3", "groups", 3 },
     { "/shm/hierarchical-4", "hier", 4 },       { "/shm/hierarchical-3", "hier", 3 },
   };

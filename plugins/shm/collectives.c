@@ -193,6 +193,14 @@ allreduce_shared (Shm *s, int region, gsize offset, gsize count, KsDType dtype,
   return shm_arrive_and_wait (s, "allreduce", error);
 }
 
+/* Copies the n elements of es bytes at `from` to `to`, all but those of [lo, hi). */
+static void
+copy_but (guint8 *to, const guint8 *from, gsize lo, gsize hi, gsize n, gsize es)
+{
+  memcpy (to, from, lo * es);
+  memcpy (to + hi * es, from + hi * es, (n - hi) * es);
+}
+
 gboolean
 shm_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GError **error)
 {
@@ -214,16 +222,14 @@ shm_allreduce (void *p, void *buf, gsize count, KsDType dtype, KsReduceOp op, GE
       guint8 *result = shm_slot (s, round, s->size), *mine = shm_slot (s, round, s->rank);
       guint8 *in = (guint8 *) buf + at * es;
       /* the slot holds what the other ranks reduce; this rank reads its share in place */
-      memcpy (mine, in, lo * es);
-      memcpy (mine + hi * es, in + hi * es, (n - hi) * es);
+      copy_but (mine, in, lo, hi, n, es);
       if (!shm_arrive_and_wait (s, "allreduce", error) || (at == 0 && !same_buffers (s, 0, error)))
         return FALSE;
       reduce_slots (s, round, 0, lo, hi, in + lo * es, result + lo * es, dtype, op);
       memcpy (in + lo * es, result + lo * es, (hi - lo) * es);
       if (!shm_arrive_and_wait (s, "allreduce", error))
         return FALSE;
-      memcpy (in, result, lo * es);
-      memcpy (in + hi * es, result + hi * es, (n - hi) * es);
+      copy_but (in, result, lo, hi, n, es);
     }
   return TRUE;
 }
@@ -326,6 +332,8 @@ shm_reduce_scatter (void *p, const void *send, void *recv, gsize recv_count, KsD
   g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&s->lock);
   if (!check_dtype ("reduce_scatter", dtype, error))
     return FALSE;
+  /* at least one element of each block a round: the least chunk holds 8 bytes a rank */
+  G_STATIC_ASSERT (MIN_CHUNK_KIB * 1024 >= MAX_RANKS * 8);
   gsize per_round = s->chunk / es / s->size, bytes = recv_count * es;
   const guint8 *in = send;
   guintptr from = (guintptr) send, to = (guintptr) recv;

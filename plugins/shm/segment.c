@@ -792,7 +792,7 @@ static const KsImplDesc shm_impls[] = {
 };
 
 static const KsKeyDesc shm_settings[] = {
-  { NULL, "chunk_kib", KS_VALUE_INT, "256", 4, 1 << 20, NULL,
+  { NULL, "chunk_kib", KS_VALUE_INT, "256", MIN_CHUNK_KIB, 1 << 20, NULL,
     "Bytes each rank moves per round, in KiB; the segment holds 2 x (ranks + 1) of them "
     "(256: the sets stay in a 2 MiB cache)" },
 };

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #define MAX_RANKS 256
+#define MIN_CHUNK_KIB 4  /* [shm] chunk_kib's least */
 #define INBOX 1024      /* messages in flight to one rank */
 #define INLINE_BYTES 192 /* a message this small travels in its descriptor */
 
