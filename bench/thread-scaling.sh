@@ -1,8 +1,10 @@
 #!/bin/sh
 # ksdist's step time at 1, 2 and `nproc` threads ([openblas] threads), each the best of
-# ROUNDS runs (default 3), and its speed-up over 1 thread: the CNN of examples/cnn-idx.ini
-# trained by `ksdist train` (batch 128 on IDX digits, median of its logged windows after
-# the first), bench/bench-mlp and bench/bench-gpt (as run-vs-torch.sh runs them). The
+# ROUNDS runs (default 3), and its speed-up over 1 thread: the small MLP of
+# examples/default.ini (2-64-64 on spirals: products too small to split) and the CNN of
+# examples/cnn-idx.ini (on IDX digits), each trained by `ksdist train` at batch 128 (the
+# median of its logged windows after the first), bench/bench-mlp and bench/bench-gpt (as
+# run-vs-torch.sh runs them). The
 # header names the cores, the OpenBLAS build (its OpenMP build shares one pool with
 # ksdist's kernels; its pthread build leaves them on one thread) and the load average at
 # the start: on a machine others use, the figures are noisy. Last for each work, `nproc`
@@ -33,12 +35,14 @@ printf "# %s cores (%s); OMP_WAIT_POLICY=%s; load average at start %s\n" "$cores
 printf "# best of %s rounds; speed-up: 1 thread's ms / this row's\n" "$rounds"
 printf "# %-5s %7s %10s %8s\n" work threads "ms/step" speedup
 
-cnn_ms () {
-  (cd "$dir" && "$ksdist" train "$top/examples/cnn-idx.ini" --set train.batch=128 \
-     --set train.steps=40 --set train.log_every=10 --set openblas.threads="$1" \
+# ms/step of `ksdist train EXAMPLE` at batch 128 and THREADS, STEPS steps logged every
+# EVERY: the median of its logged windows after the first
+train_ms () {
+  (cd "$dir" && "$ksdist" train "$top/examples/$1" --set train.batch=128 \
+     --set train.steps="$3" --set train.log_every="$4" --set openblas.threads="$2" \
      --set log.metrics=metrics.jsonl > train.log 2>&1) || { cat "$dir/train.log" >&2; exit 1; }
   sed -n 's/.*"samples_per_s": \([0-9.]*\).*/\1/p' "$dir/metrics.jsonl" | tail -n +2 \
-    | sort -n | awk '{ v[NR] = $1 } END { printf "%.2f\n", 128000 / v[int ((NR + 1) / 2)] }'
+    | sort -n | awk '{ v[NR] = $1 } END { printf "%.3f\n", 128000 / v[int ((NR + 1) / 2)] }'
   rm -f "$dir/metrics.jsonl"
 }
 blas=
@@ -48,7 +52,8 @@ best_ms () {
   w=$1 n=$2 best=
   for r in $(seq 1 "$rounds"); do
     case $w in
-      cnn) ms=$(OPENBLAS_NUM_THREADS=$n cnn_ms "$n") ;; # keeps train.log
+      cnn) ms=$(OPENBLAS_NUM_THREADS=$n train_ms cnn-idx.ini "$n" 40 10) ;; # keeps train.log
+      small) ms=$(OPENBLAS_NUM_THREADS=$n train_ms default.ini "$n" 3000 300) ;;
       *) ms=$(OPENBLAS_NUM_THREADS=$n "$top/bench/bench-$w" "$n" openblas | cut -d' ' -f1) ;;
     esac
     best=$(printf "%s\n%s\n" "$ms" "${best:-$ms}" | sort -g | head -1)
@@ -56,7 +61,7 @@ best_ms () {
   echo "$best"
 }
 
-for work in cnn mlp gpt; do
+for work in small cnn mlp gpt; do
   one=
   for t in $threads spin; do
     if [ $t = spin ]; then

@@ -287,12 +287,20 @@ cblas_trans (KsTranspose t)
   return t == KS_TRANS_T ? CblasTrans : CblasNoTrans;
 }
 
+/* Below this many multiply-adds a product runs on one thread: waking the sleeping pool
+ * (ksdist runs OpenMP's threads passive) costs more than a second thread gains, where
+ * OpenBLAS splits from 65536 x 4. OpenBLAS 0.3.21's OpenMP build on a 2-core AMD EPYC,
+ * one thread against two (m x n x k, us): 256x64x64 12 against 80, 256x64x256 49
+ * against 73, 128x256x256 97 against 91, 128x512x512 397 against 273. */
+enum { SGEMM_THREADED_MIN = 1 << 23 };
+
 static gboolean
-openblas_sgemm (void *ctx, KsTranspose ta, KsTranspose tb, int m, int n, int k, float alpha,
+openblas_sgemm (void *p, KsTranspose ta, KsTranspose tb, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
                 GError **error)
 {
-  (void) ctx;
+  OpenblasCtx *ctx = p;
+  gboolean alone = ctx->threads > 1 && (gint64) m * n * k < SGEMM_THREADED_MIN;
   (void) error;
   /* beta = 0 on rows that lie end to end: one memset, then beta = 1. OpenBLAS's own
    * zeroing goes column by column of its column-major view, a loop per row of C here,
@@ -302,8 +310,12 @@ openblas_sgemm (void *ctx, KsTranspose ta, KsTranspose tb, int m, int n, int k, 
       memset (c, 0, (gsize) m * n * sizeof *c);
       beta = 1;
     }
+  if (alone)
+    openblas_set_num_threads (1);
   cblas_sgemm (CblasRowMajor, cblas_trans (ta), cblas_trans (tb), m, n, k, alpha, a, lda, b, ldb,
                beta, c, ldc);
+  if (alone)
+    openblas_set_num_threads (ctx->threads);
   return TRUE;
 }
 
