@@ -84,7 +84,12 @@ for sig in TERM INT; do
   "$KSDIST" train $mlp --set train.steps=$end --set train.checkpoint_dir=ck$sig --set train.resume=true \
     >err 2>&1
   status=$?
-  check "SIG$sig: the resumed run finishes" 0 "resumed from ck$sig/checkpoint-$s at step $s"
+  # default.ini: batches of 128 of its 2048 training rows; whole epochs are counted
+  e=$((s * 128 / 2048))
+  case $e in 0) epochs= ;; 1) epochs=" (1 epoch over the training data done)" ;;
+    *) epochs=" ($e epochs over the training data done)" ;; esac
+  check "SIG$sig: the resumed run finishes, saying where it resumed" 0 \
+    "resumed from ck$sig/checkpoint-$s at step $s$epochs\$"
   "$KSDIST" train $mlp --set train.steps=$end --set train.checkpoint_dir=ref$sig >err 2>&1
   # (without a stop's checkpoint the "resumed" run starts over: no evidence)
   if [ -n "$found" ] && same "ck$sig/checkpoint-$end" "ref$sig/checkpoint-$end"; then

@@ -82,8 +82,13 @@ read_info (const char *path, GptInfo *info, GError **error)
                    "examples/gpt-words.ini), or the export of a layer list trained on "
                    "[data] task = text", path,
                    type != NULL ? "a model of [model] type = " : "not a gpt's from `ksdist train`",
-                   type != NULL ? type : "", type != NULL && strcmp (type, "gpt") == 0
-                                              ? " without its vocabulary" : "");
+                   type != NULL ? type : "",
+                   type == NULL ? ""
+                   : strcmp (type, "gpt") == 0 ? " without its vocabulary"
+                   : strcmp (type, "layers") == 0
+                       ? " without a vocabulary (one trained on [data] task = tokens has "
+                         "token ids, no text to print)"
+                       : "");
       return FALSE;
     }
   /* a digit that is not hex would shift -1 into a byte */

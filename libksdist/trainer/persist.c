@@ -178,10 +178,12 @@ ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error)
                    name, status.step, steps, status.step);
       return FALSE;
     }
+  /* "epoch" is the last one finished, from 0 (-1: none) */
   const char *epoch = g_hash_table_lookup (meta, "epoch");
-  if (epoch != NULL && strcmp (epoch, "-1") != 0)
-    g_message ("resumed from %s at step %" G_GINT64_FORMAT " (epoch %s done)", name,
-               status.step, epoch);
+  gint64 epochs = epoch != NULL ? g_ascii_strtoll (epoch, NULL, 10) + 1 : 0;
+  if (epochs > 0)
+    g_message ("resumed from %s at step %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " epoch%s "
+               "over the training data done)", name, status.step, epochs, epochs == 1 ? "" : "s");
   else
     g_message ("resumed from %s at step %" G_GINT64_FORMAT, name, status.step);
   return TRUE;
