@@ -432,12 +432,14 @@ log_rates (Server *s, gboolean final)
 {
   gint64 now = g_get_monotonic_time ();
   double dt = MAX (1e-6, (now - s->window_start) / 1e6);
-  g_message ("server %d: %.0f requests/s, in %.1f MB/s, out %.1f MB/s, %.1f updates/s "
-             "(%" G_GINT64_FORMAT " updates, %" G_GUINT64_FORMAT " requests, %.1f MB in, %.1f "
-             "MB out, %" G_GUINT64_FORMAT " refused%s)", s->cfg->index,
-             s->window_requests / dt, s->window_in / dt / 1e6, s->window_out / dt / 1e6,
-             s->window_updates / dt, s->cfg->table->updates, s->requests, s->bytes_in / 1e6,
-             s->bytes_out / 1e6, s->refused, final ? ", at the end" : "");
+  /* the rates are of the window since the last line, the counts of the whole run */
+  g_message ("server %d: %.0f requests/s, in %.1f MB/s, out %.1f MB/s, %.1f updates/s in "
+             "the last %.1f s; since the start %" G_GINT64_FORMAT " updates, %" G_GUINT64_FORMAT
+             " requests, %.1f MB in, %.1f MB out, %" G_GUINT64_FORMAT " refused%s",
+             s->cfg->index, s->window_requests / dt, s->window_in / dt / 1e6,
+             s->window_out / dt / 1e6, s->window_updates / dt, dt, s->cfg->table->updates,
+             s->requests, s->bytes_in / 1e6, s->bytes_out / 1e6, s->refused,
+             final ? " (at the end)" : "");
   if (final && s->cfg->mode == PS_MODE_ASYNC)
     {
       const PsDenseTable *t = s->cfg->table;
