@@ -360,7 +360,7 @@ run_plot (int argc, char **argv)
 
 const KsCommand ks_cmd_plot = {
   "plot",
-  "Draw [log] metrics files as SVG: the loss of each run (compared, with a legend), the "
+  "Draw [log] metrics files as SVG or PNG: the loss of each run (compared, with a legend), the "
   "learning rate and the held-out metric in panels of their own; or a pipeline's [trace] "
   "file: a row per stage, its forwards, backwards and idle time",
   run_plot,

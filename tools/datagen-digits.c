@@ -175,6 +175,17 @@ write_split (const char *dir, const char *format, const char *split, const guint
          && write_npy (dir, yn, ys, labels, n);
 }
 
+/* What --format wrote, for the summary line */
+static const char *
+format_says (const char *format)
+{
+  if (strcmp (format, "folder") == 0)
+    return "PNG files (a folder per class)";
+  if (strcmp (format, "idx") == 0)
+    return "IDX files";
+  return strcmp (format, "csv") == 0 ? "CSV files" : "NumPy files";
+}
+
 int
 datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed, const char *format,
                 int classes)
@@ -225,8 +236,8 @@ datagen_digits (const char *dir, gint64 train, gint64 test, gint64 seed, const c
         goto out;
     }
   printf ("digits: %" G_GINT64_FORMAT " training and %" G_GINT64_FORMAT " test images of 28 x "
-          "28 (the digits 0 to %d) drawn with %u fonts, as %s files in %s\n", train, test,
-          classes - 1, faces->len, format, dir);
+          "28 (the digits 0 to %d) drawn with %u fonts, as %s in %s\n", train, test,
+          classes - 1, faces->len, format_says (format), dir);
   status = KS_EXIT_OK;
 out:
   g_ptr_array_set_size (faces, 0);

@@ -224,7 +224,8 @@ pipeline_finish (KsTrainer *t, GError **error)
   if (!write_trace (t, trace, error))
     return FALSE;
   if (t->stage == 0 && t->rank == 0)
-    g_message ("trace of %d replicas x %d stages written to %s", t->world, s->stages, trace);
+    g_message ("trace of %d replica%s x %d stage%s written to %s", t->world,
+               t->world == 1 ? "" : "s", s->stages, s->stages == 1 ? "" : "s", trace);
   return TRUE;
 }
 
