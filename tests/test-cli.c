@@ -526,6 +526,20 @@ test_train_resume (Fixture *f, gconstpointer data)
       "directory aside): %s: truncated: 5 bytes, too short for its header\n", newest);
   g_assert_cmpint (f->status, ==, 1);
   g_assert_cmpstr (f->err, ==, damaged);
+
+  /* its weights edited: export refuses them as bad data (1), as train does, not as a
+   * path to change (2) */
+  g_autofree char *weights = g_build_filename (dir, "checkpoint-61", "model.safetensors", NULL);
+  g_autofree char *bytes = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (weights, &bytes, &len, NULL));
+  bytes[len - 1] ^= 1;
+  g_assert_true (g_file_set_contents (weights, bytes, len, NULL));
+  g_autofree char *out = g_build_filename (f->dir, "edited.safetensors", NULL);
+  g_autofree char *from = g_build_filename (dir, "checkpoint-61", NULL);
+  run (f, ARGS ("export", "--torch", from, "-o", out), NULL);
+  g_assert_cmpint (f->status, ==, 1);
+  g_assert_nonnull (strstr (f->err, "model.safetensors: the file does not match its SHA-256"));
 }
 
 /* float16 from a loss scale too large: steps are skipped and the scale halves (the

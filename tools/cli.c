@@ -129,3 +129,11 @@ ks_cli_checkpoint_path (const char *arg)
   char *newest = ks_checkpoint_latest (arg);
   return newest != NULL ? newest : g_strdup (arg);
 }
+
+int
+ks_cli_checkpoint_status (const GError *error)
+{
+  return g_error_matches (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT)
+             ? KS_EXIT_RUNTIME
+             : KS_EXIT_USAGE;
+}

@@ -86,7 +86,7 @@ run_export (int argc, char **argv)
   if (tensors == NULL)
     {
       ks_cli_error ("%s", error->message);
-      return KS_EXIT_USAGE;
+      return ks_cli_checkpoint_status (error);
     }
   /* the source's metadata (config, GPT shape, vocabulary, step) without its own seal,
    * save and format; "pt" as PyTorch's safetensors files say */

@@ -211,7 +211,7 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
   if (!read_info (path, &info, &error) || !encode (&info, prompt, tokens, &error))
     {
       ks_cli_error ("%s", error->message);
-      return KS_EXIT_USAGE;
+      return ks_cli_checkpoint_status (error);
     }
   gsize T = info.shape.context, V = info.vocab_size;
   g_autoptr (KsCompute) compute = ks_compute_new (registry, config, NULL, &error);

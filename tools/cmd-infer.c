@@ -271,7 +271,7 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
   if (model == NULL)
     {
       ks_cli_error ("%s", error->message);
-      return KS_EXIT_USAGE;
+      return ks_cli_checkpoint_status (error);
     }
   for (guint i = 0; i < n_feeds; i++)
     {
