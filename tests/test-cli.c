@@ -184,6 +184,8 @@ test_config_errors (Fixture *f, gconstpointer data)
   g_assert_cmpint (f->status, ==, 2);
   g_assert_true (g_str_has_prefix (f->err, "ksdist: Failed to open file"));
   g_assert_nonnull (strstr (f->err, "none.ini"));
+  g_assert_true (g_str_has_suffix (f->err, ": give the path of a job's .ini file (as "
+                                           "examples/default.ini)\n"));
   run (f, ARGS ("config", bad_key, bad_value), NULL);
   g_assert_cmpint (f->status, ==, 2);
 

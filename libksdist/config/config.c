@@ -260,7 +260,8 @@ read_file (KsConfig *config, const char *path, GError **error)
   const char *nul;
   if (!g_file_get_contents (path, &text, &len, &local))
     {
-      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s", local->message);
+      g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_IO, "%s: give the path of a "
+                   "job's .ini file (as examples/default.ini)", local->message);
       return FALSE;
     }
   /* a NUL would end the text early: what follows it would never be read or checked */
