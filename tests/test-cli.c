@@ -106,6 +106,26 @@ test_usage_errors (Fixture *f, gconstpointer data)
   run (f, ARGS ("plugins", "--set", "nonsense"), NULL);
   assert_error_line (f, 2, "--set 'nonsense': write it as group.key=value, e.g. --set "
                            "comm.timeout=60");
+  /* config -n refuses what launch -n refuses, by the same rule: its 0 exit says launch
+   * takes the count */
+  static const char *const counts[] = { "0", "2000", "-3" };
+  for (guint i = 0; i < G_N_ELEMENTS (counts); i++)
+    {
+      g_autofree char *launch = g_strdup_printf ("launch: -n %s: start between 1 and 1024 "
+                                                 "processes", counts[i]);
+      g_autofree char *config = g_strdup_printf ("config: -n %s: start between 1 and 1024 "
+                                                 "processes", counts[i]);
+      run (f, ARGS ("launch", "-n", counts[i]), NULL);
+      assert_error_line (f, 2, launch);
+      run (f, ARGS ("config", "-n", counts[i]), NULL);
+      assert_error_line (f, 2, config);
+      g_assert_cmpstr (f->out, ==, "");
+    }
+  run (f, ARGS ("launch", "--servers", "1024", "--workers", "1"), NULL);
+  assert_error_line (f, 2, "launch: --servers 1024 --workers 1: start between 1 and 1024 "
+                           "processes");
+  run (f, ARGS ("config", "--servers", "1024", "-n", "1"), NULL);
+  assert_error_line (f, 2, "config: --servers 1024 -n 1: start between 1 and 1024 processes");
   run (f, ARGS ("plugins"), ARGS ("KS_PLUGINS=gloo,^mpi"));
   assert_error_line (f, 2, "KS_PLUGINS=gloo,^mpi mixes included and excluded plugins: write an "
                            "include list (gloo,openblas) or an exclude list (^mpi,cuda)");

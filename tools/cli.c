@@ -20,6 +20,16 @@ ks_cli_error (const char *format, ...)
   fprintf (stderr, "ksdist: %s\n", message);
 }
 
+gboolean
+ks_cli_check_processes (const char *command, const char *given, int n)
+{
+  if (n >= 1 && n <= KS_CLI_MAX_PROCESSES)
+    return TRUE;
+  ks_cli_error ("%s: %s: start between 1 and %d processes", command, given,
+                KS_CLI_MAX_PROCESSES);
+  return FALSE;
+}
+
 int
 ks_cli_fail (const GError *error)
 {

@@ -37,6 +37,14 @@ extern const KsCommand ks_cmd_segment;
 /* One line on stderr, starting with "ksdist: ". */
 void ks_cli_error (const char *format, ...) G_GNUC_PRINTF (1, 2);
 
+/* The most processes ksdist launch starts on one machine. */
+#define KS_CLI_MAX_PROCESSES 1024
+
+/* Whether ksdist launch starts a job of `n` processes on one machine, `given` the options
+ * that asked for them ("-n 0"); prints what is wrong and returns FALSE. ksdist config -n
+ * checks by it too, so that its 0 exit means launch takes the count. */
+gboolean ks_cli_check_processes (const char *command, const char *given, int n);
+
 /* Prints `error` as ks_cli_error does and returns its exit status: 2 for a configuration
  * error (KS_CONFIG_ERROR, a plugin not found or unavailable), 1 for failed work. */
 int ks_cli_fail (const GError *error);

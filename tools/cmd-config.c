@@ -166,15 +166,16 @@ run_config (int argc, char **argv)
 {
   g_auto (GStrv) sets = NULL;
   KsTrainWorld world = { 0, 0 };
+  int workers = G_MININT, servers = G_MININT; /* G_MININT: not given */
   gboolean reference = FALSE;
   GOptionEntry entries[] = {
     KS_CLI_SET_OPTION (sets),
     { "reference", 0, 0, G_OPTION_ARG_NONE, &reference,
       "Print every group and key known (the core's and the plugins' found), with its type, "
       "range, default and meaning, as Markdown (doc/config.md), and nothing else", NULL },
-    { "workers", 'n', 0, G_OPTION_ARG_INT, &world.workers,
+    { "workers", 'n', 0, G_OPTION_ARG_INT, &workers,
       "Check for a job of N workers (as ksdist launch -n N or --workers N)", "N" },
-    { "servers", 0, 0, G_OPTION_ARG_INT, &world.servers,
+    { "servers", 0, 0, G_OPTION_ARG_INT, &servers,
       "Check for a job with N parameter servers (as ksdist launch --servers N)", "N" },
     { NULL }
   };
@@ -195,6 +196,20 @@ run_config (int argc, char **argv)
                     "ksdist knows");
       return KS_EXIT_USAGE;
     }
+  /* launch's own check of the counts, so that a 0 exit here means launch takes them */
+  g_autofree char *given = g_strdup_printf ("-n %d", workers);
+  if (workers != G_MININT && !ks_cli_check_processes ("config", given, workers))
+    return KS_EXIT_USAGE;
+  if (servers != G_MININT)
+    {
+      int w = workers != G_MININT ? workers : 1;
+      g_free (given);
+      given = g_strdup_printf ("--servers %d -n %d", servers, w);
+      if (!ks_cli_check_processes ("config", given, servers < 0 ? servers : servers + w))
+        return KS_EXIT_USAGE;
+    }
+  world.workers = workers != G_MININT ? workers : 0;
+  world.servers = servers != G_MININT ? servers : 0;
   if ((status = ks_cli_load (argc == 2 ? argv[1] : NULL, sets, &config, &registry)) != KS_EXIT_OK)
     return status;
   if (reference)

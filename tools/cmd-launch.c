@@ -223,14 +223,14 @@ parse_count (const char *text, const char *option, int *out)
   *out = -1;
   if (text == NULL)
     return TRUE;
-  if (g_ascii_string_to_signed (text, 10, 0, 1024, &v, NULL))
+  if (g_ascii_string_to_signed (text, 10, 0, KS_CLI_MAX_PROCESSES, &v, NULL))
     {
       *out = (int) v;
       return TRUE;
     }
-  ks_cli_error ("launch: %s %s: give a number of processes, 0 to 1024, or as fleetrun "
+  ks_cli_error ("launch: %s %s: give a number of processes, 0 to %d, or as fleetrun "
                 "takes it a list IP:PORT,IP:PORT,... (with the other also a list)",
-                option, text);
+                option, text, KS_CLI_MAX_PROCESSES);
   return FALSE;
 }
 
@@ -328,11 +328,11 @@ check_options (Launch *l, int n, int servers, int workers, const char *master)
       l->rv.ps = TRUE;
       n = servers + workers;
     }
-  if (n < 1 || n > 1024)
-    {
-      ks_cli_error ("launch: -n %d: start between 1 and 1024 processes", n);
-      return FALSE;
-    }
+  g_autofree char *given = l->rv.ps ? g_strdup_printf ("--servers %d --workers %d", servers,
+                                                        workers)
+                                     : g_strdup_printf ("-n %d", n);
+  if (!ks_cli_check_processes ("launch", given, n))
+    return FALSE;
   if (l->rv.nnodes < 1 || l->rv.node_rank < 0 || l->rv.node_rank >= l->rv.nnodes)
     {
       ks_cli_error ("launch: --node-rank %d of --nnodes %d: the rank must be from 0 to %d",
