@@ -24,10 +24,23 @@ export_shape (GHashTable *meta, gint64 *shape)
   return dims[n] == NULL ? n : 0;
 }
 
+/* Where a header's `fields` first differ from the model's `names`, both counted from 1:
+ * every column listed would make one line of kilobytes (785 columns of pixels). */
 static char *
-joined (char *const *names)
+first_difference (char *const *fields, char *const *names, const char *input)
 {
-  return g_strjoinv (", ", (char **) names);
+  guint i = 0;
+  while (fields[i] != NULL && names[i] != NULL && strcmp (fields[i], names[i]) == 0)
+    i++;
+  const char *field = fields[i], *name = names[i];
+  if (field == NULL)
+    return g_strdup_printf ("%s ends after column %u, the model's feature %u is '%s'", input, i,
+                            i + 1, name);
+  if (name == NULL)
+    return g_strdup_printf ("column %u of %s is '%s', the model has %u features", i + 1, input,
+                            field, i);
+  return g_strdup_printf ("column %u of %s is '%s', the model's feature %u is '%s'", i + 1, input,
+                          field, i + 1, name);
 }
 
 /* Whether `fields` without column `skip` (-1: none) are `names`. */
@@ -142,11 +155,12 @@ load_csv (const char *dir, GHashTable *meta, const char *input, const char *labe
     }
   if (texts > 0 && names != NULL)
     {
-      g_autofree char *got = joined (first), *want = joined (names);
+      g_autofree char *where = first_difference (first, names, input);
       g_set_error (error, KS_CONFIG_ERROR, KS_CONFIG_ERROR_BAD_VALUE,
-                   "%s: its header's columns (%s) are neither this model's features (%s) nor "
-                   "them and one label column: name the columns as the training file did (in "
-                   "its order), or give rows without a header", input, got, want);
+                   "%s: its header's %u columns are neither this model's %u features nor them "
+                   "and one label column (%s): name the columns as the training file did (in "
+                   "its order), or give rows without a header", input, n,
+                   g_strv_length (names), where);
       return NULL;
     }
   o.header = texts > 0 ? 1 : 0;
