@@ -200,6 +200,16 @@ test_config_errors (Fixture *f, gconstpointer data)
   run (f, ARGS ("config", bad_value), NULL);
   assert_error_line (f, 2, "@/b.ini:2: [openblas] threads = 'many': expected an integer in "
                            "[0, 4096]");
+  /* an empty layer size was dropped without a word: the file's line names it */
+  g_autofree char *gap = ks_test_write (f->dir, "c.ini", "[model]\nhidden = 64, 64,\n");
+  run (f, ARGS ("config", gap), NULL);
+  assert_error_line (f, 2, "@/c.ini:2: [model] hidden = '64, 64,': expected a comma-separated "
+                           "list with no empty item, but item 3 is empty: write '64,64', or "
+                           "the missing item in its place");
+  run (f, ARGS ("train", "--set", "model.hidden=64,,64"), NULL);
+  assert_error_line (f, 2, "--set: [model] hidden = '64,,64': expected a comma-separated list "
+                           "with no empty item, but item 2 is empty: write '64,64', or the "
+                           "missing item in its place");
   run (f, ARGS ("config", missing), NULL);
   g_assert_cmpint (f->status, ==, 2);
   g_assert_true (g_str_has_prefix (f->err, "ksdist: Failed to open file"));

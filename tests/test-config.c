@@ -298,6 +298,15 @@ test_bad_values (Fixture *f, gconstpointer data)
                 "@:3: [comm] timeout = '-1': expected a number in [0.001, 1e+06]");
   assert_fails (f, "[log]\nlevel = loud\n", KS_CONFIG_ERROR_BAD_VALUE,
                 "@:2: [log] level = 'loud': expected one of error, warning, info, debug");
+  /* an empty item of a list was dropped without a word */
+  assert_fails (f, "[plugins]\nload = openblas,,optim\n", KS_CONFIG_ERROR_BAD_VALUE,
+                "@:2: [plugins] load = 'openblas,,optim': expected a comma-separated list "
+                "with no empty item, but item 2 is empty: write 'openblas,optim', or the "
+                "missing item in its place");
+  assert_fails (f, "[plugins]\nload = ,\n", KS_CONFIG_ERROR_BAD_VALUE,
+                "@:2: [plugins] load = ',': expected a comma-separated list with no empty "
+                "item, but item 1 is empty: leave the value empty for none, or the missing "
+                "item in its place");
 }
 
 static void

@@ -409,6 +409,35 @@ range_text (const KsKeyDesc *d)
   return g_strdup_printf (" in [%g, %g]", d->min, d->max);
 }
 
+/* A list's empty item ("64,,64", "64, 64,") was once dropped without a word, and the
+ * layer meant there with it; a list with no item at all is empty, not wrong. */
+static gboolean
+check_list (const char *value, char **expected)
+{
+  g_auto (GStrv) items = g_strsplit (value, ",", -1);
+  g_autoptr (GPtrArray) kept = g_ptr_array_new ();
+  int empty = -1;
+
+  for (int i = 0; items[i] != NULL; i++)
+    {
+      char *item = g_strstrip (items[i]);
+      if (*item != '\0')
+        g_ptr_array_add (kept, item);
+      else if (empty < 0)
+        empty = i;
+    }
+  if (empty < 0 || items[1] == NULL)
+    return TRUE;
+  g_ptr_array_add (kept, NULL);
+  g_autofree char *joined = g_strjoinv (",", (char **) kept->pdata);
+  g_autofree char *fixed = kept->len > 1 ? g_strdup_printf ("write '%s'", joined)
+                                         : g_strdup ("leave the value empty for none");
+  *expected = g_strdup_printf ("a comma-separated list with no empty item, but item %d is "
+                               "empty: %s, or the missing item in its place",
+                               empty + 1, fixed);
+  return FALSE;
+}
+
 gboolean
 ks_config_check_value (const KsKeyDesc *d, const char *value, char **expected)
 {
@@ -418,9 +447,10 @@ ks_config_check_value (const KsKeyDesc *d, const char *value, char **expected)
   switch (d->type)
     {
     case KS_VALUE_STRING:
-    case KS_VALUE_LIST:
     case KS_VALUE_PATH:
       return TRUE;
+    case KS_VALUE_LIST:
+      return check_list (value, expected);
     case KS_VALUE_BOOL:
       {
         gboolean b;
