@@ -265,6 +265,13 @@ test_exclude_list (PluginFixture *f, gconstpointer data)
   g_assert_true (g_str_has_suffix (error->message, "was excluded: excluded by KS_PLUGINS=^tgood; "
                                                    "available: tunavail (plugin tunavail, "
                                                    "unavailable: no test device on this machine)"));
+  g_clear_error (&error);
+  /* and so does auto, finding none: the plugin left out is named with the list */
+  g_assert_null (ks_registry_select (f->registry, KS_KIND_COMPUTE, "auto", NULL, &error));
+  g_assert_cmpstr (error->message, ==,
+                   "no compute implementation is available; found: tunavail (plugin tunavail, "
+                   "unavailable: no test device on this machine); not loaded, as excluded by "
+                   "KS_PLUGINS=^tgood: tgood (change that list if it provides compute)");
 }
 
 static void

@@ -430,6 +430,33 @@ describe_available (const KsRegistry *registry, GPtrArray *list)
   return g_string_free (s, FALSE);
 }
 
+/* "; not loaded, as excluded by KS_PLUGINS=^openblas: openblas (...)", or "" when the
+ * include or exclude list left no plugin out: a plugin left out is not opened, so what
+ * it would provide is not known, and a user who left out the one that does was told
+ * nothing of it. */
+static char *
+describe_excluded (const KsRegistry *registry, KsKind kind)
+{
+  g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  const char *reason = NULL;
+  for (guint i = 0; i < registry->records->len; i++)
+    {
+      const KsPluginRecord *r = g_ptr_array_index (registry->records, i);
+      if (r->state != KS_PLUGIN_EXCLUDED)
+        continue;
+      reason = r->reason; /* one list leaves them all out */
+      if (!g_ptr_array_find_with_equal_func (names, r->name, g_str_equal, NULL))
+        g_ptr_array_add (names, r->name);
+    }
+  if (names->len == 0)
+    return g_strdup ("");
+  g_ptr_array_add (names, NULL);
+  g_autofree char *list = g_strjoinv (", ", (char **) names->pdata);
+  return g_strdup_printf ("; not loaded, as %s: %s (change that list if %s provides %s)",
+                          reason, list, names->len > 2 ? "one of these" : "it",
+                          ks_kind_name (kind));
+}
+
 const KsImplDesc *
 ks_registry_select (KsRegistry *registry, KsKind kind, const char *name,
                     const KsPluginRecord **plugin, GError **error)
@@ -467,9 +494,10 @@ ks_registry_select (KsRegistry *registry, KsKind kind, const char *name,
   available = describe_available (registry, list);
   if (automatic)
     {
+      g_autofree char *excluded = describe_excluded (registry, kind);
       g_set_error (error, KS_PLUGIN_ERROR, KS_PLUGIN_ERROR_NOT_FOUND,
-                   "no %s implementation is available; found: %s", ks_kind_name (kind),
-                   available);
+                   "no %s implementation is available; found: %s%s", ks_kind_name (kind),
+                   available, excluded);
       return NULL;
     }
   /* A plugin of that name that did not load says more than "not found". */
