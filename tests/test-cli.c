@@ -126,11 +126,14 @@ test_usage_errors (Fixture *f, gconstpointer data)
                            "processes");
   run (f, ARGS ("config", "--servers", "1024", "-n", "1"), NULL);
   assert_error_line (f, 2, "config: --servers 1024 -n 1: start between 1 and 1024 processes");
+  /* what else is found (cuda, where built and usable) is this machine's affair */
   run (f, ARGS ("train"), ARGS ("KS_PLUGINS=^openblas"));
-  assert_error_line (f, 2, "no compute implementation is available; found: none: see `ksdist "
-                           "plugins` for what was found and rejected; not loaded, as excluded "
-                           "by KS_PLUGINS=^openblas: openblas (change that list if it provides "
-                           "compute)");
+  g_assert_cmpint (f->status, ==, 2);
+  g_assert_true (g_str_has_prefix (f->err, "ksdist: no compute implementation is available; "
+                                           "found: "));
+  g_assert_true (g_str_has_suffix (f->err, "; not loaded, as excluded by KS_PLUGINS=^openblas: "
+                                           "openblas (change that list if it provides "
+                                           "compute)\n"));
   run (f, ARGS ("plugins"), ARGS ("KS_PLUGINS=gloo,^mpi"));
   assert_error_line (f, 2, "KS_PLUGINS=gloo,^mpi mixes included and excluded plugins: write an "
                            "include list (gloo,openblas) or an exclude list (^mpi,cuda)");

@@ -141,9 +141,10 @@ ks_cli_checkpoint_path (const char *arg)
 }
 
 int
-ks_cli_checkpoint_status (const GError *error)
+ks_cli_checkpoint_fail (const GError *error)
 {
-  return g_error_matches (error, KS_CHECKPOINT_ERROR, KS_CHECKPOINT_ERROR_CORRUPT)
-             ? KS_EXIT_RUNTIME
-             : KS_EXIT_USAGE;
+  ks_cli_error ("%s", error->message);
+  if (error->domain != KS_CHECKPOINT_ERROR)
+    return ks_trainer_exit_status (error);
+  return error->code == KS_CHECKPOINT_ERROR_CORRUPT ? KS_EXIT_RUNTIME : KS_EXIT_USAGE;
 }

@@ -67,10 +67,11 @@ int ks_cli_load (const char *file, char **sets, KsConfig **config, KsRegistry **
  * checkpoint_dir holding them, whose newest it takes. */
 char *ks_cli_checkpoint_path (const char *arg);
 
-/* The exit status of a checkpoint or export that could not be read: damaged data
- * (truncated, edited) is bad data, as `train` says of it (1); anything else a path to
- * change (2). */
-int ks_cli_checkpoint_status (const GError *error);
+/* ks_cli_fail for a checkpoint or export that could not be read or used: damaged data
+ * (truncated, edited) is bad data, as `train` says of it (1); another checkpoint error
+ * (missing, not a checkpoint, not this model's) a path to change (2); any other error
+ * as ks_cli_fail says. */
+int ks_cli_checkpoint_fail (const GError *error);
 
 /* The GOptionEntry of "--set group.key=value", repeatable. */
 #define KS_CLI_SET_OPTION(sets)                                                          \

@@ -203,9 +203,11 @@ run_config (int argc, char **argv)
   if (servers != G_MININT)
     {
       int w = workers != G_MININT ? workers : 1;
+      gint64 total = servers < 0 ? servers : MIN ((gint64) servers + w, G_MAXINT);
       g_free (given);
-      given = g_strdup_printf ("--servers %d -n %d", servers, w);
-      if (!ks_cli_check_processes ("config", given, servers < 0 ? servers : servers + w))
+      given = workers != G_MININT ? g_strdup_printf ("--servers %d -n %d", servers, w)
+                                  : g_strdup_printf ("--servers %d (and 1 worker)", servers);
+      if (!ks_cli_check_processes ("config", given, (int) total))
         return KS_EXIT_USAGE;
     }
   world.workers = workers != G_MININT ? workers : 0;

@@ -84,10 +84,7 @@ run_export (int argc, char **argv)
   g_autoptr (GPtrArray) tensors = source != NULL ? ks_checkpoint_read_tensors (path, &error)
                                                  : NULL;
   if (tensors == NULL)
-    {
-      ks_cli_error ("%s", error->message);
-      return ks_cli_checkpoint_status (error);
-    }
+    return ks_cli_checkpoint_fail (error);
   /* the source's metadata (config, GPT shape, vocabulary, step) without its own seal,
    * save and format; "pt" as PyTorch's safetensors files say */
   static const char *const dropped[] = { KS_SEAL_KEY, KS_CHECKPOINT_SAVE_KEY, "format",

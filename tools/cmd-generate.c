@@ -209,16 +209,13 @@ generate (KsRegistry *registry, const KsConfig *config, const char *path, const 
   gsize n_feeds = 2;
 
   if (!read_info (path, &info, &error) || !encode (&info, prompt, tokens, &error))
-    {
-      ks_cli_error ("%s", error->message);
-      return ks_cli_checkpoint_status (error);
-    }
+    return ks_cli_checkpoint_fail (error);
   gsize T = info.shape.context, V = info.vocab_size;
   g_autoptr (KsCompute) compute = ks_compute_new (registry, config, NULL, &error);
   g_autoptr (KsModel) model = compute != NULL ? load_gpt (compute, path, &info, &logits, &error)
                                               : NULL;
   if (model == NULL)
-    return ks_cli_fail (error);
+    return ks_cli_checkpoint_fail (error);
   if (info.export && ks_model_find (model, "positions") == NULL)
     n_feeds = 1; /* a layer list without a position layer: tokens alone */
   g_autofree gint64 *window = g_new0 (gint64, T);

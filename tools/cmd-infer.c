@@ -269,10 +269,7 @@ infer (KsCompute *compute, const char *dir, FILE *in, const char *in_name,
   gsize rows = 0, model_rows = 1;
 
   if (model == NULL)
-    {
-      ks_cli_error ("%s", error->message);
-      return ks_cli_checkpoint_status (error);
-    }
+    return ks_cli_checkpoint_fail (error);
   for (guint i = 0; i < n_feeds; i++)
     {
       KsExpr *e = ks_model_find (model, feed_names[i]);
@@ -444,7 +441,7 @@ run_infer (int argc, char **argv)
           || (table = ks_infer_load (argv[1], meta, format, input,
                                      (const char *const *) images, labels, label,
                                      &error)) == NULL)
-        return ks_cli_fail (error);
+        return ks_cli_checkpoint_fail (error);
     }
   else if (argc > 2)
     {

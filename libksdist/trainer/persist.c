@@ -180,7 +180,10 @@ ks_trainer_resume (KsTrainer *t, const char *dir, gint64 *first, GError **error)
     }
   /* "epoch" is the last one finished, from 0 (-1: none) */
   const char *epoch = g_hash_table_lookup (meta, "epoch");
-  gint64 epochs = epoch != NULL ? g_ascii_strtoll (epoch, NULL, 10) + 1 : 0;
+  gint64 last = -1;
+  if (epoch != NULL && !g_ascii_string_to_signed (epoch, 10, -1, G_MAXINT64 - 1, &last, NULL))
+    last = -1; /* not a count: nothing said of epochs */
+  gint64 epochs = last + 1;
   if (epochs > 0)
     g_message ("resumed from %s at step %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT " epoch%s "
                "over the training data done)", name, status.step, epochs, epochs == 1 ? "" : "s");

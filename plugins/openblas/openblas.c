@@ -294,14 +294,28 @@ cblas_trans (KsTranspose t)
  * against 73, 128x256x256 97 against 91, 128x512x512 397 against 273. */
 enum { SGEMM_THREADED_MIN = 1 << 23 };
 
+/* Whether a product of m x n x k is small, and if so OpenBLAS set to one thread until
+ * all_threads. OpenBLAS's count is the process's: this assumes one calling thread, as
+ * ksdist's trainer is (its other threads never reach OpenBLAS). */
 static gboolean
-openblas_sgemm (void *p, KsTranspose ta, KsTranspose tb, int m, int n, int k, float alpha,
-                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
-                GError **error)
+one_thread_if_small (OpenblasCtx *ctx, int m, int n, int k)
 {
-  OpenblasCtx *ctx = p;
-  gboolean alone = ctx->threads > 1 && (gint64) m * n * k < SGEMM_THREADED_MIN;
-  (void) error;
+  if (ctx->threads <= 1 || (gint64) m * n * k >= SGEMM_THREADED_MIN)
+    return FALSE;
+  openblas_set_num_threads (1);
+  return TRUE;
+}
+
+static void
+all_threads (OpenblasCtx *ctx)
+{
+  openblas_set_num_threads (ctx->threads);
+}
+
+static void
+sgemm_rows (KsTranspose ta, KsTranspose tb, int m, int n, int k, float alpha, const float *a,
+            int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
   /* beta = 0 on rows that lie end to end: one memset, then beta = 1. OpenBLAS's own
    * zeroing goes column by column of its column-major view, a loop per row of C here,
    * slow for the narrow outputs of convolutions (16 or 32 filters a pixel). */
@@ -310,12 +324,20 @@ openblas_sgemm (void *p, KsTranspose ta, KsTranspose tb, int m, int n, int k, fl
       memset (c, 0, (gsize) m * n * sizeof *c);
       beta = 1;
     }
-  if (alone)
-    openblas_set_num_threads (1);
   cblas_sgemm (CblasRowMajor, cblas_trans (ta), cblas_trans (tb), m, n, k, alpha, a, lda, b, ldb,
                beta, c, ldc);
-  if (alone)
-    openblas_set_num_threads (ctx->threads);
+}
+
+static gboolean
+openblas_sgemm (void *ctx, KsTranspose ta, KsTranspose tb, int m, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                GError **error)
+{
+  gboolean small = one_thread_if_small (ctx, m, n, k);
+  (void) error;
+  sgemm_rows (ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (small)
+    all_threads (ctx);
   return TRUE;
 }
 
@@ -325,9 +347,13 @@ openblas_sgemm_strided_batched (void *ctx, KsTranspose ta, KsTranspose tb, int m
                                 const float *b, int ldb, gint64 stride_b, float beta, float *c,
                                 int ldc, gint64 stride_c, int batch, GError **error)
 {
+  gboolean small = one_thread_if_small (ctx, m, n, k); /* once for the batch */
+  (void) error;
   for (int i = 0; i < batch; i++)
-    openblas_sgemm (ctx, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb,
-                    beta, c + i * stride_c, ldc, error);
+    sgemm_rows (ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+                c + i * stride_c, ldc);
+  if (small)
+    all_threads (ctx);
   return TRUE;
 }
 
